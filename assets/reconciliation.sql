@@ -1,0 +1,102 @@
+-- The tracker against the bill, per month (SPEC §7): how many of the GPU-hours the bill
+-- shows were used by recorded runs, and how much of the cost the runs account for.
+-- Parameters: $month, $month_start, $month_end, $max_untracked_share.
+WITH
+lines AS (SELECT * FROM billing_facts WHERE month = $month),
+att AS (SELECT * FROM attribution WHERE month = $month),
+runs AS (SELECT * FROM tracker_runs WHERE month = $month),
+gpu_lines AS (
+    -- GPU instance-usage lines: the hours the bill says accelerators ran
+    SELECT * FROM lines WHERE x_CostComponent = 'gpu' AND x_UsageHours IS NOT NULL
+),
+gpu_rows AS (
+    SELECT a.*, l.x_InstanceType AS instance_type, l.x_UsageHours * l.x_AcceleratorCount AS line_gpu_hours
+    FROM att a JOIN gpu_lines l USING (x_SourceLine)
+),
+gpu_cost_rows AS (
+    -- every gpu-component usage row (negations included) for the cost shares
+    SELECT a.* FROM att a WHERE a.component = 'gpu' AND a.rule <> 'non_usage'
+),
+by_type AS (
+    SELECT
+        l.x_InstanceType AS instance_type,
+        sum(l.x_UsageHours * l.x_AcceleratorCount) AS billed_gpu_hours,
+        coalesce(sum(u.untracked_hours), 0) AS untracked_gpu_hours,
+        sum(l.EffectiveCost) AS gpu_cost,
+        coalesce(sum(u.untracked_cost), 0) AS untracked_cost
+    FROM gpu_lines l
+    LEFT JOIN (
+        SELECT x_SourceLine, sum(accelerator_hours) AS untracked_hours, sum(cost) AS untracked_cost
+        FROM att WHERE purpose_class = 'untracked' GROUP BY x_SourceLine
+    ) u USING (x_SourceLine)
+    GROUP BY l.x_InstanceType
+),
+over_claimed AS (
+    SELECT coalesce(sum((claimed_share - 1) * line_gpu_hours), 0) AS hours
+    FROM (SELECT DISTINCT x_SourceLine, claimed_share, line_gpu_hours FROM gpu_rows
+          WHERE run_id IS NOT NULL AND claimed_share > 1 + 1e-12)
+),
+claimants AS (
+    SELECT r.*,
+        CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP) ELSE end_time END AS re
+    FROM runs r
+    WHERE (status = 'RUNNING' OR end_time IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM runs child WHERE child.parent_run_id = r.run_id)
+),
+unbilled AS (
+    -- resources a run lists that no line of the month shows: wrong ids, other accounts
+    SELECT coalesce(sum(
+        epoch(least(re, CAST($month_end AS TIMESTAMP)) - greatest(start_time, CAST($month_start AS TIMESTAMP))) / 3600.0
+        * coalesce(nullif(gpus, 0), 1)), 0) AS gpu_hours
+    FROM (SELECT DISTINCT run_id, start_time, re, gpus, unnest(resource_ids) AS resource_id FROM claimants)
+    WHERE start_time < CAST($month_end AS TIMESTAMP) AND re > CAST($month_start AS TIMESTAMP)
+      AND resource_id NOT IN (SELECT ResourceId FROM lines WHERE ResourceId IS NOT NULL)
+),
+totals AS (
+    SELECT
+        (SELECT coalesce(sum(line_gpu_hours), 0) FROM (SELECT DISTINCT x_SourceLine, line_gpu_hours FROM gpu_rows)) AS billed_gpu_hours,
+        (SELECT coalesce(sum(accelerator_hours), 0) FROM gpu_rows WHERE run_id IS NOT NULL) AS tracked_gpu_hours,
+        (SELECT coalesce(sum(cost), 0) FROM gpu_cost_rows) AS gpu_cost,
+        (SELECT coalesce(sum(cost), 0) FROM gpu_cost_rows WHERE purpose_class = 'untracked') AS untracked_gpu_cost,
+        (SELECT coalesce(sum(EffectiveCost), 0) FROM lines) AS total_effective_cost,
+        (SELECT coalesce(sum(cost), 0) FROM att WHERE run_id IS NOT NULL) AS attributed_cost,
+        (SELECT coalesce(sum(cost), 0) FROM att WHERE purpose_class = 'untracked') AS untracked_cost,
+        (SELECT coalesce(sum(cost), 0) FROM att WHERE purpose_class = 'unallocated') AS unallocated_cost,
+        (SELECT count(*) = 0 OR bool_or(x_InvoiceId IS NULL) FROM lines) AS provisional,
+        (SELECT count(*) FROM runs WHERE status <> 'RUNNING' AND end_time IS NULL
+            AND start_time < CAST($month_end AS TIMESTAMP)) AS runs_without_end
+)
+SELECT
+    CAST($month AS DATE) AS month,
+    billed_gpu_hours,
+    tracked_gpu_hours,
+    greatest(billed_gpu_hours - tracked_gpu_hours, 0) AS untracked_gpu_hours,
+    CASE WHEN billed_gpu_hours > 0
+         THEN greatest(billed_gpu_hours - tracked_gpu_hours, 0) / billed_gpu_hours ELSE 0 END
+        AS untracked_share,
+    CAST($max_untracked_share AS DOUBLE) AS threshold,
+    CASE WHEN (CASE WHEN billed_gpu_hours > 0
+                    THEN greatest(billed_gpu_hours - tracked_gpu_hours, 0) / billed_gpu_hours
+                    ELSE 0 END) <= CAST($max_untracked_share AS DOUBLE) + 1e-12
+         THEN 'pass' ELSE 'fail' END AS status,
+    CASE WHEN gpu_cost <> 0 THEN untracked_gpu_cost / gpu_cost ELSE 0 END AS untracked_cost_share,
+    coalesce((
+        SELECT list(struct_pack(
+            instance_type := instance_type,
+            billed_gpu_hours := billed_gpu_hours,
+            untracked_gpu_hours := untracked_gpu_hours,
+            untracked_share := CASE WHEN billed_gpu_hours > 0 THEN untracked_gpu_hours / billed_gpu_hours ELSE 0 END,
+            gpu_cost := gpu_cost,
+            untracked_cost_share := CASE WHEN gpu_cost <> 0 THEN untracked_cost / gpu_cost ELSE 0 END
+        ) ORDER BY instance_type) FROM by_type
+    ), []) AS by_accelerator_type,
+    CASE WHEN total_effective_cost <> 0 THEN attributed_cost / total_effective_cost ELSE 0 END AS coverage,
+    (SELECT hours FROM over_claimed) AS over_claimed_gpu_hours,
+    (SELECT gpu_hours FROM unbilled) AS unbilled_claim_gpu_hours,
+    provisional,
+    total_effective_cost,
+    attributed_cost,
+    untracked_cost,
+    unallocated_cost,
+    runs_without_end
+FROM totals

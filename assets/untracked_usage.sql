@@ -1,0 +1,28 @@
+-- Untracked usage: the cost nobody's run claimed, as a list to chase.
+--
+-- Every billed line (or the part of it) that no tracker run could claim was recorded by the
+-- attribution step with purpose_class 'untracked' and a kind:
+--   no_run        - a resource no run listed or tagged (a VM somebody forgot, a wrong id)
+--   idle_capacity - a resource runs used only partly (the rest of the hour / the other GPUs)
+--   shared        - NAT gateways, endpoints, lines without a resource id: no run can name them
+-- We bring back the billing line to know WHICH resource and WHICH day, so the list can be
+-- handed to the owning team ("instance i-0abc cost 412 on 2024-03-07 and no run used it").
+-- Days are UTC calendar days of the charge period's start.
+SELECT
+    a.month,
+    b.ResourceId                                AS resource_id,
+    CAST(b.ChargePeriodStart AS DATE)           AS day,
+    a.component,
+    -- attribution always labels its untracked rows; 'no_run' is the safe reading if not
+    coalesce(a.kind, 'no_run')                  AS kind,
+    sum(a.hours)                                AS hours,
+    sum(a.accelerator_hours)                    AS accelerator_hours,
+    sum(a.cost)                                 AS cost
+FROM attribution AS a
+JOIN billing_facts AS b
+  ON b.month = a.month
+ AND b.x_SourceLine = a.x_SourceLine
+WHERE a.month = $month
+  AND a.purpose_class = 'untracked'
+GROUP BY a.month, b.ResourceId, CAST(b.ChargePeriodStart AS DATE), a.component,
+         coalesce(a.kind, 'no_run')

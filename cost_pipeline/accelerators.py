@@ -1,0 +1,62 @@
+"""Instance type → accelerator count (GPUs, Trainium/Inferentia chips, Gaudi/Qualcomm cards).
+
+The built-in table covers AWS's current accelerated families (EC2 and SageMaker, whose
+`ml.` prefix is stripped before lookup); `accelerators:` in the config extends or overrides it.
+"""
+
+from __future__ import annotations
+
+import re
+
+ACCELERATOR_TYPE = re.compile(r"^(p|g|gr|trn|inf|dl)\d")
+
+
+def _family(prefix: str, sizes: dict[str, int]) -> dict[str, int]:
+    return {f"{prefix}.{size}": count for size, count in sizes.items()}
+
+
+_ONE = {s: 1 for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")}
+
+BUILTIN: dict[str, int] = {
+    **_family("p2", {"xlarge": 1, "8xlarge": 8, "16xlarge": 16}),
+    **_family("p3", {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8}),
+    "p3dn.24xlarge": 8,
+    "p4d.24xlarge": 8,
+    "p4de.24xlarge": 8,
+    "p5.4xlarge": 1,
+    "p5.48xlarge": 8,
+    "p5e.48xlarge": 8,
+    "p5en.48xlarge": 8,
+    "p6-b200.48xlarge": 8,
+    "p6-b300.48xlarge": 8,
+    "p6e-gb200.36xlarge": 4,
+    "p6e-gb300.36xlarge": 4,
+    **_family("g3", {"4xlarge": 1, "8xlarge": 2, "16xlarge": 4}),
+    "g3s.xlarge": 1,
+    **_family("g4dn", {**_ONE, "12xlarge": 4, "metal": 8}),
+    **_family("g4ad", {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 2, "16xlarge": 4}),
+    **_family("g5", {**_ONE, "12xlarge": 4, "24xlarge": 4, "48xlarge": 8}),
+    **_family("g5g", {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 2,
+                      "metal": 2}),
+    **_family("g6", {**_ONE, "12xlarge": 4, "24xlarge": 4, "48xlarge": 8}),
+    **_family("g6e", {**_ONE, "12xlarge": 4, "24xlarge": 4, "48xlarge": 8}),
+    **_family("g6f", {"large": 1, "xlarge": 1, "2xlarge": 1, "4xlarge": 1}),
+    **_family("gr6", {"4xlarge": 1, "8xlarge": 1}),
+    **_family("trn1", {"2xlarge": 1, "32xlarge": 16}),
+    "trn1n.32xlarge": 16,
+    "trn2.3xlarge": 1,
+    "trn2.48xlarge": 16,
+    "trn2u.48xlarge": 16,
+    **_family("inf1", {"xlarge": 1, "2xlarge": 1, "6xlarge": 4, "24xlarge": 16}),
+    **_family("inf2", {"xlarge": 1, "8xlarge": 1, "24xlarge": 6, "48xlarge": 12}),
+    "dl1.24xlarge": 8,
+    "dl2q.24xlarge": 8,
+}
+
+
+def accelerator_table(extra: dict[str, int] | None = None) -> dict[str, int]:
+    """The built-in table extended (and overridden) by the config's `accelerators:`."""
+    table = dict(BUILTIN)
+    for instance_type, count in (extra or {}).items():
+        table[instance_type.removeprefix("ml.")] = int(count)
+    return table

@@ -1,0 +1,156 @@
+"""All configured billing sources → the month's `billing_facts`, in one transaction.
+
+Each source is staged as normalized rows in a temp table; the month is checked as a whole
+(conflicting duplicate line ids, mixed currencies, a non-hourly export) before it replaces
+the previous rows of that month. Identical duplicate lines are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import date
+
+import duckdb
+
+from .accelerators import accelerator_table
+from .config import AwsCur2Source, PipelineConfig
+from .months import month_bounds
+from .sources import SourceError, cur2, source_names
+from .warehouse import ensure_schema, query, replace_month, sql_text
+
+STAGE = "staged_billing"
+_STAGING_ONLY = "x_File, x_Row, x_UnknownAcceleratorType"
+
+
+@dataclass
+class BillingSummary:
+    rows: int = 0
+    duplicates_dropped: int = 0
+    total_effective_cost: float = 0.0
+    total_billed_cost: float = 0.0
+    currency: str | None = None
+    unknown_instance_types: list[str] = field(default_factory=list)
+    deliveries: list[cur2.Delivery] = field(default_factory=list)
+
+
+def known_buckets(cfg: PipelineConfig) -> list[str]:
+    buckets = {d.bucket for d in cfg.datasets.values()}
+    buckets |= {c.bucket for c in cfg.checkpoints if getattr(c, "bucket", None)}
+    return sorted(buckets)
+
+
+def _load_accelerators(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> None:
+    table = accelerator_table(cfg.accelerators)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE accelerator_counts "
+        "(instance_type VARCHAR PRIMARY KEY, accelerators INTEGER)"
+    )
+    con.executemany("INSERT INTO accelerator_counts VALUES (?, ?)", list(table.items()))
+
+
+def stage_month(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
+) -> BillingSummary:
+    """Normalize every billing source's month into the temp table `staged_billing`."""
+    start, end = month_bounds(month)
+    _load_accelerators(con, cfg)
+    summary = BillingSummary()
+    first = True
+    for name, source in zip(source_names(cfg.billing), cfg.billing, strict=True):
+        if isinstance(source, AwsCur2Source):
+            if "://" in source.path:
+                raise SourceError(name, source.path, "S3 export paths need the S3 reader")
+            delivery = cur2.find_delivery(name, cfg.resolve(source.path), month)
+            log.info(
+                f"{name}: {len(delivery.files)} file(s) for {month:%Y-%m}"
+                + (f" from manifest {delivery.manifest}" if delivery.manifest else "")
+            )
+            cur2.inspect_schema(delivery)
+            cur2.register_raw(con, delivery, "cur_raw")
+            params = {
+                "month": month, "month_start": start, "source": name,
+                "has_net": delivery.has_net_columns, "known_buckets": known_buckets(cfg),
+            }
+            sql = sql_text("billing_facts_cur2")
+            summary.deliveries.append(delivery)
+        else:
+            raise SourceError(name, None, f"billing source kind {source.kind!r} is not supported yet")
+        verb = f"CREATE OR REPLACE TEMP TABLE {STAGE} AS" if first else f"INSERT INTO {STAGE}"
+        try:
+            query(con, f"{verb} {sql}", params)
+        except duckdb.Error as exc:
+            raise SourceError(name, ", ".join(delivery.files[:3]), _short(exc)) from None
+        first = False
+    if first:  # no billing source: an empty month
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGE} AS SELECT *, NULL::VARCHAR AS x_File, "
+                    "NULL::BIGINT AS x_Row, false AS x_UnknownAcceleratorType "
+                    "FROM billing_facts WHERE false")
+    _check_staged(con, month, summary)
+    return summary
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0]
+
+
+def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingSummary) -> None:
+    conflict = con.execute(
+        f"""SELECT x_SourceLine, list(DISTINCT x_File) FROM {STAGE}
+            GROUP BY x_SourceLine
+            HAVING count(DISTINCT (EffectiveCost, BilledCost, ChargePeriodStart, ChargePeriodEnd,
+                                   ResourceId, ChargeCategory, ConsumedQuantity)) > 1
+            LIMIT 1"""
+    ).fetchone()
+    if conflict:
+        line, files = conflict
+        source = line.split(":", 1)[0]
+        raise SourceError(source, ", ".join(files), f"line {line.split(':', 1)[1]} appears more "
+                          "than once with different values (conflicting duplicate line id)")
+    rows, distinct = con.execute(
+        f"SELECT count(*), count(DISTINCT x_SourceLine) FROM {STAGE}").fetchone()
+    summary.duplicates_dropped = rows - distinct
+    currencies = [c for (c,) in con.execute(
+        f"SELECT DISTINCT BillingCurrency FROM {STAGE} ORDER BY 1").fetchall()]
+    if len(currencies) > 1:
+        file, row = con.execute(
+            f"SELECT x_File, x_Row FROM {STAGE} WHERE BillingCurrency <> ? ORDER BY x_File, x_Row "
+            "LIMIT 1", [currencies[0]]).fetchone()
+        raise SourceError("billing", f"{file} row {row}", f"mixed currencies in {month:%Y-%m} "
+                          f"({', '.join(currencies)}): one currency per month is required")
+    summary.currency = currencies[0] if currencies else None
+    bad_period = con.execute(
+        f"SELECT x_SourceLine, x_File, x_Row FROM {STAGE} "
+        "WHERE ChargePeriodEnd < ChargePeriodStart LIMIT 1").fetchone()
+    if bad_period:
+        raise SourceError(bad_period[0].split(":", 1)[0], f"{bad_period[1]} row {bad_period[2]}",
+                          "line_item_usage_end_date is before line_item_usage_start_date")
+    hourly = con.execute(
+        f"SELECT count(*) FILTER (WHERE x_UsageHours IS NOT NULL), count(*) FILTER ("
+        f"WHERE x_UsageHours IS NOT NULL AND ChargePeriodEnd - ChargePeriodStart < INTERVAL 1 DAY)"
+        f" FROM {STAGE}").fetchone()
+    if hourly[0] > 0 and hourly[1] == 0:
+        raise SourceError("billing", f"{month:%Y-%m}", cur2.GRANULARITY_FIX)
+    summary.unknown_instance_types = [t for (t,) in con.execute(
+        f"SELECT DISTINCT x_InstanceType FROM {STAGE} WHERE x_UnknownAcceleratorType "
+        "AND x_InstanceType IS NOT NULL ORDER BY 1").fetchall()]
+
+
+def build_billing_facts(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
+) -> BillingSummary:
+    ensure_schema(con)
+    summary = stage_month(con, cfg, month, log)
+    if summary.unknown_instance_types:
+        log.warning("accelerator count unknown (counted as 1; add them under `accelerators:`): "
+                    + ", ".join(summary.unknown_instance_types))
+    if summary.duplicates_dropped:
+        log.warning(f"{summary.duplicates_dropped} identical duplicate line(s) dropped")
+    select = (f"SELECT * EXCLUDE ({_STAGING_ONLY}) FROM {STAGE} "
+              "QUALIFY row_number() OVER (PARTITION BY x_SourceLine ORDER BY x_File, x_Row) = 1")
+    summary.rows = replace_month(con, "billing_facts", month, select, {})
+    summary.total_effective_cost, summary.total_billed_cost = con.execute(
+        "SELECT coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) FROM billing_facts "
+        "WHERE month = ?", [month]).fetchone()
+    con.execute(f"DROP TABLE IF EXISTS {STAGE}")
+    return summary

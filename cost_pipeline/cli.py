@@ -1,0 +1,98 @@
+"""`cost-pipeline`: demo, materialize (and more). Results go to stdout, progress to stderr.
+Exit codes: 0 done, 1 error (one line), 2 an ERROR check failed under --strict."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+from .config import ConfigError
+from .months import parse_month
+from .sources import SourceError
+
+EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED = 0, 1, 2
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4f}" if abs(value) < 10 else f"{value:,.2f}"
+    return str(value)
+
+
+def print_checks(result) -> None:
+    for check in result.checks:
+        mark = "PASS" if check.passed else f"FAIL ({check.severity})"
+        keys = [k for k in ("untracked_share", "threshold", "billed_gpu_hours",
+                            "tracked_gpu_hours", "effective_cost", "delta") if k in check.metadata]
+        figures = ", ".join(f"{k} {_fmt(check.metadata[k])}" for k in keys)
+        print(f"{result.month:%Y-%m} {check.asset}.{check.name}: {mark}  {figures}")
+
+
+def cmd_materialize(args) -> int:
+    from .runner import materialize_month
+
+    month = parse_month(args.month)
+    result = materialize_month(args.config, month)
+    if not result.success:
+        print(f"error: {result.error}", file=sys.stderr)
+        return EXIT_ERROR
+    print_checks(result)
+    print(f"{month:%Y-%m}: materialized (run {result.run_id})")
+    if args.strict and result.failed_error_checks:
+        return EXIT_CHECK_FAILED
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    from .demo_run import run_demo
+
+    return run_demo(Path(args.out), strict=args.strict)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cost-pipeline", description=__doc__.split("\n")[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="generate the demo quarter and materialize it")
+    demo.add_argument("--out", default="demo", help="folder for the demo data (default: demo)")
+    demo.add_argument("--strict", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+
+    mat = sub.add_parser("materialize", help="materialize every asset of one month")
+    mat.add_argument("--config", required=False, default=None,
+                     help="config YAML (default: $COST_PIPELINE_CONFIG)")
+    mat.add_argument("--month", required=True, help="YYYY-MM")
+    mat.add_argument("--strict", action="store_true",
+                     help="exit 2 when an ERROR check failed")
+    mat.set_defaults(func=cmd_materialize)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "config", None) is None and args.command != "demo":
+        import os
+
+        args.config = os.environ.get("COST_PIPELINE_CONFIG")
+        if not args.config:
+            print("error: no config: pass --config FILE or set COST_PIPELINE_CONFIG",
+                  file=sys.stderr)
+            return EXIT_ERROR
+    try:
+        return args.func(args)
+    except (ConfigError, SourceError, ValueError, OSError) as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""The YAML contract (SPEC §9): one file, validated with pydantic, relative paths resolved
+against the file's folder. An error names the key and what was expected."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+CONFIG_ENV = "COST_PIPELINE_CONFIG"
+
+
+class ConfigError(ValueError):
+    """The config file is missing, unreadable or does not match the contract."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WarehouseConfig(_Strict):
+    path: str = "data/warehouse.duckdb"
+    memory_limit: str | None = None  # DuckDB's memory_limit, e.g. "2GB"
+    threads: int | None = None
+
+
+class AwsCur2Source(_Strict):
+    kind: Literal["aws_cur2"]
+    path: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    name: str | None = None
+
+
+class GcpBillingExportSource(_Strict):
+    kind: Literal["gcp_billing_export"]
+    table: str
+    api_endpoint: str | None = None
+    project: str | None = None
+    name: str | None = None
+
+
+class FocusSource(_Strict):
+    kind: Literal["focus"]
+    path: str
+    name: str | None = None
+
+
+BillingSource = Annotated[
+    AwsCur2Source | GcpBillingExportSource | FocusSource, Field(discriminator="kind")
+]
+
+
+class MlflowTracker(_Strict):
+    kind: Literal["mlflow"]
+    tracking_uri: str
+    experiments: list[str] | None = None
+    metric: str | None = None
+    tags: dict[str, str] = {}
+    name: str | None = None
+
+
+class RunsFileTracker(_Strict):
+    kind: Literal["runs_file"]
+    path: str
+    name: str | None = None
+
+
+TrackerSource = Annotated[MlflowTracker | RunsFileTracker, Field(discriminator="kind")]
+
+
+class S3Checkpoints(_Strict):
+    kind: Literal["s3"]
+    bucket: str
+    prefix: str = ""
+    endpoint_url: str | None = None
+    region: str | None = None
+
+
+class InventoryCheckpoints(_Strict):
+    kind: Literal["inventory"]
+    path: str
+    prefix: str = ""
+    bucket: str | None = None  # for a plain CSV without a bucket column
+
+
+class LocalCheckpoints(_Strict):
+    kind: Literal["local"]
+    path: str
+    bucket: str
+    prefix: str = ""
+
+
+CheckpointSource = Annotated[
+    S3Checkpoints | InventoryCheckpoints | LocalCheckpoints, Field(discriminator="kind")
+]
+
+
+class Dataset(_Strict):
+    bucket: str
+    region: str
+
+
+class ReconciliationPolicy(_Strict):
+    max_untracked_share: float = Field(0.05, ge=0, le=1)
+
+
+class RetentionPolicy(_Strict):
+    keep_last_live: int = Field(3, ge=0)
+    keep_last_production: int = Field(3, ge=0)
+    grace_days: int = Field(7, ge=0)
+    max_monthly_violation_cost: float = Field(100.0, ge=0)
+
+
+class SearchPolicy(_Strict):
+    approval_budget: float = Field(10000.0, ge=0)
+    metric_goal: Literal["max", "min"] = "max"
+
+
+class Policy(_Strict):
+    reconciliation: ReconciliationPolicy = ReconciliationPolicy()
+    retention: RetentionPolicy = RetentionPolicy()
+    search: SearchPolicy = SearchPolicy()
+
+
+class Alerts(_Strict):
+    webhook_url_env: str = "COST_ALERT_WEBHOOK_URL"
+
+
+class PipelineConfig(_Strict):
+    warehouse: WarehouseConfig = WarehouseConfig()
+    billing: list[BillingSource] = []
+    run_tag: str = "run_id"
+    accelerators: dict[str, int] = {}
+    datasets: dict[str, Dataset] = {}
+    tracker: list[TrackerSource] = []
+    checkpoints: list[CheckpointSource] = []
+    policy: Policy = Policy()
+    alerts: Alerts = Alerts()
+    base_dir: Path = Path(".")
+
+    @field_validator("accelerators")
+    @classmethod
+    def _counts_positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for instance_type, count in value.items():
+            if count < 0:
+                raise ValueError(f"{instance_type}: accelerator count must be >= 0")
+        return value
+
+    def resolve(self, path: str) -> str:
+        """A config path made absolute against the config file's folder (URIs untouched)."""
+        if "://" in path:
+            return path
+        p = Path(path).expanduser()
+        return str(p if p.is_absolute() else (self.base_dir / p).resolve())
+
+    @property
+    def warehouse_path(self) -> str:
+        return self.resolve(self.warehouse.path)
+
+
+def _describe(error: dict) -> str:
+    loc = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
+    msg = error["msg"]
+    if error["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif error["type"] == "union_tag_invalid":
+        msg = f"unknown kind {error.get('input', {}).get('kind')!r}; expected one of " + (
+            error.get("ctx", {}).get("expected_tags", "")
+        )
+    return f"{loc or '(top level)'}: {msg}"
+
+
+def parse_config(data: object, base_dir: Path, origin: str = "<config>") -> PipelineConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: expected a mapping at the top level")
+    try:
+        return PipelineConfig.model_validate({**data, "base_dir": base_dir})
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(f"{origin}: {problems}") from None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
+    """Load and validate the config at `path` (else $COST_PIPELINE_CONFIG)."""
+    raw = path or os.environ.get(CONFIG_ENV)
+    if not raw:
+        raise ConfigError(f"no config: pass --config FILE or set {CONFIG_ENV}")
+    file = Path(raw).expanduser().resolve()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config {file}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {file}: not valid YAML: {exc}") from None
+    return parse_config(data, file.parent, origin=f"config {file}")

@@ -1,0 +1,50 @@
+"""All configured checkpoint listings → the month's `checkpoint_inventory`."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from .config import InventoryCheckpoints, LocalCheckpoints, PipelineConfig
+from .months import month_bounds
+from .sources import SourceError
+from .sources.checkpoints import in_month, read_inventory_csv, walk_local
+from .warehouse import replace_month, sql_text
+
+OBJECT_SCHEMA = pa.schema([
+    ("source", pa.string()), ("bucket", pa.string()), ("key", pa.string()),
+    ("size", pa.int64()), ("last_modified", pa.timestamp("us")),
+    ("snapshot_date", pa.date32()), ("source_prefix", pa.string()),
+])
+
+
+def build_checkpoint_inventory(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
+) -> int:
+    _, month_end = month_bounds(month)
+    batches: list[pa.RecordBatch] = []
+    for i, entry in enumerate(cfg.checkpoints):
+        name = f"checkpoints[{i}] {entry.kind}"
+        if isinstance(entry, InventoryCheckpoints):
+            objects = read_inventory_csv(Path(cfg.resolve(entry.path)), name, entry.bucket)
+        elif isinstance(entry, LocalCheckpoints):
+            objects = walk_local(Path(cfg.resolve(entry.path)), name, entry.bucket)
+        else:
+            raise SourceError(name, None, f"checkpoint kind {entry.kind!r} is not supported yet")
+        rows = [
+            {**obj, "source": name, "source_prefix": entry.prefix}
+            for obj in objects if in_month(obj, month, month_end)
+        ]
+        log.info(f"{name}: {len(rows)} object(s) in {month:%Y-%m}")
+        batches.append(pa.RecordBatch.from_pylist(rows, schema=OBJECT_SCHEMA))
+    listing = pa.Table.from_batches(batches, schema=OBJECT_SCHEMA)
+    con.register("listing_arrow", listing)
+    try:
+        return replace_month(con, "checkpoint_inventory", month, sql_text("checkpoint_inventory"),
+                             {"month": month})
+    finally:
+        con.unregister("listing_arrow")

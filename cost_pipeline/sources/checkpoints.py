@@ -1,0 +1,100 @@
+"""Checkpoint listings → `checkpoint_inventory` rows (bucket, key, size, last_modified,
+snapshot_date). A plain CSV (`bucket,key,size,last_modified[,snapshot_date]`) or a local
+folder standing in for a bucket is one listing of the bucket as it is now; each month keeps
+the objects that existed before its end."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from . import SourceError
+from .runs_file import parse_time
+
+OBJECT_FIELDS = ("bucket", "key", "size", "last_modified", "snapshot_date")
+
+
+def read_inventory_csv(path: Path, source: str, bucket: str | None) -> Iterator[dict[str, Any]]:
+    try:
+        handle = path.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise SourceError(source, str(path), exc.strerror or str(exc)) from None
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = [h.strip().lower() for h in next(reader, [])]
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise SourceError(source, str(path), f"unreadable: {exc}") from None
+        if "key" not in header:
+            raise SourceError(source, str(path), "expected a header with bucket,key,size,"
+                              f"last_modified; found {','.join(header) or 'nothing'}")
+        for needed in ("size", "last_modified"):
+            if needed not in header:
+                raise SourceError(source, str(path), f"missing column {needed}")
+        if "bucket" not in header and not bucket:
+            raise SourceError(source, str(path), "no bucket column: set `bucket:` in the config")
+        index = {name: header.index(name) for name in OBJECT_FIELDS if name in header}
+        try:
+            for line, row in enumerate(reader, start=2):
+                if not row:
+                    continue
+                yield _object(row, index, bucket, source, f"{path} row {line}")
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise SourceError(source, str(path), f"unreadable: {exc}") from None
+
+
+def _object(row: list[str], index: dict[str, int], bucket: str | None, source: str,
+            where: str) -> dict[str, Any]:
+    def field(name: str) -> str:
+        i = index.get(name)
+        return row[i].strip() if i is not None and i < len(row) else ""
+
+    try:
+        size = int(float(field("size") or 0))
+    except ValueError:
+        raise SourceError(source, where, f"size: {field('size')!r} is not a number") from None
+    if size < 0:
+        raise SourceError(source, where, f"size: {size} is negative")
+    try:
+        modified = parse_time(field("last_modified"))
+        snapshot = parse_time(field("snapshot_date"))
+    except ValueError as exc:
+        raise SourceError(source, where, f"not a timestamp: {exc}") from None
+    key = field("key")
+    if not key:
+        raise SourceError(source, where, "key: empty")
+    return {
+        "bucket": field("bucket") or bucket,
+        "key": key,
+        "size": size,
+        "last_modified": modified,
+        "snapshot_date": snapshot.date() if snapshot else None,
+    }
+
+
+def walk_local(path: Path, source: str, bucket: str) -> Iterator[dict[str, Any]]:
+    if not path.is_dir():
+        raise SourceError(source, str(path), "checkpoint folder not found")
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            file = Path(folder) / name
+            stat = file.stat()
+            yield {
+                "bucket": bucket,
+                "key": file.relative_to(path).as_posix(),
+                "size": stat.st_size,
+                "last_modified": datetime.fromtimestamp(stat.st_mtime, UTC).replace(tzinfo=None),
+                "snapshot_date": None,
+            }
+
+
+def in_month(obj: dict[str, Any], month: date, month_end: datetime) -> bool:
+    """Whether a listed object belongs to the month's snapshot(s)."""
+    snapshot = obj["snapshot_date"]
+    if snapshot is not None:
+        return snapshot.year == month.year and snapshot.month == month.month
+    return obj["last_modified"] is None or obj["last_modified"] < month_end

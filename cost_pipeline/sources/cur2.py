@@ -1,0 +1,206 @@
+"""AWS Data Exports CUR 2.0 → the raw view `cur_raw` that `assets/billing_facts_cur2.sql`
+normalizes to FOCUS columns.
+
+Layout: `<export>/data/BILLING_PERIOD=YYYY-MM/…/*.parquet` with the month's manifest at
+`<export>/metadata/BILLING_PERIOD=YYYY-MM/*-Manifest.json`. The manifest's `dataFiles` (full
+`s3://` URIs) are the month's current delivery; without a manifest every parquet file below
+the month's folder is the month. Only the columns the normalization needs are read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import SourceError
+
+# column → DuckDB type used when the export lacks it (optional columns only)
+OPTIONAL_COLUMNS: dict[str, str] = {
+    "identity_time_interval": "VARCHAR",
+    "bill_billing_period_start_date": "TIMESTAMP",
+    "bill_invoice_id": "VARCHAR",
+    "line_item_currency_code": "VARCHAR",
+    "line_item_net_unblended_cost": "DOUBLE",
+    "line_item_operation": "VARCHAR",
+    "line_item_availability_zone": "VARCHAR",
+    "line_item_usage_amount": "DOUBLE",
+    "product_instance_type": "VARCHAR",
+    "product_product_family": "VARCHAR",
+    "product_region_code": "VARCHAR",
+    "product_servicecode": "VARCHAR",
+    "product_sku": "VARCHAR",
+    "product": "MAP(VARCHAR, VARCHAR)",
+    "pricing_unit": "VARCHAR",
+    "resource_tags": "MAP(VARCHAR, VARCHAR)",
+    "reservation_reservation_a_r_n": "VARCHAR",
+    "reservation_effective_cost": "DOUBLE",
+    "reservation_net_effective_cost": "DOUBLE",
+    "reservation_unused_amortized_upfront_fee_for_billing_period": "DOUBLE",
+    "reservation_net_unused_amortized_upfront_fee_for_billing_period": "DOUBLE",
+    "reservation_unused_recurring_fee": "DOUBLE",
+    "reservation_net_unused_recurring_fee": "DOUBLE",
+    "savings_plan_savings_plan_effective_cost": "DOUBLE",
+    "savings_plan_net_savings_plan_effective_cost": "DOUBLE",
+    "savings_plan_total_commitment_to_date": "DOUBLE",
+    "savings_plan_used_commitment": "DOUBLE",
+}
+REQUIRED_COLUMNS: dict[str, str] = {
+    "identity_line_item_id": "VARCHAR",
+    "line_item_line_item_type": "VARCHAR",
+    "line_item_usage_start_date": "TIMESTAMP",
+    "line_item_usage_end_date": "TIMESTAMP",
+    "line_item_resource_id": "VARCHAR",
+    "line_item_unblended_cost": "DOUBLE",
+    "line_item_usage_type": "VARCHAR",
+    "line_item_product_code": "VARCHAR",
+}
+RESOURCE_ID_FIX = (
+    "the export has no line_item_resource_id column: it was created without resource IDs. "
+    "Recreate the Data Export (CUR 2.0) with 'Include resource IDs' (INCLUDE_RESOURCES) "
+    "and hourly time granularity"
+)
+GRANULARITY_FIX = (
+    "the export is not hourly (no instance-usage line is shorter than a day). Recreate the "
+    "Data Export (CUR 2.0) with TIME_GRANULARITY HOURLY and INCLUDE_RESOURCES"
+)
+
+
+@dataclass
+class Delivery:
+    """One month of one export as delivered: its files and where they came from."""
+
+    source: str
+    month: date
+    files: list[str] = field(default_factory=list)
+    manifest: str | None = None
+    execution_id: str | None = None
+    has_net_columns: bool = False
+    columns: set[str] = field(default_factory=set)
+
+
+def _month_folder(month: date) -> str:
+    return f"BILLING_PERIOD={month:%Y-%m}"
+
+
+def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
+    """The files of `month` in a local export folder (manifest first)."""
+    root = Path(export_dir)
+    if not root.is_dir():
+        raise SourceError(source, str(root), "export folder not found")
+    delivery = Delivery(source, month)
+    manifests = sorted(
+        (root / "metadata" / _month_folder(month)).glob("*Manifest.json"),
+        key=lambda p: p.stat().st_mtime,
+    )
+    if manifests:
+        manifest = manifests[-1]
+        delivery.manifest = str(manifest)
+        try:
+            doc = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SourceError(source, str(manifest), f"unreadable manifest: {exc}") from None
+        delivery.execution_id = doc.get("executionId") or doc.get("assemblyId")
+        entries = doc.get("dataFiles") or doc.get("reportKeys") or []
+        for entry in entries:
+            uri = entry if isinstance(entry, str) else entry.get("key") or entry.get("uri", "")
+            local = _local_file(root, uri)
+            if not local.exists():
+                raise SourceError(source, str(manifest), f"lists {uri}, not found at {local}")
+            delivery.files.append(str(local))
+    else:
+        folder = root / "data" / _month_folder(month)
+        delivery.files = sorted(str(p) for p in folder.rglob("*.parquet")) if folder.is_dir() else []
+    return delivery
+
+
+def _local_file(root: Path, uri: str) -> Path:
+    """The part of a manifest URI after `<export-name>/`, under the local export folder."""
+    marker = f"/{root.name}/"
+    if marker in uri:
+        return root / uri.split(marker, 1)[1]
+    # a key relative to the export, or a bare file name under data/
+    tail = uri.split("://", 1)[-1]
+    return root / tail.lstrip("/")
+
+
+_NUMERIC = (pa.types.is_floating, pa.types.is_integer, pa.types.is_decimal)
+
+
+def inspect_schema(delivery: Delivery) -> None:
+    """Read every file's footer: a truncated or non-parquet file, a missing required column
+    or a wrongly typed one is a SourceError naming the file and the column."""
+    seen: set[str] | None = None
+    for file in delivery.files:
+        try:
+            schema = pq.read_schema(file)
+        except Exception as exc:  # pyarrow raises several types for broken files
+            raise SourceError(delivery.source, file, f"not a readable parquet file ({exc})") from None
+        names = set(schema.names)
+        if "line_item_resource_id" not in names:
+            raise SourceError(delivery.source, file, RESOURCE_ID_FIX)
+        for column, kind in REQUIRED_COLUMNS.items():
+            if column not in names:
+                raise SourceError(delivery.source, file, f"missing required column {column}")
+        for column, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items():
+            if column in names:
+                _check_type(delivery.source, file, column, kind, schema.field(column).type)
+        seen = names if seen is None else seen | names
+    delivery.columns = seen or set()
+    delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
+
+
+def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
+    ok = True
+    if kind == "DOUBLE":
+        ok = any(test(actual) for test in _NUMERIC) or pa.types.is_null(actual)
+    elif kind == "TIMESTAMP":
+        ok = pa.types.is_timestamp(actual) or pa.types.is_date(actual) or pa.types.is_string(
+            actual) or pa.types.is_large_string(actual) or pa.types.is_null(actual)
+    elif kind.startswith("MAP"):
+        ok = pa.types.is_map(actual) or pa.types.is_null(actual) or pa.types.is_string(actual)
+    if not ok:
+        expected = {"DOUBLE": "a number", "TIMESTAMP": "a timestamp"}.get(kind, kind)
+        raise SourceError(source, file, f"column {column} is {actual}, expected {expected}")
+
+
+def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:
+    """Create `view` over the delivery's files with every column the normalization reads:
+    present ones cast to their contract type, absent optional ones as typed NULLs."""
+    wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
+    select = []
+    for column, kind in wanted.items():
+        if column in delivery.columns:
+            if kind.startswith("MAP"):
+                select.append(f"TRY_CAST({_q(column)} AS {kind}) AS {_q(column)}")
+            else:
+                select.append(f"CAST({_q(column)} AS {kind}) AS {_q(column)}")
+        else:
+            select.append(f"CAST(NULL AS {kind}) AS {_q(column)}")
+    select.append("filename AS _file")
+    select.append("file_row_number AS _row")
+    if not delivery.files:
+        body = ", ".join(f"CAST(NULL AS {k}) AS {_q(c)}" for c, k in wanted.items())
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {body}, NULL::VARCHAR AS _file, "
+            "NULL::BIGINT AS _row WHERE false"
+        )
+        return
+    files = "[" + ", ".join(_literal(f) for f in delivery.files) + "]"
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} FROM read_parquet("
+        f"{files}, union_by_name = true, filename = true, file_row_number = true)"
+    )
+
+
+def _q(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

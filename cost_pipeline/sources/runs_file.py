@@ -1,0 +1,171 @@
+"""A runs file (CSV, parquet or JSONL; W&B exports, in-house trackers) → tracker run rows.
+
+Only `run_id`, `status` and `start_time` are required. Timestamps with offsets are converted
+to UTC; naive ones are read as UTC. Every problem names the file, the row and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from . import SourceError
+
+REQUIRED = ("run_id", "status", "start_time")
+STATUSES = {"RUNNING", "FINISHED", "FAILED", "KILLED", "SCHEDULED"}
+PURPOSES = {"production", "search", "preprocess", "eval", "adhoc"}
+RUN_COLUMNS = (
+    "run_id", "source", "experiment", "model", "purpose", "search_id", "seed", "config_id",
+    "status", "start_time", "end_time", "resource_ids", "gpus", "region", "dataset",
+    "dataset_region", "input_hash", "transform_version", "metric_name", "metric_value",
+    "keep", "deleted", "parent_run_id", "team",
+)
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f", ""}
+
+
+def read_table(path: Path, source: str) -> pa.Table:
+    suffix = "".join(path.suffixes[-2:]).lower()
+    try:
+        if suffix.endswith(".parquet"):
+            return pq.read_table(path)
+        if suffix.endswith((".jsonl", ".ndjson", ".json")):
+            return pajson.read_json(path)
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            rows = list(csv.DictReader(handle))
+        if not rows:
+            with path.open(encoding="utf-8-sig") as handle:
+                header = next(csv.reader(handle), [])
+            return pa.table({name: pa.array([], pa.string()) for name in header})
+        return pa.Table.from_pylist(rows)
+    except UnicodeDecodeError as exc:
+        raise SourceError(source, str(path), f"not UTF-8 text (byte {exc.start})") from None
+    except FileNotFoundError:
+        raise SourceError(source, str(path), "file not found") from None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+        raise SourceError(source, str(path), f"unreadable: {str(exc).splitlines()[0]}") from None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = str(value).strip()
+    return text or None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """ISO 8601 (offsets and `Z` honoured, naive = UTC) or epoch seconds/ms → naive UTC."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, int | float) or re.fullmatch(r"\d{9,14}(\.\d+)?", str(value).strip()):
+        number = float(value)
+        moment = datetime.fromtimestamp(number / 1000 if number > 1e11 else number, UTC)
+    else:
+        moment = datetime.fromisoformat(str(value).strip().replace(" UTC", "+00:00"))
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def _resource_ids(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v).strip() for v in value if v is not None and str(v).strip()]
+    text = str(value).strip()
+    if text.startswith("["):
+        try:
+            return _resource_ids(json.loads(text))
+        except ValueError:
+            text = text.strip("[]")
+    return [part for part in (p.strip().strip("'\"") for p in re.split(r"[,;|\s]+", text)) if part]
+
+
+def _bool(value: Any, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = ("" if value is None else str(value)).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"{field}: {value!r} is not true/false")
+
+
+def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    """One record of a tracker → a `tracker_runs` row (raises ValueError naming the field)."""
+    run: dict[str, Any] = {c: None for c in RUN_COLUMNS}
+    for column in ("run_id", "experiment", "model", "search_id", "seed", "config_id", "region",
+                   "dataset", "dataset_region", "input_hash", "transform_version", "metric_name",
+                   "parent_run_id", "team"):
+        run[column] = _text(raw.get(column))
+    if not run["run_id"]:
+        raise ValueError("run_id: empty")
+    run["source"] = _text(raw.get("source")) or source
+    status = (_text(raw.get("status")) or "").upper()
+    if status not in STATUSES:
+        raise ValueError(f"status: {raw.get('status')!r} is not one of RUNNING, FINISHED, "
+                         "FAILED, KILLED")
+    run["status"] = "RUNNING" if status == "SCHEDULED" else status
+    purpose = (_text(raw.get("purpose")) or "").lower() or None
+    if purpose is not None and purpose not in PURPOSES:
+        raise ValueError(f"purpose: {raw.get('purpose')!r} is not one of {', '.join(sorted(PURPOSES))}")
+    run["purpose"] = purpose or ("search" if run["search_id"] else None)
+    for column in ("start_time", "end_time"):
+        try:
+            run[column] = parse_time(raw.get(column))
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{column}: {raw.get(column)!r} is not a timestamp") from None
+    if run["start_time"] is None:
+        raise ValueError("start_time: empty")
+    if run["end_time"] is not None and run["end_time"] < run["start_time"]:
+        raise ValueError(f"end_time: {run['end_time']:%Y-%m-%dT%H:%M:%S} is before start_time "
+                         f"{run['start_time']:%Y-%m-%dT%H:%M:%S}")
+    run["resource_ids"] = _resource_ids(raw.get("resource_ids"))
+    gpus = _text(raw.get("gpus"))
+    try:
+        run["gpus"] = None if gpus is None else int(float(gpus))
+    except ValueError:
+        raise ValueError(f"gpus: {gpus!r} is not a whole number") from None
+    if run["gpus"] is not None and run["gpus"] < 0:
+        raise ValueError(f"gpus: {gpus!r} is negative")
+    metric = _text(raw.get("metric_value"))
+    try:
+        run["metric_value"] = None if metric is None else float(metric)
+    except ValueError:
+        raise ValueError(f"metric_value: {metric!r} is not a number") from None
+    run["keep"] = _bool(raw.get("keep"), "keep")
+    run["deleted"] = _bool(raw.get("deleted"), "deleted")
+    return run
+
+
+def read_runs(path: Path, source: str) -> list[dict[str, Any]]:
+    table = read_table(path, source)
+    missing = [c for c in REQUIRED if c not in table.column_names]
+    if missing:
+        raise SourceError(source, str(path), f"missing required column(s) {', '.join(missing)}")
+    runs: dict[str, dict[str, Any]] = {}
+    first_row = 2 if path.suffix.lower() == ".csv" else 1  # CSV: the header is line 1
+    for index, raw in enumerate(table.to_pylist()):
+        try:
+            run = normalize_run(raw, source)
+        except ValueError as exc:
+            raise SourceError(source, f"{path} row {index + first_row}", str(exc)) from None
+        previous = runs.get(run["run_id"])
+        if previous is not None and previous != run:
+            raise SourceError(source, f"{path} row {index + first_row}",
+                              f"run_id {run['run_id']!r} appears twice with different values")
+        runs[run["run_id"]] = run
+    return list(runs.values())

@@ -1,0 +1,76 @@
+"""The DuckDB warehouse: the table DDL, the `.sql` files of `assets/`, and the one way a
+month is written (delete the month, insert the month, in one transaction)."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _sql_dir() -> Path:
+    """`assets/` in a checkout; `cost_pipeline/sql/` in an installed wheel."""
+    checkout = Path(__file__).resolve().parent.parent / "assets"
+    if (checkout / "schema.sql").exists():
+        return checkout
+    return Path(str(resources.files("cost_pipeline") / "sql"))
+
+
+@cache
+def sql_text(name: str) -> str:
+    """The text of `assets/<name>.sql`."""
+    return (_sql_dir() / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def bind(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The subset of `params` that `sql` names (DuckDB refuses unused named parameters)."""
+    wanted = set(_PARAM.findall(_strip_comments(sql)))
+    missing = wanted - params.keys()
+    if missing:
+        raise KeyError(f"SQL parameter(s) not supplied: {', '.join(sorted(missing))}")
+    return {k: params[k] for k in wanted}
+
+
+def _strip_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*", "", sql)
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(sql_text("schema"))
+
+
+def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None):
+    """Run `sql` with only the named parameters it uses."""
+    return con.execute(sql, bind(sql, params or {}))
+
+
+def replace_month(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    month: date,
+    select_sql: str,
+    params: dict[str, Any],
+) -> int:
+    """Replace `table`'s rows of `month` by the rows of `select_sql`, atomically.
+
+    The SELECT must produce the table's columns by name (`month` included). On any error the
+    transaction rolls back and the month keeps its previous rows. Returns the rows written.
+    """
+    ensure_schema(con)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
+        query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
+        (rows,) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?", [month]).fetchone()
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return int(rows)

@@ -1,0 +1,510 @@
+"""The derived SQL assets (assets/*.sql) against small hand-made months.
+
+Every expected figure is worked out by hand in the comments next to it, so a failure points
+at a rule of SPEC section 7, not at a number someone copied from a previous run.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+import duckdb
+import pytest
+
+from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text
+
+MARCH = date(2024, 3, 1)
+FEB = date(2024, 2, 1)
+DERIVED = [
+    "untracked_usage",
+    "cost_per_model_monthly",
+    "search_costs",
+    "retention_violations",
+    "storage_by_run_status",
+]
+
+
+def params(month: date = MARCH, metric_goal: str = "max") -> dict:
+    nxt = date(month.year + month.month // 12, month.month % 12 + 1, 1)
+    return {
+        "month": month,
+        "month_start": datetime(month.year, month.month, 1),
+        "month_end": datetime(nxt.year, nxt.month, 1),
+        "keep_last_live": 3,
+        "keep_last_production": 3,
+        "grace_days": 7,
+        "metric_goal": metric_goal,
+    }
+
+
+def run(con, table: str, month: date = MARCH, metric_goal: str = "max") -> int:
+    return replace_month(con, table, month, sql_text(table), params(month, metric_goal))
+
+
+def rows(con, sql: str, *args):
+    return con.execute(sql, list(args)).fetchall()
+
+
+# --------------------------------------------------------------------------- row builders
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect(":memory:")
+    ensure_schema(c)
+    yield c
+    c.close()
+
+
+def bill(con, line, resource, start, cost, component="gpu", hours=1.0, usage_hours=None,
+         g=0, category="Usage", month=MARCH, resource_kind=None):
+    con.execute(
+        """INSERT INTO billing_facts BY NAME
+           SELECT ? AS month, ?::TIMESTAMP AS ChargePeriodStart,
+                  ?::TIMESTAMP AS ChargePeriodEnd, ? AS ChargeCategory, ? AS ResourceId,
+                  ? AS BilledCost, ? AS EffectiveCost, ? AS x_CostComponent,
+                  ? AS x_AcceleratorCount, ? AS x_UsageHours, ? AS x_InstanceUsage,
+                  ? AS x_ResourceKind, ? AS x_SourceLine""",
+        [month, start, start + timedelta(hours=hours), category, resource, cost, cost,
+         component, g, usage_hours, usage_hours is not None, resource_kind, line],
+    )
+
+
+def tracker(con, run_id, status="FINISHED", start=datetime(2024, 3, 1), end=None, *,
+            model=None, purpose=None, search_id=None, seed=None, config_id=None,
+            metric_name=None, metric_value=None, keep=False, deleted=False, parent=None,
+            source="mlflow", month=MARCH):
+    con.execute(
+        """INSERT INTO tracker_runs BY NAME
+           SELECT ? AS month, ? AS run_id, ? AS source, ? AS model, ? AS purpose,
+                  ? AS search_id, ? AS seed, ? AS config_id, ? AS status,
+                  ?::TIMESTAMP AS start_time, ?::TIMESTAMP AS end_time, ? AS metric_name,
+                  ? AS metric_value, ? AS keep, ? AS deleted, ? AS parent_run_id""",
+        [month, run_id, source, model, purpose, search_id, seed, config_id, status, start, end,
+         metric_name, metric_value, keep, deleted, parent],
+    )
+
+
+def obj(con, bucket, key, size, last_modified, *, snapshot_date=None, month=MARCH,
+        prefix="checkpoints/"):
+    """An inventory row; run id and checkpoint are parsed from `<prefix><run>/<ckpt>[/…]`."""
+    run_id = checkpoint = None
+    if prefix is not None and key.startswith(prefix):
+        parts = key[len(prefix):].split("/")
+        run_id, checkpoint = parts[0], parts[1]
+    else:
+        prefix = None
+    con.execute(
+        """INSERT INTO checkpoint_inventory BY NAME
+           SELECT ? AS month, 'test' AS source, ? AS bucket, ? AS key, ? AS size,
+                  ?::TIMESTAMP AS last_modified, ?::DATE AS snapshot_date, ? AS prefix,
+                  ? AS run_id, ? AS checkpoint""",
+        [month, bucket, key, size, last_modified, snapshot_date, prefix, run_id, checkpoint],
+    )
+
+
+def attr(con, line, run_id, purpose_class, cost, component="gpu", hours=None, acc_hours=None,
+         kind=None, month=MARCH):
+    con.execute(
+        """INSERT INTO attribution BY NAME
+           SELECT ? AS month, ? AS x_SourceLine, ? AS run_id, ? AS purpose_class,
+                  ? AS component, ? AS cost, ? AS hours, ? AS accelerator_hours,
+                  1.0 AS share, 'compute' AS rule, ? AS kind""",
+        [month, line, run_id, purpose_class, component, cost, hours, acc_hours, kind],
+    )
+
+
+# ------------------------------------------------------------------------ untracked_usage
+
+
+def test_untracked_usage_groups_by_resource_day_component_kind(con):
+    t = datetime(2024, 3, 5, 10)
+    bill(con, "L1", "i-1", t, 8.0, usage_hours=1.0, g=8)
+    bill(con, "L2", "i-1", datetime(2024, 3, 5, 23), 8.0, usage_hours=1.0, g=8)
+    bill(con, "L3", "i-1", datetime(2024, 3, 6, 0), 8.0, usage_hours=1.0, g=8)
+    bill(con, "L4", "i-2", t, 10.0, usage_hours=1.0, g=8)
+    bill(con, "L5", None, t, 1.2, component="network")
+    bill(con, "L6", None, t, 3.0, component="other", category="Tax")
+    bill(con, "LF", "i-1", datetime(2024, 2, 5), 99.0, usage_hours=1.0, g=8, month=FEB)
+    attr(con, "L1", None, "untracked", 8.0, hours=1.0, acc_hours=8.0, kind="no_run")
+    attr(con, "L2", None, "untracked", 8.0, hours=1.0, acc_hours=8.0, kind="no_run")
+    attr(con, "L3", None, "untracked", 8.0, hours=1.0, acc_hours=8.0, kind="no_run")
+    # L4: a run used 6 of the 8 GPUs; the other quarter of the line is idle capacity
+    attr(con, "L4", "r1", "production", 7.5, hours=0.75, acc_hours=6.0)
+    attr(con, "L4", None, "untracked", 2.5, hours=0.25, acc_hours=2.0, kind="idle_capacity")
+    attr(con, "L5", None, "untracked", 1.2, component="network", kind="shared")
+    attr(con, "L6", None, "unallocated", 3.0, component="other", kind="tax")
+    attr(con, "LF", None, "untracked", 99.0, hours=1.0, acc_hours=8.0, kind="no_run",
+         month=FEB)
+
+    assert run(con, "untracked_usage") == 4
+    got = rows(con, """SELECT resource_id, day, component, kind, hours, accelerator_hours, cost
+                       FROM untracked_usage WHERE month = ? ORDER BY ALL""", MARCH)
+    assert got == [
+        # L1 (10:00) + L2 (23:00) are both 5 March UTC: 1+1 h, 8+8 GPU-h, 8+8
+        ("i-1", date(2024, 3, 5), "gpu", "no_run", 2.0, 16.0, 16.0),
+        # L3 starts at midnight: the next day
+        ("i-1", date(2024, 3, 6), "gpu", "no_run", 1.0, 8.0, 8.0),
+        # only the untracked quarter of L4, not the run's 7.5
+        ("i-2", date(2024, 3, 5), "gpu", "idle_capacity", 0.25, 2.0, 2.5),
+        # a line without resource: no hours at all; the tax line (unallocated) is not here,
+        # neither is February's line
+        (None, date(2024, 3, 5), "network", "shared", None, None, 1.2),
+    ]
+
+
+# ----------------------------------------------------------------- cost_per_model_monthly
+
+
+def test_cost_per_model_sums_to_the_attribution_total(con):
+    tracker(con, "r-prod", model="churn", purpose="production")
+    # the same run reported by a second tracker source must not double its cost
+    tracker(con, "r-prod", model="churn", purpose="production", source="runs_file")
+    tracker(con, "r-s1", model="churn", purpose="search", search_id="S1")
+    tracker(con, "r-s2", model="churn", purpose="search", search_id="S1")
+    tracker(con, "r-f", model="fraud", purpose="eval")
+    # February's snapshot names the model differently: March must use March's snapshot
+    tracker(con, "r-prod", model="churn-v0", purpose="production", month=FEB)
+
+    attr(con, "L1", "r-prod", "production", 100.0, hours=1.0, acc_hours=8.0)
+    attr(con, "L2", "r-s1", "search", 30.0, hours=1.0, acc_hours=4.0)
+    attr(con, "L3", "r-s2", "search", 20.0, hours=1.0, acc_hours=4.0)
+    attr(con, "L4", "r-s2", "search", 5.0, component="storage")
+    attr(con, "L5", "r-f", "other", 7.0, component="cpu", hours=2.0, acc_hours=0.0)
+    attr(con, "L3", None, "untracked", 40.0, hours=1.0, acc_hours=8.0, kind="idle_capacity")
+    attr(con, "L6", None, "unallocated", 12.5, component="other", kind="tax")
+    attr(con, "L7", None, "unallocated", -2.5, component="other", kind="credit")
+    attr(con, "LF", "r-prod", "production", 1000.0, month=FEB)
+
+    run(con, "cost_per_model_monthly")
+    got = rows(con, """SELECT model, purpose_class, component, cost, accelerator_hours, runs
+                       FROM cost_per_model_monthly WHERE month = ? ORDER BY ALL""", MARCH)
+    assert got == [
+        ("churn", "production", "gpu", 100.0, 8.0, 1),    # not 200: no double count
+        ("churn", "search", "gpu", 50.0, 8.0, 2),         # 30 + 20; 4 + 4 GPU-h; 2 runs
+        ("churn", "search", "storage", 5.0, 0.0, 1),      # no accelerator hours → 0
+        ("fraud", "other", "cpu", 7.0, 0.0, 1),
+        (None, "unallocated", "other", 10.0, 0.0, 0),     # 12.5 tax − 2.5 credit
+        (None, "untracked", "gpu", 40.0, 8.0, 0),         # no run, no model
+    ]
+    # conservation: 100 + 30 + 20 + 5 + 7 + 40 + 12.5 − 2.5 = 212
+    (total,) = con.execute("SELECT sum(cost) FROM cost_per_model_monthly WHERE month = ?",
+                           [MARCH]).fetchone()
+    (attributed,) = con.execute("SELECT sum(cost) FROM attribution WHERE month = ?",
+                                [MARCH]).fetchone()
+    assert total == pytest.approx(212.0) == pytest.approx(attributed)
+
+
+# --------------------------------------------------------------------------- search_costs
+
+
+def search_month(con):
+    """Two model families, several searches, for March 2024."""
+    # --- churn, metric val_auc (higher is better) -----------------------------------------
+    # baselines finished before search S1 started (its controller started 20 Feb)
+    tracker(con, "prod-old", model="churn", purpose="production", start=datetime(2024, 1, 10),
+            end=datetime(2024, 1, 15), metric_name="val_auc", metric_value=0.80)
+    tracker(con, "s0-a", model="churn", purpose="search", search_id="S0",
+            start=datetime(2024, 1, 20), end=datetime(2024, 2, 1),
+            metric_name="val_auc", metric_value=0.83)
+    # ... and results that must not count as the previous best:
+    # another search's run that ended after S1 started
+    tracker(con, "s0-late", model="churn", purpose="search", search_id="S0",
+            start=datetime(2024, 2, 10), end=datetime(2024, 2, 21),
+            metric_name="val_auc", metric_value=0.90)
+    # a production run finished after S1 started
+    tracker(con, "prod-new", model="churn", purpose="production", start=datetime(2024, 3, 15),
+            end=datetime(2024, 3, 20), metric_name="val_auc", metric_value=0.95)
+    # an adhoc run (neither production nor a search)
+    tracker(con, "adhoc-1", model="churn", purpose="adhoc", start=datetime(2024, 1, 1),
+            end=datetime(2024, 1, 2), metric_name="val_auc", metric_value=0.99)
+    # another metric entirely (a loss): not comparable with an AUC
+    tracker(con, "prod-loss", model="churn", purpose="production", start=datetime(2024, 1, 1),
+            end=datetime(2024, 1, 2), metric_name="logloss", metric_value=5.0)
+    # another model
+    tracker(con, "fraud-old", model="fraud", purpose="production", start=datetime(2024, 1, 1),
+            end=datetime(2024, 1, 2), metric_name="val_auc", metric_value=0.97)
+
+    # search S1: a sweep controller and four trials, two seeds, no config ids
+    tracker(con, "s1-ctl", "RUNNING", start=datetime(2024, 2, 20), model="churn",
+            purpose="search", search_id="S1")
+    for run_id, seed, start, end, auc in [
+        ("s1-1", "1", datetime(2024, 2, 25), datetime(2024, 3, 2), 0.85),
+        ("s1-2", "2", datetime(2024, 3, 3), datetime(2024, 3, 5), 0.86),
+        ("s1-3", "1", datetime(2024, 3, 6), datetime(2024, 3, 8), 0.87),
+        ("s1-4", "2", datetime(2024, 3, 9), datetime(2024, 3, 10), 0.84),
+    ]:
+        tracker(con, run_id, start=start, end=end, model="churn", purpose="search",
+                search_id="S1", seed=seed, parent="s1-ctl",
+                metric_name="val_auc", metric_value=auc)
+    attr(con, "L1", "s1-1", "search", 10.0, hours=2.0, acc_hours=16.0)
+    attr(con, "L2", "s1-1", "search", 1.0, component="storage")
+    attr(con, "L3", "s1-2", "search", 20.0, hours=4.0, acc_hours=32.0)
+    attr(con, "L4", "s1-3", "search", 30.0, hours=6.0, acc_hours=48.0)
+    attr(con, "L2", "s1-ctl", "search", 0.5, component="storage")   # the controller's bytes
+    attr(con, "LF", "s1-1", "search", 500.0, hours=9.0, acc_hours=72.0, month=FEB)
+
+    # S5: its trials disagree on the model (one each) → the first by name; nothing before it
+    tracker(con, "s5-1", "RUNNING", start=datetime(2024, 3, 1), model="b", search_id="S5",
+            purpose="search", metric_name="val_auc", metric_value=0.5)
+    tracker(con, "s5-2", "RUNNING", start=datetime(2024, 3, 1), model="a", search_id="S5",
+            purpose="search", metric_name="val_auc", metric_value=0.6)
+    # S6: started in January, still running (no end), nothing billed this month → active
+    tracker(con, "s6-1", "RUNNING", start=datetime(2024, 1, 5), model="churn",
+            search_id="S6", purpose="search")
+    # S7: all done in February, nothing billed in March → not active
+    tracker(con, "s7-1", start=datetime(2024, 2, 5), end=datetime(2024, 2, 28), model="churn",
+            search_id="S7", purpose="search", metric_name="val_auc", metric_value=0.1)
+    # S8: done in February, but its checkpoints were billed in March → active
+    tracker(con, "s8-1", start=datetime(2024, 2, 5), end=datetime(2024, 2, 6), model="churn",
+            search_id="S8", purpose="search", metric_name="val_auc", metric_value=0.70)
+    attr(con, "L9", "s8-1", "search", 0.25, component="storage")
+
+    # --- fraud, metric logloss (lower is better) -------------------------------------------
+    tracker(con, "f-prod", model="fraud", purpose="production", start=datetime(2024, 1, 1),
+            end=datetime(2024, 1, 10), metric_name="logloss", metric_value=0.50)
+    tracker(con, "f-s3", model="fraud", purpose="search", search_id="S3",
+            start=datetime(2024, 1, 20), end=datetime(2024, 2, 1),
+            metric_name="logloss", metric_value=0.45)
+    tracker(con, "f-prod-new", model="fraud", purpose="production", start=datetime(2024, 3, 20),
+            end=datetime(2024, 3, 21), metric_name="logloss", metric_value=0.30)
+    # search S2: config ids recorded → configs = distinct config ids
+    for run_id, cfg, seed, loss in [("s2-1", "A", "1", 0.44), ("s2-2", "A", "2", 0.42),
+                                    ("s2-3", "B", "1", 0.47)]:
+        tracker(con, run_id, start=datetime(2024, 3, 2), end=datetime(2024, 3, 3),
+                model="fraud", purpose="search", search_id="S2", seed=seed, config_id=cfg,
+                metric_name="logloss", metric_value=loss)
+    attr(con, "L5", "s2-1", "search", 3.0, hours=1.5, acc_hours=6.0)
+
+
+SEARCH_COLS = """search_id, model, runs, configs, seeds, runs_this_month, hours,
+                 accelerator_hours, cost, metric_name, best_metric, previous_best,
+                 improvement, cost_per_improvement, accelerator_hours_per_improvement"""
+
+
+def by_search(con) -> dict:
+    cur = con.execute(f"SELECT {SEARCH_COLS} FROM search_costs WHERE month = ?", [MARCH])
+    names = [d[0] for d in cur.description]
+    return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+
+
+def test_search_costs_max_goal(con):
+    search_month(con)
+    run(con, "search_costs", metric_goal="max")
+    got = by_search(con)
+    # S0, S3 and S7 ended before March and were not billed in March
+    assert set(got) == {"S1", "S2", "S5", "S6", "S8"}
+
+    s1 = got["S1"]
+    assert s1["model"] == "churn"
+    assert s1["runs"] == 4                    # the controller s1-ctl is not a run
+    assert s1["seeds"] == 2
+    assert s1["configs"] == 2.0               # no config ids: 4 runs ÷ 2 seeds
+    assert s1["runs_this_month"] == 3         # s1-1, s1-2, s1-3 billed; s1-4 not; no ctl
+    assert s1["hours"] == pytest.approx(12.0)               # 2 + 4 + 6 (February's 9 not)
+    assert s1["accelerator_hours"] == pytest.approx(96.0)   # 16 + 32 + 48
+    assert s1["cost"] == pytest.approx(61.5)                # 10 + 1 + 20 + 30 + 0.5 (ctl)
+    assert s1["metric_name"] == "val_auc"
+    assert s1["best_metric"] == pytest.approx(0.87)
+    # before 20 Feb: prod-old 0.80, s0-a 0.83 → 0.83 (not s0-late 0.90, ended 21 Feb;
+    # not prod-new 0.95; not adhoc 0.99; not the logloss 5.0; not fraud's 0.97)
+    assert s1["previous_best"] == pytest.approx(0.83)
+    assert s1["improvement"] == pytest.approx(0.04)                  # 0.87 − 0.83
+    assert s1["cost_per_improvement"] == pytest.approx(1537.5)      # 61.5 ÷ 0.04
+    assert s1["accelerator_hours_per_improvement"] == pytest.approx(2400.0)  # 96 ÷ 0.04
+
+    s5 = got["S5"]
+    assert s5["model"] == "a"                 # one run each: the tie goes to the name
+    assert s5["runs_this_month"] == 0 and s5["cost"] == 0.0
+    assert s5["best_metric"] == pytest.approx(0.6)
+    assert s5["previous_best"] is None and s5["improvement"] is None
+    assert s5["cost_per_improvement"] is None
+
+    s6 = got["S6"]                            # active through a run with no end
+    assert (s6["runs"], s6["seeds"], s6["configs"]) == (1, 0, 1.0)   # 1 run ÷ max(0, 1)
+    assert s6["best_metric"] is None and s6["improvement"] is None
+
+    s8 = got["S8"]                            # active through a March storage bill
+    assert s8["cost"] == pytest.approx(0.25) and s8["runs_this_month"] == 1
+    # worse than the 0.80 production run of January: negative improvement, no unit cost
+    assert s8["previous_best"] == pytest.approx(0.83)    # prod-old 0.80, s0-a 0.83
+    assert s8["improvement"] == pytest.approx(0.70 - 0.83)
+    assert s8["cost_per_improvement"] is None
+    assert s8["accelerator_hours_per_improvement"] is None
+
+
+def test_search_costs_min_goal(con):
+    search_month(con)
+    run(con, "search_costs", metric_goal="min")
+    s2 = by_search(con)["S2"]
+    assert s2["model"] == "fraud" and s2["metric_name"] == "logloss"
+    assert s2["runs"] == 3 and s2["seeds"] == 2
+    assert s2["configs"] == 2.0               # config ids A, B
+    assert s2["best_metric"] == pytest.approx(0.42)
+    # lowest loss before 2 March: f-prod 0.50, f-s3 0.45 → 0.45 (f-prod-new 0.30 is later;
+    # fraud-old reports val_auc, another metric)
+    assert s2["previous_best"] == pytest.approx(0.45)
+    assert s2["improvement"] == pytest.approx(0.03)                  # 0.45 − 0.42
+    assert s2["cost_per_improvement"] == pytest.approx(100.0)       # 3 ÷ 0.03
+    assert s2["accelerator_hours_per_improvement"] == pytest.approx(200.0)  # 6 ÷ 0.03
+
+
+# ---------------------------------------------------- retention_violations, storage by status
+
+CUTOFF = datetime(2024, 3, 25)   # month end (1 April) − 7 grace days
+
+
+def retention_month(con):
+    """Bucket `ckpt`: 1000 listed bytes at month end, storage billed 100 → 0.1 per byte."""
+    bill(con, "S1", "ckpt", datetime(2024, 3, 1), 60.0, component="storage", hours=24 * 31,
+         resource_kind="bucket")
+    bill(con, "S2", "ckpt", datetime(2024, 3, 1), 40.0, component="storage", hours=24 * 31,
+         resource_kind="bucket")
+    # compute on the same resource id (not storage): not part of the bucket's price
+    bill(con, "S3", "ckpt", datetime(2024, 3, 1), 999.0, component="network",
+         resource_kind="bucket")
+    bill(con, "S4", "other-bucket", datetime(2024, 3, 1), 7.0, component="storage")
+
+    tracker(con, "live1", "RUNNING", start=datetime(2024, 2, 1))
+    tracker(con, "failed1", "FAILED", end=datetime(2024, 3, 2))
+    tracker(con, "deleted1", "FINISHED", end=datetime(2024, 3, 2), purpose="production",
+            deleted=True)
+    tracker(con, "keep1", "FINISHED", end=datetime(2024, 3, 2), purpose="adhoc", keep=True)
+    tracker(con, "prod1", "FINISHED", end=datetime(2024, 3, 2), purpose="production")
+    tracker(con, "other1", "FINISHED", end=datetime(2024, 3, 2), purpose="adhoc")
+
+    d = datetime
+    # live1 (RUNNING, keeps 3). Newest time per checkpoint: ck-b 10 Mar (its shard1), ck-a
+    # 10 Mar, ck-d 5 Mar, ck-c 5 Mar, ck-e 1 Mar. Ties by name, higher first:
+    # ck-b 1, ck-a 2, ck-d 3 | ck-c 4, ck-e 5 → ck-c and ck-e are beyond the newest 3.
+    obj(con, "ckpt", "checkpoints/live1/ck-a/shard0", 10, d(2024, 3, 10))
+    obj(con, "ckpt", "checkpoints/live1/ck-b/shard0", 10, d(2024, 3, 1))   # old shard, kept
+    obj(con, "ckpt", "checkpoints/live1/ck-b/shard1", 10, d(2024, 3, 10))
+    obj(con, "ckpt", "checkpoints/live1/ck-c/shard0", 10, d(2024, 3, 5))
+    obj(con, "ckpt", "checkpoints/live1/ck-d/shard0", 10, d(2024, 3, 5))
+    obj(con, "ckpt", "checkpoints/live1/ck-e/shard0", 10, d(2024, 3, 1))
+    # written after the month ended: not in the month-end snapshot, so it neither pushes
+    # ck-d out of the newest 3 nor counts in the listed bytes
+    obj(con, "ckpt", "checkpoints/live1/ck-f/shard0", 999, d(2024, 4, 2))
+    # failed1 (dead): exactly 7 days old is still within grace; one second older is not
+    obj(con, "ckpt", "checkpoints/failed1/ck-1", 20, CUTOFF)
+    obj(con, "ckpt", "checkpoints/failed1/ck-2", 20, CUTOFF - timedelta(seconds=1))
+    # deleted1: a production run deleted in the tracker is dead
+    obj(con, "ckpt", "checkpoints/deleted1/ck-1", 50, d(2024, 3, 1))
+    # keep1: FINISHED, not production but keep=true → keeps its newest 3 of 4
+    for i in range(1, 5):
+        obj(con, "ckpt", f"checkpoints/keep1/ck-{i}", 25, d(2024, 3, i))
+    # prod1: FINISHED production, 2 checkpoints ≤ 3 → nothing to delete
+    obj(con, "ckpt", "checkpoints/prod1/ck-1", 30, d(2024, 3, 1))
+    obj(con, "ckpt", "checkpoints/prod1/ck-2", 30, d(2024, 3, 2))
+    # other1: FINISHED adhoc, not kept → dead
+    obj(con, "ckpt", "checkpoints/other1/ck-1", 40, d(2024, 3, 1))
+    # ghost: a run folder the tracker does not know
+    obj(con, "ckpt", "checkpoints/ghost/ck-1", 50, d(2024, 2, 1))
+    # a dataset in the same bucket, outside the checkpoint prefix: priced into the listed
+    # bytes, but never a violation
+    obj(con, "ckpt", "datasets/train.parquet", 600, d(2024, 1, 1), prefix=None)
+    # listed bytes: live1 60 + failed1 40 + deleted1 50 + keep1 100 + prod1 60 + other1 40
+    #             + ghost 50 + dataset 600 = 1000;   price = (60 + 40) ÷ 1000 = 0.1 / byte
+
+
+def test_retention_violations(con):
+    retention_month(con)
+    assert run(con, "retention_violations") == 7
+    got = rows(con, """SELECT run_id, run_status, purpose, checkpoint, key, reason, bytes,
+                              last_modified, round(monthly_cost, 9)
+                       FROM retention_violations WHERE month = ? ORDER BY key""", MARCH)
+    d = datetime
+    assert got == [
+        ("deleted1", "FINISHED", "production", "ck-1", "checkpoints/deleted1/ck-1",
+         "dead_run", 50, d(2024, 3, 1), 5.0),                   # 50 × 0.1
+        ("failed1", "FAILED", None, "ck-2", "checkpoints/failed1/ck-2",
+         "dead_run", 20, CUTOFF - timedelta(seconds=1), 2.0),   # ck-1 (exactly 7 d) absent
+        ("ghost", None, None, "ck-1", "checkpoints/ghost/ck-1",
+         "orphan", 50, d(2024, 2, 1), 5.0),
+        ("keep1", "FINISHED", "adhoc", "ck-1", "checkpoints/keep1/ck-1",
+         "beyond_keep_last", 25, d(2024, 3, 1), 2.5),           # the oldest of 4
+        ("live1", "RUNNING", None, "ck-c", "checkpoints/live1/ck-c/shard0",
+         "beyond_keep_last", 10, d(2024, 3, 5), 1.0),           # lost the tie to ck-d
+        ("live1", "RUNNING", None, "ck-e", "checkpoints/live1/ck-e/shard0",
+         "beyond_keep_last", 10, d(2024, 3, 1), 1.0),
+        ("other1", "FINISHED", "adhoc", "ck-1", "checkpoints/other1/ck-1",
+         "dead_run", 40, d(2024, 3, 1), 4.0),
+    ]
+    # 5 + 2 + 5 + 2.5 + 1 + 1 + 4
+    (total,) = con.execute("SELECT sum(monthly_cost) FROM retention_violations").fetchone()
+    assert total == pytest.approx(20.5)
+
+
+def test_storage_by_run_status(con):
+    retention_month(con)
+    assert run(con, "storage_by_run_status") == 4
+    got = rows(con, """SELECT run_status, objects, bytes, round(cost, 9)
+                       FROM storage_by_run_status WHERE month = ? ORDER BY run_status""",
+               MARCH)
+    assert got == [
+        ("dead", 4, 130, 13.0),        # failed1 2 obj 40 B + deleted1 50 B + other1 40 B
+        ("live", 6, 60, 6.0),          # live1's 6 shards (ck-f came after the month)
+        ("orphan", 1, 50, 5.0),        # ghost
+        ("production", 6, 160, 16.0),  # keep1 4 obj 100 B + prod1 2 obj 60 B
+    ]   # the 600 B dataset outside the prefix is in none of them
+
+
+def test_daily_snapshots_use_the_last_one_of_the_month(con):
+    # bucket `daily` has daily inventories: only the 31 March snapshot describes month end
+    bill(con, "S1", "daily", datetime(2024, 3, 1), 40.0, component="storage",
+         resource_kind="bucket")
+    tracker(con, "f1", "FAILED", end=datetime(2024, 3, 2))
+    old = datetime(2024, 3, 1)
+    # 30 March: an orphan that was deleted on the 31st
+    obj(con, "daily", "checkpoints/ghost/ck-1", 500, old, snapshot_date=date(2024, 3, 30))
+    obj(con, "daily", "checkpoints/f1/ck-1", 100, old, snapshot_date=date(2024, 3, 30))
+    # 31 March: the dead run's checkpoint and a dataset: 400 listed bytes → 40 ÷ 400 = 0.1
+    obj(con, "daily", "checkpoints/f1/ck-1", 100, old, snapshot_date=date(2024, 3, 31))
+    obj(con, "daily", "data/x", 300, old, snapshot_date=date(2024, 3, 31), prefix=None)
+    # an undated listing of a bucket that has dated snapshots is ignored
+    obj(con, "daily", "checkpoints/ghost2/ck-1", 700, old)
+
+    run(con, "retention_violations")
+    assert rows(con, "SELECT key, reason, bytes, round(monthly_cost, 9) "
+                     "FROM retention_violations") == [
+        ("checkpoints/f1/ck-1", "dead_run", 100, 10.0),   # 100 × 0.1
+    ]
+    run(con, "storage_by_run_status")
+    assert rows(con, "SELECT run_status, objects, bytes, round(cost, 9) "
+                     "FROM storage_by_run_status") == [("dead", 1, 100, 10.0)]
+
+
+def test_bucket_without_storage_bill_costs_nothing(con):
+    tracker(con, "f1", "FAILED", end=datetime(2024, 3, 2))
+    obj(con, "free", "checkpoints/f1/ck-1", 100, datetime(2024, 3, 1))
+    run(con, "retention_violations")
+    assert rows(con, "SELECT reason, bytes, monthly_cost FROM retention_violations") == [
+        ("dead_run", 100, 0.0)
+    ]
+
+
+# ----------------------------------------------------------------------------- idempotence
+
+
+def test_every_derived_table_is_idempotent_per_month(con):
+    retention_month(con)
+    search_month(con)
+    bill(con, "U1", "i-9", datetime(2024, 3, 7), 4.0, usage_hours=1.0, g=8)
+    attr(con, "U1", None, "untracked", 4.0, hours=1.0, acc_hours=8.0, kind="no_run")
+    # February has data of its own, which a March rebuild must leave alone
+    tracker(con, "s1-1", start=datetime(2024, 2, 1), end=datetime(2024, 2, 2),
+            search_id="S1", month=FEB)
+    attr(con, "LF", "s1-1", "search", 500.0, month=FEB)
+
+    def snapshot():
+        return {t: rows(con, f"SELECT * FROM {t} ORDER BY ALL") for t in DERIVED}
+
+    for t in DERIVED:
+        run(con, t, FEB)
+        run(con, t)
+    first = snapshot()
+    assert all(first[t] for t in DERIVED), "every table should have rows for this test"
+    for t in DERIVED:
+        run(con, t)
+    assert snapshot() == first

@@ -61,7 +61,7 @@ resource_periods AS (
         CASE WHEN coalesce(sum(usage_hours), 0) > 0 THEN sum(usage_hours)
              ELSE epoch(e - s) / 3600.0 END AS d
     FROM compute_lines
-    GROUP BY ALL
+    GROUP BY coalesce(ResourceId, x_SourceLine), s, e
 ),
 compute_claims AS (
     SELECT l.x_SourceLine, rr.run_id

@@ -22,12 +22,11 @@ import io
 import math
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
 
-UTC = timezone.utc
 HOUR = timedelta(hours=1)
 
 

@@ -1,0 +1,66 @@
+"""Writing hand-made rows straight into the warehouse tables, for tests of the SQL."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import duckdb
+
+from cost_pipeline.warehouse import ensure_schema
+
+BILLING_DEFAULTS = {
+    "ProviderName": "AWS", "ServiceName": "test", "ServiceCategory": "Compute",
+    "ChargeClass": None, "RegionId": "us-east-1", "SkuId": None, "ConsumedQuantity": None,
+    "ConsumedUnit": None, "BillingCurrency": "USD", "CommitmentDiscountStatus": None,
+    "Tags": None, "x_AcceleratorCount": 0, "x_UsageHours": None, "x_InstanceUsage": False,
+    "x_InstanceType": None, "x_ResourceKind": "other", "x_LineItemType": "Usage",
+    "x_InvoiceId": None, "ResourceId": None, "BillingPeriodStart": None,
+}
+RUN_DEFAULTS = {
+    "source": "test", "experiment": None, "model": None, "purpose": None, "search_id": None,
+    "seed": None, "config_id": None, "end_time": None, "resource_ids": [], "gpus": None,
+    "region": None, "dataset": None, "dataset_region": None, "input_hash": None,
+    "transform_version": None, "metric_name": None, "metric_value": None, "keep": False,
+    "deleted": False, "parent_run_id": None, "team": None,
+}
+INVENTORY_DEFAULTS = {"source": "test", "snapshot_date": None, "prefix": None, "run_id": None,
+                      "checkpoint": None, "last_modified": None}
+
+
+def insert(con: duckdb.DuckDBPyConnection, table: str, month: date, rows: list[dict],
+           defaults: dict) -> None:
+    ensure_schema(con)
+    columns = [c for (c,) in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "ORDER BY ordinal_position", [table]).fetchall()]
+    for row in rows:
+        full = {**defaults, **row, "month": month}
+        if "BilledCost" in columns and "BilledCost" not in row:
+            full["BilledCost"] = full.get("EffectiveCost", 0.0)
+        if table == "billing_facts" and full.get("Tags") is not None:
+            tags = full["Tags"]
+            full["Tags"] = {"key": list(tags.keys()), "value": list(tags.values())}
+        names = [c for c in columns if c in full]
+        values = [full[c] for c in names]
+        placeholders = ", ".join(
+            "MAP(?::VARCHAR[], ?::VARCHAR[])" if c == "Tags" and full[c] is not None else "?"
+            for c in names)
+        flat: list = []
+        for c, v in zip(names, values, strict=True):
+            if c == "Tags" and v is not None:
+                flat += [v["key"], v["value"]]
+            else:
+                flat.append(v)
+        con.execute(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({placeholders})", flat)
+
+
+def insert_lines(con, month, lines):
+    insert(con, "billing_facts", month, lines, BILLING_DEFAULTS)
+
+
+def insert_runs(con, month, runs):
+    insert(con, "tracker_runs", month, runs, RUN_DEFAULTS)
+
+
+def insert_inventory(con, month, objects):
+    insert(con, "checkpoint_inventory", month, objects, INVENTORY_DEFAULTS)

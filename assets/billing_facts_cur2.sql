@@ -45,7 +45,7 @@ component AS (
     SELECT
         c.*,
         CASE
-            WHEN instance_usage AND (regexp_matches(coalesce(instance_type, ''), '^(p|g|gr|trn|inf|dl)\d')
+            WHEN instance_usage AND (regexp_matches(coalesce(c.instance_type, ''), '^(p|g|gr|trn|inf|dl)\d')
                                      OR coalesce(product_gpu, 0) > 0) THEN 'gpu'
             WHEN instance_usage THEN 'cpu'
             WHEN network_usage THEN 'network'

@@ -26,7 +26,7 @@ def default_config_path() -> str:
     return os.environ.get(CONFIG_ENV) or str(Path.cwd() / "demo" / "config.yaml")
 
 
-def build_defs(config_path: str | None = None, loggers: dict | None = None) -> dg.Definitions:
+def build_defs(config_path: str | None = None) -> dg.Definitions:
     path = str(Path(config_path or default_config_path()).expanduser().resolve())
     try:
         warehouse = load_config(path).warehouse_path
@@ -53,7 +53,6 @@ def build_defs(config_path: str | None = None, loggers: dict | None = None) -> d
             "settings": PipelineSettings(config_path=path),
         },
         executor=dg.in_process_executor,
-        loggers=loggers,
     )
 
 

@@ -4,15 +4,17 @@ and print the bill as lines from the warehouse."""
 from __future__ import annotations
 
 import sys
-from datetime import date
 from pathlib import Path
 
 import duckdb
 
 from .bill_lines import bill_lines, reconciliation_notes, render
 from .config import load_config
-from .demo import DEMO_MONTHS, generate_demo
+from .demo import MONTHS, generate_demo
+from .months import parse_month
 from .runner import materialize_month
+
+DEMO_MONTHS = [parse_month(m) for m in MONTHS]
 
 
 def run_demo(out_dir: Path, strict: bool = False) -> int:
@@ -36,5 +38,3 @@ def run_demo(out_dir: Path, strict: bool = False) -> int:
     print(f"\nwarehouse: {warehouse}\nconfig:    {config_path}")
     return 2 if strict and failed_checks else 0
 
-
-__all__ = ["run_demo", "date"]

@@ -13,7 +13,7 @@ from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
 
 class ProgressHandler(logging.Handler):
     def __init__(self, stream=None):
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.stream = stream or sys.stderr
         self.started: dict[str, float] = {}
 
@@ -48,7 +48,7 @@ class ProgressHandler(logging.Handler):
 @dg.logger(description="Short progress lines on stderr.")
 def progress_logger(_init_context) -> logging.Logger:
     log = logging.getLogger("cost_pipeline.progress")
-    log.setLevel(logging.INFO)
+    log.setLevel(logging.DEBUG)
     log.propagate = False
     if not log.handlers:
         log.addHandler(ProgressHandler())

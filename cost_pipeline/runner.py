@@ -43,6 +43,9 @@ def ensure_dagster_home() -> Path:
         home = str(Path.cwd() / ".dagster_home")
         os.environ["DAGSTER_HOME"] = home
     Path(home).mkdir(parents=True, exist_ok=True)
+    settings = Path(home) / "dagster.yaml"
+    if not settings.exists():
+        settings.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
     return Path(home)
 
 
@@ -61,11 +64,12 @@ def _root_cause(error) -> str:
 def materialize_month(config_path: str, month: date, progress: bool = True) -> MonthResult:
     load_config(config_path)  # a config error is reported before anything runs
     ensure_dagster_home()
-    loggers = {"progress": progress_logger} if progress else {}
-    defs = build_defs(config_path, loggers=loggers)
-    job = defs.resolve_job_def(JOB_NAME)
+    job = build_defs(config_path).resolve_job_def(JOB_NAME)
+    if progress:
+        job = job.with_logger_defs({"progress": progress_logger})
     with dg.DagsterInstance.get() as instance:
         result = job.execute_in_process(
+            run_config={"loggers": {"progress": {}}} if progress else None,
             partition_key=f"{month:%Y-%m}-01", instance=instance, raise_on_error=False,
             tags={"cost_pipeline/launched_by": "cli"},
         )

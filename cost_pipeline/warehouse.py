@@ -43,6 +43,8 @@ def _strip_comments(sql: str) -> str:
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the tables if needed; timestamps are UTC whatever the machine's zone."""
+    con.execute("SET TimeZone = 'UTC'")
     con.execute(sql_text("schema"))
 
 

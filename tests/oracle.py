@@ -62,7 +62,12 @@ def claimants(runs: list[dict], month: date) -> list[tuple[dict, datetime, datet
 
 
 def tag_value(line: dict, run_tag: str) -> str | None:
-    return (line.get("Tags") or {}).get(run_tag)
+    """The run tag; CUR 2.0 writes user tags as `user_<key>` (FOCUS exports `user:<key>`)."""
+    tags = line.get("Tags") or {}
+    for key in (run_tag, f"user_{run_tag}", f"user:{run_tag}"):
+        if tags.get(key) is not None:
+            return tags[key]
+    return None
 
 
 def is_claimable(line: dict) -> bool:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cost_pipeline.defs.resources import month_params
 from cost_pipeline.config import parse_config
+from cost_pipeline.defs.resources import month_params
 from cost_pipeline.warehouse import replace_month, sql_text
 from tests import oracle
 from tests.warehouse_rows import (

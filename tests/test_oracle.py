@@ -109,8 +109,11 @@ def test_tagged_line_claims_for_a_run_not_listing_the_resource():
     ln = line(Tags={"user_run_id": "r1"})
     out = attr([ln], [run("r1", res=("i-other",))], run_tag="user_run_id")
     assert out[sl(ln), "r1"]["share"] == pytest.approx(1.0)
-    # with the default run_tag the tag is not read → untracked, no run.
-    assert (sl(ln), "no_run") in attr([ln], [run("r1", res=("i-other",))])
+    # with the default run_tag `run_id`, CUR 2.0's `user_run_id` key is the same tag (SPEC §6)
+    assert attr([ln], [run("r1", res=("i-other",))])[sl(ln), "r1"]["share"] == pytest.approx(1.0)
+    # another tag key is not read → untracked, no run
+    other = line(Tags={"user_owner": "r1"})
+    assert (sl(other), "no_run") in attr([other], [run("r1", res=("i-other",))])
 
 
 def test_stale_tag_is_untracked():

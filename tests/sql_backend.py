@@ -1,0 +1,56 @@
+"""The production attribution / reconciliation SQL behind the oracle's call signatures, so
+the same hand-computed cases and random cases run against both."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import duckdb
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.defs.resources import month_params
+from cost_pipeline.warehouse import replace_month, sql_text
+from tests.warehouse_rows import (
+    BILLING_DEFAULTS,
+    INVENTORY_DEFAULTS,
+    RUN_DEFAULTS,
+    insert_inventory,
+    insert_lines,
+    insert_runs,
+)
+
+
+def _rows(con, table: str) -> list[dict]:
+    cur = con.execute(f"SELECT * FROM {table}")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def run_month(lines, runs, inventory, datasets, month: date, run_tag="run_id",
+              threshold=0.05) -> duckdb.DuckDBPyConnection:
+    cfg = parse_config({"run_tag": run_tag, "datasets": datasets or {},
+                        "policy": {"reconciliation": {"max_untracked_share": threshold}}},
+                       Path("."))
+    con = duckdb.connect()
+    insert_lines(con, month, [{**BILLING_DEFAULTS, **ln} for ln in lines])
+    insert_runs(con, month, [{**RUN_DEFAULTS, **r} for r in runs])
+    insert_inventory(con, month, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
+    con.execute("CREATE TEMP TABLE config_datasets (name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    for name, ds in (datasets or {}).items():
+        con.execute("INSERT INTO config_datasets VALUES (?, ?, ?)",
+                    [name, ds["bucket"], ds["region"]])
+    params = month_params(cfg, month)
+    replace_month(con, "attribution", month, sql_text("attribution"), params)
+    replace_month(con, "reconciliation", month, sql_text("reconciliation"), params)
+    return con
+
+
+def attribute(lines, runs, inventory, datasets, month, run_tag="run_id") -> list[dict]:
+    con = run_month(lines, runs, inventory, datasets, month, run_tag)
+    return _rows(con, "attribution")
+
+
+def reconcile(lines, attribution_rows, runs, month, threshold, run_tag="run_id") -> dict:
+    con = run_month(lines, runs, [], {}, month, run_tag, threshold)
+    return _rows(con, "reconciliation")[0]

@@ -1,0 +1,46 @@
+"""Shared fixtures: a temporary Dagster instance home and the demo quarter materialized
+once per test session through the real Dagster job."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+
+
+@pytest.fixture(scope="session")
+def dagster_home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("dagster_home")
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    old = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("DAGSTER_HOME", None)
+    else:
+        os.environ["DAGSTER_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def demo_quarter(tmp_path_factory, dagster_home):
+    """(config path, {month: MonthResult}) of the demo quarter, materialized via Dagster."""
+    from cost_pipeline.demo import generate_demo
+    from cost_pipeline.demo_run import DEMO_MONTHS
+    from cost_pipeline.runner import materialize_month
+
+    config = generate_demo(tmp_path_factory.mktemp("demo"))
+    results = {m: materialize_month(str(config), m, progress=False) for m in DEMO_MONTHS}
+    return config, results
+
+
+@pytest.fixture
+def demo_warehouse(demo_quarter):
+    from cost_pipeline.config import load_config
+
+    config, _ = demo_quarter
+    with duckdb.connect(load_config(config).warehouse_path, read_only=True) as con:
+        yield con

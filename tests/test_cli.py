@@ -1,0 +1,108 @@
+"""The command line as a user runs it: exit codes, check output, one-line errors."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+CLI = [sys.executable, "-m", "cost_pipeline.cli"]
+
+
+def run_cli(*args: str, env_home: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "DAGSTER_HOME": str(env_home)}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def copy_demo(demo_quarter, tmp_path) -> Path:
+    config, _ = demo_quarter
+    target = tmp_path / "demo"
+    shutil.copytree(Path(config).parent, target,
+                    ignore=shutil.ignore_patterns("*.duckdb", "*.wal"))
+    return target / "config.yaml"
+
+
+def test_materialize_prints_checks_and_strict_exit(demo_quarter, tmp_path, dagster_home):
+    config = copy_demo(demo_quarter, tmp_path)
+    done = run_cli("materialize", "--config", str(config), "--month", "2026-08",
+                   env_home=dagster_home)
+    assert done.returncode == 0, done.stderr
+    assert "reconciliation_within_threshold: FAIL (ERROR)" in done.stdout
+    assert "cost_conserved: PASS" in done.stdout
+    assert "✓ attribution" in done.stderr  # progress goes to stderr
+    strict = run_cli("materialize", "--config", str(config), "--month", "2026-08", "--strict",
+                     env_home=dagster_home)
+    assert strict.returncode == 2
+    passing = run_cli("materialize", "--config", str(config), "--month", "2026-07", "--strict",
+                      env_home=dagster_home)
+    assert passing.returncode == 0, passing.stderr
+
+
+def test_cli_runs_are_recorded_in_the_instance(demo_quarter, tmp_path, dagster_home):
+    import dagster as dg
+
+    config = copy_demo(demo_quarter, tmp_path)
+    assert run_cli("materialize", "--config", str(config), "--month", "2026-07",
+                   env_home=dagster_home).returncode == 0
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={"cost_pipeline/launched_by": "cli"}))
+        assert runs and runs[0].tags.get("dagster/partition") == "2026-07-01"
+
+
+def test_bad_config_key_is_one_clear_line(tmp_path, dagster_home):
+    config = tmp_path / "c.yaml"
+    config.write_text("warehouse: {path: w.duckdb}\npolicy: {reconciliation: "
+                      "{max_untracked_share: lots}}\nbogus: 1\n")
+    done = run_cli("materialize", "--config", str(config), "--month", "2026-07",
+                   env_home=dagster_home)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:")
+    assert "policy.reconciliation.max_untracked_share" in lines[0] and "bogus" in lines[0]
+
+
+def test_source_error_fails_cleanly_and_keeps_the_previous_month(demo_quarter, tmp_path,
+                                                                 dagster_home):
+    config = copy_demo(demo_quarter, tmp_path)
+    assert run_cli("materialize", "--config", str(config), "--month", "2026-07",
+                   env_home=dagster_home).returncode == 0
+    warehouse = config.parent / yaml.safe_load(config.read_text())["warehouse"]["path"]
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        before = con.execute("SELECT count(*), sum(EffectiveCost) FROM billing_facts").fetchone()
+    runs = config.parent / "runs.csv"
+    text = runs.read_text().splitlines()
+    header = text[0].split(",")
+    start, end = header.index("start_time"), header.index("end_time")
+    # swap start and end of the first run: its end is now before its start
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO("\n".join(text))))
+    rows[1][start], rows[1][end] = rows[1][end], rows[1][start]
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    runs.write_text(buffer.getvalue())
+    done = run_cli("materialize", "--config", str(config), "--month", "2026-07",
+                   env_home=dagster_home)
+    assert done.returncode == 1
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr
+    assert "runs.csv row 2" in errors[0] and "end_time" in errors[0]
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        after = con.execute("SELECT count(*), sum(EffectiveCost) FROM billing_facts").fetchone()
+        assert after[0] == before[0] and after[1] == pytest.approx(before[1], abs=1e-6)
+        assert con.execute("SELECT count(*) FROM tracker_runs WHERE month = DATE '2026-07-01'"
+                           ).fetchone()[0] > 0
+
+
+def test_bad_month_argument(tmp_path, dagster_home):
+    done = run_cli("materialize", "--config", str(tmp_path / "none.yaml"), "--month", "2026-13",
+                   env_home=dagster_home)
+    assert done.returncode == 1 and done.stderr.startswith("error:")

@@ -3,12 +3,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: demo test dev lint bench clean
+.PHONY: demo test dev lint bench clean install
+
+export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
 $(BIN)/cost-pipeline: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' 2> $(VENV)/install.log \
+		|| { grep -v '^WARNING: Location' $(VENV)/install.log; exit 1; }
 	@touch $@
 
 install: $(BIN)/cost-pipeline
@@ -17,7 +19,8 @@ demo: install
 	$(BIN)/cost-pipeline demo
 
 test: install
-	$(BIN)/python -m pytest -q
+	@mkdir -p $(DAGSTER_HOME)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 dev: install
 	@mkdir -p $(DAGSTER_HOME)

@@ -10,6 +10,7 @@ the month's folder is the month. Only the columns the normalization needs are re
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -94,9 +95,11 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
     if not root.is_dir():
         raise SourceError(source, str(root), "export folder not found")
     delivery = Delivery(source, month)
+    meta = root / "metadata" / _month_folder(month)
+    # the newest manifest of the month is its current delivery
     manifests = sorted(
-        (root / "metadata" / _month_folder(month)).glob("*Manifest.json"),
-        key=lambda p: p.stat().st_mtime,
+        meta.rglob("*Manifest.json") if meta.is_dir() else [],
+        key=lambda p: (p.stat().st_mtime, str(p)),
     )
     if manifests:
         manifest = manifests[-1]
@@ -105,27 +108,52 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
             doc = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise SourceError(source, str(manifest), f"unreadable manifest: {exc}") from None
+        if not isinstance(doc, dict):
+            raise SourceError(source, str(manifest), "unreadable manifest: not a JSON object")
+        _check_table_configuration(source, str(manifest), doc)
         delivery.execution_id = doc.get("executionId") or doc.get("assemblyId")
         entries = doc.get("dataFiles") or doc.get("reportKeys") or []
         for entry in entries:
             uri = entry if isinstance(entry, str) else entry.get("key") or entry.get("uri", "")
             local = _local_file(root, uri)
-            if not local.exists():
-                raise SourceError(source, str(manifest), f"lists {uri}, not found at {local}")
+            if not local.is_file():
+                raise SourceError(source, str(manifest), f"dataFiles lists {uri}, "
+                                  f"not found at {local}")
             delivery.files.append(str(local))
     else:
         folder = root / "data" / _month_folder(month)
-        delivery.files = sorted(str(p) for p in folder.rglob("*.parquet")) if folder.is_dir() else []
+        if folder.is_dir():
+            delivery.files = sorted(str(p) for p in folder.rglob("*.parquet"))
     return delivery
 
 
+def _check_table_configuration(source: str, manifest: str, doc: dict) -> None:
+    """A manifest that states a daily/monthly granularity or no resource ids is refused."""
+    tables = doc.get("tableConfigurations")
+    conf = tables.get("COST_AND_USAGE_REPORT") if isinstance(tables, dict) else None
+    if not isinstance(conf, dict):
+        return
+    granularity = str(conf.get("TIME_GRANULARITY", "HOURLY")).upper()
+    if granularity != "HOURLY":
+        raise SourceError(source, manifest, f"TIME_GRANULARITY is {granularity}: "
+                          + GRANULARITY_FIX)
+    if str(conf.get("INCLUDE_RESOURCES", "TRUE")).upper() != "TRUE":
+        raise SourceError(source, manifest, "INCLUDE_RESOURCES is FALSE: " + RESOURCE_ID_FIX)
+
+
 def _local_file(root: Path, uri: str) -> Path:
-    """The part of a manifest URI after `<export-name>/`, under the local export folder."""
-    marker = f"/{root.name}/"
-    if marker in uri:
-        return root / uri.split(marker, 1)[1]
-    # a key relative to the export, or a bare file name under data/
+    """The part of a manifest URI after `<export-name>/`, mapped onto the local export folder.
+
+    The export name is taken from the URI itself (the segment before `data/BILLING_PERIOD=`),
+    so a local copy may live in a folder of any name."""
     tail = uri.split("://", 1)[-1]
+    match = re.search(r"(?:^|/)(data/BILLING_PERIOD=[^/]+/.+)$", tail)
+    if match:
+        return root / match.group(1)
+    marker = f"/{root.name}/"
+    if marker in "/" + tail:
+        return root / ("/" + tail).rsplit(marker, 1)[1]
+    # a key relative to the export folder
     return root / tail.lstrip("/")
 
 

@@ -14,7 +14,8 @@ WITH raw AS (
             coalesce(nullif(product_instance_type, ''),
                      nullif(split_part(coalesce(line_item_usage_type, ''), ':', 2), '')),
             '^ml\.', '') AS instance_type,
-        TRY_CAST(product['gpu'] AS DOUBLE) AS product_gpu
+        TRY_CAST(product['gpu'] AS DOUBLE) AS product_gpu,
+        epoch(line_item_usage_end_date - line_item_usage_start_date) / 3600.0 AS period_hours
     FROM cur_raw
 ),
 classified AS (
@@ -52,7 +53,15 @@ component AS (
             WHEN storage_usage THEN 'storage'
             ELSE 'other'
         END AS cost_component,
-        a.accelerators AS table_accelerators
+        a.accelerators AS table_accelerators,
+        -- instances a line covers: 1 for EC2 (one resource = one instance); a SageMaker
+        -- training job of n instances bills n instance-hours per hour of its period
+        CASE
+            WHEN instance_usage AND line_item_product_code = 'AmazonSageMaker'
+                 AND period_hours > 0 AND line_item_usage_amount > period_hours * (1 + 1e-9)
+            THEN CAST(ceil(line_item_usage_amount / period_hours - 1e-9) AS INTEGER)
+            ELSE 1
+        END AS instance_count
     FROM classified c
     LEFT JOIN accelerator_counts a ON a.instance_type = c.instance_type
 )
@@ -62,7 +71,8 @@ SELECT
     line_item_usage_start_date AS ChargePeriodStart,
     line_item_usage_end_date AS ChargePeriodEnd,
     'AWS' AS ProviderName,
-    coalesce(product['servicename'], product_servicecode, line_item_product_code) AS ServiceName,
+    coalesce(nullif(product['servicename'], ''), nullif(product['product_name'], ''),
+             nullif(product_servicecode, ''), line_item_product_code) AS ServiceName,
     CASE cost_component
         WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
         WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
@@ -85,7 +95,13 @@ SELECT
     product_sku AS SkuId,
     line_item_usage_amount AS ConsumedQuantity,
     pricing_unit AS ConsumedUnit,
-    coalesce(line_item_net_unblended_cost, line_item_unblended_cost, 0) AS BilledCost,
+    -- discount rows are already inside the other rows' net figures: with net columns they
+    -- add nothing to the invoice total
+    CASE
+        WHEN $has_net AND line_type IN ('EdpDiscount', 'PrivateRateDiscount', 'BundledDiscount',
+                                        'Discount') THEN coalesce(line_item_net_unblended_cost, 0)
+        ELSE coalesce(line_item_net_unblended_cost, line_item_unblended_cost, 0)
+    END AS BilledCost,
     -- AWS's amortized-cost rule, on the net columns where the export has them
     coalesce(CASE
         WHEN line_type = 'SavingsPlanCoveredUsage' THEN
@@ -112,11 +128,14 @@ SELECT
     END AS CommitmentDiscountStatus,
     resource_tags AS Tags,
     cost_component AS x_CostComponent,
+    -- G: the config/built-in table, else the product's `gpu` attribute, else 1 (reported)
     CASE WHEN cost_component = 'gpu' THEN
-        CAST(coalesce(table_accelerators, round(product_gpu), 1) AS INTEGER) ELSE 0
+        CAST(coalesce(table_accelerators, nullif(round(product_gpu), 0), 1) AS INTEGER)
+          * instance_count
+        ELSE 0
     END AS x_AcceleratorCount,
     CASE WHEN instance_usage AND line_type <> 'SavingsPlanNegation'
-         THEN coalesce(line_item_usage_amount, 0) END AS x_UsageHours,
+         THEN coalesce(line_item_usage_amount, 0) / instance_count END AS x_UsageHours,
     instance_usage AS x_InstanceUsage,
     CASE WHEN instance_usage THEN instance_type END AS x_InstanceType,
     CASE
@@ -135,5 +154,6 @@ SELECT
                  strftime(line_item_usage_end_date, '%Y-%m-%dT%H:%M:%SZ')) AS x_SourceLine,
     _file AS x_File,
     _row AS x_Row,
-    (table_accelerators IS NULL AND cost_component = 'gpu') AS x_UnknownAcceleratorType
+    (cost_component = 'gpu' AND table_accelerators IS NULL
+     AND coalesce(product_gpu, 0) < 0.5) AS x_UnknownAcceleratorType
 FROM component

@@ -53,37 +53,47 @@ def stage_month(
     con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
 ) -> BillingSummary:
     """Normalize every billing source's month into the temp table `staged_billing`."""
-    start, end = month_bounds(month)
+    start, _end = month_bounds(month)
     _load_accelerators(con, cfg)
+    con.execute(f"DROP TABLE IF EXISTS {STAGE}")
     summary = BillingSummary()
     first = True
     for name, source in zip(source_names(cfg.billing), cfg.billing, strict=True):
-        if isinstance(source, AwsCur2Source):
-            if "://" in source.path:
-                raise SourceError(name, source.path, "S3 export paths need the S3 reader")
-            delivery = cur2.find_delivery(name, cfg.resolve(source.path), month)
+        if not isinstance(source, AwsCur2Source):
+            raise SourceError(name, None,
+                              f"billing source kind {source.kind!r} is not supported yet")
+        if "://" in source.path:
+            raise SourceError(name, source.path, "S3 export paths need the S3 reader")
+        delivery = cur2.find_delivery(name, cfg.resolve(source.path), month)
+        where = delivery.manifest or cfg.resolve(source.path)
+        if delivery.files:
             log.info(
                 f"{name}: {len(delivery.files)} file(s) for {month:%Y-%m}"
                 + (f" from manifest {delivery.manifest}" if delivery.manifest else "")
             )
-            cur2.inspect_schema(delivery)
-            cur2.register_raw(con, delivery, "cur_raw")
+        else:
+            log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}")
+        cur2.inspect_schema(delivery)
+        cur2.register_raw(con, delivery, "cur_raw")
+        try:
+            # net columns are used when the export carries them with values
+            delivery.has_net_columns = delivery.has_net_columns and con.execute(
+                "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
             params = {
                 "month": month, "month_start": start, "source": name,
                 "has_net": delivery.has_net_columns, "known_buckets": known_buckets(cfg),
             }
             sql = sql_text("billing_facts_cur2")
-            summary.deliveries.append(delivery)
-        else:
-            raise SourceError(name, None, f"billing source kind {source.kind!r} is not supported yet")
-        verb = f"CREATE OR REPLACE TEMP TABLE {STAGE} AS" if first else f"INSERT INTO {STAGE}"
-        try:
+            verb = f"CREATE TEMP TABLE {STAGE} AS" if first else f"INSERT INTO {STAGE}"
             query(con, f"{verb} {sql}", params)
         except duckdb.Error as exc:
-            raise SourceError(name, ", ".join(delivery.files[:3]), _short(exc)) from None
+            bad = cur2.locate_bad_file(delivery, str(exc))
+            raise SourceError(name, bad or where, _short(exc)) from None
+        summary.deliveries.append(delivery)
         first = False
+        _check_source(con, name, where, month)
     if first:  # no billing source: an empty month
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGE} AS SELECT *, NULL::VARCHAR AS x_File, "
+        con.execute(f"CREATE TEMP TABLE {STAGE} AS SELECT *, NULL::VARCHAR AS x_File, "
                     "NULL::BIGINT AS x_Row, false AS x_UnknownAcceleratorType "
                     "FROM billing_facts WHERE false")
     _check_staged(con, month, summary)
@@ -94,43 +104,75 @@ def _short(exc: Exception) -> str:
     return str(exc).splitlines()[0]
 
 
+def _source_of(line: str) -> str:
+    return line.split(":", 1)[0]
+
+
+def _check_source(con: duckdb.DuckDBPyConnection, name: str, where: str, month: date) -> None:
+    """Per-source checks on the rows just staged: required values present, periods ordered,
+    and an hourly export."""
+    for column, raw in (("ChargePeriodStart", "line_item_usage_start_date"),
+                        ("ChargePeriodEnd", "line_item_usage_end_date"),
+                        ("x_SourceLine", "identity_line_item_id")):
+        bad = con.execute(
+            f"SELECT x_File, x_Row FROM {STAGE} WHERE {column} IS NULL "
+            f"AND starts_with(coalesce(x_SourceLine, ?), ?) ORDER BY x_File, x_Row LIMIT 1",
+            [name + ":", name + ":"]).fetchone()
+        if bad:
+            raise SourceError(name, f"{bad[0]} row {bad[1]}",
+                              f"{raw} is empty or not a timestamp" if "date" in raw
+                              else f"{raw} is empty")
+    bad_period = con.execute(
+        f"SELECT x_File, x_Row FROM {STAGE} WHERE starts_with(x_SourceLine, ?) "
+        "AND ChargePeriodEnd < ChargePeriodStart ORDER BY x_File, x_Row LIMIT 1",
+        [name + ":"]).fetchone()
+    if bad_period:
+        raise SourceError(name, f"{bad_period[0]} row {bad_period[1]}",
+                          "line_item_usage_end_date is before line_item_usage_start_date")
+    instance_lines, short_lines = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE ChargePeriodEnd - ChargePeriodStart "
+        f"< INTERVAL 1 DAY) FROM {STAGE} WHERE starts_with(x_SourceLine, ?) "
+        "AND x_UsageHours IS NOT NULL", [name + ":"]).fetchone()
+    if instance_lines > 0 and short_lines == 0:
+        raise SourceError(name, where, f"no instance-usage line of {month:%Y-%m} is shorter "
+                          "than a day: " + cur2.GRANULARITY_FIX)
+
+
 def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingSummary) -> None:
+    """The month as a whole: duplicate line ids, one currency."""
     conflict = con.execute(
-        f"""SELECT x_SourceLine, list(DISTINCT x_File) FROM {STAGE}
+        f"""SELECT x_SourceLine, list(DISTINCT x_File ORDER BY x_File),
+                   list(x_Row ORDER BY x_File, x_Row)
+            FROM {STAGE}
             GROUP BY x_SourceLine
             HAVING count(DISTINCT (EffectiveCost, BilledCost, ChargePeriodStart, ChargePeriodEnd,
-                                   ResourceId, ChargeCategory, ConsumedQuantity)) > 1
+                                   ResourceId, ChargeCategory, ConsumedQuantity,
+                                   BillingCurrency)) > 1
+            ORDER BY 1
             LIMIT 1"""
     ).fetchone()
     if conflict:
-        line, files = conflict
-        source = line.split(":", 1)[0]
-        raise SourceError(source, ", ".join(files), f"line {line.split(':', 1)[1]} appears more "
-                          "than once with different values (conflicting duplicate line id)")
+        line, files, rows = conflict
+        source = _source_of(line)
+        raise SourceError(source, ", ".join(files),
+                          f"line {line[len(source) + 1:]} appears more than once with different "
+                          f"values (rows {', '.join(map(str, rows[:5]))}): conflicting "
+                          "duplicate line id")
     rows, distinct = con.execute(
         f"SELECT count(*), count(DISTINCT x_SourceLine) FROM {STAGE}").fetchone()
     summary.duplicates_dropped = rows - distinct
     currencies = [c for (c,) in con.execute(
-        f"SELECT DISTINCT BillingCurrency FROM {STAGE} ORDER BY 1").fetchall()]
+        f"SELECT BillingCurrency FROM {STAGE} GROUP BY 1 ORDER BY count(*) DESC, 1").fetchall()]
     if len(currencies) > 1:
-        file, row = con.execute(
-            f"SELECT x_File, x_Row FROM {STAGE} WHERE BillingCurrency <> ? ORDER BY x_File, x_Row "
-            "LIMIT 1", [currencies[0]]).fetchone()
-        raise SourceError("billing", f"{file} row {row}", f"mixed currencies in {month:%Y-%m} "
-                          f"({', '.join(currencies)}): one currency per month is required")
+        line, file, row, currency = con.execute(
+            f"SELECT x_SourceLine, x_File, x_Row, BillingCurrency FROM {STAGE} "
+            "WHERE BillingCurrency <> ? ORDER BY x_File, x_Row LIMIT 1",
+            [currencies[0]]).fetchone()
+        raise SourceError(_source_of(line), f"{file} row {row}",
+                          f"line_item_currency_code {currency} differs from {currencies[0]}: "
+                          f"one currency per month is required ({month:%Y-%m} has "
+                          f"{', '.join(sorted(currencies))})")
     summary.currency = currencies[0] if currencies else None
-    bad_period = con.execute(
-        f"SELECT x_SourceLine, x_File, x_Row FROM {STAGE} "
-        "WHERE ChargePeriodEnd < ChargePeriodStart LIMIT 1").fetchone()
-    if bad_period:
-        raise SourceError(bad_period[0].split(":", 1)[0], f"{bad_period[1]} row {bad_period[2]}",
-                          "line_item_usage_end_date is before line_item_usage_start_date")
-    hourly = con.execute(
-        f"SELECT count(*) FILTER (WHERE x_UsageHours IS NOT NULL), count(*) FILTER ("
-        f"WHERE x_UsageHours IS NOT NULL AND ChargePeriodEnd - ChargePeriodStart < INTERVAL 1 DAY)"
-        f" FROM {STAGE}").fetchone()
-    if hourly[0] > 0 and hourly[1] == 0:
-        raise SourceError("billing", f"{month:%Y-%m}", cur2.GRANULARITY_FIX)
     summary.unknown_instance_types = [t for (t,) in con.execute(
         f"SELECT DISTINCT x_InstanceType FROM {STAGE} WHERE x_UnknownAcceleratorType "
         "AND x_InstanceType IS NOT NULL ORDER BY 1").fetchall()]

@@ -6,6 +6,7 @@ the objects that existed before its end."""
 from __future__ import annotations
 
 import csv
+import math
 import os
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
@@ -54,24 +55,34 @@ def _object(row: list[str], index: dict[str, int], bucket: str | None, source: s
         return row[i].strip() if i is not None and i < len(row) else ""
 
     try:
-        size = int(float(field("size") or 0))
+        number = float(field("size") or 0)
     except ValueError:
-        raise SourceError(source, where, f"size: {field('size')!r} is not a number") from None
+        number = math.nan
+    if not number.is_integer():
+        raise SourceError(source, where, f"size: {field('size')!r} is not a whole number "
+                          "of bytes")
+    size = int(number)
     if size < 0:
         raise SourceError(source, where, f"size: {size} is negative")
-    try:
-        modified = parse_time(field("last_modified"))
-        snapshot = parse_time(field("snapshot_date"))
-    except ValueError as exc:
-        raise SourceError(source, where, f"not a timestamp: {exc}") from None
+    values: dict[str, Any] = {}
+    for name in ("last_modified", "snapshot_date"):
+        try:
+            values[name] = parse_time(field(name))
+        except (TypeError, ValueError, OverflowError):
+            raise SourceError(source, where,
+                              f"{name}: {field(name)!r} is not a timestamp") from None
     key = field("key")
     if not key:
         raise SourceError(source, where, "key: empty")
+    name = field("bucket") or bucket
+    if not name:
+        raise SourceError(source, where, "bucket: empty (and no `bucket:` in the config)")
+    snapshot = values["snapshot_date"]
     return {
-        "bucket": field("bucket") or bucket,
+        "bucket": name,
         "key": key,
         "size": size,
-        "last_modified": modified,
+        "last_modified": values["last_modified"],
         "snapshot_date": snapshot.date() if snapshot else None,
     }
 

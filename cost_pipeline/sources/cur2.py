@@ -67,8 +67,8 @@ RESOURCE_ID_FIX = (
     "and hourly time granularity"
 )
 GRANULARITY_FIX = (
-    "the export is not hourly (no instance-usage line is shorter than a day). Recreate the "
-    "Data Export (CUR 2.0) with TIME_GRANULARITY HOURLY and INCLUDE_RESOURCES"
+    "the export is not hourly. Recreate the Data Export (CUR 2.0) with time granularity "
+    "'Hourly' (TIME_GRANULARITY HOURLY) and 'Include resource IDs' (INCLUDE_RESOURCES)"
 )
 
 
@@ -83,6 +83,8 @@ class Delivery:
     execution_id: str | None = None
     has_net_columns: bool = False
     columns: set[str] = field(default_factory=set)
+    # timestamp columns stored as text or with a time zone in at least one file
+    zoned_timestamps: set[str] = field(default_factory=set)
 
 
 def _month_folder(month: date) -> str:
@@ -163,55 +165,69 @@ _NUMERIC = (pa.types.is_floating, pa.types.is_integer, pa.types.is_decimal)
 def inspect_schema(delivery: Delivery) -> None:
     """Read every file's footer: a truncated or non-parquet file, a missing required column
     or a wrongly typed one is a SourceError naming the file and the column."""
-    seen: set[str] | None = None
+    seen: set[str] = set()
+    wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
     for file in delivery.files:
         try:
             schema = pq.read_schema(file)
         except Exception as exc:  # pyarrow raises several types for broken files
-            raise SourceError(delivery.source, file, f"not a readable parquet file ({exc})") from None
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SourceError(delivery.source, file,
+                              f"not a readable parquet file ({reason})") from None
         names = set(schema.names)
         if "line_item_resource_id" not in names:
             raise SourceError(delivery.source, file, RESOURCE_ID_FIX)
-        for column, kind in REQUIRED_COLUMNS.items():
+        for column in REQUIRED_COLUMNS:
             if column not in names:
                 raise SourceError(delivery.source, file, f"missing required column {column}")
-        for column, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items():
+        for column, kind in wanted.items():
             if column in names:
-                _check_type(delivery.source, file, column, kind, schema.field(column).type)
-        seen = names if seen is None else seen | names
-    delivery.columns = seen or set()
+                actual = schema.field(column).type
+                _check_type(delivery.source, file, column, kind, actual)
+                if kind == "TIMESTAMP" and not (
+                        pa.types.is_timestamp(actual) and actual.tz is None):
+                    delivery.zoned_timestamps.add(column)
+        seen |= names
+    delivery.columns = seen
     delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
 
 
 def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
+    text = pa.types.is_string(actual) or pa.types.is_large_string(actual)
     ok = True
     if kind == "DOUBLE":
         ok = any(test(actual) for test in _NUMERIC) or pa.types.is_null(actual)
     elif kind == "TIMESTAMP":
-        ok = pa.types.is_timestamp(actual) or pa.types.is_date(actual) or pa.types.is_string(
-            actual) or pa.types.is_large_string(actual) or pa.types.is_null(actual)
+        ok = (pa.types.is_timestamp(actual) or pa.types.is_date(actual) or text
+              or pa.types.is_null(actual))
     elif kind.startswith("MAP"):
-        ok = pa.types.is_map(actual) or pa.types.is_null(actual) or pa.types.is_string(actual)
+        ok = pa.types.is_map(actual) or pa.types.is_null(actual) or text
+    elif kind == "VARCHAR":
+        ok = not (pa.types.is_nested(actual) or pa.types.is_binary(actual)
+                  or pa.types.is_large_binary(actual))
     if not ok:
-        expected = {"DOUBLE": "a number", "TIMESTAMP": "a timestamp"}.get(kind, kind)
+        expected = {"DOUBLE": "a number", "TIMESTAMP": "a timestamp",
+                    "VARCHAR": "a string"}.get(kind, kind)
         raise SourceError(source, file, f"column {column} is {actual}, expected {expected}")
+
+
+def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
+    """A present column as its contract type. Timestamps end up naive UTC: zoned or textual
+    ones (`…Z`, `…+02:00`) are converted, naive ones are taken as UTC."""
+    name = _q(column)
+    if kind == "TIMESTAMP" and column in delivery.zoned_timestamps:
+        return f"timezone('UTC', TRY_CAST({name} AS TIMESTAMPTZ)) AS {name}"
+    if kind.startswith("MAP") or kind == "TIMESTAMP":
+        return f"TRY_CAST({name} AS {kind}) AS {name}"
+    return f"CAST({name} AS {kind}) AS {name}"
 
 
 def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:
     """Create `view` over the delivery's files with every column the normalization reads:
-    present ones cast to their contract type, absent optional ones as typed NULLs."""
+    present ones cast to their contract type, absent optional ones as typed NULLs, plus
+    `_file` and `_row` (1-based row within the file) for error messages."""
     wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
-    select = []
-    for column, kind in wanted.items():
-        if column in delivery.columns:
-            if kind.startswith("MAP"):
-                select.append(f"TRY_CAST({_q(column)} AS {kind}) AS {_q(column)}")
-            else:
-                select.append(f"CAST({_q(column)} AS {kind}) AS {_q(column)}")
-        else:
-            select.append(f"CAST(NULL AS {kind}) AS {_q(column)}")
-    select.append("filename AS _file")
-    select.append("file_row_number AS _row")
+    con.execute("SET TimeZone = 'UTC'")
     if not delivery.files:
         body = ", ".join(f"CAST(NULL AS {k}) AS {_q(c)}" for c, k in wanted.items())
         con.execute(
@@ -219,11 +235,36 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
             "NULL::BIGINT AS _row WHERE false"
         )
         return
+    select = [
+        _column_expr(column, kind, delivery) if column in delivery.columns
+        else f"CAST(NULL AS {kind}) AS {_q(column)}"
+        for column, kind in wanted.items()
+    ]
+    select.append("filename AS _file")
+    select.append("file_row_number + 1 AS _row")
     files = "[" + ", ".join(_literal(f) for f in delivery.files) + "]"
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} FROM read_parquet("
         f"{files}, union_by_name = true, filename = true, file_row_number = true)"
     )
+
+
+def locate_bad_file(delivery: Delivery, message: str) -> str | None:
+    """The delivery file an engine error is about: named in the message, else the first
+    file whose data pages cannot be read (an error path only, so reading is affordable)."""
+    for file in delivery.files:
+        if file in message:
+            return file
+    columns = [c for c in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS} if c in delivery.columns]
+    for file in delivery.files:
+        try:
+            parquet = pq.ParquetFile(file)
+            names = set(parquet.schema_arrow.names)
+            for _batch in parquet.iter_batches(columns=[c for c in columns if c in names]):
+                pass
+        except Exception:  # any pyarrow failure marks the file as the broken one
+            return file
+    return None
 
 
 def _q(identifier: str) -> str:

@@ -7,14 +7,15 @@ to UTC; naive ones are read as UTC. Every problem names the file, the row and th
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from . import SourceError
@@ -32,30 +33,95 @@ _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
 
 
-def read_table(path: Path, source: str) -> pa.Table:
-    suffix = "".join(path.suffixes[-2:]).lower()
+Record = tuple[str, dict[str, Any]]  # (where in the file, the raw record)
+
+
+def _decode(path: Path, source: str) -> str:
     try:
-        if suffix.endswith(".parquet"):
-            return pq.read_table(path)
-        if suffix.endswith((".jsonl", ".ndjson", ".json")):
-            return pajson.read_json(path)
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.DictReader(handle))
-        if not rows:
-            with path.open(encoding="utf-8-sig") as handle:
-                header = next(csv.reader(handle), [])
-            return pa.table({name: pa.array([], pa.string()) for name in header})
-        return pa.Table.from_pylist(rows)
-    except UnicodeDecodeError as exc:
-        raise SourceError(source, str(path), f"not UTF-8 text (byte {exc.start})") from None
+        data = path.read_bytes()
     except FileNotFoundError:
         raise SourceError(source, str(path), "file not found") from None
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+    except OSError as exc:
+        raise SourceError(source, str(path), f"unreadable: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SourceError(source, f"{path} line {line}",
+                          f"not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})") from None
+
+
+def _csv_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    reader = csv.reader(io.StringIO(_decode(path, source), newline=""))
+    try:
+        header = [h.strip().lower() for h in next(reader, [])]
+        records: list[Record] = []
+        for number, row in enumerate(reader, start=1):
+            if not any(cell.strip() for cell in row):
+                continue
+            where = f"row {number} (line {reader.line_num})"
+            if len(row) > len(header) and any(cell.strip() for cell in row[len(header):]):
+                raise SourceError(source, f"{path} {where}",
+                                  f"{len(row)} fields, the header has {len(header)}")
+            records.append((where, dict(zip(header, row, strict=False))))
+    except csv.Error as exc:
+        raise SourceError(source, f"{path} line {reader.line_num}", f"bad CSV: {exc}") from None
+    return header, records
+
+
+def _json_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    text = _decode(path, source)
+    records: list[Record] = []
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise SourceError(source, str(path), f"bad JSON: {exc}") from None
+        located = [(f"row {i}", item) for i, item in enumerate(items, start=1)]
+    else:
+        located = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                located.append((f"line {number}", json.loads(line)))
+            except ValueError as exc:
+                raise SourceError(source, f"{path} line {number}", f"bad JSON: {exc}") from None
+    columns: dict[str, None] = {}
+    for where, item in located:
+        if not isinstance(item, dict):
+            raise SourceError(source, f"{path} {where}", "expected a JSON object per run")
+        columns.update(dict.fromkeys(item))
+        records.append((where, item))
+    return list(columns), records
+
+
+def _parquet_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise SourceError(source, str(path), "file not found") from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
         raise SourceError(source, str(path), f"unreadable: {str(exc).splitlines()[0]}") from None
+    return table.column_names, [(f"row {i}", r) for i, r in enumerate(table.to_pylist(), 1)]
+
+
+def read_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    """The file's column names and its records, each with its place in the file."""
+    suffix = "".join(path.suffixes[-2:]).lower()
+    if suffix.endswith(".parquet"):
+        return _parquet_records(path, source)
+    if suffix.endswith((".jsonl", ".ndjson", ".json")):
+        return _json_records(path, source)
+    return _csv_records(path, source)
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _text(value: Any) -> str | None:
-    if value is None:
+    if value is None or _is_nan(value):
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -65,8 +131,10 @@ def _text(value: Any) -> str | None:
 
 def parse_time(value: Any) -> datetime | None:
     """ISO 8601 (offsets and `Z` honoured, naive = UTC) or epoch seconds/ms → naive UTC."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if value is None or _is_nan(value) or (isinstance(value, str) and not value.strip()):
         return None
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a timestamp")
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, int | float) or re.fullmatch(r"\d{9,14}(\.\d+)?", str(value).strip()):
@@ -80,7 +148,7 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def _resource_ids(value: Any) -> list[str]:
-    if value is None:
+    if value is None or _is_nan(value):
         return []
     if isinstance(value, list | tuple):
         return [str(v).strip() for v in value if v is not None and str(v).strip()]
@@ -96,7 +164,7 @@ def _resource_ids(value: Any) -> list[str]:
 def _bool(value: Any, field: str) -> bool:
     if isinstance(value, bool):
         return value
-    text = ("" if value is None else str(value)).strip().lower()
+    text = (_text(value) or "").lower()
     if text in _TRUE:
         return True
     if text in _FALSE:
@@ -121,7 +189,8 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
     run["status"] = "RUNNING" if status == "SCHEDULED" else status
     purpose = (_text(raw.get("purpose")) or "").lower() or None
     if purpose is not None and purpose not in PURPOSES:
-        raise ValueError(f"purpose: {raw.get('purpose')!r} is not one of {', '.join(sorted(PURPOSES))}")
+        raise ValueError(f"purpose: {raw.get('purpose')!r} is not one of "
+                         f"{', '.join(sorted(PURPOSES))}")
     run["purpose"] = purpose or ("search" if run["search_id"] else None)
     for column in ("start_time", "end_time"):
         try:
@@ -136,9 +205,12 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
     run["resource_ids"] = _resource_ids(raw.get("resource_ids"))
     gpus = _text(raw.get("gpus"))
     try:
-        run["gpus"] = None if gpus is None else int(float(gpus))
+        number = None if gpus is None else float(gpus)
     except ValueError:
-        raise ValueError(f"gpus: {gpus!r} is not a whole number") from None
+        number = math.nan
+    if number is not None and not number.is_integer():
+        raise ValueError(f"gpus: {gpus!r} is not a whole number")
+    run["gpus"] = None if number is None else int(number)
     if run["gpus"] is not None and run["gpus"] < 0:
         raise ValueError(f"gpus: {gpus!r} is negative")
     metric = _text(raw.get("metric_value"))
@@ -152,20 +224,19 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def read_runs(path: Path, source: str) -> list[dict[str, Any]]:
-    table = read_table(path, source)
-    missing = [c for c in REQUIRED if c not in table.column_names]
-    if missing:
+    columns, records = read_records(path, source)
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing and (records or not path.suffix.lower().endswith(("json", "jsonl", "ndjson"))):
         raise SourceError(source, str(path), f"missing required column(s) {', '.join(missing)}")
     runs: dict[str, dict[str, Any]] = {}
-    first_row = 2 if path.suffix.lower() == ".csv" else 1  # CSV: the header is line 1
-    for index, raw in enumerate(table.to_pylist()):
+    for where, raw in records:
         try:
             run = normalize_run(raw, source)
         except ValueError as exc:
-            raise SourceError(source, f"{path} row {index + first_row}", str(exc)) from None
+            raise SourceError(source, f"{path} {where}", str(exc)) from None
         previous = runs.get(run["run_id"])
         if previous is not None and previous != run:
-            raise SourceError(source, f"{path} row {index + first_row}",
+            raise SourceError(source, f"{path} {where}",
                               f"run_id {run['run_id']!r} appears twice with different values")
         runs[run["run_id"]] = run
     return list(runs.values())

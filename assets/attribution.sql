@@ -125,6 +125,7 @@ run_bytes AS (
     FROM snapshot_objects
     WHERE prefix IS NOT NULL AND run_id IN (SELECT run_id FROM runs)
     GROUP BY ALL
+    HAVING sum(size) > 0
 ),
 storage_split AS (
     SELECT ls.x_SourceLine, rb.run_id, rb.bytes / lb.bytes AS raw_share

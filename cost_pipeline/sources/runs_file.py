@@ -27,7 +27,7 @@ RUN_COLUMNS = (
     "run_id", "source", "experiment", "model", "purpose", "search_id", "seed", "config_id",
     "status", "start_time", "end_time", "resource_ids", "gpus", "region", "dataset",
     "dataset_region", "input_hash", "transform_version", "metric_name", "metric_value",
-    "keep", "deleted", "parent_run_id", "team",
+    "keep", "deleted", "parent_run_id", "team", "gpu_utilization",
 )
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -52,20 +52,26 @@ def _decode(path: Path, source: str) -> str:
 
 
 def _csv_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    """A CSV's records; `row N` is the line of the file the record starts on (the header is
+    row 1), as a spreadsheet numbers it."""
     reader = csv.reader(io.StringIO(_decode(path, source), newline=""))
+    records: list[Record] = []
     try:
         header = [h.strip().lower() for h in next(reader, [])]
-        records: list[Record] = []
-        for number, row in enumerate(reader, start=1):
+        while True:
+            first_line = reader.line_num + 1
+            row = next(reader, None)
+            if row is None:
+                break
             if not any(cell.strip() for cell in row):
                 continue
-            where = f"row {number} (line {reader.line_num})"
+            where = f"row {first_line}"
             if len(row) > len(header) and any(cell.strip() for cell in row[len(header):]):
                 raise SourceError(source, f"{path} {where}",
                                   f"{len(row)} fields, the header has {len(header)}")
             records.append((where, dict(zip(header, row, strict=False))))
     except csv.Error as exc:
-        raise SourceError(source, f"{path} line {reader.line_num}", f"bad CSV: {exc}") from None
+        raise SourceError(source, f"{path} row {reader.line_num}", f"bad CSV: {exc}") from None
     return header, records
 
 
@@ -218,6 +224,13 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
         run["metric_value"] = None if metric is None else float(metric)
     except ValueError:
         raise ValueError(f"metric_value: {metric!r} is not a number") from None
+    utilization = _text(raw.get("gpu_utilization"))   # mean GPU utilization, percent
+    try:
+        run["gpu_utilization"] = None if utilization is None else float(utilization)
+    except ValueError:
+        raise ValueError(f"gpu_utilization: {utilization!r} is not a number") from None
+    if run["gpu_utilization"] is not None and not 0 <= run["gpu_utilization"] <= 100:
+        raise ValueError(f"gpu_utilization: {utilization!r} is not a percentage (0-100)")
     run["keep"] = _bool(raw.get("keep"), "keep")
     run["deleted"] = _bool(raw.get("deleted"), "deleted")
     return run

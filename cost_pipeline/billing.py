@@ -8,6 +8,7 @@ the previous rows of that month. Identical duplicate lines are dropped and count
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -31,7 +32,7 @@ class BillingSummary:
     total_billed_cost: float = 0.0
     currency: str | None = None
     unknown_instance_types: list[str] = field(default_factory=list)
-    deliveries: list[cur2.Delivery] = field(default_factory=list)
+    deliveries: list = field(default_factory=list)
 
 
 def known_buckets(cfg: PipelineConfig) -> list[str]:
@@ -49,49 +50,73 @@ def _load_accelerators(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> N
     con.executemany("INSERT INTO accelerator_counts VALUES (?, ?)", list(table.items()))
 
 
+@dataclass
+class StagedSource:
+    """What a billing reader hands over: a SELECT producing the staged columns (the
+    `billing_facts` columns plus x_File, x_Row, x_UnknownAcceleratorType) over views it has
+    registered, its parameters, where it read from, and how to name a bad file on error."""
+
+    sql: str
+    params: dict
+    where: str
+    locate: Callable[[str], str | None] = lambda _message: None
+    delivery: object | None = None
+
+
+def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, month: date,
+                log: logging.Logger) -> StagedSource:
+    start, _end = month_bounds(month)
+    if "://" in source.path:
+        raise SourceError(name, source.path, "S3 export paths need the S3 reader")
+    delivery = cur2.find_delivery(name, cfg.resolve(source.path), month)
+    where = delivery.manifest or cfg.resolve(source.path)
+    if delivery.files:
+        log.info(
+            f"{name}: {len(delivery.files)} file(s) for {month:%Y-%m}"
+            + (f" from manifest {delivery.manifest}" if delivery.manifest else "")
+        )
+    else:
+        log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}")
+    cur2.inspect_schema(delivery)
+    cur2.register_raw(con, delivery, "cur_raw")
+    # net columns are used when the export carries them with values
+    delivery.has_net_columns = delivery.has_net_columns and con.execute(
+        "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
+    params = {
+        "month": month, "month_start": start, "source": name,
+        "has_net": delivery.has_net_columns, "known_buckets": known_buckets(cfg),
+    }
+    return StagedSource(sql_text("billing_facts_cur2"), params, where,
+                        lambda message: cur2.locate_bad_file(delivery, message), delivery)
+
+
+# billing source kind → reader; each reader registers its views and returns a StagedSource
+READERS: dict[str, Callable[..., StagedSource]] = {"aws_cur2": _stage_cur2}
+
+
 def stage_month(
     con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
 ) -> BillingSummary:
     """Normalize every billing source's month into the temp table `staged_billing`."""
-    start, _end = month_bounds(month)
     _load_accelerators(con, cfg)
     con.execute(f"DROP TABLE IF EXISTS {STAGE}")
     summary = BillingSummary()
     first = True
     for name, source in zip(source_names(cfg.billing), cfg.billing, strict=True):
-        if not isinstance(source, AwsCur2Source):
+        reader = READERS.get(source.kind)
+        if reader is None:
             raise SourceError(name, None,
                               f"billing source kind {source.kind!r} is not supported yet")
-        if "://" in source.path:
-            raise SourceError(name, source.path, "S3 export paths need the S3 reader")
-        delivery = cur2.find_delivery(name, cfg.resolve(source.path), month)
-        where = delivery.manifest or cfg.resolve(source.path)
-        if delivery.files:
-            log.info(
-                f"{name}: {len(delivery.files)} file(s) for {month:%Y-%m}"
-                + (f" from manifest {delivery.manifest}" if delivery.manifest else "")
-            )
-        else:
-            log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}")
-        cur2.inspect_schema(delivery)
-        cur2.register_raw(con, delivery, "cur_raw")
+        staged = reader(con, name, source, cfg, month, log)
         try:
-            # net columns are used when the export carries them with values
-            delivery.has_net_columns = delivery.has_net_columns and con.execute(
-                "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
-            params = {
-                "month": month, "month_start": start, "source": name,
-                "has_net": delivery.has_net_columns, "known_buckets": known_buckets(cfg),
-            }
-            sql = sql_text("billing_facts_cur2")
             verb = f"CREATE TEMP TABLE {STAGE} AS" if first else f"INSERT INTO {STAGE}"
-            query(con, f"{verb} {sql}", params)
+            query(con, f"{verb} {staged.sql}", staged.params)
         except duckdb.Error as exc:
-            bad = cur2.locate_bad_file(delivery, str(exc))
-            raise SourceError(name, bad or where, _short(exc)) from None
-        summary.deliveries.append(delivery)
+            raise SourceError(name, staged.locate(str(exc)) or staged.where, _short(exc)) from None
+        if staged.delivery is not None:
+            summary.deliveries.append(staged.delivery)
         first = False
-        _check_source(con, name, where, month)
+        _check_source(con, name, staged.where, month)
     if first:  # no billing source: an empty month
         con.execute(f"CREATE TEMP TABLE {STAGE} AS SELECT *, NULL::VARCHAR AS x_File, "
                     "NULL::BIGINT AS x_Row, false AS x_UnknownAcceleratorType "

@@ -9,10 +9,11 @@ import traceback
 from pathlib import Path
 
 from .config import ConfigError
+from .estimate import EstimateError
 from .months import parse_month
 from .sources import SourceError
 
-EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED = 0, 1, 2
+EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED, EXIT_OVER_BUDGET = 0, 1, 2, 3
 
 
 def _fmt(value) -> str:
@@ -45,6 +46,20 @@ def cmd_materialize(args) -> int:
     return EXIT_OK
 
 
+def cmd_estimate(args) -> int:
+    import json
+
+    from .config import load_config
+    from .estimate import estimate_search, render
+
+    est = estimate_search(
+        load_config(args.config), args.model, args.configs, args.seeds, args.reruns,
+        gpus=args.gpus, hours=args.hours, price=args.price, cached=args.cached,
+    )
+    print(json.dumps(est.as_json(), indent=2) if args.json else render(est))
+    return EXIT_OK if est.approved else EXIT_OVER_BUDGET
+
+
 def cmd_demo(args) -> int:
     from .demo_run import run_demo
 
@@ -68,6 +83,21 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--strict", action="store_true",
                      help="exit 2 when an ERROR check failed")
     mat.set_defaults(func=cmd_materialize)
+
+    est = sub.add_parser("estimate", help="the cost of a search before it runs")
+    est.add_argument("--config", default=None, help="config YAML (default: $COST_PIPELINE_CONFIG)")
+    est.add_argument("--model", required=True)
+    est.add_argument("--configs", type=int, required=True, help="hyperparameter configurations")
+    est.add_argument("--seeds", type=int, required=True, help="seeds per configuration")
+    est.add_argument("--reruns", type=int, default=1, help="re-runs (feature/data changes)")
+    est.add_argument("--gpus", type=float, help="GPUs per run (default: recorded median)")
+    est.add_argument("--hours", type=float, help="hours per run (default: recorded median)")
+    est.add_argument("--price", type=float,
+                     help="price per GPU-hour (default: recorded effective price)")
+    est.add_argument("--cached", action="store_true",
+                     help="preprocessing is cached: no per-run preprocessing cost")
+    est.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    est.set_defaults(func=cmd_estimate)
     return parser
 
 
@@ -84,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ERROR
     try:
         return args.func(args)
-    except (ConfigError, SourceError, ValueError, OSError) as exc:
+    except (ConfigError, SourceError, EstimateError, ValueError, OSError) as exc:
         if args.debug:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)

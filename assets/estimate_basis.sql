@@ -1,0 +1,65 @@
+-- What one more search run of a model is likely to cost, from its recorded search runs:
+-- per run, the GPUs it used, its wall-clock hours, its GPU-hours and GPU cost, and what came
+-- with it — CPU preprocessing (shared out over the training runs of the same months),
+-- checkpoint storage and data transfer. The most recent $sample runs are the basis.
+-- Parameters: $model, $sample.
+WITH runs AS (
+    -- the newest tracker snapshot of each run
+    SELECT * FROM tracker_runs
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY month DESC) = 1
+),
+trials AS (
+    SELECT r.* FROM runs r
+    WHERE r.model = $model AND (r.purpose = 'search' OR r.search_id IS NOT NULL)
+      AND r.end_time IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.run_id)
+),
+spend AS (
+    SELECT a.run_id,
+        sum(a.accelerator_hours) FILTER (WHERE a.component = 'gpu') AS gpu_hours,
+        sum(a.cost) FILTER (WHERE a.component = 'gpu') AS gpu_cost,
+        sum(a.cost) FILTER (WHERE a.component = 'storage') AS storage_cost,
+        sum(a.cost) FILTER (WHERE a.component = 'network') AS transfer_cost,
+        sum(a.cost) FILTER (WHERE a.component NOT IN ('gpu', 'storage', 'network')) AS other_cost
+    FROM attribution a
+    WHERE a.run_id IN (SELECT run_id FROM trials)
+    GROUP BY a.run_id
+),
+recent AS (
+    SELECT t.run_id, t.start_time, t.end_time,
+        epoch(t.end_time - t.start_time) / 3600.0 AS wall_hours,
+        coalesce(t.gpus::DOUBLE, s.gpu_hours / nullif(epoch(t.end_time - t.start_time) / 3600.0, 0))
+            AS gpus,
+        coalesce(s.gpu_hours, 0) AS gpu_hours,
+        coalesce(s.gpu_cost, 0) AS gpu_cost,
+        coalesce(s.storage_cost, 0) AS storage_cost,
+        coalesce(s.transfer_cost, 0) AS transfer_cost,
+        coalesce(s.other_cost, 0) AS other_cost
+    FROM trials t JOIN spend s USING (run_id)
+    WHERE s.gpu_hours > 0
+    ORDER BY t.start_time DESC
+    LIMIT $sample
+),
+preprocessing AS (
+    -- preprocessing of the model in the basis's time span, per training run of that span
+    SELECT
+        coalesce(sum(a.cost), 0) AS cost,
+        (SELECT count(*) FROM runs r
+          WHERE r.model = $model AND coalesce(r.purpose, '') NOT IN ('preprocess', 'eval', 'adhoc')
+            AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.run_id)
+            AND r.start_time BETWEEN (SELECT min(start_time) FROM recent)
+                                 AND (SELECT max(start_time) FROM recent)) AS training_runs
+    FROM attribution a JOIN runs r USING (run_id)
+    WHERE r.model = $model AND r.purpose = 'preprocess'
+      AND r.start_time >= (SELECT min(start_time) FROM recent) - INTERVAL 2 DAY
+      AND r.start_time <= (SELECT max(start_time) FROM recent)
+)
+SELECT
+    (SELECT count(*) FROM recent) AS sample_runs,
+    (SELECT median(gpus) FROM recent) AS gpus,
+    (SELECT median(wall_hours) FROM recent) AS hours,
+    (SELECT sum(gpu_cost) / nullif(sum(gpu_hours), 0) FROM recent) AS price,
+    (SELECT median(storage_cost) FROM recent) AS storage_per_run,
+    (SELECT median(transfer_cost) FROM recent) AS transfer_per_run,
+    (SELECT median(other_cost) FROM recent) AS other_per_run,
+    (SELECT cost / nullif(training_runs, 0) FROM preprocessing) AS preprocessing_per_run

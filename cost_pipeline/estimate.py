@@ -1,0 +1,124 @@
+"""The cost of a search before it runs: configs × seeds × re-runs runs, each priced from the
+model's recorded search runs in the warehouse (median of the recent ones), or from what the
+caller says (GPUs, hours, price per GPU-hour), against the approval budget.
+
+    cost = runs × (GPUs × hours × price + preprocessing + storage + transfer)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from .config import PipelineConfig
+from .warehouse import query, sql_text
+
+RECENT_RUNS = 20  # the basis: the model's most recent recorded search runs
+
+
+class EstimateError(ValueError):
+    """Not enough history to price a run, and no override given."""
+
+
+@dataclass
+class SearchEstimate:
+    model: str
+    configs: int
+    seeds: int
+    reruns: int
+    runs: int
+    gpus: float
+    hours: float
+    price: float
+    per_run: dict[str, float]
+    per_run_cost: float
+    total_cost: float
+    approval_budget: float
+    approved: bool
+    basis: dict = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def search_cost(configs: int, seeds: int, reruns: int, gpus: float, hours: float,
+                price: float, extra_per_run: float = 0.0) -> float:
+    """The search's cost: every run × (GPU-hours × price + what comes with a run)."""
+    return configs * seeds * reruns * (gpus * hours * price + extra_per_run)
+
+
+def recorded_basis(con: duckdb.DuckDBPyConnection, model: str, sample: int = RECENT_RUNS) -> dict:
+    cursor = query(con, sql_text("estimate_basis"), {"model": model, "sample": sample})
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, cursor.fetchone(), strict=True))
+
+
+def estimate_search(
+    cfg: PipelineConfig, model: str, configs: int, seeds: int, reruns: int = 1, *,
+    gpus: float | None = None, hours: float | None = None, price: float | None = None,
+    cached: bool = False, con: duckdb.DuckDBPyConnection | None = None,
+) -> SearchEstimate:
+    for name, value in (("configs", configs), ("seeds", seeds), ("reruns", reruns)):
+        if value < 1:
+            raise EstimateError(f"--{name} must be at least 1, got {value}")
+    basis: dict = {"sample_runs": 0}
+    needs_history = gpus is None or hours is None or price is None
+    owned = con is None
+    if con is None and Path(cfg.warehouse_path).exists():
+        try:
+            con = duckdb.connect(cfg.warehouse_path, read_only=True)
+        except duckdb.Error as exc:
+            if needs_history:
+                raise EstimateError(f"warehouse {cfg.warehouse_path}: {exc}") from None
+    try:
+        if con is not None:
+            try:
+                basis = recorded_basis(con, model)
+            except duckdb.CatalogException:
+                basis = {"sample_runs": 0}
+    finally:
+        if owned and con is not None:
+            con.close()
+    if needs_history and not basis.get("sample_runs"):
+        raise EstimateError(f"no recorded search runs of model {model!r} in the warehouse: "
+                            "pass --gpus, --hours and --price")
+    gpus = float(gpus if gpus is not None else basis["gpus"])
+    hours = float(hours if hours is not None else basis["hours"])
+    price = float(price if price is not None else basis["price"])
+    per_run = {
+        "gpu": gpus * hours * price,
+        "preprocessing": 0.0 if cached else float(basis.get("preprocessing_per_run") or 0),
+        "storage": float(basis.get("storage_per_run") or 0),
+        "transfer": float(basis.get("transfer_per_run") or 0),
+    }
+    runs = configs * seeds * reruns
+    extra = per_run["preprocessing"] + per_run["storage"] + per_run["transfer"]
+    total = search_cost(configs, seeds, reruns, gpus, hours, price, extra)
+    budget = cfg.policy.search.approval_budget
+    return SearchEstimate(
+        model=model, configs=configs, seeds=seeds, reruns=reruns, runs=runs, gpus=gpus,
+        hours=hours, price=price, per_run=per_run, per_run_cost=sum(per_run.values()),
+        total_cost=total, approval_budget=budget, approved=total <= budget,
+        basis={k: (float(v) if isinstance(v, int | float) and v is not None else v)
+               for k, v in basis.items()},
+    )
+
+
+def render(est: SearchEstimate, currency: str = "USD") -> str:
+    rows = [
+        f"Search estimate for {est.model}: {est.configs} configs × {est.seeds} seeds × "
+        f"{est.reruns} re-run(s) = {est.runs} runs",
+        f"  per run: {est.gpus:g} GPUs × {est.hours:g} h × {est.price:,.4f} {currency}/GPU-hour",
+    ]
+    for part, value in est.per_run.items():
+        rows.append(f"  {part:<14} {value:>14,.2f} per run  {value * est.runs:>14,.2f} total")
+    rows.append(f"  {'per run':<14} {est.per_run_cost:>14,.2f}")
+    rows.append(f"  {'total':<14} {est.total_cost:>14,.2f} {currency}")
+    verdict = "within" if est.approved else "OVER"
+    rows.append(f"  approval budget {est.approval_budget:,.2f}: {verdict} budget")
+    if est.basis.get("sample_runs"):
+        rows.append(f"  basis: median of the {int(est.basis['sample_runs'])} most recent "
+                    "recorded search runs")
+    return "\n".join(rows)

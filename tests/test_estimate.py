@@ -1,0 +1,65 @@
+"""The pre-search estimate: the mission's arithmetic, the recorded basis, the budget gate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cost_pipeline.config import load_config, parse_config
+from cost_pipeline.estimate import EstimateError, estimate_search, search_cost
+
+
+def test_search_cost_is_runs_times_gpu_hours_times_price():
+    # 12 configs × 3 seeds × 4 re-runs = 144 runs of 4 GPUs × 12 h at $4.10/GPU-hour
+    assert search_cost(12, 3, 4, gpus=4, hours=12, price=4.10) == pytest.approx(
+        144 * 4 * 12 * 4.10)
+    assert search_cost(1, 1, 1, 8, 1, 2.0, extra_per_run=5.0) == pytest.approx(21.0)
+
+
+def test_overrides_need_no_history(tmp_path):
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"},
+                        "policy": {"search": {"approval_budget": 5000}}}, tmp_path)
+    est = estimate_search(cfg, "churn", 10, 3, 2, gpus=4, hours=10, price=2.5)
+    assert est.runs == 60
+    assert est.total_cost == pytest.approx(60 * 4 * 10 * 2.5)
+    assert not est.approved and est.approval_budget == 5000
+
+
+def test_without_history_or_overrides_is_a_clear_error(tmp_path):
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    with pytest.raises(EstimateError, match="no recorded search runs of model 'churn'"):
+        estimate_search(cfg, "churn", 10, 3)
+    with pytest.raises(EstimateError, match="--configs"):
+        estimate_search(cfg, "churn", 0, 3, gpus=1, hours=1, price=1)
+
+
+def test_recorded_basis_from_the_demo_quarter(demo_quarter, demo_warehouse):
+    config, _ = demo_quarter
+    cfg = load_config(config)
+    est = estimate_search(cfg, "churn", 12, 3, 1, con=demo_warehouse)
+    # the demo's search runs: 4 GPUs × 12 h on p4d.24xlarge at $32.7726 / 8 GPUs per hour
+    assert est.gpus == 4 and est.hours == 12
+    assert est.price == pytest.approx(32.7726 / 8, rel=1e-6)
+    assert est.per_run["gpu"] == pytest.approx(4 * 12 * 32.7726 / 8)
+    assert est.per_run["transfer"] > 0 and est.per_run["preprocessing"] > 0
+    cached = estimate_search(cfg, "churn", 12, 3, 1, con=demo_warehouse, cached=True)
+    assert cached.per_run["preprocessing"] == 0
+    assert cached.total_cost == pytest.approx(est.total_cost - 36 * est.per_run["preprocessing"])
+
+
+def test_cli_json_and_exit_code(demo_quarter, dagster_home):
+    config, _ = demo_quarter
+    base = [sys.executable, "-m", "cost_pipeline.cli", "estimate", "--config", str(config),
+            "--model", "churn", "--seeds", "3", "--json"]
+    small = subprocess.run([*base, "--configs", "2"], capture_output=True, text=True)
+    assert small.returncode == 0, small.stderr
+    out = json.loads(small.stdout)
+    assert {"runs", "per_run_cost", "total_cost", "approval_budget", "approved"} <= set(out)
+    assert out["runs"] == 6 and out["approved"] is True
+    big = subprocess.run([*base, "--configs", "40", "--reruns", "3"], capture_output=True,
+                         text=True)
+    assert big.returncode == 3
+    assert json.loads(big.stdout)["approved"] is False

@@ -63,10 +63,33 @@ resource_periods AS (
     FROM compute_lines
     GROUP BY coalesce(ResourceId, x_SourceLine), s, e
 ),
+span AS (
+    SELECT min(s) AS s0, max(e) AS e0 FROM compute_lines
+),
+run_hours AS (
+    -- each clock hour a claimant ran, per resource it lists, within the lines' span: an
+    -- equi-join on (resource, hour) keeps the work proportional to run-hours, where a range
+    -- join on the resource alone would pair every run with every hour of its instance
+    SELECT rr.run_id, rr.resource_id, unnest(generate_series(
+        date_trunc('hour', greatest(k.rs, span.s0)),
+        date_trunc('hour', least(k.re, span.e0) - INTERVAL 1 MICROSECOND),
+        INTERVAL 1 HOUR)) AS hour
+    FROM run_resources rr JOIN claimants k USING (run_id) CROSS JOIN span
+    WHERE greatest(k.rs, span.s0) < least(k.re, span.e0)
+),
 compute_claims AS (
+    -- lines within one clock hour (hourly exports: nearly all)
+    SELECT l.x_SourceLine, rh.run_id
+    FROM compute_lines l
+    JOIN run_hours rh ON rh.resource_id = l.ResourceId AND rh.hour = date_trunc('hour', l.s)
+    WHERE date_trunc('hour', l.s) = date_trunc('hour', l.e - INTERVAL 1 MICROSECOND)
+    UNION
+    -- longer lines (daily or monthly charges): few, paired on the resource alone
     SELECT l.x_SourceLine, rr.run_id
     FROM compute_lines l JOIN run_resources rr ON rr.resource_id = l.ResourceId
+    WHERE date_trunc('hour', l.s) <> date_trunc('hour', l.e - INTERVAL 1 MICROSECOND)
     UNION
+    -- the run tag on the line
     SELECT l.x_SourceLine, l.tag_run AS run_id
     FROM compute_lines l JOIN claimants k ON k.run_id = l.tag_run
 ),

@@ -43,8 +43,8 @@ def scenarios(draw):
     for i in range(n):
         kind = draw(st.sampled_from(["instance", "instance", "split", "storage", "transfer",
                                      "nat", "tax", "credit", "unused", "volume"]))
-        h = draw(st.integers(0, 10))
-        s, e = hour(h), hour(h + 1)
+        h = draw(st.integers(0, 10)) + draw(st.sampled_from([0, 0, 0, 0.5]))
+        s, e = hour(h), hour(h + draw(st.sampled_from([1, 1, 1, 0.25, 2])))
         cost = draw(st.floats(-5, 50, allow_nan=False).map(lambda x: round(x, 4)))
         tag = draw(st.one_of(st.none(), st.sampled_from(RUN_IDS + ["ghost"])))
         base = {"x_SourceLine": f"L{i}", "ChargePeriodStart": s, "ChargePeriodEnd": e,

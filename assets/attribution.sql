@@ -15,6 +15,7 @@
 WITH
 lines AS (
     SELECT
+        rowid AS line_key,  -- joins below run on this integer, not the long line id
         x_SourceLine, ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
         EffectiveCost AS c, x_CostComponent AS component, x_AcceleratorCount AS g,
         x_UsageHours AS usage_hours, x_ResourceKind AS resource_kind,
@@ -57,11 +58,11 @@ compute_lines AS (
 resource_periods AS (
     -- d: how long the resource ran in the period; a line without a resource is its own
     SELECT
-        coalesce(ResourceId, x_SourceLine) AS period_key, s, e,
+        coalesce(ResourceId, '#' || line_key) AS period_key, s, e,
         CASE WHEN coalesce(sum(usage_hours), 0) > 0 THEN sum(usage_hours)
              ELSE epoch(e - s) / 3600.0 END AS d
     FROM compute_lines
-    GROUP BY coalesce(ResourceId, x_SourceLine), s, e
+    GROUP BY coalesce(ResourceId, '#' || line_key), s, e
 ),
 span AS (
     SELECT min(s) AS s0, max(e) AS e0 FROM compute_lines
@@ -79,31 +80,31 @@ run_hours AS (
 ),
 compute_claims AS (
     -- lines within one clock hour (hourly exports: nearly all)
-    SELECT l.x_SourceLine, rh.run_id
+    SELECT l.line_key, rh.run_id
     FROM compute_lines l
     JOIN run_hours rh ON rh.resource_id = l.ResourceId AND rh.hour = date_trunc('hour', l.s)
     WHERE date_trunc('hour', l.s) = date_trunc('hour', l.e - INTERVAL 1 MICROSECOND)
     UNION
     -- longer lines (daily or monthly charges): few, paired on the resource alone
-    SELECT l.x_SourceLine, rr.run_id
+    SELECT l.line_key, rr.run_id
     FROM compute_lines l JOIN run_resources rr ON rr.resource_id = l.ResourceId
     WHERE date_trunc('hour', l.s) <> date_trunc('hour', l.e - INTERVAL 1 MICROSECOND)
     UNION
     -- the run tag on the line
-    SELECT l.x_SourceLine, l.tag_run AS run_id
+    SELECT l.line_key, l.tag_run AS run_id
     FROM compute_lines l JOIN claimants k ON k.run_id = l.tag_run
 ),
 compute_shares AS (
     SELECT
-        l.x_SourceLine, k.run_id,
+        l.line_key, k.run_id,
         least(1.0, (epoch(least(l.e, k.re) - greatest(l.s, k.rs)) / 3600.0) / p.d)
           * CASE WHEN k.gpus IS NOT NULL AND l.g > 0
                  THEN least(k.gpus, l.g)::DOUBLE / l.g ELSE 1.0 END AS raw_share
     FROM compute_claims cc
-    JOIN compute_lines l USING (x_SourceLine)
+    JOIN compute_lines l USING (line_key)
     JOIN claimants k ON k.run_id = cc.run_id
     JOIN resource_periods p
-      ON p.period_key = coalesce(l.ResourceId, l.x_SourceLine) AND p.s = l.s AND p.e = l.e
+      ON p.period_key = coalesce(l.ResourceId, '#' || l.line_key) AND p.s = l.s AND p.e = l.e
     WHERE k.rs < l.e AND k.re > l.s AND l.s < l.e
 ),
 
@@ -112,7 +113,7 @@ storage_lines AS (
     SELECT * FROM lines WHERE rule = 'bucket_storage'
 ),
 storage_tagged AS (
-    SELECT l.x_SourceLine, l.tag_run AS run_id, 1.0 AS raw_share
+    SELECT l.line_key, l.tag_run AS run_id, 1.0 AS raw_share
     FROM storage_lines l
     WHERE l.tag_run IN (SELECT run_id FROM runs)
 ),
@@ -126,14 +127,14 @@ line_snapshots AS (
     -- the snapshot of the line's day when daily snapshots exist, else the month-end one
     -- (the latest dated snapshot, or the undated listing: snapshot_date NULL)
     SELECT
-        l.x_SourceLine, l.ResourceId AS bucket,
+        l.line_key, l.ResourceId AS bucket,
         coalesce(
             (SELECT max(snapshot_date) FROM dated_snapshots d
               WHERE d.bucket = l.ResourceId AND d.snapshot_date = CAST(l.s AS DATE)),
             (SELECT max(snapshot_date) FROM dated_snapshots d WHERE d.bucket = l.ResourceId)
         ) AS snapshot_date
     FROM storage_lines l
-    WHERE l.x_SourceLine NOT IN (SELECT x_SourceLine FROM storage_tagged)
+    WHERE l.line_key NOT IN (SELECT line_key FROM storage_tagged)
 ),
 snapshot_objects AS (
     SELECT * FROM inventory
@@ -151,7 +152,7 @@ run_bytes AS (
     HAVING sum(size) > 0
 ),
 storage_split AS (
-    SELECT ls.x_SourceLine, rb.run_id, rb.bytes / lb.bytes AS raw_share
+    SELECT ls.line_key, rb.run_id, rb.bytes / lb.bytes AS raw_share
     FROM line_snapshots ls
     JOIN listed_bytes lb
       ON lb.bucket = ls.bucket AND lb.snapshot_date IS NOT DISTINCT FROM ls.snapshot_date
@@ -162,7 +163,7 @@ storage_split AS (
 
 -- Rule 5: cross-region reads billed on a dataset's bucket --------------------------------
 transfer_overlaps AS (
-    SELECT l.x_SourceLine, k.run_id,
+    SELECT l.line_key, k.run_id,
            epoch(least(l.e, k.re) - greatest(l.s, k.rs)) / 3600.0 AS overlap_hours
     FROM lines l
     JOIN config_datasets ds ON ds.bucket = l.ResourceId
@@ -170,8 +171,8 @@ transfer_overlaps AS (
     WHERE l.rule = 'bucket_transfer' AND k.rs < l.e AND k.re > l.s AND l.s < l.e
 ),
 transfer_shares AS (
-    SELECT x_SourceLine, run_id,
-           overlap_hours / sum(overlap_hours) OVER (PARTITION BY x_SourceLine) AS raw_share
+    SELECT line_key, run_id,
+           overlap_hours / sum(overlap_hours) OVER (PARTITION BY line_key) AS raw_share
     FROM transfer_overlaps
 ),
 
@@ -183,7 +184,7 @@ claims AS (
     UNION ALL SELECT * FROM transfer_shares
 ),
 claimed AS (
-    SELECT x_SourceLine, sum(raw_share) AS claimed_share FROM claims GROUP BY x_SourceLine
+    SELECT line_key, sum(raw_share) AS claimed_share FROM claims GROUP BY line_key
 ),
 run_rows AS (
     SELECT
@@ -192,8 +193,8 @@ run_rows AS (
              ELSE cl.raw_share END AS share,
         CAST(NULL AS VARCHAR) AS kind
     FROM claims cl
-    JOIN claimed t USING (x_SourceLine)
-    JOIN lines l USING (x_SourceLine)
+    JOIN claimed t USING (line_key)
+    JOIN lines l USING (line_key)
 ),
 untracked_rows AS (
     SELECT
@@ -205,7 +206,7 @@ untracked_rows AS (
             ELSE 'no_run'
         END AS kind
     FROM lines l
-    LEFT JOIN claimed t USING (x_SourceLine)
+    LEFT JOIN claimed t USING (line_key)
     WHERE l.rule <> 'non_usage' AND 1 - coalesce(t.claimed_share, 0) > 1e-12
 ),
 unallocated_rows AS (

@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: demo test dev lint bench clean install
+.PHONY: demo demo-services test dev lint bench clean install
 
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
@@ -18,6 +18,10 @@ install: $(BIN)/cost-pipeline
 demo: install
 	$(BIN)/cost-pipeline demo
 
+# the same quarter read through a local S3-compatible server that the script starts and stops
+demo-services: install
+	$(BIN)/python -m cost_pipeline.demo_services --out demo-services
+
 test: install
 	@mkdir -p $(DAGSTER_HOME)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -30,4 +34,4 @@ lint: install
 	$(BIN)/ruff check cost_pipeline tests
 
 clean:
-	rm -rf $(VENV) demo .dagster_home
+	rm -rf $(VENV) demo demo-services .dagster_home

@@ -57,8 +57,11 @@ CREATE TABLE IF NOT EXISTS tracker_runs (
     keep              BOOLEAN NOT NULL,
     deleted           BOOLEAN NOT NULL,
     parent_run_id     VARCHAR,
-    team              VARCHAR
+    team              VARCHAR,
+    gpu_utilization   DOUBLE             -- mean GPU utilization over the run, 0-100 (optional)
 );
+-- warehouses created before the column existed
+ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS gpu_utilization DOUBLE;
 
 CREATE TABLE IF NOT EXISTS checkpoint_inventory (
     month         DATE NOT NULL,
@@ -171,4 +174,106 @@ CREATE TABLE IF NOT EXISTS storage_by_run_status (
     objects    BIGINT NOT NULL,
     bytes      BIGINT NOT NULL,
     cost       DOUBLE NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS search_trend (
+    month                         DATE NOT NULL,
+    model                         VARCHAR,
+    metric_name                   VARCHAR,
+    search_id                     VARCHAR NOT NULL,
+    search_start                  TIMESTAMP,
+    search_order                  BIGINT NOT NULL,   -- 1 = the model's first search
+    runs                          BIGINT NOT NULL,
+    best_metric                   DOUBLE,
+    previous_best                 DOUBLE,
+    improvement                   DOUBLE,
+    accelerator_hours             DOUBLE NOT NULL,   -- all months up to this one
+    cost                          DOUBLE NOT NULL,   -- all months up to this one
+    cost_this_month               DOUBLE NOT NULL,
+    cost_per_improvement          DOUBLE,
+    previous_search_id            VARCHAR,
+    previous_cost_per_improvement DOUBLE,
+    saturating                    BOOLEAN NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS preprocessing_waste (
+    month                     DATE NOT NULL,
+    kind                      VARCHAR NOT NULL,  -- recomputed | stale_transform
+    run_id                    VARCHAR NOT NULL,
+    purpose                   VARCHAR,
+    model                     VARCHAR,
+    status                    VARCHAR,
+    start_time                TIMESTAMP,
+    input_hash                VARCHAR NOT NULL,
+    transform_version         VARCHAR NOT NULL,  -- what the run computed / trained on
+    current_transform_version VARCHAR NOT NULL,  -- what was already available when it started
+    reference_run_id          VARCHAR NOT NULL,  -- the preprocess run that computed that first
+    cpu_hours                 DOUBLE NOT NULL,
+    accelerator_hours         DOUBLE NOT NULL,
+    cost                      DOUBLE NOT NULL    -- the run's attributed cost this month
+);
+
+CREATE TABLE IF NOT EXISTS egress (
+    month              DATE NOT NULL,
+    run_id             VARCHAR,                  -- NULL: transfer on a dataset bucket no run claimed
+    model              VARCHAR,
+    purpose_class      VARCHAR NOT NULL,
+    dataset            VARCHAR,
+    dataset_bucket     VARCHAR,
+    dataset_region     VARCHAR,
+    run_region         VARCHAR,
+    lines              BIGINT NOT NULL,
+    gigabytes          DOUBLE,                   -- share × ConsumedQuantity of GB-metered lines
+    transfer_cost      DOUBLE NOT NULL,          -- bucket transfer rule (cross-region reads)
+    other_network_cost DOUBLE NOT NULL,          -- the run's other network lines
+    cost               DOUBLE NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS gpu_utilization (
+    month                  DATE NOT NULL,
+    run_id                 VARCHAR NOT NULL,
+    model                  VARCHAR,
+    purpose_class          VARCHAR NOT NULL,
+    gpus                   INTEGER,
+    gpu_utilization        DOUBLE NOT NULL,       -- mean over the run, 0-100
+    accelerator_hours      DOUBLE NOT NULL,
+    gpu_cost               DOUBLE NOT NULL,
+    idle_accelerator_hours DOUBLE NOT NULL,
+    idle_cost              DOUBLE NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS showback (
+    month             DATE NOT NULL,
+    team              VARCHAR,                    -- NULL: neither the run nor the line names one
+    purpose_class     VARCHAR NOT NULL,
+    component         VARCHAR NOT NULL,
+    cost              DOUBLE NOT NULL,
+    hours             DOUBLE NOT NULL,
+    accelerator_hours DOUBLE NOT NULL,
+    runs              BIGINT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS cost_levers (
+    month                 DATE NOT NULL,
+    rank                  INTEGER NOT NULL,
+    lever                 VARCHAR NOT NULL,
+    dollars               DOUBLE NOT NULL,
+    what_it_costs_to_pull VARCHAR NOT NULL,
+    evidence              VARCHAR NOT NULL
+);
+
+-- every billing delivery read, per month and source (history: not replaced per month)
+CREATE TABLE IF NOT EXISTS billing_deliveries (
+    month                 DATE NOT NULL,
+    source                VARCHAR NOT NULL,
+    execution_id          VARCHAR NOT NULL,   -- manifest executionId, else files:<hash>
+    location              VARCHAR NOT NULL,   -- the manifest read ('' without one)
+    files                 VARCHAR[] NOT NULL,
+    file_bytes            BIGINT,
+    first_seen            TIMESTAMP NOT NULL, -- UTC, first materialization that read it
+    last_seen             TIMESTAMP NOT NULL,
+    total_effective_cost  DOUBLE NOT NULL,    -- the source's Σ EffectiveCost of the month
+    previous_execution_id VARCHAR,            -- the delivery of the month seen before it
+    change_effective_cost DOUBLE,             -- total − the previous delivery's total
+    PRIMARY KEY (month, source, execution_id)
 );

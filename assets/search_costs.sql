@@ -64,9 +64,7 @@ counts AS (
         search_id,
         count(DISTINCT run_id)    AS runs,
         count(DISTINCT config_id) AS distinct_configs,
-        count(DISTINCT seed)      AS seeds,
-        CASE WHEN $metric_goal = 'min' THEN min(metric_value) ELSE max(metric_value) END
-                                  AS best_metric
+        count(DISTINCT seed)      AS seeds
     FROM trials
     GROUP BY search_id
 ),
@@ -83,6 +81,18 @@ metric_pick AS (
           FROM trials WHERE metric_name IS NOT NULL GROUP BY search_id, metric_name)
     QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY n DESC, metric_name) = 1
 ),
+best AS (
+    -- the search's result: its trials' best value of the search's own metric (a trial that
+    -- logged another metric is not comparable; one that names no metric is taken to use it)
+    SELECT
+        t.search_id,
+        CASE WHEN $metric_goal = 'min' THEN min(t.metric_value) ELSE max(t.metric_value) END
+            AS best_metric
+    FROM trials AS t
+    LEFT JOIN metric_pick AS mt ON mt.search_id = t.search_id
+    WHERE t.metric_name IS NULL OR mt.metric_name IS NULL OR t.metric_name = mt.metric_name
+    GROUP BY t.search_id
+),
 started AS (
     SELECT search_id, min(start_time) AS first_start
     FROM search_runs
@@ -97,9 +107,10 @@ searches AS (
         coalesce(c.runs, 0)                 AS runs,
         coalesce(c.distinct_configs, 0)     AS distinct_configs,
         coalesce(c.seeds, 0)                AS seeds,
-        c.best_metric
+        b.best_metric
     FROM active AS ac
     LEFT JOIN counts      AS c  ON c.search_id  = ac.search_id
+    LEFT JOIN best        AS b  ON b.search_id  = ac.search_id
     LEFT JOIN model_pick  AS m  ON m.search_id  = ac.search_id
     LEFT JOIN metric_pick AS mt ON mt.search_id = ac.search_id
     LEFT JOIN started     AS st ON st.search_id = ac.search_id

@@ -1,7 +1,10 @@
 """Instance type → accelerator count (GPUs, Trainium/Inferentia chips, Gaudi/Qualcomm cards).
 
 The built-in table covers AWS's current accelerated families (EC2 and SageMaker, whose
-`ml.` prefix is stripped before lookup); `accelerators:` in the config extends or overrides it.
+`ml.` prefix is stripped before lookup), Azure's N-series sizes, and the GCP machine types
+whose name does not end in their GPU count (`a2-highgpu-8g`-style names are read from the
+`-<N>g` suffix by the GCP and FOCUS normalizations); `accelerators:` in the config extends or
+overrides it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,22 @@ BUILTIN: dict[str, int] = {
     **_family("inf2", {"xlarge": 1, "8xlarge": 1, "24xlarge": 6, "48xlarge": 12}),
     "dl1.24xlarge": 8,
     "dl2q.24xlarge": 8,
+    # GCP G2 (NVIDIA L4)
+    **{f"g2-standard-{cpus}": 1 for cpus in (4, 8, 12, 16, 32)},
+    "g2-standard-24": 2,
+    "g2-standard-48": 4,
+    "g2-standard-96": 8,
+    # Azure N-series VM sizes (FOCUS files name them; matched case-insensitively there)
+    **{f"Standard_{size}": count for size, count in {
+        "NC6s_v3": 1, "NC12s_v3": 2, "NC24s_v3": 4, "NC24rs_v3": 4,
+        "NC4as_T4_v3": 1, "NC8as_T4_v3": 1, "NC16as_T4_v3": 1, "NC64as_T4_v3": 4,
+        "NC24ads_A100_v4": 1, "NC48ads_A100_v4": 2, "NC96ads_A100_v4": 4,
+        "NC40ads_H100_v5": 1, "NC80adis_H100_v5": 2,
+        "ND40rs_v2": 8, "ND96asr_v4": 8, "ND96amsr_A100_v4": 8, "ND96isr_H100_v5": 8,
+        "ND96isr_H200_v5": 8, "ND96isr_MI300X_v5": 8,
+        "NV12s_v3": 1, "NV24s_v3": 2, "NV48s_v3": 4, "NV36ads_A10_v5": 1,
+        "NV36adms_A10_v5": 1, "NV72ads_A10_v5": 2,
+    }.items()},
 }
 
 

@@ -15,9 +15,10 @@ from datetime import date
 import duckdb
 
 from .accelerators import accelerator_table
-from .config import AwsCur2Source, PipelineConfig
+from .config import AwsCur2Source, FocusSource, GcpBillingExportSource, PipelineConfig
+from .deliveries import delivery_metadata, record_deliveries
 from .months import month_bounds
-from .sources import SourceError, cur2, source_names
+from .sources import SourceError, cur2, cur2_s3, focus, gcp_billing, s3, source_names
 from .warehouse import ensure_schema, query, replace_month, sql_text
 
 STAGE = "staged_billing"
@@ -33,6 +34,9 @@ class BillingSummary:
     currency: str | None = None
     unknown_instance_types: list[str] = field(default_factory=list)
     deliveries: list = field(default_factory=list)
+    # per source name: what reading it cost (bytes a query scanned, rows read vs returned …)
+    source_metadata: dict[str, dict] = field(default_factory=dict)
+    delivery_records: list[dict] = field(default_factory=list)  # rows of billing_deliveries
 
 
 def known_buckets(cfg: PipelineConfig) -> list[str]:
@@ -61,14 +65,19 @@ class StagedSource:
     where: str
     locate: Callable[[str], str | None] = lambda _message: None
     delivery: object | None = None
+    metadata: dict = field(default_factory=dict)
 
 
 def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, month: date,
                 log: logging.Logger) -> StagedSource:
     start, _end = month_bounds(month)
-    if "://" in source.path:
-        raise SourceError(name, source.path, "S3 export paths need the S3 reader")
-    delivery = cur2.find_delivery(name, cfg.resolve(source.path), month)
+    if s3.is_s3(source.path):
+        fs = s3.filesystem(source.endpoint_url, source.region)
+        delivery = cur2_s3.find_delivery(name, source.path, month, fs)
+    elif "://" in source.path:
+        raise SourceError(name, source.path, "expected a local folder or an s3:// URI")
+    else:
+        delivery = cur2.find_delivery(name, cfg.resolve(source.path), month)
     where = delivery.manifest or cfg.resolve(source.path)
     if delivery.files:
         log.info(
@@ -77,8 +86,13 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         )
     else:
         log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}")
-    cur2.inspect_schema(delivery)
-    cur2.register_raw(con, delivery, "cur_raw")
+    if s3.is_s3(source.path):
+        reader = cur2_s3.S3Reader(fs, delivery)
+        cur2.inspect_schema(delivery, reader.read_schema)
+        cur2_s3.register_raw(con, reader, "cur_raw")
+    else:
+        cur2.inspect_schema(delivery)
+        cur2.register_raw(con, delivery, "cur_raw")
     # net columns are used when the export carries them with values
     delivery.has_net_columns = delivery.has_net_columns and con.execute(
         "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
@@ -87,11 +101,42 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         "has_net": delivery.has_net_columns, "known_buckets": known_buckets(cfg),
     }
     return StagedSource(sql_text("billing_facts_cur2"), params, where,
-                        lambda message: cur2.locate_bad_file(delivery, message), delivery)
+                        lambda message: cur2.locate_bad_file(delivery, message), delivery,
+                        metadata=cur2_s3.read_metadata(delivery))
+
+
+def _stage_gcp(con, name: str, source: GcpBillingExportSource, cfg: PipelineConfig,
+               month: date, log: logging.Logger) -> StagedSource:
+    start, _end = month_bounds(month)
+    read = gcp_billing.read_month(name, source, month, cfg.run_tag)
+    log.info(f"{name}: {read.export_rows_read} export row(s) of {month:%Y-%m} reduced to "
+             f"{read.rows_returned} in BigQuery ({read.bytes_scanned_estimate} bytes scanned)")
+    con.register("gcp_raw", read.rows)
+    params = {"month": month, "month_start": start, "source": name,
+              "known_buckets": known_buckets(cfg), "export_table": read.table}
+    return StagedSource(sql_text("billing_facts_gcp"), params, read.table,
+                        metadata=read.metadata)
+
+
+def _stage_focus(con, name: str, source: FocusSource, cfg: PipelineConfig, month: date,
+                 log: logging.Logger) -> StagedSource:
+    start, _end = month_bounds(month)
+    path = cfg.resolve(source.path)
+    found = focus.register_raw(con, name, path, month, log)
+    log.info(f"{name}: {found.rows} FOCUS row(s) of {month:%Y-%m} from {len(found.files)} "
+             f"file(s) under {path}")
+    params = {"month": month, "month_start": start, "source": name,
+              "known_buckets": known_buckets(cfg)}
+    return StagedSource(sql_text("billing_facts_focus"), params, path,
+                        metadata={"files": len(found.files), "rows": found.rows})
 
 
 # billing source kind → reader; each reader registers its views and returns a StagedSource
-READERS: dict[str, Callable[..., StagedSource]] = {"aws_cur2": _stage_cur2}
+READERS: dict[str, Callable[..., StagedSource]] = {
+    "aws_cur2": _stage_cur2,
+    "gcp_billing_export": _stage_gcp,
+    "focus": _stage_focus,
+}
 
 
 def stage_month(
@@ -109,14 +154,17 @@ def stage_month(
                               f"billing source kind {source.kind!r} is not supported yet")
         staged = reader(con, name, source, cfg, month, log)
         try:
-            verb = f"CREATE TEMP TABLE {STAGE} AS" if first else f"INSERT INTO {STAGE}"
+            verb = f"CREATE TEMP TABLE {STAGE} AS" if first else f"INSERT INTO {STAGE} BY NAME"
             query(con, f"{verb} {staged.sql}", staged.params)
         except duckdb.Error as exc:
             raise SourceError(name, staged.locate(str(exc)) or staged.where, _short(exc)) from None
         if staged.delivery is not None:
             summary.deliveries.append(staged.delivery)
+        if staged.metadata:
+            summary.source_metadata[name] = staged.metadata
         first = False
-        _check_source(con, name, staged.where, month)
+        # FOCUS exports may be daily (Azure's are): hours per line still hold there
+        _check_source(con, name, staged.where, month, hourly=source.kind != "focus")
     if first:  # no billing source: an empty month
         con.execute(f"CREATE TEMP TABLE {STAGE} AS SELECT *, NULL::VARCHAR AS x_File, "
                     "NULL::BIGINT AS x_Row, false AS x_UnknownAcceleratorType "
@@ -133,7 +181,8 @@ def _source_of(line: str) -> str:
     return line.split(":", 1)[0]
 
 
-def _check_source(con: duckdb.DuckDBPyConnection, name: str, where: str, month: date) -> None:
+def _check_source(con: duckdb.DuckDBPyConnection, name: str, where: str, month: date,
+                  hourly: bool = True) -> None:
     """Per-source checks on the rows just staged: required values present, periods ordered,
     and an hourly export."""
     for column, raw in (("ChargePeriodStart", "line_item_usage_start_date"),
@@ -158,7 +207,7 @@ def _check_source(con: duckdb.DuckDBPyConnection, name: str, where: str, month: 
         f"SELECT count(*), count(*) FILTER (WHERE ChargePeriodEnd - ChargePeriodStart "
         f"< INTERVAL 1 DAY) FROM {STAGE} WHERE starts_with(x_SourceLine, ?) "
         "AND x_UsageHours IS NOT NULL", [name + ":"]).fetchone()
-    if instance_lines > 0 and short_lines == 0:
+    if hourly and instance_lines > 0 and short_lines == 0:
         raise SourceError(name, where, f"no instance-usage line of {month:%Y-%m} is shorter "
                           "than a day: " + cur2.GRANULARITY_FIX)
 
@@ -220,4 +269,7 @@ def build_billing_facts(
         "SELECT coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) FROM billing_facts "
         "WHERE month = ?", [month]).fetchone()
     con.execute(f"DROP TABLE IF EXISTS {STAGE}")
+    summary.delivery_records = record_deliveries(con, month, summary.deliveries)
+    for record in summary.delivery_records:
+        summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))
     return summary

@@ -60,6 +60,20 @@ def cmd_estimate(args) -> int:
     return EXIT_OK if est.approved else EXIT_OVER_BUDGET
 
 
+def cmd_report(args) -> int:
+    import webbrowser
+
+    from .config import load_config
+    from .report import write_report
+
+    month = parse_month(args.month)
+    path, _ = write_report(load_config(args.config).warehouse_path, month, out=args.out)
+    print(path)
+    if args.open:
+        webbrowser.open(path.as_uri())
+    return EXIT_OK
+
+
 def cmd_demo(args) -> int:
     from .demo_run import run_demo
 
@@ -98,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="preprocessing is cached: no per-run preprocessing cost")
     est.add_argument("--json", action="store_true", help="one JSON object on stdout")
     est.set_defaults(func=cmd_estimate)
+
+    rep = sub.add_parser("report", help="write the month's HTML cost report")
+    rep.add_argument("--config", default=None, help="config YAML (default: $COST_PIPELINE_CONFIG)")
+    rep.add_argument("--month", required=True, help="YYYY-MM")
+    rep.add_argument("--out", default=None, help="HTML file (default: <warehouse folder>/"
+                     "reports/cost-report-YYYY-MM.html)")
+    rep.add_argument("--open", action="store_true", help="open it in the web browser")
+    rep.set_defaults(func=cmd_report)
     return parser
 
 

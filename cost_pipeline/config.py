@@ -82,9 +82,11 @@ class S3Checkpoints(_Strict):
 
 class InventoryCheckpoints(_Strict):
     kind: Literal["inventory"]
-    path: str
+    path: str  # a plain CSV, an S3 Inventory manifest.json or its folder; local or s3://
     prefix: str = ""
     bucket: str | None = None  # for a plain CSV without a bucket column
+    endpoint_url: str | None = None  # for an s3:// path on an S3-compatible endpoint
+    region: str | None = None
 
 
 class LocalCheckpoints(_Strict):
@@ -127,7 +129,18 @@ class Policy(_Strict):
 
 
 class Alerts(_Strict):
-    webhook_url_env: str = "COST_ALERT_WEBHOOK_URL"
+    # the NAME of the environment variable holding the webhook URL: the URL is a secret
+    webhook_url_env: str = Field("COST_ALERT_WEBHOOK_URL", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    timeout_seconds: float = Field(10.0, gt=0, le=30)
+
+
+class ScheduleSettings(_Strict):
+    """When the monthly close runs (the bill needs a few days to settle) and the daily
+    month-to-date refresh of the open month."""
+
+    day_of_month: int = Field(3, ge=1, le=28)
+    hour_of_day: int = Field(6, ge=0, le=23)
+    daily_refresh_hour: int = Field(5, ge=0, le=23)
 
 
 class PipelineConfig(_Strict):
@@ -140,6 +153,7 @@ class PipelineConfig(_Strict):
     checkpoints: list[CheckpointSource] = []
     policy: Policy = Policy()
     alerts: Alerts = Alerts()
+    schedule: ScheduleSettings = ScheduleSettings()
     base_dir: Path = Path(".")
 
     @field_validator("accelerators")

@@ -1,5 +1,5 @@
-"""The one Definitions object: assets, checks, job, schedule and resources, read from the
-config named by $COST_PIPELINE_CONFIG."""
+"""The one Definitions object: assets, checks, job, schedules, alert sensors and resources,
+read from the config named by $COST_PIPELINE_CONFIG."""
 
 from __future__ import annotations
 
@@ -9,16 +9,21 @@ from pathlib import Path
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from .config import CONFIG_ENV, ConfigError, load_config
+from .config import CONFIG_ENV, ConfigError, ScheduleSettings, load_config
 from .defs.attribution import attribution, reconciliation
 from .defs.billing import billing_facts
+from .defs.delivery_sensor import build_delivery_sensor
 from .defs.derived import derived_assets
 from .defs.partitions import monthly
+from .defs.report import monthly_report
 from .defs.resources import PipelineSettings
+from .defs.schedules import DAILY_REFRESH, MONTHLY_CLOSE, daily_refresh, monthly_close
+from .defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
 from .defs.tracker import checkpoint_inventory, tracker_runs
 
 ALL_ASSETS = [billing_facts, tracker_runs, checkpoint_inventory, attribution, reconciliation,
-              *derived_assets]
+              *derived_assets, monthly_report]
+CHECK_KEYS = [key for asset in ALL_ASSETS for key in asset.check_keys]
 JOB_NAME = "monthly_costs"
 
 
@@ -29,11 +34,12 @@ def default_config_path() -> str:
 def build_defs(config_path: str | None = None) -> dg.Definitions:
     path = str(Path(config_path or default_config_path()).expanduser().resolve())
     try:
-        warehouse = load_config(path).warehouse_path
-        warehouse_cfg = load_config(path).warehouse
+        cfg = load_config(path)
+        warehouse, warehouse_cfg, timing = cfg.warehouse_path, cfg.warehouse, cfg.schedule
     except ConfigError:
         # the code location still loads (the UI shows the graph); runs report the error
         warehouse, warehouse_cfg = str(Path(path).parent / "warehouse.duckdb"), None
+        timing = ScheduleSettings()
     connection_config = {}
     if warehouse_cfg and warehouse_cfg.memory_limit:
         connection_config["memory_limit"] = warehouse_cfg.memory_limit
@@ -46,8 +52,10 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=ALL_ASSETS,
         jobs=[monthly_job],
-        schedules=[dg.build_schedule_from_partitioned_job(
-            monthly_job, day_of_month=3, hour_of_day=6, name="monthly_close")],
+        schedules=[monthly_close(monthly_job, timing), daily_refresh(monthly_job, timing)],
+        sensors=[build_delivery_sensor(path, JOB_NAME),
+                 build_check_alert_sensor(path, CHECK_KEYS),
+                 build_run_failure_alert_sensor(path, [MONTHLY_CLOSE, DAILY_REFRESH])],
         resources={
             "duckdb": DuckDBResource(database=warehouse, connection_config=connection_config),
             "settings": PipelineSettings(config_path=path),

@@ -12,6 +12,7 @@ from .bill_lines import bill_lines, reconciliation_notes, render
 from .config import load_config
 from .demo import MONTHS, generate_demo
 from .months import parse_month
+from .report import write_report
 from .runner import materialize_month
 
 DEMO_MONTHS = [parse_month(m) for m in MONTHS]
@@ -21,6 +22,12 @@ def run_demo(out_dir: Path, strict: bool = False) -> int:
     out_dir = out_dir.resolve()
     print(f"writing the demo quarter to {out_dir}", file=sys.stderr)
     config_path = generate_demo(out_dir)
+    return materialize_and_print(config_path, strict)
+
+
+def materialize_and_print(config_path: Path, strict: bool = False) -> int:
+    """Materialize the demo quarter named by `config_path` and print the bill as lines
+    (also `make demo-services`, whose config reads the same files through servers)."""
     failed_checks = 0
     for month in DEMO_MONTHS:
         print(f"materializing {month:%Y-%m}", file=sys.stderr)
@@ -36,5 +43,11 @@ def run_demo(out_dir: Path, strict: bool = False) -> int:
                       f"The bill as lines, {first:%Y-%m} … {last:%Y-%m}")
     print(text)
     print(f"\nwarehouse: {warehouse}\nconfig:    {config_path}")
+    # the failing month first: the report a reader of the demo should open
+    reports = [write_report(warehouse, month) for month in DEMO_MONTHS]
+    reports.sort(key=lambda r: (r[1]["reconciliation"] or {}).get("status") != "fail")
+    for label, (path, data) in zip(["reports:", *[""] * len(reports)], reports, strict=False):
+        failed = (data["reconciliation"] or {}).get("status") == "fail"
+        print(f"{label:<10} {path}{'  (reconciliation failed)' if failed else ''}")
     return 2 if strict and failed_checks else 0
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from .config import InventoryCheckpoints, LocalCheckpoints, PipelineConfig
+from .config import InventoryCheckpoints, LocalCheckpoints, PipelineConfig, S3Checkpoints
 from .months import month_bounds
-from .sources import SourceError
-from .sources.checkpoints import in_month, read_inventory_csv, walk_local
+from .sources import SourceError, s3
+from .sources.checkpoints import in_month, walk_local
+from .sources.s3_inventory import read_inventory
 from .warehouse import replace_month, sql_text
 
 OBJECT_SCHEMA = pa.schema([
@@ -30,7 +31,11 @@ def build_checkpoint_inventory(
     for i, entry in enumerate(cfg.checkpoints):
         name = f"checkpoints[{i}] {entry.kind}"
         if isinstance(entry, InventoryCheckpoints):
-            objects = read_inventory_csv(Path(cfg.resolve(entry.path)), name, entry.bucket)
+            objects = read_inventory(cfg.resolve(entry.path), name, month, entry.bucket,
+                                     entry.endpoint_url, entry.region)
+        elif isinstance(entry, S3Checkpoints):
+            objects = s3.list_bucket(s3.client(entry.endpoint_url, entry.region), entry.bucket,
+                                     name)
         elif isinstance(entry, LocalCheckpoints):
             objects = walk_local(Path(cfg.resolve(entry.path)), name, entry.bucket)
         else:

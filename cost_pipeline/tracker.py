@@ -9,8 +9,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from .config import PipelineConfig, RunsFileTracker
+from .config import MlflowTracker, PipelineConfig, RunsFileTracker
 from .sources import SourceError, source_names
+from .sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
 from .sources.runs_file import RUN_COLUMNS, read_runs
 from .warehouse import replace_month
 
@@ -23,7 +24,7 @@ RUN_SCHEMA = pa.schema([
     ("dataset", pa.string()), ("dataset_region", pa.string()), ("input_hash", pa.string()),
     ("transform_version", pa.string()), ("metric_name", pa.string()),
     ("metric_value", pa.float64()), ("keep", pa.bool_()), ("deleted", pa.bool_()),
-    ("parent_run_id", pa.string()), ("team", pa.string()),
+    ("parent_run_id", pa.string()), ("team", pa.string()), ("gpu_utilization", pa.float64()),
 ])
 assert tuple(RUN_SCHEMA.names) == RUN_COLUMNS
 
@@ -33,6 +34,11 @@ def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> list[dict]:
     for name, tracker in zip(source_names(cfg.tracker), cfg.tracker, strict=True):
         if isinstance(tracker, RunsFileTracker):
             found = read_runs(Path(cfg.resolve(tracker.path)), name)
+        elif isinstance(tracker, MlflowTracker):
+            found = read_mlflow_runs(
+                resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
+                experiments=tracker.experiments, metric=tracker.metric, tags=tracker.tags,
+                log=log)
         else:
             raise SourceError(name, None, f"tracker kind {tracker.kind!r} is not supported yet")
         log.info(f"{name}: {len(found)} run(s)")

@@ -44,3 +44,13 @@ def demo_warehouse(demo_quarter):
     config, _ = demo_quarter
     with duckdb.connect(load_config(config).warehouse_path, read_only=True) as con:
         yield con
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible server (moto's server mode) on 127.0.0.1 for the session; the
+    pipeline finds placeholder credentials in the standard AWS environment variables."""
+    from cost_pipeline.local_s3 import LocalS3, dummy_credentials
+
+    with dummy_credentials(), LocalS3() as server:
+        yield server

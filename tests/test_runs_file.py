@@ -60,7 +60,7 @@ TYPED_RUNS = [
 _NONE = dict.fromkeys(
     ("search_id", "seed", "config_id", "region", "dataset", "dataset_region", "input_hash",
      "transform_version", "metric_name", "metric_value", "parent_run_id", "team", "gpus",
-     "experiment", "model", "purpose", "end_time"))
+     "experiment", "model", "purpose", "end_time", "gpu_utilization"))
 EXPECTED = {
     "churn-001": {**_NONE, "month": JULY, "run_id": "churn-001", "source": "runs_file",
                   "experiment": "churn", "model": "churn", "purpose": "production",

@@ -5,7 +5,7 @@ tracker — each guarded by an ERROR check that never blocks the tables downstre
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from ..checks import conservation, reconciliation_outcome
+from ..checks import conservation, reconciliation_outcome, tracker_claims_billed
 from ..warehouse import replace_month, sql_text
 from .partitions import monthly
 from .resources import PipelineSettings, month_of, month_params
@@ -29,8 +29,9 @@ def attribution(
     with duckdb.get_connection() as con:
         con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
                     "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-        con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)",
-                        [(n, d.bucket, d.region) for n, d in cfg.datasets.items()])
+        if cfg.datasets:   # DuckDB's executemany refuses an empty list
+            con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)",
+                            [(n, d.bucket, d.region) for n, d in cfg.datasets.items()])
         rows = replace_month(con, "attribution", month, sql_text("attribution"),
                              month_params(cfg, month))
         check = conservation(con, month)
@@ -51,7 +52,10 @@ def attribution(
     deps=["attribution"],
     check_specs=[dg.AssetCheckSpec("reconciliation_within_threshold", asset="reconciliation",
                                    blocking=False, description="untracked GPU-hour share ≤ "
-                                   "policy.reconciliation.max_untracked_share")],
+                                   "policy.reconciliation.max_untracked_share"),
+                 dg.AssetCheckSpec("tracker_claims_billed", asset="reconciliation",
+                                   blocking=False, description="no run claims a resource the "
+                                   "month's bill never shows (WARN: wrong ids, other accounts)")],
     description="Billed vs tracked GPU-hours per month, untracked share and status (SPEC §7).",
 )
 def reconciliation(
@@ -59,7 +63,8 @@ def reconciliation(
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
-        replace_month(con, "reconciliation", month, sql_text("reconciliation"),
-                      month_params(cfg, month))
+        params = month_params(cfg, month)
+        replace_month(con, "reconciliation", month, sql_text("reconciliation"), params)
         check, figures = reconciliation_outcome(con, month)
-    return dg.MaterializeResult(metadata=figures, check_results=[check])
+        claims = tracker_claims_billed(con, month, params)
+    return dg.MaterializeResult(metadata=figures, check_results=[check, claims])

@@ -1,10 +1,13 @@
 """Billing facts: every configured bill's month, normalized to FOCUS columns."""
 
 
+from datetime import UTC, datetime
+
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from ..billing import build_billing_facts
+from ..checks import billing_complete
 from .partitions import monthly
 from .resources import PipelineSettings, month_of
 
@@ -14,6 +17,9 @@ from .resources import PipelineSettings, month_of
     group_name="billing",
     kinds={"duckdb"},
     owners=["team:finops"],
+    check_specs=[dg.AssetCheckSpec("billing_complete", asset="billing_facts", blocking=False,
+                                   description="every day of the month has Usage lines (ERROR "
+                                   "for a closed month, WARN for the open month)")],
     description="Normalized billing line items of the month (FOCUS names, SPEC §5): net "
     "amortized EffectiveCost, ChargeCategory, cost component, accelerator count, usage hours.",
 )
@@ -23,6 +29,7 @@ def billing_facts(
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
         summary = build_billing_facts(con, cfg, month, context.log)
+        complete = billing_complete(con, month, datetime.now(UTC).date())
     return dg.MaterializeResult(
         metadata={
             "rows": summary.rows,
@@ -32,5 +39,10 @@ def billing_facts(
             "duplicates_dropped": summary.duplicates_dropped,
             "unknown_instance_types": ", ".join(summary.unknown_instance_types),
             "files": sum(len(d.files) for d in summary.deliveries),
-        }
+            # per source: e.g. `gcp_billing_export.bytes_scanned_estimate`, rows read/returned
+            **{f"{source}.{key}": value
+               for source, values in summary.source_metadata.items()
+               for key, value in values.items() if value is not None},
+        },
+        check_results=[complete],
     )

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from . import SourceError
 from .runs_file import parse_time
@@ -19,11 +19,14 @@ from .runs_file import parse_time
 OBJECT_FIELDS = ("bucket", "key", "size", "last_modified", "snapshot_date")
 
 
-def read_inventory_csv(path: Path, source: str, bucket: str | None) -> Iterator[dict[str, Any]]:
-    try:
-        handle = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise SourceError(source, str(path), exc.strerror or str(exc)) from None
+def read_inventory_csv(path: Path | str, source: str, bucket: str | None,
+                       handle: TextIO | None = None) -> Iterator[dict[str, Any]]:
+    """Rows of a plain listing CSV at `path` (or read from `handle`, `path` naming it)."""
+    if handle is None:
+        try:
+            handle = Path(path).open(newline="", encoding="utf-8-sig")
+        except OSError as exc:
+            raise SourceError(source, str(path), exc.strerror or str(exc)) from None
     with handle:
         reader = csv.reader(handle)
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -85,6 +86,9 @@ class Delivery:
     columns: set[str] = field(default_factory=set)
     # timestamp columns stored as text or with a time zone in at least one file
     zoned_timestamps: set[str] = field(default_factory=set)
+    # file → (bytes, modification time): the delivery's fingerprint when it has no executionId
+    stats: dict[str, tuple[int, str]] = field(default_factory=dict)
+    bytes_read: int | None = None  # measured where the read is remote (S3)
 
 
 def _month_folder(month: date) -> str:
@@ -110,13 +114,8 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
             doc = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise SourceError(source, str(manifest), f"unreadable manifest: {exc}") from None
-        if not isinstance(doc, dict):
-            raise SourceError(source, str(manifest), "unreadable manifest: not a JSON object")
-        _check_table_configuration(source, str(manifest), doc)
-        delivery.execution_id = doc.get("executionId") or doc.get("assemblyId")
-        entries = doc.get("dataFiles") or doc.get("reportKeys") or []
-        for entry in entries:
-            uri = entry if isinstance(entry, str) else entry.get("key") or entry.get("uri", "")
+        delivery.execution_id, uris = manifest_files(source, str(manifest), doc)
+        for uri in uris:
             local = _local_file(root, uri)
             if not local.is_file():
                 raise SourceError(source, str(manifest), f"dataFiles lists {uri}, "
@@ -126,7 +125,21 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
         folder = root / "data" / _month_folder(month)
         if folder.is_dir():
             delivery.files = sorted(str(p) for p in folder.rglob("*.parquet"))
+    for file in delivery.files:
+        stat = Path(file).stat()
+        delivery.stats[file] = (stat.st_size, str(stat.st_mtime))
     return delivery
+
+
+def manifest_files(source: str, where: str, doc: object) -> tuple[str | None, list[str]]:
+    """A parsed manifest's (execution id, data file URIs), its table configuration checked."""
+    if not isinstance(doc, dict):
+        raise SourceError(source, where, "unreadable manifest: not a JSON object")
+    _check_table_configuration(source, where, doc)
+    entries = doc.get("dataFiles") or doc.get("reportKeys") or []
+    uris = [entry if isinstance(entry, str) else entry.get("key") or entry.get("uri", "")
+            for entry in entries]
+    return doc.get("executionId") or doc.get("assemblyId"), uris
 
 
 def _check_table_configuration(source: str, manifest: str, doc: dict) -> None:
@@ -144,32 +157,39 @@ def _check_table_configuration(source: str, manifest: str, doc: dict) -> None:
 
 
 def _local_file(root: Path, uri: str) -> Path:
-    """The part of a manifest URI after `<export-name>/`, mapped onto the local export folder.
+    return root / export_relative(uri, root.name)
+
+
+def export_relative(uri: str, export_name: str) -> str:
+    """The part of a manifest URI after `<export-name>/`, to map onto the export folder read.
 
     The export name is taken from the URI itself (the segment before `data/BILLING_PERIOD=`),
-    so a local copy may live in a folder of any name."""
+    so a copy of the export (local or in another bucket) may live under any name."""
     tail = uri.split("://", 1)[-1]
     match = re.search(r"(?:^|/)(data/BILLING_PERIOD=[^/]+/.+)$", tail)
     if match:
-        return root / match.group(1)
-    marker = f"/{root.name}/"
+        return match.group(1)
+    marker = f"/{export_name}/"
     if marker in "/" + tail:
-        return root / ("/" + tail).rsplit(marker, 1)[1]
+        return ("/" + tail).rsplit(marker, 1)[1]
     # a key relative to the export folder
-    return root / tail.lstrip("/")
+    return tail.lstrip("/")
 
 
 _NUMERIC = (pa.types.is_floating, pa.types.is_integer, pa.types.is_decimal)
 
 
-def inspect_schema(delivery: Delivery) -> None:
+def inspect_schema(delivery: Delivery,
+                   read_schema: Callable[[str], pa.Schema] = pq.read_schema) -> None:
     """Read every file's footer: a truncated or non-parquet file, a missing required column
     or a wrongly typed one is a SourceError naming the file and the column."""
     seen: set[str] = set()
     wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
     for file in delivery.files:
         try:
-            schema = pq.read_schema(file)
+            schema = read_schema(file)
+        except SourceError:
+            raise
         except Exception as exc:  # pyarrow raises several types for broken files
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SourceError(delivery.source, file,
@@ -235,11 +255,7 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
             "NULL::BIGINT AS _row WHERE false"
         )
         return
-    select = [
-        _column_expr(column, kind, delivery) if column in delivery.columns
-        else f"CAST(NULL AS {kind}) AS {_q(column)}"
-        for column, kind in wanted.items()
-    ]
+    select = raw_columns(delivery)
     select.append("filename AS _file")
     select.append("file_row_number + 1 AS _row")
     files = "[" + ", ".join(_literal(f) for f in delivery.files) + "]"
@@ -247,6 +263,15 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
         f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} FROM read_parquet("
         f"{files}, union_by_name = true, filename = true, file_row_number = true)"
     )
+
+
+def raw_columns(delivery: Delivery) -> list[str]:
+    """The `cur_raw` select list over a relation holding the export's own columns."""
+    return [
+        _column_expr(column, kind, delivery) if column in delivery.columns
+        else f"CAST(NULL AS {kind}) AS {_q(column)}"
+        for column, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
+    ]
 
 
 def locate_bad_file(delivery: Delivery, message: str) -> str | None:

@@ -1,0 +1,183 @@
+-- GCP detailed billing export → billing_facts (FOCUS column names, SPEC §5).
+-- Reads the temp view `gcp_raw`: the month already reduced inside BigQuery by
+-- assets/gcp_billing_export.bq.sql to resource × hour × SKU (× cost type × run label) rows,
+-- with `credit_type` NULL for the cost row and set on the other-credit rows; and the temp
+-- table `accelerator_counts(instance_type, accelerators)` (machine types such as
+-- g2-standard-48 live there; `…-8g` machine types also count by their suffix).
+-- Parameters: $month, $month_start, $source, $known_buckets, $export_table.
+--
+-- Usage hours and d (SPEC §6): a VM's hour is billed as several SKU lines (GPU, core, RAM,
+-- egress …) of the same resource and period. Exactly one kind of line carries the VM-hours
+-- as x_UsageHours: the GPU lines of an accelerator VM (GPU-hours ÷ G), else the core line of
+-- a plain VM (vCPU-hours ÷ its cores). All other lines of that resource-hour carry none, so
+-- d = the hours the VM ran in that hour, and a run covering the whole hour gets share 1 on
+-- every line of it, and GPU-hours are counted once.
+WITH raw AS (
+    SELECT
+        *,
+        timezone('UTC', hour_start) AS s,
+        CASE WHEN timezone('UTC', usage_end) > timezone('UTC', hour_start)
+             THEN timezone('UTC', usage_end)
+             ELSE timezone('UTC', hour_start) + INTERVAL 1 HOUR END AS e,
+        nullif(trim(global_name), '') AS resource,
+        coalesce(sku_description, '') AS sku_text,
+        coalesce(service_description, '') AS service_text,
+        -- GPU-seconds over all the VM's GPUs ("Nvidia Tesla A100 GPU running in Americas",
+        -- "Nvidia L4 GPU attached to Spot Preemptible VMs running in …")
+        regexp_matches(coalesce(sku_description, ''), '(?i)\bgpu\b.*\brunning in\b')
+          AS gpu_text,
+        coalesce(service_description, '') = 'Compute Engine'
+          AND regexp_matches(coalesce(sku_description, ''),
+                             '(?i)(\bcore\b|\bram\b|\binstance with\b).*\brunning in\b')
+          AND NOT regexp_matches(coalesce(sku_description, ''), '(?i)\bgpu\b')
+          AS vm_text,
+        -- the usage itself (not a credit row of it, not tax or an adjustment)
+        credit_type IS NULL AND cost_type = 'regular' AS usage_row,
+        -- usage in hours: GCP meters VM SKUs in seconds (vCPU-, GPU- or byte-seconds)
+        CASE WHEN usage_unit = 'seconds' THEN usage_amount / 3600.0
+             WHEN pricing_unit = 'hour' THEN pricing_amount END AS unit_hours,
+        TRY_CAST(cores AS DOUBLE) AS vm_cores
+    FROM gcp_raw
+),
+usage_kind AS (
+    SELECT
+        *,
+        usage_row AND gpu_text AS gpu_sku,
+        usage_row AND vm_text AS vm_sku,
+        usage_row AND vm_text AND regexp_matches(sku_text, '(?i)\bcore\b') AS core_sku
+    FROM raw
+),
+machine AS (
+    SELECT
+        u.*,
+        coalesce(a.accelerators,
+                 TRY_CAST(regexp_extract(machine_spec, '-(\d+)g$', 1) AS INTEGER)) AS spec_gpus
+    FROM usage_kind u
+    LEFT JOIN accelerator_counts a ON a.instance_type = u.machine_spec
+),
+vm_hours AS (
+    -- per resource-hour: GPU-hours of its GPU lines, VM-hours of its core line
+    SELECT
+        resource, s,
+        sum(unit_hours) FILTER (WHERE gpu_sku) AS gpu_hours,
+        sum(unit_hours / vm_cores) FILTER (WHERE core_sku AND vm_cores > 0) AS core_vm_hours,
+        bool_or(gpu_sku) AS has_gpu_line,
+        max(spec_gpus) AS spec_gpus,
+        max(epoch(e - s)) / 3600.0 AS period_hours
+    FROM machine
+    WHERE resource IS NOT NULL
+    GROUP BY resource, s
+),
+accelerated AS (
+    SELECT
+        resource, s, gpu_hours, core_vm_hours,
+        -- G: the machine type's count, else GPU-hours ÷ VM-hours of the resource-hour, else
+        -- GPU-hours ÷ the period (a lower bound: reported as unknown)
+        CASE
+            WHEN spec_gpus > 0 THEN spec_gpus
+            WHEN has_gpu_line AND core_vm_hours > 0 AND gpu_hours > 0
+                THEN greatest(1, CAST(round(gpu_hours / core_vm_hours) AS INTEGER))
+            WHEN has_gpu_line AND gpu_hours > 0 AND period_hours > 0
+                THEN greatest(1, CAST(ceil(gpu_hours / period_hours - 1e-9) AS INTEGER))
+            WHEN has_gpu_line THEN 1
+        END AS accelerators,
+        NOT coalesce(spec_gpus > 0, false) AND has_gpu_line
+          AND NOT coalesce(core_vm_hours > 0 AND gpu_hours > 0, false) AS accelerators_guessed
+    FROM vm_hours
+),
+component AS (
+    SELECT
+        m.*,
+        v.accelerators,
+        coalesce(v.accelerators_guessed, false) AS accelerators_guessed,
+        v.accelerators IS NOT NULL AS accelerator_vm,
+        CASE
+            -- credit rows take the component of the usage they came with
+            WHEN gpu_text THEN 'gpu'
+            WHEN vm_text AND v.accelerators IS NOT NULL THEN 'gpu'
+            WHEN vm_text THEN 'cpu'
+            WHEN service_text IN ('Networking', 'Cloud CDN', 'Network Connectivity')
+              OR regexp_matches(sku_text, '(?i)(egress|ingress|download|data transfer|inter[- ]?(region|zone|continent)|interconnect|\bnat\b|load balanc|\bnetwork|\bcdn\b)')
+                THEN 'network'
+            WHEN service_text IN ('Cloud Storage', 'Filestore', 'Cloud Filestore')
+              OR regexp_matches(sku_text, '(?i)(\bpd\b|hyperdisk|\bdisk|snapshot|\bstorage\b|\bimage\b)')
+                THEN 'storage'
+            ELSE 'other'
+        END AS cost_component,
+        -- a bucket's id is its name, as inventories and the datasets config name it
+        CASE
+            WHEN starts_with(coalesce(m.resource, ''), '//storage.googleapis.com/')
+              OR (m.resource IS NOT NULL AND service_text = 'Cloud Storage')
+                THEN coalesce(nullif(regexp_extract(m.resource, '/buckets/([^/]+)', 1), ''),
+                              nullif(resource_name, ''), m.resource)
+        END AS bucket
+    FROM machine m
+    LEFT JOIN accelerated v ON v.resource = m.resource AND v.s = m.s
+)
+SELECT
+    CAST($month AS DATE) AS month,
+    coalesce(try_strptime(invoice_month, '%Y%m'),
+             CAST($month_start AS TIMESTAMP)) AS BillingPeriodStart,
+    s AS ChargePeriodStart,
+    e AS ChargePeriodEnd,
+    'Google Cloud' AS ProviderName,
+    service_description AS ServiceName,
+    CASE cost_component
+        WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
+        WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
+    END AS ServiceCategory,
+    CASE
+        WHEN credit_type IS NOT NULL THEN 'Credit'
+        WHEN cost_type = 'tax' THEN 'Tax'
+        WHEN cost_type <> 'regular' THEN 'Adjustment'
+        WHEN starts_with(sku_text, 'Commitment') THEN 'Purchase'
+        ELSE 'Usage'
+    END AS ChargeCategory,
+    -- an adjustment invoiced after the month of the usage it corrects
+    CASE WHEN cost_type = 'adjustment' AND invoice_month > strftime(s, '%Y%m')
+         THEN 'Correction' END AS ChargeClass,
+    coalesce(bucket, resource) AS ResourceId,
+    region AS RegionId,
+    sku_id AS SkuId,
+    CASE WHEN credit_type IS NULL THEN pricing_amount END AS ConsumedQuantity,
+    CASE WHEN credit_type IS NULL THEN pricing_unit END AS ConsumedUnit,
+    -- usage discounts (sustained / committed use, negotiated) are part of the line's cost;
+    -- the other credits are rows of their own, so the lines still sum to the invoice
+    amount + usage_discounts AS BilledCost,
+    amount + usage_discounts AS EffectiveCost,
+    currency AS BillingCurrency,
+    CAST(NULL AS VARCHAR) AS CommitmentDiscountStatus,
+    CASE WHEN labels_json IS NOT NULL THEN
+        map_from_entries(from_json(labels_json, '[{"key": "VARCHAR", "value": "VARCHAR"}]'))
+    END AS Tags,
+    cost_component AS x_CostComponent,
+    CASE WHEN cost_component = 'gpu' AND credit_type IS NULL AND cost_type = 'regular'
+         THEN coalesce(accelerators, 1) ELSE 0 END AS x_AcceleratorCount,
+    CASE
+        WHEN gpu_sku THEN unit_hours / coalesce(accelerators, 1)
+        WHEN core_sku AND NOT accelerator_vm AND vm_cores > 0 THEN unit_hours / vm_cores
+    END AS x_UsageHours,
+    gpu_sku OR vm_sku AS x_InstanceUsage,
+    CASE WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, CASE WHEN gpu_sku THEN sku_description END)
+    END AS x_InstanceType,
+    CASE
+        WHEN resource IS NULL OR regexp_matches(resource, '/(routers|forwardingRules)/')
+            THEN 'shared'
+        WHEN bucket IS NOT NULL OR list_contains($known_buckets, resource) THEN 'bucket'
+        WHEN gpu_sku OR vm_sku OR contains(resource, '/instances/') THEN 'instance'
+        WHEN contains(resource, '/disks/') THEN 'volume'
+        ELSE 'other'
+    END AS x_ResourceKind,
+    coalesce(credit_type, cost_type) AS x_LineItemType,
+    -- the export marks no final bill: GCP months stay provisional
+    CAST(NULL AS VARCHAR) AS x_InvoiceId,
+    $source || ':' || coalesce(resource, '') || ':' || strftime(s, '%Y-%m-%dT%H:%M:%SZ')
+        || ':' || coalesce(sku_id, '')
+        || CASE WHEN cost_type <> 'regular' THEN ':' || cost_type ELSE '' END
+        || CASE WHEN run_label IS NOT NULL THEN ':label=' || run_label ELSE '' END
+        || CASE WHEN credit_type IS NOT NULL THEN ':credit=' || credit_type ELSE '' END
+        AS x_SourceLine,
+    $export_table AS x_File,
+    x_Row,
+    accelerators_guessed AND gpu_sku AS x_UnknownAcceleratorType
+FROM component

@@ -1,0 +1,178 @@
+-- What would reduce this bill the most: the mission's levers ranked by the dollars each one
+-- touches in this month's data, with the figure behind it and what pulling it costs.
+--
+--   bound the search          this month's cost of the searches flagged `saturating` in
+--                             search_trend (they bought no improvement, or each unit of it
+--                             cost more than in the model's previous search): the spend an
+--                             approval budget or a smaller grid would have questioned
+--   cache preprocessing       preprocessing_waste, kind 'recomputed': preprocess runs that
+--                             recomputed a table a cache would have served
+--   delete dead checkpoints   retention_violations: the monthly cost of every object the
+--                             retention policy says should be gone
+--   co-locate compute & data  egress: cross-region pulls of datasets (run or untracked)
+--   chase untracked usage     untracked GPU and CPU compute (attribution, purpose untracked)
+--   use a cheaper card        idle GPU cost from gpu_utilization (runs that report their mean
+--                             utilization); 0 when no run reports one
+--
+-- Ranking: the first five by dollars, largest first (ties in the order above). "Use a cheaper
+-- card" is always last, whatever its figure: the per-hour price explains little of the bill
+-- and changing hardware is the most expensive lever to pull, so the mission pulls it last.
+WITH
+search AS (
+    SELECT
+        coalesce(sum(cost_this_month), 0) AS dollars,
+        count(*)                          AS searches,
+        string_agg(
+            search_id || ' $' || format('{:,.2f}', cost_this_month)
+            || CASE WHEN improvement IS NULL OR improvement <= 0
+                    THEN ' (no improvement)'
+                    ELSE ' ($' || format('{:,.0f}', cost_per_improvement) || ' per unit of '
+                         || coalesce(metric_name, 'the metric') || ' vs $'
+                         || format('{:,.0f}', previous_cost_per_improvement) || ' for '
+                         || previous_search_id || ')' END,
+            '; ' ORDER BY cost_this_month DESC, search_id)   AS detail
+    FROM search_trend
+    WHERE month = $month AND saturating AND cost_this_month <> 0
+),
+all_search AS (
+    SELECT coalesce(sum(cost), 0) AS cost
+    FROM attribution WHERE month = $month AND purpose_class = 'search'
+),
+preprocessing AS (
+    SELECT
+        coalesce(sum(cost) FILTER (WHERE kind = 'recomputed'), 0)      AS dollars,
+        count(*) FILTER (WHERE kind = 'recomputed')                    AS runs,
+        coalesce(sum(cpu_hours) FILTER (WHERE kind = 'recomputed'), 0) AS cpu_hours,
+        count(DISTINCT (input_hash, transform_version))
+            FILTER (WHERE kind = 'recomputed')                         AS tables,
+        count(*) FILTER (WHERE kind = 'stale_transform')               AS stale_runs,
+        coalesce(sum(cost) FILTER (WHERE kind = 'stale_transform'), 0) AS stale_cost
+    FROM preprocessing_waste
+    WHERE month = $month
+),
+retention AS (
+    SELECT
+        coalesce(sum(monthly_cost), 0)                                   AS dollars,
+        count(*)                                                         AS objects,
+        coalesce(sum(bytes), 0) / 1073741824.0                           AS gib,
+        coalesce(sum(monthly_cost) FILTER (WHERE reason = 'dead_run'), 0) AS dead,
+        coalesce(sum(monthly_cost) FILTER (WHERE reason = 'beyond_keep_last'), 0) AS beyond,
+        coalesce(sum(monthly_cost) FILTER (WHERE reason = 'orphan'), 0)  AS orphan
+    FROM retention_violations
+    WHERE month = $month
+),
+egress_total AS (
+    SELECT
+        coalesce(sum(cost), 0)                 AS dollars,
+        count(DISTINCT run_id)                 AS runs,
+        coalesce(sum(gigabytes), 0)            AS gb,
+        coalesce(string_agg(DISTINCT coalesce(dataset, dataset_bucket, '?') || ' '
+                            || coalesce(dataset_region, '?') || ' → '
+                            || coalesce(run_region, 'untracked'), ', '), '') AS routes
+    FROM egress
+    WHERE month = $month
+),
+untracked AS (
+    SELECT
+        coalesce(sum(cost), 0)                                            AS dollars,
+        coalesce(sum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
+        coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0)          AS cpu_hours
+    FROM attribution
+    WHERE month = $month AND purpose_class = 'untracked' AND component IN ('gpu', 'cpu')
+),
+top_untracked AS (
+    SELECT coalesce(l.ResourceId, '(no resource id)') AS resource, any_value(l.x_InstanceType)
+           AS instance_type, sum(a.cost) AS cost
+    FROM attribution AS a
+    JOIN billing_facts AS l ON l.month = a.month AND l.x_SourceLine = a.x_SourceLine
+    WHERE a.month = $month AND a.purpose_class = 'untracked' AND a.component IN ('gpu', 'cpu')
+    GROUP BY l.ResourceId
+    ORDER BY cost DESC, resource
+    LIMIT 1
+),
+idle AS (
+    SELECT
+        coalesce(sum(idle_cost), 0)              AS dollars,
+        count(*)                                 AS runs,
+        coalesce(sum(idle_accelerator_hours), 0) AS idle_hours,
+        coalesce(sum(accelerator_hours), 0)      AS paid_hours
+    FROM gpu_utilization
+    WHERE month = $month
+),
+tracked_gpu AS (
+    SELECT coalesce(sum(cost), 0) AS cost
+    FROM attribution
+    WHERE month = $month AND component = 'gpu' AND run_id IS NOT NULL
+),
+levers AS (
+    SELECT 1 AS mission_order, 'bound the search' AS lever, s.dollars,
+        'an approval step before launch (cost-pipeline estimate against '
+        || 'policy.search.approval_budget), a smaller grid or fewer seeds, early stopping; '
+        || 'risk: missing a late improvement' AS what_it_costs_to_pull,
+        CASE WHEN s.searches = 0
+             THEN 'no search billed this month is saturating (search cost this month $'
+                  || format('{:,.2f}', a.cost) || ')'
+             ELSE s.searches || ' saturating search(es) of $' || format('{:,.2f}', a.cost)
+                  || ' search cost this month: ' || s.detail END AS evidence
+    FROM search AS s, all_search AS a
+    UNION ALL
+    SELECT 2, 'cache preprocessing', p.dollars,
+        'a feature-table cache keyed by (input_hash, transform_version): storage for '
+        || p.tables || ' cached table(s) and a lookup before each preprocess step',
+        p.runs || ' preprocess run(s) recomputed an (input_hash, transform_version) already '
+        || 'computed: ' || format('{:,.1f}', p.cpu_hours) || ' CPU-hours'
+        || CASE WHEN p.stale_runs > 0
+                THEN '; ' || p.stale_runs || ' run(s) ($' || format('{:,.2f}', p.stale_cost)
+                     || ') trained on a stale transform_version (not counted here)'
+                ELSE '' END
+    FROM preprocessing AS p
+    UNION ALL
+    SELECT 3, 'delete dead checkpoints', r.dollars,
+        'a lifecycle rule or cleanup job applying the retention policy; risk: deleting a '
+        || 'checkpoint someone still needs (keep=true protects a run)',
+        r.objects || ' object(s), ' || format('{:,.1f}', r.gib) || ' GiB, break the '
+        || 'retention policy: dead runs $' || format('{:,.2f}', r.dead)
+        || ', beyond keep-last $' || format('{:,.2f}', r.beyond)
+        || ', orphans $' || format('{:,.2f}', r.orphan) || ' a month'
+    FROM retention AS r
+    UNION ALL
+    SELECT 4, 'co-locate compute with data', e.dollars,
+        'train in the dataset''s region, or copy the dataset once into the compute region '
+        || '(one transfer plus its storage) instead of pulling it per run; may need GPU '
+        || 'capacity in that region',
+        CASE WHEN e.dollars = 0 THEN 'no cross-region pull billed this month'
+             ELSE e.runs || ' run(s) pulled data across regions ('
+                  || format('{:,.0f}', e.gb) || ' GB): ' || e.routes END
+    FROM egress_total AS e
+    UNION ALL
+    SELECT 5, 'chase untracked usage', u.dollars,
+        'finding the owners of the resources in untracked_usage, tagging resources with '
+        || 'run ids and logging runs in the tracker; stopping what nobody claims',
+        'untracked compute: ' || format('{:,.1f}', u.gpu_hours) || ' GPU-hours, '
+        || format('{:,.1f}', u.cpu_hours) || ' CPU-hours'
+        || coalesce('; largest ' || t.resource || coalesce(' (' || t.instance_type || ')', '')
+                    || ' $' || format('{:,.2f}', t.cost), '')
+    FROM untracked AS u
+    LEFT JOIN top_untracked AS t ON true
+    UNION ALL
+    SELECT 6, 'use a cheaper card', i.dollars,
+        'benchmarking the model on another accelerator (or fewer GPUs per run), possibly '
+        || 'longer runs; last because the per-hour price explains little of the bill',
+        CASE WHEN i.runs = 0
+             THEN 'no run reports GPU utilization (runs column gpu_utilization, MLflow '
+                  || 'system/gpu_*_utilization_percentage); tracked GPU cost this month $'
+                  || format('{:,.2f}', g.cost)
+             ELSE i.runs || ' run(s) report utilization: ' || format('{:,.1f}', i.idle_hours)
+                  || ' of ' || format('{:,.1f}', i.paid_hours)
+                  || ' GPU-hours paid for sat idle' END
+    FROM idle AS i, tracked_gpu AS g
+)
+SELECT
+    CAST($month AS DATE) AS month,
+    CAST(row_number() OVER (ORDER BY (lever = 'use a cheaper card'), dollars DESC,
+                                     mission_order) AS INTEGER) AS rank,
+    lever,
+    dollars,
+    what_it_costs_to_pull,
+    evidence
+FROM levers

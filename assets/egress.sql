@@ -1,0 +1,77 @@
+-- Egress: what pulling data across regions cost, per run and dataset.
+--
+-- A run reads its dataset from another region when its region differs from the dataset's:
+-- the region of the dataset in the config's `datasets`, else the run's own `dataset_region`.
+-- Such a run's network cost this month is here: the cross-region reads billed on the
+-- dataset's bucket (attribution rule bucket_transfer, SPEC §6 rule 5) and any other network
+-- line the run claimed (rule compute, e.g. its instance's inter-region transfer). A run with
+-- no region or no known dataset region is not counted (nothing says it crossed a region).
+--
+-- Transfer billed on a configured dataset's bucket that no run claimed (untracked) is a
+-- cross-region pull too: it is a row of its own with run_id NULL, so the table adds up to
+-- everything co-locating compute with data could save. Its dataset is named when only one
+-- configured dataset lives in that bucket.
+--
+-- Parameters: $month. Temp table: config_datasets(name, bucket, region).
+WITH tr AS (
+    SELECT *
+    FROM tracker_runs
+    WHERE month = $month
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
+),
+runs AS (
+    SELECT
+        r.run_id, r.model, r.dataset, r.region AS run_region,
+        d.bucket                              AS dataset_bucket,
+        coalesce(d.region, r.dataset_region)  AS dataset_region
+    FROM tr AS r
+    LEFT JOIN config_datasets AS d ON d.name = r.dataset
+),
+bucket_datasets AS (
+    SELECT
+        bucket,
+        CASE WHEN count(*) = 1 THEN min(name) END                 AS dataset,
+        CASE WHEN count(DISTINCT region) = 1 THEN min(region) END AS dataset_region
+    FROM config_datasets
+    GROUP BY bucket
+),
+network AS (
+    SELECT
+        a.run_id, a.purpose_class, a.rule, a.cost, a.x_SourceLine, l.ResourceId,
+        CASE WHEN upper(l.ConsumedUnit) = 'GB' THEN a.share * l.ConsumedQuantity END AS gb
+    FROM attribution AS a
+    JOIN billing_facts AS l ON l.month = a.month AND l.x_SourceLine = a.x_SourceLine
+    WHERE a.month = $month AND a.component = 'network'
+),
+pulls AS (
+    SELECT
+        n.run_id, r.model, n.purpose_class, r.dataset, r.dataset_bucket, r.dataset_region,
+        r.run_region, n.x_SourceLine, n.rule, n.gb, n.cost
+    FROM network AS n
+    JOIN runs AS r ON r.run_id = n.run_id
+    WHERE r.run_region IS NOT NULL AND r.dataset_region IS NOT NULL
+      AND r.run_region <> r.dataset_region
+    UNION ALL
+    SELECT
+        NULL, NULL, n.purpose_class, bd.dataset, bd.bucket, bd.dataset_region,
+        NULL, n.x_SourceLine, n.rule, n.gb, n.cost
+    FROM network AS n
+    JOIN bucket_datasets AS bd ON bd.bucket = n.ResourceId
+    WHERE n.run_id IS NULL AND n.rule = 'bucket_transfer'
+)
+SELECT
+    CAST($month AS DATE)                                     AS month,
+    run_id,
+    model,
+    purpose_class,
+    dataset,
+    dataset_bucket,
+    dataset_region,
+    run_region,
+    count(DISTINCT x_SourceLine)                             AS lines,
+    sum(gb)                                                  AS gigabytes,
+    coalesce(sum(cost) FILTER (WHERE rule = 'bucket_transfer'), 0) AS transfer_cost,
+    coalesce(sum(cost) FILTER (WHERE rule <> 'bucket_transfer'), 0) AS other_network_cost,
+    sum(cost)                                                AS cost
+FROM pulls
+GROUP BY run_id, model, purpose_class, dataset, dataset_bucket, dataset_region, run_region

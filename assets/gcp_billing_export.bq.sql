@@ -1,0 +1,96 @@
+-- BigQuery (GoogleSQL), sent by cost_pipeline/sources/gcp_billing.py: one month of the GCP
+-- detailed billing export (gcp_billing_export_resource_v1_*), reduced inside BigQuery to
+-- one row per resource × hour × SKU (× cost type × run label) carrying the cost, the usage
+-- and the usage-discount credits, plus one row per other credit type of that key. Only
+-- these reduced rows leave BigQuery; assets/billing_facts_gcp.sql normalizes them.
+--
+-- Rows arrive late (export_time can be days after the usage): the month is selected by
+-- usage_start_time, never by export time or partition.
+-- Parameters: @month_start, @month_end (TIMESTAMP), @run_tag (STRING: the label naming a
+-- run), @usage_discount_types (ARRAY<STRING>: credit types folded into EffectiveCost).
+-- {export_table} is the table identifier, validated against a strict pattern before use.
+WITH month_rows AS (
+    SELECT
+        resource.global_name AS global_name,
+        resource.name AS resource_name,
+        TIMESTAMP_TRUNC(usage_start_time, HOUR) AS hour_start,
+        usage_end_time,
+        sku.id AS sku_id,
+        sku.description AS sku_description,
+        service.description AS service_description,
+        IFNULL(location.region, location.location) AS region,
+        usage.amount AS usage_amount,
+        usage.unit AS usage_unit,
+        usage.amount_in_pricing_units AS pricing_amount,
+        usage.pricing_unit AS pricing_unit,
+        IFNULL(cost_type, 'regular') AS cost_type,
+        invoice.month AS invoice_month,
+        currency,
+        cost,
+        credits,
+        (SELECT l.value FROM UNNEST(labels) AS l WHERE l.key = @run_tag LIMIT 1) AS run_label,
+        TO_JSON_STRING(labels) AS labels_json,
+        (SELECT s.value FROM UNNEST(system_labels) AS s
+          WHERE s.key = 'compute.googleapis.com/machine_spec' LIMIT 1) AS machine_spec,
+        (SELECT s.value FROM UNNEST(system_labels) AS s
+          WHERE s.key = 'compute.googleapis.com/cores' LIMIT 1) AS cores
+    FROM `{export_table}`
+    WHERE usage_start_time >= @month_start AND usage_start_time < @month_end
+),
+amounts AS (
+    -- the export row itself: its cost with its usage discounts folded in
+    SELECT
+        global_name, resource_name, hour_start, usage_end_time, sku_id, sku_description,
+        service_description, region, usage_unit, pricing_unit, cost_type, invoice_month,
+        currency, run_label, labels_json, machine_spec, cores,
+        CAST(NULL AS STRING) AS credit_type,
+        cost AS amount,
+        IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c
+                 WHERE c.type IN UNNEST(@usage_discount_types)), 0) AS usage_discounts,
+        usage_amount,
+        pricing_amount,
+        1 AS export_rows
+    FROM month_rows
+    UNION ALL
+    -- every other credit (promotions, free tier, reseller margin …): a row of its own
+    SELECT
+        m.global_name, m.resource_name, m.hour_start, m.usage_end_time, m.sku_id,
+        m.sku_description, m.service_description, m.region, m.usage_unit, m.pricing_unit,
+        m.cost_type, m.invoice_month, m.currency, m.run_label, m.labels_json, m.machine_spec,
+        m.cores,
+        IFNULL(c.type, 'UNSPECIFIED') AS credit_type,
+        c.amount AS amount,
+        0 AS usage_discounts,
+        0 AS usage_amount,
+        0 AS pricing_amount,
+        0 AS export_rows
+    FROM month_rows AS m
+    CROSS JOIN UNNEST(m.credits) AS c
+    WHERE c.type IS NULL OR c.type NOT IN UNNEST(@usage_discount_types)
+)
+SELECT
+    global_name,
+    hour_start,
+    sku_id,
+    cost_type,
+    run_label,
+    credit_type,
+    MAX(usage_end_time) AS usage_end,
+    SUM(amount) AS amount,
+    SUM(usage_discounts) AS usage_discounts,
+    SUM(usage_amount) AS usage_amount,
+    SUM(pricing_amount) AS pricing_amount,
+    SUM(export_rows) AS export_rows,
+    MAX(invoice_month) AS invoice_month,
+    ANY_VALUE(resource_name) AS resource_name,
+    ANY_VALUE(sku_description) AS sku_description,
+    ANY_VALUE(service_description) AS service_description,
+    ANY_VALUE(region) AS region,
+    ANY_VALUE(usage_unit) AS usage_unit,
+    ANY_VALUE(pricing_unit) AS pricing_unit,
+    MAX(currency) AS currency,
+    ANY_VALUE(labels_json) AS labels_json,
+    MAX(machine_spec) AS machine_spec,
+    MAX(cores) AS cores
+FROM amounts
+GROUP BY global_name, hour_start, sku_id, cost_type, run_label, credit_type

@@ -1,0 +1,121 @@
+-- Preprocessing waste: compute a feature cache would have saved, and runs that trained on a
+-- stale cached table. One row per flagged run, priced with its attributed cost this month.
+--
+-- kind = 'recomputed'. A preprocess run (purpose preprocess) turns an input (input_hash) into
+-- a table with a transform (transform_version). The pair's first computation is the earliest
+-- preprocess run of that pair, by (start_time, run_id), that did not fail (FAILED and KILLED
+-- runs computed nothing). Every other preprocess run of the pair that started after it - in
+-- the same wave or months later, finished or not - recomputed a table that already existed
+-- or was being computed: with a cache keyed by (input_hash, transform_version) it would not
+-- have run. Its CPU-hours, accelerator-hours and cost this month are what the cache saves.
+-- The whole tracker snapshot counts, so a pair computed in an earlier month is still cached.
+--
+-- kind = 'stale_transform'. A version is available for an input from the end of its first
+-- FINISHED preprocess run. A run that is not a preprocess run (production, search, eval,
+-- adhoc) and names an input_hash and transform_version used a stale table when, at its start,
+-- a newer version of that input was available: its own version was available before the run
+-- started, and another version became available later than it and still before the run
+-- started ("newer" = became available later; version names are not compared). A version no
+-- tracked preprocess run produced before the run started cannot be dated and is not flagged.
+-- The cost shown is the whole run's cost this month: the compute spent on outdated features.
+--
+-- Rows: flagged runs that have attributed cost this month, or that started this month (so a
+-- run nobody could price still appears once). cost_levers prices caching with 'recomputed'.
+WITH tr AS (
+    SELECT *
+    FROM tracker_runs
+    WHERE month = $month
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
+),
+preprocess AS (
+    SELECT *
+    FROM tr
+    WHERE purpose = 'preprocess' AND input_hash IS NOT NULL AND transform_version IS NOT NULL
+),
+first_computation AS (
+    SELECT input_hash, transform_version, run_id, start_time
+    FROM preprocess
+    WHERE status NOT IN ('FAILED', 'KILLED')
+    QUALIFY row_number() OVER (PARTITION BY input_hash, transform_version
+                               ORDER BY start_time, run_id) = 1
+),
+recomputed AS (
+    SELECT
+        'recomputed' AS kind, p.run_id, p.purpose, p.model, p.status, p.start_time,
+        p.input_hash, p.transform_version,
+        p.transform_version AS current_transform_version,
+        f.run_id AS reference_run_id
+    FROM preprocess AS p
+    JOIN first_computation AS f USING (input_hash, transform_version)
+    WHERE (p.start_time, p.run_id) > (f.start_time, f.run_id)
+),
+available AS (
+    -- when each (input_hash, transform_version) table first existed, and who made it
+    SELECT input_hash, transform_version, run_id AS reference_run_id, end_time AS available_at
+    FROM preprocess
+    WHERE status = 'FINISHED' AND end_time IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY input_hash, transform_version
+                               ORDER BY end_time, run_id) = 1
+),
+consumers AS (
+    SELECT *
+    FROM tr
+    WHERE purpose IS DISTINCT FROM 'preprocess'
+      AND input_hash IS NOT NULL AND transform_version IS NOT NULL
+),
+newest AS (
+    -- the newest version of the consumer's input available when it started
+    SELECT c.run_id, v.transform_version, v.reference_run_id, v.available_at
+    FROM consumers AS c
+    JOIN available AS v ON v.input_hash = c.input_hash AND v.available_at <= c.start_time
+    QUALIFY row_number() OVER (PARTITION BY c.run_id
+                               ORDER BY v.available_at DESC, v.transform_version DESC) = 1
+),
+stale AS (
+    SELECT
+        'stale_transform' AS kind, c.run_id, c.purpose, c.model, c.status, c.start_time,
+        c.input_hash, c.transform_version,
+        n.transform_version AS current_transform_version,
+        n.reference_run_id
+    FROM consumers AS c
+    JOIN available AS own
+      ON own.input_hash = c.input_hash AND own.transform_version = c.transform_version
+     AND own.available_at <= c.start_time
+    JOIN newest AS n ON n.run_id = c.run_id
+    WHERE n.transform_version <> c.transform_version
+      AND own.available_at < n.available_at
+),
+flagged AS (
+    SELECT * FROM recomputed
+    UNION ALL
+    SELECT * FROM stale
+),
+month_cost AS (
+    SELECT
+        run_id,
+        coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
+        coalesce(sum(accelerator_hours), 0)                      AS accelerator_hours,
+        sum(cost)                                                AS cost
+    FROM attribution
+    WHERE month = $month AND run_id IS NOT NULL
+    GROUP BY run_id
+)
+SELECT
+    CAST($month AS DATE)              AS month,
+    f.kind,
+    f.run_id,
+    f.purpose,
+    f.model,
+    f.status,
+    f.start_time,
+    f.input_hash,
+    f.transform_version,
+    f.current_transform_version,
+    f.reference_run_id,
+    coalesce(mc.cpu_hours, 0)         AS cpu_hours,
+    coalesce(mc.accelerator_hours, 0) AS accelerator_hours,
+    coalesce(mc.cost, 0)              AS cost
+FROM flagged AS f
+LEFT JOIN month_cost AS mc ON mc.run_id = f.run_id
+WHERE mc.run_id IS NOT NULL
+   OR (f.start_time >= $month_start AND f.start_time < $month_end)

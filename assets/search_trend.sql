@@ -1,0 +1,158 @@
+-- Search trend: every search of every model, in the order they were launched, with what each
+-- one cost in all and what it bought - so an ML lead sees when searching has saturated.
+--
+-- A model's first searches buy big gains cheaply; later ones buy less and less for the same
+-- spend. A search is `saturating` when it bought nothing (improvement <= 0) or when each unit
+-- of improvement cost more than it did in the model's previous search.
+--
+-- Definitions (the same as search_costs, one row per search instead of per active search):
+--   trials        - the search's runs that are not sweep controllers (parents of runs)
+--   best_metric   - the trials' best value of the search's metric (config metric_goal)
+--   previous_best - the model's best result on that metric before the search started:
+--                   production runs and runs of other searches finished by then
+--   improvement   - best_metric over previous_best, positive = better
+--   cost          - the search's attributed cost (all runs, controllers' storage included)
+--                   summed over every month of the warehouse up to and including this one,
+--                   so a search that spans months is priced whole. It reads the attribution
+--                   already materialized for earlier months: a month not materialized yet
+--                   counts nothing. cost_this_month is this month's part.
+--   cost_per_improvement - cost / improvement when improvement > 0
+--   previous_cost_per_improvement - the cost per improvement of the model's most recent
+--                   earlier search (same metric) that had one; earlier searches without an
+--                   improvement to divide by are skipped
+-- Rows: every search whose first run started before this month's end, active or not, so
+-- the whole history of each model is in every month.
+WITH tr AS (
+    SELECT *
+    FROM tracker_runs
+    WHERE month = $month
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
+),
+parents AS (
+    SELECT DISTINCT parent_run_id AS run_id FROM tr WHERE parent_run_id IS NOT NULL
+),
+search_runs AS (
+    SELECT tr.*, (p.run_id IS NOT NULL) AS is_parent
+    FROM tr LEFT JOIN parents AS p ON p.run_id = tr.run_id
+    WHERE tr.search_id IS NOT NULL
+),
+trials AS (
+    SELECT * FROM search_runs WHERE NOT is_parent
+),
+model_pick AS (
+    SELECT search_id, model
+    FROM (SELECT search_id, model, count(*) AS n
+          FROM trials WHERE model IS NOT NULL GROUP BY search_id, model)
+    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY n DESC, model) = 1
+),
+metric_pick AS (
+    SELECT search_id, metric_name
+    FROM (SELECT search_id, metric_name, count(*) AS n
+          FROM trials WHERE metric_name IS NOT NULL GROUP BY search_id, metric_name)
+    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY n DESC, metric_name) = 1
+),
+searches AS (
+    SELECT
+        sr.search_id,
+        any_value(m.model)                  AS model,
+        any_value(mt.metric_name)           AS metric_name,
+        min(sr.start_time)                  AS search_start,
+        count(DISTINCT sr.run_id) FILTER (WHERE NOT sr.is_parent) AS runs
+    FROM search_runs AS sr
+    LEFT JOIN model_pick  AS m  ON m.search_id  = sr.search_id
+    LEFT JOIN metric_pick AS mt ON mt.search_id = sr.search_id
+    GROUP BY sr.search_id
+    HAVING min(sr.start_time) < $month_end
+),
+best AS (
+    -- only results on the search's own metric are its result
+    SELECT
+        t.search_id,
+        CASE WHEN $metric_goal = 'min' THEN min(t.metric_value) ELSE max(t.metric_value) END
+            AS best_metric
+    FROM trials AS t
+    JOIN searches AS s ON s.search_id = t.search_id
+    WHERE t.metric_name IS NULL OR s.metric_name IS NULL OR t.metric_name = s.metric_name
+    GROUP BY t.search_id
+),
+baseline AS (
+    SELECT
+        s.search_id,
+        CASE WHEN $metric_goal = 'min' THEN min(p.metric_value) ELSE max(p.metric_value) END
+            AS previous_best
+    FROM searches AS s
+    JOIN tr AS p
+      ON p.model = s.model
+     AND ((p.purpose = 'production' AND p.search_id IS NULL)
+          OR (p.search_id IS NOT NULL AND p.search_id <> s.search_id))
+     AND coalesce(p.end_time, p.start_time) < s.search_start
+     AND (p.metric_name IS NULL OR s.metric_name IS NULL OR p.metric_name = s.metric_name)
+    GROUP BY s.search_id
+),
+spend AS (
+    -- every materialized month up to this one; each month's attribution is that month's bill
+    SELECT
+        sr.search_id,
+        sum(a.cost)                                        AS cost,
+        coalesce(sum(a.accelerator_hours), 0)              AS accelerator_hours,
+        coalesce(sum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost_this_month
+    FROM attribution AS a
+    JOIN search_runs AS sr ON sr.run_id = a.run_id
+    WHERE a.month <= $month
+    GROUP BY sr.search_id
+),
+scored AS (
+    SELECT
+        s.*,
+        b.best_metric,
+        bl.previous_best,
+        CASE
+            WHEN bl.previous_best IS NULL OR b.best_metric IS NULL THEN NULL
+            WHEN $metric_goal = 'min' THEN bl.previous_best - b.best_metric
+            ELSE b.best_metric - bl.previous_best
+        END                                       AS improvement,
+        coalesce(sp.cost, 0)                      AS cost,
+        coalesce(sp.accelerator_hours, 0)         AS accelerator_hours,
+        coalesce(sp.cost_this_month, 0)           AS cost_this_month
+    FROM searches AS s
+    LEFT JOIN best     AS b  ON b.search_id  = s.search_id
+    LEFT JOIN baseline AS bl ON bl.search_id = s.search_id
+    LEFT JOIN spend    AS sp ON sp.search_id = s.search_id
+),
+unit_cost AS (
+    SELECT
+        *,
+        CASE WHEN improvement > 0 THEN cost / improvement END AS cost_per_improvement,
+        row_number() OVER (PARTITION BY model ORDER BY search_start, search_id) AS search_order
+    FROM scored
+),
+trend AS (
+    SELECT
+        *,
+        -- the model's previous search (on the same metric) that had a unit cost
+        lag(CASE WHEN cost_per_improvement IS NOT NULL THEN search_id END IGNORE NULLS)
+            OVER w AS previous_search_id,
+        lag(cost_per_improvement IGNORE NULLS) OVER w AS previous_cost_per_improvement
+    FROM unit_cost
+    WINDOW w AS (PARTITION BY model, metric_name ORDER BY search_start, search_id)
+)
+SELECT
+    CAST($month AS DATE) AS month,
+    model,
+    metric_name,
+    search_id,
+    search_start,
+    search_order,
+    runs,
+    best_metric,
+    previous_best,
+    improvement,
+    accelerator_hours,
+    cost,
+    cost_this_month,
+    cost_per_improvement,
+    previous_search_id,
+    previous_cost_per_improvement,
+    coalesce(improvement <= 0, false)
+        OR coalesce(cost_per_improvement > previous_cost_per_improvement, false) AS saturating
+FROM trend

@@ -1,0 +1,35 @@
+-- Showback: the month's whole bill by team, purpose class and component.
+--
+-- The team of a cost is the run's `team` (tracker column) when the cost belongs to a run that
+-- names one; else the billing line's team tag (`team`, CUR 2.0's `user_team`, FOCUS-style
+-- `user:team`); else NULL. So untracked and unallocated cost lands on a team only when the
+-- resource itself is tagged. Every attribution row counts once: the rows add up to the
+-- month's EffectiveCost.
+WITH runs AS (
+    SELECT run_id, min(nullif(trim(team), '')) AS team
+    FROM tracker_runs
+    WHERE month = $month
+    GROUP BY run_id
+),
+lines AS (
+    SELECT
+        x_SourceLine,
+        nullif(trim(coalesce(Tags['team'], Tags['user_team'], Tags['user:team'])), '')
+            AS tag_team
+    FROM billing_facts
+    WHERE month = $month
+)
+SELECT
+    a.month,
+    coalesce(r.team, l.tag_team)          AS team,
+    a.purpose_class,
+    a.component,
+    sum(a.cost)                           AS cost,
+    coalesce(sum(a.hours), 0)             AS hours,
+    coalesce(sum(a.accelerator_hours), 0) AS accelerator_hours,
+    count(DISTINCT a.run_id)              AS runs
+FROM attribution AS a
+LEFT JOIN runs  AS r ON r.run_id = a.run_id
+LEFT JOIN lines AS l ON l.x_SourceLine = a.x_SourceLine
+WHERE a.month = $month
+GROUP BY a.month, coalesce(r.team, l.tag_team), a.purpose_class, a.component

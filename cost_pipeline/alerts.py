@@ -1,0 +1,278 @@
+"""Alerts: a failed ERROR check of a month, or a failed scheduled run → a Slack-compatible
+JSON POST to the webhook whose URL is in the environment variable the config names.
+
+Everything the alert sensors remember lives in their cursor, a JSON document (`new_state`):
+which (check, month) is in a failure episode, and the queue of alerts not yet delivered with
+the time of each one's next attempt. An alert leaves the queue only on a 2xx answer, so a
+receiver that is down, answers 5xx or times out loses nothing; it is retried with
+exponential backoff. Each alert carries an `alert_id` a receiver can deduplicate on: an
+attempt whose answer is lost after the receiver got it (a timeout) is the one way a receiver
+can see an alert twice. The URL is read at delivery time and never logged nor stored.
+
+The functions here are plain (state in → state and actions out); `defs/sensors.py` wraps
+them in Dagster sensors.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+STATE_VERSION = 1
+RETRY_INITIAL_SECONDS = 30.0
+RETRY_MAX_SECONDS = 30 * 60.0
+# a tick must end well inside Dagster's 60 s sensor evaluation limit; the rest waits a tick
+DELIVERY_BUDGET_SECONDS = 20.0
+RUN_MEMORY_SECONDS = 7 * 24 * 3600.0  # how long a failed run id is remembered (dedup)
+
+Send = Callable[[dict[str, Any]], None]
+
+
+class DeliveryError(Exception):
+    """A POST that did not get a 2xx answer; the message never contains the URL."""
+
+
+@dataclass(frozen=True)
+class CheckEvaluation:
+    check: str  # "<asset>.<check name>"
+    month: str  # "YYYY-MM"
+    passed: bool
+    severity: str  # "ERROR" | "WARN"
+    evaluated_at: float  # epoch seconds of the evaluation event
+    run_id: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FailedRun:
+    run_id: str
+    job: str
+    schedule: str
+    month: str
+    failed_at: float
+    error: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    alert_id: str
+    delivered: bool
+    attempts: int
+    error: str | None = None
+    retry_in: float | None = None
+
+
+def new_state() -> dict[str, Any]:
+    return {"version": STATE_VERSION, "initialized": False, "watermark": None,
+            "episodes": {}, "runs": {}, "pending": [], "delivered": 0}
+
+
+def load_state(cursor: str | None) -> dict[str, Any]:
+    if not cursor:
+        return new_state()
+    state = json.loads(cursor)
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(f"alert cursor version {state.get('version')!r} is not {STATE_VERSION}")
+    return {**new_state(), **state}
+
+
+def dump_state(state: dict[str, Any]) -> str:
+    return json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def backoff_seconds(attempts: int) -> float:
+    return min(RETRY_INITIAL_SECONDS * 2 ** max(attempts - 1, 0), RETRY_MAX_SECONDS)
+
+
+def _advance_watermark(state: dict[str, Any], timestamps: Iterable[float]) -> None:
+    latest = max(timestamps, default=None)
+    if latest is not None and (state["watermark"] is None or latest > state["watermark"]):
+        state["watermark"] = latest
+
+
+def observe_checks(state: dict[str, Any], evaluations: Iterable[CheckEvaluation],
+                   now: float) -> list[dict[str, Any]]:
+    """Open or close failure episodes per (check, month); queue one alert per episode.
+
+    The first call only records where history stands (a fresh sensor must not re-alert every
+    past failure). An ERROR failure opens an episode, a pass closes it (re-arms), a WARN
+    failure changes nothing. Evaluations already seen for their (check, month) are ignored.
+    """
+    ordered = sorted(evaluations, key=lambda e: e.evaluated_at)
+    queued: list[dict[str, Any]] = []
+    for e in ordered:
+        key = f"{e.check}|{e.month}"
+        episode = state["episodes"].get(key, {"seen": 0.0, "failing": False})
+        if e.evaluated_at <= episode["seen"]:
+            continue
+        episode["seen"] = e.evaluated_at
+        if e.passed:
+            episode["failing"] = False
+        elif e.severity == "ERROR" and not episode["failing"]:
+            episode["failing"] = True
+            if state["initialized"]:
+                queued += _enqueue(state, check_alert(e), now)
+        state["episodes"][key] = episode
+    _advance_watermark(state, (e.evaluated_at for e in ordered))
+    state["initialized"] = True
+    return queued
+
+
+def observe_runs(state: dict[str, Any], runs: Iterable[FailedRun],
+                 now: float) -> list[dict[str, Any]]:
+    """One alert per failed scheduled run not seen before (the first call only records)."""
+    runs = list(runs)
+    queued: list[dict[str, Any]] = []
+    for run in sorted(runs, key=lambda r: r.failed_at):
+        if run.run_id in state["runs"]:
+            continue
+        state["runs"][run.run_id] = run.failed_at
+        if state["initialized"]:
+            queued += _enqueue(state, run_alert(run), now)
+    _advance_watermark(state, (r.failed_at for r in runs))
+    horizon = (state["watermark"] or now) - RUN_MEMORY_SECONDS
+    state["runs"] = {k: v for k, v in state["runs"].items() if v >= horizon}
+    state["initialized"] = True
+    return queued
+
+
+def _enqueue(state: dict[str, Any], payload: dict[str, Any], now: float) -> list[dict]:
+    if any(item["alert_id"] == payload["alert_id"] for item in state["pending"]):
+        return []
+    item = {"alert_id": payload["alert_id"], "payload": payload, "attempts": 0,
+            "next_attempt": now, "last_error": None}
+    state["pending"].append(item)
+    return [item]
+
+
+def deliver_due(state: dict[str, Any], now: float, send: Send,
+                clock: Callable[[], float] = time.monotonic,
+                budget_seconds: float = DELIVERY_BUDGET_SECONDS) -> list[Outcome]:
+    """POST every queued alert whose next attempt is due; keep the ones that fail."""
+    outcomes: list[Outcome] = []
+    started = clock()
+    for item in sorted(state["pending"], key=lambda i: i["next_attempt"]):
+        if item["next_attempt"] > now or clock() - started > budget_seconds:
+            continue
+        item["attempts"] += 1
+        try:
+            send(item["payload"])
+        except DeliveryError as exc:
+            retry_in = backoff_seconds(item["attempts"])
+            item["next_attempt"], item["last_error"] = now + retry_in, str(exc)
+            outcomes.append(Outcome(item["alert_id"], False, item["attempts"], str(exc),
+                                    retry_in))
+            continue
+        state["pending"].remove(item)
+        state["delivered"] += 1
+        outcomes.append(Outcome(item["alert_id"], True, item["attempts"]))
+    return outcomes
+
+
+# ---------------------------------------------------------------------------- payloads
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    return f"{value:,.{digits}f}" if isinstance(value, int | float) else "?"
+
+
+def check_alert(e: CheckEvaluation) -> dict[str, Any]:
+    """The alert of a failed check: Slack's `text` plus the figures as fields."""
+    m = e.metadata
+    top = [
+        {k: r.get(k) for k in ("resource_id", "instance_type", "gpu_hours", "hours", "cost")}
+        for r in (m.get("top_untracked") or [])
+    ]
+    if "untracked_share" in m:
+        detail = (f"{_num(100 * m['untracked_share'])}% of {_num(m.get('billed_gpu_hours'))} "
+                  f"billed GPU-hours untracked (tracked {_num(m.get('tracked_gpu_hours'))}, "
+                  f"threshold {_num(100 * (m.get('threshold') or 0))}%)")
+        if top:
+            detail += "; largest untracked: " + ", ".join(
+                f"{r['resource_id']} ({r['instance_type']}) {_num(r['gpu_hours'])} GPU-hours "
+                f"${_num(r['cost'], 2)}" for r in top[:3])
+    elif "missing_days" in m:
+        missing = [d for d in str(m["missing_days"]).split(", ") if d]
+        detail = (f"{len(missing)} of {m.get('days_expected')} days have no usage lines "
+                  f"({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''})")
+    elif "delta" in m:
+        detail = (f"attribution is off the bill by {_num(m['delta'], 2)} "
+                  f"{m.get('currency') or ''} (tolerance {_num(m.get('tolerance'), 2)})")
+    else:
+        detail = ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, int | float | str))
+    text = (f":rotating_light: cost-pipeline: {e.check} FAILED for {e.month} — {detail}. "
+            f"Dagster run {e.run_id}")
+    return {
+        "text": text,
+        "alert_id": f"check|{e.check}|{e.month}|{e.run_id}",
+        "kind": "check_failed",
+        "check": e.check,
+        "month": e.month,
+        "severity": e.severity,
+        "run_id": e.run_id,
+        "evaluated_at": _iso(e.evaluated_at),
+        "billed_gpu_hours": m.get("billed_gpu_hours"),
+        "tracked_gpu_hours": m.get("tracked_gpu_hours"),
+        "untracked_gpu_hours": m.get("untracked_gpu_hours"),
+        "untracked_share": m.get("untracked_share"),
+        "threshold": m.get("threshold"),
+        "top_untracked_resources": top,
+        "figures": m,
+    }
+
+
+def run_alert(run: FailedRun) -> dict[str, Any]:
+    text = (f":rotating_light: cost-pipeline: scheduled run of {run.job} for "
+            f"{run.month or 'no partition'} failed (schedule {run.schedule}): {run.error}. "
+            f"Dagster run {run.run_id}")
+    return {"text": text, "alert_id": f"run|{run.run_id}", "kind": "scheduled_run_failed",
+            "run_id": run.run_id, "job": run.job, "schedule": run.schedule,
+            "month": run.month, "failed_at": _iso(run.failed_at), "error": run.error}
+
+
+# ---------------------------------------------------------------------------- delivery
+
+
+def webhook_sender(env_name: str, timeout: float) -> Send:
+    """POSTs to the URL in `$env_name`, read now; errors name the variable, never the URL."""
+    url = os.environ.get(env_name, "").strip()
+
+    def send(payload: dict[str, Any]) -> None:
+        if not url:
+            raise DeliveryError(f"${env_name} is not set")
+        post_json(url, payload, timeout)
+
+    return send
+
+
+def post_json(url: str, payload: dict[str, Any], timeout: float) -> None:
+    body = json.dumps(payload, default=str).encode("utf-8")
+    request = urllib.request.Request(
+        url, data=body, method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "cost-pipeline-alerts"})
+    # `from None` everywhere: the chained exceptions could carry the URL into a traceback
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        raise DeliveryError(f"HTTP {exc.code}") from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError):
+            raise DeliveryError(f"timed out after {timeout:g} s") from None
+        raise DeliveryError(f"cannot connect ({type(exc.reason).__name__})") from None
+    except TimeoutError:
+        raise DeliveryError(f"timed out after {timeout:g} s") from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise DeliveryError(f"request failed ({type(exc).__name__})") from None

@@ -1,0 +1,61 @@
+"""Delivery sensor: a new or changed CUR delivery of a month (a new manifest, or changed
+export files for a month without one; local or on S3) requests a refresh of that month's
+partition of the monthly job.
+
+The cursor is JSON `{"YYYY-MM": fingerprint}` of the exports as last listed (names, sizes
+and modification times: nothing is downloaded). The first tick only records what exists,
+so a fresh daemon does not re-run every month of history.
+"""
+
+import json
+
+import dagster as dg
+
+from ..config import ConfigError, load_config
+from ..deliveries import export_fingerprints
+from ..sources import SourceError
+from .partitions import monthly
+
+SENSOR_NAME = "billing_delivery_sensor"
+# AWS delivers a month's restatements a few times a day; listing every 10 minutes is cheap
+SENSOR_INTERVAL_SECONDS = 600
+
+
+def build_delivery_sensor(config_path: str, job_name: str) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=SENSOR_NAME,
+        job_name=job_name,
+        minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Lists the CUR exports' manifests (else data files) per month; a new or "
+        "changed delivery requests that month's partition of the monthly job.",
+    )
+    def billing_delivery_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        try:
+            seen = export_fingerprints(load_config(config_path))
+        except (ConfigError, SourceError) as exc:
+            # the cursor stays as it was: the next successful listing compares against it
+            return dg.SensorResult(skip_reason=f"cannot list the billing exports: {exc}")
+        if context.cursor is None:
+            return dg.SensorResult(
+                skip_reason=f"first tick: recorded the deliveries of {len(seen)} month(s); "
+                "later changes request refreshes",
+                cursor=json.dumps(seen, sort_keys=True))
+        known = json.loads(context.cursor)
+        partitions = set(monthly.get_partition_keys())
+        requests = [
+            dg.RunRequest(
+                run_key=f"{month}:{fingerprint}",
+                partition_key=f"{month}-01",
+                tags={"cost_pipeline/launched_by": "delivery_sensor",
+                      "cost_pipeline/delivery": fingerprint},
+            )
+            for month, fingerprint in sorted(seen.items())
+            if known.get(month) != fingerprint and f"{month}-01" in partitions
+        ]
+        return dg.SensorResult(
+            run_requests=requests,
+            skip_reason=None if requests else "no new billing delivery",
+            cursor=json.dumps(seen, sort_keys=True))
+
+    return billing_delivery_sensor

@@ -1,0 +1,177 @@
+"""Alert sensors: read failed checks and failed scheduled runs from the Dagster instance
+(whoever launched the run: CLI, schedule, UI, `dagster asset materialize`) and hand them to
+`cost_pipeline.alerts`, which decides what to send and keeps its state in the cursor."""
+
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import dagster as dg
+
+# not re-exported by `dagster`; the status filter keeps PLANNED rows out of the pages
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+from .. import alerts
+from ..config import Alerts, ConfigError, load_config
+
+SENSOR_INTERVAL_SECONDS = 30
+PAGE = 100
+MAX_PAGES = 10
+# how far before the newest evaluation seen a check row may have been planned and still be
+# unseen: a row is created when the check is planned, and completed when the step ends
+LOOKBACK_SECONDS = 6 * 3600.0
+COMPLETED = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
+PARTITION_TAG = "dagster/partition"
+SCHEDULE_TAG = "dagster/schedule_name"
+
+Clock = Callable[[], float]
+
+
+def _alerts_config(config_path: str) -> Alerts:
+    try:
+        return load_config(config_path).alerts
+    except ConfigError:
+        return Alerts()  # the default variable name: alerts keep flowing with a broken config
+
+
+def read_check_evaluations(instance: dg.DagsterInstance, check_keys: Sequence[dg.AssetCheckKey],
+                           watermark: float | None) -> list[alerts.CheckEvaluation]:
+    """Completed evaluations of `check_keys`, newest first, back to LOOKBACK before the
+    watermark (everything, up to MAX_PAGES pages, when there is none)."""
+    horizon = None if watermark is None else watermark - LOOKBACK_SECONDS
+    partitions: dict[str, str] = {}
+    found: list[alerts.CheckEvaluation] = []
+    for key in check_keys:
+        cursor = None
+        for _ in range(MAX_PAGES):
+            page = instance.event_log_storage.get_asset_check_execution_history(
+                key, limit=PAGE, cursor=cursor, status=COMPLETED)
+            for record in page:
+                evaluation = _evaluation(instance, record, horizon, partitions)
+                if evaluation is not None:
+                    found.append(evaluation)
+            if len(page) < PAGE or (horizon is not None and page[-1].create_timestamp < horizon):
+                break
+            cursor = page[-1].id
+    return found
+
+
+def _evaluation(instance: dg.DagsterInstance, record, horizon: float | None,
+                partitions: dict[str, str]) -> alerts.CheckEvaluation | None:
+    event = record.event
+    data = event.dagster_event.event_specific_data if event and event.dagster_event else None
+    if not isinstance(data, dg.AssetCheckEvaluation):
+        return None
+    if horizon is not None and event.timestamp < horizon:
+        return None
+    # on the SQLite instance (`dagster dev`) the completed row carries no partition: the
+    # run's partition tag is the month
+    partition = data.partition or record.partition
+    if not partition:
+        if record.run_id not in partitions:
+            run = instance.get_run_by_id(record.run_id)
+            partitions[record.run_id] = (run.tags.get(PARTITION_TAG) if run else None) or ""
+        partition = partitions[record.run_id]
+    return alerts.CheckEvaluation(
+        check=f"{data.asset_key.to_user_string()}.{data.check_name}",
+        month=partition[:7] or "unpartitioned",
+        passed=data.passed,
+        severity=data.severity.value,
+        evaluated_at=event.timestamp,
+        run_id=record.run_id,
+        metadata={k: v.value for k, v in data.metadata.items()},
+    )
+
+
+def read_failed_scheduled_runs(instance: dg.DagsterInstance, schedule_names: Sequence[str],
+                               watermark: float | None) -> list[alerts.FailedRun]:
+    after = (None if watermark is None
+             else datetime.fromtimestamp(watermark - LOOKBACK_SECONDS, UTC))
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
+                              tags={SCHEDULE_TAG: list(schedule_names)}, updated_after=after),
+        limit=PAGE, order_by="update_timestamp", ascending=False)
+    return [
+        alerts.FailedRun(
+            run_id=r.dagster_run.run_id, job=r.dagster_run.job_name,
+            schedule=r.dagster_run.tags.get(SCHEDULE_TAG, ""),
+            month=(r.dagster_run.tags.get(PARTITION_TAG) or "")[:7],
+            failed_at=r.end_time or r.update_timestamp.timestamp(),
+            error=_failure_reason(instance, r.dagster_run.run_id),
+        )
+        for r in records
+    ]
+
+
+def _failure_reason(instance: dg.DagsterInstance, run_id: str) -> str:
+    for entry in instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_FAILURE,
+                                                    dg.DagsterEventType.RUN_FAILURE}):
+        event = entry.dagster_event
+        error = event.step_failure_data.error if event and event.is_step_failure else None
+        while error is not None and error.cause is not None:
+            error = error.cause
+        message = error.message if error is not None else (entry.message or "")
+        if message.strip():
+            return message.strip().splitlines()[0][:500]
+    return "the run failed"
+
+
+def _tick(context: dg.SensorEvaluationContext, config_path: str, clock: Clock,
+          observe: Callable[[dict, float], list]) -> dg.SensorResult:
+    state = alerts.load_state(context.cursor)
+    settings = _alerts_config(config_path)
+    initializing = not state["initialized"]
+    queued = observe(state, clock())
+    sender = alerts.webhook_sender(settings.webhook_url_env, settings.timeout_seconds)
+    outcomes = alerts.deliver_due(state, clock(), sender)
+    for o in outcomes:
+        if o.delivered:
+            context.log.info(f"alert {o.alert_id} delivered (attempt {o.attempts})")
+        else:
+            context.log.warning(f"alert {o.alert_id} not delivered: {o.error}; attempt "
+                                f"{o.attempts}, next in {o.retry_in:.0f} s")
+    delivered = sum(o.delivered for o in outcomes)
+    summary = ("initialized: history recorded, nothing sent" if initializing else
+               f"{len(queued)} new alert(s), {delivered} delivered, "
+               f"{len(state['pending'])} waiting for delivery")
+    return dg.SensorResult(skip_reason=summary, cursor=alerts.dump_state(state))
+
+
+def build_check_alert_sensor(config_path: str, check_keys: Sequence[dg.AssetCheckKey],
+                             clock: Clock = time.time) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="check_failure_alerts",
+        minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="POSTs one alert per failure episode of an ERROR check of a month "
+        "(reconciliation, conservation, billing completeness) to the webhook named by "
+        "alerts.webhook_url_env; retries with backoff, state in the cursor.",
+    )
+    def check_failure_alerts(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        def observe(state: dict, now: float) -> list:
+            found = read_check_evaluations(context.instance, check_keys, state["watermark"])
+            return alerts.observe_checks(state, found, now)
+
+        return _tick(context, config_path, clock, observe)
+
+    return check_failure_alerts
+
+
+def build_run_failure_alert_sensor(config_path: str, schedule_names: Sequence[str],
+                                   clock: Clock = time.time) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="scheduled_run_failure_alerts",
+        minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="POSTs an alert when a run launched by this pipeline's schedules fails.",
+    )
+    def scheduled_run_failure_alerts(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        def observe(state: dict, now: float) -> list:
+            found = read_failed_scheduled_runs(context.instance, schedule_names,
+                                               state["watermark"])
+            return alerts.observe_runs(state, found, now)
+
+        return _tick(context, config_path, clock, observe)
+
+    return scheduled_run_failure_alerts

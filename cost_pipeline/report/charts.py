@@ -1,0 +1,177 @@
+"""The report's charts, drawn with matplotlib (no pyplot: no global state, no GUI backend) and
+returned as inline SVG for the HTML page, or a small PNG data URI for the Dagster UI."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from .data import PURPOSE_LABELS
+
+FONT = ["Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
+INK, MUTED, GRID = "#1d2733", "#5f6b7a", "#e3e7ec"
+COMPONENT_COLORS = {"gpu": "#1f4e79", "cpu": "#4f86b8", "storage": "#9cc0de",
+                    "network": "#d6a243", "other": "#b7bec7"}
+TOTAL, DECREASE, INCREASE = "#1f4e79", "#2f7d4f", "#b8433b"
+WIDTH = 10.0  # inches: the page shows charts ~960 px wide, so 9.5 pt text reads as ~12.7 px
+STYLE = {
+    "svg.fonttype": "none",  # text stays text: small, crisp, set in the page's fonts
+    "font.family": "sans-serif", "font.sans-serif": FONT, "font.size": 9.5,
+    "text.color": INK, "axes.labelcolor": MUTED, "xtick.color": MUTED, "ytick.color": INK,
+    "axes.edgecolor": GRID, "axes.spines.top": False, "axes.spines.right": False,
+}
+
+
+@contextmanager
+def _style(name: str) -> Iterator[None]:
+    # a salt per chart keeps the SVG ids of several inline charts distinct and stable
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": name}):
+        yield
+
+
+def _dollars(value: float, _pos=None) -> str:
+    return f"${value / 1000:,.0f}k" if abs(value) >= 10_000 else f"${value:,.0f}"
+
+
+def _label(value: float) -> str:
+    sign = "−" if value < 0 else ""
+    return f"{sign}${abs(value):,.2f}"
+
+
+def _svg(fig: Figure, title: str) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    # scale with the page: keep the viewBox, drop the fixed size
+    text = re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"',
+                  rf'<svg \1role="img" aria-label="{title}" class="chart"', text, count=1)
+    return text.strip()
+
+
+def _frame(ax, axis: str = "x") -> None:
+    ax.grid(axis=axis, color=GRID, linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.tick_params(length=0)
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(FuncFormatter(_dollars))
+
+
+def bill_figure(bill: dict) -> Figure:
+    """Purpose classes as horizontal bars, stacked by component, largest first."""
+    purposes = [p for p in bill["purposes"] if abs(bill["column_total"][p]) >= 0.005]
+    purposes.sort(key=lambda p: bill["column_total"][p])
+    fig = Figure(figsize=(WIDTH, 0.34 * len(purposes) + 0.8), layout="constrained")
+    ax = fig.subplots()
+    names = [PURPOSE_LABELS.get(p, p) for p in purposes]
+    # credits can make a segment negative: stack positives rightwards, negatives leftwards
+    right, left = [0.0] * len(purposes), [0.0] * len(purposes)
+    for component in bill["components"]:
+        values = [bill["cost"].get((component, p), 0.0) for p in purposes]
+        if not any(values):
+            continue
+        starts = [right[i] if v >= 0 else left[i] for i, v in enumerate(values)]
+        ax.barh(names, values, left=starts, height=0.62, label=component,
+                color=COMPONENT_COLORS.get(component, "#888888"))
+        for i, v in enumerate(values):
+            if v >= 0:
+                right[i] += v
+            else:
+                left[i] += v
+    total = bill["total"] or 1.0
+    for y, p in enumerate(purposes):
+        cost = bill["column_total"][p]
+        ax.text(max(cost, 0), y, f"  {_label(cost)}  ({cost / total:.0%})", va="center",
+                fontsize=8.5, color=INK)
+    _frame(ax)
+    ax.margins(x=0.22)
+    ax.legend(ncols=5, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, fontsize=8.5,
+              handlelength=1, columnspacing=1.2)
+    return fig
+
+
+def bridge_figure(bridge: dict, labels: dict[str, str]) -> Figure:
+    """The waterfall from the invoice (BilledCost) to the amortized cost (EffectiveCost)."""
+    names = ["Invoice\n(BilledCost)"]
+    names += [textwrap.fill(labels.get(s["item_type"], s["item_type"]), 24)
+              for s in bridge["steps"]]
+    names.append("Amortized\n(EffectiveCost)")
+    fig = Figure(figsize=(WIDTH, 3.2), layout="constrained")
+    ax = fig.subplots()
+    level = float(bridge["start"])
+    ax.bar(0, level, color=TOTAL, width=0.6)
+    ax.text(0, level, _label(level), ha="center", va="bottom", fontsize=8.5)
+    for x, step in enumerate(bridge["steps"], start=1):
+        amount = float(step["amount"])
+        ax.bar(x, amount, bottom=level, width=0.6,
+               color=DECREASE if amount < 0 else INCREASE)
+        ax.plot([x - 1.3, x + 0.3], [level, level], color=MUTED, linewidth=0.6)
+        level += amount
+        ax.text(x, max(level, level - amount), _label(amount), ha="center", va="bottom",
+                fontsize=8.5)
+    end = len(names) - 1
+    ax.plot([end - 1.3, end + 0.3], [level, level], color=MUTED, linewidth=0.6)
+    ax.bar(end, float(bridge["end"]), color=TOTAL, width=0.6)
+    ax.text(end, float(bridge["end"]), _label(float(bridge["end"])), ha="center",
+            va="bottom", fontsize=8.5)
+    ax.set_xticks(range(len(names)), names, fontsize=8.5)
+    _frame(ax, "y")
+    # the steps are small beside the totals: start the axis near them, and say so
+    levels = [float(bridge["start"])]
+    for step in bridge["steps"]:
+        levels.append(levels[-1] + float(step["amount"]))
+    low, high = min(levels), max(levels)
+    floor = low - 1.5 * (high - low)
+    if low > 0 and floor > 0.25 * low:
+        ax.set_ylim(bottom=floor, top=high + 0.25 * (high - low))
+        ax.set_title("axis does not start at zero", loc="left", fontsize=8, color=MUTED)
+    else:
+        ax.margins(y=0.12)
+    return fig
+
+
+def levers_figure(levers: list[dict]) -> Figure:
+    """The ranked levers, rank 1 on top, with the dollars each touches."""
+    rows = list(reversed(levers))
+    fig = Figure(figsize=(WIDTH, 0.3 * len(rows) + 0.55), layout="constrained")
+    ax = fig.subplots()
+    names = [f"{r['rank']}. {r['lever']}" for r in rows]
+    ax.barh(names, [r["dollars"] for r in rows], height=0.6,
+            color=[TOTAL if r["rank"] == 1 else COMPONENT_COLORS["cpu"] for r in rows])
+    for y, r in enumerate(rows):
+        ax.text(max(r["dollars"], 0), y, f"  {_label(r['dollars'])}", va="center", fontsize=8.5)
+    _frame(ax)
+    ax.margins(x=0.18)
+    return fig
+
+
+def charts(data: dict, labels: dict[str, str]) -> dict[str, str]:
+    """The page's inline SVG charts, by section."""
+    out = {}
+    with _style("bill"):
+        if data["bill"] and data["bill"]["cost"]:
+            out["bill"] = _svg(bill_figure(data["bill"]), "Cost by purpose and component")
+    with _style("bridge"):
+        if data["bridge"]["steps"]:
+            out["bridge"] = _svg(bridge_figure(data["bridge"], labels),
+                                 "Bridge from BilledCost to EffectiveCost")
+    with _style("levers"):
+        if data["levers"]:
+            out["levers"] = _svg(levers_figure(data["levers"]), "Levers ranked by dollars")
+    return out
+
+
+def png_data_uri(figure_of, *args, dpi: int = 72) -> str:
+    """A small PNG as a data URI (the Dagster UI renders it inside markdown metadata)."""
+    with _style("png"):
+        buffer = io.BytesIO()
+        figure_of(*args).savefig(buffer, format="png", dpi=dpi)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -1,0 +1,192 @@
+"""The monthly report's figures, read from the warehouse: one function per section, each
+returning plain rows/dicts (None when the table behind it was never built).
+
+Money that must add up on the page (the headline, the BilledCost → EffectiveCost bridge) is
+summed as DECIMAL, so the bridge closes exactly; display rounding happens in render.py."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
+PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unallocated"]
+PURPOSE_LABELS = {"production": "production training", "search": "hyperparameter search",
+                  "preprocessing": "preprocessing", "other": "other runs (eval, ad hoc)",
+                  "untracked": "untracked", "unallocated": "unallocated"}
+TOP = 5  # rows in the "top N" lists: a finance director reads the head, the warehouse has all
+MONEY = "CAST({} AS DECIMAL(38, 10))"  # exact sums of the doubles each line carries
+
+
+class ReportError(ValueError):
+    """The month cannot be reported (no warehouse, month not materialized)."""
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list[dict[str, Any]]:
+    cursor = con.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {name for (name,) in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+    ).fetchall()}
+
+
+def headline(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
+    """The month's whole bill (tax, credits, fees included), amortized and as invoiced."""
+    row = _rows(con, f"""
+        SELECT count(*) AS lines,
+               sum({MONEY.format('EffectiveCost')}) AS effective_cost,
+               sum({MONEY.format('BilledCost')}) AS billed_cost,
+               mode(BillingCurrency) AS currency
+        FROM billing_facts WHERE month = ?""", [month])[0]
+    if not row["lines"]:
+        raise ReportError(f"no billing data for {month:%Y-%m} in the warehouse: "
+                          "materialize the month first")
+    row["currency"] = row["currency"] or "USD"
+    return row
+
+
+def reconciliation(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any] | None:
+    rows = _rows(con, "SELECT * FROM reconciliation WHERE month = ?", [month])
+    return rows[0] if rows else None
+
+
+def bill_matrix(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
+    """The bill as lines: cost per component × purpose class, and GPU-hours per purpose."""
+    cells = _rows(con, """
+        SELECT component, purpose_class, sum(cost) AS cost,
+               coalesce(sum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
+        FROM attribution WHERE month = ? GROUP BY ALL""", [month])
+    components = COMPONENTS + sorted({c["component"] for c in cells} - set(COMPONENTS))
+    purposes = PURPOSES + sorted({c["purpose_class"] for c in cells} - set(PURPOSES))
+    cost = {(c["component"], c["purpose_class"]): c["cost"] for c in cells}
+    gpu_hours = {p: sum(c["gpu_hours"] for c in cells if c["purpose_class"] == p)
+                 for p in purposes}
+    return {
+        "components": components,
+        "purposes": purposes,
+        "cost": cost,
+        "row_total": {k: sum(cost.get((k, p), 0.0) for p in purposes) for k in components},
+        "column_total": {p: sum(cost.get((k, p), 0.0) for k in components) for p in purposes},
+        "total": sum(cost.values()),
+        "gpu_hours": gpu_hours,
+        "gpu_hours_total": sum(gpu_hours.values()),
+    }
+
+
+def cost_per_model(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
+    return _rows(con, """
+        SELECT model,
+               sum(cost) AS cost,
+               coalesce(sum(cost) FILTER (WHERE purpose_class = 'production'), 0) AS production,
+               coalesce(sum(cost) FILTER (WHERE purpose_class = 'search'), 0) AS search,
+               coalesce(sum(cost) FILTER (WHERE purpose_class = 'preprocessing'), 0)
+                   AS preprocessing,
+               coalesce(sum(cost) FILTER (WHERE purpose_class = 'other'), 0) AS other,
+               coalesce(sum(cost) FILTER (WHERE purpose_class NOT IN
+                   ('production', 'search', 'preprocessing', 'other')), 0) AS unattributed,
+               sum(accelerator_hours) AS gpu_hours
+        FROM cost_per_model_monthly WHERE month = ?
+        GROUP BY model ORDER BY model IS NULL, cost DESC, model""", [month])
+
+
+def top_untracked(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
+    """The resources to chase: untracked cost per resource, largest first."""
+    return _rows(con, f"""
+        WITH u AS (
+            SELECT resource_id, string_agg(DISTINCT kind, ', ' ORDER BY kind) AS kinds,
+                   string_agg(DISTINCT component, ', ' ORDER BY component) AS components,
+                   count(DISTINCT day) AS days, sum(accelerator_hours) AS gpu_hours,
+                   sum(cost) AS cost
+            FROM untracked_usage WHERE month = ? GROUP BY resource_id
+        ),
+        types AS (
+            SELECT ResourceId AS resource_id, any_value(x_InstanceType) AS instance_type
+            FROM billing_facts WHERE month = ? AND ResourceId IS NOT NULL GROUP BY ResourceId
+        )
+        SELECT u.*, t.instance_type
+        FROM u LEFT JOIN types AS t USING (resource_id)
+        ORDER BY cost DESC, resource_id NULLS LAST LIMIT {TOP}""", [month, month])
+
+
+def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
+    by_reason = _rows(con, """
+        SELECT reason, count(*) AS objects, sum(bytes) AS bytes, sum(monthly_cost) AS cost
+        FROM retention_violations WHERE month = ? GROUP BY reason ORDER BY cost DESC, reason
+        """, [month])
+    top = _rows(con, f"""
+        SELECT bucket, key, run_id, run_status, reason, bytes, last_modified, monthly_cost
+        FROM retention_violations WHERE month = ?
+        ORDER BY monthly_cost DESC, bytes DESC, bucket, key LIMIT {TOP}""", [month])
+    return {"by_reason": by_reason, "top": top,
+            "objects": sum(r["objects"] for r in by_reason),
+            "bytes": sum(r["bytes"] for r in by_reason),
+            "cost": sum(r["cost"] for r in by_reason)}
+
+
+def searches(con: duckdb.DuckDBPyConnection, month: date,
+             with_trend: bool) -> list[dict[str, Any]]:
+    """Search cost per unit of improvement; with the saturation flag when search_trend exists."""
+    trend = ("LEFT JOIN (SELECT search_id, saturating FROM search_trend WHERE month = ?) "
+             "AS t USING (search_id)") if with_trend else ""
+    saturating = "t.saturating" if with_trend else "CAST(NULL AS BOOLEAN)"
+    return _rows(con, f"""
+        SELECT s.search_id, s.model, s.runs, s.configs, s.seeds, s.accelerator_hours, s.cost,
+               s.metric_name, s.best_metric, s.previous_best, s.improvement,
+               s.cost_per_improvement, {saturating} AS saturating
+        FROM search_costs AS s {trend}
+        WHERE s.month = ?
+        ORDER BY s.cost DESC, s.search_id""", [month, month] if with_trend else [month])
+
+
+def levers(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
+    return _rows(con, """
+        SELECT rank, lever, dollars, what_it_costs_to_pull, evidence
+        FROM cost_levers WHERE month = ? ORDER BY rank""", [month])
+
+
+def bridge(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
+    """BilledCost (the invoice) → EffectiveCost (amortized): one step per line item type
+    whose Σ(EffectiveCost − BilledCost) is not zero. Exact: start + Σ steps = end."""
+    steps = _rows(con, f"""
+        SELECT coalesce(x_LineItemType, ChargeCategory) AS item_type,
+               sum({MONEY.format('EffectiveCost')} - {MONEY.format('BilledCost')}) AS amount,
+               count(*) AS lines
+        FROM billing_facts WHERE month = ? GROUP BY 1
+        HAVING sum({MONEY.format('EffectiveCost')} - {MONEY.format('BilledCost')}) <> 0
+        ORDER BY abs(amount) DESC, item_type""", [month])
+    head = headline(con, month)
+    start, end = head["billed_cost"], head["effective_cost"]
+    if start + sum((s["amount"] for s in steps), Decimal(0)) != end:  # cannot happen: exact
+        raise ReportError(f"{month:%Y-%m}: the BilledCost → EffectiveCost bridge does not close")
+    return {"start": start, "steps": steps, "end": end}
+
+
+def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
+    """Every section of the month; a section whose table is missing is None."""
+    have = tables(con)
+    if "billing_facts" not in have:
+        raise ReportError("the warehouse has no billing_facts table: materialize a month first")
+
+    def section(table: str, read):
+        return read(con, month) if table in have else None
+
+    return {
+        "month": month,
+        "headline": headline(con, month),
+        "reconciliation": section("reconciliation", reconciliation),
+        "bill": section("attribution", bill_matrix),
+        "models": section("cost_per_model_monthly", cost_per_model),
+        "untracked": section("untracked_usage", top_untracked),
+        "retention": section("retention_violations", retention),
+        "searches": section("search_costs", lambda c, m: searches(c, m, "search_trend" in have)),
+        "levers": section("cost_levers", levers),
+        "bridge": bridge(con, month),
+        "tables": have,
+    }

@@ -1,0 +1,42 @@
+"""The report's key tables as markdown, for the Dagster UI's asset metadata."""
+
+from __future__ import annotations
+
+from .data import PURPOSE_LABELS
+from .render import money
+
+
+def _money(value: float) -> str:
+    return money(value) if round(value, 2) else "–"
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
+    align = ["---:" if i in right else "---" for i in range(len(header))]
+    lines = [header, align, *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def bill_markdown(bill: dict | None) -> str:
+    """Component × purpose class, with totals and GPU-hours (the bill as lines)."""
+    if not bill:
+        return "_not computed: no attribution table_"
+    purposes = [p for p in bill["purposes"] if bill["column_total"][p] or bill["gpu_hours"][p]]
+    rows = [[k, *(_money(bill["cost"].get((k, p), 0.0)) for p in purposes),
+             money(bill["row_total"][k])]
+            for k in bill["components"] if bill["row_total"][k]]
+    rows.append(["**total**", *(f"**{money(bill['column_total'][p])}**" for p in purposes),
+                 f"**{money(bill['total'])}**"])
+    rows.append(["GPU-hours", *(f"{bill['gpu_hours'][p]:,.1f}" for p in purposes),
+                 f"{bill['gpu_hours_total']:,.1f}"])
+    header = ["component", *(PURPOSE_LABELS.get(p, p) for p in purposes), "total"]
+    return _table(header, rows, set(range(1, len(header))))
+
+
+def levers_markdown(levers: list[dict] | None) -> str:
+    if levers is None:
+        return "_not computed: no cost_levers table_"
+    if not levers:
+        return "_not computed for this month_"
+    rows = [[str(r["rank"]), r["lever"], money(r["dollars"]), r["evidence"].replace("|", "/")]
+            for r in levers]
+    return _table(["#", "lever", "this month", "evidence"], rows, {0, 2})

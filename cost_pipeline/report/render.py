@@ -1,0 +1,152 @@
+"""The month's figures (data.py) and charts (charts.py) → one self-contained HTML file:
+styles and SVG inline, nothing fetched when it is opened."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import jinja2
+
+from .charts import charts
+from .data import PURPOSE_LABELS, ReportError, collect
+
+CENT = Decimal("0.01")
+# the source's line item types, as the bridge's steps read to a finance director
+LINE_ITEM_LABELS = {
+    "SavingsPlanCoveredUsage": "Covered usage repriced at the savings-plan rate",
+    "SavingsPlanNegation": "Savings-plan negations removed",
+    "SavingsPlanRecurringFee": "Savings-plan fee spread onto usage (unused part stays)",
+    "SavingsPlanUpfrontFee": "Savings-plan upfront fee spread over the term",
+    "DiscountedUsage": "Reserved-instance usage at its amortized rate",
+    "RIFee": "Reserved-instance fee spread onto usage (unused part stays)",
+    "Fee": "Upfront fees spread over the term",
+    "EdpDiscount": "Enterprise discount",
+    "BundledDiscount": "Bundled discount",
+    "PrivateRateDiscount": "Private-rate discount",
+    "Discount": "Discounts",
+    "Credit": "Credits",
+    "Refund": "Refunds",
+    "Tax": "Tax",
+    "Usage": "On-demand usage",
+}
+
+
+def cents(value) -> Decimal:
+    return Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def money(value, symbol: str = "$") -> str:
+    if value is None:
+        return "–"
+    amount = cents(value)
+    return f"{'−' if amount < 0 else ''}{symbol}{abs(amount):,.2f}"
+
+
+def percent(fraction, digits: int = 1) -> str:
+    return "–" if fraction is None else f"{fraction * 100:.{digits}f}%"
+
+
+def number(value, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def size(num_bytes) -> str:
+    value = float(num_bytes or 0)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} PiB"
+
+
+def bridge_rows(bridge: dict) -> list[dict[str, Any]]:
+    """The steps as shown: each rounded as the difference of the rounded running totals, so
+    the cents on the page add up exactly from the invoice to the amortized total."""
+    level, shown_before, rows = bridge["start"], cents(bridge["start"]), []
+    for step in bridge["steps"]:
+        level += step["amount"]
+        shown = cents(level)
+        rows.append({**step, "label": LINE_ITEM_LABELS.get(step["item_type"], step["item_type"]),
+                     "shown": shown - shown_before})
+        shown_before = shown
+    return rows
+
+
+def summary(data: dict, symbol: str) -> list[str]:
+    """The three or four sentences a finance director reads first."""
+    out, total = [], data["headline"]["effective_cost"]
+    bill = data["bill"]
+    if bill and bill["total"]:
+        ranked = sorted(bill["column_total"].items(), key=lambda kv: -kv[1])
+        top = [f"{PURPOSE_LABELS.get(p, p)} {percent(c / bill['total'], 0)} ({money(c, symbol)})"
+               for p, c in ranked[:3] if c > 0]
+        out.append("Where the money went: " + ", ".join(top) + ".")
+    rec = data["reconciliation"]
+    if rec:
+        verdict = "within" if rec["status"] == "pass" else "above"
+        text = (f"Tracker vs bill: {percent(rec['untracked_share'])} of "
+                f"{number(rec['billed_gpu_hours'], 0)} billed GPU-hours belong to no recorded "
+                f"run, {verdict} the {percent(rec['threshold'])} threshold.")
+        if data["untracked"] and rec["status"] != "pass":
+            first = data["untracked"][0]
+            text += (f" Largest: {first['resource_id'] or 'lines without a resource id'} "
+                     f"({money(first['cost'], symbol)}).")
+        out.append(text)
+    if data["levers"]:
+        lever = data["levers"][0]
+        out.append(f"Biggest lever this month: {lever['lever']} — "
+                   f"{money(lever['dollars'], symbol)}.")
+    billed = data["headline"]["billed_cost"]
+    if cents(billed) != cents(total):
+        out.append(f"The invoice says {money(billed, symbol)}; amortized (commitments spread, "
+                   f"discounts applied) the month costs {money(total, symbol)}.")
+    return out
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("cost_pipeline.report", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters.update(money=money, percent=percent, number=number, size=size, cents=cents)
+    return env
+
+
+def render_html(data: dict, source: str) -> str:
+    head = data["headline"]
+    symbol = "$" if head["currency"] == "USD" else f"{head['currency']} "
+    return _environment().get_template("report.html.j2").render(
+        d=data, head=head, symbol=symbol, rec=data["reconciliation"],
+        purpose_labels=PURPOSE_LABELS, bridge_steps=bridge_rows(data["bridge"]),
+        summary=summary(data, symbol), charts=charts(data, LINE_ITEM_LABELS),
+        source=source, generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+
+
+def report_path(warehouse: str | Path, month: date) -> Path:
+    """`<warehouse folder>/reports/cost-report-YYYY-MM.html`."""
+    return Path(warehouse).resolve().parent / "reports" / f"cost-report-{month:%Y-%m}.html"
+
+
+def write_report(warehouse: str | Path, month: date, out: str | Path | None = None,
+                 con: duckdb.DuckDBPyConnection | None = None) -> tuple[Path, dict]:
+    """Write the month's report; returns its path and the figures it shows. Reads through
+    `con` when given (a Dagster asset's connection), else a read-only connection."""
+    target = Path(out) if out else report_path(warehouse, month)
+    if con is None:
+        if not Path(warehouse).exists():
+            raise ReportError(f"no warehouse at {warehouse}: materialize a month first")
+        try:
+            with duckdb.connect(str(warehouse), read_only=True) as ro:
+                data = collect(ro, month)
+        except duckdb.Error as exc:  # e.g. another process holds the write lock
+            raise ReportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from exc
+    else:
+        data = collect(con, month)
+    html = render_html(data, Path(warehouse).name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(html, encoding="utf-8")
+    return target.resolve(), data

@@ -17,7 +17,8 @@ WITH a AS (
 )
 SELECT
     CASE
-        WHEN purpose_class = 'unallocated' THEN 'unallocated (tax, credits, fees, unused commitment)'
+        WHEN purpose_class = 'unallocated'
+            THEN 'unallocated (tax, credits, fees, unused commitment)'
         WHEN purpose_class = 'untracked' THEN 'untracked'
         WHEN component = 'storage' AND resource_kind = 'bucket' THEN 'checkpoint & artifact storage'
         WHEN component = 'network' AND resource_kind = 'bucket' THEN 'cross-region dataset pulls'

@@ -9,6 +9,7 @@ the store back with the tracker entry `MLFLOW_TRACKER_TAGS` gives the same runs.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -111,17 +112,22 @@ def mlflow_requirement() -> str:
 
 
 @contextmanager
-def mlflow_server(store_dir: Path, ready_timeout: float = 60.0) -> Iterator[str]:
-    """A local `mlflow server` on 127.0.0.1 (a free port) over a sqlite store in
-    `store_dir`, run from its own virtual environment; yields its tracking URI and stops it
-    (its whole process group) on exit."""
+def mlflow_server(store_dir: Path, seed_store: Path | None = None,
+                  ready_timeout: float = 90.0) -> Iterator[str]:
+    """A local `mlflow server` on 127.0.0.1 (a free port) over the sqlite store
+    `store_dir/mlflow.db` (a copy of `seed_store` when given), run from its own virtual
+    environment; yields its tracking URI and stops it (its whole process group) on exit."""
     exe = tool_executable("mlflow", mlflow_requirement(), "mlflow")
     store_dir.mkdir(parents=True, exist_ok=True)
+    if seed_store is not None:
+        shutil.copyfile(seed_store, store_dir / "mlflow.db")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log_path = store_dir / "mlflow-server.log"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    # no background job runner (a dozen huey workers): runs and metrics need none
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true",
+           "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with open(log_path, "wb") as log:
         server = subprocess.Popen(
             [str(exe), "server", "--backend-store-uri", f"sqlite:///{store_dir / 'mlflow.db'}",

@@ -107,10 +107,10 @@ def sample_store(fast_dir):
 
 
 @pytest.fixture(scope="session")
-def server_uri(fast_dir):
+def server_uri(fast_dir, sample_store):
+    """`mlflow server` over a copy of the sample store."""
     try:
-        with mlflow_server(fast_dir / "server") as uri:
-            write_sample(uri)
+        with mlflow_server(fast_dir / "server", seed_store=fast_dir / "sample.db") as uri:
             yield uri
     except ToolUnavailable as exc:
         pytest.skip(f"mlflow server unavailable (its own venv could not be built): {exc}")
@@ -196,6 +196,25 @@ def test_a_real_server_gives_the_same_rows(sample_store, server_uri):
     assert len(from_server) == 18
     assert from_server == from_store
     assert from_server["c0-s0-eval"]["parent_run_id"] == "c0-s0"  # parents named like runs
+
+
+def test_runs_written_through_the_server_read_back_as_written(server_uri, tmp_path):
+    from cost_pipeline.demo import build_plan, runs_csv
+    from cost_pipeline.sources.runs_file import read_runs
+
+    lines = runs_csv(build_plan()).splitlines()
+    # a sweep parent, its children (one deleted) and a preprocessing run
+    picked = [lines[0]] + [ln for ln in lines if ln.startswith(("s2607-sweep,", "s2607-c11-",
+                                                               "pp-s2607-c01-s0,"))]
+    runs_file = tmp_path / "runs.csv"
+    runs_file.write_text("\n".join(picked).replace(",churn,churn,", ",churn-http,churn,") + "\n")
+    written = load_runs_into_mlflow(runs_file, server_uri)
+    rows = read_mlflow_runs(server_uri, "runs_file", experiments=["churn-http"],
+                            tags=MLFLOW_TRACKER_TAGS)
+    expected = read_runs(runs_file, "runs_file")
+    assert written == len(expected) == len(rows) >= 4
+    assert any(r["deleted"] for r in rows) and any(r["parent_run_id"] for r in rows)
+    assert {r["run_id"]: r for r in rows} == {r["run_id"]: r for r in expected}
 
 
 class _FlakyProxy(http.server.BaseHTTPRequestHandler):
@@ -294,11 +313,16 @@ def test_demo_runs_in_mlflow_attribute_like_the_runs_file(demo_quarter, fast_dir
                 FROM attribution GROUP BY ALL ORDER BY ALL"""
     runs = ("SELECT * EXCLUDE (source) FROM tracker_runs ORDER BY month, run_id")
     outcomes = "SELECT month, status, untracked_share FROM reconciliation ORDER BY month"
+    per_model = """SELECT month, model, purpose_class, component, round(cost, 6), runs
+                   FROM cost_per_model_monthly ORDER BY ALL"""
+    searches = """SELECT month, search_id, runs, configs, seeds, round(cost, 6), best_metric
+                  FROM search_costs ORDER BY ALL"""
     figures = []
     for path in (load_config(config_path).warehouse_path,
                  load_config(mlflow_config).warehouse_path):
         with duckdb.connect(path, read_only=True) as con:
-            figures.append([con.execute(q).fetchall() for q in (totals, runs, outcomes)])
+            figures.append([con.execute(q).fetchall()
+                            for q in (totals, runs, outcomes, per_model, searches)])
     from_file, from_mlflow = figures
     assert len(from_mlflow[1]) == 3 * 287 and from_mlflow[0]
     assert from_mlflow == from_file

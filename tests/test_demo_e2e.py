@@ -13,7 +13,7 @@ from cost_pipeline.demo import STORY
 
 def test_every_month_materializes_and_conserves_cost(demo_quarter):
     _, results = demo_quarter
-    for month, result in results.items():
+    for result in results.values():
         assert result.success, result.error
         conserved = {c.name: c for c in result.checks}["cost_conserved"]
         assert conserved.passed, conserved.metadata
@@ -28,7 +28,8 @@ def test_production_vs_search_gpu_hours(demo_warehouse):
     assert rows["search"] == pytest.approx(6720.0)
     assert rows["search"] == pytest.approx(STORY["search_gpu_hours"])
     runs = demo_warehouse.execute(
-        "SELECT count(DISTINCT run_id) FROM attribution a JOIN tracker_runs r USING (month, run_id) "
+        "SELECT count(DISTINCT run_id) FROM attribution a "
+        "JOIN tracker_runs r USING (month, run_id) "
         "WHERE a.purpose_class = 'search' AND a.component = 'gpu'").fetchone()[0]
     assert runs == STORY["search_runs"] == 140
 
@@ -73,9 +74,10 @@ def _rounded(value):
 
 
 def test_rematerializing_a_month_changes_nothing(demo_quarter):
+    import duckdb
+
     from cost_pipeline.config import load_config
     from cost_pipeline.runner import materialize_month
-    import duckdb
 
     config, _ = demo_quarter
     path = load_config(config).warehouse_path

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import dagster as dg
-from dagster_duckdb import DuckDBResource
 
 from .config import CONFIG_ENV, ConfigError, ScheduleSettings, load_config
 from .defs.attribution import attribution, reconciliation
@@ -20,6 +19,7 @@ from .defs.resources import PipelineSettings
 from .defs.schedules import DAILY_REFRESH, MONTHLY_CLOSE, daily_refresh, monthly_close
 from .defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
 from .defs.tracker import checkpoint_inventory, tracker_runs
+from .defs.warehouse import Warehouse
 
 ALL_ASSETS = [billing_facts, tracker_runs, checkpoint_inventory, attribution, reconciliation,
               *derived_assets, monthly_report]
@@ -57,7 +57,7 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
                  build_check_alert_sensor(path, CHECK_KEYS),
                  build_run_failure_alert_sensor(path, [MONTHLY_CLOSE, DAILY_REFRESH])],
         resources={
-            "duckdb": DuckDBResource(database=warehouse, connection_config=connection_config),
+            "duckdb": Warehouse(database=warehouse, connection_config=connection_config),
             "settings": PipelineSettings(config_path=path),
         },
         executor=dg.in_process_executor,

@@ -89,6 +89,11 @@ def test_s3_export_restated_and_unreachable(tmp_path, s3_server, instance):
     key = f"cur/{EXPORT}/metadata/BILLING_PERIOD=2026-07/{EXPORT}-Manifest.json"
     put(endpoint, bucket, key, json.dumps({"executionId": "exec-2", "dataFiles": []}))
     assert ticks.partitions() == ["2026-07-01"]
+    # a month without a manifest: its data files are listed
+    data = write_parquet(tmp_path / "aug.parquet", [line(2.0)]).read_bytes()
+    put(endpoint, bucket, f"cur/{EXPORT}/data/BILLING_PERIOD=2026-08/part/0.parquet", data)
+    assert ticks.partitions() == ["2026-08-01"]
+    assert ticks.partitions() == []
     cursor = ticks.cursor
 
     (tmp_path / "broken").mkdir()

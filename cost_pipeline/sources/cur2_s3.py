@@ -30,6 +30,9 @@ BATCH_ROWS = 65_536
 # files up to this size are fetched whole: pyarrow's footer read alone is 64 KiB, and
 # pruning columns of a small file saves less than the extra requests cost
 WHOLE_FILE_BYTES = 1 << 20
+# whole files stay in memory from the schema check to the read: bound them (a month of many
+# small files falls back to ranged reads beyond this)
+BUFFERED_LIMIT_BYTES = 64 << 20
 ROWS_TABLE = "cur_s3_rows"
 
 
@@ -86,16 +89,19 @@ class S3Reader:
         self.fs, self.delivery = fs, delivery
         self.schemas: dict[str, pa.Schema] = {}
         self._open_files: dict[str, tuple[pq.ParquetFile, CountingFile]] = {}
+        self._buffered = 0
         delivery.bytes_read = 0
 
     def _open(self, uri: str) -> pq.ParquetFile:
         if uri not in self._open_files:
             native = self.fs.open_input_file(S3Uri.parse(uri).path)
-            if self.delivery.stats.get(uri, (WHOLE_FILE_BYTES + 1, ""))[0] <= WHOLE_FILE_BYTES:
+            size = self.delivery.stats.get(uri, (WHOLE_FILE_BYTES + 1, ""))[0]
+            if size <= WHOLE_FILE_BYTES and self._buffered + size <= BUFFERED_LIMIT_BYTES:
                 # one GET instead of a 64 KiB footer read plus overlapping column reads
                 whole = native.read()
                 native.close()
                 self.delivery.bytes_read += len(whole)
+                self._buffered += len(whole)
                 native = pa.BufferReader(whole)
             counting = CountingFile(native, counts=not isinstance(native, pa.BufferReader))
             try:
@@ -114,6 +120,8 @@ class S3Reader:
             counting = entry[1]
         if counting.counts:
             self.delivery.bytes_read += counting.bytes_read
+        else:
+            self._buffered -= counting.size
         counting.close()
 
     def read_schema(self, uri: str) -> pa.Schema:

@@ -184,6 +184,7 @@ class CountingFile(io.RawIOBase):
         super().__init__()
         self._native = native
         self.counts = counts  # False over a buffer already fetched (and counted) whole
+        self.size = native.size()
         self.bytes_read = 0
 
     def readable(self) -> bool:

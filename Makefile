@@ -34,4 +34,4 @@ lint: install
 	$(BIN)/ruff check cost_pipeline tests
 
 clean:
-	rm -rf $(VENV) demo demo-services .dagster_home
+	rm -rf $(VENV) demo demo-services .dagster_home .cache

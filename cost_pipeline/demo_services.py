@@ -6,8 +6,9 @@ every server stops when the demo ends, even on error), uploads its part of the d
 and points its part of the config at the server:
 - `s3_step`: a local S3-compatible server (moto, 127.0.0.1, a free port) holding the CUR
   2.0 export (`s3://demo-billing/exports/cur/ml-cur`) and the checkpoint inventory.
-- MLflow: a step that starts `mlflow server`, logs `runs.csv` as runs and points
-  `tracker:` at it belongs in `SERVICE_STEPS`, after `s3_step`.
+- `mlflow_step`: a local `mlflow server` (127.0.0.1, a free port, its own virtual
+  environment under `.cache/mlflow-venv`, store in `<out>/mlflow/`) into which `runs.csv` is
+  logged as MLflow runs; `tracker:` reads them back from it by run name.
 
     python -m cost_pipeline.demo_services [--out DIR] [--strict]
 """
@@ -15,6 +16,7 @@ and points its part of the config at the server:
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -23,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from .demo import CKPT_PREFIX, generate_demo
+from .demo_mlflow import MLFLOW_TRACKER_TAGS, load_runs_into_mlflow, mlflow_server
 from .demo_run import materialize_and_print
 from .local_s3 import LocalS3, create_bucket, dummy_credentials, s3_client, upload_tree
 
@@ -62,7 +65,20 @@ def s3_step(stack: ExitStack, demo_dir: Path, config: dict) -> None:
     config.update(s3_config(config, server.endpoint_url))
 
 
-SERVICE_STEPS: list[ServiceStep] = [s3_step]
+def mlflow_step(stack: ExitStack, demo_dir: Path, config: dict) -> None:
+    store = demo_dir / "mlflow"
+    if store.exists():  # a rerun starts from an empty store, not on top of the last one
+        shutil.rmtree(store)
+    print("MLflow: starting a local mlflow server (its virtual environment is built on "
+          "first use, ~1 min)", file=sys.stderr)
+    uri = stack.enter_context(mlflow_server(store))
+    runs = load_runs_into_mlflow(demo_dir / "runs.csv", uri)
+    print(f"MLflow server on {uri}: {runs} runs logged from runs.csv", file=sys.stderr)
+    config["tracker"] = [{"kind": "mlflow", "tracking_uri": uri,
+                          "tags": dict(MLFLOW_TRACKER_TAGS)}]
+
+
+SERVICE_STEPS: list[ServiceStep] = [s3_step, mlflow_step]
 
 
 def run_demo_services(out_dir: Path, strict: bool = False) -> int:

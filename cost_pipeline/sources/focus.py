@@ -130,6 +130,7 @@ def _batches(path: Path, source: str, columns: list[str]) -> tuple[pa.Schema, It
         row = first_row
         try:
             for batch in batches:
+                batch = batch.select(columns)  # the declared order, whatever the file's
                 rows = pa.array(range(row, row + batch.num_rows), pa.int64())
                 row += batch.num_rows
                 yield pa.RecordBatch.from_arrays([*batch.columns, rows],
@@ -151,6 +152,8 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
         sql_type = "VARCHAR" if kind == "JSON" else kind
         return f"CAST(NULL AS {sql_type})", None
     c = _q(column)
+    if pa.types.is_dictionary(arrow):  # parquet writers dictionary-encode repeated strings
+        arrow = arrow.value_type
     text = pa.types.is_string(arrow) or pa.types.is_large_string(arrow)
     if kind == "TIMESTAMP":
         if text:

@@ -33,6 +33,7 @@ class BillingSummary:
     total_billed_cost: float = 0.0
     currency: str | None = None
     unknown_instance_types: list[str] = field(default_factory=list)
+    has_duplicates: bool = False
     deliveries: list = field(default_factory=list)
     # per source name: what reading it cost (bytes a query scanned, rows read vs returned …)
     source_metadata: dict[str, dict] = field(default_factory=dict)
@@ -214,7 +215,12 @@ def _check_source(con: duckdb.DuckDBPyConnection, name: str, where: str, month: 
 
 def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingSummary) -> None:
     """The month as a whole: duplicate line ids, one currency."""
-    conflict = con.execute(
+    # a count of distinct hashes can only under-count (collisions), so equal counts prove
+    # that no line id repeats and the costly duplicate search can be skipped
+    rows, distinct_hashes = con.execute(
+        f"SELECT count(*), count(DISTINCT hash(x_SourceLine)) FROM {STAGE}").fetchone()
+    summary.has_duplicates = rows != distinct_hashes
+    conflict = None if not summary.has_duplicates else con.execute(
         f"""SELECT x_SourceLine, list(DISTINCT x_File ORDER BY x_File),
                    list(x_Row ORDER BY x_File, x_Row)
             FROM {STAGE}
@@ -232,9 +238,10 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
                           f"line {line[len(source) + 1:]} appears more than once with different "
                           f"values (rows {', '.join(map(str, rows[:5]))}): conflicting "
                           "duplicate line id")
-    rows, distinct = con.execute(
-        f"SELECT count(*), count(DISTINCT x_SourceLine) FROM {STAGE}").fetchone()
-    summary.duplicates_dropped = rows - distinct
+    if summary.has_duplicates:
+        rows, distinct = con.execute(
+            f"SELECT count(*), count(DISTINCT x_SourceLine) FROM {STAGE}").fetchone()
+        summary.duplicates_dropped = rows - distinct
     currencies = [c for (c,) in con.execute(
         f"SELECT BillingCurrency FROM {STAGE} GROUP BY 1 ORDER BY count(*) DESC, 1").fetchall()]
     if len(currencies) > 1:
@@ -262,8 +269,10 @@ def build_billing_facts(
                     + ", ".join(summary.unknown_instance_types))
     if summary.duplicates_dropped:
         log.warning(f"{summary.duplicates_dropped} identical duplicate line(s) dropped")
-    select = (f"SELECT * EXCLUDE ({_STAGING_ONLY}) FROM {STAGE} "
-              "QUALIFY row_number() OVER (PARTITION BY x_SourceLine ORDER BY x_File, x_Row) = 1")
+    select = f"SELECT * EXCLUDE ({_STAGING_ONLY}) FROM {STAGE}"
+    if summary.has_duplicates:  # keep the first copy of each identical duplicate
+        select += (" QUALIFY row_number() OVER (PARTITION BY x_SourceLine "
+                   "ORDER BY x_File, x_Row) = 1")
     summary.rows = replace_month(con, "billing_facts", month, select, {})
     summary.total_effective_cost, summary.total_billed_cost = con.execute(
         "SELECT coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) FROM billing_facts "

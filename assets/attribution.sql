@@ -11,12 +11,22 @@
 -- from another region. Lines that are not usage (tax, credits, purchases, unused
 -- commitment) are `unallocated`.
 --
+-- Resources are matched on a claim key, the same on both sides: a SageMaker training job's
+-- ARN (`arn:aws:sagemaker:REGION:ACCOUNT:training-job/NAME`, how the bill names the job)
+-- counts as the job's name, lowercased as SageMaker writes it in ARNs, so a run may list
+-- the name or the ARN; any other id is matched as it is. One key per side keeps the claim
+-- an equi-join.
+--
 -- Parameters: $month, $month_end, $run_tag. Temp table: config_datasets(name, bucket, region).
 WITH
 lines AS (
     SELECT
         rowid AS line_key,  -- joins below run on this integer, not the long line id
         x_SourceLine, ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
+        CASE WHEN ResourceId LIKE 'arn:%:sagemaker:%:training-job/%'
+             THEN lower(split_part(ResourceId, ':training-job/', 2))
+             ELSE ResourceId END AS claim_key,
+        coalesce(x_SplitParent, false) AS split_parent,
         EffectiveCost AS c, x_CostComponent AS component, x_AcceleratorCount AS g,
         x_UsageHours AS usage_hours, x_ResourceKind AS resource_kind,
         coalesce(Tags[$run_tag], Tags['user_' || $run_tag], Tags['user:' || $run_tag]) AS tag_run,
@@ -48,7 +58,13 @@ claimants AS (
       AND NOT EXISTS (SELECT 1 FROM runs child WHERE child.parent_run_id = r.run_id)
 ),
 run_resources AS (
-    SELECT DISTINCT run_id, unnest(resource_ids) AS resource_id FROM claimants
+    -- resource_id: the claim key of each listed resource (see the top of this file)
+    SELECT DISTINCT
+        run_id,
+        CASE WHEN listed LIKE 'arn:%:sagemaker:%:training-job/%'
+             THEN lower(split_part(listed, ':training-job/', 2))
+             ELSE listed END AS resource_id
+    FROM (SELECT run_id, unnest(resource_ids) AS listed FROM claimants)
 ),
 
 -- Rule 1–3: compute and every other Usage line of a resource ---------------------------
@@ -82,12 +98,12 @@ compute_claims AS (
     -- lines within one clock hour (hourly exports: nearly all)
     SELECT l.line_key, rh.run_id
     FROM compute_lines l
-    JOIN run_hours rh ON rh.resource_id = l.ResourceId AND rh.hour = date_trunc('hour', l.s)
+    JOIN run_hours rh ON rh.resource_id = l.claim_key AND rh.hour = date_trunc('hour', l.s)
     WHERE date_trunc('hour', l.s) = date_trunc('hour', l.e - INTERVAL 1 MICROSECOND)
     UNION
     -- longer lines (daily or monthly charges): few, paired on the resource alone
     SELECT l.line_key, rr.run_id
-    FROM compute_lines l JOIN run_resources rr ON rr.resource_id = l.ResourceId
+    FROM compute_lines l JOIN run_resources rr ON rr.resource_id = l.claim_key
     WHERE date_trunc('hour', l.s) <> date_trunc('hour', l.e - INTERVAL 1 MICROSECOND)
     UNION
     -- the run tag on the line
@@ -201,7 +217,9 @@ untracked_rows AS (
         l.*, CAST(NULL AS VARCHAR) AS run_id, coalesce(t.claimed_share, 0) AS claimed_share,
         1 - coalesce(t.claimed_share, 0) AS share,
         CASE
-            WHEN coalesce(t.claimed_share, 0) > 0 THEN 'idle_capacity'
+            -- an instance whose pods took their split cost: what is left is its unused
+            -- capacity, claimed by a run listing the instance or not
+            WHEN coalesce(t.claimed_share, 0) > 0 OR l.split_parent THEN 'idle_capacity'
             WHEN l.ResourceId IS NULL OR l.resource_kind = 'shared' THEN 'shared'
             ELSE 'no_run'
         END AS kind

@@ -3,6 +3,22 @@
 -- temp table `accelerator_counts(instance_type, accelerators)`.
 -- Parameters: $month, $month_start, $source, $has_net (the export carries the net columns),
 -- $known_buckets (bucket names the config lists: checkpoint buckets and dataset buckets).
+--
+-- Split cost allocation data (EKS pods, ECS tasks on EC2; SPEC §3): AWS adds rows for each
+-- pod and hour (a vCPU row and a memory row; resource = the pod,
+-- `split_line_item_parent_resource_id` = its EC2 instance) whose `split_line_item_split_cost`
+-- (+ `split_line_item_unused_cost`) re-divide the instance's amortized cost; the instance's
+-- own rows still bill all of it. So a pod row
+-- becomes a line of its own costing its split cost (net when present), and that amount is
+-- taken out of the parent instance's rows of the same hour, which keep the rest: the
+-- unused capacity, marked x_SplitParent. The month's EffectiveCost and BilledCost are
+-- unchanged; the pod rows' own line_item cost columns are never added (the instance's rows
+-- already bill them).
+-- Hours: pods carry no x_UsageHours (their usage is vCPU- or GB-hours, not instance hours)
+-- and no accelerator count (their split cost is already their share of the instance, so a
+-- run's `gpus` must not shrink it again); the parent rows keep the instance's hours, so d
+-- (SPEC §6) and the billed GPU-hours count the instance once. A run listing a pod shares
+-- the pod's row by its overlap with the hour.
 WITH raw AS (
     SELECT
         *,
@@ -15,6 +31,7 @@ WITH raw AS (
                      nullif(split_part(coalesce(line_item_usage_type, ''), ':', 2), '')),
             '^ml\.', '') AS instance_type,
         TRY_CAST(product['gpu'] AS DOUBLE) AS product_gpu,
+        nullif(trim(split_line_item_parent_resource_id), '') AS split_parent_id,
         epoch(line_item_usage_end_date - line_item_usage_start_date) / 3600.0 AS period_hours
     FROM cur_raw
 ),
@@ -64,7 +81,8 @@ component AS (
         END AS instance_count
     FROM classified c
     LEFT JOIN accelerator_counts a ON a.instance_type = c.instance_type
-)
+),
+normalized AS (
 SELECT
     CAST($month AS DATE) AS month,
     coalesce(bill_billing_period_start_date, CAST($month_start AS TIMESTAMP)) AS BillingPeriodStart,
@@ -155,5 +173,83 @@ SELECT
     _file AS x_File,
     _row AS x_Row,
     (cost_component = 'gpu' AND table_accelerators IS NULL
-     AND coalesce(product_gpu, 0) < 0.5) AS x_UnknownAcceleratorType
+     AND coalesce(product_gpu, 0) < 0.5) AS x_UnknownAcceleratorType,
+    -- a pod's (or ECS task's) split row: its parent instance and its amortized split cost
+    CASE WHEN line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
+                            'SavingsPlanNegation')
+         THEN split_parent_id END AS pod_parent,
+    greatest(coalesce(split_line_item_net_split_cost, split_line_item_split_cost, 0), 0)
+        AS pod_split_cost
 FROM component
+),
+pod_rows AS (
+    -- an identical duplicate row (dropped after staging) must not count twice here
+    SELECT pod_parent AS parent, ChargePeriodStart AS s, ChargePeriodEnd AS e, pod_split_cost
+    FROM normalized
+    WHERE pod_parent IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY x_SourceLine ORDER BY x_File, x_Row) = 1
+),
+pod_hours AS (
+    SELECT parent, s, e, sum(pod_split_cost) AS split_cost FROM pod_rows GROUP BY ALL
+),
+parent_rows AS (
+    -- the instance-usage rows of a parent's hour (covered, negation, on-demand …)
+    SELECT n.ResourceId AS parent, n.ChargePeriodStart AS s, n.ChargePeriodEnd AS e,
+           n.EffectiveCost, n.BilledCost, n.x_CostComponent, n.x_InstanceType
+    FROM normalized n
+    SEMI JOIN pod_hours p
+      ON p.parent = n.ResourceId AND p.s = n.ChargePeriodStart AND p.e = n.ChargePeriodEnd
+    WHERE n.x_InstanceUsage AND n.pod_parent IS NULL
+    QUALIFY row_number() OVER (PARTITION BY n.x_SourceLine ORDER BY n.x_File, n.x_Row) = 1
+),
+split_hours AS (
+    -- moved: what the pods take from the parent's hour, never more than the hour cost (a
+    -- pod whose parent row is absent from the export takes nothing: conservation first)
+    SELECT
+        p.parent, p.s, p.e, p.split_cost, h.cost, h.billed, h.component, h.instance_type,
+        CASE WHEN h.cost > 0 THEN least(p.split_cost, h.cost) ELSE 0 END AS moved
+    FROM pod_hours p
+    LEFT JOIN (
+        SELECT parent, s, e, sum(EffectiveCost) AS cost, sum(BilledCost) AS billed,
+               max(x_CostComponent) AS component, max(x_InstanceType) AS instance_type
+        FROM parent_rows GROUP BY ALL
+    ) h USING (parent, s, e)
+)
+SELECT
+    n.* EXCLUDE (pod_parent, pod_split_cost) REPLACE (
+        CASE
+            WHEN pod.parent IS NOT NULL THEN
+                CASE WHEN pod.split_cost > 0
+                     THEN n.pod_split_cost * pod.moved / pod.split_cost ELSE 0 END
+            WHEN par.moved > 0 THEN n.EffectiveCost * (1 - par.moved / par.cost)
+            ELSE n.EffectiveCost
+        END AS EffectiveCost,
+        -- the invoice's share moves with the amortized one: a pod bills its fraction of
+        -- what the instance's hour billed
+        CASE
+            WHEN pod.parent IS NOT NULL THEN
+                CASE WHEN pod.split_cost > 0 AND pod.cost > 0
+                     THEN pod.billed * (pod.moved / pod.cost) * (n.pod_split_cost / pod.split_cost)
+                     ELSE 0 END
+            WHEN par.moved > 0 THEN n.BilledCost * (1 - par.moved / par.cost)
+            ELSE n.BilledCost
+        END AS BilledCost,
+        -- a pod's cost is part of its instance's: same component (gpu on a GPU node)
+        CASE coalesce(pod.component, n.x_CostComponent)
+            WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
+            WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
+        END AS ServiceCategory,
+        coalesce(pod.component, n.x_CostComponent) AS x_CostComponent,
+        CASE WHEN pod.parent IS NOT NULL THEN 0 ELSE n.x_AcceleratorCount END
+            AS x_AcceleratorCount,
+        coalesce(pod.instance_type, n.x_InstanceType) AS x_InstanceType,
+        CASE WHEN n.pod_parent IS NOT NULL THEN 'container' ELSE n.x_ResourceKind END
+            AS x_ResourceKind
+    ),
+    par.parent IS NOT NULL AS x_SplitParent
+FROM normalized n
+LEFT JOIN split_hours pod
+  ON pod.parent = n.pod_parent AND pod.s = n.ChargePeriodStart AND pod.e = n.ChargePeriodEnd
+LEFT JOIN split_hours par
+  ON n.x_InstanceUsage AND n.pod_parent IS NULL
+     AND par.parent = n.ResourceId AND par.s = n.ChargePeriodStart AND par.e = n.ChargePeriodEnd

@@ -139,6 +139,7 @@ SELECT
     END AS x_ResourceKind,
     ChargeCategory AS x_LineItemType,
     InvoiceId AS x_InvoiceId,
+    false AS x_SplitParent,  -- split cost allocation is a CUR feature
     $source || ':' || _name || ':' || _row AS x_SourceLine,
     _file AS x_File,
     _row AS x_Row,

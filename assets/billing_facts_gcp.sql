@@ -171,6 +171,7 @@ SELECT
     coalesce(credit_type, cost_type) AS x_LineItemType,
     -- the export marks no final bill: GCP months stay provisional
     CAST(NULL AS VARCHAR) AS x_InvoiceId,
+    false AS x_SplitParent,  -- split cost allocation is a CUR feature
     $source || ':' || coalesce(resource, '') || ':' || strftime(s, '%Y-%m-%dT%H:%M:%SZ')
         || ':' || coalesce(sku_id, '')
         || CASE WHEN cost_type <> 'regular' THEN ':' || cost_type ELSE '' END

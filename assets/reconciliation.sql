@@ -43,14 +43,27 @@ claimants AS (
     WHERE (status = 'RUNNING' OR end_time IS NOT NULL)
       AND NOT EXISTS (SELECT 1 FROM runs child WHERE child.parent_run_id = r.run_id)
 ),
+billed_keys AS (
+    -- the claim keys of the month's resources, as attribution matches them (a SageMaker
+    -- training job's ARN counts as the job's name)
+    SELECT DISTINCT
+        CASE WHEN ResourceId LIKE 'arn:%:sagemaker:%:training-job/%'
+             THEN lower(split_part(ResourceId, ':training-job/', 2))
+             ELSE ResourceId END AS claim_key
+    FROM lines WHERE ResourceId IS NOT NULL
+),
 unbilled AS (
     -- resources a run lists that no line of the month shows: wrong ids, other accounts
     SELECT coalesce(sum(
         epoch(least(re, CAST($month_end AS TIMESTAMP)) - greatest(start_time, CAST($month_start AS TIMESTAMP))) / 3600.0
         * coalesce(nullif(gpus, 0), 1)), 0) AS gpu_hours
-    FROM (SELECT DISTINCT run_id, start_time, re, gpus, unnest(resource_ids) AS resource_id FROM claimants)
+    FROM (SELECT DISTINCT run_id, start_time, re, gpus,
+                 CASE WHEN listed LIKE 'arn:%:sagemaker:%:training-job/%'
+                      THEN lower(split_part(listed, ':training-job/', 2))
+                      ELSE listed END AS claim_key
+          FROM (SELECT *, unnest(resource_ids) AS listed FROM claimants))
     WHERE start_time < CAST($month_end AS TIMESTAMP) AND re > CAST($month_start AS TIMESTAMP)
-      AND resource_id NOT IN (SELECT ResourceId FROM lines WHERE ResourceId IS NOT NULL)
+      AND claim_key NOT IN (SELECT claim_key FROM billed_keys)
 ),
 totals AS (
     SELECT

@@ -26,11 +26,15 @@ CREATE TABLE IF NOT EXISTS billing_facts (
     x_UsageHours             DOUBLE,                -- instance/accelerator usage lines only
     x_InstanceUsage          BOOLEAN NOT NULL,      -- an instance-usage line (hours or negation)
     x_InstanceType           VARCHAR,
-    x_ResourceKind           VARCHAR,               -- bucket | instance | volume | shared | other
+    x_ResourceKind           VARCHAR,               -- bucket|instance|volume|container|shared|other
     x_LineItemType           VARCHAR,               -- the source's own charge type
     x_InvoiceId              VARCHAR,               -- set when the line belongs to a final bill
-    x_SourceLine             VARCHAR NOT NULL
+    x_SourceLine             VARCHAR NOT NULL,
+    x_SplitParent            BOOLEAN                -- an instance row whose pods' split rows took
+                                                    -- their share: the rest is unused capacity
 );
+-- warehouses created before the column existed
+ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_SplitParent BOOLEAN;
 
 CREATE TABLE IF NOT EXISTS tracker_runs (
     month             DATE NOT NULL,
@@ -276,4 +280,16 @@ CREATE TABLE IF NOT EXISTS billing_deliveries (
     previous_execution_id VARCHAR,            -- the delivery of the month seen before it
     change_effective_cost DOUBLE,             -- total − the previous delivery's total
     PRIMARY KEY (month, source, execution_id)
+);
+
+-- what each asset's month was last materialized from (cost_pipeline/incremental.py): the
+-- fingerprint of its code, config and inputs, and the check outcomes it had then
+CREATE TABLE IF NOT EXISTS materializations (
+    month           DATE NOT NULL,
+    asset           VARCHAR NOT NULL,
+    fingerprint     VARCHAR NOT NULL,
+    materialized_at TIMESTAMP NOT NULL,   -- UTC, the Dagster materialization event's time
+    run_id          VARCHAR,
+    checks          VARCHAR,              -- JSON list of the asset's check outcomes
+    PRIMARY KEY (month, asset)
 );

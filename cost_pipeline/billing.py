@@ -273,12 +273,17 @@ def build_billing_facts(
     if summary.has_duplicates:  # keep the first copy of each identical duplicate
         select += (" QUALIFY row_number() OVER (PARTITION BY x_SourceLine "
                    "ORDER BY x_File, x_Row) = 1")
-    summary.rows = replace_month(con, "billing_facts", month, select, {})
+
+    def record_delivery(con: duckdb.DuckDBPyConnection) -> None:
+        # the delivery is recorded in the transaction that writes its rows: both or neither
+        summary.delivery_records = record_deliveries(con, month, summary.deliveries)
+
+    summary.rows = replace_month(con, "billing_facts", month, select, {},
+                                 before_commit=record_delivery)
     summary.total_effective_cost, summary.total_billed_cost = con.execute(
         "SELECT coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) FROM billing_facts "
         "WHERE month = ?", [month]).fetchone()
     con.execute(f"DROP TABLE IF EXISTS {STAGE}")
-    summary.delivery_records = record_deliveries(con, month, summary.deliveries)
     for record in summary.delivery_records:
         summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))
     return summary

@@ -35,12 +35,23 @@ def cmd_materialize(args) -> int:
     from .runner import materialize_month
 
     month = parse_month(args.month)
-    result = materialize_month(args.config, month)
+    result = materialize_month(args.config, month, force=args.force)
     if not result.success:
+        if args.debug and result.error_detail:
+            print(result.error_detail, file=sys.stderr)
         print(f"error: {result.error}", file=sys.stderr)
         return EXIT_ERROR
     print_checks(result)
-    print(f"{month:%Y-%m}: materialized (run {result.run_id})")
+    for asset in result.skipped:
+        print(f"{month:%Y-%m} {asset}: unchanged, skipped")
+    if result.run_id is None:
+        print(f"{month:%Y-%m}: unchanged, skipped (code, config and inputs as at the last "
+              "materialization; --force recomputes)")
+    elif result.skipped:
+        print(f"{month:%Y-%m}: materialized (run {result.run_id}); "
+              f"{len(result.skipped)} unchanged asset(s) skipped")
+    else:
+        print(f"{month:%Y-%m}: materialized (run {result.run_id})")
     if args.strict and result.failed_error_checks:
         return EXIT_CHECK_FAILED
     return EXIT_OK
@@ -96,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--month", required=True, help="YYYY-MM")
     mat.add_argument("--strict", action="store_true",
                      help="exit 2 when an ERROR check failed")
+    mat.add_argument("--force", action="store_true",
+                     help="recompute every asset, also those whose code, config and inputs "
+                     "are unchanged since their last materialization")
     mat.set_defaults(func=cmd_materialize)
 
     est = sub.add_parser("estimate", help="the cost of a search before it runs")

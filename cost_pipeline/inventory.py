@@ -23,9 +23,8 @@ OBJECT_SCHEMA = pa.schema([
 ])
 
 
-def build_checkpoint_inventory(
-    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
-) -> int:
+def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger) -> pa.Table:
+    """The objects of every configured listing that belong to the month's snapshot(s)."""
     _, month_end = month_bounds(month)
     batches: list[pa.RecordBatch] = []
     for i, entry in enumerate(cfg.checkpoints):
@@ -46,8 +45,15 @@ def build_checkpoint_inventory(
         ]
         log.info(f"{name}: {len(rows)} object(s) in {month:%Y-%m}")
         batches.append(pa.RecordBatch.from_pylist(rows, schema=OBJECT_SCHEMA))
-    listing = pa.Table.from_batches(batches, schema=OBJECT_SCHEMA)
-    con.register("listing_arrow", listing)
+    return pa.Table.from_batches(batches, schema=OBJECT_SCHEMA)
+
+
+def build_checkpoint_inventory(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
+    listing: pa.Table | None = None,
+) -> int:
+    """Write the month's objects of `listing` (default: read the listings now)."""
+    con.register("listing_arrow", read_listing(cfg, month, log) if listing is None else listing)
     try:
         return replace_month(con, "checkpoint_inventory", month, sql_text("checkpoint_inventory"),
                              {"month": month})

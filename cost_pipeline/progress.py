@@ -38,7 +38,9 @@ class ProgressHandler(logging.Handler):
                          if k in ("rows", "runs", "objects", "total_effective_cost")}
                 if shown:
                     line = "  " + ", ".join(f"{k} {v}" for k, v in shown.items())
-        elif record.levelno >= logging.INFO and meta.get("orig_message"):
+        elif (record.levelno >= logging.INFO and meta.get("orig_message")
+              # one per step a failure stopped: the failure itself is the news
+              and not str(meta["orig_message"]).startswith("Dependencies for step")):
             prefix = "warning: " if record.levelno >= logging.WARNING else ""
             line = f"  {prefix}{meta['orig_message']}"
         if line:

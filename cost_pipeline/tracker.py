@@ -51,11 +51,17 @@ def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> list[dict]:
     return list(runs.values())
 
 
+def runs_table(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
+    """Every configured tracker's runs as one Arrow table (RUN_SCHEMA)."""
+    return pa.Table.from_pylist(collect_runs(cfg, log), schema=RUN_SCHEMA)
+
+
 def build_tracker_runs(
-    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
+    runs: pa.Table | None = None,
 ) -> int:
-    runs = collect_runs(cfg, log)
-    con.register("runs_arrow", pa.Table.from_pylist(runs, schema=RUN_SCHEMA))
+    """Write the month's snapshot of `runs` (default: read the trackers now)."""
+    con.register("runs_arrow", runs_table(cfg, log) if runs is None else runs)
     try:
         return replace_month(
             con, "tracker_runs", month,

@@ -4,6 +4,7 @@ month is written (delete the month, insert the month, in one transaction)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date
 from functools import cache
 from importlib import resources
@@ -59,11 +60,13 @@ def replace_month(
     month: date,
     select_sql: str,
     params: dict[str, Any],
+    before_commit: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> int:
     """Replace `table`'s rows of `month` by the rows of `select_sql`, atomically.
 
     The SELECT must produce the table's columns by name (`month` included). On any error the
-    transaction rolls back and the month keeps its previous rows. Returns the rows written.
+    transaction rolls back and the month keeps its previous rows. `before_commit` writes what
+    must be committed with the month, or not at all. Returns the rows written.
     """
     ensure_schema(con)
     con.execute("BEGIN TRANSACTION")
@@ -71,6 +74,8 @@ def replace_month(
         con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
         query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
         (rows,) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?", [month]).fetchone()
+        if before_commit is not None:
+            before_commit(con)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

@@ -50,6 +50,15 @@ COLUMNS: dict[str, pa.DataType] = {
     "savings_plan_savings_plan_a_r_n": _S, "savings_plan_savings_plan_effective_cost": _F,
     "savings_plan_total_commitment_to_date": _F, "savings_plan_used_commitment": _F,
 }
+# added by INCLUDE_SPLIT_COST_ALLOCATION_DATA (EKS pods, ECS tasks): pass as `extra=`
+SPLIT_COLUMNS: dict[str, pa.DataType] = {
+    "split_line_item_actual_usage": _F, "split_line_item_net_split_cost": _F,
+    "split_line_item_net_unused_cost": _F, "split_line_item_parent_resource_id": _S,
+    "split_line_item_public_on_demand_split_cost": _F,
+    "split_line_item_public_on_demand_unused_cost": _F, "split_line_item_reserved_usage": _F,
+    "split_line_item_split_cost": _F, "split_line_item_split_usage": _F,
+    "split_line_item_split_usage_ratio": _F, "split_line_item_unused_cost": _F,
+}
 _ids = itertools.count(1)
 
 
@@ -85,10 +94,12 @@ def line(cost: float = 1.0, *, start: datetime = T0, hours: float = 1.0, net: An
 
 
 def write_parquet(path: Path, rows: list[dict], *, drop: tuple[str, ...] = (),
-                  types: dict[str, pa.DataType] | None = None) -> Path:
-    """`rows` as one parquet file with the CUR 2.0 schema (minus `drop`, `types` overriding)."""
+                  types: dict[str, pa.DataType] | None = None,
+                  extra: dict[str, pa.DataType] | None = None) -> Path:
+    """`rows` as one parquet file with the CUR 2.0 schema (minus `drop`, `types` overriding,
+    plus the `extra` columns)."""
     fields = [pa.field(name, (types or {}).get(name, kind))
-              for name, kind in COLUMNS.items() if name not in drop]
+              for name, kind in {**COLUMNS, **(extra or {})}.items() if name not in drop]
     schema = pa.schema(fields)
     data = {f.name: [_convert(r.get(f.name), f.type) for r in rows] for f in fields}
     path.parent.mkdir(parents=True, exist_ok=True)

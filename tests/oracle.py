@@ -7,6 +7,7 @@ Property tests compare the production `attribution` / `reconciliation` tables ag
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -70,6 +71,14 @@ def tag_value(line: dict, run_tag: str) -> str | None:
     return None
 
 
+def claim_key(resource_id: str) -> str:
+    """How a resource is matched: a SageMaker training job's ARN counts as the job's name
+    (lowercased, as SageMaker writes it in ARNs), so runs may list either; other ids as is."""
+    if re.fullmatch(r"arn:.*:sagemaker:.*:training-job/.*", resource_id, re.DOTALL):
+        return resource_id.split(":training-job/")[1].lower()
+    return resource_id
+
+
 def is_claimable(line: dict) -> bool:
     """Usage lines are attributed; everything else (and unused commitment) is unallocated."""
     return line["ChargeCategory"] == "Usage" and line.get("CommitmentDiscountStatus") != "Unused"
@@ -116,7 +125,8 @@ def compute_shares(line: dict, d_by_group: dict, cands: list, run_tag: str) -> l
     tag = tag_value(line, run_tag)
     shares = []
     for run, start, end in cands:
-        listed = bool(line.get("ResourceId")) and line["ResourceId"] in (run["resource_ids"] or [])
+        listed = bool(line.get("ResourceId")) and claim_key(line["ResourceId"]) in {
+            claim_key(rid) for rid in run["resource_ids"] or []}
         tagged = tag is not None and tag == run["run_id"]
         ov = overlap_hours(start, end, s, e)
         if (listed or tagged) and ov > 0:
@@ -234,7 +244,7 @@ def attribute(
         for run, share in shares:
             out.append(_row(line, share / scale, run["run_id"], purpose_class(run), rule, None))
         if 1 - total > EPS:
-            if total > 0:
+            if total > 0 or line.get("x_SplitParent"):  # an instance's unused capacity
                 kind = "idle_capacity"
             elif not line.get("ResourceId") or line.get("x_ResourceKind") == "shared":
                 kind = "shared"
@@ -296,14 +306,14 @@ def reconcile(
                 over += (s - 1) * gpu_hours(line)
 
     # claims on resources the month's bill never shows.
-    billed_ids = {line["ResourceId"] for line in lines if line.get("ResourceId")}
+    billed_ids = {claim_key(line["ResourceId"]) for line in lines if line.get("ResourceId")}
     m_start, m_end = _ts(month), _ts(next_month(month))
     unbilled = 0.0
     for run, start, end in cands:
         in_month = overlap_hours(start, end, m_start, m_end)
         if in_month <= 0:
             continue
-        for rid in set(run["resource_ids"] or []):
+        for rid in {claim_key(rid) for rid in run["resource_ids"] or []}:
             if rid not in billed_ids:
                 unbilled += in_month * (run["gpus"] if run["gpus"] else 1)
 

@@ -25,7 +25,9 @@ from tests.warehouse_rows import (
 
 MONTH = date(2026, 7, 1)
 T0 = datetime(2026, 7, 1)
-INSTANCES = {"i-a": 8, "i-b": 4, "i-c": 0}  # resource → accelerators (0: a CPU box)
+JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333:training-job/job-a"  # runs may list "job-a"
+# resource → accelerators (0: a CPU box)
+INSTANCES = {"i-a": 8, "i-b": 4, "i-c": 0, JOB_ARN: 8}
 BUCKETS = ("ckpt", "data")
 RUN_IDS = [f"r{i}" for i in range(6)]
 CONFIG = parse_config({"datasets": {"ds1": {"bucket": "data", "region": "us-west-2"}}},
@@ -55,12 +57,14 @@ def scenarios(draw):
             g = INSTANCES[resource]
             usage = draw(st.sampled_from([1.0, 0.5, 1 / 3, 0.25]))
             rows = [usage] if kind == "instance" else [usage * 0.6, usage * 0.4]
+            split_parent = draw(st.booleans())  # pods' split rows took part of this hour
             for j, hours_part in enumerate(rows):
                 lines.append({**base, "x_SourceLine": f"L{i}.{j}", "ResourceId": resource,
                               "x_CostComponent": "gpu" if g else "cpu", "x_AcceleratorCount": g,
                               "x_UsageHours": hours_part, "x_InstanceUsage": True,
                               "x_InstanceType": "p4d.24xlarge" if g else "m5.large",
                               "x_ResourceKind": "instance",
+                              "x_SplitParent": split_parent,
                               "EffectiveCost": round(cost * hours_part, 6)})
             continue
         if kind == "storage":
@@ -87,8 +91,9 @@ def scenarios(draw):
         end = None if draw(st.integers(0, 9)) == 0 else hour(start + length)
         runs.append({
             "run_id": run_id, "status": status, "start_time": hour(start), "end_time": end,
-            "resource_ids": draw(st.lists(st.sampled_from(sorted(INSTANCES) + ["vol-1", "i-z"]),
-                                          unique=True, max_size=3)),
+            "resource_ids": draw(st.lists(
+                st.sampled_from(sorted(INSTANCES) + ["vol-1", "i-z", "job-a", "job-b"]),
+                unique=True, max_size=3)),
             "gpus": draw(st.sampled_from([None, 1, 2, 4, 8])),
             "purpose": draw(st.sampled_from([None, "production", "search", "preprocess"])),
             "search_id": draw(st.sampled_from([None, "s1"])),

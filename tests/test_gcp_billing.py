@@ -217,3 +217,30 @@ def test_missing_table_and_bad_table_ids_are_source_errors(bigquery):
         kind="gcp_billing_export", table="example.com:billing-proj.ds.t", project="runner"))
     assert (table.project, table.dataset, table.table) == ("example.com:billing-proj", "ds", "t")
     assert "PROMOTION" not in USAGE_DISCOUNT_TYPES
+
+
+def test_transient_errors_are_retried_then_fail_clearly(bigquery, monkeypatch):
+    import socket
+    import time
+
+    from cost_pipeline.sources import gcp_billing
+    from tests.s3_server import FlakyProxy
+
+    monkeypatch.setattr(gcp_billing, "RETRY_SECONDS", 3.0)
+    monkeypatch.setattr(gcp_billing, "RETRY_INITIAL_DELAY_SECONDS", 0.05)
+    # two 503 answers on the way: retried with backoff, the month reads as without them
+    with FlakyProxy(bigquery, failures=2) as proxy:
+        read = read_month("gcp", _source(proxy.endpoint_url), SEPT, "run_id")
+    assert proxy.failed == 2 and proxy.requests > 2
+    assert read.rows_returned == read_month("gcp", _source(bigquery), SEPT, "run_id").rows_returned
+    # an endpoint that never answers: retried for the budget, then one clear line
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    started = time.monotonic()
+    with pytest.raises(SourceError) as caught:
+        read_month("gcp", _source(dead), SEPT, "run_id")
+    assert 2.0 < time.monotonic() - started < 15
+    message = str(caught.value)
+    assert message.startswith(f"gcp: {TABLE_ID}: unreachable: still failing after retrying")
+    assert "\n" not in message

@@ -165,3 +165,31 @@ def test_a_manifest_naming_a_missing_file(tmp_path, s3_server, con):
     put(endpoint, bucket, MANIFEST, manifest("exec-1", ["gone.parquet"]))
     with pytest.raises(SourceError, match="dataFiles lists .*gone.parquet, not found"):
         build(con, s3_config(tmp_path, endpoint, bucket))
+
+
+def test_a_server_that_keeps_failing_is_retried_then_one_clear_error(tmp_path, s3_server, con):
+    import time
+
+    from cost_pipeline.sources import s3
+    from cost_pipeline.sources.s3 import list_bucket
+
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, f"{DATA}/a.parquet", parquet_bytes([line(4.0)], tmp_path))
+    put(endpoint, bucket, MANIFEST, manifest("exec-1", ["a.parquet"]))
+    with FlakyProxy(endpoint, failures=10**6) as proxy:
+        started = time.monotonic()
+        with pytest.raises(SourceError) as caught:
+            build(con, s3_config(tmp_path, proxy.endpoint_url, bucket))
+        assert time.monotonic() - started < 30
+        # the CUR read (pyarrow) tried the first request S3_ATTEMPTS times before giving up
+        assert proxy.requests == s3.S3_ATTEMPTS
+        message = str(caught.value)
+        assert message.startswith(f"aws_cur2: s3://{bucket}") and "\n" not in message
+        assert f"after up to {s3.S3_ATTEMPTS} attempts" in message
+        # the checkpoint listing (boto3) too
+        before = proxy.requests
+        with pytest.raises(SourceError) as caught:
+            list(list_bucket(s3.client(proxy.endpoint_url, "us-east-1"), bucket, "ckpt"))
+        assert proxy.requests - before == s3.S3_ATTEMPTS
+        assert str(caught.value).startswith(f"ckpt: s3://{bucket}: S3 error after up to")
+    assert totals(con) == (0, 0.0)  # nothing was written

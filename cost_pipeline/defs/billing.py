@@ -8,6 +8,7 @@ from dagster_duckdb import DuckDBResource
 
 from ..billing import build_billing_facts
 from ..checks import billing_complete
+from . import run_inputs
 from .partitions import monthly
 from .resources import PipelineSettings, month_of
 
@@ -21,15 +22,23 @@ from .resources import PipelineSettings, month_of
                                    description="every day of the month has Usage lines (ERROR "
                                    "for a closed month, WARN for the open month)")],
     description="Normalized billing line items of the month (FOCUS names, SPEC §5): net "
-    "amortized EffectiveCost, ChargeCategory, cost component, accelerator count, usage hours.",
+    "amortized EffectiveCost, ChargeCategory, cost component, accelerator count, usage hours. "
+    "The month's first step: it also reads and validates the tracker and checkpoint inputs, so "
+    "that bad input fails the materialization before any table is written.",
 )
 def billing_facts(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
-    with duckdb.get_connection() as con:
-        summary = build_billing_facts(con, cfg, month, context.log)
-        complete = billing_complete(con, month, datetime.now(UTC).date())
+    try:
+        # the run's tracker and checkpoint inputs are validated before anything is written
+        run_inputs.read_ahead(context, cfg, month)
+        with duckdb.get_connection() as con:
+            summary = build_billing_facts(con, cfg, month, context.log)
+            complete = billing_complete(con, month, datetime.now(UTC).date())
+    except BaseException:
+        run_inputs.forget(context.run_id)
+        raise
     return dg.MaterializeResult(
         metadata={
             "rows": summary.rows,

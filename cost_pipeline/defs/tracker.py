@@ -1,11 +1,14 @@
-"""Tracker runs and the checkpoint listing: what the ML side recorded."""
+"""Tracker runs and the checkpoint listing: what the ML side recorded. Both are ordered
+after `billing_facts`, which reads and validates their inputs before the month's first write
+(see run_inputs.py), and write what it read."""
 
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from ..inventory import build_checkpoint_inventory
-from ..tracker import build_tracker_runs
+from ..inventory import build_checkpoint_inventory, read_listing
+from ..tracker import build_tracker_runs, runs_table
+from . import run_inputs
 from .partitions import monthly
 from .resources import PipelineSettings, month_of
 
@@ -15,14 +18,16 @@ from .resources import PipelineSettings, month_of
     group_name="tracker",
     kinds={"duckdb"},
     owners=["team:ml-platform"],
+    deps=["billing_facts"],
     description="Every run the trackers know (SPEC §4), as a snapshot stored under the month.",
 )
 def tracker_runs(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
+    runs = run_inputs.take(context, run_inputs.RUNS, lambda: runs_table(cfg, context.log))
     with duckdb.get_connection() as con:
-        rows = build_tracker_runs(con, cfg, month, context.log)
+        rows = build_tracker_runs(con, cfg, month, context.log, runs=runs)
     return dg.MaterializeResult(metadata={"runs": rows})
 
 
@@ -31,6 +36,7 @@ def tracker_runs(
     group_name="tracker",
     kinds={"duckdb"},
     owners=["team:ml-platform"],
+    deps=["billing_facts"],
     description="Checkpoint and artifact objects of the month's snapshot(s), with the run and "
     "checkpoint each object belongs to.",
 )
@@ -38,8 +44,10 @@ def checkpoint_inventory(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
+    listing = run_inputs.take(context, run_inputs.LISTING,
+                              lambda: read_listing(cfg, month, context.log))
     with duckdb.get_connection() as con:
-        rows = build_checkpoint_inventory(con, cfg, month, context.log)
+        rows = build_checkpoint_inventory(con, cfg, month, context.log, listing=listing)
         (total,) = con.execute(
             "SELECT coalesce(sum(size), 0) FROM checkpoint_inventory WHERE month = ?", [month]
         ).fetchone()

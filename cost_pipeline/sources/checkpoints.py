@@ -96,10 +96,17 @@ def walk_local(path: Path, source: str, bucket: str) -> Iterator[dict[str, Any]]
     for folder, _dirs, files in os.walk(path):
         for name in files:
             file = Path(folder) / name
+            key = file.relative_to(path).as_posix()
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError:  # undecodable bytes come back as lone surrogates
+                shown = os.fsencode(file).decode("utf-8", "backslashreplace")
+                raise SourceError(source, shown, "the file name is not UTF-8 (an S3 key is "
+                                  "UTF-8 text): rename it") from None
             stat = file.stat()
             yield {
                 "bucket": bucket,
-                "key": file.relative_to(path).as_posix(),
+                "key": key,
                 "size": stat.st_size,
                 "last_modified": datetime.fromtimestamp(stat.st_mtime, UTC).replace(tzinfo=None),
                 "snapshot_date": None,

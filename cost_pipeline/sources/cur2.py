@@ -51,6 +51,11 @@ OPTIONAL_COLUMNS: dict[str, str] = {
     "savings_plan_net_savings_plan_effective_cost": "DOUBLE",
     "savings_plan_total_commitment_to_date": "DOUBLE",
     "savings_plan_used_commitment": "DOUBLE",
+    # split cost allocation data (INCLUDE_SPLIT_COST_ALLOCATION_DATA): EKS pods / ECS tasks.
+    # Only what the normalization reads; the unused cost is the parent's remainder.
+    "split_line_item_parent_resource_id": "VARCHAR",
+    "split_line_item_split_cost": "DOUBLE",
+    "split_line_item_net_split_cost": "DOUBLE",
 }
 REQUIRED_COLUMNS: dict[str, str] = {
     "identity_line_item_id": "VARCHAR",

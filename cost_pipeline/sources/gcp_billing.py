@@ -37,6 +37,12 @@ USAGE_DISCOUNT_TYPES = (
     "COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE",
     "DISCOUNT",
 )
+# Throttling (429), 5xx answers, timeouts and connection errors are retried with exponential
+# backoff (the client's own retry predicate) for at most this long per call, then reported;
+# the client's default is 10 minutes per call (and 40 for a query job).
+RETRY_SECONDS = 120.0
+RETRY_INITIAL_DELAY_SECONDS = 1.0
+REQUEST_TIMEOUT_SECONDS = 60.0  # per HTTP request: a server that stops answering is retried
 ADC_FIX = (
     "no Google credentials: run `gcloud auth application-default login`, set "
     "GOOGLE_APPLICATION_CREDENTIALS, or give `api_endpoint` for an emulator"
@@ -130,6 +136,7 @@ def make_client(source: GcpBillingExportSource, table: ExportTable):
 def read_month(source_name: str, source: GcpBillingExportSource, month: date,
                run_tag: str) -> MonthRead:
     """The month's reduced rows, with the dry run's byte estimate and the row counts."""
+    import requests
     from google.api_core import exceptions as api_errors
     from google.auth import exceptions as auth_errors
     from google.cloud import bigquery
@@ -144,21 +151,35 @@ def read_month(source_name: str, source: GcpBillingExportSource, month: date,
                                      list(USAGE_DISCOUNT_TYPES)),
     ]
     sql = month_sql(table)
+    retry = bigquery.DEFAULT_RETRY.with_timeout(RETRY_SECONDS).with_delay(
+        initial=RETRY_INITIAL_DELAY_SECONDS, maximum=max(RETRY_SECONDS / 4, 1.0))
+    # a query job that fails for a transient reason is re-run, within twice the call budget
+    job_retry = bigquery.retry.DEFAULT_JOB_RETRY.with_timeout(2 * RETRY_SECONDS).with_delay(
+        initial=RETRY_INITIAL_DELAY_SECONDS, maximum=max(RETRY_SECONDS / 4, 1.0))
+    calls = {"retry": retry, "timeout": REQUEST_TIMEOUT_SECONDS}
     try:
         client = make_client(source, table)
         with client:
-            table_rows = client.get_table(str(table)).num_rows
+            table_rows = client.get_table(str(table), **calls).num_rows
             dry = client.query(sql, job_config=bigquery.QueryJobConfig(
-                dry_run=True, use_query_cache=False, query_parameters=params))
-            job = client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params))
+                dry_run=True, use_query_cache=False, query_parameters=params), **calls)
+            job = client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params),
+                               job_retry=job_retry, **calls)
             # the reduced rows are few: the REST pages suffice (no Storage Read API needed)
-            rows = job.to_arrow(create_bqstorage_client=False)
+            rows = job.result(retry=retry, job_retry=job_retry).to_arrow(
+                create_bqstorage_client=False)
     except auth_errors.DefaultCredentialsError:
         raise SourceError(source_name, str(table), ADC_FIX) from None
     except api_errors.NotFound as exc:
         raise SourceError(source_name, str(table), f"not found: {_message(exc)}") from None
+    except api_errors.RetryError as exc:
+        cause = _message(exc.cause) if exc.cause is not None else _message(exc)
+        raise SourceError(source_name, str(table), f"unreachable: still failing after retrying "
+                          f"for {RETRY_SECONDS:g} s ({cause})") from None
     except api_errors.GoogleAPIError as exc:
         raise SourceError(source_name, str(table), _message(exc)) from None
+    except (OSError, requests.RequestException) as exc:  # a transport error not retried
+        raise SourceError(source_name, str(table), f"unreachable: {_message(exc)}") from None
     rows = _typed(rows)
     return MonthRead(str(table), rows, dry.total_bytes_processed, table_rows,
                      int(pc.sum(rows["export_rows"]).as_py() or 0))

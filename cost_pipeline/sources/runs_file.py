@@ -233,7 +233,21 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
         raise ValueError(f"gpu_utilization: {utilization!r} is not a percentage (0-100)")
     run["keep"] = _bool(raw.get("keep"), "keep")
     run["deleted"] = _bool(raw.get("deleted"), "deleted")
+    _check_unicode(run)
     return run
+
+
+def _check_unicode(run: dict[str, Any]) -> None:
+    """Text the warehouse can store: a JSON `\\udcff` escape decodes to a lone surrogate,
+    which no UTF-8 column (nor Arrow) accepts."""
+    for column, value in run.items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ValueError(f"{column}: {text!r} is not valid Unicode text (character "
+                                     f"{exc.start + 1} is a lone surrogate)") from None
 
 
 def read_runs(path: Path, source: str) -> list[dict[str, Any]]:

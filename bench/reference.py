@@ -1,0 +1,181 @@
+"""The reference: the month's attribution as one hand-written DuckDB statement, in memory,
+straight from the generated files (CUR 2.0 parquet, runs parquet, inventory CSV) — the
+interval join of SPEC §6 and the aggregation per purpose class, nothing persisted.
+
+    python bench/reference.py DATA_DIR        # prints {"totals": {class: cost}, ...} as JSON
+
+A faithful but minimal subset of `assets/attribution.sql`: compute claims by the runs'
+listed resources (a range join on resource + overlapping periods), d from the usage hours,
+the GPU factor, over-claimed shares scaled down, bucket storage split by the runs' listed
+bytes (month-end listing), cross-region transfer split by overlap, non-usage lines
+unallocated. Left out because the generated month has none of them: run tags on lines,
+sweep parents, daily inventory snapshots, savings plans and reservations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import yaml
+
+MONTH_END = "2026-08-01"  # the generated month is 2026-07
+
+REFERENCE_SQL = """
+WITH
+datasets AS (
+    SELECT unnest($dataset_names) AS name, unnest($dataset_buckets) AS bucket,
+           unnest($dataset_regions) AS region
+),
+raw AS (
+    SELECT
+        line_item_line_item_type AS line_type,
+        line_item_usage_start_date AS s, line_item_usage_end_date AS e,
+        nullif(line_item_resource_id, '') AS rid,
+        coalesce(line_item_net_unblended_cost, line_item_unblended_cost, 0) AS c,
+        line_item_usage_type AS usage_type,
+        line_item_product_code AS product,
+        product_product_family AS family,
+        CASE WHEN regexp_matches(line_item_usage_type, '(^|-)(BoxUsage|SpotUsage|HostUsage)(:|$)')
+             THEN line_item_usage_amount END AS hours,
+        coalesce(product_instance_type, split_part(line_item_usage_type, ':', 2)) AS itype
+    FROM read_parquet($cur_files)
+),
+lines AS (
+    SELECT
+        row_number() OVER () AS k, s, e, rid, c, hours,
+        CASE WHEN hours IS NOT NULL AND regexp_matches(coalesce(itype, ''), '^(p|g|gr|trn|inf|dl)\\d')
+             THEN CASE itype WHEN 'p4d.24xlarge' THEN 8 WHEN 'p5.48xlarge' THEN 8
+                             WHEN 'g5.12xlarge' THEN 4 WHEN 'g5.xlarge' THEN 1 ELSE 1 END
+             ELSE 0 END AS g,
+        CASE
+            WHEN line_type NOT IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
+                                   'SavingsPlanNegation', 'Refund') THEN 'non_usage'
+            WHEN (product = 'AmazonS3' OR rid IN (SELECT bucket FROM datasets))
+                 AND (regexp_matches(usage_type, '(DataTransfer|-Out-Bytes|-In-Bytes)')
+                      OR family = 'Data Transfer') THEN 'bucket_transfer'
+            WHEN product = 'AmazonS3' OR rid IN (SELECT bucket FROM datasets)
+                THEN 'bucket_storage'
+            ELSE 'compute'
+        END AS rule
+    FROM raw
+),
+all_runs AS (
+    SELECT run_id, gpus, region, dataset, resource_ids, start_time AS rs,
+        CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP) ELSE end_time END AS re,
+        CASE WHEN purpose = 'search' OR search_id IS NOT NULL THEN 'search'
+             WHEN purpose = 'production' THEN 'production'
+             WHEN purpose = 'preprocess' THEN 'preprocessing' ELSE 'other' END AS cls
+    FROM read_parquet($runs_file)
+),
+runs AS (SELECT * FROM all_runs WHERE re IS NOT NULL),
+run_resources AS (
+    SELECT DISTINCT run_id, rs, re, gpus, cls, unnest(resource_ids) AS rid FROM runs
+),
+periods AS (
+    SELECT rid, s, e,
+        CASE WHEN coalesce(sum(hours), 0) > 0 THEN sum(hours) ELSE epoch(e - s) / 3600.0 END AS d
+    FROM lines WHERE rule = 'compute' AND rid IS NOT NULL
+    GROUP BY rid, s, e
+),
+compute_shares AS (
+    -- the interval join: a run claims a line of a resource it lists when their periods overlap
+    SELECT l.k, rr.cls,
+        least(1.0, epoch(least(l.e, rr.re) - greatest(l.s, rr.rs)) / 3600.0 / p.d)
+          * CASE WHEN rr.gpus IS NOT NULL AND l.g > 0 THEN least(rr.gpus, l.g) / l.g
+                 ELSE 1.0 END AS share
+    FROM lines l
+    JOIN run_resources rr ON rr.rid = l.rid AND rr.rs < l.e AND rr.re > l.s
+    JOIN periods p ON p.rid = l.rid AND p.s = l.s AND p.e = l.e
+    WHERE l.rule = 'compute'
+),
+objects AS (
+    SELECT bucket, key, size FROM read_csv($inventory_file, header = true)
+    WHERE last_modified < CAST($month_end AS TIMESTAMP)
+),
+bucket_bytes AS (SELECT bucket, sum(size) AS bytes FROM objects GROUP BY 1),
+class_bytes AS (
+    SELECT o.bucket, r.cls, sum(o.size) AS bytes
+    FROM objects o
+    JOIN all_runs r ON r.run_id = split_part(substr(o.key, length($prefix) + 1), '/', 1)
+    WHERE starts_with(o.key, $prefix) AND length(string_split(substr(o.key, length($prefix) + 1), '/')) >= 2
+    GROUP BY ALL
+),
+storage_shares AS (
+    SELECT l.k, cb.cls, cb.bytes / bb.bytes AS share
+    FROM lines l
+    JOIN bucket_bytes bb ON bb.bucket = l.rid
+    JOIN class_bytes cb ON cb.bucket = l.rid
+    WHERE l.rule = 'bucket_storage' AND bb.bytes > 0
+),
+transfer_overlaps AS (
+    SELECT l.k, r.cls, epoch(least(l.e, r.re) - greatest(l.s, r.rs)) / 3600.0 AS overlap
+    FROM lines l
+    JOIN datasets ds ON ds.bucket = l.rid
+    JOIN runs r ON r.dataset = ds.name AND r.region <> ds.region AND r.rs < l.e AND r.re > l.s
+    WHERE l.rule = 'bucket_transfer'
+),
+transfer_shares AS (
+    SELECT k, cls, sum(overlap) / sum(sum(overlap)) OVER (PARTITION BY k) AS share
+    FROM transfer_overlaps GROUP BY k, cls
+),
+claims AS (
+    SELECT * FROM compute_shares
+    UNION ALL SELECT * FROM storage_shares
+    UNION ALL SELECT * FROM transfer_shares
+),
+claimed AS (SELECT k, sum(share) AS claimed FROM claims GROUP BY k)
+SELECT cl.cls AS purpose_class, sum(l.c * cl.share / greatest(t.claimed, 1.0)) AS cost
+FROM claims cl JOIN claimed t USING (k) JOIN lines l USING (k)
+GROUP BY 1
+UNION ALL
+SELECT 'untracked', sum(l.c * (1 - least(coalesce(t.claimed, 0), 1.0)))
+FROM lines l LEFT JOIN claimed t USING (k)
+WHERE l.rule <> 'non_usage'
+UNION ALL
+SELECT 'unallocated', sum(c) FROM lines WHERE rule = 'non_usage'
+"""
+
+
+def month_inputs(data: Path) -> dict:
+    """The generated month's files and the config facts the attribution needs."""
+    config = yaml.safe_load((data / "config.yaml").read_text(encoding="utf-8"))
+    cur = sorted((data / config["billing"][0]["path"]).glob("data/BILLING_PERIOD=*/**/*.parquet"))
+    datasets = config.get("datasets") or {}
+    checkpoints = config["checkpoints"][0]
+    return {
+        "cur_files": [str(p) for p in cur],
+        "runs_file": str(data / config["tracker"][0]["path"]),
+        "inventory_file": str(data / checkpoints["path"]),
+        "prefix": checkpoints.get("prefix", ""),
+        "dataset_names": list(datasets),
+        "dataset_buckets": [d["bucket"] for d in datasets.values()],
+        "dataset_regions": [d["region"] for d in datasets.values()],
+    }
+
+
+def run(data: Path) -> dict:
+    inputs = month_inputs(data)
+    con = duckdb.connect()  # in memory, default settings: the reference is what DuckDB does
+    con.execute("SET TimeZone = 'UTC'")
+    t0 = time.perf_counter()
+    rows = con.execute(REFERENCE_SQL, {**inputs, "month_end": MONTH_END}).fetchall()
+    seconds = time.perf_counter() - t0
+    return {"totals": {cls: float(cost or 0.0) for cls, cost in rows},
+            "query_seconds": round(seconds, 3), "cur_files": len(inputs["cur_files"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("data", type=Path, help="a folder written by bench/generate.py")
+    args = parser.parse_args()
+    json.dump(run(args.data), sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()

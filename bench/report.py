@@ -1,0 +1,160 @@
+"""The benchmark's arithmetic and its printout: ratios, the totals cross-check, the issue's
+targets."""
+
+from __future__ import annotations
+
+TOLERANCE = 1e-6  # relative: attributed / untracked / unallocated sums must agree to this
+GROUPS = ("attributed", "untracked", "unallocated")
+IMPLS = ("scan_floor", "reference", "pandas", "pipeline")
+GIB = 2**30
+
+
+def groups(totals: dict[str, float]) -> dict[str, float]:
+    """Per purpose class → attributed (every run class), untracked, unallocated."""
+    out = {g: 0.0 for g in GROUPS}
+    for cls, cost in totals.items():
+        out[cls if cls in ("untracked", "unallocated") else "attributed"] += cost
+    return out
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-9) if abs(a - b) > 1e-9 else 0.0
+
+
+def compare_totals(results: dict) -> dict:
+    """Every implementation's three sums against the pipeline's (else the reference's)."""
+    truth_name = next((n for n in ("pipeline", "reference")
+                       if results.get(n, {}).get("totals")), None)
+    check: dict = {"tolerance": TOLERANCE, "against": truth_name, "agree": truth_name is not None,
+                   "warnings": []}
+    if truth_name is None:
+        check["warnings"].append("no implementation produced totals")
+        return check
+    truth = groups(results[truth_name]["totals"])
+    check[truth_name] = truth
+    others = {n: results[n]["totals"] for n in ("reference", "pandas")
+              if n != truth_name and n in results}
+    changed = results.get("pipeline", {}).get("rerun_runs_changed", {}).get("totals")
+    if changed is not None:
+        others["pipeline_after_runs_changed"] = changed
+    for name, totals in others.items():
+        if not totals:
+            check["agree"] = False
+            check["warnings"].append(f"{name}: no totals (failed)")
+            continue
+        mine = groups(totals)
+        diffs = {g: _rel(mine[g], truth[g]) for g in GROUPS}
+        check[name] = {**mine, "max_rel_diff": max(diffs.values())}
+        for g, diff in diffs.items():
+            if diff > TOLERANCE:
+                check["agree"] = False
+                check["warnings"].append(f"{name}: {g} {mine[g]:,.4f} vs {truth_name} "
+                                         f"{truth[g]:,.4f} (relative {diff:.2e})")
+    return check
+
+
+def _ratio(a: dict | None, b: dict | None, key: str) -> float | None:
+    if not a or not b or a.get("returncode") or b.get("returncode") or not b.get(key):
+        return None
+    return round(a[key] / b[key], 2)
+
+
+def ratios(results: dict) -> dict:
+    p = results.get("pipeline")
+    out = {}
+    for other in ("reference", "scan_floor", "pandas"):
+        out[f"pipeline/{other}"] = {"time": _ratio(p, results.get(other), "wall_seconds"),
+                                    "rss": _ratio(p, results.get(other), "peak_rss_bytes")}
+    out["reference/scan_floor"] = {
+        "time": _ratio(results.get("reference"), results.get("scan_floor"), "wall_seconds"),
+        "rss": _ratio(results.get("reference"), results.get("scan_floor"), "peak_rss_bytes")}
+    if p:
+        for rerun in ("rerun_unchanged", "rerun_runs_changed"):
+            out[f"{rerun}/pipeline"] = {"time": _ratio(p.get(rerun), p, "wall_seconds")}
+    return out
+
+
+def scaling(sizes: list[dict]) -> dict:
+    """Wall-time ratio of each larger size to each smaller one, per implementation."""
+    out = {}
+    for i, small in enumerate(sizes):
+        for big in sizes[i + 1:]:
+            key = f"{big['size']}/{small['size']}"
+            out[key] = {"lines": round(big["lines"] / small["lines"], 2)}
+            for name in IMPLS:
+                out[key][name] = _ratio(big["results"].get(name), small["results"].get(name),
+                                        "wall_seconds")
+    return out
+
+
+def targets(report: dict) -> list[tuple[str, str, bool | None]]:
+    """The issue's targets that this run's sizes can speak to: (target, measured, met)."""
+    by_size = {s["size"].split("-")[0]: s for s in report["sizes"]}
+    rows: list[tuple[str, str, bool | None]] = []
+    five = by_size.get("5m", {}).get("ratios", {}).get("pipeline/reference", {}).get("time")
+    if five is not None:
+        rows.append(("5M: pipeline ≤ 1.5 × reference", f"{five:.2f}×", five <= 1.5))
+    for s in report["sizes"]:
+        r = s["ratios"].get("pipeline/pandas", {}).get("time")
+        if r is not None:
+            rows.append((f"{s['size']}: pipeline faster than pandas", f"{r:.2f}×", r < 1))
+    twenty = by_size.get("20m", {}).get("results", {}).get("pipeline")
+    if twenty and not twenty.get("returncode"):
+        rss = twenty["peak_rss_bytes"] / GIB
+        rows.append(("20M: pipeline peak RSS < 2 GiB", f"{rss:.2f} GiB", rss < 2))
+    growth = report.get("scaling", {}).get("20m/5m", {}).get("pipeline")
+    if growth is not None:
+        rows.append(("pipeline time 20M ÷ 5M < 4.5", f"{growth:.2f}", growth < 4.5))
+    for s in report["sizes"]:
+        rerun = s["results"].get("pipeline", {}).get("rerun_unchanged")
+        if rerun and not rerun.get("returncode"):
+            rows.append((f"{s['size']}: unchanged month not recomputed",
+                         f"{rerun['wall_seconds']:.1f} s, {len(rerun['steps'])} steps ran",
+                         not rerun["steps"]))
+    return rows
+
+
+def _mib(value: int | None) -> str:
+    return f"{value / 2**20:,.0f}" if value else "-"
+
+
+def print_report(report: dict) -> None:
+    m = report["machine"]
+    print(f"\n{m['cpu_model']}, {m['logical_cores']} cores, {m['memory_bytes'] / GIB:.1f} GiB; "
+          f"load average at start {m['load_average_at_start']}, at end "
+          f"{m.get('load_average_at_end')}; duckdb {m['versions']['duckdb']}, "
+          f"pandas {m['versions']['pandas']}, dagster {m['versions']['dagster']}")
+    w = max([8, *(len(s["size"]) + 2 for s in report["sizes"])])
+    print(f"\n{'size':<{w}}{'what':<30}{'wall s':>9}{'peak MiB':>10}{'load':>7}"
+          f"{'pipeline ÷ it':>15}")
+    for s in report["sizes"]:
+        res = s["results"]
+        rows = [(n, res[n]) for n in IMPLS if n in res]
+        if "pipeline" in res:
+            rows += [(f"pipeline re-run, {k.split('_', 1)[1].replace('_', ' ')}", res["pipeline"][k])
+                     for k in ("rerun_unchanged", "rerun_runs_changed") if k in res["pipeline"]]
+        for name, r in rows:
+            ratio = s["ratios"].get(f"pipeline/{name}", {}).get("time")
+            failed = "" if not r.get("returncode") else f"  FAILED (rc {r['returncode']})"
+            print(f"{s['size']:<{w}}{name:<30}{r['wall_seconds']:>9.2f}"
+                  f"{_mib(r['peak_rss_bytes']):>10}{r['load_average'][0]:>7.2f}"
+                  f"{(f'{ratio:.2f}×' if ratio else ''):>15}{failed}")
+        check = s["totals_check"]
+        for warning in check["warnings"]:
+            print(f"{s['size']:<{w}}WARNING totals differ: {warning}")
+        if check["agree"]:
+            print(f"{s['size']:<{w}}totals agree (attributed, untracked, unallocated within "
+                  f"{check['tolerance']:g} relative of the {check['against']})")
+        steps = res.get("pipeline", {}).get("steps", {})
+        if steps:
+            top = ", ".join(f"{k} {v:.1f} s" for k, v in list(steps.items())[:4])
+            overhead = res["pipeline"]["wall_seconds"] - res["pipeline"]["steps_seconds"]
+            print(f"{s['size']:<{w}}pipeline steps: {top}; outside steps {overhead:.1f} s")
+    for key, row in report.get("scaling", {}).items():
+        shown = ", ".join(f"{n} {row[n]:.2f}" for n in IMPLS if row.get(n) is not None)
+        print(f"time {key} (lines ×{row['lines']}): {shown}")
+    rows = targets(report)
+    if rows:
+        print("\ntargets (issue 6):")
+        for target, measured, met in rows:
+            print(f"  {'met ' if met else 'MISS'}  {target:<42} {measured}")

@@ -1,0 +1,191 @@
+"""`make bench`: for each size, a generated month (cached in bench-data/) measured four ways
+side by side — the scan floor, the one-statement DuckDB reference, a hand-written pandas
+attribution, and the pipeline end to end (`cost-pipeline materialize`, fresh Dagster home
+and warehouse) — then the pipeline re-run on unchanged inputs and after the runs file
+changed. Each is a child process: wall time and peak RSS. Prints a table and the ratios,
+checks that every implementation's totals agree, writes bench-results.json.
+
+    python bench/run.py --sizes "1m 5m 20m" [--runs 100000] [--objects 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import yaml
+
+from measure import machine_facts, run_measured
+from report import compare_totals, print_report, ratios, scaling
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+MONTH = "2026-07"
+STEP_LINE = re.compile(r"^✓ (\S+) \(([\d.]+) s\)$", re.MULTILINE)
+SIMPLE = {"scan_floor": "scan_floor.py", "reference": "reference.py", "pandas": "pandas_impl.py"}
+
+
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmM]?)", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"size {text!r}: expected e.g. 20k, 1m, 5m")
+    scale = {"": 1, "k": 1_000, "m": 1_000_000}[match.group(2).lower()]
+    return int(float(match.group(1)) * scale)
+
+
+def ensure_month(root: Path, label: str, lines: int, runs: int, objects: int,
+                 logs: Path) -> tuple[Path, dict]:
+    """The generated month of this size, reused when the same generator made it."""
+    generator = hashlib.sha256((BENCH / "generate.py").read_bytes()).hexdigest()[:16]
+    wanted = {"lines": lines, "runs": runs, "objects": objects, "generator": generator}
+    data = root / label
+    stamp = data / "generated.json"
+    if stamp.exists() and json.loads(stamp.read_text()).get("params") == wanted:
+        return data, {**json.loads(stamp.read_text()), "cached": True}
+    shutil.rmtree(data, ignore_errors=True)
+    measured = run_measured(
+        [sys.executable, str(BENCH / "generate.py"), str(data), "--lines", str(lines),
+         "--runs", str(runs), "--objects", str(objects)], log_dir=logs, name=f"{label}-generate")
+    if measured.returncode != 0:
+        raise SystemExit(f"generating {label} failed:\n{measured.stderr[-2000:]}")
+    files = sorted(data.glob("cur/**/*.parquet"))
+    info = {"params": wanted, "cur_files": len(files),
+            "cur_bytes": sum(f.stat().st_size for f in files),
+            "generate": measured.as_json(), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                          time.gmtime())}
+    stamp.write_text(json.dumps(info, indent=2))
+    return data, {**info, "cached": False}
+
+
+def _cli() -> list[str]:
+    script = Path(sys.executable).parent / "cost-pipeline"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "cost_pipeline.cli"]
+
+
+def pipeline_workspace(data: Path, work: Path) -> tuple[Path, dict]:
+    """A fresh Dagster home, warehouse and config (absolute paths) for one pipeline series;
+    the runs file is a copy so that changing it leaves the cached month alone."""
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "dagster_home").mkdir(parents=True)
+    (work / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    config = yaml.safe_load((data / "config.yaml").read_text(encoding="utf-8"))
+    shutil.copy2(data / config["tracker"][0]["path"], work / "runs.parquet")
+    config["warehouse"]["path"] = str(work / "warehouse.duckdb")
+    config["billing"][0]["path"] = str((data / config["billing"][0]["path"]).resolve())
+    config["tracker"][0]["path"] = str(work / "runs.parquet")
+    config["checkpoints"][0]["path"] = str((data / config["checkpoints"][0]["path"]).resolve())
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "COST_PIPELINE_CONFIG"}
+    env.update(DAGSTER_HOME=str(work / "dagster_home"), DAGSTER_DISABLE_TELEMETRY="1")
+    return work / "config.yaml", env
+
+
+def _pipeline_result(measured, keep_checks: bool = True) -> dict:
+    steps = {name: float(s) for name, s in STEP_LINE.findall(measured.stderr)}
+    result = measured.as_json()
+    skipped = re.findall(r"^\S+ (\S+): unchanged, skipped", measured.stdout, re.MULTILINE)
+    result.update(steps=dict(sorted(steps.items(), key=lambda kv: -kv[1])),
+                  steps_seconds=round(sum(steps.values()), 3), skipped_assets=skipped)
+    if keep_checks:
+        result["checks"] = [ln for ln in measured.stdout.splitlines() if ": PASS" in ln
+                            or ": FAIL" in ln]
+    return result
+
+
+def warehouse_totals(warehouse: Path) -> dict[str, float]:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        rows = con.execute("SELECT purpose_class, sum(cost) FROM attribution "
+                           "WHERE month = DATE '2026-07-01' GROUP BY 1").fetchall()
+    return {cls: float(cost) for cls, cost in rows}
+
+
+def measure_pipeline(data: Path, work: Path, logs: Path, label: str) -> dict:
+    config, env = pipeline_workspace(data, work)
+    cmd = [*_cli(), "materialize", "--config", str(config), "--month", MONTH]
+    first = run_measured(cmd, env=env, cwd=work, log_dir=logs, name=f"{label}-pipeline")
+    result = _pipeline_result(first)
+    if first.returncode != 0:
+        result["error"] = first.stderr.strip().splitlines()[-1:] or ["failed"]
+        return result
+    result["totals"] = warehouse_totals(work / "warehouse.duckdb")
+    result["warehouse_bytes"] = (work / "warehouse.duckdb").stat().st_size
+    again = run_measured(cmd, env=env, cwd=work, log_dir=logs, name=f"{label}-pipeline-rerun")
+    result["rerun_unchanged"] = _pipeline_result(again, keep_checks=False)
+    os.utime(work / "runs.parquet")  # a new delivery of the runs file: same rows, new mtime
+    changed = run_measured(cmd, env=env, cwd=work, log_dir=logs,
+                           name=f"{label}-pipeline-runs-changed")
+    result["rerun_runs_changed"] = _pipeline_result(changed, keep_checks=False)
+    if changed.returncode == 0:
+        result["rerun_runs_changed"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
+    return result
+
+
+def measure_size(label: str, lines: int, args, logs: Path) -> dict:
+    data, generated = ensure_month(args.data_dir, label, lines, args.runs, args.objects, logs)
+    print(f"[{label}] month in {data} ({'cached' if generated['cached'] else 'generated'}, "
+          f"{generated['cur_files']} CUR files, {generated['cur_bytes'] / 1e6:,.0f} MB)",
+          file=sys.stderr, flush=True)
+    results: dict[str, dict] = {}
+    for name in args.impls:
+        if name == "pipeline":
+            results[name] = measure_pipeline(data, data / "work", logs, label)
+            if not args.keep_warehouse:
+                shutil.rmtree(data / "work", ignore_errors=True)
+        else:
+            measured = run_measured([sys.executable, str(BENCH / SIMPLE[name]), str(data)],
+                                    log_dir=logs, name=f"{label}-{name}")
+            results[name] = measured.as_json()
+            if measured.returncode == 0:
+                results[name].update(json.loads(measured.stdout.strip().splitlines()[-1]))
+        r = results[name]
+        print(f"[{label}] {name}: {r['wall_seconds']:.2f} s, "
+              f"{r['peak_rss_bytes'] / 2**20:,.0f} MiB (load {r['load_average'][0]})"
+              + ("" if r["returncode"] == 0 else f"  FAILED rc={r['returncode']}"),
+              file=sys.stderr, flush=True)
+    return {"size": label, "lines": lines, "runs": args.runs, "objects": args.objects,
+            "data": {k: v for k, v in generated.items() if k != "params"},
+            "results": results, "totals_check": compare_totals(results),
+            "ratios": ratios(results)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1m 5m",
+                        help="billing lines per month, e.g. '1m 5m 20m' (default: 1m 5m)")
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--objects", type=int, default=1_000_000)
+    parser.add_argument("--impls", default="scan_floor,reference,pandas,pipeline",
+                        help="comma-separated subset of scan_floor,reference,pandas,pipeline")
+    parser.add_argument("--data-dir", type=Path, default=ROOT / "bench-data")
+    parser.add_argument("--results", type=Path, default=ROOT / "bench-results.json")
+    parser.add_argument("--keep-warehouse", action="store_true",
+                        help="keep bench-data/<size>/work (warehouse, Dagster home, logs)")
+    args = parser.parse_args(argv)
+    args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    sizes = [(s, parse_size(s)) for s in re.split(r"[,\s]+", args.sizes.strip()) if s]
+    defaults = args.runs == 100_000 and args.objects == 1_000_000
+    logs = args.data_dir / "logs"
+    report = {"machine": machine_facts(), "month": MONTH, "sizes": []}
+    for text, lines in sizes:
+        label = text.lower() if defaults else f"{text.lower()}-{args.runs}r-{args.objects}o"
+        report["sizes"].append(measure_size(label, lines, args, logs))
+        report["scaling"] = scaling(report["sizes"])
+        report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        args.results.write_text(json.dumps(report, indent=2))  # partial results survive
+    print_report(report)
+    print(f"\nresults: {args.results}")
+    agree = all(s["totals_check"]["agree"] for s in report["sizes"])
+    failed = any(r.get("returncode") for s in report["sizes"] for r in s["results"].values())
+    return 1 if failed or not agree else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,8 +30,21 @@ dev: install
 	@mkdir -p $(DAGSTER_HOME)
 	COST_PIPELINE_CONFIG=$${COST_PIPELINE_CONFIG:-$(CURDIR)/demo/config.yaml} $(BIN)/dagster dev -w workspace.yaml
 
+# the benchmark, not part of `make test`: months of $(SIZES) billing lines generated once into
+# bench-data/, each measured as scan floor, DuckDB reference, pandas and the pipeline;
+# the table goes to stdout, the numbers to bench-results.json (README "Performance")
+SIZES ?= 1m 5m
+
+$(VENV)/bench.stamp: $(BIN)/cost-pipeline pyproject.toml
+	$(BIN)/pip install --quiet -e '.[test,bench]' 2> $(VENV)/install.log \
+		|| { grep -v '^WARNING: Location' $(VENV)/install.log; exit 1; }
+	@touch $@
+
+bench: $(VENV)/bench.stamp
+	$(BIN)/python bench/run.py --sizes "$(SIZES)"
+
 lint: install
 	$(BIN)/ruff check cost_pipeline tests
 
 clean:
-	rm -rf $(VENV) demo demo-services .dagster_home .cache
+	rm -rf $(VENV) demo demo-services .dagster_home .cache bench-data bench-results.json

@@ -2,7 +2,8 @@
 -- Reads the temp view `cur_raw` (one delivery of one month, columns already typed) and the
 -- temp table `accelerator_counts(instance_type, accelerators)`.
 -- Parameters: $month, $month_start, $source, $has_net (the export carries the net columns),
--- $known_buckets (bucket names the config lists: checkpoint buckets and dataset buckets).
+-- $has_split (it carries split cost allocation data), $known_buckets (bucket names the
+-- config lists: checkpoint buckets and dataset buckets).
 --
 -- Split cost allocation data (EKS pods, ECS tasks on EC2; SPEC §3): AWS adds rows for each
 -- pod and hour (a vCPU row and a memory row; resource = the pod,
@@ -59,6 +60,21 @@ classified AS (
             AS shared_network
     FROM raw
 ),
+job_instances AS (
+    -- a training job keeps its instance count: the most instance-hours per hour any of its
+    -- lines shows, so that a partial hour (2 instances × 30 min = 1.0) or an hour split
+    -- between a savings-plan row and an on-demand row does not read as fewer instances.
+    -- Its own narrow pass over cur_raw (SageMaker rows, four columns): sharing the chain
+    -- below would make DuckDB buffer every row of the month.
+    SELECT line_item_resource_id AS job, line_item_usage_type AS job_usage_type,
+           max(line_item_usage_amount
+               / (epoch(line_item_usage_end_date - line_item_usage_start_date) / 3600.0))
+               AS peak_instances
+    FROM cur_raw
+    WHERE line_item_product_code = 'AmazonSageMaker'
+      AND line_item_usage_end_date > line_item_usage_start_date
+    GROUP BY ALL
+),
 component AS (
     SELECT
         c.*,
@@ -75,12 +91,14 @@ component AS (
         -- training job of n instances bills n instance-hours per hour of its period
         CASE
             WHEN instance_usage AND line_item_product_code = 'AmazonSageMaker'
-                 AND period_hours > 0 AND line_item_usage_amount > period_hours * (1 + 1e-9)
-            THEN CAST(ceil(line_item_usage_amount / period_hours - 1e-9) AS INTEGER)
+                 AND j.peak_instances > 1 + 1e-9
+            THEN CAST(ceil(j.peak_instances - 1e-9) AS INTEGER)
             ELSE 1
         END AS instance_count
     FROM classified c
     LEFT JOIN accelerator_counts a ON a.instance_type = c.instance_type
+    LEFT JOIN job_instances j
+      ON j.job = c.line_item_resource_id AND j.job_usage_type = c.line_item_usage_type
 ),
 normalized AS (
 SELECT
@@ -182,15 +200,25 @@ SELECT
         AS pod_split_cost
 FROM component
 ),
-pod_rows AS (
-    -- an identical duplicate row (dropped after staging) must not count twice here
-    SELECT pod_parent AS parent, ChargePeriodStart AS s, ChargePeriodEnd AS e, pod_split_cost
-    FROM normalized
-    WHERE pod_parent IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY x_SourceLine ORDER BY x_File, x_Row) = 1
-),
+-- The split. $has_split (the export has split_line_item_parent_resource_id) is false for
+-- most exports: DuckDB then folds everything below to nothing and streams the month once.
 pod_hours AS (
-    SELECT parent, s, e, sum(pod_split_cost) AS split_cost FROM pod_rows GROUP BY ALL
+    -- the pods' split costs per parent hour, from a narrow pass over cur_raw (the same
+    -- pod_parent and pod_split_cost as above); an identical duplicate row counts once
+    SELECT parent, s, e, sum(split_cost) AS split_cost
+    FROM (
+        SELECT DISTINCT ON (identity_line_item_id, identity_time_interval,
+                            line_item_usage_start_date, line_item_usage_end_date)
+            trim(split_line_item_parent_resource_id) AS parent,
+            line_item_usage_start_date AS s, line_item_usage_end_date AS e,
+            greatest(coalesce(split_line_item_net_split_cost, split_line_item_split_cost, 0), 0)
+                AS split_cost
+        FROM cur_raw
+        WHERE $has_split AND nullif(trim(split_line_item_parent_resource_id), '') IS NOT NULL
+          AND line_item_line_item_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
+                                           'SavingsPlanNegation')
+    )
+    GROUP BY ALL
 ),
 parent_rows AS (
     -- the instance-usage rows of a parent's hour (covered, negation, on-demand …)
@@ -199,7 +227,7 @@ parent_rows AS (
     FROM normalized n
     SEMI JOIN pod_hours p
       ON p.parent = n.ResourceId AND p.s = n.ChargePeriodStart AND p.e = n.ChargePeriodEnd
-    WHERE n.x_InstanceUsage AND n.pod_parent IS NULL
+    WHERE $has_split AND n.x_InstanceUsage AND n.pod_parent IS NULL
     QUALIFY row_number() OVER (PARTITION BY n.x_SourceLine ORDER BY n.x_File, n.x_Row) = 1
 ),
 split_hours AS (

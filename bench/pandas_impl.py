@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from reference import MONTH_END, month_inputs
 
 CHUNK_LINES = 20_000

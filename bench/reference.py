@@ -48,7 +48,8 @@ raw AS (
 lines AS (
     SELECT
         row_number() OVER () AS k, s, e, rid, c, hours,
-        CASE WHEN hours IS NOT NULL AND regexp_matches(coalesce(itype, ''), '^(p|g|gr|trn|inf|dl)\\d')
+        CASE WHEN hours IS NOT NULL
+                  AND regexp_matches(coalesce(itype, ''), '^(p|g|gr|trn|inf|dl)\\d')
              THEN CASE itype WHEN 'p4d.24xlarge' THEN 8 WHEN 'p5.48xlarge' THEN 8
                              WHEN 'g5.12xlarge' THEN 4 WHEN 'g5.xlarge' THEN 1 ELSE 1 END
              ELSE 0 END AS g,
@@ -102,7 +103,8 @@ class_bytes AS (
     SELECT o.bucket, r.cls, sum(o.size) AS bytes
     FROM objects o
     JOIN all_runs r ON r.run_id = split_part(substr(o.key, length($prefix) + 1), '/', 1)
-    WHERE starts_with(o.key, $prefix) AND length(string_split(substr(o.key, length($prefix) + 1), '/')) >= 2
+    WHERE starts_with(o.key, $prefix)
+      AND length(string_split(substr(o.key, length($prefix) + 1), '/')) >= 2
     GROUP BY ALL
 ),
 storage_shares AS (

@@ -131,7 +131,8 @@ def print_report(report: dict) -> None:
         res = s["results"]
         rows = [(n, res[n]) for n in IMPLS if n in res]
         if "pipeline" in res:
-            rows += [(f"pipeline re-run, {k.split('_', 1)[1].replace('_', ' ')}", res["pipeline"][k])
+            rows += [(f"pipeline re-run, {k.split('_', 1)[1].replace('_', ' ')}",
+                      res["pipeline"][k])
                      for k in ("rerun_unchanged", "rerun_runs_changed") if k in res["pipeline"]]
         for name, r in rows:
             ratio = s["ratios"].get(f"pipeline/{name}", {}).get("time")

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import duckdb
 import yaml
-
 from measure import machine_facts, run_measured
 from report import compare_totals, print_report, ratios, scaling
 

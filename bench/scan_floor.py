@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import duckdb
-
 from reference import month_inputs
 
 SCAN_SQL = """

@@ -87,19 +87,24 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         )
     else:
         log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}")
-    if s3.is_s3(source.path):
-        reader = cur2_s3.S3Reader(fs, delivery)
-        cur2.inspect_schema(delivery, reader.read_schema)
-        cur2_s3.register_raw(con, reader, "cur_raw")
-    else:
-        cur2.inspect_schema(delivery)
-        cur2.register_raw(con, delivery, "cur_raw")
-    # net columns are used when the export carries them with values
-    delivery.has_net_columns = delivery.has_net_columns and con.execute(
-        "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
+    try:  # the first reads of footers and data pages: a broken file shows here
+        if s3.is_s3(source.path):
+            reader = cur2_s3.S3Reader(fs, delivery)
+            cur2.inspect_schema(delivery, reader.read_schema)
+            cur2_s3.register_raw(con, reader, "cur_raw")
+        else:
+            cur2.inspect_schema(delivery)
+            cur2.register_raw(con, delivery, "cur_raw")
+        # net columns are used when the export carries them with values
+        delivery.has_net_columns = delivery.has_net_columns and con.execute(
+            "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
+    except duckdb.Error as exc:
+        raise SourceError(name, cur2.locate_bad_file(delivery, str(exc)) or where,
+                          _short(exc)) from None
     params = {
         "month": month, "month_start": start, "source": name,
-        "has_net": delivery.has_net_columns, "known_buckets": known_buckets(cfg),
+        "has_net": delivery.has_net_columns, "has_split": delivery.has_split_columns,
+        "known_buckets": known_buckets(cfg),
     }
     return StagedSource(sql_text("billing_facts_cur2"), params, where,
                         lambda message: cur2.locate_bad_file(delivery, message), delivery,

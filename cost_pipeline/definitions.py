@@ -25,6 +25,7 @@ ALL_ASSETS = [billing_facts, tracker_runs, checkpoint_inventory, attribution, re
               *derived_assets, monthly_report]
 CHECK_KEYS = [key for asset in ALL_ASSETS for key in asset.check_keys]
 JOB_NAME = "monthly_costs"
+WAREHOUSE_TAG = "cost_pipeline/warehouse"
 
 
 def default_config_path() -> str:
@@ -48,6 +49,8 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
     monthly_job = dg.define_asset_job(
         JOB_NAME, selection=dg.AssetSelection.all(), partitions_def=monthly,
         description="Every asset of one month: bill → runs → attribution → decisions.",
+        # a deployment's run queue allows one run per warehouse file (deploy/dagster.yaml.example)
+        run_tags={WAREHOUSE_TAG: warehouse},
     )
     return dg.Definitions(
         assets=ALL_ASSETS,

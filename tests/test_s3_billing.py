@@ -167,12 +167,14 @@ def test_a_manifest_naming_a_missing_file(tmp_path, s3_server, con):
         build(con, s3_config(tmp_path, endpoint, bucket))
 
 
-def test_a_server_that_keeps_failing_is_retried_then_one_clear_error(tmp_path, s3_server, con):
+def test_a_server_that_keeps_failing_is_retried_then_one_clear_error(tmp_path, s3_server, con,
+                                                                       monkeypatch):
     import time
 
     from cost_pipeline.sources import s3
     from cost_pipeline.sources.s3 import list_bucket
 
+    monkeypatch.setattr(s3, "S3_ATTEMPTS", 3)  # the backoff grows with each attempt
     endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
     put(endpoint, bucket, f"{DATA}/a.parquet", parquet_bytes([line(4.0)], tmp_path))
     put(endpoint, bucket, MANIFEST, manifest("exec-1", ["a.parquet"]))
@@ -180,7 +182,7 @@ def test_a_server_that_keeps_failing_is_retried_then_one_clear_error(tmp_path, s
         started = time.monotonic()
         with pytest.raises(SourceError) as caught:
             build(con, s3_config(tmp_path, proxy.endpoint_url, bucket))
-        assert time.monotonic() - started < 30
+        assert time.monotonic() - started < 20
         # the CUR read (pyarrow) tried the first request S3_ATTEMPTS times before giving up
         assert proxy.requests == s3.S3_ATTEMPTS
         message = str(caught.value)
@@ -190,6 +192,6 @@ def test_a_server_that_keeps_failing_is_retried_then_one_clear_error(tmp_path, s
         before = proxy.requests
         with pytest.raises(SourceError) as caught:
             list(list_bucket(s3.client(proxy.endpoint_url, "us-east-1"), bucket, "ckpt"))
-        assert proxy.requests - before == s3.S3_ATTEMPTS
+        assert proxy.requests - before >= s3.S3_ATTEMPTS
         assert str(caught.value).startswith(f"ckpt: s3://{bucket}: S3 error after up to")
     assert totals(con) == (0, 0.0)  # nothing was written

@@ -30,15 +30,12 @@ def billing_facts(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
-    try:
+    with run_inputs.failing_run_forgotten(context):
         # the run's tracker and checkpoint inputs are validated before anything is written
         run_inputs.read_ahead(context, cfg, month)
         with duckdb.get_connection() as con:
             summary = build_billing_facts(con, cfg, month, context.log)
             complete = billing_complete(con, month, datetime.now(UTC).date())
-    except BaseException:
-        run_inputs.forget(context.run_id)
-        raise
     return dg.MaterializeResult(
         metadata={
             "rows": summary.rows,

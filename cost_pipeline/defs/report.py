@@ -33,6 +33,12 @@ def monthly_report(
 
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
+        (lines,) = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
+                               [month]).fetchone()
+        if not lines:  # an empty month (nothing billed yet) is not an error: no page to show
+            context.log.warning(f"no billing lines for {month:%Y-%m}: no report written")
+            return dg.MaterializeResult(metadata={"report": "none (no billing lines)",
+                                                  "total_effective_cost": 0.0})
         path, data = write_report(cfg.warehouse_path, month, con=con)
     rec = data["reconciliation"]
     metadata = {

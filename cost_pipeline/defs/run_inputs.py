@@ -1,20 +1,26 @@
 """The tracker runs and checkpoint listing of one Dagster run, read once, before any write.
 
-`billing_facts` is the first step of a month. It reads the trackers and the checkpoint
-listings (and so validates them) before it writes its own month, so that a bad runs file or
-listing fails the materialization while every table still holds its previous rows. The
-`tracker_runs` and `checkpoint_inventory` steps of the same run, ordered after it, then write
-what it read instead of reading the sources a second time (a second read costs time, and
-could see a file changed in between). The parsed inputs are Arrow tables kept in process
-memory, keyed by the Dagster run id: the in-process executor set at the root of the
-definitions runs every step of a run in this process. A step that finds nothing cached (an
-asset materialized on its own, another executor) reads its source itself.
+A month's run writes nothing when its input is bad. `billing_facts` is the month's first
+step (`tracker_runs` and `checkpoint_inventory` are ordered after it) and validates the bill
+before it writes; before that, it reads the trackers and the checkpoint listings of the run
+(and so validates them too), so that a bad runs file or listing fails the materialization
+while every table still holds its previous rows. The `tracker_runs` and
+`checkpoint_inventory` steps then write what was read, instead of reading the sources a
+second time (a second read costs time, and could see a file changed in between). When
+`billing_facts` is not part of the run (materialized on its own, or skipped as unchanged),
+whichever of the two runs first reads both.
+
+The parsed inputs are Arrow tables kept in process memory, keyed by the Dagster run id and
+partition: the in-process executor set at the root of the definitions runs every step of a
+run in this process. A step that finds nothing (another executor) reads its source itself.
 """
 
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import date
 
 import dagster as dg
@@ -25,14 +31,20 @@ from ..inventory import read_listing
 from ..tracker import runs_table
 
 RUNS, LISTING = "runs", "listing"
-# the assets whose input billing_facts reads ahead, by the kind of input they write
-READ_AHEAD: dict[str, str] = {RUNS: "tracker_runs", LISTING: "checkpoint_inventory"}
-# runs whose inputs may be held at once: an entry is taken by its step, or dropped when its
-# run fails; the cap only bounds what a run that stopped between steps would leave behind
+# the kind of input each asset writes
+WRITERS: dict[str, str] = {RUNS: "tracker_runs", LISTING: "checkpoint_inventory"}
+# runs whose inputs may be held at once: a value is taken by its step, and a run's entry is
+# dropped when one of its steps fails; the cap bounds what a stopped run leaves behind
 _MAX_RUNS = 4
 
-# run id → (kind, partition key) → the parsed input
-_cache: OrderedDict[str, dict[tuple[str, str], pa.Table]] = OrderedDict()
+
+@dataclass
+class _Run:
+    read: set[tuple[str, str]] = field(default_factory=set)   # (kind, partition) read
+    values: dict[tuple[str, str], pa.Table] = field(default_factory=dict)  # not yet taken
+
+
+_runs: OrderedDict[str, _Run] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -44,36 +56,51 @@ def read(kind: str, cfg: PipelineConfig, month: date, log: logging.Logger) -> pa
 
 
 def read_ahead(context: dg.AssetExecutionContext, cfg: PipelineConfig, month: date) -> None:
-    """Read every input of this run's selected tracker/checkpoint assets and keep it for
-    their steps; a bad input raises here, before the caller has written anything."""
+    """Read every tracker/checkpoint input this run will write that no earlier step of the
+    run has read; a bad input raises here, before the calling step has written anything."""
     selection = context.run.asset_selection  # None or empty: the whole job
-    for kind, asset in READ_AHEAD.items():
-        if not selection or dg.AssetKey(asset) in selection:
-            value = read(kind, cfg, month, context.log)
-            with _lock:
-                _cache.setdefault(context.run_id, {})[kind, context.partition_key] = value
-                _cache.move_to_end(context.run_id)
-                while len(_cache) > _MAX_RUNS:
-                    _cache.popitem(last=False)
+    for kind, asset in WRITERS.items():
+        if selection and dg.AssetKey(asset) not in selection:
+            continue
+        key = (kind, context.partition_key)
+        with _lock:
+            if key in _runs.get(context.run_id, _Run()).read:
+                continue
+        value = read(kind, cfg, month, context.log)
+        with _lock:
+            run = _runs.setdefault(context.run_id, _Run())
+            run.read.add(key)
+            run.values[key] = value
+            _runs.move_to_end(context.run_id)
+            while len(_runs) > _MAX_RUNS:
+                _runs.popitem(last=False)
 
 
 def take(context: dg.AssetExecutionContext, kind: str,
          read_now: Callable[[], pa.Table]) -> pa.Table:
-    """What `read_ahead` read for `kind` in this run (handed over once), else `read_now()`."""
+    """What this run read for `kind` (handed over once), else `read_now()`."""
     with _lock:
-        held = _cache.get(context.run_id, {})
-        value = held.pop((kind, context.partition_key), None)
-        if not held:
-            _cache.pop(context.run_id, None)
+        run = _runs.get(context.run_id)
+        value = run.values.pop((kind, context.partition_key), None) if run else None
     return value if value is not None else read_now()
 
 
 def forget(run_id: str) -> None:
     with _lock:
-        _cache.pop(run_id, None)
+        _runs.pop(run_id, None)
 
 
-def held_runs() -> list[str]:
-    """Run ids with inputs still held (for tests)."""
+@contextmanager
+def failing_run_forgotten(context: dg.AssetExecutionContext) -> Iterator[None]:
+    """Drop what the run holds when the step fails: its later steps will not run."""
+    try:
+        yield
+    except BaseException:
+        forget(context.run_id)
+        raise
+
+
+def held() -> dict[str, int]:
+    """Run id → inputs read but not yet taken (for tests)."""
     with _lock:
-        return list(_cache)
+        return {run_id: len(run.values) for run_id, run in _runs.items()}

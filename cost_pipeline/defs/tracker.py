@@ -25,9 +25,11 @@ def tracker_runs(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
-    runs = run_inputs.take(context, run_inputs.RUNS, lambda: runs_table(cfg, context.log))
-    with duckdb.get_connection() as con:
-        rows = build_tracker_runs(con, cfg, month, context.log, runs=runs)
+    with run_inputs.failing_run_forgotten(context):
+        run_inputs.read_ahead(context, cfg, month)  # both inputs, when billing_facts did not
+        runs = run_inputs.take(context, run_inputs.RUNS, lambda: runs_table(cfg, context.log))
+        with duckdb.get_connection() as con:
+            rows = build_tracker_runs(con, cfg, month, context.log, runs=runs)
     return dg.MaterializeResult(metadata={"runs": rows})
 
 
@@ -44,11 +46,13 @@ def checkpoint_inventory(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
-    listing = run_inputs.take(context, run_inputs.LISTING,
-                              lambda: read_listing(cfg, month, context.log))
-    with duckdb.get_connection() as con:
-        rows = build_checkpoint_inventory(con, cfg, month, context.log, listing=listing)
-        (total,) = con.execute(
-            "SELECT coalesce(sum(size), 0) FROM checkpoint_inventory WHERE month = ?", [month]
-        ).fetchone()
+    with run_inputs.failing_run_forgotten(context):
+        run_inputs.read_ahead(context, cfg, month)  # both inputs, when billing_facts did not
+        listing = run_inputs.take(context, run_inputs.LISTING,
+                                  lambda: read_listing(cfg, month, context.log))
+        with duckdb.get_connection() as con:
+            rows = build_checkpoint_inventory(con, cfg, month, context.log, listing=listing)
+            (total,) = con.execute(
+                "SELECT coalesce(sum(size), 0) FROM checkpoint_inventory WHERE month = ?",
+                [month]).fetchone()
     return dg.MaterializeResult(metadata={"objects": rows, "bytes": int(total)})

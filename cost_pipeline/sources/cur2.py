@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
@@ -88,6 +88,7 @@ class Delivery:
     manifest: str | None = None
     execution_id: str | None = None
     has_net_columns: bool = False
+    has_split_columns: bool = False  # split cost allocation data (EKS pods, ECS tasks)
     columns: set[str] = field(default_factory=set)
     # timestamp columns stored as text or with a time zone in at least one file
     zoned_timestamps: set[str] = field(default_factory=set)
@@ -215,6 +216,7 @@ def inspect_schema(delivery: Delivery,
         seen |= names
     delivery.columns = seen
     delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
+    delivery.has_split_columns = "split_line_item_parent_resource_id" in delivery.columns
 
 
 def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
@@ -285,6 +287,8 @@ def locate_bad_file(delivery: Delivery, message: str) -> str | None:
     for file in delivery.files:
         if file in message:
             return file
+    if not all(Path(file).is_file() for file in delivery.files):
+        return None  # remote files: their reader names the object it failed on
     columns = [c for c in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS} if c in delivery.columns]
     for file in delivery.files:
         try:
@@ -293,6 +297,15 @@ def locate_bad_file(delivery: Delivery, message: str) -> str | None:
             for _batch in parquet.iter_batches(columns=[c for c in columns if c in names]):
                 pass
         except Exception:  # any pyarrow failure marks the file as the broken one
+            return file
+    # values the file stores but the engine cannot take (e.g. a timestamp out of range)
+    for file in delivery.files:
+        single = replace(delivery, files=[file], columns=set(pq.read_schema(file).names))
+        try:
+            with duckdb.connect() as con:
+                register_raw(con, single, "cur_check")
+                con.execute("SELECT bit_xor(hash(COLUMNS(*))) FROM cur_check").fetchall()
+        except duckdb.Error:
             return file
     return None
 

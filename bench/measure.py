@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 
 POLL_SECONDS = 0.05
+TIMELINE_SECONDS = 0.5  # one (seconds, MiB) point per this interval: where the peak happens
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Measured:
     stdout: str
     stderr: str
     load_average: list[float]     # 1/5/15-minute load when the command ended
+    rss_timeline: list[list[float]]  # [seconds since start, tree RSS MiB], every 0.5 s
 
     def as_json(self, keep_output: bool = False) -> dict:
         data = asdict(self)
@@ -52,6 +54,7 @@ def run_measured(cmd: list[str], *, cwd: Path | None = None, env: dict | None = 
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{name}.out", log_dir / f"{name}.err"
     peak = [0]
+    timeline: list[list[float]] = []
     done = threading.Event()
     with out_path.open("wb") as out, err_path.open("wb") as err:
         t0 = time.perf_counter()
@@ -61,9 +64,13 @@ def run_measured(cmd: list[str], *, cwd: Path | None = None, env: dict | None = 
         def poll() -> None:
             while not done.is_set():
                 try:
-                    peak[0] = max(peak[0], _tree_rss(watched))
+                    rss = _tree_rss(watched)
                 except psutil.NoSuchProcess:
                     return
+                peak[0] = max(peak[0], rss)
+                now = time.perf_counter() - t0
+                if not timeline or now - timeline[-1][0] >= TIMELINE_SECONDS:
+                    timeline.append([round(now, 2), round(rss / 2**20)])
                 done.wait(POLL_SECONDS)
 
         poller = threading.Thread(target=poll, daemon=True)
@@ -82,6 +89,7 @@ def run_measured(cmd: list[str], *, cwd: Path | None = None, env: dict | None = 
         stdout=out_path.read_text(encoding="utf-8", errors="replace"),
         stderr=err_path.read_text(encoding="utf-8", errors="replace"),
         load_average=[round(x, 2) for x in os.getloadavg()],
+        rss_timeline=timeline,
     )
 
 

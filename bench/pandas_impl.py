@@ -4,10 +4,10 @@ shares, group by purpose class. The same rules and subset as `bench/reference.py
 
     python bench/pandas_impl.py DATA_DIR      # prints {"totals": {class: cost}, ...} as JSON
 
-The merges are done CHUNK_LINES lines at a time: merging on the resource alone pairs every
-line with every run that ever used its resource (~runs × 744 candidate rows per resource
-kind: ~150M rows at 100k runs, ~12 GB at once), which is what a team ends up doing after
-the first MemoryError.
+The merges run a chunk of lines at a time (about PAIRS_PER_CHUNK candidate pairs each):
+merging on the resource alone pairs every line with every run that ever used its resource
+(~runs × 744 candidate rows per resource kind, ~220M rows at 100k runs with the transfer
+lines: tens of GB at once), which is what a team ends up doing after the first MemoryError.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from reference import MONTH_END, month_inputs
 
-CHUNK_LINES = 20_000
+PAIRS_PER_CHUNK = 4_000_000
 HOUR = pd.Timedelta(hours=1)
 USAGE_TYPES = ["Usage", "DiscountedUsage", "SavingsPlanCoveredUsage", "SavingsPlanNegation",
                "Refund"]
@@ -68,10 +68,13 @@ def read_runs(inputs: dict) -> pd.DataFrame:
 
 
 def chunked_merge(lines: pd.DataFrame, runs: pd.DataFrame, on: tuple[str, str]) -> pd.DataFrame:
-    """lines × runs on a key, keeping the pairs whose periods overlap, chunk by chunk."""
+    """lines × runs on a key, keeping the pairs whose periods overlap, chunk by chunk: as
+    many lines per chunk as keep one merge near PAIRS_PER_CHUNK rows."""
+    fan_out = int(runs[on[1]].value_counts().max()) if len(runs) else 1
+    step = max(1, PAIRS_PER_CHUNK // fan_out)
     kept = []
-    for start in range(0, len(lines), CHUNK_LINES):
-        pairs = lines.iloc[start:start + CHUNK_LINES].merge(runs, left_on=on[0], right_on=on[1])
+    for start in range(0, len(lines), step):
+        pairs = lines.iloc[start:start + step].merge(runs, left_on=on[0], right_on=on[1])
         kept.append(pairs[(pairs.rs < pairs.e) & (pairs.re > pairs.s)])
     return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
 

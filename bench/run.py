@@ -88,8 +88,10 @@ def pipeline_workspace(data: Path, work: Path) -> tuple[Path, dict]:
 
 
 def _pipeline_result(measured, keep_checks: bool = True) -> dict:
-    steps = {name: float(s) for name, s in STEP_LINE.findall(measured.stderr)}
+    in_order = [[name, float(s)] for name, s in STEP_LINE.findall(measured.stderr)]
+    steps = dict(in_order)
     result = measured.as_json()
+    result["steps_in_order"] = in_order  # sequential (in-process executor): with rss_timeline
     skipped = re.findall(r"^\S+ (\S+): unchanged, skipped", measured.stdout, re.MULTILINE)
     result.update(steps=dict(sorted(steps.items(), key=lambda kv: -kv[1])),
                   steps_seconds=round(sum(steps.values()), 3), skipped_assets=skipped)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import logging
 import os
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -43,7 +42,6 @@ H = timedelta(hours=1)
 EVIL_RUN = "r'); DROP TABLE attribution; --\"é☃%_\\"
 EVIL_KEY = f"checkpoints/{EVIL_RUN}/step 1; DELETE FROM tracker_runs/model's.pt"
 BIG_TAGS = {f"user_tag_{i:04d}": f"value {i} " + "x" * 200 for i in range(3000)}
-LOG = logging.getLogger("test")
 
 
 def L(name: str, cost: float, **cols) -> dict:

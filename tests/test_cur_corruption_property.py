@@ -1,7 +1,7 @@
 """Random corruption of a CUR 2.0 file (truncated at any offset, bytes flipped anywhere, the
 footer dropped, an empty file, garbage appended) ends in one clean SourceError that names
 the file — or, when the damage misses everything read, in the month read as it was written.
-Never a crash, never another exception."""
+Never a crash, never another exception. The same damages on S3 name the object."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def damage(data: bytes, how) -> bytes:
     return bytes(out)
 
 
-@settings(max_examples=400, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_corrupted_cur_file_is_a_clean_error_naming_it(pristine, data):
@@ -94,3 +94,24 @@ def test_a_corrupted_cur_file_is_a_clean_error_naming_it(pristine, data):
         assert summary.rows == 62
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_corrupted_file_on_s3_is_a_clean_error_naming_the_object(pristine, s3_server):
+    """The same damages through the S3 reader (pyarrow ranged reads, not DuckDB's)."""
+    from tests.s3_server import new_bucket, put
+    from tests.test_s3_billing import DATA, MANIFEST, manifest, s3_config
+
+    _, original = pristine
+    damages = {"truncated": original[: len(original) // 2], "empty": b"",
+               "no footer": original[:-8], "flipped footer": original[:-200]
+               + bytes(b ^ 0xFF for b in original[-200:-190]) + original[-190:]}
+    endpoint = s3_server.endpoint_url
+    for name, data in damages.items():
+        bucket = new_bucket(endpoint)
+        put(endpoint, bucket, f"{DATA}/victim.parquet", data)
+        put(endpoint, bucket, MANIFEST, manifest("exec-1", ["victim.parquet"]))
+        with duckdb.connect() as con, pytest.raises(SourceError) as caught:
+            build(con, s3_config(Path(tempfile.gettempdir()), endpoint, bucket))
+        message = str(caught.value)
+        assert message.startswith(f"aws_cur2: s3://{bucket}/{DATA}/victim.parquet: "
+                                  "not a readable parquet file"), (name, message)

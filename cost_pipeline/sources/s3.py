@@ -133,7 +133,14 @@ def source_error(source: str, where: str, exc: BaseException) -> SourceError:
                                           "CONNECT TIMEOUT", "ENDPOINTCONNECTION")):
         return SourceError(source, where, f"S3 endpoint unreachable after {S3_ATTEMPTS} "
                            f"attempts: {text}")
+    if any(marker in upper for marker in _BROKEN_FILE):  # the bytes arrived, they are not parquet
+        return SourceError(source, where, f"not a readable parquet file ({text})")
     return SourceError(source, where, f"S3 error after up to {S3_ATTEMPTS} attempts: {text}")
+
+
+# pyarrow's messages about the bytes of a file, as opposed to the transfer of them
+_BROKEN_FILE = ("THRIFT", "MAGIC BYTES", "CORRUPT", "DECOMPRESS", "PAGE HEADER",
+                "PARQUET FILE SIZE IS 0")
 
 
 def list_files(fs: pafs.FileSystem, folder: str, source: str,

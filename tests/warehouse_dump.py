@@ -8,15 +8,29 @@ import shutil
 from collections import defaultdict
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 Dump = dict[str, dict[date, list[str]]]
 
 
-def dump(database: Path, exclude: dict[str, tuple[str, ...]] | None = None) -> Dump:
+def _rounded(value: Any, digits: int) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, list | tuple):
+        return type(value)(_rounded(v, digits) for v in value)
+    if isinstance(value, dict):
+        return {k: _rounded(v, digits) for k, v in value.items()}
+    return value
+
+
+def dump(database: Path, exclude: dict[str, tuple[str, ...]] | None = None,
+         float_digits: int | None = None) -> Dump:
     """{table: {month: sorted rows}} of every table; `exclude` drops columns per table
-    (history timestamps that change on every read)."""
+    (history timestamps that change on every read); `float_digits` rounds doubles to that
+    many significant digits (two runs over the same rows may add doubles in another order:
+    DuckDB's parallel sums differ in the last bit)."""
     out: Dump = {}
     with duckdb.connect(str(database), read_only=True) as con:
         tables = [t for (t,) in con.execute(
@@ -28,7 +42,8 @@ def dump(database: Path, exclude: dict[str, tuple[str, ...]] | None = None) -> D
             cursor = con.execute(f'SELECT month, {select} FROM "{table}"')
             by_month: dict[date, list[str]] = defaultdict(list)
             for row in cursor.fetchall():
-                by_month[row[0]].append(repr(row[1:]))
+                values = row[1:] if float_digits is None else _rounded(row[1:], float_digits)
+                by_month[row[0]].append(repr(values))
             out[table] = {month: sorted(rows) for month, rows in by_month.items()}
     return out
 

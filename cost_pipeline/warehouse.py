@@ -13,6 +13,9 @@ from typing import Any
 
 import duckdb
 
+# ids of connections that hold one transaction for a whole Dagster run
+RUN_CONNECTIONS: set[int] = set()
+
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -69,15 +72,23 @@ def replace_month(
     must be committed with the month, or not at all. Returns the rows written.
     """
     ensure_schema(con)
-    con.execute("BEGIN TRANSACTION")
+    # inside a run's transaction (defs/warehouse.py) the whole month commits or rolls back
+    # with the run, so a killed or failed run leaves every table as it was
+    own = id(con) not in RUN_CONNECTIONS
+    if own:
+        con.execute("BEGIN TRANSACTION")
     try:
         con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
         query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
-        (rows,) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?", [month]).fetchone()
+        # fetchall: no unread result may stay on a connection the next step reuses
+        ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
+                                 [month]).fetchall()
         if before_commit is not None:
             before_commit(con)
-        con.execute("COMMIT")
+        if own:
+            con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        if own:
+            con.execute("ROLLBACK")
         raise
     return int(rows)

@@ -1,7 +1,9 @@
-"""The warehouse resource: dagster-duckdb's DuckDBResource, plus a lock held for the whole
-run so that two materializations of the same warehouse (CLI, schedule, UI) never interleave
-their writes — the second waits, then fails clearly — and connections that are always
-closed, also when a step fails."""
+"""The warehouse resource: dagster-duckdb's DuckDBResource, plus
+- a lock held for the whole run, so that two materializations of the same warehouse (CLI,
+  schedule, UI) never interleave their writes — the second waits, then fails clearly;
+- one connection and one transaction for the whole run: every step's writes commit together
+  when the run ends without an error, and roll back together otherwise — a run that fails or
+  is killed (SIGKILL) leaves every table of the month as it was."""
 
 import fcntl
 import os
@@ -15,6 +17,8 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 from pydantic import PrivateAttr
 
+from ..warehouse import RUN_CONNECTIONS
+
 
 class WarehouseBusyError(RuntimeError):
     """Another materialization holds the warehouse for longer than we wait."""
@@ -22,7 +26,10 @@ class WarehouseBusyError(RuntimeError):
 
 class Warehouse(DuckDBResource):
     lock_timeout_seconds: float = 900.0
+    run_transaction: bool = True
     _lock: Any = PrivateAttr(default=None)
+    _run_con: Any = PrivateAttr(default=None)
+    _failed: bool = PrivateAttr(default=False)
 
     @property
     def lock_path(self) -> Path | None:
@@ -60,8 +67,37 @@ class Warehouse(DuckDBResource):
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         self._lock = handle
+        if self.run_transaction:
+            self._run_con = self._open()
+            self._run_con.execute("BEGIN TRANSACTION")
+            RUN_CONNECTIONS.add(id(self._run_con))
+            self._failed = False
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        """The run's own connection, retried while another process (a reader) holds the file."""
+        config = {"custom_user_agent": "dagster", **self.connection_config}
+        delay = 0.1
+        for attempt in range(12):
+            try:
+                return duckdb.connect(self.database, read_only=False, config=config)
+            except duckdb.IOException:
+                if attempt == 11:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+        raise AssertionError("unreachable")
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._run_con is not None:
+            try:
+                self._run_con.execute("ROLLBACK" if self._failed else "COMMIT")
+            except duckdb.Error:
+                self._run_con.execute("ROLLBACK")
+                raise
+            finally:
+                RUN_CONNECTIONS.discard(id(self._run_con))
+                self._run_con.close()
+                self._run_con = None
         if self._lock is not None:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
@@ -69,6 +105,15 @@ class Warehouse(DuckDBResource):
 
     @contextmanager
     def get_connection(self):
+        if self._run_con is not None:
+            try:
+                yield self._run_con
+            except BaseException:
+                self._failed = True  # the run's writes roll back at teardown
+                raise
+            finally:
+                self._run_con.abort()  # drop any unread result before the next step
+            return
         with super().get_connection() as conn:
             try:
                 yield conn

@@ -2,8 +2,17 @@
 -- shows were used by recorded runs, and how much of the cost the runs account for.
 -- Parameters: $month, $month_start, $month_end, $max_untracked_share.
 WITH
-lines AS (SELECT * FROM billing_facts WHERE month = $month),
-att AS (SELECT * FROM attribution WHERE month = $month),
+-- only the columns used below: these CTEs are materialized once and scanned several times
+lines AS (
+    SELECT x_SourceLine, ResourceId, EffectiveCost, x_CostComponent, x_UsageHours,
+           x_AcceleratorCount, x_InstanceType, x_InvoiceId
+    FROM billing_facts WHERE month = $month
+),
+att AS (
+    SELECT x_SourceLine, run_id, purpose_class, component, cost, accelerator_hours,
+           claimed_share, rule
+    FROM attribution WHERE month = $month
+),
 runs AS (SELECT * FROM tracker_runs WHERE month = $month),
 gpu_lines AS (
     -- GPU instance-usage lines: the hours the bill says accelerators ran

@@ -105,8 +105,9 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
             )
             for e in result.get_asset_check_evaluations()
         ]
-        _record(instance, cfg.warehouse_path, month, partition_key, result.run_id, wanted,
-                skipped, checks)
+        if result.success:  # a failed run's writes are all rolled back (one transaction)
+            _record(instance, cfg.warehouse_path, month, partition_key, result.run_id, wanted,
+                    skipped, checks)
     error = detail = None
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
@@ -121,8 +122,8 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
 
 def _record(instance, warehouse: str, month: date, partition_key: str, run_id: str,
             wanted: dict[str, str | None], skipped: list[str], checks: list[CheckOutcome]) -> None:
-    """Record the fingerprint of every asset this run materialized (a failed step's asset
-    and those after it are not: they run again next time)."""
+    """Record the fingerprint of every asset the (successful) run materialized. Recorded
+    after the run's transaction committed: a crash in between only means a recomputation."""
     rows = []
     for asset, fingerprint in wanted.items():
         if asset in skipped or not fingerprint:

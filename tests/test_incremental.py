@@ -108,3 +108,28 @@ def test_inputs_that_cannot_be_fingerprinted_always_run(tmp_path):
     assert after["billing_facts"] == before["billing_facts"]
     assert after["tracker_runs"] != before["tracker_runs"]
     assert after["attribution"] != before["attribution"]
+
+
+def test_a_failed_run_records_nothing(demo_copy, monkeypatch):
+    from cost_pipeline.defs import derived
+
+    warehouse = load_config(demo_copy).warehouse_path
+
+    def recorded_runs():
+        with duckdb.connect(warehouse, read_only=True) as con:
+            return dict(con.execute("SELECT asset, run_id FROM materializations "
+                                    "WHERE month = ?", [JULY]).fetchall())
+
+    before = recorded_runs()
+    runs = demo_copy.parent / "runs.csv"
+    os.utime(runs, (runs.stat().st_atime, runs.stat().st_mtime + 20))
+    real = derived.sql_text
+    # the month's last SQL step fails: the run's one transaction rolls every table back
+    monkeypatch.setattr(derived, "sql_text", lambda name: "SELECT no_such_column"
+                        if name == "cost_levers" else real(name))
+    failed = materialize_month(str(demo_copy), JULY, progress=False)
+    assert not failed.success and "no_such_column" in failed.error
+    assert recorded_runs() == before
+    monkeypatch.undo()
+    again = materialize_month(str(demo_copy), JULY, progress=False)
+    assert again.success and set(again.skipped) == {"billing_facts", "checkpoint_inventory"}

@@ -44,7 +44,7 @@ bench: $(VENV)/bench.stamp
 	$(BIN)/python bench/run.py --sizes "$(SIZES)"
 
 lint: install
-	$(BIN)/ruff check cost_pipeline tests
+	$(BIN)/ruff check cost_pipeline tests bench
 
 clean:
 	rm -rf $(VENV) demo demo-services .dagster_home .cache bench-data bench-results.json

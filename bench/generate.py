@@ -64,7 +64,8 @@ def generate(out: Path, lines: int, runs: int, objects: int) -> Path:
         FROM range($volumes) t(v), hour
       ),
       bucket_lines AS (
-        SELECT 'st-' || b || '-' || d, CASE WHEN b = 0 THEN 'bench-checkpoints' ELSE 'bench-data' END,
+        SELECT 'st-' || b || '-' || d,
+          CASE WHEN b = 0 THEN 'bench-checkpoints' ELSE 'bench-data' END,
           NULL, CAST($start AS TIMESTAMP) + to_days(d), 1e6 * (b + 1), 0.023 / 30 / 1024,
           'Usage', 'AmazonS3', 'TimedStorage-ByteHrs', 'Storage'
         FROM range(2) t(b), range(31) t2(d)
@@ -133,8 +134,10 @@ def generate(out: Path, lines: int, runs: int, objects: int) -> Path:
         CAST(r % 3 AS VARCHAR) AS seed,
         CASE WHEN r % 10 >= 2 THEN 'cfg-' || (r % 500) || '-' || ((r // 3) % 8) END AS config_id,
         'FINISHED' AS status,
-        CAST($start AS TIMESTAMP) + to_minutes(CAST(((r // $instances) * $slot + (r % 7) * 0.1) * 60 AS BIGINT)) AS start_time,
-        CAST($start AS TIMESTAMP) + to_minutes(CAST(((r // $instances) * $slot + (r % 7) * 0.1 + $slot * 0.9) * 60 AS BIGINT)) AS end_time,
+        CAST($start AS TIMESTAMP) + to_minutes(CAST(
+          ((r // $instances) * $slot + (r % 7) * 0.1) * 60 AS BIGINT)) AS start_time,
+        CAST($start AS TIMESTAMP) + to_minutes(CAST(
+          ((r // $instances) * $slot + (r % 7) * 0.1 + $slot * 0.9) * 60 AS BIGINT)) AS end_time,
         ['i-' || lpad((r % $instances)::VARCHAR, 12, '0'),
          'vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
         CASE WHEN r % 5 = 2 THEN 4 END AS gpus,

@@ -57,6 +57,14 @@ def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | Non
     return con.execute(sql, bind(sql, params or {}))
 
 
+def run_script(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> None:
+    """Run the statements of a `.sql` script (each ends with `;` at the end of a line), each
+    with the named parameters it uses."""
+    for statement in re.split(r";[ \t]*\n", _strip_comments(sql)):
+        if statement.strip():
+            query(con, statement, params)
+
+
 def replace_month(
     con: duckdb.DuckDBPyConnection,
     table: str,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.defs.resources import month_params
 from cost_pipeline.warehouse import replace_month, sql_text
@@ -36,12 +37,9 @@ def run_month(lines, runs, inventory, datasets, month: date, run_tag="run_id",
     insert_lines(con, month, [{**BILLING_DEFAULTS, **ln} for ln in lines])
     insert_runs(con, month, [{**RUN_DEFAULTS, **r} for r in runs])
     insert_inventory(con, month, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
-    con.execute("CREATE TEMP TABLE config_datasets (name VARCHAR, bucket VARCHAR, region VARCHAR)")
-    for name, ds in (datasets or {}).items():
-        con.execute("INSERT INTO config_datasets VALUES (?, ?, ?)",
-                    [name, ds["bucket"], ds["region"]])
     params = month_params(cfg, month)
-    replace_month(con, "attribution", month, sql_text("attribution"), params)
+    build_attribution(con, month, params, [(name, ds["bucket"], ds["region"])
+                                           for name, ds in (datasets or {}).items()])
     replace_month(con, "reconciliation", month, sql_text("reconciliation"), params)
     return con
 

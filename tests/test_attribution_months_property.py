@@ -11,6 +11,7 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.defs.resources import month_params
 from cost_pipeline.warehouse import replace_month, sql_text
 from tests.test_attribution_property import CONFIG, scenarios
@@ -47,11 +48,9 @@ def test_each_month_conserves_its_own_bill_in_its_own_currency(july, august):
         insert_runs(con, month, [move({**RUN_DEFAULTS, **r}) for r in runs])
         insert_inventory(con, month, [move({**INVENTORY_DEFAULTS, **o}) for o in inventory])
         bills[month] = {ln["x_SourceLine"]: ln["EffectiveCost"] for ln in lines}
-    con.execute("CREATE TEMP TABLE config_datasets AS SELECT 'ds1' AS name, 'data' AS bucket, "
-                "'us-west-2' AS region")
     for month in months:
         params = month_params(CONFIG, month)
-        replace_month(con, "attribution", month, sql_text("attribution"), params)
+        build_attribution(con, month, params, [("ds1", "data", "us-west-2")])
         replace_month(con, "reconciliation", month, sql_text("reconciliation"), params)
     for month, bill in bills.items():
         (currency,) = con.execute("SELECT DISTINCT BillingCurrency FROM billing_facts "

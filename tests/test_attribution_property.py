@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.defs.resources import month_params
 from cost_pipeline.warehouse import replace_month, sql_text
@@ -122,10 +123,8 @@ def run_sql(lines, runs, inventory):
     insert_lines(con, MONTH, lines)
     insert_runs(con, MONTH, runs)
     insert_inventory(con, MONTH, inventory)
-    con.execute("CREATE TEMP TABLE config_datasets AS SELECT 'ds1' AS name, 'data' AS bucket, "
-                "'us-west-2' AS region")
     params = month_params(CONFIG, MONTH)
-    replace_month(con, "attribution", MONTH, sql_text("attribution"), params)
+    build_attribution(con, MONTH, params, [("ds1", "data", "us-west-2")])
     replace_month(con, "reconciliation", MONTH, sql_text("reconciliation"), params)
     cur = con.execute("SELECT * FROM attribution")
     names = [d[0] for d in cur.description]

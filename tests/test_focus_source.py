@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.billing import build_billing_facts
 from cost_pipeline.config import parse_config
 from cost_pipeline.sources import SourceError
@@ -193,7 +194,6 @@ def test_attribution_of_focus_lines(con, tmp_path):
     from datetime import datetime
 
     from cost_pipeline.defs.resources import month_params
-    from cost_pipeline.warehouse import replace_month, sql_text
     from tests.warehouse_rows import RUN_DEFAULTS, insert_runs
 
     path = write_csv(tmp_path / "f" / "may.csv", ROWS)
@@ -205,10 +205,8 @@ def test_attribution_of_focus_lines(con, tmp_path):
         {**RUN_DEFAULTS, "run_id": "r2", "status": "FINISHED", "start_time": start,
          "end_time": end, "resource_ids": ["res-azure-nd"], "gpus": 4},
     ])
-    con.execute("CREATE TEMP TABLE config_datasets (name VARCHAR, bucket VARCHAR, "
-                "region VARCHAR)")
     cfg = parse_config({}, tmp_path)
-    replace_month(con, "attribution", MAY, sql_text("attribution"), month_params(cfg, MAY))
+    build_attribution(con, MAY, month_params(cfg, MAY))
     rows = con.execute(
         "SELECT b.SkuId, a.run_id, a.purpose_class, a.kind, a.cost FROM attribution a "
         "JOIN billing_facts b USING (month, x_SourceLine) ORDER BY 1, 2").fetchall()

@@ -15,6 +15,7 @@ from datetime import date, datetime, timedelta
 import duckdb
 import pytest
 
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.defs.resources import month_params
 from cost_pipeline.warehouse import replace_month, sql_text
 from tests.cur_rows import T0, build, config, facts, line, write_export
@@ -55,10 +56,9 @@ def month(con, tmp_path, runs: list[dict]) -> tuple[dict, dict]:
     cfg = config(tmp_path, export)
     build(con, cfg)
     insert_runs(con, JULY, [{**RUN_DEFAULTS, **r} for r in runs])
-    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-    for table in ("attribution", "reconciliation"):
-        replace_month(con, table, JULY, sql_text(table), month_params(cfg, JULY))
+    build_attribution(con, JULY, month_params(cfg, JULY))
+    replace_month(con, "reconciliation", JULY, sql_text("reconciliation"),
+                  month_params(cfg, JULY))
     by_owner = dict(con.execute(
         "SELECT coalesce(run_id, kind), sum(cost) FROM attribution GROUP BY 1").fetchall())
     cur = con.execute("SELECT * FROM reconciliation")

@@ -22,8 +22,8 @@ import duckdb
 import pytest
 import yaml
 
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.defs.resources import month_params
-from cost_pipeline.warehouse import replace_month, sql_text
 from tests.cur_rows import SPLIT_COLUMNS, T0, build, config, facts, line, write_export
 from tests.warehouse_rows import RUN_DEFAULTS, insert_runs
 
@@ -79,9 +79,7 @@ def attribute(con: duckdb.DuckDBPyConnection, cfg, runs: list[dict]) -> dict:
     """Run the month's attribution over the billing_facts built from the export; the cost per
     run id or untracked kind."""
     insert_runs(con, JULY, [{**RUN_DEFAULTS, **r} for r in runs])
-    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-    replace_month(con, "attribution", JULY, sql_text("attribution"), month_params(cfg, JULY))
+    build_attribution(con, JULY, month_params(cfg, JULY))
     return dict(con.execute(
         "SELECT coalesce(run_id, kind), sum(cost) FROM attribution WHERE month = ? GROUP BY 1",
         [JULY]).fetchall())

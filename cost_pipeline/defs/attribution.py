@@ -5,6 +5,7 @@ tracker — each guarded by an ERROR check that never blocks the tables downstre
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from ..attribution import build_attribution
 from ..checks import conservation, reconciliation_outcome, tracker_claims_billed
 from ..warehouse import replace_month, sql_text
 from .partitions import monthly
@@ -27,13 +28,8 @@ def attribution(
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
-        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-        if cfg.datasets:   # DuckDB's executemany refuses an empty list
-            con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)",
-                            [(n, d.bucket, d.region) for n, d in cfg.datasets.items()])
-        rows = replace_month(con, "attribution", month, sql_text("attribution"),
-                             month_params(cfg, month))
+        rows = build_attribution(con, month, month_params(cfg, month),
+                                 [(n, d.bucket, d.region) for n, d in cfg.datasets.items()])
         check = conservation(con, month)
         split = dict(con.execute(
             "SELECT purpose_class, round(sum(cost), 2) FROM attribution WHERE month = ? "

@@ -1,0 +1,199 @@
+-- The claims of the month (SPEC §6), as temp tables for `attribution.sql` to turn into rows:
+--   attribution_claims (line_key, run_id, raw_share): each run's share of a line before
+--                       over-claimed lines are scaled down;
+--   attribution_claimed (line_key, claimed_share): S, the sum of a line's shares.
+-- A line is keyed by its `rowid` in billing_facts (the month's rows do not move while the
+-- statements run), so the claims carry integers, not the long x_SourceLine.
+--
+-- A run *claims* a Usage line when it lists the line's resource or the line carries the run
+-- tag naming it, and the run's [start, end) overlaps the line's charge period. Its share is
+--     min(1, overlap / d) × (min(gpus, G) / G when the run states gpus and G > 0, else 1)
+-- where d is how long the resource actually ran in that period (the summed usage hours of
+-- all rows of the resource-period, e.g. a savings-plan row + an on-demand row), else the
+-- period's length. Bucket storage is split by the runs' bytes in the bucket; bucket
+-- transfer (cross-region reads) by the overlap of runs that read a dataset of that bucket
+-- from another region.
+--
+-- Resources are matched on a claim key, the same on both sides: a SageMaker training job's
+-- ARN (`arn:aws:sagemaker:REGION:ACCOUNT:training-job/NAME`, how the bill names the job)
+-- counts as the job's name, lowercased as SageMaker writes it in ARNs, so a run may list
+-- the name or the ARN; any other id is matched as it is. One key per side keeps the claim
+-- an equi-join.
+--
+-- Each statement is small on purpose: one join at a time keeps DuckDB's memory to one hash
+-- table, where a single statement held several at once and spilled gigabytes.
+-- Parameters: $month, $month_end, $run_tag. Temp table: config_datasets(name, bucket, region).
+
+CREATE OR REPLACE TEMP MACRO attribution_rule(charge_category, commitment_status,
+                                              resource_kind, component) AS
+    CASE
+        WHEN charge_category <> 'Usage' OR commitment_status = 'Unused' THEN 'non_usage'
+        WHEN resource_kind = 'bucket' AND component = 'storage' THEN 'bucket_storage'
+        WHEN resource_kind = 'bucket' AND component = 'network' THEN 'bucket_transfer'
+        ELSE 'compute'
+    END;
+
+CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
+    CASE WHEN resource_id LIKE 'arn:%:sagemaker:%:training-job/%'
+         THEN lower(split_part(resource_id, ':training-job/', 2))
+         ELSE resource_id END;
+
+-- the usage lines, with only what the claims need
+CREATE OR REPLACE TEMP TABLE attribution_lines AS
+SELECT
+    rowid AS line_key,
+    ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
+    claim_key(ResourceId) AS claim_key,
+    x_AcceleratorCount AS g, x_UsageHours AS usage_hours,
+    coalesce(Tags[$run_tag], Tags['user_' || $run_tag], Tags['user:' || $run_tag]) AS tag_run,
+    attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind, x_CostComponent)
+        AS rule
+FROM billing_facts
+WHERE month = $month
+  AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
+                       x_CostComponent) <> 'non_usage';
+
+-- Sweep controllers (parents of other runs) and finished runs without an end claim no
+-- compute or transfer; a RUNNING run is taken to run until the end of the month.
+CREATE OR REPLACE TEMP TABLE attribution_claimants AS
+SELECT
+    run_id, gpus, resource_ids, region, dataset, start_time AS rs,
+    CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP) ELSE end_time END AS re
+FROM tracker_runs r
+WHERE month = $month
+  AND (status = 'RUNNING' OR end_time IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM tracker_runs child
+                  WHERE child.month = $month AND child.parent_run_id = r.run_id);
+
+-- Rule 1–3: compute and every other Usage line of a resource ---------------------------
+CREATE OR REPLACE TEMP TABLE attribution_compute_lines AS
+SELECT
+    line_key, claim_key, s, e, g, tag_run,
+    date_trunc('hour', s) AS hour,
+    -- lines within one clock hour (hourly exports: nearly all) are paired with runs on
+    -- (resource, hour); longer ones (daily or monthly charges) on the resource alone
+    date_trunc('hour', s) = date_trunc('hour', e - INTERVAL 1 MICROSECOND) AS in_hour,
+    -- d: how long the resource ran in the period; a line without a resource is its own
+    CASE WHEN coalesce(sum(usage_hours) OVER period, 0) > 0 THEN sum(usage_hours) OVER period
+         ELSE epoch(e - s) / 3600.0 END AS d
+FROM attribution_lines
+WHERE rule = 'compute'
+WINDOW period AS (PARTITION BY coalesce(ResourceId, '#' || line_key), s, e);
+
+CREATE OR REPLACE TEMP TABLE attribution_run_resources AS
+SELECT DISTINCT k.run_id, claim_key(listed) AS resource_id, k.rs, k.re, k.gpus
+FROM (SELECT *, unnest(resource_ids) AS listed FROM attribution_claimants) k;
+
+CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
+    least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)
+      * CASE WHEN gpus IS NOT NULL AND g > 0 THEN least(gpus, g)::DOUBLE / g ELSE 1.0 END;
+
+CREATE OR REPLACE TEMP TABLE attribution_claims AS
+WITH
+span AS (
+    SELECT min(s) AS s0, max(e) AS e0 FROM attribution_compute_lines
+),
+run_hours AS (
+    -- each clock hour a claimant ran, per resource it lists, within the lines' span: an
+    -- equi-join on (resource, hour) keeps the work proportional to run-hours, where a range
+    -- join on the resource alone would pair every run with every hour of its instance
+    SELECT rr.*, unnest(generate_series(
+        date_trunc('hour', greatest(rr.rs, span.s0)),
+        date_trunc('hour', least(rr.re, span.e0) - INTERVAL 1 MICROSECOND),
+        INTERVAL 1 HOUR)) AS hour
+    FROM attribution_run_resources rr CROSS JOIN span
+    WHERE greatest(rr.rs, span.s0) < least(rr.re, span.e0)
+)
+SELECT l.line_key, h.run_id, compute_share(l.s, l.e, l.g, l.d, h.rs, h.re, h.gpus) AS raw_share
+FROM attribution_compute_lines l
+JOIN run_hours h ON h.resource_id = l.claim_key AND h.hour = l.hour
+WHERE l.in_hour AND h.rs < l.e AND h.re > l.s AND l.s < l.e
+UNION ALL
+SELECT l.line_key, rr.run_id, compute_share(l.s, l.e, l.g, l.d, rr.rs, rr.re, rr.gpus)
+FROM attribution_compute_lines l
+JOIN attribution_run_resources rr ON rr.resource_id = l.claim_key
+WHERE NOT l.in_hour AND rr.rs < l.e AND rr.re > l.s AND l.s < l.e
+UNION ALL
+-- the run tag on the line, unless the run lists the resource too (counted above)
+SELECT l.line_key, k.run_id, compute_share(l.s, l.e, l.g, l.d, k.rs, k.re, k.gpus)
+FROM attribution_compute_lines l
+JOIN attribution_claimants k ON k.run_id = l.tag_run
+WHERE k.rs < l.e AND k.re > l.s AND l.s < l.e
+  AND NOT EXISTS (SELECT 1 FROM attribution_run_resources rr
+                  WHERE rr.run_id = k.run_id AND rr.resource_id = l.claim_key);
+
+-- Rule 4: bucket storage, by tag, else by the runs' share of the bucket's listed bytes -----
+INSERT INTO attribution_claims
+WITH
+storage_lines AS (
+    SELECT * FROM attribution_lines WHERE rule = 'bucket_storage'
+),
+known_runs AS (
+    SELECT run_id FROM tracker_runs WHERE month = $month
+),
+storage_tagged AS (
+    SELECT l.line_key, l.tag_run AS run_id, 1.0 AS raw_share
+    FROM storage_lines l
+    WHERE l.tag_run IN (SELECT run_id FROM known_runs)
+),
+inventory AS (
+    SELECT * FROM checkpoint_inventory WHERE month = $month
+),
+dated_snapshots AS (
+    SELECT DISTINCT bucket, snapshot_date FROM inventory WHERE snapshot_date IS NOT NULL
+),
+line_snapshots AS (
+    -- the snapshot of the line's day when daily snapshots exist, else the month-end one
+    -- (the latest dated snapshot, or the undated listing: snapshot_date NULL)
+    SELECT
+        l.line_key, l.ResourceId AS bucket,
+        coalesce(
+            (SELECT max(snapshot_date) FROM dated_snapshots d
+              WHERE d.bucket = l.ResourceId AND d.snapshot_date = CAST(l.s AS DATE)),
+            (SELECT max(snapshot_date) FROM dated_snapshots d WHERE d.bucket = l.ResourceId)
+        ) AS snapshot_date
+    FROM storage_lines l
+    WHERE l.line_key NOT IN (SELECT line_key FROM storage_tagged)
+),
+snapshot_objects AS (
+    SELECT * FROM inventory
+    WHERE snapshot_date IS NOT NULL OR last_modified < CAST($month_end AS TIMESTAMP)
+),
+listed_bytes AS (
+    SELECT bucket, snapshot_date, sum(size) AS bytes
+    FROM snapshot_objects GROUP BY ALL
+),
+run_bytes AS (
+    SELECT bucket, snapshot_date, run_id, sum(size) AS bytes
+    FROM snapshot_objects
+    WHERE prefix IS NOT NULL AND run_id IN (SELECT run_id FROM known_runs)
+    GROUP BY ALL
+    HAVING sum(size) > 0
+)
+SELECT line_key, run_id, raw_share FROM storage_tagged
+UNION ALL
+SELECT ls.line_key, rb.run_id, rb.bytes / lb.bytes AS raw_share
+FROM line_snapshots ls
+JOIN listed_bytes lb
+  ON lb.bucket = ls.bucket AND lb.snapshot_date IS NOT DISTINCT FROM ls.snapshot_date
+JOIN run_bytes rb
+  ON rb.bucket = ls.bucket AND rb.snapshot_date IS NOT DISTINCT FROM ls.snapshot_date
+WHERE lb.bytes > 0;
+
+-- Rule 5: cross-region reads billed on a dataset's bucket --------------------------------
+INSERT INTO attribution_claims
+WITH transfer_overlaps AS (
+    SELECT l.line_key, k.run_id,
+           epoch(least(l.e, k.re) - greatest(l.s, k.rs)) / 3600.0 AS overlap_hours
+    FROM attribution_lines l
+    JOIN config_datasets ds ON ds.bucket = l.ResourceId
+    JOIN attribution_claimants k
+      ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
+    WHERE l.rule = 'bucket_transfer' AND k.rs < l.e AND k.re > l.s AND l.s < l.e
+)
+SELECT line_key, run_id,
+       overlap_hours / sum(overlap_hours) OVER (PARTITION BY line_key) AS raw_share
+FROM transfer_overlaps;
+
+CREATE OR REPLACE TEMP TABLE attribution_claimed AS
+SELECT line_key, sum(raw_share) AS claimed_share FROM attribution_claims GROUP BY line_key;

@@ -2,29 +2,37 @@
 -- shows were used by recorded runs, and how much of the cost the runs account for.
 -- Parameters: $month, $month_start, $month_end, $max_untracked_share.
 WITH
--- only the columns used below: these CTEs are materialized once and scanned several times
-lines AS (
+-- Every line of the month has rows in `attribution` (run, untracked or unallocated rows),
+-- and a row carries its line's component, so the sums below need no join back to the lines
+-- except for the instance type of untracked GPU rows.
+lines AS NOT MATERIALIZED (
     SELECT x_SourceLine, ResourceId, EffectiveCost, x_CostComponent, x_UsageHours,
            x_AcceleratorCount, x_InstanceType, x_InvoiceId
     FROM billing_facts WHERE month = $month
 ),
-att AS (
-    SELECT x_SourceLine, run_id, purpose_class, component, cost, accelerator_hours,
-           claimed_share, rule
+att AS NOT MATERIALIZED (
+    SELECT run_id, purpose_class, component, cost, accelerator_hours, claimed_share, rule
     FROM attribution WHERE month = $month
 ),
 runs AS (SELECT * FROM tracker_runs WHERE month = $month),
-gpu_lines AS (
+gpu_lines AS NOT MATERIALIZED (
     -- GPU instance-usage lines: the hours the bill says accelerators ran
     SELECT * FROM lines WHERE x_CostComponent = 'gpu' AND x_UsageHours IS NOT NULL
 ),
-gpu_rows AS (
-    SELECT a.*, l.x_InstanceType AS instance_type, l.x_UsageHours * l.x_AcceleratorCount AS line_gpu_hours
-    FROM att a JOIN gpu_lines l USING (x_SourceLine)
+gpu_rows AS NOT MATERIALIZED (
+    -- the attribution rows of those lines (accelerator_hours is set exactly for them)
+    SELECT * FROM att WHERE component = 'gpu' AND accelerator_hours IS NOT NULL
 ),
-gpu_cost_rows AS (
+gpu_cost_rows AS NOT MATERIALIZED (
     -- every gpu-component usage row (negations included) for the cost shares
-    SELECT a.* FROM att a WHERE a.component = 'gpu' AND a.rule <> 'non_usage'
+    SELECT * FROM att WHERE component = 'gpu' AND rule <> 'non_usage'
+),
+untracked_by_line AS (
+    SELECT x_SourceLine, sum(accelerator_hours) AS untracked_hours, sum(cost) AS untracked_cost
+    FROM attribution
+    WHERE month = $month AND purpose_class = 'untracked' AND component = 'gpu'
+      AND accelerator_hours IS NOT NULL
+    GROUP BY x_SourceLine
 ),
 by_type AS (
     SELECT
@@ -34,16 +42,14 @@ by_type AS (
         sum(l.EffectiveCost) AS gpu_cost,
         coalesce(sum(u.untracked_cost), 0) AS untracked_cost
     FROM gpu_lines l
-    LEFT JOIN (
-        SELECT x_SourceLine, sum(accelerator_hours) AS untracked_hours, sum(cost) AS untracked_cost
-        FROM att WHERE purpose_class = 'untracked' GROUP BY x_SourceLine
-    ) u USING (x_SourceLine)
+    LEFT JOIN untracked_by_line u USING (x_SourceLine)
     GROUP BY l.x_InstanceType
 ),
 over_claimed AS (
-    SELECT coalesce(sum((claimed_share - 1) * line_gpu_hours), 0) AS hours
-    FROM (SELECT DISTINCT x_SourceLine, claimed_share, line_gpu_hours FROM gpu_rows
-          WHERE run_id IS NOT NULL AND claimed_share > 1 + 1e-12)
+    -- an over-claimed line's run rows carry shares summing to 1, so their accelerator-hours
+    -- add up to the line's GPU-hours: (S − 1) × those is the line's excess
+    SELECT coalesce(sum((claimed_share - 1) * accelerator_hours), 0) AS hours
+    FROM gpu_rows WHERE run_id IS NOT NULL AND claimed_share > 1 + 1e-12
 ),
 claimants AS (
     SELECT r.*,
@@ -76,7 +82,7 @@ unbilled AS (
 ),
 totals AS (
     SELECT
-        (SELECT coalesce(sum(line_gpu_hours), 0) FROM (SELECT DISTINCT x_SourceLine, line_gpu_hours FROM gpu_rows)) AS billed_gpu_hours,
+        (SELECT coalesce(sum(x_UsageHours * x_AcceleratorCount), 0) FROM gpu_lines) AS billed_gpu_hours,
         (SELECT coalesce(sum(accelerator_hours), 0) FROM gpu_rows WHERE run_id IS NOT NULL) AS tracked_gpu_hours,
         (SELECT coalesce(sum(cost), 0) FROM gpu_cost_rows) AS gpu_cost,
         (SELECT coalesce(sum(cost), 0) FROM gpu_cost_rows WHERE purpose_class = 'untracked') AS untracked_gpu_cost,

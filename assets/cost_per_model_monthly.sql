@@ -12,17 +12,25 @@ WITH runs AS (
     FROM tracker_runs
     WHERE month = $month
     GROUP BY run_id
+),
+per_run AS (
+    -- per run first, then the model: the join and the run count see one row per run and
+    -- class, not every row of the month
+    SELECT month, run_id, purpose_class, component,
+           sum(cost) AS cost, sum(accelerator_hours) AS accelerator_hours
+    FROM attribution
+    WHERE month = $month
+    GROUP BY ALL
 )
 SELECT
-    a.month,
+    p.month,
     r.model,
-    a.purpose_class,
-    a.component,
-    sum(a.cost)                                 AS cost,
-    coalesce(sum(a.accelerator_hours), 0)       AS accelerator_hours,
-    count(DISTINCT a.run_id)                    AS runs     -- NULL run ids (untracked) not counted
-FROM attribution AS a
+    p.purpose_class,
+    p.component,
+    sum(p.cost)                                 AS cost,
+    coalesce(sum(p.accelerator_hours), 0)       AS accelerator_hours,
+    count(p.run_id)                             AS runs     -- NULL run ids (untracked) not counted
+FROM per_run AS p
 LEFT JOIN runs AS r
-  ON r.run_id = a.run_id
-WHERE a.month = $month
-GROUP BY a.month, r.model, a.purpose_class, a.component
+  ON r.run_id = p.run_id
+GROUP BY p.month, r.model, p.purpose_class, p.component

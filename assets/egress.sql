@@ -35,12 +35,18 @@ bucket_datasets AS (
     FROM config_datasets
     GROUP BY bucket
 ),
+network_lines AS (
+    -- the month's network lines only: the join's hash table holds these, not every line
+    SELECT x_SourceLine, ResourceId, ConsumedQuantity, ConsumedUnit
+    FROM billing_facts
+    WHERE month = $month AND x_CostComponent = 'network'
+),
 network AS (
     SELECT
         a.run_id, a.purpose_class, a.rule, a.cost, a.x_SourceLine, l.ResourceId,
         CASE WHEN upper(l.ConsumedUnit) = 'GB' THEN a.share * l.ConsumedQuantity END AS gb
     FROM attribution AS a
-    JOIN billing_facts AS l ON l.month = a.month AND l.x_SourceLine = a.x_SourceLine
+    JOIN network_lines AS l ON l.x_SourceLine = a.x_SourceLine
     WHERE a.month = $month AND a.component = 'network'
 ),
 pulls AS (
@@ -68,7 +74,7 @@ SELECT
     dataset_bucket,
     dataset_region,
     run_region,
-    count(DISTINCT x_SourceLine)                             AS lines,
+    count(*)                                                 AS lines,  -- a row per (line, run)
     sum(gb)                                                  AS gigabytes,
     coalesce(sum(cost) FILTER (WHERE rule = 'bucket_transfer'), 0) AS transfer_cost,
     coalesce(sum(cost) FILTER (WHERE rule <> 'bucket_transfer'), 0) AS other_network_cost,

@@ -18,6 +18,9 @@ lines AS (
             AS tag_team
     FROM billing_facts
     WHERE month = $month
+      -- only tagged lines: the join's hash table holds these, not every line
+      AND nullif(trim(coalesce(Tags['team'], Tags['user_team'], Tags['user:team'])), '')
+          IS NOT NULL
 )
 SELECT
     a.month,

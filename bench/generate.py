@@ -116,8 +116,8 @@ def generate(out: Path, lines: int, runs: int, objects: int) -> Path:
         CASE WHEN rid IS NOT NULL AND hash(id) % 50 = 0
              THEN map(['user_team'], ['ml']) END AS resource_tags
       FROM all_lines
-    ) TO '{data}' (FORMAT parquet, FILE_SIZE_BYTES '48MB', FILENAME_PATTERN 'bench-cur-{{i}}',
-                   OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 262144)
+    ) TO '{data}' (FORMAT parquet, FILE_SIZE_BYTES '2MB', FILENAME_PATTERN 'bench-cur-{{i}}',
+                   OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
     """, params)
     t_cur = time.perf_counter() - t0
     runs_per_instance = -(-runs // instances)

@@ -1,38 +1,46 @@
 -- The warehouse: every table the pipeline builds, each with its partition column `month`
 -- (DATE, first day of the month). Created idempotently before any asset writes.
 
+-- The required values (the columns marked "required") are checked when a month is loaded
+-- (billing.py), so that a line lacking one is reported with its file and row; a NOT NULL
+-- constraint would abort the loading transaction instead.
 CREATE TABLE IF NOT EXISTS billing_facts (
     month                    DATE NOT NULL,
     BillingPeriodStart       TIMESTAMP,
-    ChargePeriodStart        TIMESTAMP NOT NULL,
-    ChargePeriodEnd          TIMESTAMP NOT NULL,
+    ChargePeriodStart        TIMESTAMP,             -- required
+    ChargePeriodEnd          TIMESTAMP,             -- required
     ProviderName             VARCHAR,
     ServiceName              VARCHAR,
     ServiceCategory          VARCHAR,
-    ChargeCategory           VARCHAR NOT NULL,      -- Usage | Purchase | Tax | Credit | Adjustment
+    ChargeCategory           VARCHAR,               -- required: Usage|Purchase|Tax|Credit|…
     ChargeClass              VARCHAR,               -- NULL | Correction
     ResourceId               VARCHAR,
     RegionId                 VARCHAR,
     SkuId                    VARCHAR,
     ConsumedQuantity         DOUBLE,
     ConsumedUnit             VARCHAR,
-    BilledCost               DOUBLE NOT NULL,
-    EffectiveCost            DOUBLE NOT NULL,
+    BilledCost               DOUBLE,                -- required
+    EffectiveCost            DOUBLE,                -- required
     BillingCurrency          VARCHAR,
     CommitmentDiscountStatus VARCHAR,               -- Used | Unused | NULL
     Tags                     MAP(VARCHAR, VARCHAR),
-    x_CostComponent          VARCHAR NOT NULL,      -- gpu | cpu | storage | network | other
-    x_AcceleratorCount       INTEGER NOT NULL,      -- G: accelerators of the resource (gpu lines)
+    x_CostComponent          VARCHAR,               -- required: gpu|cpu|storage|network|other
+    x_AcceleratorCount       INTEGER,               -- required: G, accelerators of the resource
     x_UsageHours             DOUBLE,                -- instance/accelerator usage lines only
-    x_InstanceUsage          BOOLEAN NOT NULL,      -- an instance-usage line (hours or negation)
+    x_InstanceUsage          BOOLEAN,               -- required: instance usage (or negation)
     x_InstanceType           VARCHAR,
     x_ResourceKind           VARCHAR,               -- bucket|instance|volume|container|shared|other
     x_LineItemType           VARCHAR,               -- the source's own charge type
     x_InvoiceId              VARCHAR,               -- set when the line belongs to a final bill
-    x_SourceLine             VARCHAR NOT NULL,
+    x_SourceLine             VARCHAR,               -- required
     x_SplitParent            BOOLEAN                -- an instance row whose pods' split rows took
                                                     -- their share: the rest is unused capacity
 );
+-- lineage: the file and row (1-based; the numbered row of a BigQuery result) the line came
+-- from, and whether its accelerator count was assumed (1: an unknown GPU instance type)
+ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_File VARCHAR;
+ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_Row BIGINT;
+ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_UnknownAcceleratorType BOOLEAN;
 -- warehouses created before the column existed
 ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_SplitParent BOOLEAN;
 

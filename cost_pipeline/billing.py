@@ -19,10 +19,9 @@ from .config import AwsCur2Source, FocusSource, GcpBillingExportSource, Pipeline
 from .deliveries import delivery_metadata, record_deliveries
 from .months import month_bounds
 from .sources import SourceError, cur2, cur2_s3, focus, gcp_billing, s3, source_names
-from .warehouse import ensure_schema, query, replace_month, sql_text
+from .warehouse import RUN_CONNECTIONS, ensure_schema, query, sql_text
 
 STAGE = "staged_billing"
-_STAGING_ONLY = "x_File, x_Row, x_UnknownAcceleratorType"
 
 
 @dataclass
@@ -145,14 +144,19 @@ READERS: dict[str, Callable[..., StagedSource]] = {
 }
 
 
-def stage_month(
+def load_month(
     con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
 ) -> BillingSummary:
-    """Normalize every billing source's month into the temp table `staged_billing`."""
+    """Insert every billing source's month into `billing_facts` (whose month the caller has
+    emptied, in the transaction it commits or rolls back), checking each source, then the
+    month as a whole. The rows go straight to the table: staging a copy of the month first
+    cost as much as writing it."""
     _load_accelerators(con, cfg)
-    con.execute(f"DROP TABLE IF EXISTS {STAGE}")
+    # the checks below read the month's rows through this view
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {STAGE} AS SELECT * FROM billing_facts "
+                f"WHERE month = DATE '{month.isoformat()}'")
+    _relax_old_constraints(con)
     summary = BillingSummary()
-    first = True
     for name, source in zip(source_names(cfg.billing), cfg.billing, strict=True):
         reader = READERS.get(source.kind)
         if reader is None:
@@ -160,23 +164,53 @@ def stage_month(
                               f"billing source kind {source.kind!r} is not supported yet")
         staged = reader(con, name, source, cfg, month, log)
         try:
-            verb = f"CREATE TEMP TABLE {STAGE} AS" if first else f"INSERT INTO {STAGE} BY NAME"
-            query(con, f"{verb} {staged.sql}", staged.params)
+            query(con, f"INSERT INTO billing_facts BY NAME ({staged.sql})", staged.params)
         except duckdb.Error as exc:
             raise SourceError(name, staged.locate(str(exc)) or staged.where, _short(exc)) from None
+        # the sources loaded before were complete: a line lacking a value is this source's
+        _check_required(con, name)
         if staged.delivery is not None:
             summary.deliveries.append(staged.delivery)
         if staged.metadata:
             summary.source_metadata[name] = staged.metadata
-        first = False
         # FOCUS exports may be daily (Azure's are): hours per line still hold there
         _check_source(con, name, staged.where, month, hourly=source.kind != "focus")
-    if first:  # no billing source: an empty month
-        con.execute(f"CREATE TEMP TABLE {STAGE} AS SELECT *, NULL::VARCHAR AS x_File, "
-                    "NULL::BIGINT AS x_Row, false AS x_UnknownAcceleratorType "
-                    "FROM billing_facts WHERE false")
     _check_staged(con, month, summary)
     return summary
+
+
+# the values every line needs; the schema leaves them nullable so that this check, not a
+# constraint that aborts the transaction, names a line lacking one
+REQUIRED = ("ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "BilledCost",
+            "EffectiveCost", "x_CostComponent", "x_AcceleratorCount", "x_InstanceUsage",
+            "x_SourceLine")
+# the source's own name of a required value, for the message
+_RAW_NAMES = {"ChargePeriodStart": "line_item_usage_start_date",
+              "ChargePeriodEnd": "line_item_usage_end_date",
+              "x_SourceLine": "identity_line_item_id"}
+
+
+def _relax_old_constraints(con: duckdb.DuckDBPyConnection) -> None:
+    """Warehouses created when the required columns were NOT NULL: drop the constraint."""
+    for (column,) in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'billing_facts' "
+            "AND schema_name = 'main' AND NOT is_nullable AND column_name <> 'month'"
+    ).fetchall():
+        con.execute(f"ALTER TABLE billing_facts ALTER COLUMN {column} DROP NOT NULL")
+
+
+def _check_required(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Raise naming the first loaded line that lacks a required value."""
+    missing = " OR ".join(f"{c} IS NULL" for c in REQUIRED)
+    nulls = ", ".join(f"bool_or({c} IS NULL)" for c in REQUIRED)
+    bad = con.execute(f"SELECT x_File, x_Row, {nulls} FROM {STAGE} WHERE {missing} "
+                      "GROUP BY x_File, x_Row ORDER BY x_File, x_Row LIMIT 1").fetchone()
+    if bad:
+        column = next(c for c, null in zip(REQUIRED, bad[2:], strict=True) if null)
+        raw = _RAW_NAMES.get(column, column)
+        raise SourceError(name, f"{bad[0]} row {bad[1]}",
+                          f"{raw} is empty or not a timestamp" if "date" in raw
+                          else f"{raw} is empty")
 
 
 def _short(exc: Exception) -> str:
@@ -189,19 +223,7 @@ def _source_of(line: str) -> str:
 
 def _check_source(con: duckdb.DuckDBPyConnection, name: str, where: str, month: date,
                   hourly: bool = True) -> None:
-    """Per-source checks on the rows just staged: required values present, periods ordered,
-    and an hourly export."""
-    for column, raw in (("ChargePeriodStart", "line_item_usage_start_date"),
-                        ("ChargePeriodEnd", "line_item_usage_end_date"),
-                        ("x_SourceLine", "identity_line_item_id")):
-        bad = con.execute(
-            f"SELECT x_File, x_Row FROM {STAGE} WHERE {column} IS NULL "
-            f"AND starts_with(coalesce(x_SourceLine, ?), ?) ORDER BY x_File, x_Row LIMIT 1",
-            [name + ":", name + ":"]).fetchone()
-        if bad:
-            raise SourceError(name, f"{bad[0]} row {bad[1]}",
-                              f"{raw} is empty or not a timestamp" if "date" in raw
-                              else f"{raw} is empty")
+    """Per-source checks on the rows just loaded: periods ordered, and an hourly export."""
     bad_period = con.execute(
         f"SELECT x_File, x_Row FROM {STAGE} WHERE starts_with(x_SourceLine, ?) "
         "AND ChargePeriodEnd < ChargePeriodStart ORDER BY x_File, x_Row LIMIT 1",
@@ -267,28 +289,37 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
 def build_billing_facts(
     con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
 ) -> BillingSummary:
+    """Replace the month's `billing_facts` by what the sources hold now, atomically: on any
+    error the month keeps its previous rows."""
     ensure_schema(con)
-    summary = stage_month(con, cfg, month, log)
-    if summary.unknown_instance_types:
-        log.warning("accelerator count unknown (counted as 1; add them under `accelerators:`): "
-                    + ", ".join(summary.unknown_instance_types))
-    if summary.duplicates_dropped:
-        log.warning(f"{summary.duplicates_dropped} identical duplicate line(s) dropped")
-    select = f"SELECT * EXCLUDE ({_STAGING_ONLY}) FROM {STAGE}"
-    if summary.has_duplicates:  # keep the first copy of each identical duplicate
-        select += (" QUALIFY row_number() OVER (PARTITION BY x_SourceLine "
-                   "ORDER BY x_File, x_Row) = 1")
-
-    def record_delivery(con: duckdb.DuckDBPyConnection) -> None:
+    own = id(con) not in RUN_CONNECTIONS   # else the run's transaction holds everything
+    if own:
+        con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM billing_facts WHERE month = ?", [month])
+        summary = load_month(con, cfg, month, log)
+        if summary.unknown_instance_types:
+            log.warning("accelerator count unknown (counted as 1; add them under "
+                        "`accelerators:`): " + ", ".join(summary.unknown_instance_types))
+        if summary.duplicates_dropped:
+            log.warning(f"{summary.duplicates_dropped} identical duplicate line(s) dropped")
+            # keep the first copy of each identical duplicate
+            con.execute(
+                "DELETE FROM billing_facts WHERE month = ? AND rowid IN (SELECT rowid FROM "
+                "billing_facts WHERE month = ? QUALIFY row_number() OVER (PARTITION BY "
+                "x_SourceLine ORDER BY x_File, x_Row) > 1)", [month, month])
         # the delivery is recorded in the transaction that writes its rows: both or neither
         summary.delivery_records = record_deliveries(con, month, summary.deliveries)
-
-    summary.rows = replace_month(con, "billing_facts", month, select, {},
-                                 before_commit=record_delivery)
-    summary.total_effective_cost, summary.total_billed_cost = con.execute(
-        "SELECT coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) FROM billing_facts "
-        "WHERE month = ?", [month]).fetchone()
-    con.execute(f"DROP TABLE IF EXISTS {STAGE}")
+        summary.rows, summary.total_effective_cost, summary.total_billed_cost = con.execute(
+            "SELECT count(*), coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) "
+            "FROM billing_facts WHERE month = ?", [month]).fetchone()
+        con.execute(f"DROP VIEW IF EXISTS {STAGE}")
+        if own:
+            con.execute("COMMIT")
+    except BaseException:
+        if own:
+            con.execute("ROLLBACK")
+        raise
     for record in summary.delivery_records:
         summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))
     return summary

@@ -23,7 +23,7 @@ AUGUST, SEPTEMBER = date(2026, 8, 1), date(2026, 9, 1)
 MONTHS = (AUGUST,)  # through the whole job: the month that fails reconciliation
 
 QUERIES = {
-    "billing_facts rows": "SELECT * EXCLUDE (month) FROM billing_facts WHERE month = ? "
+    "billing_facts rows": "SELECT * EXCLUDE (month, x_File) FROM billing_facts WHERE month = ? "
                           "ORDER BY x_SourceLine",
     "billing_facts totals": "SELECT count(*), round(sum(EffectiveCost), 6), "
                             "round(sum(BilledCost), 6) FROM billing_facts WHERE month = ?",

@@ -12,7 +12,7 @@ import pyarrow as pa
 from .config import InventoryCheckpoints, LocalCheckpoints, PipelineConfig, S3Checkpoints
 from .months import month_bounds
 from .sources import SourceError, s3
-from .sources.checkpoints import in_month, walk_local
+from .sources.checkpoints import object_batches, walk_local
 from .sources.s3_inventory import read_inventory
 from .warehouse import replace_month, sql_text
 
@@ -23,29 +23,39 @@ OBJECT_SCHEMA = pa.schema([
 ])
 
 
-def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger) -> pa.Table:
-    """The objects of every configured listing that belong to the month's snapshot(s)."""
+def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
+                 vectorized: bool = True) -> pa.Table:
+    """The objects of every configured listing that belong to the month's snapshot(s);
+    `vectorized=False` reads every listing file row by row (the reference the vectorized
+    reader is tested against)."""
     _, month_end = month_bounds(month)
     batches: list[pa.RecordBatch] = []
     for i, entry in enumerate(cfg.checkpoints):
         name = f"checkpoints[{i}] {entry.kind}"
         if isinstance(entry, InventoryCheckpoints):
-            objects = read_inventory(cfg.resolve(entry.path), name, month, entry.bucket,
-                                     entry.endpoint_url, entry.region)
+            listed = read_inventory(cfg.resolve(entry.path), name, month, entry.bucket,
+                                    entry.endpoint_url, entry.region, vectorized=vectorized)
         elif isinstance(entry, S3Checkpoints):
-            objects = s3.list_bucket(s3.client(entry.endpoint_url, entry.region), entry.bucket,
-                                     name)
+            listed = object_batches(s3.list_bucket(s3.client(entry.endpoint_url, entry.region),
+                                                   entry.bucket, name), month, month_end)
         elif isinstance(entry, LocalCheckpoints):
-            objects = walk_local(Path(cfg.resolve(entry.path)), name, entry.bucket)
+            listed = object_batches(walk_local(Path(cfg.resolve(entry.path)), name,
+                                               entry.bucket), month, month_end)
         else:
             raise SourceError(name, None, f"checkpoint kind {entry.kind!r} is not supported yet")
-        rows = [
-            {**obj, "source": name, "source_prefix": entry.prefix}
-            for obj in objects if in_month(obj, month, month_end)
-        ]
-        log.info(f"{name}: {len(rows)} object(s) in {month:%Y-%m}")
-        batches.append(pa.RecordBatch.from_pylist(rows, schema=OBJECT_SCHEMA))
+        count = 0
+        for batch in listed:
+            count += batch.num_rows
+            batches.append(_with_source(batch, name, entry.prefix))
+        log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
     return pa.Table.from_batches(batches, schema=OBJECT_SCHEMA)
+
+
+def _with_source(batch: pa.RecordBatch, source: str, prefix: str | None) -> pa.RecordBatch:
+    rows = batch.num_rows
+    return pa.RecordBatch.from_arrays(
+        [pa.repeat(pa.scalar(source, pa.string()), rows), *batch.columns,
+         pa.repeat(pa.scalar(prefix, pa.string()), rows)], schema=OBJECT_SCHEMA)
 
 
 def build_checkpoint_inventory(

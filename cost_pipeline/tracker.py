@@ -8,52 +8,49 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .config import MlflowTracker, PipelineConfig, RunsFileTracker
 from .sources import SourceError, source_names
 from .sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
-from .sources.runs_file import RUN_COLUMNS, read_runs
+from .sources.runs_file import RUN_SCHEMA, read_runs_table
 from .warehouse import replace_month
 
-RUN_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("source", pa.string()), ("experiment", pa.string()),
-    ("model", pa.string()), ("purpose", pa.string()), ("search_id", pa.string()),
-    ("seed", pa.string()), ("config_id", pa.string()), ("status", pa.string()),
-    ("start_time", pa.timestamp("us")), ("end_time", pa.timestamp("us")),
-    ("resource_ids", pa.list_(pa.string())), ("gpus", pa.int32()), ("region", pa.string()),
-    ("dataset", pa.string()), ("dataset_region", pa.string()), ("input_hash", pa.string()),
-    ("transform_version", pa.string()), ("metric_name", pa.string()),
-    ("metric_value", pa.float64()), ("keep", pa.bool_()), ("deleted", pa.bool_()),
-    ("parent_run_id", pa.string()), ("team", pa.string()), ("gpu_utilization", pa.float64()),
-])
-assert tuple(RUN_SCHEMA.names) == RUN_COLUMNS
 
-
-def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> list[dict]:
-    runs: dict[str, dict] = {}
+def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
+    """Every configured tracker's runs (RUN_SCHEMA); a run two trackers know is kept as the
+    first one tells it."""
+    kept: list[pa.Table] = []
     for name, tracker in zip(source_names(cfg.tracker), cfg.tracker, strict=True):
         if isinstance(tracker, RunsFileTracker):
-            found = read_runs(Path(cfg.resolve(tracker.path)), name)
+            found = read_runs_table(Path(cfg.resolve(tracker.path)), name)
         elif isinstance(tracker, MlflowTracker):
-            found = read_mlflow_runs(
+            found = pa.Table.from_pylist(read_mlflow_runs(
                 resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
                 experiments=tracker.experiments, metric=tracker.metric, tags=tracker.tags,
-                log=log)
+                log=log), schema=RUN_SCHEMA)
         else:
             raise SourceError(name, None, f"tracker kind {tracker.kind!r} is not supported yet")
-        log.info(f"{name}: {len(found)} run(s)")
-        for run in found:
-            if run["run_id"] in runs:
-                log.warning(f"{name}: run {run['run_id']} also comes from "
-                            f"{runs[run['run_id']]['source']}; the first one is kept")
-                continue
-            runs[run["run_id"]] = run
-    return list(runs.values())
+        log.info(f"{name}: {found.num_rows} run(s)")
+        if kept:
+            known = pa.concat_tables(kept)
+            known_ids = known["run_id"].combine_chunks()
+            again = pc.is_in(found["run_id"], value_set=known_ids)
+            if pc.any(again).as_py():
+                repeated = found.filter(again)["run_id"]
+                first = known["source"].take(pc.index_in(repeated, value_set=known_ids))
+                for run_id, first_source in zip(repeated.to_pylist(), first.to_pylist(),
+                                                strict=True):
+                    log.warning(f"{name}: run {run_id} also comes from {first_source}; "
+                                "the first one is kept")
+                found = found.filter(pc.invert(again))
+        kept.append(found)
+    return pa.concat_tables(kept) if kept else RUN_SCHEMA.empty_table()
 
 
 def runs_table(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
     """Every configured tracker's runs as one Arrow table (RUN_SCHEMA)."""
-    return pa.Table.from_pylist(collect_runs(cfg, log), schema=RUN_SCHEMA)
+    return collect_runs(cfg, log)
 
 
 def build_tracker_runs(

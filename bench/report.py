@@ -65,6 +65,12 @@ def ratios(results: dict) -> dict:
     for other in ("reference", "scan_floor", "pandas"):
         out[f"pipeline/{other}"] = {"time": _ratio(p, results.get(other), "wall_seconds"),
                                     "rss": _ratio(p, results.get(other), "peak_rss_bytes")}
+    floor = (p or {}).get("persist_floor")
+    reference = results.get("reference")
+    if floor and reference and not reference.get("returncode") and p.get("wall_seconds"):
+        # the reference's compute plus only writing what the pipeline persists
+        out["pipeline/(reference+persist_floor)"] = {"time": round(
+            p["wall_seconds"] / (reference["wall_seconds"] + floor["write_seconds"]), 2)}
     out["reference/scan_floor"] = {
         "time": _ratio(results.get("reference"), results.get("scan_floor"), "wall_seconds"),
         "rss": _ratio(results.get("reference"), results.get("scan_floor"), "peak_rss_bytes")}
@@ -146,6 +152,13 @@ def print_report(report: dict) -> None:
         if check["agree"]:
             print(f"{s['size']:<{w}}totals agree (attributed, untracked, unallocated within "
                   f"{check['tolerance']:g} relative of the {check['against']})")
+        floor = res.get("pipeline", {}).get("persist_floor")
+        if floor:
+            both = s["ratios"].get("pipeline/(reference+persist_floor)", {}).get("time")
+            print(f"{s['size']:<{w}}persist floor: copying billing_facts + attribution "
+                  f"({', '.join(f'{n:,}' for n in floor['rows'].values())} rows) takes "
+                  f"{floor['write_seconds']:.2f} s; pipeline ÷ (reference + that) = "
+                  f"{f'{both:.2f}×' if both else '-'}")
         steps = res.get("pipeline", {}).get("steps", {})
         if steps:
             top = ", ".join(f"{k} {v:.1f} s" for k, v in list(steps.items())[:4])

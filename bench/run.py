@@ -118,6 +118,16 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str) -> dict:
         return result
     result["totals"] = warehouse_totals(work / "warehouse.duckdb")
     result["warehouse_bytes"] = (work / "warehouse.duckdb").stat().st_size
+    # what writing the two big tables costs alone, in the same engine and memory limit
+    limit = (yaml.safe_load(config.read_text(encoding="utf-8")).get("warehouse") or {}).get(
+        "memory_limit")
+    floor = run_measured([sys.executable, str(BENCH / "persist_floor.py"),
+                          str(work / "warehouse.duckdb"),
+                          *(["--memory-limit", str(limit)] if limit else [])],
+                         log_dir=logs, name=f"{label}-persist-floor")
+    if floor.returncode == 0:
+        result["persist_floor"] = {**floor.as_json(),
+                                   **json.loads(floor.stdout.strip().splitlines()[-1])}
     again = run_measured(cmd, env=env, cwd=work, log_dir=logs, name=f"{label}-pipeline-rerun")
     result["rerun_unchanged"] = _pipeline_result(again, keep_checks=False)
     os.utime(work / "runs.parquet")  # a new delivery of the runs file: same rows, new mtime

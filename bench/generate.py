@@ -161,7 +161,7 @@ def generate(out: Path, lines: int, runs: int, objects: int) -> Path:
     ) TO '{out / "inventory.csv"}' (FORMAT csv, HEADER true)
     """, {"objects": objects, "runs": runs, "start": MONTH_START})
     (out / "config.yaml").write_text(
-        "warehouse: {path: warehouse.duckdb, memory_limit: 1500MB}\n"
+        "warehouse: {path: warehouse.duckdb}\n"  # the default memory_limit
         "billing:\n  - {kind: aws_cur2, path: cur/bench-cur}\n"
         "tracker:\n  - {kind: runs_file, path: runs.parquet}\n"
         "checkpoints:\n  - {kind: inventory, path: inventory.csv, prefix: checkpoints/}\n"

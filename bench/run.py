@@ -25,6 +25,8 @@ import yaml
 from measure import machine_facts, run_measured
 from report import compare_totals, print_report, ratios, scaling
 
+from cost_pipeline.config import load_config
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 MONTH = "2026-07"
@@ -119,8 +121,7 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str) -> dict:
     result["totals"] = warehouse_totals(work / "warehouse.duckdb")
     result["warehouse_bytes"] = (work / "warehouse.duckdb").stat().st_size
     # what writing the two big tables costs alone, in the same engine and memory limit
-    limit = (yaml.safe_load(config.read_text(encoding="utf-8")).get("warehouse") or {}).get(
-        "memory_limit")
+    limit = load_config(str(config)).warehouse.memory_limit
     floor = run_measured([sys.executable, str(BENCH / "persist_floor.py"),
                           str(work / "warehouse.duckdb"),
                           *(["--memory-limit", str(limit)] if limit else [])],

@@ -115,6 +115,7 @@ def test_no_bucket_anywhere_is_an_error(tmp_path, con):
     ("12kB", "size: '12kB' is not a whole number of bytes"),
     ("1.5", "size: '1.5' is not a whole number of bytes"),
     ("-3", "size: -3 is negative"),
+    ("99999999999999999999", "size: 99999999999999999999 is too large for a byte count"),
 ])
 def test_bad_size_names_the_row(tmp_path, con, size, problem):
     path = write(tmp_path / "inv.csv", f"{HEADER}\nb,ok,1,2026-07-01\nb,bad,{size},2026-07-01\n")

@@ -157,6 +157,21 @@ def test_inventory_report_parquet_local_folder(tmp_path, con):
                                      "prefix": "checkpoints/"}) == expected
 
 
+def test_inventory_report_size_out_of_range_names_the_file(tmp_path):
+    folder = tmp_path / "inv" / CONFIG_FOLDER
+    rows = _objects("2026-07-15")
+    rows[0][5] = "99999999999999999999"  # over 2^63: no byte count
+    data = folder / "data" / "part0.csv.gz"
+    data.parent.mkdir(parents=True)
+    data.write_bytes(_csv_report(rows))
+    (folder / "2026-07-15T01-00Z").mkdir()
+    (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+        _manifest("2026-07-15", "CSV", [f"elsewhere/{CONFIG_FOLDER}/data/part0.csv.gz"]))
+    with pytest.raises(SourceError, match=r"part0\.csv\.gz row 1: Size: 99999999999999999999 "
+                                          r"is not a byte count"):
+        list(read_inventory(str(folder), "inv", date(2026, 7, 1)))
+
+
 def test_orc_inventory_is_refused(tmp_path):
     manifest = tmp_path / "2026-07-15T01-00Z" / "manifest.json"
     manifest.parent.mkdir()

@@ -110,6 +110,8 @@ def _object(row: list[str], index: dict[str, int], bucket: str | None, source: s
     size = int(number)
     if size < 0:
         raise SourceError(source, where, f"size: {size} is negative")
+    if size >= 2**63:
+        raise SourceError(source, where, f"size: {field('size')} is too large for a byte count")
     values: dict[str, Any] = {}
     for name in ("last_modified", "snapshot_date"):
         try:

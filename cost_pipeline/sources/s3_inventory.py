@@ -347,6 +347,8 @@ def _object(row: dict, bucket: str | None, snapshot: date, source: str,
         size = int(size) if size not in (None, "") else 0
     except ValueError:
         raise SourceError(source, where, f"Size: {size!r} is not a whole number") from None
+    if not 0 <= size < 2**63:
+        raise SourceError(source, where, f"Size: {size} is not a byte count (0 to 2^63 - 1)")
     try:
         modified = parse_time(row.get("last_modified"))
     except (TypeError, ValueError, OverflowError):

@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 from .config import MlflowTracker, PipelineConfig, RunsFileTracker
 from .sources import SourceError, source_names
 from .sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
-from .sources.runs_file import RUN_SCHEMA, read_runs_table
+from .sources.runs_file import RUN_SCHEMA
+from .sources.runs_file_sql import read_runs_table
 from .warehouse import replace_month
 
 

@@ -20,14 +20,8 @@ from hypothesis import strategies as st
 
 from cost_pipeline.config import parse_config
 from cost_pipeline.sources import SourceError
-from cost_pipeline.sources.runs_file import (
-    _PY_WHITESPACE,
-    RUN_COLUMNS,
-    RUN_SCHEMA,
-    _fast_runs,
-    read_runs,
-    read_runs_table,
-)
+from cost_pipeline.sources.runs_file import RUN_COLUMNS, RUN_SCHEMA, read_runs
+from cost_pipeline.sources.runs_file_sql import _PY_WHITESPACE, _fast_runs, read_runs_table
 from cost_pipeline.tracker import runs_table
 
 REQUIRED = {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-01T00:00:00Z"}

@@ -2,7 +2,8 @@
 -- claims that `attribution_claims.sql` left in temp tables. Shares summing above 1 are
 -- scaled down (over-claimed); what is left below 1 is `untracked`. Lines that are not usage
 -- (tax, credits, purchases, unused commitment) are `unallocated`.
--- Parameters: $month.
+-- One slice of the month at a time (the lines whose charge period starts in
+-- [$slice_start, $slice_end)). Parameters: $month, $slice_start, $slice_end.
 WITH
 lines AS NOT MATERIALIZED (
     -- read where used (three times): a scan of the month is cheaper than holding it
@@ -21,6 +22,7 @@ lines AS NOT MATERIALIZED (
         END AS non_usage_kind
     FROM billing_facts
     WHERE month = $month
+      AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
 ),
 run_rows AS (
     SELECT

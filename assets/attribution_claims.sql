@@ -1,4 +1,5 @@
--- The claims of the month (SPEC §6), as temp tables for `attribution.sql` to turn into rows:
+-- The claims of one slice of the month (SPEC §6): the lines whose charge period starts in
+-- [$slice_start, $slice_end), as temp tables for `attribution.sql` to turn into rows:
 --   attribution_claims (line_key, run_id, raw_share): each run's share of a line before
 --                       over-claimed lines are scaled down;
 --   attribution_claimed (line_key, claimed_share): S, the sum of a line's shares.
@@ -21,22 +22,11 @@
 -- an equi-join.
 --
 -- Each statement is small on purpose: one join at a time keeps DuckDB's memory to one hash
--- table, where a single statement held several at once and spilled gigabytes.
--- Parameters: $month, $month_end, $run_tag. Temp table: config_datasets(name, bucket, region).
-
-CREATE OR REPLACE TEMP MACRO attribution_rule(charge_category, commitment_status,
-                                              resource_kind, component) AS
-    CASE
-        WHEN charge_category <> 'Usage' OR commitment_status = 'Unused' THEN 'non_usage'
-        WHEN resource_kind = 'bucket' AND component = 'storage' THEN 'bucket_storage'
-        WHEN resource_kind = 'bucket' AND component = 'network' THEN 'bucket_transfer'
-        ELSE 'compute'
-    END;
-
-CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
-    CASE WHEN resource_id LIKE 'arn:%:sagemaker:%:training-job/%'
-         THEN lower(split_part(resource_id, ':training-job/', 2))
-         ELSE resource_id END;
+-- table, where a single statement held several at once and spilled gigabytes; and a large
+-- month goes by slices of its lines (a line's claims, and the lines sharing its resource and
+-- period, all fall in the line's slice), so each hash table holds a slice, not the month.
+-- Parameters: $month, $run_tag, $slice_start, $slice_end. Temp tables: config_datasets(name,
+-- bucket, region) and those of `attribution_prepare.sql`.
 
 -- the usage lines, with only what the claims need
 CREATE OR REPLACE TEMP TABLE attribution_lines AS
@@ -50,20 +40,9 @@ SELECT
         AS rule
 FROM billing_facts
 WHERE month = $month
+  AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
   AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
                        x_CostComponent) <> 'non_usage';
-
--- Sweep controllers (parents of other runs) and finished runs without an end claim no
--- compute or transfer; a RUNNING run is taken to run until the end of the month.
-CREATE OR REPLACE TEMP TABLE attribution_claimants AS
-SELECT
-    run_id, gpus, resource_ids, region, dataset, start_time AS rs,
-    CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP) ELSE end_time END AS re
-FROM tracker_runs r
-WHERE month = $month
-  AND (status = 'RUNNING' OR end_time IS NOT NULL)
-  AND NOT EXISTS (SELECT 1 FROM tracker_runs child
-                  WHERE child.month = $month AND child.parent_run_id = r.run_id);
 
 -- Rule 1–3: compute and every other Usage line of a resource ---------------------------
 CREATE OR REPLACE TEMP TABLE attribution_compute_lines AS
@@ -79,14 +58,6 @@ SELECT
 FROM attribution_lines
 WHERE rule = 'compute'
 WINDOW period AS (PARTITION BY coalesce(ResourceId, '#' || line_key), s, e);
-
-CREATE OR REPLACE TEMP TABLE attribution_run_resources AS
-SELECT DISTINCT k.run_id, claim_key(listed) AS resource_id, k.rs, k.re, k.gpus
-FROM (SELECT *, unnest(resource_ids) AS listed FROM attribution_claimants) k;
-
-CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
-    least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)
-      * CASE WHEN gpus IS NOT NULL AND g > 0 THEN least(gpus, g)::DOUBLE / g ELSE 1.0 END;
 
 CREATE OR REPLACE TEMP TABLE attribution_claims AS
 WITH
@@ -128,19 +99,10 @@ WITH
 storage_lines AS (
     SELECT * FROM attribution_lines WHERE rule = 'bucket_storage'
 ),
-known_runs AS (
-    SELECT run_id FROM tracker_runs WHERE month = $month
-),
 storage_tagged AS (
     SELECT l.line_key, l.tag_run AS run_id, 1.0 AS raw_share
     FROM storage_lines l
-    WHERE l.tag_run IN (SELECT run_id FROM known_runs)
-),
-inventory AS (
-    SELECT * FROM checkpoint_inventory WHERE month = $month
-),
-dated_snapshots AS (
-    SELECT DISTINCT bucket, snapshot_date FROM inventory WHERE snapshot_date IS NOT NULL
+    WHERE l.tag_run IN (SELECT run_id FROM tracker_runs WHERE month = $month)
 ),
 line_snapshots AS (
     -- the snapshot of the line's day when daily snapshots exist, else the month-end one
@@ -148,35 +110,21 @@ line_snapshots AS (
     SELECT
         l.line_key, l.ResourceId AS bucket,
         coalesce(
-            (SELECT max(snapshot_date) FROM dated_snapshots d
+            (SELECT max(snapshot_date) FROM attribution_dated_snapshots d
               WHERE d.bucket = l.ResourceId AND d.snapshot_date = CAST(l.s AS DATE)),
-            (SELECT max(snapshot_date) FROM dated_snapshots d WHERE d.bucket = l.ResourceId)
+            (SELECT max(snapshot_date) FROM attribution_dated_snapshots d
+              WHERE d.bucket = l.ResourceId)
         ) AS snapshot_date
     FROM storage_lines l
     WHERE l.line_key NOT IN (SELECT line_key FROM storage_tagged)
-),
-snapshot_objects AS (
-    SELECT * FROM inventory
-    WHERE snapshot_date IS NOT NULL OR last_modified < CAST($month_end AS TIMESTAMP)
-),
-listed_bytes AS (
-    SELECT bucket, snapshot_date, sum(size) AS bytes
-    FROM snapshot_objects GROUP BY ALL
-),
-run_bytes AS (
-    SELECT bucket, snapshot_date, run_id, sum(size) AS bytes
-    FROM snapshot_objects
-    WHERE prefix IS NOT NULL AND run_id IN (SELECT run_id FROM known_runs)
-    GROUP BY ALL
-    HAVING sum(size) > 0
 )
 SELECT line_key, run_id, raw_share FROM storage_tagged
 UNION ALL
 SELECT ls.line_key, rb.run_id, rb.bytes / lb.bytes AS raw_share
 FROM line_snapshots ls
-JOIN listed_bytes lb
+JOIN attribution_listed_bytes lb
   ON lb.bucket = ls.bucket AND lb.snapshot_date IS NOT DISTINCT FROM ls.snapshot_date
-JOIN run_bytes rb
+JOIN attribution_run_bytes rb
   ON rb.bucket = ls.bucket AND rb.snapshot_date IS NOT DISTINCT FROM ls.snapshot_date
 WHERE lb.bytes > 0;
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cost_pipeline.attribution import build_attribution
+from cost_pipeline.attribution import SLICE_LINES, build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.defs.resources import month_params
 from cost_pipeline.warehouse import replace_month, sql_text
@@ -118,13 +118,14 @@ def scenarios(draw):
     return lines, runs, inventory
 
 
-def run_sql(lines, runs, inventory):
+def run_sql(lines, runs, inventory, lines_per_slice=SLICE_LINES):
     con = duckdb.connect()
     insert_lines(con, MONTH, lines)
     insert_runs(con, MONTH, runs)
     insert_inventory(con, MONTH, inventory)
     params = month_params(CONFIG, MONTH)
-    build_attribution(con, MONTH, params, [("ds1", "data", "us-west-2")])
+    build_attribution(con, MONTH, params, [("ds1", "data", "us-west-2")],
+                      lines_per_slice=lines_per_slice)
     replace_month(con, "reconciliation", MONTH, sql_text("reconciliation"), params)
     cur = con.execute("SELECT * FROM attribution")
     names = [d[0] for d in cur.description]
@@ -146,13 +147,14 @@ def close(a, b):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
-def test_sql_agrees_with_oracle(case):
+@given(scenarios(), st.sampled_from([SLICE_LINES, 1, 3]))
+def test_sql_agrees_with_oracle(case, lines_per_slice):
+    """…also when the month is attributed by slices of 1 or 3 lines (a big month's way)."""
     lines, runs, inventory = case
     lines = [{**BILLING_DEFAULTS, **line} for line in lines]
     runs = [{**RUN_DEFAULTS, **run} for run in runs]
     inventory = [{**INVENTORY_DEFAULTS, **obj} for obj in inventory]
-    sql_rows, recon = run_sql(lines, runs, inventory)
+    sql_rows, recon = run_sql(lines, runs, inventory, lines_per_slice)
     expected = oracle.attribute(lines, runs, inventory,
                                 {"ds1": {"bucket": "data", "region": "us-west-2"}}, MONTH)
     got, want = keyed(sql_rows), keyed(expected)

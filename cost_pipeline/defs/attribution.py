@@ -29,7 +29,8 @@ def attribution(
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
         rows = build_attribution(con, month, month_params(cfg, month),
-                                 [(n, d.bucket, d.region) for n, d in cfg.datasets.items()])
+                                 [(n, d.bucket, d.region) for n, d in cfg.datasets.items()],
+                                 log=context.log)
         check = conservation(con, month)
         split = dict(con.execute(
             "SELECT purpose_class, round(sum(cost), 2) FROM attribution WHERE month = ? "

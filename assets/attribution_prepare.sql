@@ -1,0 +1,63 @@
+-- What the month's attribution needs once, before its slices (`attribution_claims.sql`):
+-- the macros, the claimants and the resources they list, and the bytes each run holds in
+-- each bucket snapshot. Parameters: $month, $month_end.
+
+CREATE OR REPLACE TEMP MACRO attribution_rule(charge_category, commitment_status,
+                                              resource_kind, component) AS
+    CASE
+        WHEN charge_category <> 'Usage' OR commitment_status = 'Unused' THEN 'non_usage'
+        WHEN resource_kind = 'bucket' AND component = 'storage' THEN 'bucket_storage'
+        WHEN resource_kind = 'bucket' AND component = 'network' THEN 'bucket_transfer'
+        ELSE 'compute'
+    END;
+
+CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
+    CASE WHEN resource_id LIKE 'arn:%:sagemaker:%:training-job/%'
+         THEN lower(split_part(resource_id, ':training-job/', 2))
+         ELSE resource_id END;
+
+CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
+    least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)
+      * CASE WHEN gpus IS NOT NULL AND g > 0 THEN least(gpus, g)::DOUBLE / g ELSE 1.0 END;
+
+-- Sweep controllers (parents of other runs) and finished runs without an end claim no
+-- compute or transfer; a RUNNING run is taken to run until the end of the month.
+CREATE OR REPLACE TEMP TABLE attribution_claimants AS
+SELECT
+    run_id, gpus, resource_ids, region, dataset, start_time AS rs,
+    CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP) ELSE end_time END AS re
+FROM tracker_runs r
+WHERE month = $month
+  AND (status = 'RUNNING' OR end_time IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM tracker_runs child
+                  WHERE child.month = $month AND child.parent_run_id = r.run_id);
+
+CREATE OR REPLACE TEMP TABLE attribution_run_resources AS
+SELECT DISTINCT k.run_id, claim_key(listed) AS resource_id, k.rs, k.re, k.gpus
+FROM (SELECT *, unnest(resource_ids) AS listed FROM attribution_claimants) k;
+
+-- Rule 4's bytes: per bucket and snapshot, all listed bytes and each known run's
+CREATE OR REPLACE TEMP TABLE attribution_snapshot_objects AS
+SELECT bucket, snapshot_date, size, prefix, run_id
+FROM checkpoint_inventory
+WHERE month = $month
+  AND (snapshot_date IS NOT NULL OR last_modified < CAST($month_end AS TIMESTAMP));
+
+CREATE OR REPLACE TEMP TABLE attribution_dated_snapshots AS
+SELECT DISTINCT bucket, snapshot_date
+FROM checkpoint_inventory
+WHERE month = $month AND snapshot_date IS NOT NULL;
+
+CREATE OR REPLACE TEMP TABLE attribution_listed_bytes AS
+SELECT bucket, snapshot_date, sum(size) AS bytes
+FROM attribution_snapshot_objects GROUP BY ALL;
+
+CREATE OR REPLACE TEMP TABLE attribution_run_bytes AS
+SELECT bucket, snapshot_date, run_id, sum(size) AS bytes
+FROM attribution_snapshot_objects
+WHERE prefix IS NOT NULL
+  AND run_id IN (SELECT run_id FROM tracker_runs WHERE month = $month)
+GROUP BY ALL
+HAVING sum(size) > 0;
+
+DROP TABLE attribution_snapshot_objects;

@@ -28,11 +28,11 @@ gpu_cost_rows AS NOT MATERIALIZED (
     SELECT * FROM att WHERE component = 'gpu' AND rule <> 'non_usage'
 ),
 untracked_by_line AS (
-    SELECT x_SourceLine, sum(accelerator_hours) AS untracked_hours, sum(cost) AS untracked_cost
+    -- a line has at most one untracked row
+    SELECT x_SourceLine, accelerator_hours AS untracked_hours, cost AS untracked_cost
     FROM attribution
     WHERE month = $month AND purpose_class = 'untracked' AND component = 'gpu'
       AND accelerator_hours IS NOT NULL
-    GROUP BY x_SourceLine
 ),
 by_type AS (
     SELECT

@@ -1,8 +1,9 @@
 """All configured billing sources → the month's `billing_facts`, in one transaction.
 
-Each source is staged as normalized rows in a temp table; the month is checked as a whole
-(conflicting duplicate line ids, mixed currencies, a non-hourly export) before it replaces
-the previous rows of that month. Identical duplicate lines are dropped and counted.
+Each source's normalized rows go into the table in the transaction that deleted the month's
+previous rows; each source is checked (required values, ordered periods, an hourly export),
+then the month as a whole (conflicting duplicate line ids, mixed currencies). Any failure
+rolls the month back to its previous rows. Identical duplicate lines are dropped and counted.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .months import month_bounds
 from .sources import SourceError, cur2, cur2_s3, focus, gcp_billing, s3, source_names
 from .warehouse import RUN_CONNECTIONS, ensure_schema, query, sql_text
 
-STAGE = "staged_billing"
+STAGE = "month_billing"  # a view of the month being loaded, for the checks
 
 
 @dataclass

@@ -172,7 +172,7 @@ SELECT
     END AS x_AcceleratorCount,
     CASE WHEN instance_usage AND line_type <> 'SavingsPlanNegation'
          THEN coalesce(line_item_usage_amount, 0) / instance_count END AS x_UsageHours,
-    instance_usage AS x_InstanceUsage,
+    coalesce(instance_usage, false) AS x_InstanceUsage,
     CASE WHEN instance_usage THEN instance_type END AS x_InstanceType,
     CASE
         WHEN resource_id IS NULL OR shared_network THEN 'shared'

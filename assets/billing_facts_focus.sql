@@ -128,7 +128,7 @@ SELECT
         ELSE 0
     END AS x_AcceleratorCount,
     CASE WHEN instance_usage THEN ConsumedQuantity * hours_per_unit END AS x_UsageHours,
-    instance_usage AS x_InstanceUsage,
+    coalesce(instance_usage, false) AS x_InstanceUsage,
     CASE WHEN instance_usage THEN instance_type END AS x_InstanceType,
     CASE
         WHEN resource_id IS NULL OR shared_network THEN 'shared'

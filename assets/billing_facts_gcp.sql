@@ -157,7 +157,7 @@ SELECT
         WHEN gpu_sku THEN unit_hours / coalesce(accelerators, 1)
         WHEN core_sku AND NOT accelerator_vm AND vm_cores > 0 THEN unit_hours / vm_cores
     END AS x_UsageHours,
-    gpu_sku OR vm_sku AS x_InstanceUsage,
+    coalesce(gpu_sku OR vm_sku, false) AS x_InstanceUsage,
     CASE WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, CASE WHEN gpu_sku THEN sku_description END)
     END AS x_InstanceType,
     CASE

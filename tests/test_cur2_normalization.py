@@ -606,3 +606,15 @@ def test_manifest_file_uris_as_objects_and_unreadable_manifest(tmp_path, con):
     manifest.write_text("{not json")
     with pytest.raises(SourceError, match="Manifest.json.*unreadable manifest"):
         build(con, config(tmp_path, export))
+
+
+def test_a_line_without_product_code_loads_as_no_instance_usage(tmp_path, con):
+    # every required value is set even when the columns the classification reads are empty
+    export = write_export(tmp_path, {"a.parquet": [
+        L("bare", 0.5, line_item_product_code=None, line_item_usage_type="USE1-Train:ml.m5.large",
+          product_product_family=None),
+    ]})
+    build(con, config(tmp_path, export))
+    row = facts(con)["bare"]
+    assert row["x_InstanceUsage"] is False and row["x_UsageHours"] is None
+    assert row["EffectiveCost"] == 0.5 and row["ChargeCategory"] == "Usage"

@@ -79,7 +79,10 @@ class Warehouse(DuckDBResource):
         delay = 0.1
         for attempt in range(12):
             try:
-                return duckdb.connect(self.database, read_only=False, config=config)
+                con = duckdb.connect(self.database, read_only=False, config=config)
+                # long queries would draw DuckDB's progress bar: the CLI prints its own
+                con.execute("SET enable_progress_bar = false")
+                return con
             except duckdb.IOException:
                 if attempt == 11:
                     raise

@@ -10,7 +10,14 @@ from typing import Any
 
 import duckdb
 
-from .warehouse import RUN_CONNECTIONS, ensure_schema, query, run_script, sql_text
+from .warehouse import (
+    ensure_schema,
+    in_run_transaction,
+    month_transaction,
+    query,
+    run_script,
+    sql_text,
+)
 
 # lines per slice: a slice's claims, periods and lines fit well inside the default 1200MB
 SLICE_LINES = 2_000_000
@@ -52,30 +59,24 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
     rows = list(datasets)
     if rows:   # DuckDB's executemany refuses an empty list
         con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)", rows)
-    own = id(con) not in RUN_CONNECTIONS   # else the run's transaction holds everything
-    if own:
-        con.execute("BEGIN TRANSACTION")
     try:
-        con.execute("DELETE FROM attribution WHERE month = ?", [month])
-        run_script(con, sql_text("attribution_prepare"), params)
-        parts = slices(con, month, lines_per_slice)
-        for number, (start, end) in enumerate(parts, start=1):
-            bounds = {**params, "slice_start": start, "slice_end": end}
-            run_script(con, sql_text("attribution_claims"), bounds)
-            query(con, f"INSERT INTO attribution BY NAME ({sql_text('attribution')})", bounds)
-            _drop(con, _SLICE_TABLES)
-            if log is not None and len(parts) > 1:
-                log.info(f"attribution: slice {number} of {len(parts)} written")
-        ((written,),) = con.execute("SELECT count(*) FROM attribution WHERE month = ?",
-                                    [month]).fetchall()
-        if own:
-            con.execute("COMMIT")
-    except BaseException:
-        if own:
-            con.execute("ROLLBACK")
-        raise
+        with month_transaction(con):
+            con.execute("DELETE FROM attribution WHERE month = ?", [month])
+            run_script(con, sql_text("attribution_prepare"), params)
+            parts = slices(con, month, lines_per_slice)
+            for number, (start, end) in enumerate(parts, start=1):
+                bounds = {**params, "slice_start": start, "slice_end": end}
+                run_script(con, sql_text("attribution_claims"), bounds)
+                query(con, f"INSERT INTO attribution BY NAME ({sql_text('attribution')})",
+                      bounds)
+                _drop(con, _SLICE_TABLES)
+                if log is not None and len(parts) > 1:
+                    log.info(f"attribution: slice {number} of {len(parts)} written")
+            ((written,),) = con.execute("SELECT count(*) FROM attribution WHERE month = ?",
+                                        [month]).fetchall()
     finally:
-        if own or not _aborted(con):
+        # an error inside a run's transaction aborts it: only its rollback may run then
+        if not in_run_transaction(con) or not _aborted(con):
             _drop(con, _SLICE_TABLES + _MONTH_TABLES)
     return int(written)
 

@@ -20,7 +20,7 @@ from .config import AwsCur2Source, FocusSource, GcpBillingExportSource, Pipeline
 from .deliveries import delivery_metadata, record_deliveries
 from .months import month_bounds
 from .sources import SourceError, cur2, cur2_s3, focus, gcp_billing, s3, source_names
-from .warehouse import RUN_CONNECTIONS, ensure_schema, query, sql_text
+from .warehouse import ensure_schema, month_transaction, query, sql_text
 
 STAGE = "month_billing"  # a view of the month being loaded, for the checks
 
@@ -293,10 +293,7 @@ def build_billing_facts(
     """Replace the month's `billing_facts` by what the sources hold now, atomically: on any
     error the month keeps its previous rows."""
     ensure_schema(con)
-    own = id(con) not in RUN_CONNECTIONS   # else the run's transaction holds everything
-    if own:
-        con.execute("BEGIN TRANSACTION")
-    try:
+    with month_transaction(con):
         con.execute("DELETE FROM billing_facts WHERE month = ?", [month])
         summary = load_month(con, cfg, month, log)
         if summary.unknown_instance_types:
@@ -315,12 +312,6 @@ def build_billing_facts(
             "SELECT count(*), coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) "
             "FROM billing_facts WHERE month = ?", [month]).fetchone()
         con.execute(f"DROP VIEW IF EXISTS {STAGE}")
-        if own:
-            con.execute("COMMIT")
-    except BaseException:
-        if own:
-            con.execute("ROLLBACK")
-        raise
     for record in summary.delivery_records:
         summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))
     return summary

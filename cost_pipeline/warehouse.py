@@ -4,7 +4,8 @@ month is written (delete the month, insert the month, in one transaction)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from functools import cache
 from importlib import resources
@@ -80,12 +81,7 @@ def replace_month(
     must be committed with the month, or not at all. Returns the rows written.
     """
     ensure_schema(con)
-    # inside a run's transaction (defs/warehouse.py) the whole month commits or rolls back
-    # with the run, so a killed or failed run leaves every table as it was
-    own = id(con) not in RUN_CONNECTIONS
-    if own:
-        con.execute("BEGIN TRANSACTION")
-    try:
+    with month_transaction(con):
         con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
         query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
         # fetchall: no unread result may stay on a connection the next step reuses
@@ -93,10 +89,27 @@ def replace_month(
                                  [month]).fetchall()
         if before_commit is not None:
             before_commit(con)
+    return int(rows)
+
+
+def in_run_transaction(con: duckdb.DuckDBPyConnection) -> bool:
+    return id(con) in RUN_CONNECTIONS
+
+
+@contextmanager
+def month_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction around a month's writes: committed when the block ends, rolled back
+    on any error. Inside a run's transaction (defs/warehouse.py) nothing is opened here: the
+    whole month commits or rolls back with the run, so a killed or failed run leaves every
+    table as it was."""
+    own = not in_run_transaction(con)
+    if own:
+        con.execute("BEGIN TRANSACTION")
+    try:
+        yield
         if own:
             con.execute("COMMIT")
     except BaseException:
         if own:
             con.execute("ROLLBACK")
         raise
-    return int(rows)

@@ -76,7 +76,8 @@ def test_the_whitespace_is_what_str_strip_removes():
     ("end_time", ["", "  ", "2026-07-02T00:00:00+14:00", "4102444800"]),
     ("resource_ids", ["i-1,i-2", "i-1, i-2 ", '["i-1","i-2"]', "['i-1', 'i-2']", "i-1;i-2",
                       "i-1|i-2\ti-3", '[" i-1 ", "", "vol-é"]', "[]", "", "'i-1' \"i-2\"",
-                      "x]", "[['a'], 'b']"]),
+                      "x]", "[['a'], 'b']", "[i-1, vol-2]", "[ i-1 ]", "[true, i-1]",
+                      "[arn:aws:sagemaker:us-east-1:1:training-job/j1]"]),
     ("gpus", ["4", "4.0", "4.", "0", "007", "", " 8 "]),
     ("metric_value", ["0.91", "-0.0", "1e-3", ".5", "5.", "+2", "", "0.1000000000000000055511"]),
     ("gpu_utilization", ["0", "100", "100.0", "47.5", ""]),
@@ -118,6 +119,7 @@ def test_csv_layouts_that_take_the_sql_path(tmp_path):
     "run_id,status,start_time,metric_value\nr1,RUNNING,2026-07-01,nan\n",
     "run_id,status,start_time,gpus\nr1,RUNNING,2026-07-01,1_0\n",
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,[1]\n",
+    "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,[true]\n",   # JSON
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,i-1\u3000i-2\n",
     "run_id,status,start_time,extra\nr1,RUNNING,2026-07-01,a,b\n",
 ])

@@ -63,6 +63,9 @@ _ISO_PARTS = "['y', 'mo', 'd', 'h', 'mi', 's', 'f', 'zone', 'sign', 'zh', 'zm']"
 # a JSON array of strings without escapes or control characters, read as json.loads reads it
 _JSON_STRINGS = (r'\[[ \t\n\r]*(?:"[^"\\\x00-\x1f]*"(?:[ \t\n\r]*,[ \t\n\r]*"[^"\\\x00-\x1f]*")*)?'
                  r"[ \t\n\r]*\]")
+# a list of unquoted ids, each starting with a letter: `[i-0a, vol-0b]`
+_BARE_ITEM = r"[A-Za-z][A-Za-z0-9._:/@+=-]*"
+_BARE_LIST = rf"\[ *(?:{_BARE_ITEM}(?: *, *{_BARE_ITEM})*)? *\]"
 # printable ASCII, tab included: there RE2's \s is Python's, and no case mapping surprises
 _ASCII = r"[\x20-\x7e\t]*"
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -104,6 +107,12 @@ CREATE MACRO resource_list(t) AS CASE
     WHEN regexp_full_match(t, '{_ASCII}') AND NOT starts_with(t, '[') THEN py_split(t)
     -- a '[' list quoted with ' and never with " cannot be JSON: `_resource_ids` splits it
     WHEN regexp_full_match(t, '{_ASCII}') AND contains(t, '''') AND NOT contains(t, '"')
+        THEN py_split(trim(t, '[]'))
+    -- nor can an unquoted list (DuckDB's own CSV spelling, `[i-0a, vol-0b]`) with an item
+    -- that is no JSON literal
+    WHEN regexp_full_match(t, '{_BARE_LIST}')
+         AND len(list_filter(py_split(trim(t, '[]')),
+                             lambda x: x NOT IN ('true', 'false', 'null'))) > 0
         THEN py_split(trim(t, '[]')) END;
 CREATE MACRO py_number(t) AS CASE WHEN regexp_full_match(t, '{_NUMBER}')
     THEN TRY_CAST(t AS DOUBLE) END;

@@ -33,7 +33,7 @@ dev: install
 # the benchmark, not part of `make test`: months of $(SIZES) billing lines generated once into
 # bench-data/, each measured as scan floor, DuckDB reference, pandas and the pipeline;
 # the table goes to stdout, the numbers to bench-results.json (README "Performance")
-SIZES ?= 1m 5m
+SIZES ?= 1m 5m 20m
 
 $(VENV)/bench.stamp: $(BIN)/cost-pipeline pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,bench]' 2> $(VENV)/install.log \

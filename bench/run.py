@@ -171,7 +171,7 @@ def measure_size(label: str, lines: int, args, logs: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1m 5m 20m",
-                        help="billing lines per month, e.g. '1m 5m 20m' (default: 1m 5m)")
+                        help="billing lines per month, e.g. '1m 5m 20m' (default: all three)")
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--objects", type=int, default=1_000_000)
     parser.add_argument("--impls", default="scan_floor,reference,pandas,pipeline",

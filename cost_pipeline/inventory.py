@@ -12,7 +12,8 @@ import pyarrow as pa
 from .config import InventoryCheckpoints, LocalCheckpoints, PipelineConfig, S3Checkpoints
 from .months import month_bounds
 from .sources import SourceError, s3
-from .sources.checkpoints import object_batches, walk_local
+from .sources.checkpoints import walk_local
+from .sources.listing_arrow import object_batches
 from .sources.s3_inventory import read_inventory
 from .warehouse import replace_month, sql_text
 

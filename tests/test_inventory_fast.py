@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from cost_pipeline.config import parse_config
 from cost_pipeline.inventory import read_listing
-from cost_pipeline.sources import checkpoints, s3_inventory
-from cost_pipeline.sources.checkpoints import PY_WHITESPACE, NotClean, arrow_times
+from cost_pipeline.sources import listing_arrow, s3_inventory
+from cost_pipeline.sources.listing_arrow import PY_WHITESPACE, NotClean, arrow_times
 from cost_pipeline.sources.runs_file import parse_time
 
 from .s3_server import new_bucket, put
@@ -219,7 +219,7 @@ def test_clean_listing_is_read_vectorized(tmp_path):
 
 
 def test_a_bad_row_after_clean_batches_is_named_by_the_row_reader(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoints, "CSV_BLOCK", 1024)  # many batches
+    monkeypatch.setattr(listing_arrow, "CSV_BLOCK", 1024)  # many batches
     rows = [["b", f"k{i}", str(i), f"2026-07-{1 + i % 28:02d}T00:00:00Z"] for i in range(500)]
     write_listing(tmp_path / "inv.csv", ["bucket", "key", "size", "last_modified"], rows)
     entry = {"kind": "inventory", "path": "inv.csv"}

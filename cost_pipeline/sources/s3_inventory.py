@@ -38,7 +38,8 @@ import pyarrow.parquet as pq
 
 from ..months import month_bounds
 from . import SourceError, s3
-from .checkpoints import (
+from .checkpoints import read_inventory_csv
+from .listing_arrow import (
     PY_WHITESPACE,
     NotClean,
     arrow_times,
@@ -46,7 +47,6 @@ from .checkpoints import (
     inventory_csv_batches,
     listing_batch,
     month_batches,
-    read_inventory_csv,
     some,
 )
 from .runs_file import parse_time

@@ -33,7 +33,6 @@ class BillingSummary:
     total_billed_cost: float = 0.0
     currency: str | None = None
     unknown_instance_types: list[str] = field(default_factory=list)
-    has_duplicates: bool = False
     deliveries: list = field(default_factory=list)
     # per source name: what reading it cost (bytes a query scanned, rows read vs returned …)
     source_metadata: dict[str, dict] = field(default_factory=dict)
@@ -247,8 +246,8 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
     # that no line id repeats and the costly duplicate search can be skipped
     rows, distinct_hashes = con.execute(
         f"SELECT count(*), count(DISTINCT hash(x_SourceLine)) FROM {STAGE}").fetchone()
-    summary.has_duplicates = rows != distinct_hashes
-    conflict = None if not summary.has_duplicates else con.execute(
+    has_duplicates = rows != distinct_hashes
+    conflict = None if not has_duplicates else con.execute(
         f"""SELECT x_SourceLine, list(DISTINCT x_File ORDER BY x_File),
                    list(x_Row ORDER BY x_File, x_Row)
             FROM {STAGE}
@@ -266,7 +265,7 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
                           f"line {line[len(source) + 1:]} appears more than once with different "
                           f"values (rows {', '.join(map(str, rows[:5]))}): conflicting "
                           "duplicate line id")
-    if summary.has_duplicates:
+    if has_duplicates:
         rows, distinct = con.execute(
             f"SELECT count(*), count(DISTINCT x_SourceLine) FROM {STAGE}").fetchone()
         summary.duplicates_dropped = rows - distinct

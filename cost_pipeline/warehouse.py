@@ -4,7 +4,7 @@ month is written (delete the month, insert the month, in one transaction)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date
 from functools import cache
@@ -72,13 +72,11 @@ def replace_month(
     month: date,
     select_sql: str,
     params: dict[str, Any],
-    before_commit: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> int:
     """Replace `table`'s rows of `month` by the rows of `select_sql`, atomically.
 
     The SELECT must produce the table's columns by name (`month` included). On any error the
-    transaction rolls back and the month keeps its previous rows. `before_commit` writes what
-    must be committed with the month, or not at all. Returns the rows written.
+    transaction rolls back and the month keeps its previous rows. Returns the rows written.
     """
     ensure_schema(con)
     with month_transaction(con):
@@ -87,8 +85,6 @@ def replace_month(
         # fetchall: no unread result may stay on a connection the next step reuses
         ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
                                  [month]).fetchall()
-        if before_commit is not None:
-            before_commit(con)
     return int(rows)
 
 

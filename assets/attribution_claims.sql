@@ -15,18 +15,16 @@
 -- transfer (cross-region reads) by the overlap of runs that read a dataset of that bucket
 -- from another region.
 --
--- Resources are matched on a claim key, the same on both sides: a SageMaker training job's
--- ARN (`arn:aws:sagemaker:REGION:ACCOUNT:training-job/NAME`, how the bill names the job)
--- counts as the job's name, lowercased as SageMaker writes it in ARNs, so a run may list
--- the name or the ARN; any other id is matched as it is. One key per side keeps the claim
--- an equi-join.
+-- Resources are matched on `claim_key` (macros.sql: a SageMaker training job's ARN counts as
+-- the job's name, so a run may list either; any other id is matched as it is). One key per
+-- side keeps the claim an equi-join.
 --
 -- Each statement is small on purpose: one join at a time keeps DuckDB's memory to one hash
 -- table, where a single statement held several at once and spilled gigabytes; and a large
 -- month goes by slices of its lines (a line's claims, and the lines sharing its resource and
 -- period, all fall in the line's slice), so each hash table holds a slice, not the month.
 -- Parameters: $month, $run_tag, $slice_start, $slice_end. Temp tables: config_datasets(name,
--- bucket, region) and those of `attribution_prepare.sql`.
+-- bucket, region) and those of `attribution_prepare.sql`; the macros of `macros.sql`.
 
 -- the usage lines, with only what the claims need
 CREATE OR REPLACE TEMP TABLE attribution_lines AS

@@ -1,24 +1,6 @@
 -- What the month's attribution needs once, before its slices (`attribution_claims.sql`):
--- the macros, the claimants and the resources they list, and the bytes each run holds in
--- each bucket snapshot. Parameters: $month, $month_end.
-
-CREATE OR REPLACE TEMP MACRO attribution_rule(charge_category, commitment_status,
-                                              resource_kind, component) AS
-    CASE
-        WHEN charge_category <> 'Usage' OR commitment_status = 'Unused' THEN 'non_usage'
-        WHEN resource_kind = 'bucket' AND component = 'storage' THEN 'bucket_storage'
-        WHEN resource_kind = 'bucket' AND component = 'network' THEN 'bucket_transfer'
-        ELSE 'compute'
-    END;
-
-CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
-    CASE WHEN resource_id LIKE 'arn:%:sagemaker:%:training-job/%'
-         THEN lower(split_part(resource_id, ':training-job/', 2))
-         ELSE resource_id END;
-
-CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
-    least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)
-      * CASE WHEN gpus IS NOT NULL AND g > 0 THEN least(gpus, g)::DOUBLE / g ELSE 1.0 END;
+-- the claimants and the resources they list, and the bytes each run holds in each bucket
+-- snapshot (the macros are `macros.sql`'s). Parameters: $month, $month_end.
 
 -- Sweep controllers (parents of other runs) and finished runs without an end claim no
 -- compute or transfer; a RUNNING run is taken to run until the end of the month.

@@ -59,12 +59,8 @@ claimants AS (
       AND NOT EXISTS (SELECT 1 FROM runs child WHERE child.parent_run_id = r.run_id)
 ),
 billed_keys AS (
-    -- the claim keys of the month's resources, as attribution matches them (a SageMaker
-    -- training job's ARN counts as the job's name)
-    SELECT DISTINCT
-        CASE WHEN ResourceId LIKE 'arn:%:sagemaker:%:training-job/%'
-             THEN lower(split_part(ResourceId, ':training-job/', 2))
-             ELSE ResourceId END AS claim_key
+    -- the claim keys of the month's resources, as attribution matches them
+    SELECT DISTINCT claim_key(ResourceId) AS claim_key
     FROM lines WHERE ResourceId IS NOT NULL
 ),
 unbilled AS (
@@ -72,10 +68,7 @@ unbilled AS (
     SELECT coalesce(sum(
         epoch(least(re, CAST($month_end AS TIMESTAMP)) - greatest(start_time, CAST($month_start AS TIMESTAMP))) / 3600.0
         * coalesce(nullif(gpus, 0), 1)), 0) AS gpu_hours
-    FROM (SELECT DISTINCT run_id, start_time, re, gpus,
-                 CASE WHEN listed LIKE 'arn:%:sagemaker:%:training-job/%'
-                      THEN lower(split_part(listed, ':training-job/', 2))
-                      ELSE listed END AS claim_key
+    FROM (SELECT DISTINCT run_id, start_time, re, gpus, claim_key(listed) AS claim_key
           FROM (SELECT *, unnest(resource_ids) AS listed FROM claimants))
     WHERE start_time < CAST($month_end AS TIMESTAMP) AND re > CAST($month_start AS TIMESTAMP)
       AND claim_key NOT IN (SELECT claim_key FROM billed_keys)

@@ -48,9 +48,11 @@ def _strip_comments(sql: str) -> str:
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the tables if needed; timestamps are UTC whatever the machine's zone."""
+    """Create the tables if needed and the connection's macros (`assets/macros.sql`);
+    timestamps are UTC whatever the machine's zone."""
     con.execute("SET TimeZone = 'UTC'")
     con.execute(sql_text("schema"))
+    run_script(con, sql_text("macros"), {})
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None):

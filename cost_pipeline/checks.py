@@ -118,8 +118,9 @@ SELECT resource_id, count(DISTINCT run_id), list(DISTINCT run_id ORDER BY run_id
            * coalesce(nullif(gpus, 0), 1)) AS gpu_hours
 FROM claims
 WHERE start_time < CAST($month_end AS TIMESTAMP) AND re > CAST($month_start AS TIMESTAMP)
-  AND resource_id NOT IN (SELECT ResourceId FROM billing_facts
-                          WHERE month = $month AND ResourceId IS NOT NULL)
+  -- matched as reconciliation.sql and the attribution match them (macros.sql)
+  AND claim_key(resource_id) NOT IN (SELECT claim_key(ResourceId) FROM billing_facts
+                                     WHERE month = $month AND ResourceId IS NOT NULL)
 GROUP BY resource_id ORDER BY gpu_hours DESC, resource_id
 """
 

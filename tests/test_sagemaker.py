@@ -16,6 +16,7 @@ import duckdb
 import pytest
 
 from cost_pipeline.attribution import build_attribution
+from cost_pipeline.checks import tracker_claims_billed
 from cost_pipeline.defs.resources import month_params
 from cost_pipeline.warehouse import replace_month, sql_text
 from tests.cur_rows import T0, build, config, facts, line, write_export
@@ -59,10 +60,13 @@ def month(con, tmp_path, runs: list[dict]) -> tuple[dict, dict]:
     build_attribution(con, JULY, month_params(cfg, JULY))
     replace_month(con, "reconciliation", JULY, sql_text("reconciliation"),
                   month_params(cfg, JULY))
+    claims = tracker_claims_billed(con, JULY, month_params(cfg, JULY))
     by_owner = dict(con.execute(
         "SELECT coalesce(run_id, kind), sum(cost) FROM attribution GROUP BY 1").fetchall())
     cur = con.execute("SELECT * FROM reconciliation")
     recon = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+    # the check names the resources behind the figure
+    recon["unbilled_resources"] = claims.metadata["unbilled_resources"].value
     return by_owner, recon
 
 
@@ -90,7 +94,7 @@ def test_a_run_naming_the_job_gets_its_full_cost(tmp_path, con, listed):
     # 16 A100 for 2.5 hours, all of them the run's, and the name is no unknown resource
     assert recon["billed_gpu_hours"] == pytest.approx(40.0)
     assert recon["tracked_gpu_hours"] == pytest.approx(40.0)
-    assert recon["unbilled_claim_gpu_hours"] == 0
+    assert recon["unbilled_claim_gpu_hours"] == 0 and recon["unbilled_resources"] == 0
 
 
 def test_another_job_name_claims_nothing(tmp_path, con):
@@ -98,3 +102,4 @@ def test_another_job_name_claims_nothing(tmp_path, con):
     assert by_owner == {"no_run": pytest.approx(JOB_COST)}
     # the run's 2.5 hours on 8 GPUs point at a job the bill does not show
     assert recon["unbilled_claim_gpu_hours"] == pytest.approx(20.0)
+    assert recon["unbilled_resources"] == 1

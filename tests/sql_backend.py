@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from cost_pipeline.attribution import build_attribution
+from cost_pipeline.attribution import SLICE_LINES, build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.defs.resources import month_params
 from cost_pipeline.warehouse import replace_month, sql_text
@@ -22,14 +22,14 @@ from tests.warehouse_rows import (
 )
 
 
-def _rows(con, table: str) -> list[dict]:
+def table_rows(con, table: str) -> list[dict]:
     cur = con.execute(f"SELECT * FROM {table}")
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def run_month(lines, runs, inventory, datasets, month: date, run_tag="run_id",
-              threshold=0.05) -> duckdb.DuckDBPyConnection:
+              threshold=0.05, lines_per_slice=SLICE_LINES) -> duckdb.DuckDBPyConnection:
     cfg = parse_config({"run_tag": run_tag, "datasets": datasets or {},
                         "policy": {"reconciliation": {"max_untracked_share": threshold}}},
                        Path("."))
@@ -39,16 +39,17 @@ def run_month(lines, runs, inventory, datasets, month: date, run_tag="run_id",
     insert_inventory(con, month, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
     params = month_params(cfg, month)
     build_attribution(con, month, params, [(name, ds["bucket"], ds["region"])
-                                           for name, ds in (datasets or {}).items()])
+                                           for name, ds in (datasets or {}).items()],
+                      lines_per_slice=lines_per_slice)
     replace_month(con, "reconciliation", month, sql_text("reconciliation"), params)
     return con
 
 
 def attribute(lines, runs, inventory, datasets, month, run_tag="run_id") -> list[dict]:
     con = run_month(lines, runs, inventory, datasets, month, run_tag)
-    return _rows(con, "attribution")
+    return table_rows(con, "attribution")
 
 
 def reconcile(lines, attribution_rows, runs, month, threshold, run_tag="run_id") -> dict:
     con = run_month(lines, runs, [], {}, month, run_tag, threshold)
-    return _rows(con, "reconciliation")[0]
+    return table_rows(con, "reconciliation")[0]

@@ -5,23 +5,17 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
-import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cost_pipeline.attribution import SLICE_LINES, build_attribution
+from cost_pipeline.attribution import SLICE_LINES
 from cost_pipeline.config import parse_config
-from cost_pipeline.defs.resources import month_params
-from cost_pipeline.warehouse import replace_month, sql_text
-from tests import oracle
+from tests import oracle, sql_backend
 from tests.warehouse_rows import (
     BILLING_DEFAULTS,
     INVENTORY_DEFAULTS,
     RUN_DEFAULTS,
-    insert_inventory,
-    insert_lines,
-    insert_runs,
 )
 
 MONTH = date(2026, 7, 1)
@@ -31,7 +25,8 @@ JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333:training-job/job-a"  # runs 
 INSTANCES = {"i-a": 8, "i-b": 4, "i-c": 0, JOB_ARN: 8}
 BUCKETS = ("ckpt", "data")
 RUN_IDS = [f"r{i}" for i in range(6)]
-CONFIG = parse_config({"datasets": {"ds1": {"bucket": "data", "region": "us-west-2"}}},
+DATASETS = {"ds1": {"bucket": "data", "region": "us-west-2"}}
+CONFIG = parse_config({"datasets": DATASETS},
                       base_dir=__import__("pathlib").Path("."))
 
 
@@ -119,21 +114,10 @@ def scenarios(draw):
 
 
 def run_sql(lines, runs, inventory, lines_per_slice=SLICE_LINES):
-    con = duckdb.connect()
-    insert_lines(con, MONTH, lines)
-    insert_runs(con, MONTH, runs)
-    insert_inventory(con, MONTH, inventory)
-    params = month_params(CONFIG, MONTH)
-    build_attribution(con, MONTH, params, [("ds1", "data", "us-west-2")],
-                      lines_per_slice=lines_per_slice)
-    replace_month(con, "reconciliation", MONTH, sql_text("reconciliation"), params)
-    cur = con.execute("SELECT * FROM attribution")
-    names = [d[0] for d in cur.description]
-    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-    cur = con.execute("SELECT * FROM reconciliation")
-    names = [d[0] for d in cur.description]
-    recon = dict(zip(names, cur.fetchone(), strict=True))
-    return rows, recon
+    con = sql_backend.run_month(lines, runs, inventory, DATASETS, MONTH,
+                                lines_per_slice=lines_per_slice)
+    (recon,) = sql_backend.table_rows(con, "reconciliation")
+    return sql_backend.table_rows(con, "attribution"), recon
 
 
 def keyed(rows):
@@ -155,8 +139,7 @@ def test_sql_agrees_with_oracle(case, lines_per_slice):
     runs = [{**RUN_DEFAULTS, **run} for run in runs]
     inventory = [{**INVENTORY_DEFAULTS, **obj} for obj in inventory]
     sql_rows, recon = run_sql(lines, runs, inventory, lines_per_slice)
-    expected = oracle.attribute(lines, runs, inventory,
-                                {"ds1": {"bucket": "data", "region": "us-west-2"}}, MONTH)
+    expected = oracle.attribute(lines, runs, inventory, DATASETS, MONTH)
     got, want = keyed(sql_rows), keyed(expected)
     assert set(got) == set(want)
     for key, row in want.items():

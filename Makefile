@@ -20,7 +20,7 @@ demo: install
 
 # the same quarter read through a local S3-compatible server that the script starts and stops
 demo-services: install
-	$(BIN)/python -m cost_pipeline.demo_services --out demo-services
+	$(BIN)/python -m cost_pipeline.demo.services --out demo-services
 
 test: install
 	@mkdir -p $(DAGSTER_HOME)

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from .warehouse import (
+from cost_pipeline.warehouse import (
     ensure_schema,
     in_run_transaction,
     month_transaction,

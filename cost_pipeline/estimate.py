@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 
-from .config import PipelineConfig
-from .warehouse import query, sql_text
+from cost_pipeline.config import PipelineConfig
+from cost_pipeline.warehouse import query, sql_text
 
 RECENT_RUNS = 20  # the basis: the model's most recent recorded search runs
 

@@ -14,8 +14,11 @@ from typing import Any
 
 import duckdb
 
-# ids of connections that hold one transaction for a whole Dagster run
-RUN_CONNECTIONS: set[int] = set()
+from cost_pipeline.config import PipelineConfig
+from cost_pipeline.months import month_bounds
+
+# set on a connection that holds one transaction for a whole Dagster run (defs/resources.py)
+_RUN_TRANSACTION = "cost_pipeline_run_transaction"
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -29,9 +32,23 @@ def _sql_dir() -> Path:
 
 
 @cache
+def sql_files() -> dict[str, Path]:
+    """Every `.sql` file of `assets/` by name (without `.sql`), from any of its role folders:
+    `schema.sql` and `macros.sql` at the top; `ingest/`, `attribution/`, `decisions/` (one file
+    per table) and `queries/` (what the CLI, the checks and the report read)."""
+    files: dict[str, Path] = {}
+    for path in sorted(_sql_dir().rglob("*.sql")):
+        name = path.name.removesuffix(".sql")
+        if name in files:
+            raise RuntimeError(f"two SQL files named {name}.sql: {files[name]} and {path}")
+        files[name] = path
+    return files
+
+
+@cache
 def sql_text(name: str) -> str:
-    """The text of `assets/<name>.sql`."""
-    return (_sql_dir() / f"{name}.sql").read_text(encoding="utf-8")
+    """The text of the `assets/**/<name>.sql` file."""
+    return sql_files()[name].read_text(encoding="utf-8")
 
 
 def bind(sql: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -90,8 +107,32 @@ def replace_month(
     return int(rows)
 
 
+def begin_run_transaction(con: duckdb.DuckDBPyConnection) -> None:
+    """Open the one transaction of a whole run on `con`; `month_transaction` then nests in it."""
+    con.execute(f"SET VARIABLE {_RUN_TRANSACTION} = true")
+    con.execute("BEGIN TRANSACTION")
+
+
 def in_run_transaction(con: duckdb.DuckDBPyConnection) -> bool:
-    return id(con) in RUN_CONNECTIONS
+    ((held,),) = con.execute(f"SELECT getvariable('{_RUN_TRANSACTION}')").fetchall()
+    return bool(held)
+
+
+def month_params(cfg: PipelineConfig, month: date) -> dict[str, Any]:
+    """Every named parameter the `assets/*.sql` files may use."""
+    start, end = month_bounds(month)
+    retention, search = cfg.policy.retention, cfg.policy.search
+    return {
+        "month": month,
+        "month_start": start,
+        "month_end": end,
+        "run_tag": cfg.run_tag,
+        "keep_last_live": retention.keep_last_live,
+        "keep_last_production": retention.keep_last_production,
+        "grace_days": retention.grace_days,
+        "metric_goal": search.metric_goal,
+        "max_untracked_share": cfg.policy.reconciliation.max_untracked_share,
+    }
 
 
 @contextmanager

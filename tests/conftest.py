@@ -28,9 +28,9 @@ def dagster_home(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def demo_quarter(tmp_path_factory, dagster_home):
     """(config path, {month: MonthResult}) of the demo quarter, materialized via Dagster."""
-    from cost_pipeline.demo import generate_demo
-    from cost_pipeline.demo_run import DEMO_MONTHS
-    from cost_pipeline.runner import materialize_month
+    from cost_pipeline.cli.materialize import materialize_month
+    from cost_pipeline.demo.generate import generate_demo
+    from cost_pipeline.demo.run import DEMO_MONTHS
 
     config = generate_demo(tmp_path_factory.mktemp("demo"))
     results = {m: materialize_month(str(config), m, progress=False) for m in DEMO_MONTHS}
@@ -50,7 +50,7 @@ def demo_warehouse(demo_quarter):
 def s3_server():
     """A real S3-compatible server (moto's server mode) on 127.0.0.1 for the session; the
     pipeline finds placeholder credentials in the standard AWS environment variables."""
-    from cost_pipeline.local_s3 import LocalS3, dummy_credentials
+    from cost_pipeline.demo.local_s3 import LocalS3, dummy_credentials
 
     with dummy_credentials(), LocalS3() as server:
         yield server

@@ -11,10 +11,10 @@ import json
 
 import dagster as dg
 
-from ..config import ConfigError, load_config
-from ..deliveries import export_fingerprints
-from ..sources import SourceError
-from .partitions import monthly
+from cost_pipeline.config import ConfigError, load_config
+from cost_pipeline.defs.partitions import monthly
+from cost_pipeline.ingest.deliveries import export_fingerprints
+from cost_pipeline.ingest.sources import SourceError
 
 SENSOR_NAME = "billing_delivery_sensor"
 # AWS delivers a month's restatements a few times a day; listing every 10 minutes is cheap

@@ -7,7 +7,7 @@ from typing import Any
 
 import dagster as dg
 
-from ..config import ScheduleSettings
+from cost_pipeline.config import ScheduleSettings
 
 MONTHLY_CLOSE = "monthly_close"
 DAILY_REFRESH = "daily_refresh"

@@ -12,8 +12,8 @@ import dagster as dg
 # not re-exported by `dagster`; the status filter keeps PLANNED rows out of the pages
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-from .. import alerts
-from ..config import Alerts, ConfigError, load_config
+from cost_pipeline import alerts
+from cost_pipeline.config import Alerts, ConfigError, load_config
 
 SENSOR_INTERVAL_SECONDS = 30
 PAGE = 100

@@ -14,7 +14,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from .data import PURPOSE_LABELS
+from cost_pipeline.report.data import PURPOSE_LABELS
 
 FONT = ["Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
 INK, MUTED, GRID = "#1d2733", "#5f6b7a", "#e3e7ec"

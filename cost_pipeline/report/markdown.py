@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .data import PURPOSE_LABELS
-from .render import money
+from cost_pipeline.report.data import PURPOSE_LABELS
+from cost_pipeline.report.render import money
 
 
 def _money(value: float) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 import duckdb
 import jinja2
 
-from .charts import charts
-from .data import PURPOSE_LABELS, ReportError, collect
+from cost_pipeline.report.charts import charts
+from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
 
 CENT = Decimal("0.01")
 # the source's line item types, as the bridge's steps read to a finance director

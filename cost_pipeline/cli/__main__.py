@@ -1,0 +1,7 @@
+"""`python -m cost_pipeline.cli …` is the `cost-pipeline` command."""
+
+import sys
+
+from cost_pipeline.cli.main import main
+
+sys.exit(main())

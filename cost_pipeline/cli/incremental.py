@@ -1,0 +1,217 @@
+"""Which assets of a month need recomputing. Each asset has a fingerprint: the code version
+(the package version and the hash of its Python, SQL and template files), the config file's
+content, the month, and — for the three source assets — the inputs they read (every file's
+path, size and modification time, local or on S3), or — for every other asset — its parents'
+fingerprints. An asset whose fingerprint equals the one recorded in the warehouse table
+`materializations` for its last successful materialization is unchanged and skipped; a
+changed runs file therefore re-runs `tracker_runs` and what depends on it, not the bill.
+
+Inputs that cannot be fingerprinted without reading them (an MLflow server, a BigQuery
+export, a whole-bucket S3 listing) make their asset, and everything downstream, always run.
+A materialization of the month that some other run made later (the UI, a schedule) in the
+same Dagster instance also makes the asset run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import duckdb
+import pyarrow.fs as pafs
+
+from cost_pipeline.config import (
+    AwsCur2Source,
+    FocusSource,
+    InventoryCheckpoints,
+    LocalCheckpoints,
+    PipelineConfig,
+    RunsFileTracker,
+)
+from cost_pipeline.ingest.sources import s3
+from cost_pipeline.months import month_bounds
+from cost_pipeline.warehouse import ensure_schema
+
+CODE_SUFFIXES = (".py", ".sql", ".j2")
+
+
+@cache
+def code_version() -> str:
+    """The package version and a hash of every file of code the assets run."""
+    from cost_pipeline.warehouse import sql_files
+
+    digest = hashlib.sha256()
+    try:
+        digest.update(metadata.version("cost-pipeline").encode())
+    except metadata.PackageNotFoundError:
+        pass
+    package = Path(__file__).resolve().parent.parent  # cost_pipeline/
+    files = [p for p in package.rglob("*") if p.suffix in CODE_SUFFIXES]
+    files += sorted(sql_files().values())
+    for path in sorted(set(files)):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _listing(path: str, endpoint_url: str | None = None,
+             region: str | None = None) -> list | None:
+    """(path, size, mtime) of the file or of every file below the folder; None when it cannot
+    be listed (the run then reports the real error)."""
+    try:
+        if s3.is_s3(path):
+            fs, base = s3.filesystem(endpoint_url, region), s3.S3Uri.parse(path).path
+        else:
+            fs, base = pafs.LocalFileSystem(), str(Path(path).resolve())
+        info = fs.get_file_info(base)
+        if info.type == pafs.FileType.NotFound:
+            return [[base, "missing"]]
+        if info.type == pafs.FileType.File:
+            entries = [info]
+        else:
+            entries = [e for e in fs.get_file_info(pafs.FileSelector(base, recursive=True))
+                       if e.type == pafs.FileType.File]
+        return sorted([e.path, e.size, e.mtime_ns] for e in entries)
+    except (OSError, ValueError):
+        return None
+
+
+def _billing_inputs(cfg: PipelineConfig, month: date) -> list | None:
+    inputs = []
+    for source in cfg.billing:
+        if isinstance(source, AwsCur2Source):
+            root = cfg.resolve(source.path).rstrip("/")
+            for part in ("data", "metadata"):
+                inputs.append(_listing(f"{root}/{part}/BILLING_PERIOD={month:%Y-%m}",
+                                       source.endpoint_url, source.region))
+        elif isinstance(source, FocusSource):
+            inputs.append(_listing(cfg.resolve(source.path)))
+        else:  # a BigQuery export changes in place: always read it
+            return None
+    if month_bounds(month)[1] > datetime.now(UTC).replace(tzinfo=None):
+        inputs.append(["open month as of", datetime.now(UTC).date().isoformat()])
+    return None if any(i is None for i in inputs) else inputs
+
+
+def _tracker_inputs(cfg: PipelineConfig) -> list | None:
+    inputs = []
+    for tracker in cfg.tracker:
+        if not isinstance(tracker, RunsFileTracker):  # an MLflow server: always read it
+            return None
+        inputs.append(_listing(cfg.resolve(tracker.path)))
+    return None if any(i is None for i in inputs) else inputs
+
+
+def _checkpoint_inputs(cfg: PipelineConfig) -> list | None:
+    inputs = []
+    for entry in cfg.checkpoints:
+        if isinstance(entry, InventoryCheckpoints):
+            inputs.append(_listing(cfg.resolve(entry.path), entry.endpoint_url, entry.region))
+        elif isinstance(entry, LocalCheckpoints):
+            inputs.append(_listing(cfg.resolve(entry.path)))
+        else:  # listing the bucket is the whole work: always list it
+            return None
+    return None if any(i is None for i in inputs) else inputs
+
+
+SOURCE_INPUTS = {
+    "billing_facts": _billing_inputs,
+    "tracker_runs": lambda cfg, month: _tracker_inputs(cfg),
+    "checkpoint_inventory": lambda cfg, month: _checkpoint_inputs(cfg),
+}
+
+
+def fingerprints(asset_graph, cfg: PipelineConfig, config_text: str,
+                 month: date) -> dict[str, str | None]:
+    """asset name → fingerprint (None: cannot tell, always run), in dependency order."""
+    base = {"code": code_version(), "month": month.isoformat(),
+            "config": hashlib.sha256(config_text.encode()).hexdigest()}
+    out: dict[str, str | None] = {}
+    for key in asset_graph.toposorted_asset_keys:
+        name = key.to_user_string()
+        parents = sorted(p.to_user_string() for p in asset_graph.get(key).parent_keys)
+        if name in SOURCE_INPUTS:
+            inputs = SOURCE_INPUTS[name](cfg, month)
+        elif all(out.get(p) for p in parents):
+            inputs = {p: out[p] for p in parents}
+        else:
+            inputs = None
+        out[name] = None if inputs is None else hashlib.sha256(json.dumps(
+            {**base, "asset": name, "inputs": inputs}, sort_keys=True, default=str
+        ).encode()).hexdigest()
+    return out
+
+
+@dataclass
+class Recorded:
+    fingerprint: str
+    materialized_at: datetime
+    run_id: str | None
+    checks: list[dict] = field(default_factory=list)
+
+
+def recorded(warehouse: str, month: date) -> dict[str, Recorded]:
+    """The month's recorded materializations; none when the warehouse cannot be read now (a
+    missing file, another process writing it): then everything runs."""
+    if not Path(warehouse).exists():
+        return {}
+    try:
+        with duckdb.connect(warehouse, read_only=True) as con:
+            if not con.execute("SELECT count(*) FROM information_schema.tables "
+                               "WHERE table_name = 'materializations'").fetchone()[0]:
+                return {}
+            rows = con.execute("SELECT asset, fingerprint, materialized_at, run_id, checks "
+                               "FROM materializations WHERE month = ?", [month]).fetchall()
+    except duckdb.Error:
+        return {}
+    return {asset: Recorded(fp, at, run_id, json.loads(checks or "[]"))
+            for asset, fp, at, run_id, checks in rows}
+
+
+def newer_elsewhere(instance: dg.DagsterInstance, asset: str, partition_key: str,
+                    record: Recorded) -> bool:
+    """Whether another run materialized the asset's partition after the recorded one."""
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition_key]),
+        limit=1).records
+    if not found or found[0].run_id == record.run_id:
+        return False
+    latest = datetime.fromtimestamp(found[0].timestamp, UTC).replace(tzinfo=None)
+    return latest > record.materialized_at
+
+
+def latest_materialization(instance: dg.DagsterInstance, asset: str, partition_key: str,
+                           run_id: str) -> datetime | None:
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition_key]),
+        limit=1).records
+    if found and found[0].run_id == run_id:
+        return datetime.fromtimestamp(found[0].timestamp, UTC).replace(tzinfo=None)
+    return None
+
+
+def record(warehouse: str, month: date, rows: list[tuple[str, str, datetime, str, list]]) -> None:
+    """Record (asset, fingerprint, materialized_at, run_id, checks) of the month's assets."""
+    if not rows:
+        return
+    with duckdb.connect(warehouse) as con:
+        ensure_schema(con)
+        con.execute("BEGIN TRANSACTION")
+        con.executemany("DELETE FROM materializations WHERE month = ? AND asset = ?",
+                        [(month, asset) for asset, *_ in rows])
+        con.executemany(
+            "INSERT INTO materializations VALUES (?, ?, ?, ?, ?, ?)",
+            [(month, asset, fp, at, run_id, json.dumps(checks, default=_plain))
+             for asset, fp, at, run_id, checks in rows])
+        con.execute("COMMIT")
+
+
+def _plain(value: Any) -> Any:
+    return str(value)

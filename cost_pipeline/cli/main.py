@@ -1,0 +1,164 @@
+"""`cost-pipeline`: demo, materialize (and more). Results go to stdout, progress to stderr.
+Exit codes: 0 done, 1 error (one line), 2 an ERROR check failed under --strict."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+from cost_pipeline.config import ConfigError
+from cost_pipeline.estimate import EstimateError
+from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.months import parse_month
+
+EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED, EXIT_OVER_BUDGET = 0, 1, 2, 3
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4f}" if abs(value) < 10 else f"{value:,.2f}"
+    return str(value)
+
+
+def print_checks(result) -> None:
+    for check in result.checks:
+        mark = "PASS" if check.passed else f"FAIL ({check.severity})"
+        keys = [k for k in ("untracked_share", "threshold", "billed_gpu_hours",
+                            "tracked_gpu_hours", "effective_cost", "delta") if k in check.metadata]
+        figures = ", ".join(f"{k} {_fmt(check.metadata[k])}" for k in keys)
+        print(f"{result.month:%Y-%m} {check.asset}.{check.name}: {mark}  {figures}")
+
+
+def cmd_materialize(args) -> int:
+    from cost_pipeline.cli.materialize import materialize_month
+
+    month = parse_month(args.month)
+    result = materialize_month(args.config, month, force=args.force)
+    if not result.success:
+        if args.debug and result.error_detail:
+            print(result.error_detail, file=sys.stderr)
+        print(f"error: {result.error}", file=sys.stderr)
+        return EXIT_ERROR
+    print_checks(result)
+    for asset in result.skipped:
+        print(f"{month:%Y-%m} {asset}: unchanged, skipped")
+    if result.run_id is None:
+        print(f"{month:%Y-%m}: unchanged, skipped (code, config and inputs as at the last "
+              "materialization; --force recomputes)")
+    elif result.skipped:
+        print(f"{month:%Y-%m}: materialized (run {result.run_id}); "
+              f"{len(result.skipped)} unchanged asset(s) skipped")
+    else:
+        print(f"{month:%Y-%m}: materialized (run {result.run_id})")
+    if args.strict and result.failed_error_checks:
+        return EXIT_CHECK_FAILED
+    return EXIT_OK
+
+
+def cmd_estimate(args) -> int:
+    import json
+
+    from cost_pipeline.config import load_config
+    from cost_pipeline.estimate import estimate_search, render
+
+    est = estimate_search(
+        load_config(args.config), args.model, args.configs, args.seeds, args.reruns,
+        gpus=args.gpus, hours=args.hours, price=args.price, cached=args.cached,
+    )
+    print(json.dumps(est.as_json(), indent=2) if args.json else render(est))
+    return EXIT_OK if est.approved else EXIT_OVER_BUDGET
+
+
+def cmd_report(args) -> int:
+    import webbrowser
+
+    from cost_pipeline.config import load_config
+    from cost_pipeline.report import write_report
+
+    month = parse_month(args.month)
+    path, _ = write_report(load_config(args.config).warehouse_path, month, out=args.out)
+    print(path)
+    if args.open:
+        webbrowser.open(path.as_uri())
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    from cost_pipeline.demo.run import run_demo
+
+    return run_demo(Path(args.out), strict=args.strict)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cost-pipeline", description=__doc__.split("\n")[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="generate the demo quarter and materialize it")
+    demo.add_argument("--out", default="demo", help="folder for the demo data (default: demo)")
+    demo.add_argument("--strict", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+
+    mat = sub.add_parser("materialize", help="materialize every asset of one month")
+    mat.add_argument("--config", required=False, default=None,
+                     help="config YAML (default: $COST_PIPELINE_CONFIG)")
+    mat.add_argument("--month", required=True, help="YYYY-MM")
+    mat.add_argument("--strict", action="store_true",
+                     help="exit 2 when an ERROR check failed")
+    mat.add_argument("--force", action="store_true",
+                     help="recompute every asset, also those whose code, config and inputs "
+                     "are unchanged since their last materialization")
+    mat.set_defaults(func=cmd_materialize)
+
+    est = sub.add_parser("estimate", help="the cost of a search before it runs")
+    est.add_argument("--config", default=None, help="config YAML (default: $COST_PIPELINE_CONFIG)")
+    est.add_argument("--model", required=True)
+    est.add_argument("--configs", type=int, required=True, help="hyperparameter configurations")
+    est.add_argument("--seeds", type=int, required=True, help="seeds per configuration")
+    est.add_argument("--reruns", type=int, default=1, help="re-runs (feature/data changes)")
+    est.add_argument("--gpus", type=float, help="GPUs per run (default: recorded median)")
+    est.add_argument("--hours", type=float, help="hours per run (default: recorded median)")
+    est.add_argument("--price", type=float,
+                     help="price per GPU-hour (default: recorded effective price)")
+    est.add_argument("--cached", action="store_true",
+                     help="preprocessing is cached: no per-run preprocessing cost")
+    est.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    est.set_defaults(func=cmd_estimate)
+
+    rep = sub.add_parser("report", help="write the month's HTML cost report")
+    rep.add_argument("--config", default=None, help="config YAML (default: $COST_PIPELINE_CONFIG)")
+    rep.add_argument("--month", required=True, help="YYYY-MM")
+    rep.add_argument("--out", default=None, help="HTML file (default: <warehouse folder>/"
+                     "reports/cost-report-YYYY-MM.html)")
+    rep.add_argument("--open", action="store_true", help="open it in the web browser")
+    rep.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "config", None) is None and args.command != "demo":
+        import os
+
+        args.config = os.environ.get("COST_PIPELINE_CONFIG")
+        if not args.config:
+            print("error: no config: pass --config FILE or set COST_PIPELINE_CONFIG",
+                  file=sys.stderr)
+            return EXIT_ERROR
+    try:
+        return args.func(args)
+    except (ConfigError, SourceError, EstimateError, ValueError, OSError) as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # python -m cost_pipeline.cli.main
+    sys.exit(main())

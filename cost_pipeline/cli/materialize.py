@@ -1,0 +1,140 @@
+"""Materialize one month of every asset in the Dagster instance of $DAGSTER_HOME, so the UI
+and the sensors see command-line runs like any other run. Assets whose code, config and
+inputs are unchanged since their last materialization are skipped (`incremental.py`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from cost_pipeline.cli import incremental
+from cost_pipeline.cli.progress import progress_logger
+from cost_pipeline.config import load_config
+from cost_pipeline.defs.definitions import JOB_NAME, build_defs
+
+
+@dataclass
+class CheckOutcome:
+    asset: str
+    name: str
+    passed: bool
+    severity: str
+    metadata: dict = field(default_factory=dict)
+    recorded: bool = False  # from the asset's last materialization: it was skipped
+
+
+@dataclass
+class MonthResult:
+    month: date
+    success: bool
+    run_id: str | None  # None when every asset was unchanged and skipped
+    error: str | None
+    checks: list[CheckOutcome]
+    skipped: list[str] = field(default_factory=list)  # unchanged assets, not recomputed
+    error_detail: str | None = None  # the failed step's whole error chain (for --debug)
+
+    @property
+    def failed_error_checks(self) -> list[CheckOutcome]:
+        return [c for c in self.checks if not c.passed and c.severity == "ERROR"]
+
+
+def ensure_dagster_home() -> Path:
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        home = str(Path.cwd() / ".dagster_home")
+        os.environ["DAGSTER_HOME"] = home
+    Path(home).mkdir(parents=True, exist_ok=True)
+    settings = Path(home) / "dagster.yaml"
+    if not settings.exists():
+        settings.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    return Path(home)
+
+
+def _root_cause(error) -> str:
+    """The innermost user error's message, one line, without the exception class."""
+    while error is not None and getattr(error, "cause", None) is not None:
+        error = error.cause
+    if error is None:
+        return "the run failed"
+    message = (error.message or "").strip().splitlines()
+    text = message[0] if message else error.cls_name or "error"
+    if error.cls_name:  # `SourceError: …` or `cost_pipeline.ingest.sources.SourceError: …`
+        text = re.sub(rf"^(?:[\w.]+\.)?{re.escape(error.cls_name)}: ", "", text)
+    return text
+
+
+def materialize_month(config_path: str, month: date, progress: bool = True,
+                      force: bool = False) -> MonthResult:
+    cfg = load_config(config_path)  # a config error is reported before anything runs
+    ensure_dagster_home()
+    defs = build_defs(config_path)
+    job = defs.resolve_job_def(JOB_NAME)
+    if progress:
+        job = job.with_logger_defs({"progress": progress_logger})
+    partition_key = f"{month:%Y-%m}-01"
+    config_text = Path(config_path).expanduser().read_text(encoding="utf-8")
+    wanted = incremental.fingerprints(defs.resolve_asset_graph(), cfg, config_text, month)
+    with dg.DagsterInstance.get() as instance:
+        before = {} if force else incremental.recorded(cfg.warehouse_path, month)
+        skipped = [a for a, fp in wanted.items() if fp and a in before
+                   and before[a].fingerprint == fp
+                   and not incremental.newer_elsewhere(instance, a, partition_key, before[a])]
+        recorded_checks = [CheckOutcome(**c, recorded=True) for a in skipped
+                           for c in before[a].checks]
+        if len(skipped) == len(wanted):
+            return MonthResult(month, True, None, None, recorded_checks, skipped)
+        result = job.execute_in_process(
+            run_config={"loggers": {"progress": {}}} if progress else None,
+            partition_key=partition_key, instance=instance, raise_on_error=False,
+            tags={"cost_pipeline/launched_by": "cli"},
+            asset_selection=[dg.AssetKey(a) for a in wanted if a not in skipped]
+            if skipped else None,
+        )
+        checks = [
+            CheckOutcome(
+                asset=e.asset_key.to_user_string(), name=e.check_name, passed=e.passed,
+                severity=e.severity.value,
+                metadata={k: v.value for k, v in e.metadata.items()},
+            )
+            for e in result.get_asset_check_evaluations()
+        ]
+        if result.success:  # a failed run's writes are all rolled back (one transaction)
+            _record(instance, cfg.warehouse_path, month, partition_key, result.run_id, wanted,
+                    skipped, checks)
+    error = detail = None
+    if not result.success:
+        failures = [e for e in result.all_events if e.is_step_failure]
+        if failures:
+            info = failures[0].step_failure_data.error
+            error, detail = _root_cause(info), info.to_string()
+        else:
+            error = "the run failed before any step started"
+    return MonthResult(month, result.success, result.run_id, error, recorded_checks + checks,
+                       skipped, error_detail=detail)
+
+
+def _record(instance, warehouse: str, month: date, partition_key: str, run_id: str,
+            wanted: dict[str, str | None], skipped: list[str], checks: list[CheckOutcome]) -> None:
+    """Record the fingerprint of every asset the (successful) run materialized. Recorded
+    after the run's transaction committed: a crash in between only means a recomputation."""
+    rows = []
+    for asset, fingerprint in wanted.items():
+        if asset in skipped or not fingerprint:
+            continue
+        at = incremental.latest_materialization(instance, asset, partition_key, run_id)
+        if at is not None:
+            mine = [{k: v for k, v in c.__dict__.items() if k != "recorded"}
+                    for c in checks if c.asset == asset]
+            rows.append((asset, fingerprint, at, run_id, mine))
+    try:
+        incremental.record(warehouse, month, rows)
+    except duckdb.Error as exc:  # the next run recomputes: nothing is wrong, only slower
+        print(f"warning: could not record the materialized fingerprints: {exc}",
+              file=sys.stderr)

@@ -1,0 +1,57 @@
+"""A Dagster logger that prints one short line per step, user message and check to stderr:
+the command line's progress output (Dagster's own console logger is far noisier)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+import dagster as dg
+from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
+
+
+class ProgressHandler(logging.Handler):
+    def __init__(self, stream=None):
+        super().__init__(logging.DEBUG)
+        self.stream = stream or sys.stderr
+        self.started: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, LOG_RECORD_METADATA_ATTR, None) or {}
+        event = meta.get("dagster_event")
+        step = meta.get("step_key") or ""
+        line = None
+        if event is not None:
+            kind = event.event_type_value
+            if kind == "STEP_START":
+                self.started[step] = time.monotonic()
+                line = f"… {step}"
+            elif kind == "STEP_SUCCESS":
+                took = time.monotonic() - self.started.get(step, time.monotonic())
+                line = f"✓ {step} ({took:.1f} s)"
+            elif kind == "STEP_FAILURE":
+                line = f"✗ {step} failed"
+            elif kind == "ASSET_MATERIALIZATION":
+                metadata = event.event_specific_data.materialization.metadata
+                shown = {k: v.value for k, v in metadata.items()
+                         if k in ("rows", "runs", "objects", "total_effective_cost")}
+                if shown:
+                    line = "  " + ", ".join(f"{k} {v}" for k, v in shown.items())
+        elif (record.levelno >= logging.INFO and meta.get("orig_message")
+              # one per step a failure stopped: the failure itself is the news
+              and not str(meta["orig_message"]).startswith("Dependencies for step")):
+            prefix = "warning: " if record.levelno >= logging.WARNING else ""
+            line = f"  {prefix}{meta['orig_message']}"
+        if line:
+            print(line, file=self.stream, flush=True)
+
+
+@dg.logger(description="Short progress lines on stderr.")
+def progress_logger(_init_context) -> logging.Logger:
+    log = logging.getLogger("cost_pipeline.cli.progress")
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    if not log.handlers:
+        log.addHandler(ProgressHandler())
+    return log

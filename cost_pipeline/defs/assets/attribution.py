@@ -1,0 +1,67 @@
+"""The reconciled attribution of every billed cost, and the reconciliation against the
+tracker — each guarded by an ERROR check that never blocks the tables downstream."""
+
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from cost_pipeline.attribution import build_attribution
+from cost_pipeline.defs.checks import conservation, reconciliation_outcome, tracker_claims_billed
+from cost_pipeline.defs.partitions import monthly
+from cost_pipeline.defs.resources import PipelineSettings, month_of
+from cost_pipeline.warehouse import month_params, replace_month, sql_text
+
+
+@dg.asset(
+    partitions_def=monthly,
+    group_name="attribution",
+    kinds={"duckdb"},
+    owners=["team:finops"],
+    deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
+    check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
+                                   description="attribution + untracked + unallocated = the "
+                                   "month's EffectiveCost, to the cent (SPEC §6.6)")],
+    description="One row per (billing line, run | untracked | unallocated): SPEC §6.",
+)
+def attribution(
+    context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
+) -> dg.MaterializeResult:
+    cfg, month = settings.load(), month_of(context)
+    with duckdb.get_connection() as con:
+        rows = build_attribution(con, month, month_params(cfg, month),
+                                 [(n, d.bucket, d.region) for n, d in cfg.datasets.items()],
+                                 log=context.log)
+        check = conservation(con, month)
+        split = dict(con.execute(
+            "SELECT purpose_class, round(sum(cost), 2) FROM attribution WHERE month = ? "
+            "GROUP BY 1 ORDER BY 1", [month]).fetchall())
+    return dg.MaterializeResult(
+        metadata={"rows": rows, **{f"cost_{k}": v for k, v in split.items()}},
+        check_results=[check],
+    )
+
+
+@dg.asset(
+    partitions_def=monthly,
+    group_name="attribution",
+    kinds={"duckdb"},
+    owners=["team:finops"],
+    deps=["attribution"],
+    check_specs=[dg.AssetCheckSpec("reconciliation_within_threshold", asset="reconciliation",
+                                   blocking=False, description="untracked GPU-hour share ≤ "
+                                   "policy.reconciliation.max_untracked_share"),
+                 dg.AssetCheckSpec("tracker_claims_billed", asset="reconciliation",
+                                   blocking=False, description="no run claims a resource the "
+                                   "month's bill never shows (WARN: wrong ids, other accounts)")],
+    description="Billed vs tracked GPU-hours per month, untracked share and status (SPEC §7).",
+)
+def reconciliation(
+    context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
+) -> dg.MaterializeResult:
+    cfg, month = settings.load(), month_of(context)
+    with duckdb.get_connection() as con:
+        params = month_params(cfg, month)
+        replace_month(con, "reconciliation", month, sql_text("reconciliation"), params)
+        check, figures = reconciliation_outcome(con, month)
+        claims = tracker_claims_billed(con, month, params)
+    return dg.MaterializeResult(metadata=figures, check_results=[check, claims])

@@ -1,0 +1,115 @@
+"""What a finance director and an ML lead act on, each table one `assets/<name>.sql`."""
+
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from cost_pipeline.defs.checks import retention_within_budget
+from cost_pipeline.defs.partitions import monthly
+from cost_pipeline.defs.resources import PipelineSettings, month_of
+from cost_pipeline.warehouse import month_params, replace_month, sql_text
+
+DERIVED = {
+    "untracked_usage": (
+        ["attribution"], "finops",
+        "Untracked cost per resource × day × component × kind: the list to chase."),
+    "cost_per_model_monthly": (
+        ["attribution"], "finops",
+        "Cost and accelerator-hours per model × purpose class × component (production vs "
+        "search is the headline)."),
+    "search_costs": (
+        ["attribution"], "ml-platform",
+        "Per search active in the month: runs, configs, seeds, hours, cost, best metric, "
+        "improvement and cost per unit of improvement."),
+    "retention_violations": (
+        ["checkpoint_inventory", "billing_facts", "tracker_runs"], "ml-platform",
+        "Objects breaking the retention policy (dead runs, beyond keep-last, orphans), priced."),
+    "storage_by_run_status": (
+        ["checkpoint_inventory", "billing_facts", "tracker_runs"], "ml-platform",
+        "Checkpoint bytes and cost by run status: live, production, dead, orphan."),
+    "search_trend": (
+        ["attribution"], "ml-platform",
+        "Every search of each model in launch order: cost to date, improvement, cost per unit "
+        "of improvement against the previous search, and whether searching has saturated."),
+    "preprocessing_waste": (
+        ["attribution"], "ml-platform",
+        "Preprocess runs that recomputed a cached (input_hash, transform_version), and runs "
+        "that trained on a stale transform_version, priced."),
+    "egress": (
+        ["attribution"], "finops",
+        "Network cost of runs pulling a dataset from another region, per run and dataset."),
+    "gpu_utilization": (
+        ["attribution"], "ml-platform",
+        "GPU cost and accelerator-hours runs paid for but left idle (mean utilization)."),
+    "showback": (
+        ["attribution"], "finops",
+        "The month's bill by team (run's team, else the line's team tag) × purpose × component."),
+    "cost_levers": (
+        ["search_trend", "preprocessing_waste", "retention_violations", "egress",
+         "gpu_utilization", "attribution"], "finops",
+        "The mission's levers ranked by the dollars they touch this month, with the figure "
+        "behind each and what it costs to pull."),
+}
+
+
+# An optional check per table: its spec and how to evaluate it (con, config, month).
+DERIVED_CHECKS = {
+    "retention_violations": (
+        dg.AssetCheckSpec("retention_within_budget", asset="retention_violations",
+                          blocking=False, description="the month's retention violations cost "
+                          "≤ policy.retention.max_monthly_violation_cost (WARN)"),
+        lambda con, cfg, month: retention_within_budget(
+            con, month, cfg.policy.retention.max_monthly_violation_cost)),
+}
+COST_COLUMNS = ("cost", "monthly_cost")  # summed into the asset's `cost` headline in the UI
+
+
+def _headline(con, table: str, month) -> dict:
+    columns = {c for (c,) in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+        [table]).fetchall()}
+    column = next((c for c in COST_COLUMNS if c in columns), None)
+    if column is None:
+        return {}
+    (cost,) = con.execute(f"SELECT coalesce(sum({column}), 0) FROM {table} WHERE month = ?",
+                          [month]).fetchone()
+    return {"cost": round(float(cost), 2)}
+
+
+def _register_datasets(con, cfg) -> None:
+    """The config's `datasets` as the temp table `config_datasets` the SQL joins (egress)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    if cfg.datasets:
+        con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)",
+                        [(n, d.bucket, d.region) for n, d in cfg.datasets.items()])
+
+
+def _sql_asset(table: str, deps: list[str], owner: str, description: str,
+               check: tuple | None = None) -> dg.AssetsDefinition:
+    @dg.asset(
+        name=table,
+        partitions_def=monthly,
+        group_name="decisions",
+        kinds={"duckdb"},
+        owners=[f"team:{owner}"],
+        deps=deps,
+        description=description,
+        check_specs=[check[0]] if check else None,
+    )
+    def _asset(
+        context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
+    ) -> dg.MaterializeResult:
+        cfg, month = settings.load(), month_of(context)
+        with duckdb.get_connection() as con:
+            _register_datasets(con, cfg)
+            rows = replace_month(con, table, month, sql_text(table), month_params(cfg, month))
+            headline = _headline(con, table, month)
+            results = [check[1](con, cfg, month)] if check else []
+        return dg.MaterializeResult(metadata={"rows": rows, **headline}, check_results=results)
+
+    return _asset
+
+
+derived_assets = [_sql_asset(name, *spec, check=DERIVED_CHECKS.get(name))
+                  for name, spec in DERIVED.items()]

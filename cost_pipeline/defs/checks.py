@@ -1,0 +1,209 @@
+"""The figures behind the asset checks: conservation of cost, the reconciliation, billing
+completeness, the retention budget and tracker claims the bill never shows."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+import dagster as dg
+import duckdb
+
+from cost_pipeline.months import next_month
+from cost_pipeline.warehouse import query
+
+ABS_TOLERANCE = 0.01  # a cent
+REL_TOLERANCE = 1e-9  # of Σ|EffectiveCost|
+
+
+def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckResult:
+    """SPEC §6.6: attribution + untracked + unallocated = EffectiveCost, per currency."""
+    billed, magnitude, currency = con.execute(
+        "SELECT coalesce(sum(EffectiveCost), 0), coalesce(sum(abs(EffectiveCost)), 0), "
+        "any_value(BillingCurrency) FROM billing_facts WHERE month = ?", [month]).fetchone()
+    attributed, untracked, unallocated = con.execute(
+        "SELECT coalesce(sum(cost) FILTER (WHERE run_id IS NOT NULL), 0), "
+        "coalesce(sum(cost) FILTER (WHERE purpose_class = 'untracked'), 0), "
+        "coalesce(sum(cost) FILTER (WHERE purpose_class = 'unallocated'), 0) "
+        "FROM attribution WHERE month = ?", [month]).fetchone()
+    delta = attributed + untracked + unallocated - billed
+    tolerance = max(ABS_TOLERANCE, REL_TOLERANCE * magnitude)
+    return dg.AssetCheckResult(
+        check_name="cost_conserved",
+        asset_key="attribution",
+        passed=abs(delta) <= tolerance,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "month": f"{month:%Y-%m}",
+            "currency": currency or "",
+            "effective_cost": billed,
+            "attributed": attributed,
+            "untracked": untracked,
+            "unallocated": unallocated,
+            "delta": delta,
+            "tolerance": tolerance,
+        },
+    )
+
+
+def top_untracked(con: duckdb.DuckDBPyConnection, month: date, limit: int = 5) -> list[dict]:
+    rows = con.execute(
+        """SELECT l.ResourceId, any_value(l.x_InstanceType), sum(a.accelerator_hours),
+                  sum(a.hours), sum(a.cost)
+           FROM attribution a JOIN billing_facts l
+             ON l.month = a.month AND l.x_SourceLine = a.x_SourceLine
+           WHERE a.month = ? AND a.purpose_class = 'untracked' AND a.component = 'gpu'
+           GROUP BY 1 ORDER BY 3 DESC NULLS LAST, 5 DESC LIMIT ?""", [month, limit]).fetchall()
+    return [
+        {"resource_id": r[0], "instance_type": r[1], "gpu_hours": round(r[2] or 0, 3),
+         "hours": round(r[3] or 0, 3), "cost": round(r[4] or 0, 2)}
+        for r in rows
+    ]
+
+
+def reconciliation_outcome(
+    con: duckdb.DuckDBPyConnection, month: date
+) -> tuple[dg.AssetCheckResult, dict[str, Any]]:
+    cursor = con.execute("SELECT * EXCLUDE (by_accelerator_type) FROM reconciliation "
+                         "WHERE month = ?", [month])
+    names = [d[0] for d in cursor.description]
+    row = dict(zip(names, cursor.fetchone(), strict=True))
+    figures: dict[str, Any] = {
+        "month": f"{month:%Y-%m}",
+        "status": row["status"],
+        "billed_gpu_hours": row["billed_gpu_hours"],
+        "tracked_gpu_hours": row["tracked_gpu_hours"],
+        "untracked_gpu_hours": row["untracked_gpu_hours"],
+        "untracked_share": row["untracked_share"],
+        "threshold": row["threshold"],
+        "untracked_cost_share": row["untracked_cost_share"],
+        "coverage": row["coverage"],
+        "over_claimed_gpu_hours": row["over_claimed_gpu_hours"],
+        "unbilled_claim_gpu_hours": row["unbilled_claim_gpu_hours"],
+        "provisional": bool(row["provisional"]),
+    }
+    top = top_untracked(con, month)
+    check = dg.AssetCheckResult(
+        check_name="reconciliation_within_threshold",
+        asset_key="reconciliation",
+        passed=row["status"] == "pass",
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={**figures, "top_untracked": dg.MetadataValue.json(top)},
+    )
+    return check, figures
+
+
+# ----------------------------------------------------------------- completeness and budgets
+
+UNBILLED_EPSILON = 1e-9  # GPU-hours; below it a claim is float noise, not a finding
+TOP_RESOURCES = 10
+
+_UNBILLED_CLAIMS = """
+WITH runs AS (SELECT * FROM tracker_runs WHERE month = $month),
+claimants AS (
+    -- the claimants of reconciliation.sql: RUNNING or ended, not a sweep parent
+    SELECT r.*, CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP)
+                     ELSE end_time END AS re
+    FROM runs r
+    WHERE (status = 'RUNNING' OR end_time IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM runs child WHERE child.parent_run_id = r.run_id)
+),
+claims AS (
+    SELECT DISTINCT run_id, start_time, re, gpus, unnest(resource_ids) AS resource_id
+    FROM claimants
+)
+SELECT resource_id, count(DISTINCT run_id), list(DISTINCT run_id ORDER BY run_id)[1:5],
+       sum(epoch(least(re, CAST($month_end AS TIMESTAMP))
+                 - greatest(start_time, CAST($month_start AS TIMESTAMP))) / 3600.0
+           * coalesce(nullif(gpus, 0), 1)) AS gpu_hours
+FROM claims
+WHERE start_time < CAST($month_end AS TIMESTAMP) AND re > CAST($month_start AS TIMESTAMP)
+  -- matched as reconciliation.sql and the attribution match them (macros.sql)
+  AND claim_key(resource_id) NOT IN (SELECT claim_key(ResourceId) FROM billing_facts
+                                     WHERE month = $month AND ResourceId IS NOT NULL)
+GROUP BY resource_id ORDER BY gpu_hours DESC, resource_id
+"""
+
+
+def billing_complete(con: duckdb.DuckDBPyConnection, month: date,
+                     today: date) -> dg.AssetCheckResult:
+    """Every day of the month has Usage lines: ERROR for a closed month; for the open month
+    a WARN over the days through yesterday (a bill lags about a day)."""
+    end = next_month(month)
+    closed = end <= today
+    last_day = end - timedelta(days=1) if closed else min(today, end) - timedelta(days=1)
+    expected = [month + timedelta(days=i) for i in range((last_day - month).days + 1)]
+    present = {d for (d,) in con.execute(
+        "SELECT DISTINCT CAST(ChargePeriodStart AS DATE) FROM billing_facts "
+        "WHERE month = ? AND ChargeCategory = 'Usage'", [month]).fetchall()}
+    (usage_lines,) = con.execute("SELECT count(*) FROM billing_facts WHERE month = ? AND "
+                                 "ChargeCategory = 'Usage'", [month]).fetchone()
+    missing = [d for d in expected if d not in present]
+    return dg.AssetCheckResult(
+        check_name="billing_complete",
+        asset_key="billing_facts",
+        passed=not missing,
+        severity=dg.AssetCheckSeverity.ERROR if closed else dg.AssetCheckSeverity.WARN,
+        metadata={
+            "month": f"{month:%Y-%m}",
+            "closed": closed,
+            "days_expected": len(expected),
+            "days_with_usage": len(present & set(expected)),
+            "missing_days": ", ".join(f"{d:%Y-%m-%d}" for d in missing),
+            "usage_lines": int(usage_lines),
+        },
+    )
+
+
+def retention_within_budget(con: duckdb.DuckDBPyConnection, month: date,
+                            budget: float) -> dg.AssetCheckResult:
+    """SPEC §8: the month's retention violations cost at most the configured budget (WARN)."""
+    by_reason = con.execute(
+        "SELECT reason, count(*), coalesce(sum(bytes), 0), coalesce(sum(monthly_cost), 0) "
+        "FROM retention_violations WHERE month = ? GROUP BY 1 ORDER BY 1", [month]).fetchall()
+    top_runs = con.execute(
+        "SELECT coalesce(run_id, '(orphan)'), any_value(run_status), count(*), "
+        "sum(monthly_cost) FROM retention_violations WHERE month = ? "
+        "GROUP BY 1 ORDER BY 4 DESC, 1 LIMIT ?", [month, TOP_RESOURCES]).fetchall()
+    cost = sum(r[3] for r in by_reason)
+    return dg.AssetCheckResult(
+        check_name="retention_within_budget",
+        asset_key="retention_violations",
+        passed=cost <= budget,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "month": f"{month:%Y-%m}",
+            "violation_cost": cost,
+            "budget": budget,
+            "objects": sum(r[1] for r in by_reason),
+            "bytes": int(sum(r[2] for r in by_reason)),
+            **{f"cost_{r[0]}": r[3] for r in by_reason},
+            "top_runs": dg.MetadataValue.json([
+                {"run_id": r[0], "run_status": r[1], "objects": r[2], "cost": round(r[3], 2)}
+                for r in top_runs]),
+        },
+    )
+
+
+def tracker_claims_billed(con: duckdb.DuckDBPyConnection, month: date,
+                          params: dict[str, Any]) -> dg.AssetCheckResult:
+    """Runs that list resources no billing line of the month shows (wrong ids, other
+    accounts): `reconciliation.unbilled_claim_gpu_hours` and the resources behind it (WARN)."""
+    (hours,) = con.execute("SELECT unbilled_claim_gpu_hours FROM reconciliation "
+                           "WHERE month = ?", [month]).fetchone()
+    resources = query(con, _UNBILLED_CLAIMS, params).fetchall()
+    return dg.AssetCheckResult(
+        check_name="tracker_claims_billed",
+        asset_key="reconciliation",
+        passed=hours <= UNBILLED_EPSILON,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "month": f"{month:%Y-%m}",
+            "unbilled_claim_gpu_hours": hours,
+            "unbilled_resources": len(resources),
+            "resource_ids": ", ".join(r[0] for r in resources[:TOP_RESOURCES]),
+            "top_unbilled_resources": dg.MetadataValue.json([
+                {"resource_id": r[0], "runs": r[1], "run_ids": list(r[2]),
+                 "gpu_hours": round(r[3], 3)} for r in resources[:TOP_RESOURCES]]),
+        },
+    )

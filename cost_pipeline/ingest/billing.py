@@ -1,0 +1,324 @@
+"""All configured billing sources → the month's `billing_facts`, in one transaction.
+
+Each source's normalized rows go into the table in the transaction that deleted the month's
+previous rows; each source is checked (required values, ordered periods, an hourly export),
+then the month as a whole (conflicting duplicate line ids, mixed currencies). Any failure
+rolls the month back to its previous rows. Identical duplicate lines are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+
+import duckdb
+
+from cost_pipeline.config import AwsCur2Source, FocusSource, GcpBillingExportSource, PipelineConfig
+from cost_pipeline.ingest.accelerators import accelerator_table
+from cost_pipeline.ingest.deliveries import delivery_metadata, record_deliveries
+from cost_pipeline.ingest.sources import (
+    SourceError,
+    cur2,
+    cur2_s3,
+    focus,
+    gcp_billing,
+    s3,
+    source_names,
+)
+from cost_pipeline.months import month_bounds
+from cost_pipeline.warehouse import ensure_schema, month_transaction, query, sql_text
+
+STAGE = "month_billing"  # a view of the month being loaded, for the checks
+
+
+@dataclass
+class BillingSummary:
+    rows: int = 0
+    duplicates_dropped: int = 0
+    total_effective_cost: float = 0.0
+    total_billed_cost: float = 0.0
+    currency: str | None = None
+    unknown_instance_types: list[str] = field(default_factory=list)
+    deliveries: list = field(default_factory=list)
+    # per source name: what reading it cost (bytes a query scanned, rows read vs returned …)
+    source_metadata: dict[str, dict] = field(default_factory=dict)
+    delivery_records: list[dict] = field(default_factory=list)  # rows of billing_deliveries
+
+
+def known_buckets(cfg: PipelineConfig) -> list[str]:
+    buckets = {d.bucket for d in cfg.datasets.values()}
+    buckets |= {c.bucket for c in cfg.checkpoints if getattr(c, "bucket", None)}
+    return sorted(buckets)
+
+
+def _load_accelerators(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> None:
+    table = accelerator_table(cfg.accelerators)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE accelerator_counts "
+        "(instance_type VARCHAR PRIMARY KEY, accelerators INTEGER)"
+    )
+    con.executemany("INSERT INTO accelerator_counts VALUES (?, ?)", list(table.items()))
+
+
+@dataclass
+class StagedSource:
+    """What a billing reader hands over: a SELECT producing the staged columns (the
+    `billing_facts` columns plus x_File, x_Row, x_UnknownAcceleratorType) over views it has
+    registered, its parameters, where it read from, and how to name a bad file on error."""
+
+    sql: str
+    params: dict
+    where: str
+    locate: Callable[[str], str | None] = lambda _message: None
+    delivery: object | None = None
+    metadata: dict = field(default_factory=dict)
+
+
+def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, month: date,
+                log: logging.Logger) -> StagedSource:
+    start, _end = month_bounds(month)
+    if s3.is_s3(source.path):
+        fs = s3.filesystem(source.endpoint_url, source.region)
+        delivery = cur2_s3.find_delivery(name, source.path, month, fs)
+    elif "://" in source.path:
+        raise SourceError(name, source.path, "expected a local folder or an s3:// URI")
+    else:
+        delivery = cur2.find_delivery(name, cfg.resolve(source.path), month)
+    where = delivery.manifest or cfg.resolve(source.path)
+    if delivery.files:
+        log.info(
+            f"{name}: {len(delivery.files)} file(s) for {month:%Y-%m}"
+            + (f" from manifest {delivery.manifest}" if delivery.manifest else "")
+        )
+    else:
+        log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}")
+    try:  # the first reads of footers and data pages: a broken file shows here
+        if s3.is_s3(source.path):
+            reader = cur2_s3.S3Reader(fs, delivery)
+            cur2.inspect_schema(delivery, reader.read_schema)
+            cur2_s3.register_raw(con, reader, "cur_raw")
+        else:
+            cur2.inspect_schema(delivery)
+            cur2.register_raw(con, delivery, "cur_raw")
+        # net columns are used when the export carries them with values
+        delivery.has_net_columns = delivery.has_net_columns and con.execute(
+            "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
+    except duckdb.Error as exc:
+        raise SourceError(name, cur2.locate_bad_file(delivery, str(exc)) or where,
+                          _short(exc)) from None
+    params = {
+        "month": month, "month_start": start, "source": name,
+        "has_net": delivery.has_net_columns, "has_split": delivery.has_split_columns,
+        "known_buckets": known_buckets(cfg),
+    }
+    return StagedSource(sql_text("billing_facts_cur2"), params, where,
+                        lambda message: cur2.locate_bad_file(delivery, message), delivery,
+                        metadata=cur2_s3.read_metadata(delivery))
+
+
+def _stage_gcp(con, name: str, source: GcpBillingExportSource, cfg: PipelineConfig,
+               month: date, log: logging.Logger) -> StagedSource:
+    start, _end = month_bounds(month)
+    read = gcp_billing.read_month(name, source, month, cfg.run_tag)
+    log.info(f"{name}: {read.export_rows_read} export row(s) of {month:%Y-%m} reduced to "
+             f"{read.rows_returned} in BigQuery ({read.bytes_scanned_estimate} bytes scanned)")
+    con.register("gcp_raw", read.rows)
+    params = {"month": month, "month_start": start, "source": name,
+              "known_buckets": known_buckets(cfg), "export_table": read.table}
+    return StagedSource(sql_text("billing_facts_gcp"), params, read.table,
+                        metadata=read.metadata)
+
+
+def _stage_focus(con, name: str, source: FocusSource, cfg: PipelineConfig, month: date,
+                 log: logging.Logger) -> StagedSource:
+    start, _end = month_bounds(month)
+    path = cfg.resolve(source.path)
+    found = focus.register_raw(con, name, path, month, log)
+    log.info(f"{name}: {found.rows} FOCUS row(s) of {month:%Y-%m} from {len(found.files)} "
+             f"file(s) under {path}")
+    params = {"month": month, "month_start": start, "source": name,
+              "known_buckets": known_buckets(cfg)}
+    return StagedSource(sql_text("billing_facts_focus"), params, path,
+                        metadata={"files": len(found.files), "rows": found.rows})
+
+
+# billing source kind → reader; each reader registers its views and returns a StagedSource
+READERS: dict[str, Callable[..., StagedSource]] = {
+    "aws_cur2": _stage_cur2,
+    "gcp_billing_export": _stage_gcp,
+    "focus": _stage_focus,
+}
+
+
+def load_month(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
+) -> BillingSummary:
+    """Insert every billing source's month into `billing_facts` (whose month the caller has
+    emptied, in the transaction it commits or rolls back), checking each source, then the
+    month as a whole. The rows go straight to the table: staging a copy of the month first
+    cost as much as writing it."""
+    _load_accelerators(con, cfg)
+    # the checks below read the month's rows through this view
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {STAGE} AS SELECT * FROM billing_facts "
+                f"WHERE month = DATE '{month.isoformat()}'")
+    _relax_old_constraints(con)
+    summary = BillingSummary()
+    for name, source in zip(source_names(cfg.billing), cfg.billing, strict=True):
+        reader = READERS.get(source.kind)
+        if reader is None:
+            raise SourceError(name, None,
+                              f"billing source kind {source.kind!r} is not supported yet")
+        staged = reader(con, name, source, cfg, month, log)
+        try:
+            query(con, f"INSERT INTO billing_facts BY NAME ({staged.sql})", staged.params)
+        except duckdb.Error as exc:
+            raise SourceError(name, staged.locate(str(exc)) or staged.where, _short(exc)) from None
+        # the sources loaded before were complete: a line lacking a value is this source's
+        _check_required(con, name)
+        if staged.delivery is not None:
+            summary.deliveries.append(staged.delivery)
+        if staged.metadata:
+            summary.source_metadata[name] = staged.metadata
+        # FOCUS exports may be daily (Azure's are): hours per line still hold there
+        _check_source(con, name, staged.where, month, hourly=source.kind != "focus")
+    _check_staged(con, month, summary)
+    return summary
+
+
+# the values every line needs; the schema leaves them nullable so that this check, not a
+# constraint that aborts the transaction, names a line lacking one
+REQUIRED = ("ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "BilledCost",
+            "EffectiveCost", "x_CostComponent", "x_AcceleratorCount", "x_InstanceUsage",
+            "x_SourceLine")
+# the source's own name of a required value, for the message
+_RAW_NAMES = {"ChargePeriodStart": "line_item_usage_start_date",
+              "ChargePeriodEnd": "line_item_usage_end_date",
+              "x_SourceLine": "identity_line_item_id"}
+
+
+def _relax_old_constraints(con: duckdb.DuckDBPyConnection) -> None:
+    """Warehouses created when the required columns were NOT NULL: drop the constraint."""
+    for (column,) in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'billing_facts' "
+            "AND schema_name = 'main' AND NOT is_nullable AND column_name <> 'month'"
+    ).fetchall():
+        con.execute(f"ALTER TABLE billing_facts ALTER COLUMN {column} DROP NOT NULL")
+
+
+def _check_required(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Raise naming the first loaded line that lacks a required value."""
+    missing = " OR ".join(f"{c} IS NULL" for c in REQUIRED)
+    nulls = ", ".join(f"bool_or({c} IS NULL)" for c in REQUIRED)
+    bad = con.execute(f"SELECT x_File, x_Row, {nulls} FROM {STAGE} WHERE {missing} "
+                      "GROUP BY x_File, x_Row ORDER BY x_File, x_Row LIMIT 1").fetchone()
+    if bad:
+        column = next(c for c, null in zip(REQUIRED, bad[2:], strict=True) if null)
+        raw = _RAW_NAMES.get(column, column)
+        raise SourceError(name, f"{bad[0]} row {bad[1]}",
+                          f"{raw} is empty or not a timestamp" if "date" in raw
+                          else f"{raw} is empty")
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0]
+
+
+def _source_of(line: str) -> str:
+    return line.split(":", 1)[0]
+
+
+def _check_source(con: duckdb.DuckDBPyConnection, name: str, where: str, month: date,
+                  hourly: bool = True) -> None:
+    """Per-source checks on the rows just loaded: periods ordered, and an hourly export."""
+    bad_period = con.execute(
+        f"SELECT x_File, x_Row FROM {STAGE} WHERE starts_with(x_SourceLine, ?) "
+        "AND ChargePeriodEnd < ChargePeriodStart ORDER BY x_File, x_Row LIMIT 1",
+        [name + ":"]).fetchone()
+    if bad_period:
+        raise SourceError(name, f"{bad_period[0]} row {bad_period[1]}",
+                          "line_item_usage_end_date is before line_item_usage_start_date")
+    instance_lines, short_lines = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE ChargePeriodEnd - ChargePeriodStart "
+        f"< INTERVAL 1 DAY) FROM {STAGE} WHERE starts_with(x_SourceLine, ?) "
+        "AND x_UsageHours IS NOT NULL", [name + ":"]).fetchone()
+    if hourly and instance_lines > 0 and short_lines == 0:
+        raise SourceError(name, where, f"no instance-usage line of {month:%Y-%m} is shorter "
+                          "than a day: " + cur2.GRANULARITY_FIX)
+
+
+def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingSummary) -> None:
+    """The month as a whole: duplicate line ids, one currency."""
+    # a count of distinct hashes can only under-count (collisions), so equal counts prove
+    # that no line id repeats and the costly duplicate search can be skipped
+    rows, distinct_hashes = con.execute(
+        f"SELECT count(*), count(DISTINCT hash(x_SourceLine)) FROM {STAGE}").fetchone()
+    has_duplicates = rows != distinct_hashes
+    conflict = None if not has_duplicates else con.execute(
+        f"""SELECT x_SourceLine, list(DISTINCT x_File ORDER BY x_File),
+                   list(x_Row ORDER BY x_File, x_Row)
+            FROM {STAGE}
+            GROUP BY x_SourceLine
+            HAVING count(DISTINCT (EffectiveCost, BilledCost, ChargePeriodStart, ChargePeriodEnd,
+                                   ResourceId, ChargeCategory, ConsumedQuantity,
+                                   BillingCurrency)) > 1
+            ORDER BY 1
+            LIMIT 1"""
+    ).fetchone()
+    if conflict:
+        line, files, rows = conflict
+        source = _source_of(line)
+        raise SourceError(source, ", ".join(files),
+                          f"line {line[len(source) + 1:]} appears more than once with different "
+                          f"values (rows {', '.join(map(str, rows[:5]))}): conflicting "
+                          "duplicate line id")
+    if has_duplicates:
+        rows, distinct = con.execute(
+            f"SELECT count(*), count(DISTINCT x_SourceLine) FROM {STAGE}").fetchone()
+        summary.duplicates_dropped = rows - distinct
+    currencies = [c for (c,) in con.execute(
+        f"SELECT BillingCurrency FROM {STAGE} GROUP BY 1 ORDER BY count(*) DESC, 1").fetchall()]
+    if len(currencies) > 1:
+        line, file, row, currency = con.execute(
+            f"SELECT x_SourceLine, x_File, x_Row, BillingCurrency FROM {STAGE} "
+            "WHERE BillingCurrency <> ? ORDER BY x_File, x_Row LIMIT 1",
+            [currencies[0]]).fetchone()
+        raise SourceError(_source_of(line), f"{file} row {row}",
+                          f"line_item_currency_code {currency} differs from {currencies[0]}: "
+                          f"one currency per month is required ({month:%Y-%m} has "
+                          f"{', '.join(sorted(currencies))})")
+    summary.currency = currencies[0] if currencies else None
+    summary.unknown_instance_types = [t for (t,) in con.execute(
+        f"SELECT DISTINCT x_InstanceType FROM {STAGE} WHERE x_UnknownAcceleratorType "
+        "AND x_InstanceType IS NOT NULL ORDER BY 1").fetchall()]
+
+
+def build_billing_facts(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
+) -> BillingSummary:
+    """Replace the month's `billing_facts` by what the sources hold now, atomically: on any
+    error the month keeps its previous rows."""
+    ensure_schema(con)
+    with month_transaction(con):
+        con.execute("DELETE FROM billing_facts WHERE month = ?", [month])
+        summary = load_month(con, cfg, month, log)
+        if summary.unknown_instance_types:
+            log.warning("accelerator count unknown (counted as 1; add them under "
+                        "`accelerators:`): " + ", ".join(summary.unknown_instance_types))
+        if summary.duplicates_dropped:
+            log.warning(f"{summary.duplicates_dropped} identical duplicate line(s) dropped")
+            # keep the first copy of each identical duplicate
+            con.execute(
+                "DELETE FROM billing_facts WHERE month = ? AND rowid IN (SELECT rowid FROM "
+                "billing_facts WHERE month = ? QUALIFY row_number() OVER (PARTITION BY "
+                "x_SourceLine ORDER BY x_File, x_Row) > 1)", [month, month])
+        # the delivery is recorded in the transaction that writes its rows: both or neither
+        summary.delivery_records = record_deliveries(con, month, summary.deliveries)
+        summary.rows, summary.total_effective_cost, summary.total_billed_cost = con.execute(
+            "SELECT count(*), coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) "
+            "FROM billing_facts WHERE month = ?", [month]).fetchone()
+        con.execute(f"DROP VIEW IF EXISTS {STAGE}")
+    for record in summary.delivery_records:
+        summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))
+    return summary

@@ -1,0 +1,69 @@
+"""All configured trackers → the month's `tracker_runs` snapshot (every run they know)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cost_pipeline.config import MlflowTracker, PipelineConfig, RunsFileTracker
+from cost_pipeline.ingest.sources import SourceError, source_names
+from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
+from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
+from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
+from cost_pipeline.warehouse import replace_month
+
+
+def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
+    """Every configured tracker's runs (RUN_SCHEMA); a run two trackers know is kept as the
+    first one tells it."""
+    kept: list[pa.Table] = []
+    for name, tracker in zip(source_names(cfg.tracker), cfg.tracker, strict=True):
+        if isinstance(tracker, RunsFileTracker):
+            found = read_runs_table(Path(cfg.resolve(tracker.path)), name)
+        elif isinstance(tracker, MlflowTracker):
+            found = pa.Table.from_pylist(read_mlflow_runs(
+                resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
+                experiments=tracker.experiments, metric=tracker.metric, tags=tracker.tags,
+                log=log), schema=RUN_SCHEMA)
+        else:
+            raise SourceError(name, None, f"tracker kind {tracker.kind!r} is not supported yet")
+        log.info(f"{name}: {found.num_rows} run(s)")
+        if kept:
+            known = pa.concat_tables(kept)
+            known_ids = known["run_id"].combine_chunks()
+            again = pc.is_in(found["run_id"], value_set=known_ids)
+            if pc.any(again).as_py():
+                repeated = found.filter(again)["run_id"]
+                first = known["source"].take(pc.index_in(repeated, value_set=known_ids))
+                for run_id, first_source in zip(repeated.to_pylist(), first.to_pylist(),
+                                                strict=True):
+                    log.warning(f"{name}: run {run_id} also comes from {first_source}; "
+                                "the first one is kept")
+                found = found.filter(pc.invert(again))
+        kept.append(found)
+    return pa.concat_tables(kept) if kept else RUN_SCHEMA.empty_table()
+
+
+def runs_table(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
+    """Every configured tracker's runs as one Arrow table (RUN_SCHEMA)."""
+    return collect_runs(cfg, log)
+
+
+def build_tracker_runs(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
+    runs: pa.Table | None = None,
+) -> int:
+    """Write the month's snapshot of `runs` (default: read the trackers now)."""
+    con.register("runs_arrow", runs_table(cfg, log) if runs is None else runs)
+    try:
+        return replace_month(
+            con, "tracker_runs", month,
+            "SELECT CAST($month AS DATE) AS month, * FROM runs_arrow", {"month": month},
+        )
+    finally:
+        con.unregister("runs_arrow")

@@ -1,0 +1,318 @@
+"""AWS Data Exports CUR 2.0 → the raw view `cur_raw` that `assets/billing_facts_cur2.sql`
+normalizes to FOCUS columns.
+
+Layout: `<export>/data/BILLING_PERIOD=YYYY-MM/…/*.parquet` with the month's manifest at
+`<export>/metadata/BILLING_PERIOD=YYYY-MM/*-Manifest.json`. The manifest's `dataFiles` (full
+`s3://` URIs) are the month's current delivery; without a manifest every parquet file below
+the month's folder is the month. Only the columns the normalization needs are read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cost_pipeline.ingest.sources import SourceError
+
+# column → DuckDB type used when the export lacks it (optional columns only)
+OPTIONAL_COLUMNS: dict[str, str] = {
+    "identity_time_interval": "VARCHAR",
+    "bill_billing_period_start_date": "TIMESTAMP",
+    "bill_invoice_id": "VARCHAR",
+    "line_item_currency_code": "VARCHAR",
+    "line_item_net_unblended_cost": "DOUBLE",
+    "line_item_operation": "VARCHAR",
+    "line_item_availability_zone": "VARCHAR",
+    "line_item_usage_amount": "DOUBLE",
+    "product_instance_type": "VARCHAR",
+    "product_product_family": "VARCHAR",
+    "product_region_code": "VARCHAR",
+    "product_servicecode": "VARCHAR",
+    "product_sku": "VARCHAR",
+    "product": "MAP(VARCHAR, VARCHAR)",
+    "pricing_unit": "VARCHAR",
+    "resource_tags": "MAP(VARCHAR, VARCHAR)",
+    "reservation_reservation_a_r_n": "VARCHAR",
+    "reservation_effective_cost": "DOUBLE",
+    "reservation_net_effective_cost": "DOUBLE",
+    "reservation_unused_amortized_upfront_fee_for_billing_period": "DOUBLE",
+    "reservation_net_unused_amortized_upfront_fee_for_billing_period": "DOUBLE",
+    "reservation_unused_recurring_fee": "DOUBLE",
+    "reservation_net_unused_recurring_fee": "DOUBLE",
+    "savings_plan_savings_plan_effective_cost": "DOUBLE",
+    "savings_plan_net_savings_plan_effective_cost": "DOUBLE",
+    "savings_plan_total_commitment_to_date": "DOUBLE",
+    "savings_plan_used_commitment": "DOUBLE",
+    # split cost allocation data (INCLUDE_SPLIT_COST_ALLOCATION_DATA): EKS pods / ECS tasks.
+    # Only what the normalization reads; the unused cost is the parent's remainder.
+    "split_line_item_parent_resource_id": "VARCHAR",
+    "split_line_item_split_cost": "DOUBLE",
+    "split_line_item_net_split_cost": "DOUBLE",
+}
+REQUIRED_COLUMNS: dict[str, str] = {
+    "identity_line_item_id": "VARCHAR",
+    "line_item_line_item_type": "VARCHAR",
+    "line_item_usage_start_date": "TIMESTAMP",
+    "line_item_usage_end_date": "TIMESTAMP",
+    "line_item_resource_id": "VARCHAR",
+    "line_item_unblended_cost": "DOUBLE",
+    "line_item_usage_type": "VARCHAR",
+    "line_item_product_code": "VARCHAR",
+}
+RESOURCE_ID_FIX = (
+    "the export has no line_item_resource_id column: it was created without resource IDs. "
+    "Recreate the Data Export (CUR 2.0) with 'Include resource IDs' (INCLUDE_RESOURCES) "
+    "and hourly time granularity"
+)
+GRANULARITY_FIX = (
+    "the export is not hourly. Recreate the Data Export (CUR 2.0) with time granularity "
+    "'Hourly' (TIME_GRANULARITY HOURLY) and 'Include resource IDs' (INCLUDE_RESOURCES)"
+)
+
+
+@dataclass
+class Delivery:
+    """One month of one export as delivered: its files and where they came from."""
+
+    source: str
+    month: date
+    files: list[str] = field(default_factory=list)
+    manifest: str | None = None
+    execution_id: str | None = None
+    has_net_columns: bool = False
+    has_split_columns: bool = False  # split cost allocation data (EKS pods, ECS tasks)
+    columns: set[str] = field(default_factory=set)
+    # timestamp columns stored as text or with a time zone in at least one file
+    zoned_timestamps: set[str] = field(default_factory=set)
+    # file → (bytes, modification time): the delivery's fingerprint when it has no executionId
+    stats: dict[str, tuple[int, str]] = field(default_factory=dict)
+    bytes_read: int | None = None  # measured where the read is remote (S3)
+
+
+def _month_folder(month: date) -> str:
+    return f"BILLING_PERIOD={month:%Y-%m}"
+
+
+def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
+    """The files of `month` in a local export folder (manifest first)."""
+    root = Path(export_dir)
+    if not root.is_dir():
+        raise SourceError(source, str(root), "export folder not found")
+    delivery = Delivery(source, month)
+    meta = root / "metadata" / _month_folder(month)
+    # the newest manifest of the month is its current delivery
+    manifests = sorted(
+        meta.rglob("*Manifest.json") if meta.is_dir() else [],
+        key=lambda p: (p.stat().st_mtime, str(p)),
+    )
+    if manifests:
+        manifest = manifests[-1]
+        delivery.manifest = str(manifest)
+        try:
+            doc = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SourceError(source, str(manifest), f"unreadable manifest: {exc}") from None
+        delivery.execution_id, uris = manifest_files(source, str(manifest), doc)
+        for uri in uris:
+            local = _local_file(root, uri)
+            if not local.is_file():
+                raise SourceError(source, str(manifest), f"dataFiles lists {uri}, "
+                                  f"not found at {local}")
+            delivery.files.append(str(local))
+    else:
+        folder = root / "data" / _month_folder(month)
+        if folder.is_dir():
+            delivery.files = sorted(str(p) for p in folder.rglob("*.parquet"))
+    for file in delivery.files:
+        stat = Path(file).stat()
+        delivery.stats[file] = (stat.st_size, str(stat.st_mtime))
+    return delivery
+
+
+def manifest_files(source: str, where: str, doc: object) -> tuple[str | None, list[str]]:
+    """A parsed manifest's (execution id, data file URIs), its table configuration checked."""
+    if not isinstance(doc, dict):
+        raise SourceError(source, where, "unreadable manifest: not a JSON object")
+    _check_table_configuration(source, where, doc)
+    entries = doc.get("dataFiles") or doc.get("reportKeys") or []
+    uris = [entry if isinstance(entry, str) else entry.get("key") or entry.get("uri", "")
+            for entry in entries]
+    return doc.get("executionId") or doc.get("assemblyId"), uris
+
+
+def _check_table_configuration(source: str, manifest: str, doc: dict) -> None:
+    """A manifest that states a daily/monthly granularity or no resource ids is refused."""
+    tables = doc.get("tableConfigurations")
+    conf = tables.get("COST_AND_USAGE_REPORT") if isinstance(tables, dict) else None
+    if not isinstance(conf, dict):
+        return
+    granularity = str(conf.get("TIME_GRANULARITY", "HOURLY")).upper()
+    if granularity != "HOURLY":
+        raise SourceError(source, manifest, f"TIME_GRANULARITY is {granularity}: "
+                          + GRANULARITY_FIX)
+    if str(conf.get("INCLUDE_RESOURCES", "TRUE")).upper() != "TRUE":
+        raise SourceError(source, manifest, "INCLUDE_RESOURCES is FALSE: " + RESOURCE_ID_FIX)
+
+
+def _local_file(root: Path, uri: str) -> Path:
+    return root / export_relative(uri, root.name)
+
+
+def export_relative(uri: str, export_name: str) -> str:
+    """The part of a manifest URI after `<export-name>/`, to map onto the export folder read.
+
+    The export name is taken from the URI itself (the segment before `data/BILLING_PERIOD=`),
+    so a copy of the export (local or in another bucket) may live under any name."""
+    tail = uri.split("://", 1)[-1]
+    match = re.search(r"(?:^|/)(data/BILLING_PERIOD=[^/]+/.+)$", tail)
+    if match:
+        return match.group(1)
+    marker = f"/{export_name}/"
+    if marker in "/" + tail:
+        return ("/" + tail).rsplit(marker, 1)[1]
+    # a key relative to the export folder
+    return tail.lstrip("/")
+
+
+_NUMERIC = (pa.types.is_floating, pa.types.is_integer, pa.types.is_decimal)
+
+
+def inspect_schema(delivery: Delivery,
+                   read_schema: Callable[[str], pa.Schema] = pq.read_schema) -> None:
+    """Read every file's footer: a truncated or non-parquet file, a missing required column
+    or a wrongly typed one is a SourceError naming the file and the column."""
+    seen: set[str] = set()
+    wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
+    for file in delivery.files:
+        try:
+            schema = read_schema(file)
+        except SourceError:
+            raise
+        except Exception as exc:  # pyarrow raises several types for broken files
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SourceError(delivery.source, file,
+                              f"not a readable parquet file ({reason})") from None
+        names = set(schema.names)
+        if "line_item_resource_id" not in names:
+            raise SourceError(delivery.source, file, RESOURCE_ID_FIX)
+        for column in REQUIRED_COLUMNS:
+            if column not in names:
+                raise SourceError(delivery.source, file, f"missing required column {column}")
+        for column, kind in wanted.items():
+            if column in names:
+                actual = schema.field(column).type
+                _check_type(delivery.source, file, column, kind, actual)
+                if kind == "TIMESTAMP" and not (
+                        pa.types.is_timestamp(actual) and actual.tz is None):
+                    delivery.zoned_timestamps.add(column)
+        seen |= names
+    delivery.columns = seen
+    delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
+    delivery.has_split_columns = "split_line_item_parent_resource_id" in delivery.columns
+
+
+def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
+    text = pa.types.is_string(actual) or pa.types.is_large_string(actual)
+    ok = True
+    if kind == "DOUBLE":
+        ok = any(test(actual) for test in _NUMERIC) or pa.types.is_null(actual)
+    elif kind == "TIMESTAMP":
+        ok = (pa.types.is_timestamp(actual) or pa.types.is_date(actual) or text
+              or pa.types.is_null(actual))
+    elif kind.startswith("MAP"):
+        ok = pa.types.is_map(actual) or pa.types.is_null(actual) or text
+    elif kind == "VARCHAR":
+        ok = not (pa.types.is_nested(actual) or pa.types.is_binary(actual)
+                  or pa.types.is_large_binary(actual))
+    if not ok:
+        expected = {"DOUBLE": "a number", "TIMESTAMP": "a timestamp",
+                    "VARCHAR": "a string"}.get(kind, kind)
+        raise SourceError(source, file, f"column {column} is {actual}, expected {expected}")
+
+
+def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
+    """A present column as its contract type. Timestamps end up naive UTC: zoned or textual
+    ones (`…Z`, `…+02:00`) are converted, naive ones are taken as UTC."""
+    name = _q(column)
+    if kind == "TIMESTAMP" and column in delivery.zoned_timestamps:
+        return f"timezone('UTC', TRY_CAST({name} AS TIMESTAMPTZ)) AS {name}"
+    if kind.startswith("MAP") or kind == "TIMESTAMP":
+        return f"TRY_CAST({name} AS {kind}) AS {name}"
+    return f"CAST({name} AS {kind}) AS {name}"
+
+
+def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:
+    """Create `view` over the delivery's files with every column the normalization reads:
+    present ones cast to their contract type, absent optional ones as typed NULLs, plus
+    `_file` and `_row` (1-based row within the file) for error messages."""
+    wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
+    con.execute("SET TimeZone = 'UTC'")
+    if not delivery.files:
+        body = ", ".join(f"CAST(NULL AS {k}) AS {_q(c)}" for c, k in wanted.items())
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {body}, NULL::VARCHAR AS _file, "
+            "NULL::BIGINT AS _row WHERE false"
+        )
+        return
+    select = raw_columns(delivery)
+    select.append("filename AS _file")
+    select.append("file_row_number + 1 AS _row")
+    files = "[" + ", ".join(_literal(f) for f in delivery.files) + "]"
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} FROM read_parquet("
+        f"{files}, union_by_name = true, filename = true, file_row_number = true)"
+    )
+
+
+def raw_columns(delivery: Delivery) -> list[str]:
+    """The `cur_raw` select list over a relation holding the export's own columns."""
+    return [
+        _column_expr(column, kind, delivery) if column in delivery.columns
+        else f"CAST(NULL AS {kind}) AS {_q(column)}"
+        for column, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
+    ]
+
+
+def locate_bad_file(delivery: Delivery, message: str) -> str | None:
+    """The delivery file an engine error is about: named in the message, else the first
+    file whose data pages cannot be read (an error path only, so reading is affordable)."""
+    for file in delivery.files:
+        if file in message:
+            return file
+    if not all(Path(file).is_file() for file in delivery.files):
+        return None  # remote files: their reader names the object it failed on
+    columns = [c for c in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS} if c in delivery.columns]
+    for file in delivery.files:
+        try:
+            parquet = pq.ParquetFile(file)
+            names = set(parquet.schema_arrow.names)
+            for _batch in parquet.iter_batches(columns=[c for c in columns if c in names]):
+                pass
+        except Exception:  # any pyarrow failure marks the file as the broken one
+            return file
+    # values the file stores but the engine cannot take (e.g. a timestamp out of range)
+    for file in delivery.files:
+        single = replace(delivery, files=[file], columns=set(pq.read_schema(file).names))
+        try:
+            with duckdb.connect() as con:
+                register_raw(con, single, "cur_check")
+                con.execute("SELECT bit_xor(hash(COLUMNS(*))) FROM cur_check").fetchall()
+        except duckdb.Error:
+            return file
+    return None
+
+
+def _q(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -1,0 +1,255 @@
+"""FinOps FOCUS 1.x cost-and-usage files (CSV, CSV.gz or parquet; one file or a folder of
+them; any provider) → the temp table `focus_raw` that `assets/billing_facts_focus.sql`
+normalizes.
+
+The month is the billing period: a row belongs to the month its `BillingPeriodStart` falls
+in (its `ChargePeriodStart` when a row has no billing period). FOCUS defines the billing
+period as the invoice's period, and a correction of an earlier charge period is billed in
+the current one (`ChargeClass = Correction`), so selecting by billing period makes a month
+add up to its invoice and keeps a closed month closed — as CUR's `BILLING_PERIOD=` folders
+do. Selecting by charge period would move late corrections into months already reported.
+
+Files are streamed with pyarrow, only the columns the normalization reads, and loaded into
+DuckDB already filtered to the month. A value that does not parse fails the month with the
+file, the row (CSV: the record's line when no cell spans lines, the header being row 1;
+parquet: the 1-based row) and the column. Files of other FOCUS datasets (e.g. 1.3's
+contract commitments) in the folder are skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.months import month_bounds
+
+# FOCUS column → how it is read. JSON columns become JSON text whatever their file type.
+COLUMNS: dict[str, str] = {
+    "BillingPeriodStart": "TIMESTAMP",
+    "ChargePeriodStart": "TIMESTAMP",
+    "ChargePeriodEnd": "TIMESTAMP",
+    "ProviderName": "VARCHAR",
+    "ServiceProviderName": "VARCHAR",   # FOCUS 1.3's successor of ProviderName
+    "ServiceName": "VARCHAR",
+    "ServiceCategory": "VARCHAR",
+    "ServiceSubcategory": "VARCHAR",
+    "ChargeCategory": "VARCHAR",
+    "ChargeClass": "VARCHAR",
+    "ResourceId": "VARCHAR",
+    "ResourceType": "VARCHAR",
+    "RegionId": "VARCHAR",
+    "SkuId": "VARCHAR",
+    "SkuMeter": "VARCHAR",
+    "SkuPriceDetails": "JSON",
+    "ConsumedQuantity": "DOUBLE",
+    "ConsumedUnit": "VARCHAR",
+    "BilledCost": "DOUBLE",
+    "EffectiveCost": "DOUBLE",
+    "BillingCurrency": "VARCHAR",
+    "CommitmentDiscountStatus": "VARCHAR",
+    "InvoiceId": "VARCHAR",
+    "Tags": "JSON",
+    # provider extensions this normalization understands when present
+    "x_InstanceType": "VARCHAR",
+    "x_UsageType": "VARCHAR",           # AWS's FOCUS export
+    "x_CostComponent": "VARCHAR",
+    "x_AcceleratorCount": "DOUBLE",
+}
+REQUIRED = ("ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "BilledCost",
+            "EffectiveCost", "BillingCurrency")
+# a cost-and-usage file has these; other FOCUS datasets do not
+SIGNATURE = ("ChargePeriodStart", "EffectiveCost")
+SUFFIXES = (".csv", ".csv.gz", ".parquet")
+BATCH_ROWS = 65_536
+RAW_TABLE = "focus_raw"
+
+
+@dataclass
+class FocusFiles:
+    """What the month was read from."""
+
+    source: str
+    root: Path
+    files: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    rows: int = 0
+
+
+def _is_data_file(path: Path) -> bool:
+    return path.name.lower().endswith(SUFFIXES) and not path.name.startswith((".", "_"))
+
+
+def find_files(source: str, path: str) -> FocusFiles:
+    root = Path(path)
+    if root.is_file():
+        return FocusFiles(source, root.parent, [root])
+    if not root.is_dir():
+        raise SourceError(source, str(root), "FOCUS file or folder not found")
+    files = sorted(p for p in root.rglob("*") if p.is_file() and _is_data_file(p))
+    return FocusFiles(source, root, files)
+
+
+def _csv_header(path: Path, source: str) -> list[str]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
+            return [h.strip() for h in next(csv.reader(io.StringIO(handle.readline())), [])]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise SourceError(source, str(path), f"unreadable CSV header: {exc}") from None
+
+
+def _batches(path: Path, source: str, columns: list[str]) -> tuple[pa.Schema, Iterator]:
+    """The file's wanted columns as record batches, plus `_row`."""
+    if path.name.lower().endswith(".parquet"):
+        parquet = pq.ParquetFile(path)
+        batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+        schema = pa.schema([parquet.schema_arrow.field(c) for c in columns])
+        first_row = 1
+    else:
+        options = pacsv.ConvertOptions(
+            include_columns=columns, column_types={c: pa.string() for c in columns},
+            strings_can_be_null=True, quoted_strings_can_be_null=True)
+        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 22),
+                                convert_options=options)
+        batches, schema = reader, reader.schema
+        first_row = 2  # the header is row 1
+
+    def numbered() -> Iterator[pa.RecordBatch]:
+        row = first_row
+        try:
+            for batch in batches:
+                batch = batch.select(columns)  # the declared order, whatever the file's
+                rows = pa.array(range(row, row + batch.num_rows), pa.int64())
+                row += batch.num_rows
+                yield pa.RecordBatch.from_arrays([*batch.columns, rows],
+                                                 names=[*batch.schema.names, "_row"])
+        except (pa.ArrowException, OSError) as exc:
+            raise SourceError(source, f"{path} near row {row}",
+                              f"unreadable: {str(exc).splitlines()[0]}") from None
+
+    return schema.append(pa.field("_row", pa.int64())), numbered()
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str | None]:
+    """(the column as its contract type, a condition true when a present value is invalid)."""
+    if arrow is None:
+        sql_type = "VARCHAR" if kind == "JSON" else kind
+        return f"CAST(NULL AS {sql_type})", None
+    c = _q(column)
+    if pa.types.is_dictionary(arrow):  # parquet writers dictionary-encode repeated strings
+        arrow = arrow.value_type
+    text = pa.types.is_string(arrow) or pa.types.is_large_string(arrow)
+    if kind == "TIMESTAMP":
+        if text:
+            value = f"timezone('UTC', TRY_CAST(nullif(trim({c}), '') AS TIMESTAMPTZ))"
+            return value, f"nullif(trim({c}), '') IS NOT NULL AND {value} IS NULL"
+        if pa.types.is_timestamp(arrow) and arrow.tz is not None:
+            return f"timezone('UTC', {c})", None
+        return f"CAST({c} AS TIMESTAMP)", None
+    if kind == "DOUBLE":
+        if text:
+            value = f"TRY_CAST(nullif(trim({c}), '') AS DOUBLE)"
+            return value, f"nullif(trim({c}), '') IS NOT NULL AND {value} IS NULL"
+        return f"CAST({c} AS DOUBLE)", None
+    if kind == "JSON":
+        value = (f"nullif(trim({c}), '')" if text else f"CAST(to_json({c}) AS VARCHAR)")
+        # json_type fails on malformed text, and AND does not short-circuit in DuckDB
+        valid = f"(CASE WHEN json_valid({value}) THEN json_type({value}) = 'OBJECT' END)"
+        if column != "Tags":  # only read for hints: an unreadable one is no hint
+            return f"CASE WHEN coalesce({valid}, false) THEN {value} END", None
+        return value, f"{value} IS NOT NULL AND NOT coalesce({valid}, false)"
+    return f"nullif(trim(CAST({c} AS VARCHAR)), '')", None
+
+
+def create_raw_table(con: duckdb.DuckDBPyConnection) -> None:
+    columns = ", ".join(f"{_q(c)} {'VARCHAR' if k == 'JSON' else k}" for c, k in COLUMNS.items())
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {RAW_TABLE} ({columns}, _file VARCHAR, "
+                "_name VARCHAR, _row BIGINT, _problem VARCHAR)")
+
+
+def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path,
+               header: list[str], month: date) -> None:
+    present = [c for c in COLUMNS if c in header]
+    schema, batches = _batches(path, found.source, present)
+    typed, problems = {}, []
+    for column, kind in COLUMNS.items():
+        arrow = schema.field(column).type if column in present else None
+        typed[column], invalid = _typed(column, kind, arrow)
+        if invalid:
+            what = "a timestamp" if kind == "TIMESTAMP" else (
+                "a number" if kind == "DOUBLE" else "a JSON object")
+            problems.append((invalid, f"'{column} \"' || {_q(column)} || '\" is not {what}'"))
+    problems += [(f"{typed[c]} IS NULL", f"'{c} is empty'") for c in REQUIRED]
+    problems.append((f"{typed['ChargePeriodEnd']} < {typed['ChargePeriodStart']}",
+                     "'ChargePeriodEnd is before ChargePeriodStart'"))
+    problem = "CASE " + " ".join(f"WHEN {w} THEN {m}" for w, m in problems) + " END"
+    period = f"coalesce({typed['BillingPeriodStart']}, {typed['ChargePeriodStart']})"
+    start, end = month_bounds(month)
+    reader = pa.RecordBatchReader.from_batches(schema, batches)
+    con.register("focus_file", reader)
+    try:
+        select = ", ".join(f"{typed[c]} AS {_q(c)}" for c in COLUMNS)
+        # rows of the month, and rows whose period cannot be read (reported, never dropped)
+        con.execute(
+            f"INSERT INTO {RAW_TABLE} SELECT * EXCLUDE (_period) FROM (SELECT {select}, "
+            f"? AS _file, ? AS _name, _row, {problem} AS _problem, {period} AS _period "
+            "FROM focus_file) "
+            "WHERE (_period >= ? AND _period < ?) OR (_period IS NULL AND _problem IS NOT NULL)",
+            [str(path), _display_name(found, path), start, end])
+    except duckdb.Error as exc:
+        raise SourceError(found.source, str(path), str(exc).splitlines()[0]) from None
+    finally:
+        con.unregister("focus_file")
+
+
+def _display_name(found: FocusFiles, path: Path) -> str:
+    """The file as named in `x_SourceLine`: relative to the configured folder, so that line
+    ids survive moving the folder."""
+    try:
+        return str(path.relative_to(found.root))
+    except ValueError:
+        return path.name
+
+
+def register_raw(con: duckdb.DuckDBPyConnection, source: str, path: str, month: date,
+                 log: logging.Logger) -> FocusFiles:
+    """Load the month's rows of every FOCUS cost-and-usage file under `path` into
+    `focus_raw`; raise a SourceError naming the file, row and column of a bad value."""
+    found = find_files(source, path)
+    con.execute("SET TimeZone = 'UTC'")
+    create_raw_table(con)
+    single = Path(path).is_file()
+    for file in list(found.files):
+        header = (pq.ParquetFile(file).schema_arrow.names
+                  if file.name.lower().endswith(".parquet") else _csv_header(file, source))
+        if not all(c in header for c in SIGNATURE) and not single:
+            log.info(f"{source}: {file} is not a FOCUS cost-and-usage file: skipped")
+            found.files.remove(file)
+            found.skipped.append(file)
+            continue
+        missing = [c for c in REQUIRED if c not in header]
+        if missing:
+            raise SourceError(source, str(file), f"missing FOCUS column(s) {', '.join(missing)}")
+        _load_file(con, found, file, header, month)
+    bad = con.execute(f"SELECT _file, _row, _problem FROM {RAW_TABLE} WHERE _problem IS NOT "
+                      "NULL ORDER BY _file, _row LIMIT 1").fetchone()
+    if bad:
+        raise SourceError(source, f"{bad[0]} row {bad[1]}", bad[2])
+    found.rows = con.execute(f"SELECT count(*) FROM {RAW_TABLE}").fetchone()[0]
+    return found

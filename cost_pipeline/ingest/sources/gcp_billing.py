@@ -1,0 +1,198 @@
+"""GCP detailed billing export in BigQuery → the month's reduced rows (one Arrow table) that
+`assets/billing_facts_gcp.sql` normalizes to FOCUS columns.
+
+One parameterized query per month (`assets/gcp_billing_export.bq.sql`) filters by
+`usage_start_time` (rows arrive late), unnests labels and credits and aggregates to
+resource × hour × SKU inside BigQuery, so only the reduced rows come back. A dry run of the
+same query first reports the bytes it will scan. The table name is the one identifier put
+into the SQL text, and only after it matched a strict pattern; every value is a query
+parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cost_pipeline.config import GcpBillingExportSource
+from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.months import month_bounds
+from cost_pipeline.warehouse import sql_text
+
+# project (optionally domain-scoped, `example.com:proj`) . dataset . table
+TABLE_ID = re.compile(
+    r"^(?:(?P<project>(?:[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9])\.)?"
+    r"(?P<dataset>[A-Za-z0-9_]{1,1024})\.(?P<table>[A-Za-z0-9_]{1,1024})$"
+)
+# credits that lower the price of the usage itself: part of EffectiveCost (SPEC §3);
+# every other credit type (PROMOTION, FREE_TIER, RESELLER_MARGIN, SUBSCRIPTION_BENEFIT, …)
+# becomes a Credit row
+USAGE_DISCOUNT_TYPES = (
+    "SUSTAINED_USAGE_DISCOUNT",
+    "COMMITTED_USAGE_DISCOUNT",
+    "COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE",
+    "DISCOUNT",
+)
+# Throttling (429), 5xx answers, timeouts and connection errors are retried with exponential
+# backoff (the client's own retry predicate) for at most this long per call, then reported;
+# the client's default is 10 minutes per call (and 40 for a query job).
+RETRY_SECONDS = 120.0
+RETRY_INITIAL_DELAY_SECONDS = 1.0
+REQUEST_TIMEOUT_SECONDS = 60.0  # per HTTP request: a server that stops answering is retried
+ADC_FIX = (
+    "no Google credentials: run `gcloud auth application-default login`, set "
+    "GOOGLE_APPLICATION_CREDENTIALS, or give `api_endpoint` for an emulator"
+)
+# the reduced rows as assets/billing_facts_gcp.sql reads them (an empty month keeps its types)
+RAW_SCHEMA = pa.schema([
+    ("global_name", pa.string()), ("hour_start", pa.timestamp("us", tz="UTC")),
+    ("sku_id", pa.string()), ("cost_type", pa.string()), ("run_label", pa.string()),
+    ("credit_type", pa.string()), ("usage_end", pa.timestamp("us", tz="UTC")),
+    ("amount", pa.float64()), ("usage_discounts", pa.float64()),
+    ("usage_amount", pa.float64()), ("pricing_amount", pa.float64()),
+    ("export_rows", pa.int64()), ("invoice_month", pa.string()),
+    ("resource_name", pa.string()), ("sku_description", pa.string()),
+    ("service_description", pa.string()), ("region", pa.string()),
+    ("usage_unit", pa.string()), ("pricing_unit", pa.string()), ("currency", pa.string()),
+    ("labels_json", pa.string()), ("machine_spec", pa.string()), ("cores", pa.string()),
+])
+
+
+@dataclass
+class ExportTable:
+    project: str
+    dataset: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.project}.{self.dataset}.{self.table}"
+
+
+@dataclass
+class MonthRead:
+    """What one month's query brought back, and what it cost to get it."""
+
+    table: str
+    rows: pa.Table
+    bytes_scanned_estimate: int | None = None   # the dry run's total_bytes_processed
+    table_rows: int | None = None                # rows in the export table (all months)
+    export_rows_read: int = 0                    # export rows of the month, before reduction
+
+    @property
+    def rows_returned(self) -> int:
+        return self.rows.num_rows
+
+    @property
+    def metadata(self) -> dict:
+        return {
+            "table": self.table,
+            "bytes_scanned_estimate": self.bytes_scanned_estimate,
+            "table_rows": self.table_rows,
+            "export_rows_read": self.export_rows_read,
+            "rows_returned": self.rows_returned,
+        }
+
+
+def parse_table(source_name: str, source: GcpBillingExportSource) -> ExportTable:
+    match = TABLE_ID.match(source.table.strip())
+    if not match:
+        raise SourceError(source_name, source.table,
+                          "not a BigQuery table id: expected project.dataset.table "
+                          "(letters, digits and underscores in dataset and table names)")
+    project = match["project"] or source.project
+    if not project:
+        raise SourceError(source_name, source.table,
+                          "the table names no project: write project.dataset.table or set "
+                          "`project:`")
+    return ExportTable(project, match["dataset"], match["table"])
+
+
+def month_sql(table: ExportTable) -> str:
+    """The month's query for `table`, comments dropped (the emulator counts a parameter name
+    in a comment as a use of it)."""
+    text = re.sub(r"(?m)^\s*--.*\n", "", sql_text("gcp_billing_export.bq"))
+    return text.replace("{export_table}", str(table))
+
+
+def make_client(source: GcpBillingExportSource, table: ExportTable):
+    """A BigQuery client: anonymous against `api_endpoint` (an emulator), else Application
+    Default Credentials. Jobs run in `project:` when set, else in the table's project."""
+    from google.cloud import bigquery
+
+    project = source.project or table.project
+    if source.api_endpoint:
+        from google.api_core.client_options import ClientOptions
+        from google.auth.credentials import AnonymousCredentials
+
+        return bigquery.Client(project=project, credentials=AnonymousCredentials(),
+                               client_options=ClientOptions(api_endpoint=source.api_endpoint))
+    return bigquery.Client(project=project)
+
+
+def read_month(source_name: str, source: GcpBillingExportSource, month: date,
+               run_tag: str) -> MonthRead:
+    """The month's reduced rows, with the dry run's byte estimate and the row counts."""
+    import requests
+    from google.api_core import exceptions as api_errors
+    from google.auth import exceptions as auth_errors
+    from google.cloud import bigquery
+
+    table = parse_table(source_name, source)
+    start, end = month_bounds(month)
+    params = [
+        bigquery.ScalarQueryParameter("month_start", "TIMESTAMP", start.replace(tzinfo=UTC)),
+        bigquery.ScalarQueryParameter("month_end", "TIMESTAMP", end.replace(tzinfo=UTC)),
+        bigquery.ScalarQueryParameter("run_tag", "STRING", run_tag),
+        bigquery.ArrayQueryParameter("usage_discount_types", "STRING",
+                                     list(USAGE_DISCOUNT_TYPES)),
+    ]
+    sql = month_sql(table)
+    retry = bigquery.DEFAULT_RETRY.with_timeout(RETRY_SECONDS).with_delay(
+        initial=RETRY_INITIAL_DELAY_SECONDS, maximum=max(RETRY_SECONDS / 4, 1.0))
+    # a query job that fails for a transient reason is re-run, within twice the call budget
+    job_retry = bigquery.retry.DEFAULT_JOB_RETRY.with_timeout(2 * RETRY_SECONDS).with_delay(
+        initial=RETRY_INITIAL_DELAY_SECONDS, maximum=max(RETRY_SECONDS / 4, 1.0))
+    calls = {"retry": retry, "timeout": REQUEST_TIMEOUT_SECONDS}
+    try:
+        client = make_client(source, table)
+        with client:
+            table_rows = client.get_table(str(table), **calls).num_rows
+            dry = client.query(sql, job_config=bigquery.QueryJobConfig(
+                dry_run=True, use_query_cache=False, query_parameters=params), **calls)
+            job = client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params),
+                               job_retry=job_retry, **calls)
+            # the reduced rows are few: the REST pages suffice (no Storage Read API needed)
+            rows = job.result(retry=retry, job_retry=job_retry).to_arrow(
+                create_bqstorage_client=False)
+    except auth_errors.DefaultCredentialsError:
+        raise SourceError(source_name, str(table), ADC_FIX) from None
+    except api_errors.NotFound as exc:
+        raise SourceError(source_name, str(table), f"not found: {_message(exc)}") from None
+    except api_errors.RetryError as exc:
+        cause = _message(exc.cause) if exc.cause is not None else _message(exc)
+        raise SourceError(source_name, str(table), f"unreachable: still failing after retrying "
+                          f"for {RETRY_SECONDS:g} s ({cause})") from None
+    except api_errors.GoogleAPIError as exc:
+        raise SourceError(source_name, str(table), _message(exc)) from None
+    except (OSError, requests.RequestException) as exc:  # a transport error not retried
+        raise SourceError(source_name, str(table), f"unreachable: {_message(exc)}") from None
+    rows = _typed(rows)
+    return MonthRead(str(table), rows, dry.total_bytes_processed, table_rows,
+                     int(pc.sum(rows["export_rows"]).as_py() or 0))
+
+
+def _typed(rows: pa.Table) -> pa.Table:
+    """The reduced rows in RAW_SCHEMA's column order and types, numbered (x_Row)."""
+    columns = [rows[f.name].cast(f.type) if f.name in rows.column_names
+               else pa.nulls(rows.num_rows, f.type) for f in RAW_SCHEMA]
+    typed = pa.Table.from_arrays(columns, schema=RAW_SCHEMA)
+    return typed.append_column("x_Row", pa.array(range(1, typed.num_rows + 1), pa.int64()))
+
+
+def _message(exc) -> str:
+    text = getattr(exc, "message", None) or str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__

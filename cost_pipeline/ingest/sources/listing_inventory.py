@@ -1,0 +1,401 @@
+"""An `inventory` checkpoint source → Arrow batches of the month's listed objects: a plain CSV
+(`bucket,key,size,last_modified`), or real S3 Inventory reports, local or on S3 (pyarrow's
+filesystems).
+
+An S3 Inventory report is `…/<source-bucket>/<config-id>/YYYY-MM-DDTHH-MMZ/manifest.json`
+(`sourceBucket`, `creationTimestamp` in ms, `fileFormat`, `fileSchema`, `files[].key`) with
+its data files under `…/<config-id>/data/`: gzipped headerless CSV whose columns are the
+`fileSchema` names and whose keys are URL-encoded, or Parquet (snake_case columns). ORC is
+refused. Each report is one snapshot dated by its `creationTimestamp` (else its folder's
+date), so daily inventories give daily snapshots. `path` is one manifest.json, or the
+configuration folder holding the dated reports: only the reports dated in (or a day around)
+the month are opened. Delete markers and non-current versions are left out: a checkpoint's
+storage is its current object.
+
+Each file is read vectorized, or row by row when the vectorized reader is in doubt
+(`checkpoints.month_batches`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, unquote_plus
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from cost_pipeline.ingest.sources import SourceError, s3
+from cost_pipeline.ingest.sources.listing_arrow import (
+    PY_WHITESPACE,
+    NotClean,
+    arrow_times,
+    every,
+    inventory_csv_batches,
+    listing_batch,
+    month_batches,
+    some,
+)
+from cost_pipeline.ingest.sources.listing_rows import read_inventory_csv
+from cost_pipeline.ingest.sources.runs_file import parse_time
+from cost_pipeline.months import month_bounds
+
+DATED_FOLDER = re.compile(r"^(\d{4}-\d{2}-\d{2})T\d{2}-\d{2}Z$")
+PARQUET_COLUMNS = {"bucket": "bucket", "key": "key", "size": "size",
+                   "last_modified": "last_modified_date", "is_latest": "is_latest",
+                   "is_delete_marker": "is_delete_marker"}
+# the types AWS writes: others convert otherwise row by row (a float size truncates)
+PARQUET_TYPES = {
+    "bucket": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    "key": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    "size": pa.types.is_integer, "is_latest": pa.types.is_boolean,
+    "is_delete_marker": pa.types.is_boolean,
+    "last_modified": lambda t: pa.types.is_timestamp(t) and t.unit in ("s", "ms", "us"),
+}
+# epoch microseconds a day inside `datetime`'s range
+DATETIME_MICROS = (-62135510400_000_000, 253402128000_000_000)
+CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
+               "last_modified": "LastModifiedDate", "is_latest": "IsLatest",
+               "is_delete_marker": "IsDeleteMarker"}
+
+
+def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
+                   endpoint_url: str | None = None, region: str | None = None, *,
+                   vectorized: bool = True) -> Iterator[pa.RecordBatch]:
+    """The objects of an `inventory` entry in `month`'s snapshot(s) (LISTING_SCHEMA);
+    `vectorized=False` reads every file row by row."""
+    if s3.is_s3(path):
+        fs: pafs.FileSystem = s3.filesystem(endpoint_url, region)
+        base, show = s3.S3Uri.parse(path).path, s3.uri_of
+    else:
+        fs, base, show = pafs.LocalFileSystem(), path, str
+    inventory = _Inventory(fs, show, source, month, vectorized)
+    try:
+        kind = inventory.info(base).type
+        if kind == pafs.FileType.NotFound:
+            raise SourceError(source, show(base), "inventory not found")
+        if kind == pafs.FileType.File and not base.endswith("manifest.json"):
+            yield from inventory.plain_csv(base, bucket)
+            return
+        for manifest in inventory.manifests(base, month, kind == pafs.FileType.File):
+            yield from inventory.report(manifest, month)
+    finally:
+        inventory.close()
+
+
+class _Inventory:
+    def __init__(self, fs: pafs.FileSystem, show, source: str, month: date,
+                 vectorized: bool = True):
+        self.fs, self.show, self.source, self.vectorized = fs, show, source, vectorized
+        self.month, self.month_end = month, month_bounds(month)[1]
+        self._duckdb: duckdb.DuckDBPyConnection | None = None
+
+    def close(self) -> None:
+        if self._duckdb is not None:
+            self._duckdb.close()
+            self._duckdb = None
+
+    def info(self, path: str) -> pafs.FileInfo:
+        try:
+            return self.fs.get_file_info(path)
+        except OSError as exc:
+            raise s3.source_error(self.source, self.show(path), exc) from None
+
+    def _batches(self, fast, rows) -> Iterator[pa.RecordBatch]:
+        return month_batches(fast if self.vectorized else None, rows, self.month,
+                             self.month_end)
+
+    def plain_csv(self, path: str, bucket: str | None) -> Iterator[pa.RecordBatch]:
+        return self._batches(partial(inventory_csv_batches, self.fs, path, bucket),
+                             partial(self._plain_csv_rows, path, bucket))
+
+    def _plain_csv_rows(self, path: str, bucket: str | None) -> Iterator[dict[str, Any]]:
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            yield from read_inventory_csv(Path(path), self.source, bucket)
+            return
+        try:
+            raw = self.fs.open_input_stream(path)
+        except OSError as exc:
+            raise s3.source_error(self.source, self.show(path), exc) from None
+        with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as handle:
+            yield from read_inventory_csv(self.show(path), self.source, bucket, handle)
+
+    def manifests(self, base: str, month: date, single: bool) -> list[str]:
+        """The manifest(s) to read: the one named, or those of the dated report folders
+        near `month` (folders of other months are not opened)."""
+        if single:
+            return [base]
+        if self.info(f"{base}/manifest.json").is_file:
+            return [f"{base}/manifest.json"]
+        try:
+            folders = self.fs.get_file_info(pafs.FileSelector(base, recursive=False))
+        except OSError as exc:
+            raise s3.source_error(self.source, self.show(base), exc) from None
+        start = month - timedelta(days=1)
+        end = (month.replace(day=28) + timedelta(days=5)).replace(day=1) + timedelta(days=1)
+        wanted = []
+        for folder in folders:
+            dated = DATED_FOLDER.match(folder.base_name)
+            if dated and start <= date.fromisoformat(dated.group(1)) <= end:
+                wanted.append(f"{folder.path}/manifest.json")
+        if not wanted and not any(DATED_FOLDER.match(f.base_name) for f in folders):
+            raise SourceError(self.source, self.show(base), "no S3 Inventory report here: "
+                              "expected YYYY-MM-DDTHH-MMZ/manifest.json folders, a "
+                              "manifest.json or a CSV")
+        return sorted(wanted)
+
+    def report(self, manifest: str, month: date) -> Iterator[pa.RecordBatch]:
+        where = self.show(manifest)
+        try:
+            with self.fs.open_input_stream(manifest) as stream:
+                doc = json.loads(stream.read().decode("utf-8"))
+        except FileNotFoundError:
+            return  # a report still being written has no manifest yet
+        except OSError as exc:
+            raise s3.source_error(self.source, where, exc) from None
+        except ValueError as exc:
+            raise SourceError(self.source, where, f"unreadable manifest: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
+            raise SourceError(self.source, where, "not an S3 Inventory manifest (no files list)")
+        snapshot = _snapshot_date(doc, manifest, self.source, where)
+        if (snapshot.year, snapshot.month) != (month.year, month.month):
+            return
+        file_format = str(doc.get("fileFormat", "")).upper()
+        if file_format not in ("CSV", "PARQUET"):
+            raise SourceError(self.source, where, f"fileFormat {doc.get('fileFormat')!r} is not "
+                              "read: configure the S3 Inventory report as CSV or Parquet")
+        bucket = doc.get("sourceBucket")
+        config_folder = manifest.rsplit("/", 2)[0]
+        for entry in doc["files"]:
+            key = entry.get("key", "") if isinstance(entry, dict) else str(entry)
+            data = _data_path(config_folder, key)
+            if file_format == "CSV":
+                fast = partial(self._csv_batches, data, doc, bucket, snapshot)
+                rows = partial(self._csv_rows, data, doc)
+            else:
+                fast = partial(self._parquet_batches, data, bucket, snapshot)
+                rows = partial(self._parquet_rows, data)
+            yield from self._batches(fast, partial(self._objects, rows, data, bucket, snapshot))
+
+    def _objects(self, rows, data: str, bucket: str | None,
+                 snapshot: date) -> Iterator[dict[str, Any]]:
+        for line, row in rows():
+            obj = _object(row, bucket, snapshot, self.source, f"{self.show(data)} row {line}")
+            if obj is not None:
+                yield obj
+
+    @contextmanager
+    def _open_csv(self, path: str, doc: dict) -> Iterator[tuple[dict[str, int], Any]]:
+        """The report's columns wanted (field → index), and a CSV reader of its text."""
+        names = [n.strip() for n in str(doc.get("fileSchema", "")).split(",")]
+        wanted = {field: names.index(column) for field, column in CSV_COLUMNS.items()
+                  if column in names}
+        columns = [f"c{i}" for i in range(len(names))]
+        with self.fs.open_input_stream(path, compression="gzip"
+                                       if path.endswith(".gz") else None) as raw:
+            yield wanted, pacsv.open_csv(
+                raw, read_options=pacsv.ReadOptions(column_names=columns),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=dict.fromkeys(columns, "string"), strings_can_be_null=False))
+
+    def _csv_rows(self, path: str, doc: dict) -> Iterator[tuple[int, dict]]:
+        names = [n.strip() for n in str(doc.get("fileSchema", "")).split(",")]
+        if "Key" not in names or "Size" not in names:
+            raise SourceError(self.source, self.show(path), "fileSchema lacks Key or Size: "
+                              "add Size and LastModifiedDate to the inventory's fields")
+        try:
+            with self._open_csv(path, doc) as (wanted, reader):
+                line = 0
+                for batch in reader:
+                    values = {f: batch.column(i).to_pylist() for f, i in wanted.items()}
+                    for n in range(batch.num_rows):
+                        line += 1
+                        row = {f: values[f][n] for f in wanted}
+                        row["key"] = unquote_plus(row["key"])
+                        yield line, row
+        except OSError as exc:
+            raise s3.source_error(self.source, self.show(path), exc) from None
+        except Exception as exc:  # pyarrow's CSV errors: wrong column count, bad gzip …
+            raise SourceError(self.source, self.show(path),
+                              f"unreadable: {str(exc).splitlines()[0]}") from None
+
+    def _csv_batches(self, path: str, doc: dict, bucket: str | None,
+                     snapshot: date) -> Iterator[pa.RecordBatch]:
+        """`_csv_rows` → `_object`, vectorized."""
+        if not {"Key", "Size"} <= {n.strip() for n in str(doc.get("fileSchema", "")).split(",")}:
+            raise NotClean
+        try:
+            with self._open_csv(path, doc) as (wanted, reader):
+                for batch in reader:
+                    text = {f: batch.column(i) for f, i in wanted.items()}
+                    text = _current(text, _csv_flag(text.get("is_delete_marker")),
+                                    _csv_flag(text.get("is_latest")))
+                    size = text["size"]
+                    if not every(pc.match_substring_regex(size, r"^[0-9]{0,18}$")):
+                        raise NotClean
+                    stamps = text.get("last_modified")
+                    yield listing_batch(
+                        text.get("bucket"), bucket, self._url_decode(text["key"]),
+                        pc.cast(pc.if_else(pc.equal(size, ""), "0", size), pa.int64()),
+                        None if stamps is None else arrow_times(
+                            pc.utf8_trim(stamps, characters=PY_WHITESPACE)),
+                        snapshot)
+        except (pa.ArrowException, OSError):
+            raise NotClean from None
+
+    def _url_decode(self, keys: pa.Array) -> pa.Array:
+        """`unquote_plus` of every key: DuckDB's `url_decode` leaves malformed escapes as they
+        are, as `unquote` does, and fails where the bytes are not UTF-8 (where `unquote`
+        puts U+FFFD): those keys are decoded by `unquote` itself."""
+        keys = pc.replace_substring(keys, "+", " ")
+        escaped = pc.match_substring(keys, "%")
+        if not some(escaped):
+            return keys
+        encoded = keys.filter(escaped)
+        if self._duckdb is None:
+            self._duckdb = duckdb.connect(config={"memory_limit": "256MB"})
+            self._duckdb.execute("SET TimeZone = 'UTC'")
+        try:
+            self._duckdb.register("encoded_keys", pa.table({"key": encoded}))
+            decoded = self._duckdb.sql("SELECT url_decode(key) FROM encoded_keys")
+            decoded = decoded.to_arrow_table().column(0).combine_chunks().cast(pa.string())
+        except duckdb.Error:
+            decoded = pa.array([unquote(k) for k in encoded.to_pylist()], pa.string())
+        finally:
+            self._duckdb.unregister("encoded_keys")
+        return pc.replace_with_mask(keys, escaped, decoded)
+
+    def _parquet_rows(self, path: str) -> Iterator[tuple[int, dict]]:
+        try:
+            with self.fs.open_input_file(path) as raw:
+                parquet = pq.ParquetFile(raw)
+                names = set(parquet.schema_arrow.names)
+                wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}
+                if "key" not in wanted or "size" not in wanted:
+                    raise SourceError(self.source, self.show(path), "no key or size column")
+                line = 0
+                for batch in parquet.iter_batches(columns=list(wanted.values())):
+                    values = {f: batch.column(c).to_pylist() for f, c in wanted.items()}
+                    for n in range(batch.num_rows):
+                        line += 1
+                        yield line, {f: values[f][n] for f in wanted}
+        except OSError as exc:
+            raise s3.source_error(self.source, self.show(path), exc) from None
+
+    def _parquet_batches(self, path: str, bucket: str | None,
+                         snapshot: date) -> Iterator[pa.RecordBatch]:
+        """`_parquet_rows` → `_object`, vectorized, for the column types AWS writes."""
+        try:
+            with self.fs.open_input_file(path) as raw:
+                parquet = pq.ParquetFile(raw)
+                names = set(parquet.schema_arrow.names)
+                wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}
+                if "key" not in wanted or "size" not in wanted:
+                    raise NotClean
+                for batch in parquet.iter_batches(columns=list(wanted.values())):
+                    yield _parquet_objects({f: batch.column(c) for f, c in wanted.items()},
+                                           bucket, snapshot)
+        except (pa.ArrowException, OSError):
+            raise NotClean from None
+
+
+def _data_path(config_folder: str, key: str) -> str:
+    """A data file's key (in the destination bucket) mapped onto the folder read: AWS writes
+    them under `<config-id>/data/`, next to the dated report folders."""
+    at = key.rfind("data/")
+    return f"{config_folder}/{key[at:] if at >= 0 else key.rsplit('/', 1)[-1]}"
+
+
+def _snapshot_date(doc: dict, manifest: str, source: str, where: str) -> date:
+    stamp = doc.get("creationTimestamp")
+    if stamp not in (None, ""):
+        try:
+            return datetime.fromtimestamp(int(stamp) / 1000, UTC).date()
+        except (TypeError, ValueError, OverflowError):
+            raise SourceError(source, where, f"creationTimestamp {stamp!r} is not epoch "
+                              "milliseconds") from None
+    dated = DATED_FOLDER.match(manifest.rsplit("/", 2)[-2])
+    if not dated:
+        raise SourceError(source, where, "no creationTimestamp and no dated folder: the "
+                          "report's date is unknown")
+    return date.fromisoformat(dated.group(1))
+
+
+def _truthy(value: Any) -> bool | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
+
+def _object(row: dict, bucket: str | None, snapshot: date, source: str,
+            where: str) -> dict[str, Any] | None:
+    if _truthy(row.get("is_delete_marker")) or _truthy(row.get("is_latest")) is False:
+        return None
+    size = row.get("size")
+    try:
+        size = int(size) if size not in (None, "") else 0
+    except ValueError:
+        raise SourceError(source, where, f"Size: {size!r} is not a whole number") from None
+    if not 0 <= size < 2**63:
+        raise SourceError(source, where, f"Size: {size} is not a byte count (0 to 2^63 - 1)")
+    try:
+        modified = parse_time(row.get("last_modified"))
+    except (TypeError, ValueError, OverflowError):
+        raise SourceError(source, where, f"LastModifiedDate: {row.get('last_modified')!r} "
+                          "is not a timestamp") from None
+    name = row.get("bucket") or bucket
+    if not name or not row.get("key"):
+        raise SourceError(source, where, "bucket or key empty")
+    return {"bucket": name, "key": row["key"], "size": size, "last_modified": modified,
+            "snapshot_date": snapshot}
+
+
+def _csv_flag(values: pa.Array | None) -> pa.Array | None:
+    """`_truthy` of CSV text: null where blank, else whether it says true."""
+    if values is None:
+        return None
+    said = pc.equal(pc.ascii_lower(pc.utf8_trim(values, characters=PY_WHITESPACE)), "true")
+    return pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.bool_()), said)
+
+
+def _current(columns: dict[str, pa.Array], delete_marker: pa.Array | None,
+             latest: pa.Array | None) -> dict[str, pa.Array]:
+    """The rows `_object` keeps: no delete marker, no version known to be non-current."""
+    dropped = [pc.fill_null(delete_marker, False)] if delete_marker is not None else []
+    if latest is not None:
+        dropped.append(pc.invert(pc.fill_null(latest, True)))
+    if not dropped:
+        return columns
+    kept = pc.invert(dropped[0] if len(dropped) == 1 else pc.or_(*dropped))
+    return {f: v.filter(kept) for f, v in columns.items()}
+
+
+def _parquet_objects(columns: dict[str, pa.Array], bucket: str | None,
+                     snapshot: date) -> pa.RecordBatch:
+    if not all(PARQUET_TYPES[f](v.type) for f, v in columns.items()):
+        raise NotClean
+    columns = _current(columns, columns.get("is_delete_marker"), columns.get("is_latest"))
+    stamps = columns.get("last_modified")
+    if stamps is not None:
+        # the instant, as the row reader's aware datetimes turned to naive UTC have it
+        stamps = pc.cast(stamps.view(pa.timestamp(stamps.type.unit)), pa.timestamp("us"))
+        low, high = pc.min_max(stamps.view(pa.int64())).values()
+        if low.is_valid and not (DATETIME_MICROS[0] <= low.as_py()
+                                 and high.as_py() <= DATETIME_MICROS[1]):
+            raise NotClean  # near or beyond what `datetime` holds
+    names = columns.get("bucket")
+    return listing_batch(None if names is None else names.cast(pa.string()), bucket,
+                         columns["key"].cast(pa.string()),
+                         pc.fill_null(pc.cast(columns["size"], pa.int64()), 0), stamps,
+                         snapshot)

@@ -1,0 +1,255 @@
+"""An MLflow tracking server or store → tracker run rows (SPEC §4).
+
+Runs come from a tracking URI (`http(s)://…` server or `sqlite:///…` store), from every
+experiment or the named ones, paged through `search_runs` with deleted runs included (their
+compute still happened). Run info gives status, times and the lifecycle stage; tags give the
+section 4 columns under configurable names (`tags:` maps a column to its MLflow tag, the
+default tag is the column's own name); `mlflow.parentRunId` gives the parent. Each run goes
+through `runs_file.normalize_run`, so an MLflow run is validated like a runs-file record.
+
+`run_id` is MLflow's run id unless `tags: {run_id: …}` names a tag that carries the id the
+rest of the company uses (e.g. `mlflow.runName`); parents are then named the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources.runs_file import RUN_COLUMNS, normalize_run
+
+# MLflow phones home and retries a dead server for minutes by default; this reader retries
+# on its own schedule below, so MLflow's own HTTP retries are kept short (users may override).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
+
+PAGE_SIZE = 1000                       # runs per search_runs call (MLflow allows up to 50,000)
+RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)   # seconds before each retry of a call
+PARENT_TAG = "mlflow.parentRunId"
+RUN_NAME_TAG = "mlflow.runName"
+# columns that come from run tags; status, times, experiment and `deleted` come from run info
+TAG_COLUMNS = (
+    "run_id", "model", "purpose", "search_id", "seed", "config_id", "resource_ids", "gpus",
+    "region", "dataset", "dataset_region", "input_hash", "transform_version", "metric_name",
+    "keep", "parent_run_id", "team",
+)
+# params that vary between the seeds of one configuration: left out of the config hash
+SEED_PARAMS = frozenset({"seed", "random_seed", "random_state"})
+GPU_UTILIZATION = re.compile(r"^system/gpu_\d+_utilization_percentage$")
+_TRANSIENT = re.compile(
+    r"Max retries exceeded|Connection refused|Failed to establish|Connection ?(aborted|reset)"
+    r"|RemoteDisconnected|timed out|timeout|too many 5\d\d|\b50[0-4]\b|Service Unavailable"
+    r"|Bad Gateway|database is locked", re.IGNORECASE)
+_TRANSIENT_CODES = {"TEMPORARILY_UNAVAILABLE", "SERVICE_UNDER_MAINTENANCE",
+                    "REQUEST_LIMIT_EXCEEDED"}
+
+T = TypeVar("T")
+
+
+def resolve_tracking_uri(uri: str, base_dir: Path) -> str:
+    """A relative `sqlite:///path` made absolute against the config file's folder."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str((base_dir / uri[len("sqlite:///"):]).resolve())
+    return uri
+
+
+def tag_names(overrides: dict[str, str], source: str) -> dict[str, str]:
+    """Column → MLflow tag name: the config's renames over the defaults."""
+    unknown = sorted(set(overrides) - set(TAG_COLUMNS))
+    if unknown:
+        raise SourceError(source, "tags", f"unknown column(s) {', '.join(unknown)}; expected "
+                          f"some of {', '.join(TAG_COLUMNS)}")
+    names = {column: column for column in TAG_COLUMNS}
+    names["parent_run_id"] = PARENT_TAG
+    names.update(overrides)
+    return names
+
+
+def is_transient(exc: Exception) -> bool:
+    code = getattr(exc, "error_code", None)
+    if code in _TRANSIENT_CODES:
+        return True
+    text = f"{type(exc).__name__}: {exc}"
+    return bool(_TRANSIENT.search(text))
+
+
+def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str) -> T:
+    """`call()`, retried with backoff on connection errors and 5xx answers; anything else,
+    or the last failure, becomes a SourceError naming the tracking URI."""
+    for attempt in range(len(RETRY_DELAYS) + 1):
+        try:
+            return call()
+        except SourceError:
+            raise
+        except Exception as exc:  # MLflow, requests and SQLAlchemy errors alike
+            transient = is_transient(exc)
+            if transient and attempt < len(RETRY_DELAYS):
+                logging.getLogger(__name__).warning(
+                    f"{source}: {what} at {uri} failed ({_first_line(exc)}); "
+                    f"retrying in {RETRY_DELAYS[attempt]:g} s")
+                time.sleep(RETRY_DELAYS[attempt])
+                continue
+            reason = (f"unreachable after {attempt + 1} attempt(s)" if transient
+                      else "request failed")
+            raise SourceError(source, uri, f"{what}: {reason}: {_first_line(exc)}") from None
+    raise AssertionError("unreachable")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def _client(uri: str, source: str):
+    from mlflow import MlflowClient  # heavy import: only when an mlflow tracker is configured
+
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        # MLflow would silently create an empty store at a mistyped path
+        if not path.is_file():
+            raise SourceError(source, uri, "no MLflow sqlite store at this path")
+    return MlflowClient(tracking_uri=uri)
+
+
+def _experiments(client, names: list[str] | None, source: str, uri: str) -> dict[str, str]:
+    """experiment id → name: the named experiments, else every one (deleted ones too: their
+    runs' compute was billed all the same)."""
+    from mlflow.entities import ViewType
+
+    if names:
+        found: dict[str, str] = {}
+        for name in names:
+            experiment = call_with_retries(lambda n=name: client.get_experiment_by_name(n),
+                                           source, uri, f"experiment {name!r}")
+            if experiment is None:
+                raise SourceError(source, uri, f"experiment {name!r} not found")
+            found[experiment.experiment_id] = experiment.name
+        return found
+    found, token = {}, None
+    while True:
+        page = call_with_retries(
+            lambda t=token: client.search_experiments(view_type=ViewType.ALL, max_results=1000,
+                                                      page_token=t),
+            source, uri, "search_experiments")
+        found.update((e.experiment_id, e.name) for e in page)
+        token = page.token
+        if not token:
+            return found
+
+
+def search_all_runs(client, experiment_ids: list[str], source: str, uri: str,
+                    page_size: int = PAGE_SIZE) -> Iterator[list]:
+    """Every run of the experiments, active and deleted, one page at a time."""
+    from mlflow.entities import ViewType
+
+    for experiment_id in experiment_ids:
+        token = None
+        while True:
+            page = call_with_retries(
+                lambda t=token, e=experiment_id: client.search_runs(
+                    [e], run_view_type=ViewType.ALL, max_results=page_size, page_token=t),
+                source, uri, f"search_runs (experiment {experiment_id})")
+            yield list(page)
+            token = page.token
+            if not token:
+                break
+
+
+def params_hash(params: dict[str, str]) -> str | None:
+    """A stable id of a hyperparameter configuration: the params without the seed."""
+    config = {k: v for k, v in params.items() if k.lower() not in SEED_PARAMS}
+    if not config:
+        return None
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+    return "params:" + digest[:16]
+
+
+def _gpu_utilization(client, run, source: str, uri: str) -> float | None:
+    """Mean of the run's `system/gpu_N_utilization_percentage` histories, over all GPUs."""
+    keys = sorted(k for k in run.data.metrics if GPU_UTILIZATION.match(k))
+    values: list[float] = []
+    for key in keys:
+        history = call_with_retries(
+            lambda k=key: client.get_metric_history(run.info.run_id, k),
+            source, uri, f"metric history {key} of run {run.info.run_id}")
+        values.extend(m.value for m in history)
+    return sum(values) / len(values) if values else None
+
+
+def raw_run(run, experiment: str, tags_of: dict[str, str], metric: str | None,
+            gpu_utilization: float | None) -> dict[str, Any]:
+    """An MLflow run → a runs-file-shaped record (before normalization)."""
+    tags = dict(run.data.tags)
+    if run.info.run_name and RUN_NAME_TAG not in tags:
+        tags[RUN_NAME_TAG] = run.info.run_name
+    raw: dict[str, Any] = {column: tags.get(tag) for column, tag in tags_of.items()}
+    raw["run_id"] = raw["run_id"] or run.info.run_id
+    raw["experiment"] = experiment
+    raw["status"] = run.info.status
+    raw["start_time"] = run.info.start_time
+    raw["end_time"] = run.info.end_time
+    raw["deleted"] = run.info.lifecycle_stage == "deleted"
+    if not raw["seed"]:
+        raw["seed"] = next((v for k, v in run.data.params.items() if k.lower() == "seed"), None)
+    raw["config_id"] = raw["config_id"] or params_hash(dict(run.data.params))
+    metric_name = metric or raw["metric_name"]
+    raw["metric_name"] = metric_name
+    raw["metric_value"] = run.data.metrics.get(metric_name) if metric_name else None
+    raw["gpu_utilization"] = gpu_utilization
+    return raw
+
+
+def read_mlflow_runs(
+    tracking_uri: str,
+    source: str,
+    experiments: list[str] | None = None,
+    metric: str | None = None,
+    tags: dict[str, str] | None = None,
+    page_size: int = PAGE_SIZE,
+    log: logging.Logger | None = None,
+) -> list[dict[str, Any]]:
+    """Every run the tracking URI knows (of the named experiments) as `tracker_runs` rows."""
+    log = log or logging.getLogger(__name__)
+    tags_of = tag_names(tags or {}, source)
+    client = call_with_retries(lambda: _client(tracking_uri, source), source, tracking_uri,
+                               "connect")
+    names = _experiments(client, experiments, source, tracking_uri)
+    mlflow_runs, pages = [], 0
+    for page in search_all_runs(client, list(names), source, tracking_uri, page_size):
+        pages += 1
+        mlflow_runs.extend(page)
+    # a parent is named like its children name runs (MLflow id → the chosen run_id)
+    raws = []
+    for run in mlflow_runs:
+        utilization = _gpu_utilization(client, run, source, tracking_uri)
+        raws.append(raw_run(run, names[run.info.experiment_id], tags_of, metric, utilization))
+    chosen = {run.info.run_id: raw["run_id"] for run, raw in zip(mlflow_runs, raws, strict=True)}
+    rows: dict[str, dict[str, Any]] = {}
+    for run, raw in zip(mlflow_runs, raws, strict=True):
+        if raw["parent_run_id"] in chosen and tags_of["parent_run_id"] == PARENT_TAG:
+            raw["parent_run_id"] = chosen[raw["parent_run_id"]]
+        where = f"{tracking_uri} run {run.info.run_id}"
+        if raw["start_time"] is None:
+            log.warning(f"{source}: {where} never started (no start time): skipped")
+            continue
+        try:
+            row = normalize_run(raw, source)
+        except ValueError as exc:
+            raise SourceError(source, where, str(exc)) from None
+        if row["run_id"] in rows:
+            raise SourceError(source, where, f"run_id {row['run_id']!r} (tag "
+                              f"{tags_of['run_id']!r}) is shared by more than one run")
+        rows[row["run_id"]] = row
+    log.info(f"{source}: {len(rows)} run(s) of {len(names)} experiment(s) from {tracking_uri} "
+             f"in {pages} page(s)")
+    assert all(set(r) == set(RUN_COLUMNS) for r in rows.values())
+    return list(rows.values())

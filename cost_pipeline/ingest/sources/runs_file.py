@@ -1,0 +1,284 @@
+"""A runs file (CSV, parquet or JSONL; W&B exports, in-house trackers) → tracker run rows.
+
+Only `run_id`, `status` and `start_time` are required. Timestamps with offsets are converted
+to UTC; naive ones are read as UTC. Every problem names the file, the row and the field.
+
+This is the record-by-record reader: it knows every rule and words every error.
+`runs_file_sql.read_runs_table` is the fast way in, and falls back to it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cost_pipeline.ingest.sources import SourceError
+
+REQUIRED = ("run_id", "status", "start_time")
+STATUSES = {"RUNNING", "FINISHED", "FAILED", "KILLED", "SCHEDULED"}
+PURPOSES = {"production", "search", "preprocess", "eval", "adhoc"}
+RUN_COLUMNS = (
+    "run_id", "source", "experiment", "model", "purpose", "search_id", "seed", "config_id",
+    "status", "start_time", "end_time", "resource_ids", "gpus", "region", "dataset",
+    "dataset_region", "input_hash", "transform_version", "metric_name", "metric_value",
+    "keep", "deleted", "parent_run_id", "team", "gpu_utilization",
+)
+RUN_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("source", pa.string()), ("experiment", pa.string()),
+    ("model", pa.string()), ("purpose", pa.string()), ("search_id", pa.string()),
+    ("seed", pa.string()), ("config_id", pa.string()), ("status", pa.string()),
+    ("start_time", pa.timestamp("us")), ("end_time", pa.timestamp("us")),
+    ("resource_ids", pa.list_(pa.string())), ("gpus", pa.int32()), ("region", pa.string()),
+    ("dataset", pa.string()), ("dataset_region", pa.string()), ("input_hash", pa.string()),
+    ("transform_version", pa.string()), ("metric_name", pa.string()),
+    ("metric_value", pa.float64()), ("keep", pa.bool_()), ("deleted", pa.bool_()),
+    ("parent_run_id", pa.string()), ("team", pa.string()), ("gpu_utilization", pa.float64()),
+])
+assert tuple(RUN_SCHEMA.names) == RUN_COLUMNS
+TRUE_WORDS = {"true", "1", "yes", "y", "t"}
+FALSE_WORDS = {"false", "0", "no", "n", "f", ""}
+
+
+Record = tuple[str, dict[str, Any]]  # (where in the file, the raw record)
+
+
+def _decode(path: Path, source: str) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SourceError(source, str(path), "file not found") from None
+    except OSError as exc:
+        raise SourceError(source, str(path), f"unreadable: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SourceError(source, f"{path} line {line}",
+                          f"not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})") from None
+
+
+def _csv_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    """A CSV's records; `row N` is the line of the file the record starts on (the header is
+    row 1), as a spreadsheet numbers it."""
+    reader = csv.reader(io.StringIO(_decode(path, source), newline=""))
+    records: list[Record] = []
+    try:
+        header = [h.strip().lower() for h in next(reader, [])]
+        while True:
+            first_line = reader.line_num + 1
+            row = next(reader, None)
+            if row is None:
+                break
+            if not any(cell.strip() for cell in row):
+                continue
+            where = f"row {first_line}"
+            if len(row) > len(header) and any(cell.strip() for cell in row[len(header):]):
+                raise SourceError(source, f"{path} {where}",
+                                  f"{len(row)} fields, the header has {len(header)}")
+            records.append((where, dict(zip(header, row, strict=False))))
+    except csv.Error as exc:
+        raise SourceError(source, f"{path} row {reader.line_num}", f"bad CSV: {exc}") from None
+    return header, records
+
+
+def _json_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    text = _decode(path, source)
+    records: list[Record] = []
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise SourceError(source, str(path), f"bad JSON: {exc}") from None
+        located = [(f"row {i}", item) for i, item in enumerate(items, start=1)]
+    else:
+        located = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                located.append((f"line {number}", json.loads(line)))
+            except ValueError as exc:
+                raise SourceError(source, f"{path} line {number}", f"bad JSON: {exc}") from None
+    columns: dict[str, None] = {}
+    for where, item in located:
+        if not isinstance(item, dict):
+            raise SourceError(source, f"{path} {where}", "expected a JSON object per run")
+        columns.update(dict.fromkeys(item))
+        records.append((where, item))
+    return list(columns), records
+
+
+def _parquet_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise SourceError(source, str(path), "file not found") from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise SourceError(source, str(path), f"unreadable: {str(exc).splitlines()[0]}") from None
+    return table.column_names, [(f"row {i}", r) for i, r in enumerate(table.to_pylist(), 1)]
+
+
+def read_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+    """The file's column names and its records, each with its place in the file."""
+    suffix = "".join(path.suffixes[-2:]).lower()
+    if suffix.endswith(".parquet"):
+        return _parquet_records(path, source)
+    if suffix.endswith((".jsonl", ".ndjson", ".json")):
+        return _json_records(path, source)
+    return _csv_records(path, source)
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _text(value: Any) -> str | None:
+    if value is None or _is_nan(value):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = str(value).strip()
+    return text or None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """ISO 8601 (offsets and `Z` honoured, naive = UTC) or epoch seconds/ms → naive UTC."""
+    if value is None or _is_nan(value) or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a timestamp")
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, int | float) or re.fullmatch(r"\d{9,14}(\.\d+)?", str(value).strip()):
+        number = float(value)
+        moment = datetime.fromtimestamp(number / 1000 if number > 1e11 else number, UTC)
+    else:
+        moment = datetime.fromisoformat(str(value).strip().replace(" UTC", "+00:00"))
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def _resource_ids(value: Any) -> list[str]:
+    if value is None or _is_nan(value):
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v).strip() for v in value if v is not None and str(v).strip()]
+    text = str(value).strip()
+    if text.startswith("["):
+        try:
+            return _resource_ids(json.loads(text))
+        except ValueError:
+            text = text.strip("[]")
+    return [part for part in (p.strip().strip("'\"") for p in re.split(r"[,;|\s]+", text)) if part]
+
+
+def _bool(value: Any, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = (_text(value) or "").lower()
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    raise ValueError(f"{field}: {value!r} is not true/false")
+
+
+def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    """One record of a tracker → a `tracker_runs` row (raises ValueError naming the field)."""
+    run: dict[str, Any] = {c: None for c in RUN_COLUMNS}
+    for column in ("run_id", "experiment", "model", "search_id", "seed", "config_id", "region",
+                   "dataset", "dataset_region", "input_hash", "transform_version", "metric_name",
+                   "parent_run_id", "team"):
+        run[column] = _text(raw.get(column))
+    if not run["run_id"]:
+        raise ValueError("run_id: empty")
+    run["source"] = _text(raw.get("source")) or source
+    status = (_text(raw.get("status")) or "").upper()
+    if status not in STATUSES:
+        raise ValueError(f"status: {raw.get('status')!r} is not one of RUNNING, FINISHED, "
+                         "FAILED, KILLED")
+    run["status"] = "RUNNING" if status == "SCHEDULED" else status
+    purpose = (_text(raw.get("purpose")) or "").lower() or None
+    if purpose is not None and purpose not in PURPOSES:
+        raise ValueError(f"purpose: {raw.get('purpose')!r} is not one of "
+                         f"{', '.join(sorted(PURPOSES))}")
+    run["purpose"] = purpose or ("search" if run["search_id"] else None)
+    for column in ("start_time", "end_time"):
+        try:
+            run[column] = parse_time(raw.get(column))
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{column}: {raw.get(column)!r} is not a timestamp") from None
+    if run["start_time"] is None:
+        raise ValueError("start_time: empty")
+    if run["end_time"] is not None and run["end_time"] < run["start_time"]:
+        raise ValueError(f"end_time: {run['end_time']:%Y-%m-%dT%H:%M:%S} is before start_time "
+                         f"{run['start_time']:%Y-%m-%dT%H:%M:%S}")
+    run["resource_ids"] = _resource_ids(raw.get("resource_ids"))
+    gpus = _text(raw.get("gpus"))
+    try:
+        number = None if gpus is None else float(gpus)
+    except ValueError:
+        number = math.nan
+    if number is not None and not number.is_integer():
+        raise ValueError(f"gpus: {gpus!r} is not a whole number")
+    run["gpus"] = None if number is None else int(number)
+    if run["gpus"] is not None and run["gpus"] < 0:
+        raise ValueError(f"gpus: {gpus!r} is negative")
+    metric = _text(raw.get("metric_value"))
+    try:
+        run["metric_value"] = None if metric is None else float(metric)
+    except ValueError:
+        raise ValueError(f"metric_value: {metric!r} is not a number") from None
+    utilization = _text(raw.get("gpu_utilization"))   # mean GPU utilization, percent
+    try:
+        run["gpu_utilization"] = None if utilization is None else float(utilization)
+    except ValueError:
+        raise ValueError(f"gpu_utilization: {utilization!r} is not a number") from None
+    if run["gpu_utilization"] is not None and not 0 <= run["gpu_utilization"] <= 100:
+        raise ValueError(f"gpu_utilization: {utilization!r} is not a percentage (0-100)")
+    run["keep"] = _bool(raw.get("keep"), "keep")
+    run["deleted"] = _bool(raw.get("deleted"), "deleted")
+    _check_unicode(run)
+    return run
+
+
+def _check_unicode(run: dict[str, Any]) -> None:
+    """Text the warehouse can store: a JSON `\\udcff` escape decodes to a lone surrogate,
+    which no UTF-8 column (nor Arrow) accepts."""
+    for column, value in run.items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ValueError(f"{column}: {text!r} is not valid Unicode text (character "
+                                     f"{exc.start + 1} is a lone surrogate)") from None
+
+
+def read_runs(path: Path, source: str) -> list[dict[str, Any]]:
+    columns, records = read_records(path, source)
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing and (records or not path.suffix.lower().endswith(("json", "jsonl", "ndjson"))):
+        raise SourceError(source, str(path), f"missing required column(s) {', '.join(missing)}")
+    runs: dict[str, dict[str, Any]] = {}
+    for where, raw in records:
+        try:
+            run = normalize_run(raw, source)
+        except ValueError as exc:
+            raise SourceError(source, f"{path} {where}", str(exc)) from None
+        previous = runs.get(run["run_id"])
+        if previous is not None and previous != run:
+            raise SourceError(source, f"{path} {where}",
+                              f"run_id {run['run_id']!r} appears twice with different values")
+        runs[run["run_id"]] = run
+    return list(runs.values())

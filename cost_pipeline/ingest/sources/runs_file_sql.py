@@ -1,0 +1,310 @@
+"""The fast way into a runs file: a CSV or parquet file normalized by DuckDB SQL that accepts
+only values whose meaning it can prove equal to `runs_file.normalize_run`'s; a file with any
+other value goes through `normalize_run` record by record, which also names what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cost_pipeline.ingest.sources.runs_file import (
+    FALSE_WORDS,
+    PURPOSES,
+    REQUIRED,
+    RUN_COLUMNS,
+    RUN_SCHEMA,
+    STATUSES,
+    TRUE_WORDS,
+    read_runs,
+)
+
+
+def read_runs_table(path: Path, source: str) -> pa.Table:
+    """`read_runs` as an Arrow table (RUN_SCHEMA): the same runs, in the same order."""
+    table = _fast_runs(path, source)
+    if table is None:
+        table = pa.Table.from_pylist(read_runs(path, source), schema=RUN_SCHEMA)
+    return table
+
+
+# ------------------------------------------------------------------------------ fast path
+# Each rule below is one of `normalize_run`'s, applied to a strict subset of what it accepts.
+# A value outside that subset sets `doubt`, and one doubtful row sends the whole file down the
+# record-by-record path, which knows every rule and how to word the error.
+
+# what str.strip() removes: the characters for which str.isspace() holds
+_PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003"
+                  "\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_PY_SPACE = "".join(f"\\x{{{ord(c):x}}}" for c in _PY_WHITESPACE)     # as an RE2 class
+_MEMORY_LIMIT = "1GB"
+_TIME_COLUMNS = ("start_time", "end_time")
+_NUMBER_COLUMNS = ("metric_value", "gpu_utilization")
+_BOOL_COLUMNS = ("keep", "deleted")
+# the Arrow types the SQL reads each column from (a CSV is all text)
+_KINDS = {
+    **{c: {"text", "int", "float", "null"} for c in RUN_COLUMNS},
+    **{c: {"text", "int", "float", "null", "time", "time_ns", "date"} for c in _TIME_COLUMNS},
+    **{c: {"text", "int", "float", "null", "bool"} for c in _BOOL_COLUMNS},
+    "resource_ids": {"text", "int", "float", "null", "list"},
+}
+# ISO 8601 as `parse_time` reads it, narrowed to a date alone, or a date and hours:minutes
+# with optional seconds, 1-6 fraction digits and an offset (" UTC" is its +00:00)
+_ISO = (r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[T ]([0-9]{2}):([0-9]{2})"
+        r"(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?(Z| UTC|([+-])([0-9]{2})(?::?([0-9]{2}))?)?)?$")
+_ISO_PARTS = "['y', 'mo', 'd', 'h', 'mi', 's', 'f', 'zone', 'sign', 'zh', 'zm']"
+# a JSON array of strings without escapes or control characters, read as json.loads reads it
+_JSON_STRINGS = (r'\[[ \t\n\r]*(?:"[^"\\\x00-\x1f]*"(?:[ \t\n\r]*,[ \t\n\r]*"[^"\\\x00-\x1f]*")*)?'
+                 r"[ \t\n\r]*\]")
+# a list of unquoted ids, each starting with a letter: `[i-0a, vol-0b]`
+_BARE_ITEM = r"[A-Za-z][A-Za-z0-9._:/@+=-]*"
+_BARE_LIST = rf"\[ *(?:{_BARE_ITEM}(?: *, *{_BARE_ITEM})*)? *\]"
+# printable ASCII, tab included: there RE2's \s is Python's, and no case mapping surprises
+_ASCII = r"[\x20-\x7e\t]*"
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_WHOLE = r"[0-9]{1,9}(?:\.0*)?"
+_STATUSES = ", ".join(f"'{s}'" for s in sorted(STATUSES - {"SCHEDULED"}))
+_PURPOSES = ", ".join(f"'{p}'" for p in sorted(PURPOSES))
+
+_MACROS = f"""
+CREATE MACRO py_strip(x) AS CASE
+    WHEN ord(x) BETWEEN 33 AND 126 AND ord(right(x, 1)) BETWEEN 33 AND 126 THEN x
+    ELSE regexp_replace(x, '^[{_PY_SPACE}]+|[{_PY_SPACE}]+$', '', 'g') END;
+CREATE MACRO py_text(x) AS nullif(py_strip(x), '');
+CREATE MACRO float_doubt(x) AS NOT isnan(x) AND (abs(x) >= 9007199254740992 OR x <> trunc(x));
+CREATE MACRO float_text(x) AS CASE WHEN NOT isnan(x) AND NOT float_doubt(x)
+    THEN CAST(CAST(x AS BIGINT) AS VARCHAR) END;
+CREATE MACRO epoch_time(t) AS CASE WHEN regexp_full_match(t, '[0-9]{{9,14}}') THEN CASE
+    WHEN CAST(t AS BIGINT) <= 100000000000 THEN epoch_ms(CAST(t AS BIGINT) * 1000)
+    -- below 2^32 s the float division by 1000 in parse_time rounds back to the millisecond
+    WHEN CAST(t AS BIGINT) < 4294967296000 THEN epoch_ms(CAST(t AS BIGINT)) END END;
+CREATE MACRO iso_time(p) AS CASE
+    WHEN p.y <> '' AND coalesce(TRY_CAST(p.h AS INT), 0) < 24
+        AND coalesce(TRY_CAST(p.mi AS INT), 0) < 60 AND coalesce(TRY_CAST(p.s AS INT), 0) < 60
+        AND coalesce(TRY_CAST(p.zh AS INT), 0) < 24 AND coalesce(TRY_CAST(p.zm AS INT), 0) < 60
+    THEN TRY_CAST(p.y || '-' || p.mo || '-' || p.d || ' ' || coalesce(nullif(p.h, ''), '00')
+                  || ':' || coalesce(nullif(p.mi, ''), '00') || ':'
+                  || coalesce(nullif(p.s, ''), '00') || '.' || coalesce(nullif(p.f, ''), '0')
+                  AS TIMESTAMP)
+        - to_minutes(CASE p.sign WHEN '' THEN 0 ELSE (CASE p.sign WHEN '-' THEN -1 ELSE 1 END)
+                     * (CAST(p.zh AS INT) * 60 + coalesce(TRY_CAST(p.zm AS INT), 0)) END) END;
+CREATE MACRO py_list(xs) AS list_filter(list_transform(xs, lambda x: py_strip(x)),
+                                        lambda x: x IS NOT NULL AND x <> '');
+CREATE MACRO py_split(x) AS list_filter(
+    list_transform(regexp_split_to_array(x, '[,;|\\s]+'), lambda part: trim(part, '''"')),
+    lambda part: part <> '');
+CREATE MACRO resource_list(t) AS CASE
+    WHEN t IS NULL THEN []::VARCHAR[]
+    WHEN regexp_full_match(t, '{_JSON_STRINGS}')
+        THEN py_list(regexp_extract_all(t, '"([^"]*)"', 1))
+    WHEN regexp_full_match(t, '{_ASCII}') AND NOT starts_with(t, '[') THEN py_split(t)
+    -- a '[' list quoted with ' and never with " cannot be JSON: `_resource_ids` splits it
+    WHEN regexp_full_match(t, '{_ASCII}') AND contains(t, '''') AND NOT contains(t, '"')
+        THEN py_split(trim(t, '[]'))
+    -- nor can an unquoted list (DuckDB's own CSV spelling, `[i-0a, vol-0b]`) with an item
+    -- that is no JSON literal
+    WHEN regexp_full_match(t, '{_BARE_LIST}')
+         AND len(list_filter(py_split(trim(t, '[]')),
+                             lambda x: x NOT IN ('true', 'false', 'null'))) > 0
+        THEN py_split(trim(t, '[]')) END;
+CREATE MACRO py_number(t) AS CASE WHEN regexp_full_match(t, '{_NUMBER}')
+    THEN TRY_CAST(t AS DOUBLE) END;
+CREATE MACRO py_bool(t) AS CASE WHEN t IS NULL THEN false
+    WHEN NOT regexp_full_match(t, '[A-Za-z0-9]+') THEN NULL
+    WHEN lower(t) IN ({", ".join(f"'{v}'" for v in sorted(TRUE_WORDS))}) THEN true
+    WHEN lower(t) IN ({", ".join(f"'{v}'" for v in sorted(FALSE_WORDS - {""}))}) THEN false END;
+"""
+
+
+def _arrow_kind(type_: pa.DataType) -> str | None:
+    """How the SQL reads a parquet column of this type; None: it does not."""
+    if pa.types.is_dictionary(type_):
+        return "text" if _arrow_kind(type_.value_type) == "text" else None
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_) or (
+            pa.types.is_string_view(type_)):
+        return "text"
+    if pa.types.is_integer(type_):
+        return "int"
+    if pa.types.is_float32(type_) or pa.types.is_float64(type_):
+        return "float"
+    if pa.types.is_boolean(type_):
+        return "bool"
+    if pa.types.is_null(type_):
+        return "null"
+    if pa.types.is_timestamp(type_):
+        return "time_ns" if type_.unit == "ns" else "time"
+    if pa.types.is_date32(type_):
+        return "date"
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        value = type_.value_type
+        return "list" if pa.types.is_string(value) or pa.types.is_large_string(value) else None
+    return None
+
+
+def _column_sql(column: str, kind: str) -> tuple[str, str, list[str]]:
+    """One column's text as `_text` sees it (or its typed value), its run value, and what
+    makes a row doubtful: SQL over `raw`, over stage 1 (`t_…`) and over both stages."""
+    raw, t = f"raw.{column}", f"t_{column}"
+    text = {"text": f"py_text({raw})", "int": f"CAST({raw} AS VARCHAR)",
+            "float": f"float_text({raw})", "null": "NULL::VARCHAR"}.get(kind, raw)
+    doubts = [f"float_doubt({t}_raw)"] if kind == "float" else []
+    if column in _TIME_COLUMNS and kind in ("time", "time_ns", "date"):
+        value = f"CAST({t} AS TIMESTAMP)"
+        doubts += [f"epoch_ns({t}) % 1000 <> 0"] if kind == "time_ns" else []
+    elif column in _TIME_COLUMNS:
+        value = f"coalesce(epoch_time({t}), iso_time(regexp_extract({t}, '{_ISO}', {_ISO_PARTS})))"
+        doubts.append(f"{t} IS NOT NULL AND {column} IS NULL")
+    elif column == "resource_ids" and kind == "float":     # pandas' NaN for "no list"
+        text, value, doubts = raw, "[]::VARCHAR[]", [f"NOT isnan({t})"]
+    elif column == "resource_ids":
+        value = f"py_list(coalesce({t}, []))" if kind == "list" else f"resource_list({t})"
+        doubts.append(f"{column} IS NULL")
+    elif column in _NUMBER_COLUMNS and kind == "float":
+        text, doubts = raw, [f"isinf({t})"]
+        value = f"CASE WHEN isnan({t}) THEN NULL WHEN {t} = 0 THEN 0.0 ELSE {t}::DOUBLE END"
+    elif column in _NUMBER_COLUMNS:
+        value = f"py_number({t})"
+        doubts.append(f"{t} IS NOT NULL AND ({column} IS NULL OR isinf({column}))")
+    elif column in _BOOL_COLUMNS:
+        value = f"coalesce({t}, false)" if kind == "bool" else f"py_bool({t})"
+        doubts.append(f"{column} IS NULL")
+    elif column == "gpus":
+        value = f"CASE WHEN regexp_full_match({t}, '{_WHOLE}') " \
+                f"THEN CAST(split_part({t}, '.', 1) AS INTEGER) END"
+        doubts.append(f"{t} IS NOT NULL AND gpus IS NULL")
+    elif column == "status":
+        value = f"CASE upper({t}) WHEN 'SCHEDULED' THEN 'RUNNING' ELSE upper({t}) END"
+        doubts.append(f"NOT coalesce(regexp_full_match({t}, '[A-Za-z]+') "
+                      f"AND status IN ({_STATUSES}), false)")
+    elif column == "purpose":
+        value = f"coalesce(lower({t}), CASE WHEN t_search_id IS NOT NULL THEN 'search' END)"
+        doubts.append(f"{t} IS NOT NULL AND NOT (regexp_full_match({t}, '[A-Za-z]+') "
+                      f"AND lower({t}) IN ({_PURPOSES}))")
+    elif column == "source":
+        value = f"coalesce({t}, $source)"
+    else:
+        value = t
+    doubts += {
+        "run_id": ["run_id IS NULL"],
+        "start_time": ["start_time IS NULL", "year(start_time) NOT BETWEEN 1000 AND 9000"],
+        "end_time": ["end_time < start_time", "year(end_time) NOT BETWEEN 1000 AND 9000"],
+        "gpu_utilization": ["NOT gpu_utilization BETWEEN 0 AND 100"],
+    }.get(column, [])
+    return text, value, doubts
+
+
+def _normalize_sql(kinds: dict[str, str]) -> str:
+    """A SELECT over the table `raw` (the file's columns under their RUN_COLUMNS names, rows
+    in file order) giving the runs' RUN_COLUMNS, `n` (the row's place) and `doubt`."""
+    texts, values, doubts = [], [], []
+    for column in RUN_COLUMNS:
+        kind = kinds.get(column, "null")
+        text, value, column_doubts = _column_sql(column, kind)
+        texts.append(f"{text} AS t_{column}")
+        if kind == "float":
+            texts.append(f"raw.{column} AS t_{column}_raw")
+        values.append(f"{value} AS {column}")
+        doubts += column_doubts
+    return f"""
+        WITH texts AS (SELECT raw.n, {", ".join(texts)} FROM raw),
+        runs AS (SELECT *, {", ".join(values)} FROM texts)
+        SELECT n, {", ".join(RUN_COLUMNS)}, {" OR ".join(f"({d}) IS TRUE" for d in doubts)}
+            AS doubt
+        FROM runs ORDER BY n"""
+
+
+# a quoted CSV field as Python's csv module and DuckDB both read it: opening a field, quotes
+# inside doubled, closing the field
+_QUOTED_FIELD = re.compile(r'(?:^|(?<=[,\n]))"(?:[^"]|"")*+"(?=,|\r?\n|\Z)')
+
+
+def _csv_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | None:
+    text = path.read_bytes().decode("utf-8-sig")
+    if '"' in text or "\r" in text:
+        # DuckDB reads a quote after a blank, a quote ending a field early or a lone \r
+        # otherwise than Python does
+        unquoted = _QUOTED_FIELD.sub("", text)
+        if '"' in unquoted or re.search(r"\r(?!\n)", unquoted):
+            return None
+    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    names = [h.strip().lower() for h in header]
+    places = {name: i for i, name in enumerate(names) if name in RUN_COLUMNS}
+    if len(places) != len([n for n in names if n in RUN_COLUMNS]) or any(
+            c not in places for c in REQUIRED):
+        return None
+    cells = [f"c{i}" for i in range(len(header))]
+    con.execute("""CREATE TABLE cells AS SELECT * FROM read_csv(
+        $path, columns = $columns, header = false, all_varchar = true, auto_detect = false,
+        delim = ',', quote = '"', escape = '"', comment = '', null_padding = true,
+        strict_mode = true)""", {"path": str(path), "columns": dict.fromkeys(cells, "VARCHAR")})
+    first = con.execute("SELECT * FROM cells WHERE rowid = 0").fetchall()
+    if [[cell or "" for cell in row] for row in first] != [header]:
+        return None
+    # csv refuses a field of csv.field_size_limit() characters; DuckDB keeps it
+    odd = " OR ".join(f"strlen({c}) >= {csv.field_size_limit()} OR regexp_matches({c}, '[\\r\\n]')"
+                      for c in cells)
+    if con.execute(f"SELECT coalesce(bool_or({odd}), false) FROM cells").fetchall()[0][0]:
+        return None
+    blank = " AND ".join(f"coalesce(py_strip({c}), '') = ''" for c in cells)
+    con.execute(f"""CREATE TABLE raw AS
+        SELECT rowid AS n, {", ".join(f"{cells[i]} AS {name}" for name, i in places.items())}
+        FROM cells WHERE rowid > 0 AND NOT ({blank}) ORDER BY rowid""")
+    return dict.fromkeys(places, "text")
+
+
+def _parquet_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | None:
+    # the types `_parquet_records` sees, without the start-up cost of pq.read_table's datasets
+    table = pq.ParquetFile(path).read()
+    names = table.column_names
+    if len(set(names)) != len(names) or any(c not in names for c in REQUIRED):
+        return None
+    kinds = {c: _arrow_kind(table.schema.field(c).type) for c in RUN_COLUMNS if c in names}
+    if any(kind not in _KINDS[c] for c, kind in kinds.items()):
+        return None
+    order = pc.cumulative_sum(pa.nulls(table.num_rows, pa.int64()).fill_null(1))  # 1, 2, …
+    con.register("raw", table.select(list(kinds)).append_column("n", order))
+    return kinds
+
+
+def _fast_runs(path: Path, source: str) -> pa.Table | None:
+    """The file's runs by SQL, or None when SQL cannot vouch for every row (or the file)."""
+    suffix = "".join(path.suffixes[-2:]).lower()
+    if suffix.endswith((".jsonl", ".ndjson", ".json")):     # small in practice
+        return None
+    with duckdb.connect() as con:
+        try:
+            con.execute(f"SET memory_limit = '{_MEMORY_LIMIT}'; SET TimeZone = 'UTC';")
+            con.execute(_MACROS)
+            kinds = (_parquet_raw if suffix.endswith(".parquet") else _csv_raw)(con, path)
+            if kinds is None:
+                return None
+            runs = con.sql(_normalize_sql(kinds), params={"source": source}).to_arrow_table()
+            if pc.any(runs["doubt"]).as_py():
+                return None
+            if pc.count_distinct(runs["run_id"]).as_py() < runs.num_rows:
+                runs = _collapse_duplicates(con, runs)
+        except (duckdb.Error, pa.ArrowException, OSError, ValueError):
+            return None
+    return None if runs is None else runs.drop_columns(["n", "doubt"]).cast(RUN_SCHEMA)
+
+
+def _collapse_duplicates(con: duckdb.DuckDBPyConnection, runs: pa.Table) -> pa.Table | None:
+    """A run listed twice alike is kept once, where it first appears; listed twice unlike,
+    None: `read_runs` names the row."""
+    con.register("runs", runs)
+    (alike,) = con.execute("""
+        SELECT count(DISTINCT run_id) = (SELECT count(*) FROM (
+            SELECT DISTINCT * EXCLUDE (n, doubt) FROM runs))
+        FROM runs""").fetchall()[0]
+    if not alike:
+        return None
+    return con.sql("""SELECT * FROM runs
+        QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY n) = 1 ORDER BY n
+        """).to_arrow_table()

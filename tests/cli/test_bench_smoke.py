@@ -1,0 +1,86 @@
+"""The benchmark harness (`make bench`) at a tiny size, end to end: a generated month measured
+four ways plus the pipeline's re-runs, every row in the JSON, the totals in agreement. The
+benchmark itself (1M+ lines) is not part of the test suite."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+IMPLS = {"scan_floor", "reference", "pandas", "pipeline"}
+
+pytest.importorskip("pandas")
+pytest.importorskip("psutil")
+
+
+@pytest.fixture(scope="module")
+def tiny_bench(tmp_path_factory) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("bench")
+    results = out / "results.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME",
+                                                            "COST_PIPELINE_CONFIG")}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--sizes", "20k", "--runs", "1000",
+         "--objects", "5000", "--data-dir", str(out / "data"), "--results", str(results)],
+        capture_output=True, text=True, timeout=180, env=env, cwd=out)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(results.read_text()), done.stdout
+
+
+def test_every_implementation_is_measured_and_agrees(tiny_bench):
+    report, stdout = tiny_bench
+    (size,) = report["sizes"]
+    assert size["lines"] == 20_000 and size["runs"] == 1000 and size["objects"] == 5000
+    assert set(size["results"]) == IMPLS
+    for name, result in size["results"].items():
+        assert result["returncode"] == 0, (name, result.get("stderr"))
+        assert result["wall_seconds"] > 0
+        assert result["peak_rss_bytes"] >= result["child_maxrss_bytes"] > 10 * 2**20, name
+    check = size["totals_check"]
+    assert check["agree"] and not check["warnings"] and check["against"] == "pipeline"
+    assert check["reference"]["max_rel_diff"] <= 1e-6 and check["pandas"]["max_rel_diff"] <= 1e-6
+    pipeline = check["pipeline"]
+    assert pipeline["attributed"] > 0 and pipeline["untracked"] > 0
+    assert pipeline["unallocated"] == pytest.approx(1234.56 - 500.0)  # tax + credit lines
+    for key in ("pipeline/reference", "pipeline/scan_floor", "pipeline/pandas"):
+        assert size["ratios"][key]["time"] > 0 and size["ratios"][key]["rss"] > 0
+    machine = report["machine"]
+    assert machine["logical_cores"] >= 1 and machine["memory_bytes"] > 0
+    assert machine["versions"]["duckdb"] and machine["versions"]["pandas"].startswith("2.")
+    assert "totals agree" in stdout and "pipeline ÷ it" in stdout
+
+
+def test_the_pipeline_reruns_only_what_changed(tiny_bench):
+    report, _ = tiny_bench
+    pipeline = report["sizes"][0]["results"]["pipeline"]
+    first = set(pipeline["steps"])
+    assert {"billing_facts", "tracker_runs", "attribution", "monthly_report"} <= first
+    unchanged = pipeline["rerun_unchanged"]
+    assert unchanged["returncode"] == 0 and unchanged["steps"] == {}
+    assert set(unchanged["skipped_assets"]) == first
+    changed = pipeline["rerun_runs_changed"]
+    assert set(changed["skipped_assets"]) == {"billing_facts", "checkpoint_inventory"}
+    assert set(changed["steps"]) == first - {"billing_facts", "checkpoint_inventory"}
+    assert report["sizes"][0]["ratios"]["rerun_unchanged/pipeline"]["time"] < 1
+
+
+def test_a_disagreeing_total_is_a_warning_row():
+    sys.path.insert(0, str(BENCH))
+    try:
+        from report import compare_totals
+    finally:
+        sys.path.remove(str(BENCH))
+    pipeline = {"search": 100.0, "production": 50.0, "untracked": 25.0, "unallocated": 5.0}
+    drifted = {**pipeline, "untracked": 25.001}
+    check = compare_totals({"pipeline": {"totals": pipeline},
+                            "reference": {"totals": dict(pipeline)},
+                            "pandas": {"totals": drifted}})
+    assert not check["agree"] and check["reference"]["max_rel_diff"] == 0
+    assert len(check["warnings"]) == 1 and check["warnings"][0].startswith("pandas: untracked")

@@ -1,0 +1,135 @@
+"""An unchanged month is not recomputed; a changed input re-runs only the assets that depend
+on it; `force`, a changed config and another run's materialization recompute."""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from cost_pipeline.cli.incremental import fingerprints
+from cost_pipeline.cli.materialize import materialize_month
+from cost_pipeline.config import load_config, parse_config
+from cost_pipeline.definitions import JOB_NAME, build_defs
+from tests.cli.test_cli import copy_demo
+
+JULY = date(2026, 7, 1)
+SOURCES = {"billing_facts", "tracker_runs", "checkpoint_inventory"}
+
+
+@pytest.fixture(scope="module")
+def july(demo_quarter, tmp_path_factory, dagster_home):
+    """A copy of the demo quarter with July materialized once; each test leaves the month
+    recorded as materialized from the copy's current files."""
+    config = copy_demo(demo_quarter, tmp_path_factory.mktemp("incremental"))
+    first = materialize_month(str(config), JULY, progress=False)
+    assert first.success and first.run_id and first.skipped == []
+    return config, first
+
+
+@pytest.fixture
+def demo_copy(july) -> Path:
+    return july[0]
+
+
+def _assets(config: Path) -> set[str]:
+    graph = build_defs(str(config)).resolve_asset_graph()
+    return {k.to_user_string() for k in graph.toposorted_asset_keys}
+
+
+def test_an_unchanged_month_is_skipped_with_its_recorded_checks(july):
+    demo_copy, first = july
+    first_checks = {(c.asset, c.name): c.passed for c in first.checks}
+    again = materialize_month(str(demo_copy), JULY, progress=False)
+    assert again.success and again.run_id is None
+    assert set(again.skipped) == _assets(demo_copy)
+    assert {(c.asset, c.name): c.passed for c in again.checks} == first_checks
+    assert all(c.recorded for c in again.checks)
+    warehouse = load_config(demo_copy).warehouse_path
+    with duckdb.connect(warehouse, read_only=True) as con:
+        recorded = con.execute("SELECT count(DISTINCT asset), count(DISTINCT run_id) "
+                               "FROM materializations WHERE month = ?", [JULY]).fetchone()
+    assert recorded == (len(_assets(demo_copy)), 1)
+
+
+def test_a_changed_runs_file_reruns_only_what_depends_on_it(demo_copy):
+    runs = demo_copy.parent / "runs.csv"
+    os.utime(runs, (runs.stat().st_atime, runs.stat().st_mtime + 10))
+    result = materialize_month(str(demo_copy), JULY, progress=False)
+    assert result.success and result.run_id
+    assert set(result.skipped) == {"billing_facts", "checkpoint_inventory"}
+    with dg.DagsterInstance.get() as instance:
+        ran = {e.dagster_event.asset_key.to_user_string() for e in instance.all_logs(
+            result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)}
+    assert ran == _assets(demo_copy) - {"billing_facts", "checkpoint_inventory"}
+    assert materialize_month(str(demo_copy), JULY, progress=False).run_id is None
+
+
+def test_force_and_a_changed_config_recompute_everything(demo_copy):
+    forced = materialize_month(str(demo_copy), JULY, progress=False, force=True)
+    assert forced.run_id and forced.skipped == []
+    demo_copy.write_text(demo_copy.read_text() + "\n# a comment changes the config file\n")
+    changed = materialize_month(str(demo_copy), JULY, progress=False)
+    assert changed.run_id and changed.skipped == []
+
+
+def test_a_later_materialization_by_another_run_is_not_trusted(demo_copy):
+    # an on-demand refresh of one asset, as the UI or `dagster asset materialize` launches it
+    job = build_defs(str(demo_copy)).resolve_job_def(JOB_NAME)
+    with dg.DagsterInstance.get() as instance:
+        assert job.execute_in_process(partition_key="2026-07-01", instance=instance,
+                                      asset_selection=[dg.AssetKey("reconciliation")]).success
+    result = materialize_month(str(demo_copy), JULY, progress=False)
+    assert result.run_id and "reconciliation" not in result.skipped
+    assert set(result.skipped) == _assets(demo_copy) - {"reconciliation"}
+
+
+def test_inputs_that_cannot_be_fingerprinted_always_run(tmp_path):
+    runs = tmp_path / "runs.csv"
+    runs.write_text("run_id,status,start_time\nr1,FINISHED,2026-07-01T00:00:00Z\n")
+    text = ("tracker:\n  - {kind: mlflow, tracking_uri: http://127.0.0.1:5000}\n"
+            "checkpoints:\n  - {kind: s3, bucket: ckpt}\n")
+    cfg = parse_config({"tracker": [{"kind": "mlflow", "tracking_uri": "http://127.0.0.1:5000"}],
+                        "checkpoints": [{"kind": "s3", "bucket": "ckpt"}]}, tmp_path)
+    graph = build_defs(str(tmp_path / "absent.yaml")).resolve_asset_graph()
+    prints = fingerprints(graph, cfg, text, JULY)
+    assert prints["billing_facts"]  # no billing source: an empty, known input
+    assert prints["tracker_runs"] is None and prints["checkpoint_inventory"] is None
+    assert prints["attribution"] is None and prints["monthly_report"] is None
+    local = parse_config({"tracker": [{"kind": "runs_file", "path": "runs.csv"}]}, tmp_path)
+    before = fingerprints(graph, local, text, JULY)
+    assert before["tracker_runs"] and before["attribution"]
+    os.utime(runs, (runs.stat().st_atime, runs.stat().st_mtime + 10))
+    after = fingerprints(graph, local, text, JULY)
+    assert after["billing_facts"] == before["billing_facts"]
+    assert after["tracker_runs"] != before["tracker_runs"]
+    assert after["attribution"] != before["attribution"]
+
+
+def test_a_failed_run_records_nothing(demo_copy, monkeypatch):
+    from cost_pipeline.defs.assets import decisions as derived
+
+    warehouse = load_config(demo_copy).warehouse_path
+
+    def recorded_runs():
+        with duckdb.connect(warehouse, read_only=True) as con:
+            return dict(con.execute("SELECT asset, run_id FROM materializations "
+                                    "WHERE month = ?", [JULY]).fetchall())
+
+    before = recorded_runs()
+    runs = demo_copy.parent / "runs.csv"
+    os.utime(runs, (runs.stat().st_atime, runs.stat().st_mtime + 20))
+    real = derived.sql_text
+    # the month's last SQL step fails: the run's one transaction rolls every table back
+    monkeypatch.setattr(derived, "sql_text", lambda name: "SELECT no_such_column"
+                        if name == "cost_levers" else real(name))
+    failed = materialize_month(str(demo_copy), JULY, progress=False)
+    assert not failed.success and "no_such_column" in failed.error
+    assert recorded_runs() == before
+    monkeypatch.undo()
+    again = materialize_month(str(demo_copy), JULY, progress=False)
+    assert again.success and set(again.skipped) == {"billing_facts", "checkpoint_inventory"}

@@ -1,0 +1,435 @@
+"""The bill as decisions (issue 5): search trend, preprocessing waste, egress, GPU utilization,
+showback and the ranked levers, on small hand-made months.
+
+Each expected figure is worked out by hand next to it. The demo quarter's figures are in
+tests/test_levers_demo.py.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.warehouse import ensure_schema, month_params, replace_month, sql_text
+from tests.support.warehouse_rows import insert_lines, insert_runs
+
+JAN, FEB, MARCH, APRIL = date(2024, 1, 1), date(2024, 2, 1), date(2024, 3, 1), date(2024, 4, 1)
+d = datetime
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect(":memory:")
+    ensure_schema(c)
+    c.execute("CREATE TEMP TABLE config_datasets (name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    yield c
+    c.close()
+
+
+def run(con, table: str, month: date = MARCH, metric_goal: str = "max") -> int:
+    cfg = parse_config({"policy": {"search": {"metric_goal": metric_goal}}}, Path("."))
+    return replace_month(con, table, month, sql_text(table), month_params(cfg, month))
+
+
+def select(con, sql: str, *args) -> list[dict]:
+    cur = con.execute(sql, list(args))
+    names = [c[0] for c in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def runs(con, *rows: dict, month: date = MARCH) -> None:
+    insert_runs(con, month, [{"status": "FINISHED", **r} for r in rows])
+
+
+def line(con, name, *, resource=None, component="network", cost=0.0, unit=None, qty=None,
+         tags=None, resource_kind="other", instance_type=None, month=MARCH):
+    start = d(month.year, month.month, 2)
+    insert_lines(con, month, [{
+        "x_SourceLine": name, "ResourceId": resource, "x_CostComponent": component,
+        "EffectiveCost": cost, "ChargeCategory": "Usage", "ChargePeriodStart": start,
+        "ChargePeriodEnd": d(month.year, month.month, 2, 1), "ConsumedUnit": unit,
+        "ConsumedQuantity": qty, "Tags": tags, "x_ResourceKind": resource_kind,
+        "x_InstanceType": instance_type}])
+
+
+def attr(con, line_name, run_id, purpose_class, cost, *, component="gpu", hours=None,
+         acc=None, share=1.0, rule="compute", kind=None, month=MARCH):
+    con.execute(
+        """INSERT INTO attribution BY NAME
+           SELECT ? AS month, ? AS x_SourceLine, ? AS run_id, ? AS purpose_class,
+                  ? AS component, ? AS cost, ? AS hours, ? AS accelerator_hours,
+                  ? AS share, ? AS rule, ? AS kind""",
+        [month, line_name, run_id, purpose_class, component, cost, hours, acc, share, rule,
+         kind])
+
+
+# ------------------------------------------------------------------------- search_trend
+
+
+def trend_months(con):
+    """churn (val_auc, higher is better): a production run, then searches S1 … S4."""
+    runs(con, {"run_id": "prod-0", "model": "churn", "purpose": "production",
+               "start_time": d(2024, 1, 1), "end_time": d(2024, 1, 10),
+               "metric_name": "val_auc", "metric_value": 0.80})
+    trials = [  # run, search, start, auc, metric
+        ("s1-a", "S1", d(2024, 1, 20), 0.84, "val_auc"),
+        ("s1-b", "S1", d(2024, 1, 20), 0.82, "val_auc"),
+        ("s2-a", "S2", d(2024, 2, 10), 0.86, "val_auc"),
+        ("s2-b", "S2", d(2024, 2, 10), 0.83, "val_auc"),
+        ("s2-c", "S2", d(2024, 2, 10), 0.99, "logloss"),   # another metric: not its result
+        ("s3-a", "S3", d(2024, 3, 5), 0.85, "val_auc"),
+        ("s4-a", "S4", d(2024, 3, 20), 0.90, "val_auc"),
+        ("s6-a", "S6", d(2024, 4, 2), 0.99, "val_auc"),     # starts after March: not yet
+    ]
+    for run_id, search, start, auc, metric in trials:
+        runs(con, {"run_id": run_id, "model": "churn", "purpose": "search", "search_id": search,
+                   "start_time": start, "end_time": start.replace(day=start.day + 1),
+                   "metric_name": metric, "metric_value": auc,
+                   "parent_run_id": "s4-ctl" if search == "S4" else None})
+    # S4's sweep controller starts the search (19 March) and owns some storage
+    runs(con, {"run_id": "s4-ctl", "model": "churn", "search_id": "S4",
+               "start_time": d(2024, 3, 19), "end_time": d(2024, 3, 22)})
+    runs(con, {"run_id": "s5-a", "model": "fraud", "search_id": "S5",
+               "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 2),
+               "metric_name": "val_auc", "metric_value": 0.7})
+    attr(con, "J1", "s1-a", "search", 30.0, acc=8.0, month=JAN)
+    attr(con, "J2", "s1-b", "search", 10.0, acc=8.0, month=JAN)
+    attr(con, "F1", "s1-a", "search", 4.0, component="storage", month=FEB)
+    attr(con, "F2", "s2-a", "search", 60.0, acc=16.0, month=FEB)
+    attr(con, "M1", "s2-a", "search", 6.0, component="storage")
+    attr(con, "M2", "s3-a", "search", 50.0, acc=16.0)
+    attr(con, "M3", "s4-a", "search", 40.0, acc=16.0)
+    attr(con, "M4", "s4-ctl", "search", 1.0, component="storage")
+    attr(con, "M5", "s5-a", "search", 7.0, acc=4.0)
+    attr(con, "A1", "s4-a", "search", 999.0, month=APRIL)   # after March: not counted
+
+
+def test_search_trend_prices_each_search_whole_and_flags_saturation(con):
+    trend_months(con)
+    assert run(con, "search_trend") == 5
+    got = {r["search_id"]: r for r in select(
+        con, "SELECT * FROM search_trend WHERE month = ? ORDER BY model, search_order", MARCH)}
+    assert list(got) == ["S1", "S2", "S3", "S4", "S5"]     # S6 starts in April
+
+    def figures(s):
+        r = got[s]
+        return (r["search_order"], r["runs"], r["best_metric"], r["previous_best"],
+                r["improvement"], r["cost"], r["cost_this_month"], r["cost_per_improvement"],
+                r["previous_search_id"], r["previous_cost_per_improvement"], r["saturating"])
+
+    a = pytest.approx
+    # S1: best 0.84 over prod-0's 0.80 → +0.04; 30 + 10 (Jan) + 4 (Feb) = 44 → 1,100 per unit
+    assert figures("S1") == (1, 2, a(0.84), a(0.80), a(0.04), a(44.0), 0.0, a(1100.0),
+                             None, None, False)
+    # S2: best 0.86 (not the 0.99 logloss) over 0.84 → +0.02; 60 + 6 = 66 → 3,300 > 1,100
+    assert figures("S2") == (2, 3, a(0.86), a(0.84), a(0.02), a(66.0), a(6.0), a(3300.0),
+                             "S1", a(1100.0), True)
+    # S3: 0.85 is worse than S2's 0.86: it bought nothing → saturating, no unit cost
+    assert figures("S3") == (3, 1, a(0.85), a(0.86), a(-0.01), a(50.0), a(50.0), None,
+                             "S2", a(3300.0), True)
+    # S4: 0.90 over 0.86 → +0.04; 40 + controller 1 (April's 999 not yet) = 41 → 1,025,
+    # cheaper than S2's 3,300 (S3 had no unit cost and is skipped): not saturating
+    assert figures("S4") == (4, 1, a(0.90), a(0.86), a(0.04), a(41.0), a(41.0), a(1025.0),
+                             "S2", a(3300.0), False)
+    assert got["S4"]["search_start"] == d(2024, 3, 19)     # the controller's start
+    assert got["S4"]["accelerator_hours"] == pytest.approx(16.0)
+    # fraud's only search: nothing to compare with
+    assert figures("S5") == (1, 1, a(0.7), None, None, a(7.0), a(7.0), None, None, None, False)
+
+
+def test_search_costs_best_metric_is_on_the_searchs_own_metric(con):
+    trend_months(con)
+    run(con, "search_costs")
+    (best,) = con.execute("SELECT best_metric FROM search_costs WHERE search_id = 'S2'"
+                          ).fetchone()
+    assert best == pytest.approx(0.86)    # not s2-c's 0.99, which is a logloss
+
+
+# ------------------------------------------------------------------ preprocessing_waste
+
+
+def pp(run_id, input_hash, version, start, end, status="FINISHED"):
+    return {"run_id": run_id, "purpose": "preprocess", "input_hash": input_hash,
+            "transform_version": version, "start_time": start, "end_time": end,
+            "status": status}
+
+
+def train(run_id, input_hash, version, start, purpose="production"):
+    return {"run_id": run_id, "purpose": purpose, "model": "churn", "input_hash": input_hash,
+            "transform_version": version, "start_time": start, "end_time": start}
+
+
+def test_preprocessing_waste(con):
+    runs_of_both_months = (
+         pp("pp-a", "h1", "v1", d(2024, 2, 10), d(2024, 2, 10, 10)),    # (h1, v1) first
+         pp("pp-old", "h1", "v1", d(2024, 2, 20), d(2024, 2, 20, 5)),   # February's waste
+         pp("pp-b", "h1", "v1", d(2024, 3, 2), d(2024, 3, 2, 5)),
+         pp("pp-c", "h1", "v1", d(2024, 3, 3), d(2024, 3, 3, 1), "FAILED"),
+         pp("pp-d", "h1", "v2", d(2024, 3, 4), d(2024, 3, 4, 4)),       # (h1, v2) first
+         pp("pp-f", "h2", "v1", d(2024, 3, 5), d(2024, 3, 5, 2)),       # same start as pp-e:
+         pp("pp-e", "h2", "v1", d(2024, 3, 5), d(2024, 3, 5, 2)),       # ties go by run id
+         pp("pp-g", "h3", "v1", d(2024, 3, 1), d(2024, 3, 1, 1), "FAILED"),  # computed nothing
+         pp("pp-h", "h3", "v1", d(2024, 3, 6), d(2024, 3, 6, 1)),       # so (h3, v1) first
+         pp("pp-nocost", "h1", "v1", d(2024, 3, 20), d(2024, 3, 20, 1)),
+         train("t-stale", "h1", "v1", d(2024, 3, 10)),      # v2 available since 4 March
+         train("t-edge", "h1", "v1", d(2024, 3, 4, 4)),     # v2 became available that instant
+         train("t-early", "h1", "v1", d(2024, 3, 3), "search"),   # v2 did not exist yet
+         train("t-fresh", "h1", "v2", d(2024, 3, 10)),
+         train("t-unknown", "h1", "v9", d(2024, 3, 10)),    # no tracked run made v9
+         train("t-other", "h9", "v1", d(2024, 3, 10)))
+    runs(con, *runs_of_both_months)
+    runs(con, *runs_of_both_months, month=FEB)     # the tracker snapshot is stored monthly
+    attr(con, "P1", "pp-b", "preprocessing", 4.0, component="cpu", hours=5.0)
+    attr(con, "P2", "pp-b", "preprocessing", 0.5, component="storage")
+    attr(con, "P3", "pp-c", "preprocessing", 1.0, component="cpu", hours=1.0)
+    attr(con, "P4", "pp-d", "preprocessing", 3.2, component="cpu", hours=4.0)
+    attr(con, "P5", "pp-f", "preprocessing", 6.0, hours=2.0, acc=8.0)
+    attr(con, "P6", "pp-e", "preprocessing", 6.0, hours=2.0, acc=8.0)
+    attr(con, "P7", "pp-h", "preprocessing", 0.8, component="cpu", hours=1.0)
+    attr(con, "T1", "t-stale", "production", 20.0, hours=2.0, acc=16.0)
+    attr(con, "T2", "t-edge", "production", 5.0, hours=1.0, acc=4.0)
+    attr(con, "FP", "pp-old", "preprocessing", 9.0, component="cpu", month=FEB)
+
+    run(con, "preprocessing_waste")
+    got = [(r["kind"], r["run_id"], r["transform_version"], r["current_transform_version"],
+            r["reference_run_id"], r["cpu_hours"], r["accelerator_hours"], r["cost"])
+           for r in select(con, "SELECT * FROM preprocessing_waste ORDER BY kind, run_id")]
+    assert got == [
+        ("recomputed", "pp-b", "v1", "v1", "pp-a", 5.0, 0.0, 4.5),     # cpu 4 + storage 0.5
+        ("recomputed", "pp-c", "v1", "v1", "pp-a", 1.0, 0.0, 1.0),     # failed, still paid
+        ("recomputed", "pp-f", "v1", "v1", "pp-e", 0.0, 8.0, 6.0),     # lost the tie
+        ("recomputed", "pp-nocost", "v1", "v1", "pp-a", 0.0, 0.0, 0.0),  # started in March
+        ("stale_transform", "t-edge", "v1", "v2", "pp-d", 0.0, 4.0, 5.0),
+        ("stale_transform", "t-stale", "v1", "v2", "pp-d", 0.0, 16.0, 20.0),
+    ]   # pp-old is February's (no March cost); pp-a, pp-d, pp-e, pp-g, pp-h were first
+
+    run(con, "preprocessing_waste", FEB)
+    assert select(con, "SELECT run_id, cost FROM preprocessing_waste WHERE month = ?", FEB) \
+        == [{"run_id": "pp-old", "cost": 9.0}]
+
+
+# ------------------------------------------------------------------------------- egress
+
+
+def test_egress_is_cross_region_network_cost_per_run_and_dataset(con):
+    con.execute("INSERT INTO config_datasets VALUES ('events', 'data-west', 'us-west-2'), "
+                "('logs', 'data-east', 'us-east-1')")
+
+    def reader(run_id, region, dataset, dataset_region=None):
+        return {"run_id": run_id, "purpose": "search", "model": "churn", "region": region,
+                "dataset": dataset, "dataset_region": dataset_region,
+                "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 3)}
+
+    runs(con, reader("r1", "us-east-1", "events"),
+         reader("r2", "us-east-1", "events"),
+         reader("r3", "us-east-1", "logs"),                    # same region as its data
+         reader("r4", "eu-west-1", "adhoc", "us-east-1"),      # not configured: its own region
+         reader("r5", None, "events"),                         # no region: cannot tell
+         reader("r6", "us-west-2", "events", "eu-west-1"))     # the config's region wins
+    line(con, "T1", resource="data-west", cost=10.0, unit="GB", qty=500.0,
+         resource_kind="bucket")
+    line(con, "T2", resource="data-west", cost=3.0, unit="GB", qty=150.0,
+         resource_kind="bucket")
+    line(con, "T3", resource="ckpt", cost=9.0, unit="GB", qty=450.0, resource_kind="bucket")
+    for name, cost in [("N1", 0.5), ("N2", 0.7), ("N4", 0.3), ("N5", 1.1), ("N6", 5.0)]:
+        line(con, name, resource=f"i-{name}", cost=cost, unit="Hrs", qty=1.0)
+    line(con, "N3", resource="i-N3", cost=2.0, unit="GB", qty=100.0)
+    attr(con, "T1", "r1", "search", 6.0, component="network", share=0.6, rule="bucket_transfer")
+    attr(con, "T1", "r2", "search", 4.0, component="network", share=0.4, rule="bucket_transfer")
+    attr(con, "T2", None, "untracked", 3.0, component="network", rule="bucket_transfer",
+         kind="no_run")
+    attr(con, "T3", None, "untracked", 9.0, component="network", rule="bucket_transfer",
+         kind="no_run")                                          # not a dataset's bucket
+    attr(con, "N1", "r1", "search", 0.5, component="network")
+    attr(con, "N2", "r3", "search", 0.7, component="network")
+    attr(con, "N3", "r4", "search", 2.0, component="network")
+    attr(con, "N4", "r5", "search", 0.3, component="network")
+    attr(con, "N5", "r6", "search", 1.1, component="network")
+    attr(con, "N6", None, "untracked", 5.0, component="network", kind="shared")
+    attr(con, "G1", "r1", "search", 100.0)                       # compute is not egress
+
+    assert run(con, "egress") == 4
+    cols = ("run_id, purpose_class, dataset, dataset_bucket, dataset_region, run_region, lines, "
+            "gigabytes, transfer_cost, other_network_cost, cost")
+    got = con.execute(f"SELECT {cols} FROM egress ORDER BY run_id NULLS LAST").fetchall()
+    assert got == [
+        # 0.6 of T1 (300 of its 500 GB) + its instance's network line N1
+        ("r1", "search", "events", "data-west", "us-west-2", "us-east-1", 2, 300.0, 6.0, 0.5,
+         6.5),
+        ("r2", "search", "events", "data-west", "us-west-2", "us-east-1", 1, 200.0, 4.0, 0.0,
+         4.0),
+        ("r4", "search", "adhoc", None, "us-east-1", "eu-west-1", 1, 100.0, 0.0, 2.0, 2.0),
+        # the transfer on events' bucket no run claimed
+        (None, "untracked", "events", "data-west", "us-west-2", None, 1, 150.0, 3.0, 0.0, 3.0),
+    ]
+
+
+# ---------------------------------------------------------------------- gpu_utilization
+
+
+def test_gpu_utilization_prices_idle_gpu_hours(con):
+    def gpu_run(run_id, util, gpus=4):
+        return {"run_id": run_id, "purpose": "search", "model": "churn", "gpus": gpus,
+                "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 2),
+                "gpu_utilization": util}
+
+    runs(con, gpu_run("g1", 25.0), gpu_run("g2", None), gpu_run("g3", 100.0),
+         gpu_run("g4", 0.0))
+    attr(con, "L1", "g1", "search", 80.0, hours=8.0, acc=32.0)
+    attr(con, "L2", "g1", "search", 20.0, hours=2.0, acc=8.0)
+    attr(con, "L3", "g1", "search", 5.0, component="cpu", hours=8.0)     # not GPU cost
+    attr(con, "L4", "g2", "search", 50.0, hours=4.0, acc=16.0)           # no figure
+    attr(con, "L5", "g3", "search", 40.0, hours=4.0, acc=16.0)
+    attr(con, "L6", "g4", "search", 3.0, component="cpu", hours=4.0)     # no GPU billed
+
+    run(con, "gpu_utilization")
+    got = con.execute("SELECT run_id, gpu_utilization, accelerator_hours, gpu_cost, "
+                      "idle_accelerator_hours, idle_cost FROM gpu_utilization ORDER BY run_id"
+                      ).fetchall()
+    assert got == [
+        ("g1", 25.0, 40.0, 100.0, 30.0, 75.0),   # 40 GPU-h × 0.75 idle; 100 × 0.75
+        ("g3", 100.0, 16.0, 40.0, 0.0, 0.0),
+    ]
+
+
+def test_runs_file_reads_gpu_utilization(tmp_path):
+    from cost_pipeline.ingest.sources import SourceError
+    from cost_pipeline.ingest.sources.runs_file import read_runs
+
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,status,start_time,gpu_utilization\n"
+                    "a,FINISHED,2024-03-01T00:00:00Z,47.5\nb,FINISHED,2024-03-01,\n")
+    assert {r["run_id"]: r["gpu_utilization"] for r in read_runs(path, "t")} == \
+        {"a": 47.5, "b": None}
+    path.write_text("run_id,status,start_time,gpu_utilization\nc,FINISHED,2024-03-01,150\n")
+    with pytest.raises(SourceError, match="row 2.*gpu_utilization"):
+        read_runs(path, "t")
+
+
+# ----------------------------------------------------------------------------- showback
+
+
+def test_showback_by_team_adds_up_to_the_month(con):
+    runs(con, {"run_id": "a", "purpose": "production", "team": "risk",
+               "start_time": d(2024, 3, 1)},
+         {"run_id": "b", "purpose": "search", "start_time": d(2024, 3, 1)},
+         {"run_id": "c", "purpose": "eval", "team": "  ", "start_time": d(2024, 3, 1)})
+    line(con, "L1", resource="i-1", component="gpu", tags={"user_team": "ml"})
+    line(con, "L2", resource="i-2", component="gpu", tags={"team": "fraud"})
+    line(con, "L3", resource="vol-3", component="storage")
+    line(con, "L4", component="other", tags={"user:team": "data"})
+    attr(con, "L1", "a", "production", 10.0, hours=1.0, acc=4.0)   # the run's team wins
+    attr(con, "L1", "b", "search", 6.0, hours=1.0, acc=2.0)        # no team: the line's tag
+    attr(con, "L1", None, "untracked", 4.0, hours=1.0, acc=2.0, kind="idle_capacity")
+    attr(con, "L2", "c", "other", 3.0)                              # blank team = none
+    attr(con, "L3", "b", "search", 2.0, component="storage")
+    attr(con, "L3", None, "untracked", 1.0, component="storage", kind="idle_capacity")
+    attr(con, "L4", None, "unallocated", 0.5, component="other", rule="non_usage", kind="tax")
+
+    run(con, "showback")
+    got = con.execute("SELECT team, purpose_class, component, cost, accelerator_hours, runs "
+                      "FROM showback ORDER BY ALL").fetchall()
+    assert got == [
+        ("data", "unallocated", "other", 0.5, 0.0, 0),
+        ("fraud", "other", "gpu", 3.0, 0.0, 1),
+        ("ml", "search", "gpu", 6.0, 2.0, 1),
+        ("ml", "untracked", "gpu", 4.0, 2.0, 0),
+        ("risk", "production", "gpu", 10.0, 4.0, 1),
+        (None, "search", "storage", 2.0, 0.0, 1),
+        (None, "untracked", "storage", 1.0, 0.0, 0),
+    ]
+    assert sum(r[3] for r in got) == pytest.approx(26.5)   # = the attribution total
+
+
+# -------------------------------------------------------------------------- cost_levers
+
+
+def put(con, table: str, **values) -> None:
+    names = ", ".join(f"? AS {k}" for k in values)
+    con.execute(f"INSERT INTO {table} BY NAME SELECT ? AS month, {names}",
+                [MARCH, *values.values()])
+
+
+def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
+    def trend(search_id, cost, saturating, improvement, cpi=None, prev=None, prev_cpi=None):
+        put(con, "search_trend", model="churn", metric_name="val_auc", search_id=search_id,
+            search_order=1, runs=1, improvement=improvement, accelerator_hours=0.0, cost=cost,
+            cost_this_month=cost, cost_per_improvement=cpi, previous_search_id=prev,
+            previous_cost_per_improvement=prev_cpi, saturating=saturating)
+
+    trend("S2", 6.0, True, 0.02, 3300.0, "S1", 1100.0)
+    trend("S3", 50.0, True, -0.01)
+    trend("S4", 41.0, False, 0.04, 1025.0, "S2", 3300.0)    # improving: not questioned
+    trend("S9", 0.0, True, -0.02)                           # saturating but not billed now
+    for kind, cost, hours in [("recomputed", 4.5, 5.0), ("recomputed", 1.0, 1.0),
+                              ("stale_transform", 20.0, 0.0)]:
+        put(con, "preprocessing_waste", kind=kind, run_id=f"r-{cost}", input_hash="h1",
+            transform_version="v1", current_transform_version="v1", reference_run_id="pp-a",
+            cpu_hours=hours, accelerator_hours=0.0, cost=cost)
+    put(con, "retention_violations", bucket="b", key="k1", reason="dead_run",
+        bytes=1 << 30, monthly_cost=30.0)
+    put(con, "retention_violations", bucket="b", key="k2", reason="orphan",
+        bytes=1 << 30, monthly_cost=12.5)
+    for run_id, cost in [("r1", 6.5), (None, 3.0)]:
+        put(con, "egress", run_id=run_id, purpose_class="search", dataset="events",
+            dataset_region="us-west-2", run_region="us-east-1" if run_id else None, lines=1,
+            gigabytes=100.0, transfer_cost=cost, other_network_cost=0.0, cost=cost)
+    put(con, "gpu_utilization", run_id="g1", purpose_class="search", gpu_utilization=20.0,
+        accelerator_hours=100.0, gpu_cost=625.0, idle_accelerator_hours=80.0, idle_cost=500.0)
+    line(con, "U1", resource="i-nb", component="gpu", instance_type="g5.12xlarge")
+    line(con, "U2", resource="i-cpu", component="cpu")
+    attr(con, "U1", None, "untracked", 70.0, hours=10.0, acc=40.0, kind="no_run")
+    attr(con, "U2", None, "untracked", 10.0, component="cpu", hours=20.0, kind="no_run")
+    attr(con, "U3", None, "untracked", 100.0, component="storage", kind="idle_capacity")
+    attr(con, "U4", None, "untracked", 5.0, component="network", kind="shared")
+    attr(con, "S1", "s3-a", "search", 50.0)
+
+    assert run(con, "cost_levers") == 6
+    got = select(con, "SELECT rank, lever, dollars, evidence FROM cost_levers ORDER BY rank")
+    assert [(r["rank"], r["lever"], r["dollars"]) for r in got] == [
+        (1, "chase untracked usage", 80.0),      # GPU 70 + CPU 10 (storage, network not)
+        (2, "bound the search", 56.0),           # saturating S2 6 + S3 50
+        (3, "delete dead checkpoints", 42.5),    # 30 + 12.5
+        (4, "co-locate compute with data", 9.5),  # 6.5 + the unclaimed 3.0
+        (5, "cache preprocessing", 5.5),         # 4.5 + 1.0, not the stale run's 20
+        (6, "use a cheaper card", 500.0),        # the largest figure, and still last
+    ]
+    evidence = {r["lever"]: r["evidence"] for r in got}
+    assert "largest i-nb (g5.12xlarge) $70.00" in evidence["chase untracked usage"]
+    assert "S3 $50.00 (no improvement)" in evidence["bound the search"]
+    assert "$3,300 per unit of val_auc vs $1,100 for S1" in evidence["bound the search"]
+    assert "6.0 CPU-hours" in evidence["cache preprocessing"]
+    assert "1 run(s) ($20.00) trained on a stale" in evidence["cache preprocessing"]
+    assert "80.0 of 100.0 GPU-hours" in evidence["use a cheaper card"]
+    assert all(r["evidence"] for r in got)
+
+
+def test_cost_levers_of_an_empty_month_keep_the_mission_order(con):
+    assert run(con, "cost_levers", FEB) == 6
+    got = con.execute("SELECT lever, dollars FROM cost_levers ORDER BY rank").fetchall()
+    assert got == [("bound the search", 0.0), ("cache preprocessing", 0.0),
+                   ("delete dead checkpoints", 0.0), ("co-locate compute with data", 0.0),
+                   ("chase untracked usage", 0.0), ("use a cheaper card", 0.0)]
+
+
+def test_the_new_tables_are_idempotent_per_month(con):
+    trend_months(con)
+    con.execute("INSERT INTO config_datasets VALUES ('events', 'data-west', 'us-west-2')")
+    tables = ["search_trend", "preprocessing_waste", "egress", "gpu_utilization", "showback",
+              "cost_levers"]
+
+    def snapshot():
+        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables}
+
+    for t in tables:
+        run(con, t, FEB)
+        run(con, t)
+    first = snapshot()
+    assert first["search_trend"] and first["showback"] and first["cost_levers"]
+    for t in tables:
+        run(con, t)
+    assert snapshot() == first

@@ -1,0 +1,147 @@
+"""The asset checks of issue 4 — billing completeness, the retention budget, tracker claims the
+bill never shows — on hand-made months, then wired on the demo quarter's assets."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.defs.checks import (
+    billing_complete,
+    retention_within_budget,
+    tracker_claims_billed,
+)
+from cost_pipeline.warehouse import month_params
+from tests.support.sql_backend import run_month
+from tests.support.warehouse_rows import insert, insert_lines
+
+MARCH = date(2024, 3, 1)
+
+
+def usage_day(day: int, category: str = "Usage") -> dict:
+    start = datetime(2024, 3, day, 10)
+    return {"ChargePeriodStart": start, "ChargePeriodEnd": start + timedelta(hours=1),
+            "ChargeCategory": category, "EffectiveCost": 1.0, "x_CostComponent": "cpu",
+            "x_SourceLine": f"L{day}-{category}"}
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect(":memory:")
+    yield c
+    c.close()
+
+
+def test_closed_month_missing_a_day_is_an_error_naming_the_day(con):
+    # every day but the 15th has usage; the 15th only a tax line, which does not count
+    insert_lines(con, MARCH, [usage_day(d) for d in range(1, 32) if d != 15]
+                 + [usage_day(15, "Tax")])
+    result = billing_complete(con, MARCH, today=date(2024, 5, 2))
+    assert not result.passed and result.severity.value == "ERROR"
+    meta = {k: v.value for k, v in result.metadata.items()}
+    assert meta["closed"] is True and meta["days_expected"] == 31
+    assert meta["days_with_usage"] == 30 and meta["missing_days"] == "2024-03-15"
+    assert meta["usage_lines"] == 30
+
+
+def test_complete_closed_month_passes(con):
+    insert_lines(con, MARCH, [usage_day(d) for d in range(1, 32)])
+    result = billing_complete(con, MARCH, today=date(2024, 4, 1))  # closed since today
+    assert result.passed and result.severity.value == "ERROR"
+
+
+def test_open_month_is_a_warning_over_the_days_through_yesterday(con):
+    # today is the 10th: days 1..9 are expected (a bill lags about a day); the 5th is missing
+    insert_lines(con, MARCH, [usage_day(d) for d in (1, 2, 3, 4, 6, 7, 8, 9)])
+    result = billing_complete(con, MARCH, today=date(2024, 3, 10))
+    meta = {k: v.value for k, v in result.metadata.items()}
+    assert not result.passed and result.severity.value == "WARN"
+    assert meta["closed"] is False and meta["days_expected"] == 9
+    assert meta["missing_days"] == "2024-03-05"
+    # on the 1st nothing is expected yet
+    assert billing_complete(con, MARCH, today=date(2024, 3, 1)).passed
+
+
+def violation(key: str, cost: float, reason: str = "dead_run", run_id: str | None = "r1") -> dict:
+    return {"bucket": "ckpt", "key": key, "run_id": run_id, "run_status": "FAILED",
+            "reason": reason, "bytes": 1000, "monthly_cost": cost}
+
+
+def test_retention_budget_is_a_warning_with_the_cost_by_reason(con):
+    insert(con, "retention_violations", MARCH,
+           [violation("a", 60.0), violation("b", 30.0, "beyond_keep_last", "r2"),
+            violation("c", 20.0, "orphan", None)], {})
+    over = retention_within_budget(con, MARCH, budget=100.0)
+    meta = {k: v.value for k, v in over.metadata.items()}
+    assert not over.passed and over.severity.value == "WARN"
+    assert meta["violation_cost"] == pytest.approx(110.0) and meta["budget"] == 100.0
+    assert meta["objects"] == 3 and meta["bytes"] == 3000
+    assert meta["cost_dead_run"] == 60.0 and meta["cost_orphan"] == 20.0
+    assert meta["top_runs"][0] == {"run_id": "r1", "run_status": "FAILED", "objects": 1,
+                                   "cost": 60.0}
+    assert retention_within_budget(con, MARCH, budget=110.0).passed  # at the budget: fine
+
+
+H10 = datetime(2024, 3, 5, 10)
+
+
+def test_runs_claiming_resources_the_bill_never_shows_are_listed():
+    line = {"ChargePeriodStart": H10, "ChargePeriodEnd": H10 + timedelta(hours=1),
+            "ChargeCategory": "Usage", "ResourceId": "i-billed", "EffectiveCost": 8.0,
+            "x_CostComponent": "gpu", "x_AcceleratorCount": 8, "x_UsageHours": 1.0,
+            "x_InstanceUsage": True, "x_ResourceKind": "instance", "x_SourceLine": "L1"}
+
+    def run(run_id, resources, gpus, hours):
+        return {"run_id": run_id, "status": "FINISHED", "purpose": "production",
+                "start_time": H10, "end_time": H10 + timedelta(hours=hours),
+                "resource_ids": resources, "gpus": gpus}
+
+    # r1 names a ghost instance for 3 h on 2 GPUs (6 GPU-hours); r2 a ghost volume for
+    # 2 h, gpus unset (counted as 1: 2 GPU-hours); r3 names only what the bill shows
+    runs = [run("r1", ["i-billed", "i-ghost"], 2, 3), run("r2", ["vol-ghost"], None, 2),
+            run("r3", ["i-billed"], 8, 1)]
+    con = run_month([line], runs, [], {}, MARCH)
+    params = month_params(parse_config({}, Path(".")), MARCH)
+    result = tracker_claims_billed(con, MARCH, params)
+    meta = {k: v.value for k, v in result.metadata.items()}
+    assert not result.passed and result.severity.value == "WARN"
+    assert meta["unbilled_claim_gpu_hours"] == pytest.approx(8.0)
+    assert meta["resource_ids"] == "i-ghost, vol-ghost"
+    assert meta["top_unbilled_resources"] == [
+        {"resource_id": "i-ghost", "runs": 1, "run_ids": ["r1"], "gpu_hours": 6.0},
+        {"resource_id": "vol-ghost", "runs": 1, "run_ids": ["r2"], "gpu_hours": 2.0}]
+    # the listed hours are the reconciliation's figure, resource by resource
+    assert sum(r["gpu_hours"] for r in meta["top_unbilled_resources"]) == pytest.approx(
+        meta["unbilled_claim_gpu_hours"])
+
+    clean = run_month([line], [run("r3", ["i-billed"], 8, 1)], [], {}, MARCH)
+    assert tracker_claims_billed(clean, MARCH, params).passed
+
+
+def test_demo_quarter_carries_every_check_with_its_figures(demo_quarter):
+    _, results = demo_quarter
+    expected = {("billing_facts", "billing_complete"), ("attribution", "cost_conserved"),
+                ("reconciliation", "reconciliation_within_threshold"),
+                ("reconciliation", "tracker_claims_billed"),
+                ("retention_violations", "retention_within_budget")}
+    for month, result in results.items():
+        checks = {(c.asset, c.name): c for c in result.checks}
+        assert set(checks) >= expected, month
+        complete = checks["billing_facts", "billing_complete"]
+        # the demo months are closed (2026-07 … 09) and have usage every day
+        assert complete.passed and complete.severity == "ERROR"
+        assert complete.metadata["days_with_usage"] == complete.metadata["days_expected"]
+        assert checks["reconciliation", "tracker_claims_billed"].passed
+    september = {(c.asset, c.name): c for c in results[date(2026, 9, 1)].checks}
+    budget = september["retention_violations", "retention_within_budget"]
+    # dead search checkpoints pile up: September's violations exceed the $100 budget
+    assert not budget.passed and budget.severity == "WARN"
+    assert budget.metadata["violation_cost"] > budget.metadata["budget"] == 100.0
+    # a WARN never makes the month fail: only August's reconciliation is an ERROR failure
+    errors = {m: [c.name for c in r.failed_error_checks] for m, r in results.items()}
+    assert errors == {date(2026, 7, 1): [], date(2026, 8, 1): ["reconciliation_within_threshold"],
+                      date(2026, 9, 1): []}

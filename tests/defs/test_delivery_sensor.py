@@ -1,0 +1,111 @@
+"""The delivery sensor on a real Dagster instance (SQLite storage in a temporary home): the
+first tick only records the exports; a restated month (new manifest) or new files of a
+month without one request that month's partition of `monthly_costs`; local and on S3."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from cost_pipeline.definitions import JOB_NAME, build_defs
+from cost_pipeline.defs.delivery_sensor import SENSOR_NAME
+from cost_pipeline.demo.local_s3 import upload_tree
+from tests.support.cur_rows import (
+    EXPORT,
+    line,
+    month_dir,
+    write_export,
+    write_manifest,
+    write_parquet,
+)
+from tests.support.s3_server import new_bucket, put
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+def _config(tmp_path: Path, billing: dict) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"warehouse": {"path": "w.duckdb"}, "billing": [billing]}))
+    return str(path)
+
+
+class Ticks:
+    """Evaluates the sensor tick after tick, carrying the cursor as the daemon does."""
+
+    def __init__(self, config_path: str, instance):
+        self.defs = build_defs(config_path)
+        self.sensor = self.defs.resolve_sensor_def(SENSOR_NAME)
+        self.instance, self.cursor = instance, None
+
+    def tick(self):
+        context = dg.build_sensor_context(instance=self.instance, cursor=self.cursor,
+                                          definitions=self.defs)
+        result = self.sensor.evaluate_tick(context)
+        self.cursor = result.cursor if result.cursor is not None else self.cursor
+        return result
+
+    def partitions(self) -> list[str]:
+        return [r.partition_key for r in self.tick().run_requests]
+
+
+def test_local_export_new_and_restated_deliveries(tmp_path, instance):
+    export = write_export(tmp_path, {"a.parquet": [line(1.0)]})
+    ticks = Ticks(_config(tmp_path, {"kind": "aws_cur2", "path": str(export)}), instance)
+    assert ticks.sensor.job_name == JOB_NAME
+
+    first = ticks.tick()
+    assert first.run_requests == [] and "first tick" in first.skip_message
+    assert list(json.loads(ticks.cursor)) == ["2026-07"]
+    assert ticks.partitions() == []  # nothing changed
+
+    # AWS restates July: new files and a new manifest
+    write_parquet(month_dir(export) / "b.parquet", [line(1.0), line(2.0)])
+    write_manifest(export, ["s3://x/exports/cur/ml-cur/data/BILLING_PERIOD=2026-07/b.parquet"])
+    requests = ticks.tick().run_requests
+    assert [r.partition_key for r in requests] == ["2026-07-01"]
+    assert requests[0].tags["cost_pipeline/launched_by"] == "delivery_sensor"
+    assert ticks.partitions() == []
+
+    # August arrives without a manifest; a stray pre-2020 folder is no partition
+    write_parquet(month_dir(export, month="2026-08") / "x.parquet", [line(3.0)])
+    write_parquet(month_dir(export, month="2019-12") / "x.parquet", [line(3.0)])
+    assert ticks.partitions() == ["2026-08-01"]
+    write_parquet(month_dir(export, month="2026-08") / "y.parquet", [line(4.0)])
+    assert ticks.partitions() == ["2026-08-01"]
+    assert sorted(json.loads(ticks.cursor)) == ["2019-12", "2026-07", "2026-08"]
+
+
+def test_s3_export_restated_and_unreachable(tmp_path, s3_server, instance):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    export = write_export(tmp_path, {"a.parquet": [line(1.0)]})
+    upload_tree(endpoint, export, bucket, f"cur/{EXPORT}")
+    billing = {"kind": "aws_cur2", "path": f"s3://{bucket}/cur/{EXPORT}",
+               "endpoint_url": endpoint}
+    ticks = Ticks(_config(tmp_path, billing), instance)
+    assert ticks.partitions() == []
+    assert ticks.partitions() == []
+    key = f"cur/{EXPORT}/metadata/BILLING_PERIOD=2026-07/{EXPORT}-Manifest.json"
+    put(endpoint, bucket, key, json.dumps({"executionId": "exec-2", "dataFiles": []}))
+    assert ticks.partitions() == ["2026-07-01"]
+    # a month without a manifest: its data files are listed
+    data = write_parquet(tmp_path / "aug.parquet", [line(2.0)]).read_bytes()
+    put(endpoint, bucket, f"cur/{EXPORT}/data/BILLING_PERIOD=2026-08/part/0.parquet", data)
+    assert ticks.partitions() == ["2026-08-01"]
+    assert ticks.partitions() == []
+    cursor = ticks.cursor
+
+    (tmp_path / "broken").mkdir()
+    broken = Ticks(_config(tmp_path / "broken", {**billing, "path": "s3://gone-bucket/cur/x"}),
+                   instance)
+    broken.cursor = cursor
+    result = broken.tick()
+    assert result.run_requests == [] and "bucket does not exist" in result.skip_message
+    assert broken.cursor == cursor  # kept: the next good listing compares against it

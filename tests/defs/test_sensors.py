@@ -1,0 +1,371 @@
+"""The alert sensors against a real Dagster instance (SQLite, as `dagster dev` uses) and a real
+HTTP receiver on loopback, ticked over many evaluations; then the plain core rules."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from pytest_httpserver import HTTPServer
+from werkzeug import Response
+
+from cost_pipeline import alerts
+from cost_pipeline.definitions import CHECK_KEYS, JOB_NAME, build_defs
+from cost_pipeline.defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
+
+AUGUST = date(2026, 8, 1)
+RECONCILIATION = "reconciliation.reconciliation_within_threshold"
+SECRET = "T0000/B0000/s3cr3t-webhook-token"  # stands for the secret part of a Slack URL
+TIMEOUT = 0.3  # alerts.timeout_seconds in the test config
+
+
+@contextmanager
+def dagster_home(home: Path):
+    old = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = old
+
+
+@dataclass
+class AlertEnv:
+    home: Path
+    strict: Path  # the demo config: August fails reconciliation
+    lenient: Path  # the same month with a 50% threshold: August passes
+
+    def materialize(self, config: Path, month: date):
+        from cost_pipeline.cli.materialize import materialize_month
+
+        with dagster_home(self.home):
+            result = materialize_month(str(config), month, progress=False)
+        assert result.success, result.error
+        return result
+
+    def refresh(self, config: Path, month: date, instance: dg.DagsterInstance, asset: str):
+        """An on-demand refresh of one asset of the month, as the UI or
+        `dagster asset materialize --select reconciliation` launches it."""
+        job = build_defs(str(config)).resolve_job_def(JOB_NAME)
+        result = job.execute_in_process(partition_key=f"{month:%Y-%m}-01", instance=instance,
+                                        asset_selection=[dg.AssetKey(asset)])
+        assert result.success
+        return result
+
+    def instance(self) -> dg.DagsterInstance:
+        return dg.DagsterInstance.from_config(str(self.home))
+
+
+@pytest.fixture
+def alert_env(tmp_path) -> AlertEnv:
+    from cost_pipeline.demo.generate import generate_demo
+
+    strict = generate_demo(tmp_path / "demo")
+    data = yaml.safe_load(strict.read_text())
+    data["alerts"] = {"webhook_url_env": "COST_ALERT_WEBHOOK_URL", "timeout_seconds": TIMEOUT}
+    strict.write_text(yaml.safe_dump(data))
+    data["policy"]["reconciliation"]["max_untracked_share"] = 0.5
+    lenient = strict.with_name("lenient.yaml")
+    lenient.write_text(yaml.safe_dump(data))
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return AlertEnv(home, strict, lenient)
+
+
+class Receiver:
+    """A webhook receiver whose answer the test chooses: ok, 503, slow (past the timeout),
+    or down (stopped, the port refuses connections)."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.requests: list[tuple[str, dict]] = []  # (mode when received, JSON body)
+        self.server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+        self.server.expect_request(f"/services/{SECRET}", method="POST").respond_with_handler(
+            self._handle)
+        self.server.start()
+        self.url = self.server.url_for(f"/services/{SECRET}")
+
+    def _handle(self, request) -> Response:
+        self.requests.append((self.mode, json.loads(request.data)))
+        if self.mode == "503":
+            return Response("busy", status=503)
+        if self.mode == "slow":
+            time.sleep(TIMEOUT * 3)
+        return Response("ok", status=200)
+
+    def down(self) -> None:
+        self.server.stop()
+
+    def up(self) -> None:
+        self.server.start()  # same port again
+
+    def bodies(self, mode: str | None = None) -> list[dict]:
+        return [body for m, body in self.requests if mode is None or m == mode]
+
+
+@pytest.fixture
+def receiver(monkeypatch):
+    # werkzeug's access log is the receiver's, not ours: it prints the path it was called on
+    monkeypatch.setattr(logging.getLogger("werkzeug"), "level", logging.ERROR)
+    r = Receiver()
+    monkeypatch.setenv("COST_ALERT_WEBHOOK_URL", r.url)
+    yield r
+    if r.server.is_running():
+        r.server.stop()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Ticker:
+    """Evaluates one sensor tick after another, carrying the cursor like the daemon does."""
+
+    def __init__(self, sensor: dg.SensorDefinition, instance: dg.DagsterInstance,
+                 defs: dg.Definitions, cursor: str | None = None) -> None:
+        self.sensor, self.instance, self.defs, self.cursor = sensor, instance, defs, cursor
+        self.ticks = 0
+
+    def tick(self) -> str:
+        context = dg.build_sensor_context(instance=self.instance, cursor=self.cursor,
+                                          definitions=self.defs)
+        data = self.sensor.evaluate_tick(context)
+        assert not data.run_requests
+        self.cursor, self.ticks = data.cursor, self.ticks + 1
+        return data.skip_message or ""
+
+    @property
+    def state(self) -> dict:
+        return alerts.load_state(self.cursor)
+
+
+def test_failed_reconciliation_alerts_once_through_an_outage_and_rearms(
+        alert_env, receiver, capfd, caplog):
+    caplog.set_level(logging.DEBUG)
+    clock = Clock()
+    defs = build_defs(str(alert_env.strict))
+    sensor = build_check_alert_sensor(str(alert_env.strict), CHECK_KEYS, clock=clock)
+    with alert_env.instance() as instance:
+        ticker = Ticker(sensor, instance, defs)
+        assert "initialized" in ticker.tick()  # an empty instance: nothing to send
+        august = alert_env.materialize(alert_env.strict, AUGUST)
+
+        # the receiver answers 503: the alert stays queued, retried after 30 s
+        receiver.mode = "503"
+        assert "1 new alert" in ticker.tick()
+        assert len(receiver.requests) == 1
+        [item] = ticker.state["pending"]
+        assert item["attempts"] == 1 and item["last_error"] == "HTTP 503"
+        assert item["next_attempt"] == pytest.approx(clock() + 30)
+        clock.advance(10)
+        ticker.tick()  # backoff: not due yet
+        assert len(receiver.requests) == 1
+
+        # the receiver is down: refused, next attempt 60 s later
+        receiver.down()
+        clock.advance(25)
+        ticker.tick()
+        [item] = ticker.state["pending"]
+        assert item["attempts"] == 2 and item["last_error"].startswith("cannot connect")
+        assert item["next_attempt"] == pytest.approx(clock() + 60)
+
+        # back up but too slow: a timeout, next attempt 120 s later
+        receiver.up()
+        receiver.mode = "slow"
+        clock.advance(61)
+        started = time.monotonic()
+        ticker.tick()
+        assert time.monotonic() - started < TIMEOUT * 3  # the tick did not wait for it
+        [item] = ticker.state["pending"]
+        assert item["attempts"] == 3 and item["last_error"] == f"timed out after {TIMEOUT:g} s"
+        assert item["next_attempt"] == pytest.approx(clock() + 120)
+
+        # healthy again: delivered on the first due tick, exactly once
+        receiver.mode = "ok"
+        clock.advance(60)
+        ticker.tick()
+        assert len(receiver.bodies("ok")) == 0  # still backing off
+        clock.advance(61)
+        assert "1 delivered" in ticker.tick()
+        for _ in range(3):
+            clock.advance(3600)
+            ticker.tick()
+        assert ticker.state["pending"] == [] and ticker.state["delivered"] == 1
+        time.sleep(TIMEOUT * 3)  # let the slow handler record its request
+        assert [m for m, _ in receiver.requests] == ["503", "slow", "ok"]
+        [alert] = receiver.bodies("ok")
+        # every attempt carried the same alert_id: a receiver can drop the one copy a
+        # timed-out attempt may have delivered
+        assert {b["alert_id"] for b in receiver.bodies()} == {alert["alert_id"]}
+
+        # the figures
+        assert alert["check"] == RECONCILIATION and alert["month"] == "2026-08"
+        assert alert["run_id"] == august.run_id and alert["severity"] == "ERROR"
+        assert alert["billed_gpu_hours"] == pytest.approx(2728.0)
+        assert alert["tracked_gpu_hours"] == pytest.approx(1728.0)
+        assert alert["untracked_share"] == pytest.approx(1000 / 2728)
+        top = alert["top_untracked_resources"][0]
+        assert top["resource_id"] == "i-0a1b2c3d4e5f600d6" and top["gpu_hours"] == 1000.0
+        assert top["hours"] == 250.0 and top["cost"] == pytest.approx(1418.0)
+        assert "FAILED for 2026-08" in alert["text"] and "36.7%" in alert["text"]
+        assert august.run_id in alert["text"]
+
+        # the check passes again (a refresh of reconciliation under a lenient threshold)
+        # → re-armed, nothing sent
+        alert_env.refresh(alert_env.lenient, AUGUST, instance, "reconciliation")
+        clock.advance(60)
+        ticker.tick()
+        episode = ticker.state["episodes"][f"{RECONCILIATION}|2026-08"]
+        assert episode["failing"] is False and len(receiver.requests) == 3
+
+        # fails again → one new alert, for the new run
+        again = alert_env.refresh(alert_env.strict, AUGUST, instance, "reconciliation")
+        clock.advance(60)
+        assert "1 new alert(s), 1 delivered" in ticker.tick()
+        clock.advance(60)
+        ticker.tick()
+        assert [b["run_id"] for b in receiver.bodies("ok")] == [august.run_id, again.run_id]
+
+        # a fresh sensor (no cursor: a new deployment) only initializes, re-alerting nothing
+        fresh = Ticker(sensor, instance, defs)
+        assert "initialized" in fresh.tick()
+        fresh.tick()
+        assert fresh.state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"] is True
+        assert len(receiver.requests) == 4
+
+    # the URL's secret appears nowhere: not in the cursor, not in any log line
+    captured = capfd.readouterr()
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    for text in (ticker.cursor, captured.out, captured.err, logged):
+        assert SECRET not in text and receiver.url not in text
+    # the sensor did log its failed attempts and its deliveries (Dagster's logger → stderr)
+    assert "not delivered: HTTP 503" in captured.err and "delivered (attempt 4)" in captured.err
+    print(f"check alert sensor: {ticker.ticks} ticks")
+
+
+def test_fresh_sensor_on_a_shared_instance_does_not_realert_history(demo_quarter,
+                                                                    dagster_home, receiver):
+    # the session's instance holds the demo quarter (August failing) and CLI runs of other tests
+    config, _ = demo_quarter
+    defs = build_defs(str(config))
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        ticker = Ticker(defs.resolve_sensor_def("check_failure_alerts"), instance, defs)
+        assert "initialized" in ticker.tick()
+        ticker.tick()
+    assert receiver.requests == []
+    assert ticker.state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"] is True
+
+
+def test_failed_scheduled_run_alerts_once(alert_env, receiver):
+    broken = alert_env.strict.with_name("broken.yaml")
+    data = yaml.safe_load(alert_env.strict.read_text())
+    data["billing"] = [{"kind": "aws_cur2", "path": "exports/missing-export"}]
+    broken.write_text(yaml.safe_dump(data))
+    job = build_defs(str(broken)).resolve_job_def(JOB_NAME)
+    clock = Clock()
+    sensor = build_run_failure_alert_sensor(str(alert_env.strict),
+                                            ["monthly_close", "daily_refresh"], clock=clock)
+    with alert_env.instance() as instance:
+        ticker = Ticker(sensor, instance, build_defs(str(alert_env.strict)))
+        assert "initialized" in ticker.tick()
+
+        def fail(tags: dict) -> str:
+            result = job.execute_in_process(partition_key="2026-10-01", instance=instance,
+                                            raise_on_error=False, tags=tags,
+                                            asset_selection=[dg.AssetKey("billing_facts")])
+            assert not result.success
+            return result.run_id
+
+        fail({"cost_pipeline/launched_by": "cli"})  # not scheduled: no alert
+        scheduled = fail({"dagster/schedule_name": "monthly_close"})
+        clock.advance(30)
+        assert "1 new alert(s), 1 delivered" in ticker.tick()
+        for _ in range(2):
+            clock.advance(30)
+            ticker.tick()
+    [alert] = receiver.bodies()
+    assert alert["kind"] == "scheduled_run_failed" and alert["run_id"] == scheduled
+    assert alert["schedule"] == "monthly_close" and alert["month"] == "2026-10"
+    assert alert["job"] == JOB_NAME and "missing-export" in alert["error"]
+
+
+# ------------------------------------------------------------------- the plain core rules
+
+
+def evaluation(month: str, passed: bool, at: float, severity: str = "ERROR",
+               run: str = "run") -> alerts.CheckEvaluation:
+    return alerts.CheckEvaluation(RECONCILIATION, month, passed, severity, at, f"{run}-{at}",
+                                  {"untracked_share": 0.4, "billed_gpu_hours": 10.0})
+
+
+def test_episodes_one_alert_per_failure_episode_of_a_check_and_month():
+    state = alerts.new_state()
+    assert alerts.observe_checks(state, [evaluation("2026-08", False, 1.0)], now=0) == []
+    assert state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"]  # history, not alerted
+    batch = [
+        evaluation("2026-08", False, 2.0),  # same episode: nothing
+        evaluation("2026-09", False, 3.0, "WARN"),  # a warning never pages
+        evaluation("2026-08", True, 4.0),  # re-armed …
+        evaluation("2026-08", False, 5.0),  # … fails again: one alert
+        evaluation("2026-07", False, 6.0),  # another month: its own alert
+        evaluation("2026-08", True, 0.5),  # older than what was seen: ignored
+    ]
+    queued = alerts.observe_checks(state, reversed(batch), now=10)
+    assert [q["payload"]["month"] for q in queued] == ["2026-08", "2026-07"]
+    assert queued[0]["payload"]["run_id"] == "run-5.0"
+    # the same evaluations seen again (overlapping reads) queue nothing
+    assert alerts.observe_checks(state, batch, now=11) == []
+    assert len(state["pending"]) == 2
+
+
+def test_undelivered_alert_survives_restarts_with_capped_backoff(monkeypatch):
+    monkeypatch.delenv("UNSET_WEBHOOK_VAR", raising=False)
+    state = alerts.new_state()
+    alerts.observe_checks(state, [], now=0)
+    alerts.observe_checks(state, [evaluation("2026-08", False, 1.0)], now=0)
+    send = alerts.webhook_sender("UNSET_WEBHOOK_VAR", 1.0)
+    now, waits = 0.0, []
+    for _ in range(10):
+        state = alerts.load_state(alerts.dump_state(state))  # a restart between ticks
+        [outcome] = alerts.deliver_due(state, now, send)
+        assert not outcome.delivered and outcome.error == "$UNSET_WEBHOOK_VAR is not set"
+        waits.append(outcome.retry_in)
+        now = state["pending"][0]["next_attempt"]
+    assert waits[:4] == [30, 60, 120, 240] and waits[-1] == alerts.RETRY_MAX_SECONDS
+    assert len(state["pending"]) == 1 and state["pending"][0]["attempts"] == 10
+    delivered: list[dict] = []
+    [outcome] = alerts.deliver_due(state, now, delivered.append)
+    assert outcome.delivered and state["pending"] == [] and len(delivered) == 1
+
+
+def test_alert_text_says_what_failed_for_each_error_check():
+    missing = alerts.CheckEvaluation(
+        "billing_facts.billing_complete", "2026-10", False, "ERROR", 1.0, "r1",
+        {"days_expected": 31, "days_with_usage": 29, "missing_days": "2026-10-05, 2026-10-06"})
+    assert "2 of 31 days have no usage lines (2026-10-05, 2026-10-06)" in alerts.check_alert(
+        missing)["text"]
+    off = alerts.CheckEvaluation("attribution.cost_conserved", "2026-10", False, "ERROR", 1.0,
+                                 "r2", {"delta": 12.5, "tolerance": 0.01, "currency": "USD"})
+    payload = alerts.check_alert(off)
+    assert "off the bill by 12.50 USD" in payload["text"] and payload["run_id"] == "r2"
+    assert json.loads(alerts.dump_state({"pending": [payload]}))  # JSON all the way down

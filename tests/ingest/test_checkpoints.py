@@ -1,0 +1,197 @@
+"""Checkpoint listings (inventory CSV, local folder) → `checkpoint_inventory` (SPEC §3)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.ingest.checkpoints import build_checkpoint_inventory
+from cost_pipeline.ingest.sources import SourceError
+
+JULY = date(2026, 7, 1)
+LOG = logging.getLogger("test")
+HEADER = "bucket,key,size,last_modified"
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def build(con, base: Path, *entries: dict, month: date = JULY) -> list[tuple]:
+    """(bucket, key, size, last_modified, snapshot_date, prefix, run_id, checkpoint, source)"""
+    build_checkpoint_inventory(con, parse_config({"checkpoints": list(entries)}, base), month,
+                               LOG)
+    return con.execute(
+        "SELECT bucket, key, size, last_modified, snapshot_date, prefix, run_id, checkpoint, "
+        "source FROM checkpoint_inventory WHERE month = ? ORDER BY bucket, key, snapshot_date",
+        [month]).fetchall()
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text.lstrip("\n"), encoding="utf-8")
+    return path
+
+
+INVENTORY = f"""
+{HEADER}
+ml-ckpt,checkpoints/run-a/step-100/shard-0.pt,100,2026-07-10T00:00:00Z
+ml-ckpt,checkpoints/run-a/step-100/shard-1.pt,150,2026-07-10T00:00:05.000Z
+ml-ckpt,checkpoints/run-a/final.pt,300,2026-07-11T12:00:00+02:00
+ml-ckpt,checkpoints/README.md,5,2026-01-01T00:00:00Z
+ml-ckpt,datasets/churn/part-0.parquet,1000,2026-06-01T00:00:00Z
+ml-ckpt,checkpoints/run-b/step-1/x.pt,10,2026-08-01T00:00:00Z
+ml-ckpt,checkpoints/run-c/step-9/x.pt,20,2026-07-31T23:59:59Z
+"""
+
+
+def test_inventory_csv_runs_and_checkpoints(tmp_path, con):
+    write(tmp_path / "inv.csv", INVENTORY)
+    rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv",
+                                 "prefix": "checkpoints/"})
+    src = "checkpoints[0] inventory"
+    assert rows == [
+        ("ml-ckpt", "checkpoints/README.md", 5, datetime(2026, 1, 1), None, "checkpoints/",
+         None, None, src),  # under the prefix, in no run folder
+        ("ml-ckpt", "checkpoints/run-a/final.pt", 300, datetime(2026, 7, 11, 10), None,
+         "checkpoints/", "run-a", "final.pt", src),
+        ("ml-ckpt", "checkpoints/run-a/step-100/shard-0.pt", 100, datetime(2026, 7, 10), None,
+         "checkpoints/", "run-a", "step-100", src),
+        ("ml-ckpt", "checkpoints/run-a/step-100/shard-1.pt", 150, datetime(2026, 7, 10, 0, 0, 5),
+         None, "checkpoints/", "run-a", "step-100", src),
+        # run-b's object was written after July's end: not in July's snapshot
+        ("ml-ckpt", "checkpoints/run-c/step-9/x.pt", 20, datetime(2026, 7, 31, 23, 59, 59), None,
+         "checkpoints/", "run-c", "step-9", src),
+        ("ml-ckpt", "datasets/churn/part-0.parquet", 1000, datetime(2026, 6, 1), None, None,
+         None, None, src),
+    ]
+    august = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv",
+                                   "prefix": "checkpoints/"}, month=date(2026, 8, 1))
+    assert [r[1] for r in august if r[6] == "run-b"] == ["checkpoints/run-b/step-1/x.pt"]
+    assert len(build(con, tmp_path, {"kind": "inventory", "path": "inv.csv",
+                                     "prefix": "checkpoints/"}, month=date(2026, 6, 1))) == 2
+    # months are separate partitions
+    (n,) = con.execute("SELECT count(*) FROM checkpoint_inventory WHERE month = ?",
+                       [JULY]).fetchone()
+    assert n == 6
+
+
+def test_bucket_from_the_config_and_snapshot_dates(tmp_path, con):
+    write(tmp_path / "inv.csv", """
+key,size,last_modified,snapshot_date
+ckpt/run-a/s1/x.pt,10,2026-06-29T00:00:00Z,2026-06-30
+ckpt/run-a/s1/x.pt,10,2026-06-29T00:00:00Z,2026-07-01
+ckpt/run-a/s1/x.pt,10,2026-06-29T00:00:00Z,2026-07-31
+ckpt/run-a/s2/x.pt,20,2026-07-31T12:00:00Z,2026-07-31
+ckpt/run-a/s2/x.pt,20,2026-07-31T12:00:00Z,2026-08-01
+""")
+    rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv", "prefix": "ckpt/",
+                                 "bucket": "ml-ckpt"})
+    assert [(r[0], r[1], r[4], r[6], r[7]) for r in rows] == [
+        ("ml-ckpt", "ckpt/run-a/s1/x.pt", date(2026, 7, 1), "run-a", "s1"),
+        ("ml-ckpt", "ckpt/run-a/s1/x.pt", date(2026, 7, 31), "run-a", "s1"),
+        ("ml-ckpt", "ckpt/run-a/s2/x.pt", date(2026, 7, 31), "run-a", "s2"),
+    ]
+
+
+def test_no_bucket_anywhere_is_an_error(tmp_path, con):
+    write(tmp_path / "inv.csv", "key,size,last_modified\nckpt/a/b,1,2026-07-01\n")
+    with pytest.raises(SourceError, match="no bucket column: set `bucket:`"):
+        build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+    write(tmp_path / "inv.csv", f"{HEADER}\nb,k1,1,2026-07-01\n,k2,1,2026-07-01\n")
+    with pytest.raises(SourceError, match=r"inv.csv row 3: bucket: empty"):
+        build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+
+
+@pytest.mark.parametrize(("size", "problem"), [
+    ("12kB", "size: '12kB' is not a whole number of bytes"),
+    ("1.5", "size: '1.5' is not a whole number of bytes"),
+    ("-3", "size: -3 is negative"),
+    ("99999999999999999999", "size: 99999999999999999999 is too large for a byte count"),
+])
+def test_bad_size_names_the_row(tmp_path, con, size, problem):
+    path = write(tmp_path / "inv.csv", f"{HEADER}\nb,ok,1,2026-07-01\nb,bad,{size},2026-07-01\n")
+    with pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+    assert str(err.value) == f"checkpoints[0] inventory: {path} row 3: {problem}"
+
+
+def test_bad_timestamp_and_header(tmp_path, con):
+    path = write(tmp_path / "inv.csv", f"{HEADER}\nb,k,1,last tuesday\n")
+    with pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+    assert str(err.value) == (f"checkpoints[0] inventory: {path} row 2: "
+                              "last_modified: 'last tuesday' is not a timestamp")
+    write(tmp_path / "inv.csv", "bucket,key,last_modified\nb,k,2026-07-01\n")
+    with pytest.raises(SourceError, match="missing column size"):
+        build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+    (tmp_path / "inv.csv").write_bytes(b"bucket,key,size,last_modified\nb,k\xff,1,2026-07-01\n")
+    with pytest.raises(SourceError, match="unreadable"):
+        build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+
+
+def _file(root: Path, key: str, size: int, modified: datetime) -> None:
+    path = root / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\0" * size)
+    stamp = modified.replace(tzinfo=UTC).timestamp()
+    os.utime(path, (stamp, stamp))
+
+
+def test_local_folder(tmp_path, con):
+    root = tmp_path / "bucket"
+    _file(root, "checkpoints/run-a/step-1/model.pt", 64, datetime(2026, 7, 2, 3, 4, 5))
+    _file(root, "checkpoints/run-a/log.txt", 7, datetime(2026, 7, 2))
+    _file(root, "checkpoints/run-z/step-9/model.pt", 32, datetime(2026, 8, 1))
+    _file(root, "raw/data.csv", 3, datetime(2026, 5, 1))
+    rows = build(con, tmp_path, {"kind": "local", "path": "bucket", "bucket": "ml-ckpt",
+                                 "prefix": "checkpoints/"})
+    src = "checkpoints[0] local"
+    assert rows == [
+        ("ml-ckpt", "checkpoints/run-a/log.txt", 7, datetime(2026, 7, 2), None, "checkpoints/",
+         "run-a", "log.txt", src),
+        ("ml-ckpt", "checkpoints/run-a/step-1/model.pt", 64, datetime(2026, 7, 2, 3, 4, 5), None,
+         "checkpoints/", "run-a", "step-1", src),
+        ("ml-ckpt", "raw/data.csv", 3, datetime(2026, 5, 1), None, None, None, None, src),
+    ]
+    assert len(build(con, tmp_path, {"kind": "local", "path": "bucket", "bucket": "ml-ckpt",
+                                      "prefix": "checkpoints/"}, month=date(2026, 8, 1))) == 4
+    with pytest.raises(SourceError, match="checkpoint folder not found"):
+        build(con, tmp_path, {"kind": "local", "path": "nowhere", "bucket": "b"})
+
+
+def test_prefix_spellings(tmp_path, con):
+    write(tmp_path / "inv.csv", f"""
+{HEADER}
+b,checkpoints/run-a/s1/x.pt,1,2026-07-01
+b,top.txt,1,2026-07-01
+""")
+    # without the trailing slash the run folders are the same
+    rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv",
+                                 "prefix": "checkpoints"})
+    assert [(r[1], r[5], r[6], r[7]) for r in rows] == [
+        ("checkpoints/run-a/s1/x.pt", "checkpoints", "run-a", "s1"),
+        ("top.txt", None, None, None)]
+    # an empty prefix: the first segment is the run id; a top-level file is in no run folder
+    rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+    assert [(r[1], r[5], r[6], r[7]) for r in rows] == [
+        ("checkpoints/run-a/s1/x.pt", "", "checkpoints", "run-a"),
+        ("top.txt", "", None, None)]
+
+
+def test_an_object_listed_by_two_sources_is_kept_once(tmp_path, con):
+    write(tmp_path / "inv.csv", f"{HEADER}\nml-ckpt,checkpoints/run-a/s1/x.pt,8,2026-07-01\n")
+    _file(tmp_path / "bucket", "checkpoints/run-a/s1/x.pt", 8, datetime(2026, 7, 1))
+    rows = build(con, tmp_path,
+                 {"kind": "inventory", "path": "inv.csv", "prefix": "checkpoints/"},
+                 {"kind": "local", "path": "bucket", "bucket": "ml-ckpt", "prefix": "other/"})
+    assert [(r[1], r[6], r[8]) for r in rows] == [
+        ("checkpoints/run-a/s1/x.pt", "run-a", "checkpoints[0] inventory")]

@@ -1,0 +1,620 @@
+"""CUR 2.0 → billing_facts (SPEC §5) and the aws_cur2 source's outcomes on bad or restated
+input (SPEC §3, §11). Every expected value below is computed by hand from the lines written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import UTC, date, datetime, timedelta
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cost_pipeline.ingest.sources import SourceError
+from tests.support.cur_rows import (
+    EXPORT,
+    HOUR,
+    S3_EXPORT,
+    T0,
+    build,
+    config,
+    facts,
+    line,
+    month_dir,
+    write_export,
+    write_manifest,
+    write_parquet,
+)
+
+JULY = date(2026, 7, 1)
+SP_ARN = "arn:aws:savingsplans::999988887777:savingsplan/0a1b2c3d"
+RI_ARN = "arn:aws:ec2:us-east-1:999988887777:reserved-instances/5e6f7a8b"
+NAT = "arn:aws:ec2:us-east-1:111122223333:natgateway/nat-0abc"
+JOB = "arn:aws:sagemaker:us-east-1:111122223333:training-job/churn-hpo-001"
+NET_COLUMNS = (
+    "line_item_net_unblended_cost", "reservation_net_effective_cost",
+    "reservation_net_unused_amortized_upfront_fee_for_billing_period",
+    "reservation_net_unused_recurring_fee", "savings_plan_net_savings_plan_effective_cost",
+)
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def L(name: str, cost: float = 1.0, **cols) -> dict:
+    """A line whose identity_line_item_id is `name` (the key of `facts`)."""
+    return line(cost, **{"identity_line_item_id": name, **cols})
+
+
+def gpu_box(name: str, usage_type: str, cost: float = 10.0, **cols) -> dict:
+    return L(name, cost, line_item_usage_type=usage_type, line_item_resource_id=f"i-{name}",
+             **cols)
+
+
+# ------------------------------------------------------------------ 1. normalization
+
+def bill_lines() -> list[dict]:
+    june = datetime(2026, 6, 15, tzinfo=UTC)
+    sp = dict(savings_plan_savings_plan_a_r_n=SP_ARN, line_item_usage_type="BoxUsage:p3.2xlarge",
+              product_instance_type="p3.2xlarge", line_item_resource_id="i-0sp")
+    return [
+        # Savings Plans: covered usage at the net SP rate, else the gross one; negation 0
+        L("sp_cov", 3.06, line_item_line_item_type="SavingsPlanCoveredUsage", **sp,
+          savings_plan_savings_plan_effective_cost=2.0,
+          savings_plan_net_savings_plan_effective_cost=1.8),
+        L("sp_cov_gross", 3.06, start=T0 + HOUR, line_item_line_item_type="SavingsPlanCoveredUsage",
+          **sp, savings_plan_savings_plan_effective_cost=2.5,
+          savings_plan_net_savings_plan_effective_cost=None),
+        L("sp_neg", -3.06, line_item_line_item_type="SavingsPlanNegation", **sp),
+        L("sp_fee", 100.0, hours=744, line_item_line_item_type="SavingsPlanRecurringFee",
+          line_item_resource_id=SP_ARN, line_item_product_code="ComputeSavingsPlans",
+          line_item_usage_type="ComputeSP:1yrNoUpfront", line_item_usage_amount=1.0,
+          savings_plan_total_commitment_to_date=100.0, savings_plan_used_commitment=62.5),
+        L("sp_upfront", 1000.0, hours=744, line_item_line_item_type="SavingsPlanUpfrontFee",
+          line_item_resource_id=SP_ARN, line_item_product_code="ComputeSavingsPlans",
+          line_item_usage_type="ComputeSP:1yrAllUpfront"),
+        # Reserved Instances
+        L("ri_used", 0.0, line_item_line_item_type="DiscountedUsage",
+          line_item_usage_type="USE1-BoxUsage:m5.large", line_item_resource_id="i-0ri",
+          reservation_reservation_a_r_n=RI_ARN, reservation_effective_cost=0.06,
+          reservation_net_effective_cost=0.05),
+        L("ri_used_gross", 0.0, start=T0 + HOUR, line_item_line_item_type="DiscountedUsage",
+          line_item_usage_type="USE1-BoxUsage:m5.large", line_item_resource_id="i-0ri",
+          reservation_reservation_a_r_n=RI_ARN, reservation_effective_cost=0.06,
+          reservation_net_effective_cost=None),
+        L("ri_fee", 43.8, hours=744, line_item_line_item_type="RIFee",
+          line_item_usage_type="HeavyUsage:m5.large", line_item_resource_id=RI_ARN,
+          reservation_reservation_a_r_n=RI_ARN,
+          reservation_net_unused_amortized_upfront_fee_for_billing_period=5.0,
+          reservation_net_unused_recurring_fee=2.5,
+          reservation_unused_amortized_upfront_fee_for_billing_period=6.0,
+          reservation_unused_recurring_fee=3.0),
+        L("ri_fee_gross", 20.0, hours=744, line_item_line_item_type="RIFee",
+          line_item_usage_type="HeavyUsage:m5.xlarge", line_item_resource_id=RI_ARN + "x",
+          reservation_reservation_a_r_n=RI_ARN + "x",
+          reservation_unused_amortized_upfront_fee_for_billing_period=4.0,
+          reservation_unused_recurring_fee=1.0),
+        L("ri_upfront", 500.0, hours=744, line_item_line_item_type="Fee",
+          line_item_usage_type="HeavyUsage:m5.large", line_item_resource_id=RI_ARN,
+          reservation_reservation_a_r_n=RI_ARN),
+        L("support", 29.0, hours=744, line_item_line_item_type="Fee",
+          line_item_product_code="AWSSupportBusiness", line_item_usage_type="Dollar",
+          line_item_resource_id=None),
+        # discounts, tax, credits, refunds
+        L("edp", -5.0, net=0.0, hours=744, line_item_line_item_type="EdpDiscount",
+          line_item_resource_id=None, line_item_usage_type="BoxUsage:m5.large"),
+        L("tax", 12.34, hours=744, line_item_line_item_type="Tax", line_item_resource_id=None,
+          line_item_usage_type="Tax"),
+        L("credit", -20.0, hours=744, line_item_line_item_type="Credit",
+          line_item_resource_id=None, line_item_usage_type="Credit"),
+        L("refund_old", -3.0, start=june, line_item_line_item_type="Refund"),
+        L("refund_now", -1.0, start=T0 + 24 * HOUR, line_item_line_item_type="Refund"),
+        # instance usage of every kind, accelerator counts
+        L("box", 0.096, product_instance_type="m5.large"),
+        L("neg_usage", -0.048, line_item_usage_amount=-0.5),
+        gpu_box("spot_p4d", "USW2-SpotUsage:p4d.24xlarge", 5.0, line_item_usage_amount=0.5),
+        L("host", 6.5, line_item_usage_type="HostUsage:mac1.metal", line_item_resource_id="h-0m"),
+        gpu_box("trn2", "USE1-BoxUsage:trn2.48xlarge"),
+        gpu_box("inf2", "BoxUsage:inf2.48xlarge"),
+        gpu_box("g6e", "BoxUsage:g6e.12xlarge"),
+        gpu_box("gpu_attr", "BoxUsage:x9g.8xlarge", product={"gpu": "2"}),
+        gpu_box("p9", "BoxUsage:p9.48xlarge"),
+        L("sm_train", 3.825, line_item_product_code="AmazonSageMaker",
+          line_item_usage_type="USE1-Train:ml.p3.2xlarge", line_item_resource_id=JOB,
+          product_instance_type="ml.p3.2xlarge", product_servicecode="AmazonSageMaker"),
+        L("sm_train_2x", 14.0, line_item_product_code="AmazonSageMaker",
+          line_item_usage_type="USE1-Train:ml.g5.12xlarge", line_item_resource_id=JOB + "-b",
+          line_item_usage_amount=2.0),
+        # storage and network
+        L("ebs", 0.011, line_item_usage_type="EBS:VolumeUsage.gp3",
+          line_item_resource_id="vol-0abc", line_item_usage_amount=0.137,
+          product_product_family="Storage", pricing_unit="GB-Mo"),
+        L("s3_storage", 0.5, hours=24, line_item_product_code="AmazonS3",
+          line_item_usage_type="USE1-TimedStorage-ByteHrs", line_item_resource_id="ml-ckpt",
+          product_product_family="Storage", line_item_usage_amount=21.7),
+        L("s3_xregion", 0.2, line_item_product_code="AmazonS3",
+          line_item_usage_type="USW2-USE1-AWS-Out-Bytes", line_item_resource_id="ml-datasets",
+          product_product_family="Data Transfer", line_item_usage_amount=10.0),
+        L("nat", 0.045, line_item_usage_type="USE1-NatGateway-Hours",
+          line_item_resource_id=NAT, product_product_family="NAT Gateway"),
+    ]
+
+
+# (ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus)
+EXPECTED_COSTS = {
+    "sp_cov": ("Usage", None, 1.8, 3.06, "Used"),
+    "sp_cov_gross": ("Usage", None, 2.5, 3.06, "Used"),
+    "sp_neg": ("Usage", None, 0.0, -3.06, None),
+    "sp_fee": ("Purchase", None, 37.5, 100.0, "Unused"),          # 100 − 62.5
+    "sp_upfront": ("Purchase", None, 0.0, 1000.0, None),
+    "ri_used": ("Usage", None, 0.05, 0.0, "Used"),
+    "ri_used_gross": ("Usage", None, 0.06, 0.0, "Used"),
+    "ri_fee": ("Purchase", None, 7.5, 43.8, "Unused"),             # 5.0 + 2.5 (net)
+    "ri_fee_gross": ("Purchase", None, 5.0, 20.0, "Unused"),       # 4.0 + 1.0 (gross)
+    "ri_upfront": ("Purchase", None, 0.0, 500.0, None),
+    "support": ("Purchase", None, 29.0, 29.0, None),
+    "edp": ("Adjustment", None, 0.0, 0.0, None),
+    "tax": ("Tax", None, 12.34, 12.34, None),
+    "credit": ("Credit", None, -20.0, -20.0, None),
+    "refund_old": ("Usage", "Correction", -3.0, -3.0, None),
+    "refund_now": ("Usage", None, -1.0, -1.0, None),
+    "box": ("Usage", None, 0.096, 0.096, None),
+    "neg_usage": ("Usage", None, -0.048, -0.048, None),
+    "spot_p4d": ("Usage", None, 5.0, 5.0, None),
+    "host": ("Usage", None, 6.5, 6.5, None),
+    "trn2": ("Usage", None, 10.0, 10.0, None),
+    "inf2": ("Usage", None, 10.0, 10.0, None),
+    "g6e": ("Usage", None, 10.0, 10.0, None),
+    "gpu_attr": ("Usage", None, 10.0, 10.0, None),
+    "p9": ("Usage", None, 10.0, 10.0, None),
+    "sm_train": ("Usage", None, 3.825, 3.825, None),
+    "sm_train_2x": ("Usage", None, 14.0, 14.0, None),
+    "ebs": ("Usage", None, 0.011, 0.011, None),
+    "s3_storage": ("Usage", None, 0.5, 0.5, None),
+    "s3_xregion": ("Usage", None, 0.2, 0.2, None),
+    "nat": ("Usage", None, 0.045, 0.045, None),
+}
+
+# (x_CostComponent, x_AcceleratorCount, x_UsageHours, x_InstanceType, x_ResourceKind)
+EXPECTED_USAGE = {
+    "sp_cov": ("gpu", 1, 1.0, "p3.2xlarge", "instance"),
+    "sp_neg": ("gpu", 1, None, "p3.2xlarge", "instance"),  # a negation carries no hours
+    "ri_used": ("cpu", 0, 1.0, "m5.large", "instance"),
+    "box": ("cpu", 0, 1.0, "m5.large", "instance"),
+    "neg_usage": ("cpu", 0, -0.5, "m5.large", "instance"),
+    "spot_p4d": ("gpu", 8, 0.5, "p4d.24xlarge", "instance"),
+    "host": ("cpu", 0, 1.0, "mac1.metal", "instance"),
+    "trn2": ("gpu", 16, 1.0, "trn2.48xlarge", "instance"),
+    "inf2": ("gpu", 12, 1.0, "inf2.48xlarge", "instance"),
+    "g6e": ("gpu", 4, 1.0, "g6e.12xlarge", "instance"),
+    "gpu_attr": ("gpu", 2, 1.0, "x9g.8xlarge", "instance"),  # the product's gpu attribute
+    "p9": ("gpu", 1, 1.0, "p9.48xlarge", "instance"),        # unknown: counted as 1
+    "sm_train": ("gpu", 1, 1.0, "p3.2xlarge", "instance"),
+    # 2 instance-hours in one hour: a 2-instance job → 1 h of a resource with 2 × 4 GPUs
+    "sm_train_2x": ("gpu", 8, 1.0, "g5.12xlarge", "instance"),
+    "ebs": ("storage", 0, None, None, "volume"),
+    "s3_storage": ("storage", 0, None, None, "bucket"),
+    "s3_xregion": ("network", 0, None, None, "bucket"),
+    "nat": ("network", 0, None, None, "shared"),
+    "sp_fee": ("other", 0, None, None, "other"),
+    "tax": ("other", 0, None, None, "shared"),
+}
+
+
+@pytest.fixture
+def normalized(tmp_path, con, caplog):
+    export = write_export(tmp_path, {"part-00001.snappy.parquet": bill_lines()})
+    with caplog.at_level(logging.WARNING, logger="test"):
+        summary = build(con, config(tmp_path, export))
+    return summary, facts(con), caplog.text
+
+
+def test_effective_billed_cost_and_charge_category(normalized):
+    summary, rows, _ = normalized
+    assert set(rows) == set(EXPECTED_COSTS)
+    for name, (category, charge_class, effective, billed, status) in EXPECTED_COSTS.items():
+        row = rows[name]
+        got = (row["ChargeCategory"], row["ChargeClass"], row["EffectiveCost"],
+               row["BilledCost"], row["CommitmentDiscountStatus"])
+        assert got[:2] == (category, charge_class), name
+        assert got[2] == pytest.approx(effective, abs=1e-12), name
+        assert got[3] == pytest.approx(billed, abs=1e-12), name
+        assert got[4] == status, name
+    assert summary.rows == len(EXPECTED_COSTS)
+    assert summary.total_effective_cost == pytest.approx(
+        sum(v[2] for v in EXPECTED_COSTS.values()))
+    assert summary.total_billed_cost == pytest.approx(sum(v[3] for v in EXPECTED_COSTS.values()))
+    assert summary.currency == "USD" and summary.duplicates_dropped == 0
+
+
+def test_components_hours_and_accelerators(normalized):
+    _, rows, _ = normalized
+    for name, expected in EXPECTED_USAGE.items():
+        row = rows[name]
+        got = (row["x_CostComponent"], row["x_AcceleratorCount"], row["x_UsageHours"],
+               row["x_InstanceType"], row["x_ResourceKind"])
+        assert got == expected, name
+    assert rows["sp_neg"]["x_InstanceUsage"] and not rows["ebs"]["x_InstanceUsage"]
+    assert not rows["refund_old"]["x_InstanceUsage"]
+
+
+def test_columns_of_a_line(normalized):
+    _, rows, _ = normalized
+    box = rows["box"]
+    assert box["month"] == JULY
+    assert box["BillingPeriodStart"] == datetime(2026, 7, 1)
+    assert (box["ChargePeriodStart"], box["ChargePeriodEnd"]) == (datetime(2026, 7, 1),
+                                                                  datetime(2026, 7, 1, 1))
+    assert box["ProviderName"] == "AWS" and box["ResourceId"] == "i-0aaa"
+    assert box["RegionId"] == "us-east-1" and box["SkuId"] == "SKU1"
+    assert (box["ConsumedQuantity"], box["ConsumedUnit"]) == (1.0, "Hrs")
+    assert box["BillingCurrency"] == "USD" and box["x_LineItemType"] == "Usage"
+    assert box["x_SourceLine"] == "aws_cur2:box:2026-07-01T00:00:00Z/2026-07-01T01:00:00Z"
+    assert rows["sm_train"]["ResourceId"] == JOB
+    assert rows["support"]["ResourceId"] is None and rows["support"]["x_InvoiceId"] is None
+    # negative usage keeps its sign in the quantity too
+    assert rows["neg_usage"]["ConsumedQuantity"] == -0.5
+
+
+def test_unknown_accelerator_type_is_counted_once_and_reported(normalized):
+    summary, _, log = normalized
+    assert summary.unknown_instance_types == ["p9.48xlarge"]  # not x9g: its product says 2
+    assert "p9.48xlarge" in log and "accelerators" in log
+
+
+def test_config_accelerators_extend_and_override(tmp_path, con):
+    export = write_export(tmp_path, {"a.parquet": [
+        gpu_box("p9", "BoxUsage:p9.48xlarge"),
+        gpu_box("g6e", "BoxUsage:g6e.12xlarge"),
+        L("sm", 2.0, line_item_product_code="AmazonSageMaker",
+          line_item_usage_type="USE1-Train:ml.g6e.12xlarge", line_item_resource_id=JOB),
+    ]})
+    cfg = config(tmp_path, export, accelerators={"p9.48xlarge": 16, "ml.g6e.12xlarge": 5})
+    summary = build(con, cfg)
+    rows = facts(con)
+    assert rows["p9"]["x_AcceleratorCount"] == 16
+    assert rows["g6e"]["x_AcceleratorCount"] == 5       # the config overrides the built-in 4
+    assert rows["sm"]["x_AcceleratorCount"] == 5        # `ml.` stripped on both sides
+    assert summary.unknown_instance_types == []
+
+
+def test_discount_rows_without_net_columns_are_adjustments(tmp_path, con):
+    export = write_export(tmp_path, {"a.parquet": [
+        L("use", 10.0),
+        L("edp", -1.5, hours=744, line_item_line_item_type="EdpDiscount",
+          line_item_resource_id=None),
+        L("prd", -0.5, hours=744, line_item_line_item_type="PrivateRateDiscount",
+          line_item_resource_id=None),
+        L("sp_cov", 3.06, line_item_line_item_type="SavingsPlanCoveredUsage",
+          savings_plan_savings_plan_effective_cost=2.0),
+    ]}, drop=NET_COLUMNS)
+    summary = build(con, config(tmp_path, export))
+    rows = facts(con)
+    assert (rows["edp"]["ChargeCategory"], rows["edp"]["EffectiveCost"],
+            rows["edp"]["BilledCost"]) == ("Adjustment", -1.5, -1.5)
+    assert rows["prd"]["EffectiveCost"] == -0.5
+    assert (rows["use"]["EffectiveCost"], rows["use"]["BilledCost"]) == (10.0, 10.0)
+    assert rows["sp_cov"]["EffectiveCost"] == 2.0 and rows["sp_cov"]["BilledCost"] == 3.06
+    assert summary.total_effective_cost == pytest.approx(10.0 - 1.5 - 0.5 + 2.0)
+    assert summary.total_billed_cost == pytest.approx(10.0 - 1.5 - 0.5 + 3.06)
+
+
+def test_net_columns_without_values_count_as_absent(tmp_path, con):
+    # the columns exist but carry nothing: the discount must still reach the totals
+    export = write_export(tmp_path, {"a.parquet": [
+        L("use", 10.0, net=None),
+        L("edp", -1.5, net=None, hours=744, line_item_line_item_type="EdpDiscount",
+          line_item_resource_id=None),
+    ]})
+    summary = build(con, config(tmp_path, export))
+    assert facts(con)["edp"]["EffectiveCost"] == -1.5
+    assert summary.total_effective_cost == pytest.approx(8.5)
+    assert summary.total_billed_cost == pytest.approx(8.5)
+
+
+# ------------------------------------------------------------------ 2. source-level outcomes
+
+def _total(con, month: str = "2026-07-01") -> tuple[int, float]:
+    n, total = con.execute("SELECT count(*), coalesce(sum(EffectiveCost), 0) FROM billing_facts "
+                           "WHERE month = ?", [month]).fetchone()
+    return n, round(total, 9)
+
+
+def test_manifest_lists_the_month_stale_files_are_ignored(tmp_path, con):
+    export = write_export(tmp_path, {"cur-00001.snappy.parquet": [L("a", 1.0)],
+                                     "cur-00002.snappy.parquet": [L("b", 2.0)]})
+    write_parquet(month_dir(export) / "old-00001.snappy.parquet", [L("stale", 100.0)])
+    summary = build(con, config(tmp_path, export))
+    assert _total(con) == (2, 3.0)
+    assert summary.deliveries[0].manifest.endswith(f"{EXPORT}-Manifest.json")
+
+
+def test_local_copy_in_a_folder_of_another_name(tmp_path, con):
+    export = write_export(tmp_path, {"cur-00001.snappy.parquet": [L("a", 1.0)]})
+    copy = export.rename(tmp_path / "my-local-copy")
+    build(con, config(tmp_path, copy))
+    assert _total(con) == (1, 1.0)
+
+
+def test_without_manifest_every_parquet_below_the_month(tmp_path, con):
+    export = write_export(tmp_path, {"a.parquet": [L("a", 1.0)]}, manifest=False)
+    write_parquet(month_dir(export) / "20260702T0000Z" / "b.parquet", [L("b", 2.0)])
+    write_parquet(month_dir(export, month="2026-08") / "c.parquet", [L("c", 4.0)])
+    build(con, config(tmp_path, export))
+    assert _total(con) == (2, 3.0)
+
+
+def test_manifest_listing_a_missing_file(tmp_path, con):
+    export = write_export(tmp_path, {"a.parquet": [L("a", 1.0)]})
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/a.parquet",
+                            f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/gone-00002.parquet"])
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "aws_cur2" in str(err.value) and "gone-00002.parquet" in str(err.value)
+    assert "Manifest.json" in str(err.value)
+
+
+def test_a_new_delivery_replaces_the_month(tmp_path, con):
+    export = write_export(tmp_path, {"d1-00001.parquet": [L("a", 1.0), L("b", 2.0)]})
+    cfg = config(tmp_path, export)
+    build(con, cfg)
+    assert _total(con) == (2, 3.0)
+    # AWS restates the month: new files, the manifest now lists only them
+    write_parquet(month_dir(export) / "d2-00001.parquet", [L("a", 1.5), L("b", 2.0),
+                                                           L("c", 0.25)])
+    manifest = write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/"
+                                       "d2-00001.parquet"])
+    later = manifest.stat().st_mtime + 10
+    os.utime(manifest, (later, later))
+    build(con, cfg)
+    assert _total(con) == (3, 3.75)
+    # and a re-run on the same delivery is idempotent
+    build(con, cfg)
+    assert _total(con) == (3, 3.75)
+
+
+def test_rerun_after_files_change_without_manifest(tmp_path, con):
+    export = write_export(tmp_path, {"a.parquet": [L("a", 1.0), L("b", 2.0)]}, manifest=False)
+    cfg = config(tmp_path, export)
+    build(con, cfg)
+    write_parquet(month_dir(export) / "a.parquet", [L("a", 1.0), L("b", 5.0)])
+    build(con, cfg)
+    assert _total(con) == (2, 6.0)
+
+
+def test_identical_duplicates_are_dropped_and_counted(tmp_path, con, caplog):
+    a, b = L("a", 1.0), L("b", 2.0)
+    export = write_export(tmp_path, {"x.parquet": [a, b, dict(a)],
+                                     "y.parquet": [dict(b), dict(a)]})
+    with caplog.at_level(logging.WARNING, logger="test"):
+        summary = build(con, config(tmp_path, export))
+    assert summary.duplicates_dropped == 3
+    assert _total(con) == (2, 3.0)
+    assert "3 identical duplicate" in caplog.text
+
+
+def test_same_line_id_in_another_hour_is_not_a_duplicate(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a", 1.0), L("a", 1.0, start=T0 + HOUR)]})
+    summary = build(con, config(tmp_path, export))
+    assert summary.duplicates_dropped == 0 and _total(con) == (2, 2.0)
+
+
+def test_conflicting_duplicates_are_an_error(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a", 1.0)],
+                                     "y.parquet": [L("b", 1.0), L("a", 1.25)]})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    message = str(err.value)
+    assert "aws_cur2" in message and "x.parquet" in message and "y.parquet" in message
+    assert "line a:2026-07-01T00:00:00Z/2026-07-01T01:00:00Z" in message
+    assert "conflicting" in message and "\n" not in message
+
+
+def test_mixed_currencies_are_an_error(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a"), L("b")],
+                                     "y.parquet": [L("c"), L("d", line_item_currency_code="EUR")]})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    message = str(err.value)
+    assert message.startswith("aws_cur2: ") and "y.parquet row 2" in message
+    assert "EUR" in message and "USD" in message and "currency" in message
+
+
+def test_missing_resource_ids_says_how_to_fix_the_export(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a")]}, drop=("line_item_resource_id",))
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "x.parquet" in str(err.value) and "INCLUDE_RESOURCES" in str(err.value)
+
+
+def test_manifest_of_an_export_without_resources_or_not_hourly(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a")]},
+                          table_config={"INCLUDE_RESOURCES": "FALSE"})
+    with pytest.raises(SourceError, match="INCLUDE_RESOURCES"):
+        build(con, config(tmp_path, export))
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/x.parquet"],
+                   table_config={"TIME_GRANULARITY": "DAILY"})
+    with pytest.raises(SourceError, match="DAILY.*HOURLY"):
+        build(con, config(tmp_path, export))
+
+
+def test_daily_export_is_refused(tmp_path, con):
+    day = timedelta(days=1)
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", 2.3, hours=24, line_item_usage_amount=24.0),
+        L("b", 2.3, hours=24, start=T0 + day, line_item_usage_amount=24.0),
+        L("s3", 0.5, hours=24, line_item_product_code="AmazonS3",
+          line_item_usage_type="USE1-TimedStorage-ByteHrs", line_item_resource_id="b"),
+    ]}, manifest=False)
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "aws_cur2" in str(err.value) and "hourly" in str(err.value).lower()
+    assert "TIME_GRANULARITY HOURLY" in str(err.value)
+
+
+def test_truncated_parquet_file_is_named(tmp_path, con):
+    export = write_export(tmp_path, {"good.parquet": [L("a")], "bad.parquet": [L("b")]})
+    bad = month_dir(export) / "bad.parquet"
+    bad.write_bytes(bad.read_bytes()[:-40])
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert str(bad) in str(err.value) and "good.parquet" not in str(err.value)
+
+
+def test_corrupted_data_pages_name_the_file(tmp_path, con):
+    rows = [L(f"r{i}", i * 0.37, product_sku=f"SKU-{i:06d}") for i in range(500)]
+    export = write_export(tmp_path, {"good.parquet": [L("a")], "bad.parquet": rows})
+    bad = month_dir(export) / "bad.parquet"
+    # the footer stays intact (the schema check passes); a column's pages are garbage
+    meta = pq.ParquetFile(bad).metadata.row_group(0)
+    chunk = next(meta.column(i) for i in range(meta.num_columns)
+                 if meta.column(i).path_in_schema == "line_item_usage_start_date")
+    data = bytearray(bad.read_bytes())
+    begin = chunk.dictionary_page_offset or chunk.data_page_offset
+    for i in range(begin, begin + chunk.total_compressed_size):
+        data[i] = (data[i] * 7 + 13) % 256
+    bad.write_bytes(bytes(data))
+    pq.read_schema(bad)
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert str(bad) in str(err.value) and "good.parquet" not in str(err.value)
+
+
+def test_wrong_column_type_is_named(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a", line_item_unblended_cost="1.0")]},
+                          types={"line_item_unblended_cost": pa.string()})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "x.parquet" in str(err.value) and "line_item_unblended_cost" in str(err.value)
+
+
+def test_missing_required_column(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a")]}, drop=("line_item_usage_type",))
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "x.parquet" in str(err.value) and "line_item_usage_type" in str(err.value)
+
+
+@pytest.mark.parametrize("column", ["line_item_usage_start_date", "line_item_usage_end_date",
+                                    "identity_line_item_id"])
+def test_an_empty_required_value_names_the_row(tmp_path, con, column):
+    export = write_export(tmp_path, {"x.parquet": [L("a"), L("b", **{column: None})]})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "x.parquet row 2" in str(err.value) and f"{column} is empty" in str(err.value)
+
+
+def test_end_before_start_names_the_row(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a"), L("b", line_item_usage_end_date=T0 - HOUR)]})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "x.parquet row 2" in str(err.value) and "line_item_usage_end_date" in str(err.value)
+
+
+def test_export_folder_not_found(tmp_path, con):
+    with pytest.raises(SourceError, match="aws_cur2: .*nowhere: export folder not found"):
+        build(con, config(tmp_path, tmp_path / "nowhere"))
+
+
+def test_text_timestamps_with_offsets_are_utc(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", line_item_usage_start_date="2026-07-01T02:00:00+02:00",
+          line_item_usage_end_date="2026-07-01T01:00:00Z"),
+    ]}, types={"line_item_usage_start_date": pa.string(), "line_item_usage_end_date": pa.string()})
+    build(con, config(tmp_path, export))
+    row = facts(con)["a"]
+    assert (row["ChargePeriodStart"], row["ChargePeriodEnd"]) == (datetime(2026, 7, 1),
+                                                                  datetime(2026, 7, 1, 1))
+
+
+def test_naive_timestamps_are_read_as_utc(tmp_path, con):
+    naive = pa.timestamp("us")
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", line_item_usage_start_date=datetime(2026, 7, 3, 5),
+          line_item_usage_end_date=datetime(2026, 7, 3, 6)),
+    ]}, types={"line_item_usage_start_date": naive, "line_item_usage_end_date": naive})
+    con.execute("SET TimeZone = 'America/New_York'")
+    build(con, config(tmp_path, export))
+    assert facts(con)["a"]["ChargePeriodStart"] == datetime(2026, 7, 3, 5)
+
+
+def test_empty_month_is_zero_rows(tmp_path, con, caplog):
+    export = write_export(tmp_path, {"x.parquet": [L("a")]}, month="2026-06")
+    with caplog.at_level(logging.WARNING, logger="test"):
+        summary = build(con, config(tmp_path, export))
+    assert summary.rows == 0 and _total(con) == (0, 0.0)
+    assert "no billing files" in caplog.text
+
+
+def test_a_failed_build_keeps_the_previous_rows(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a", 1.0)], "y.parquet": [L("b", 2.0)]})
+    cfg = config(tmp_path, export)
+    build(con, cfg)
+    before = con.execute("SELECT * FROM billing_facts ORDER BY x_SourceLine").fetchall()
+    bad = month_dir(export) / "y.parquet"
+    bad.write_bytes(b"PAR1 this is not a parquet file")
+    with pytest.raises(SourceError, match="y.parquet"):
+        build(con, cfg)
+    assert con.execute("SELECT * FROM billing_facts ORDER BY x_SourceLine").fetchall() == before
+    # a later conflicting delivery fails at the month check: still nothing replaced
+    write_parquet(bad, [L("a", 9.0)])
+    with pytest.raises(SourceError, match="conflicting"):
+        build(con, cfg)
+    assert con.execute("SELECT * FROM billing_facts ORDER BY x_SourceLine").fetchall() == before
+
+
+def test_other_months_are_untouched(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a", 1.0)]})
+    write_export(tmp_path, {"y.parquet": [L("b", 7.0, start=datetime(2026, 8, 2, tzinfo=UTC))]},
+                 month="2026-08")
+    cfg = config(tmp_path, export)
+    build(con, cfg)
+    build(con, cfg, date(2026, 8, 1))
+    build(con, cfg)
+    assert _total(con) == (1, 1.0) and _total(con, "2026-08-01") == (1, 7.0)
+
+
+def test_two_exports_are_two_sources(tmp_path, con):
+    first = write_export(tmp_path / "one", {"x.parquet": [L("a", 1.0)]})
+    second = write_export(tmp_path / "two", {"x.parquet": [L("a", 1.0)]})
+    cfg = config(tmp_path, None, billing=[
+        {"kind": "aws_cur2", "path": str(first), "name": "payer-a"},
+        {"kind": "aws_cur2", "path": str(second), "name": "payer-b"}])
+    build(con, cfg)
+    lines = [r[0] for r in con.execute(
+        "SELECT x_SourceLine FROM billing_facts ORDER BY 1").fetchall()]
+    assert [x.split(":")[0] for x in lines] == ["payer-a", "payer-b"]
+
+
+def test_manifest_file_uris_as_objects_and_unreadable_manifest(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [L("a", 1.0)]})
+    manifest = month_dir(export, "metadata") / f"{EXPORT}-Manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["dataFiles"] = [{"key": doc["dataFiles"][0]}]
+    manifest.write_text(json.dumps(doc))
+    build(con, config(tmp_path, export))
+    assert _total(con) == (1, 1.0)
+    manifest.write_text("{not json")
+    with pytest.raises(SourceError, match="Manifest.json.*unreadable manifest"):
+        build(con, config(tmp_path, export))
+
+
+def test_a_line_without_product_code_loads_as_no_instance_usage(tmp_path, con):
+    # every required value is set even when the columns the classification reads are empty
+    export = write_export(tmp_path, {"a.parquet": [
+        L("bare", 0.5, line_item_product_code=None, line_item_usage_type="USE1-Train:ml.m5.large",
+          product_product_family=None),
+    ]})
+    build(con, config(tmp_path, export))
+    row = facts(con)["bare"]
+    assert row["x_InstanceUsage"] is False and row["x_UsageHours"] is None
+    assert row["EffectiveCost"] == 0.5 and row["ChargeCategory"] == "Usage"

@@ -1,0 +1,258 @@
+"""FOCUS 1.x rows → billing_facts (SPEC §3, §5): the month, the components, accelerator
+counts, usage hours, buckets, and every bad-input outcome, on rows written by hand in the
+shapes AWS, Azure and GCP use. Expected values are computed from the rows written."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cost_pipeline.attribution import build_attribution
+from cost_pipeline.config import parse_config
+from cost_pipeline.ingest.billing import build_billing_facts
+from cost_pipeline.ingest.sources import SourceError
+
+MAY = date(2026, 5, 1)
+LOG = logging.getLogger("test")
+COLUMNS = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd", "ProviderName",
+           "ChargeCategory", "ChargeClass", "ServiceCategory", "ServiceName", "ResourceId",
+           "ResourceType", "RegionId", "SkuId", "SkuPriceDetails", "ConsumedQuantity",
+           "ConsumedUnit", "BilledCost", "EffectiveCost", "BillingCurrency",
+           "CommitmentDiscountStatus", "InvoiceId", "Tags")
+
+
+def row(name: str, cost: float, **cols) -> dict:
+    """A FOCUS Usage row of one hour on 2026-05-03, billed in May; `name` is its SkuId."""
+    base = {"BillingPeriodStart": "2026-05-01T00:00:00Z",
+            "ChargePeriodStart": "2026-05-03T10:00:00Z",
+            "ChargePeriodEnd": "2026-05-03T11:00:00Z", "ProviderName": "AWS",
+            "ChargeCategory": "Usage", "ServiceCategory": "Compute", "SkuId": name,
+            "BilledCost": cost, "EffectiveCost": cost, "BillingCurrency": "USD",
+            "InvoiceId": "INV-1"}
+    return {**base, **cols}
+
+
+def vm(name: str, instance_type: str, hours: float = 1.0, cost: float = 10.0, **cols) -> dict:
+    return row(name, cost, **{"ResourceId": f"res-{name}", "ResourceType": "Virtual Machine",
+                              "ConsumedQuantity": hours, "ConsumedUnit": "Hours",
+                              "SkuPriceDetails": json.dumps({"InstanceType": instance_type}),
+                              **cols})
+
+
+ROWS = [
+    vm("p4d", "p4d.24xlarge", Tags=json.dumps({"user:run_id": "r1", "size": 3})),
+    vm("sagemaker", "", ServiceCategory="AI and Machine Learning",
+       ResourceType="Training Job", SkuPriceDetails="", x_InstanceType="ml.p4d.24xlarge"),
+    vm("azure-nd", "Standard_ND96asr_v4", ProviderName="Microsoft"),
+    vm("azure-d4", "Standard_D4s_v5", ProviderName="Microsoft"),
+    vm("azure-unknown", "Standard_NC999zz_v9", ProviderName="Microsoft"),
+    vm("gcp-a2", "a2-highgpu-8g", ProviderName="Google Cloud"),
+    vm("gcp-g2", "g2-standard-24", ProviderName="Google Cloud"),
+    # a daily line (Azure's FOCUS exports are daily) and a line metered in seconds
+    vm("daily", "m6i.large", hours=24.0, ChargePeriodStart="2026-05-04T00:00:00Z",
+       ChargePeriodEnd="2026-05-05T00:00:00Z"),
+    vm("seconds", "m6i.large", hours=1800.0, ConsumedUnit="Seconds"),
+    row("s3", 4.0, ServiceCategory="Storage", ServiceName="Amazon Simple Storage Service",
+        ResourceId="arn:aws:s3:::ml-checkpoints", ResourceType="Bucket",
+        ConsumedQuantity=100.0, ConsumedUnit="GB-Months"),
+    row("gcs", 2.0, ServiceCategory="Storage", ServiceName="Cloud Storage",
+        ResourceId="//storage.googleapis.com/projects/_/buckets/ml-data",
+        ResourceType="Storage Bucket"),
+    row("nat", 1.5, ServiceCategory="Networking", ResourceId="nat-0abc",
+        ResourceType="NAT Gateway", ConsumedQuantity=30.0, ConsumedUnit="GB"),
+    row("lambda", 0.5, ResourceId="fn-1", ResourceType="Lambda Function",
+        ConsumedQuantity=9000.0, ConsumedUnit="GB-Seconds"),
+    row("unused", 7.0, BilledCost=0.0, ResourceId="arn:aws:savingsplans::1:savingsplan/x",
+        ResourceType="Savings Plan", CommitmentDiscountStatus="Unused"),
+    row("purchase", 0.0, BilledCost=700.0, ChargeCategory="Purchase"),
+    row("tax", 3.0, ChargeCategory="Tax", ServiceCategory=""),
+    # billed in May for April's usage: May's (a correction of a closed month)
+    row("correction", -2.0, ChargeClass="Correction", ChargePeriodStart="2026-04-20T00:00:00Z",
+        ChargePeriodEnd="2026-04-20T01:00:00Z"),
+    # used on May 31st, billed in June: June's
+    row("june", 100.0, BillingPeriodStart="2026-06-01T00:00:00Z",
+        ChargePeriodStart="2026-05-31T23:00:00Z", ChargePeriodEnd="2026-06-01T00:00:00Z"),
+]
+MAY_TOTAL = sum(r["EffectiveCost"] for r in ROWS if r["SkuId"] != "june")
+
+
+def write_csv(path: Path, rows: list[dict], columns=COLUMNS + ("x_InstanceType",)) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def load(con, path: Path, **cfg) -> dict[str, dict]:
+    config = parse_config({"billing": [{"kind": "focus", "path": str(path), "name": "focus"}],
+                           "checkpoints": [{"kind": "local", "path": ".", "bucket": "ml-data"}],
+                           **cfg}, path.parent)
+    build_billing_facts(con, config, MAY, LOG)
+    cursor = con.execute("SELECT * FROM billing_facts WHERE month = ? ORDER BY SkuId", [MAY])
+    names = [d[0] for d in cursor.description]
+    return {r[names.index("SkuId")]: dict(zip(names, r, strict=True)) for r in cursor.fetchall()}
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def test_rows_of_the_billing_period_with_their_components(con, tmp_path):
+    facts = load(con, write_csv(tmp_path / "focus" / "may.csv", ROWS))
+    assert sorted(facts) == sorted(r["SkuId"] for r in ROWS if r["SkuId"] != "june")
+    assert sum(f["EffectiveCost"] for f in facts.values()) == pytest.approx(MAY_TOTAL, rel=1e-12)
+    expected = {  # SkuId: (component, G, usage hours, instance type, resource kind)
+        "p4d": ("gpu", 8, 1.0, "p4d.24xlarge", "instance"),
+        "sagemaker": ("gpu", 8, 1.0, "p4d.24xlarge", "instance"),
+        "azure-nd": ("gpu", 8, 1.0, "Standard_ND96asr_v4", "instance"),
+        "azure-d4": ("cpu", 0, 1.0, "Standard_D4s_v5", "instance"),
+        "azure-unknown": ("gpu", 1, 1.0, "Standard_NC999zz_v9", "instance"),
+        "gcp-a2": ("gpu", 8, 1.0, "a2-highgpu-8g", "instance"),
+        "gcp-g2": ("gpu", 2, 1.0, "g2-standard-24", "instance"),
+        "daily": ("cpu", 0, 24.0, "m6i.large", "instance"),
+        "seconds": ("cpu", 0, 0.5, "m6i.large", "instance"),
+        "s3": ("storage", 0, None, None, "bucket"),
+        "gcs": ("storage", 0, None, None, "bucket"),
+        "nat": ("network", 0, None, None, "shared"),
+        "lambda": ("other", 0, None, None, "other"),
+        "unused": ("other", 0, None, None, "other"),
+        "purchase": ("other", 0, None, None, "shared"),
+        "tax": ("other", 0, None, None, "shared"),
+        "correction": ("other", 0, None, None, "shared"),
+    }
+    got = {k: (f["x_CostComponent"], f["x_AcceleratorCount"], f["x_UsageHours"],
+               f["x_InstanceType"], f["x_ResourceKind"]) for k, f in facts.items()}
+    assert got == expected
+    # FOCUS columns as they are; bucket ids reduced to the bucket's name
+    assert facts["s3"]["ResourceId"] == "ml-checkpoints"
+    assert facts["gcs"]["ResourceId"] == "ml-data"
+    assert facts["p4d"]["ResourceId"] == "res-p4d"
+    assert facts["p4d"]["Tags"] == {"user:run_id": "r1", "size": "3"}
+    assert facts["unused"]["CommitmentDiscountStatus"] == "Unused"
+    assert facts["purchase"]["BilledCost"] == 700.0 and facts["purchase"]["EffectiveCost"] == 0
+    assert facts["correction"]["ChargeClass"] == "Correction"
+    assert facts["tax"]["ChargeCategory"] == "Tax"
+    assert facts["azure-nd"]["ProviderName"] == "Microsoft"
+    assert facts["p4d"]["x_InvoiceId"] == "INV-1"
+    assert facts["p4d"]["x_SourceLine"] == "focus:may.csv:2"
+    assert facts["p4d"]["BillingPeriodStart"].isoformat() == "2026-05-01T00:00:00"
+
+
+def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path):
+    csv_facts = load(con, write_csv(tmp_path / "csv" / "may.csv", ROWS))
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS + ("x_InstanceType",)}
+                                  for r in ROWS])
+    for column in ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd"):
+        stamps = pa.compute.strptime(table[column], "%Y-%m-%dT%H:%M:%SZ", "s")
+        table = table.set_column(table.schema.get_field_index(column), column,
+                                 stamps.cast(pa.timestamp("ms", tz="UTC")))
+    tags = pa.array([[(k, str(v)) for k, v in json.loads(r["Tags"]).items()] if r.get("Tags")
+                     else None
+                     for r in ROWS], pa.map_(pa.string(), pa.string()))
+    table = table.set_column(table.schema.get_field_index("Tags"), "Tags", tags)
+    (tmp_path / "parquet").mkdir()
+    pq.write_table(table, tmp_path / "parquet" / "may.parquet")
+    parquet_facts = load(con, tmp_path / "parquet" / "may.parquet")
+    assert parquet_facts["p4d"]["x_SourceLine"] == "focus:may.parquet:1"
+    drop = ("x_SourceLine", "month", "x_File", "x_Row")  # lineage
+    assert ({k: {c: v for c, v in f.items() if c not in drop} for k, f in parquet_facts.items()}
+            == {k: {c: v for c, v in f.items() if c not in drop} for k, f in csv_facts.items()})
+
+
+def test_a_folder_skips_other_focus_datasets_and_reads_gzip(con, tmp_path):
+    import gzip
+    folder = tmp_path / "exports"
+    write_csv(folder / "a" / "part-1.csv", ROWS[:5])
+    plain = write_csv(tmp_path / "part-2.csv", ROWS[5:])
+    (folder / "b").mkdir()
+    with gzip.open(folder / "b" / "part-2.csv.gz", "wb") as out:
+        out.write(plain.read_bytes())
+    (folder / "contract_commitment.csv").write_text(
+        "ContractCommitmentId,ContractCommitmentCost,BillingCurrency\nc-1,100,USD\n")
+    facts = load(con, folder)
+    assert len(facts) == len(ROWS) - 1
+    assert facts["p4d"]["x_SourceLine"] == "focus:a/part-1.csv:2"
+    assert facts["gcp-a2"]["x_SourceLine"] == "focus:b/part-2.csv.gz:2"
+
+
+def test_attribution_of_focus_lines(con, tmp_path):
+    """The production attribution SQL on FOCUS lines: a tag claim, a resource claim of half
+    the accelerators, and unused commitment, tax and purchases unallocated."""
+    from datetime import datetime
+
+    from cost_pipeline.warehouse import month_params
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    path = write_csv(tmp_path / "f" / "may.csv", ROWS)
+    load(con, path)
+    start, end = datetime(2026, 5, 3, 9), datetime(2026, 5, 3, 12)
+    insert_runs(con, MAY, [
+        {**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED", "start_time": start,
+         "end_time": end},
+        {**RUN_DEFAULTS, "run_id": "r2", "status": "FINISHED", "start_time": start,
+         "end_time": end, "resource_ids": ["res-azure-nd"], "gpus": 4},
+    ])
+    cfg = parse_config({}, tmp_path)
+    build_attribution(con, MAY, month_params(cfg, MAY))
+    rows = con.execute(
+        "SELECT b.SkuId, a.run_id, a.purpose_class, a.kind, a.cost FROM attribution a "
+        "JOIN billing_facts b USING (month, x_SourceLine) ORDER BY 1, 2").fetchall()
+    by_line: dict[str, list] = {}
+    for sku, run_id, purpose_class, kind, cost in rows:
+        by_line.setdefault(sku, []).append((run_id, purpose_class, kind, cost))
+    assert by_line["p4d"] == [("r1", "other", None, 10.0)]
+    assert sorted(by_line["azure-nd"], key=str) == sorted(
+        [("r2", "other", None, 5.0), (None, "untracked", "idle_capacity", 5.0)], key=str)
+    assert by_line["unused"] == [(None, "unallocated", "unused_commitment", 7.0)]
+    assert by_line["tax"] == [(None, "unallocated", "tax", 3.0)]
+    assert by_line["purchase"] == [(None, "unallocated", "purchase", 0.0)]
+    assert sum(r[4] for r in rows) == pytest.approx(MAY_TOTAL, rel=1e-12)
+
+
+@pytest.mark.parametrize(("change", "column", "message"), [
+    ({"ChargePeriodStart": "yesterday"}, None, 'ChargePeriodStart "yesterday" is not a timestamp'),
+    ({"EffectiveCost": "12,5"}, None, 'EffectiveCost "12,5" is not a number'),
+    ({"EffectiveCost": ""}, None, "EffectiveCost is empty"),
+    ({"Tags": "{not json"}, None, 'Tags "{not json" is not a JSON object'),
+    ({"ChargePeriodEnd": "2026-05-03T09:00:00Z"}, None,
+     "ChargePeriodEnd is before ChargePeriodStart"),
+])
+def test_a_bad_value_names_file_row_and_column(con, tmp_path, change, column, message):
+    rows = [ROWS[0], {**ROWS[1], **change}]
+    path = write_csv(tmp_path / "f" / "bad.csv", rows)
+    with pytest.raises(SourceError) as error:
+        load(con, path)
+    assert error.value.source == "focus"
+    assert error.value.where == f"{path} row 3"
+    assert error.value.problem == message
+
+
+def test_a_missing_column_or_path_is_refused(con, tmp_path):
+    path = write_csv(tmp_path / "f" / "no-cost.csv", ROWS[:2],
+                     columns=tuple(c for c in COLUMNS if c != "EffectiveCost"))
+    with pytest.raises(SourceError, match="missing FOCUS column.s. EffectiveCost") as error:
+        load(con, path)
+    assert error.value.where == str(path)
+    with pytest.raises(SourceError, match="not found"):
+        load(con, tmp_path / "nowhere")
+
+
+def test_a_month_without_rows_is_empty_and_reruns_replace_it(con, tmp_path):
+    path = write_csv(tmp_path / "f" / "may.csv", ROWS)
+    load(con, path)
+    write_csv(path, [r for r in ROWS if r["SkuId"] in ("p4d", "tax")])
+    facts = load(con, path)
+    assert sorted(facts) == ["p4d", "tax"]

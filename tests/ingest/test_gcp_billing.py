@@ -1,0 +1,254 @@
+"""`gcp_billing_export` read with the real google-cloud-bigquery client from a real BigQuery
+emulator (bqemulator, started on loopback for the session): the month's query, the
+normalization to billing_facts, and a month through the Dagster runner."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from cost_pipeline.config import GcpBillingExportSource, parse_config
+from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources.gcp_billing import USAGE_DISCOUNT_TYPES, parse_table, read_month
+from tests.support import bq_emulator
+from tests.support import gcp_export_rows as export
+from tests.support.gcp_export_rows import (
+    BUCKET,
+    DISK,
+    VM_A,
+    VM_B,
+    VM_C,
+    VM_D,
+    export_rows,
+    in_september,
+)
+
+SEPT = date(2026, 9, 1)
+TABLE_ID = f"{bq_emulator.PROJECT}.{export.DATASET}.{export.TABLE}"
+CENT = 0.005
+LOG = logging.getLogger("test")
+
+
+@pytest.fixture(scope="session")
+def bigquery(tmp_path_factory):
+    """The emulator's endpoint, with the export table created and filled once."""
+    try:
+        server = bq_emulator.running(tmp_path_factory.mktemp("bq"))
+        emulator = server.__enter__()
+    except bq_emulator.EmulatorUnavailable as exc:
+        pytest.skip(f"BigQuery emulator unavailable: {exc}")
+    try:
+        from google.api_core.client_options import ClientOptions
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import bigquery as bq
+
+        client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
+                           client_options=ClientOptions(api_endpoint=emulator.endpoint))
+        client.create_dataset(export.DATASET)
+        table = client.create_table(bq.Table(TABLE_ID, schema=export.SCHEMA))
+        # load jobs do not work on the emulator: streaming inserts do
+        assert client.insert_rows_json(table, export_rows()) == []
+        yield emulator.endpoint
+    finally:
+        server.__exit__(None, None, None)
+
+
+def _source(endpoint: str, **extra) -> GcpBillingExportSource:
+    return GcpBillingExportSource(kind="gcp_billing_export", table=TABLE_ID,
+                                  api_endpoint=endpoint, **extra)
+
+
+def _config(tmp_path: Path, endpoint: str, runs: str | None = None) -> Path:
+    doc = {"warehouse": {"path": "warehouse.duckdb"},
+           "billing": [{"kind": "gcp_billing_export", "table": TABLE_ID,
+                        "api_endpoint": endpoint}]}
+    if runs is not None:
+        (tmp_path / "runs.csv").write_text(runs, encoding="utf-8")
+        doc["tracker"] = [{"kind": "runs_file", "path": "runs.csv"}]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def _expected_total(rows: list[dict]) -> float:
+    return sum(r["cost"] + sum(c["amount"] for c in r["credits"]) for r in rows)
+
+
+def test_month_is_read_by_usage_time_and_reduced_inside_bigquery(bigquery):
+    read = read_month("gcp", _source(bigquery), SEPT, "run_id")
+    all_rows = export_rows()
+    september = [r for r in all_rows if in_september(r)]
+    assert read.table_rows == len(all_rows) == 30
+    # late rows (exported in October) are in; the August hour exported in September is not
+    assert read.export_rows_read == len(september) == 28
+    starts = {h.isoformat() for h in read.rows.column("hour_start").to_pylist()}
+    assert "2026-09-30T23:00:00+00:00" in starts
+    assert not any(s.startswith(("2026-08", "2026-10")) for s in starts)
+    # one row per resource × hour × SKU (+ one per credit type that is not a usage discount)
+    assert read.rows_returned == 20
+    assert isinstance(read.bytes_scanned_estimate, int) and read.bytes_scanned_estimate >= 0
+    amounts = read.rows.to_pylist()
+    assert sum(r["amount"] + r["usage_discounts"] for r in amounts) == pytest.approx(
+        _expected_total(september))
+    gpu = [r for r in amounts if r["global_name"] == VM_A and r["sku_id"] == "039F-D0DA-4055"
+           and r["credit_type"] is None and r["hour_start"].hour == 10
+           and r["hour_start"].day == 10]
+    assert len(gpu) == 1 and gpu[0]["export_rows"] == 2
+    assert gpu[0]["usage_amount"] == 28800 and gpu[0]["usage_discounts"] == pytest.approx(-4.8)
+
+
+def test_billing_facts_from_the_export(bigquery, tmp_path):
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    cfg = parse_config(yaml.safe_load(_config(tmp_path, bigquery).read_text()), tmp_path)
+    with duckdb.connect() as con:
+        summary = build_billing_facts(con, cfg, SEPT, LOG)
+        facts = {r[0]: r for r in con.execute(
+            """SELECT x_SourceLine, ChargeCategory, x_CostComponent, EffectiveCost, BilledCost,
+                      x_AcceleratorCount, x_UsageHours, ResourceId, x_ResourceKind,
+                      x_InstanceType, ChargePeriodStart, ChargePeriodEnd, Tags
+               FROM billing_facts WHERE month = ? ORDER BY 1""", [SEPT]).fetchall()}
+    september = [r for r in export_rows() if in_september(r)]
+    assert summary.rows == len(facts) == 20 and summary.currency == "USD"
+    assert summary.total_effective_cost == pytest.approx(_expected_total(september))
+    assert summary.total_billed_cost == pytest.approx(summary.total_effective_cost)
+    meta = summary.source_metadata["gcp_billing_export"]
+    assert (meta["table_rows"], meta["export_rows_read"], meta["rows_returned"]) == (30, 28, 20)
+
+    def line(resource, hour, sku, suffix=""):
+        return facts[f"gcp_billing_export:{resource}:{hour}:{sku}{suffix}"]
+
+    h1 = "2026-09-10T10:00:00Z"
+    gpu = line(VM_A, h1, "039F-D0DA-4055")
+    # cost 24.00 + sustained use −4.80; G = 8 from a2-highgpu-8g; 8 GPU-hours ÷ 8
+    assert gpu[1:8] == ("Usage", "gpu", pytest.approx(19.2), pytest.approx(19.2), 8,
+                        pytest.approx(1.0), VM_A)
+    assert gpu[8:12] == ("instance", "a2-highgpu-8g", datetime(2026, 9, 10, 10),
+                         datetime(2026, 9, 10, 11))
+    assert gpu[12] == {"team": "ml-platform"}
+    promotion = line(VM_A, h1, "039F-D0DA-4055", ":credit=PROMOTION")
+    assert promotion[1:4] == ("Credit", "gpu", pytest.approx(-2.0))
+    # the accelerator VM's core and RAM: gpu lines with the same G, no hours of their own
+    core, ram = line(VM_A, h1, "2E27-4F75-95CD"), line(VM_A, h1, "6E2A-DCD9-87ED")
+    assert core[1:7] == ("Usage", "gpu", pytest.approx(2.4), pytest.approx(2.4), 8, None)
+    assert ram[1:7] == ("Usage", "gpu", pytest.approx(0.5), pytest.approx(0.5), 8, None)
+    egress = line(VM_A, h1, "9DE9-9092-B3BC")
+    assert egress[1:4] == ("Usage", "network", pytest.approx(1.2)) and egress[6] is None
+    # half an hour on 8 GPUs, exported in four slices per SKU
+    assert line(VM_A, "2026-09-10T11:00:00Z", "039F-D0DA-4055")[5:7] == (8, pytest.approx(0.5))
+    assert line(VM_A, "2026-09-30T23:00:00Z", "039F-D0DA-4055")[3] == pytest.approx(24.0)
+    # a plain VM: the core line carries the VM-hours (vCPU-hours ÷ cores); CUD folded in
+    n2 = line(VM_B, "2026-09-12T08:00:00Z", "BB77-5FDA-69D9", ":label=r-prep-1")
+    assert n2[1:7] == ("Usage", "cpu", pytest.approx(0.11), pytest.approx(0.11), 0,
+                       pytest.approx(0.5))
+    assert n2[12] == {"run_id": "r-prep-1"}
+    # no GPU count in n1-standard-8: G = 2 GPU-hours ÷ 1 VM-hour; g2-standard-48 → 4
+    assert line(VM_C, "2026-09-20T05:00:00Z", "A1B2-C3D4-0T40")[5:7] == (2, pytest.approx(1.0))
+    assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0L40")[5:7] == (4, pytest.approx(0.5))
+    storage = line(f"//storage.googleapis.com/projects/_/buckets/{BUCKET}",
+                   "2026-09-15T00:00:00Z", "E5F0-6A5D-7BAD")
+    assert storage[1:4] == ("Usage", "storage", pytest.approx(2.0))
+    assert storage[7:9] == (BUCKET, "bucket") and storage[11] == datetime(2026, 9, 16)
+    disk = line(DISK, h1, "7C2D-9E1A-BALD")
+    assert (disk[2], disk[8]) == ("storage", "volume")
+    tax = line("", "2026-09-30T00:00:00Z", "", ":tax")
+    assert tax[1:4] == ("Tax", "other", pytest.approx(3.5))
+    assert sum(f[3] for f in facts.values() if f[1] == "Credit") == pytest.approx(-2.1)
+
+
+def test_month_through_the_runner_attributes_the_vm_to_its_run(bigquery, tmp_path,
+                                                                dagster_home):
+    import dagster as dg
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    runs = (
+        "run_id,status,start_time,end_time,resource_ids,gpus,purpose,search_id,model\n"
+        # lists VM_A for its whole 10:00 hour: all of that hour's lines
+        f"r-train-1,FINISHED,2026-09-10T10:00:00Z,2026-09-10T11:00:00Z,{VM_A},,production,,"
+        "churn\n"
+        # 4 of the 8 GPUs for the 30 minutes VM_A ran at 11:00: half of every line of it
+        f"r-search-1,FINISHED,2026-09-10T11:00:00Z,2026-09-10T11:30:00Z,{VM_A},4,,s1,churn\n"
+        # no resource listed: claims VM_B by its label
+        "r-prep-1,FINISHED,2026-09-12T08:00:00Z,2026-09-12T08:30:00Z,,,preprocess,,churn\n"
+    )
+    result = materialize_month(str(_config(tmp_path, bigquery, runs)), SEPT, progress=False)
+    assert result.success, result.error
+    checks = {c.name: c.passed for c in result.checks}
+    # most GPU-hours here are nobody's, and most days have no lines: findings, not errors
+    assert checks["cost_conserved"] and not checks["reconciliation_within_threshold"]
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        by_run = dict(con.execute(
+            "SELECT coalesce(run_id, purpose_class), sum(cost) FROM attribution "
+            "WHERE month = ? GROUP BY 1", [SEPT]).fetchall())
+        gpu_hours = dict(con.execute(
+            "SELECT run_id, sum(accelerator_hours) FROM attribution WHERE month = ? "
+            "AND run_id IS NOT NULL GROUP BY 1", [SEPT]).fetchall())
+        billed, tracked, total = con.execute(
+            "SELECT billed_gpu_hours, tracked_gpu_hours, total_effective_cost "
+            "FROM reconciliation WHERE month = ?", [SEPT]).fetchone()
+    # GPU 19.20 + core 2.40 + RAM 0.50 + egress 1.20
+    assert by_run["r-train-1"] == pytest.approx(23.3, abs=CENT)
+    assert by_run["r-search-1"] == pytest.approx((12.0 + 1.5 + 0.25) / 2, abs=CENT)
+    assert by_run["r-prep-1"] == pytest.approx(0.11 + 0.04, abs=CENT)
+    # tax 3.50, promotion −2.00, free tier −0.10
+    assert by_run["unallocated"] == pytest.approx(1.4, abs=CENT)
+    assert sum(by_run.values()) == pytest.approx(total, abs=CENT)
+    assert gpu_hours["r-train-1"] == pytest.approx(8.0) and gpu_hours["r-search-1"] == 2.0
+    # A: 8 + 4 + 8 (late), C: 2, D: 2 — core and RAM lines add no GPU-hours
+    assert (billed, tracked) == (pytest.approx(24.0), pytest.approx(10.0))
+    with dg.DagsterInstance.get() as instance:
+        event = instance.fetch_materializations(dg.AssetKey("billing_facts"), limit=1)
+        metadata = event.records[0].asset_materialization.metadata
+    assert metadata["gcp_billing_export.table_rows"].value == 30
+    assert metadata["gcp_billing_export.export_rows_read"].value == 28
+    assert metadata["gcp_billing_export.rows_returned"].value == 20
+    assert metadata["gcp_billing_export.bytes_scanned_estimate"].value >= 0
+
+
+def test_missing_table_and_bad_table_ids_are_source_errors(bigquery):
+    missing = GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=bigquery,
+                                     table=f"{bq_emulator.PROJECT}.{export.DATASET}.no_such_table")
+    with pytest.raises(SourceError, match="no_such_table"):
+        read_month("gcp", missing, SEPT, "run_id")
+    for bad in ("billing.t` WHERE true --", "a.b.c.d", "proj.dataset.ta-ble", "t"):
+        with pytest.raises(SourceError, match="not a BigQuery table id"):
+            parse_table("gcp", GcpBillingExportSource(kind="gcp_billing_export", table=bad))
+    with pytest.raises(SourceError, match="names no project"):
+        parse_table("gcp", GcpBillingExportSource(kind="gcp_billing_export", table="ds.t"))
+    table = parse_table("gcp", GcpBillingExportSource(
+        kind="gcp_billing_export", table="example.com:billing-proj.ds.t", project="runner"))
+    assert (table.project, table.dataset, table.table) == ("example.com:billing-proj", "ds", "t")
+    assert "PROMOTION" not in USAGE_DISCOUNT_TYPES
+
+
+def test_transient_errors_are_retried_then_fail_clearly(bigquery, monkeypatch):
+    import socket
+    import time
+
+    from cost_pipeline.ingest.sources import gcp_billing
+    from tests.support.s3_server import FlakyProxy
+
+    monkeypatch.setattr(gcp_billing, "RETRY_SECONDS", 3.0)
+    monkeypatch.setattr(gcp_billing, "RETRY_INITIAL_DELAY_SECONDS", 0.05)
+    # two 503 answers on the way: retried with backoff, the month reads as without them
+    with FlakyProxy(bigquery, failures=2) as proxy:
+        read = read_month("gcp", _source(proxy.endpoint_url), SEPT, "run_id")
+    assert proxy.failed == 2 and proxy.requests > 2
+    assert read.rows_returned == read_month("gcp", _source(bigquery), SEPT, "run_id").rows_returned
+    # an endpoint that never answers: retried for the budget, then one clear line
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    started = time.monotonic()
+    with pytest.raises(SourceError) as caught:
+        read_month("gcp", _source(dead), SEPT, "run_id")
+    assert 2.0 < time.monotonic() - started < 15
+    message = str(caught.value)
+    assert message.startswith(f"gcp: {TABLE_ID}: unreachable: still failing after retrying")
+    assert "\n" not in message

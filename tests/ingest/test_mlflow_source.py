@@ -1,0 +1,332 @@
+"""The `mlflow` tracker (SPEC §4, §9): runs read with the real MLflow client from a real
+sqlite store and from a real `mlflow server` on 127.0.0.1, paged, deleted runs included, tag
+names configurable; and the demo quarter's runs loaded into MLflow attribute the bill exactly
+as the runs file does."""
+
+from __future__ import annotations
+
+import http.server
+import logging
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.demo.mlflow_server import (
+    MLFLOW_TRACKER_TAGS,
+    load_runs_into_mlflow,
+    mlflow_server,
+)
+from cost_pipeline.demo.tool_venvs import ToolUnavailable
+from cost_pipeline.ingest.sources import SourceError, mlflow_runs
+from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
+
+T0 = datetime(2026, 7, 1)
+HOUR_MS = 3_600_000
+PAGE = 5                      # smaller than every experiment's run count but one
+LOG = logging.getLogger("test")
+
+
+def ms(moment: datetime) -> int:
+    return int(moment.replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def write_sample(uri: str) -> dict[str, str]:
+    """18 runs in 3 experiments (a sweep of 4 configs × 3 seeds under a parent, a nested
+    child, a deleted, a running and a scheduled run, renamed tags); run name → MLflow id."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param
+
+    client = MlflowClient(uri)
+    churn, credit, scratch = (client.create_experiment(n)
+                              for n in ("churn", "credit-risk", "scratch"))
+    ids: dict[str, str] = {}
+
+    def run(experiment, name, start_h, end_h=None, status="FINISHED", tags=None, params=None,
+            metrics=()):
+        created = client.create_run(experiment, start_time=ms(T0) + start_h * HOUR_MS,
+                                    tags=tags or {}, run_name=name)
+        rid = ids[name] = created.info.run_id
+        client.log_batch(rid, params=[Param(k, str(v)) for k, v in (params or {}).items()],
+                         metrics=[Metric(k, v, ms(T0) + step, step) for k, v, step in metrics])
+        if status in ("FINISHED", "FAILED", "KILLED"):
+            client.set_terminated(rid, status, end_time=ms(T0) + end_h * HOUR_MS)
+        elif status != "RUNNING":
+            client.update_run(rid, status=status)
+        return rid
+
+    search = {"model": "churn", "search_id": "s1", "region": "us-east-1"}
+    sweep = run(churn, "sweep-1", 0, 30, tags={**search, "purpose": "search"})
+    for config in range(4):
+        for seed in range(3):
+            run(churn, f"c{config}-s{seed}", 2 * seed, 2 * seed + 2,
+                tags={**search, "mlflow.parentRunId": sweep, "resource_ids": "i-01, vol-01",
+                      "gpus": "4", "dataset": "churn-events", "dataset_region": "us-west-2"},
+                params={"lr": 10 ** -config, "depth": 6, "seed": seed},
+                metrics=[("val_auc", 0.70, 0), ("val_auc", 0.80, 1),
+                         ("val_auc", 0.75 + config / 100, 2)])
+    run(churn, "c0-s0-eval", 1, 2, tags={"purpose": "eval", "model": "churn",
+                                         "mlflow.parentRunId": ids["c0-s0"]})
+    client.delete_run(ids["c3-s2"])
+    run(churn, "prod-1", 10, status="RUNNING",
+        tags={"model": "churn", "purpose": "production", "keep": "true",
+              "config_id": "prod-cfg", "resource_ids": "i-02", "team": "growth"},
+        params={"lr": 0.01}, metrics=[("system/gpu_0_utilization_percentage", 50.0, 0),
+                                      ("system/gpu_0_utilization_percentage", 70.0, 1),
+                                      ("system/gpu_1_utilization_percentage", 90.0, 0)])
+    run(churn, "queued", 20, status="SCHEDULED", tags={"model": "churn"})
+    run(credit, "cr-1", 5, 9, tags={"model": "credit-risk", "cloud.resources": "i-03",
+                                    "metric_name": "val_loss"},
+        metrics=[("val_loss", 0.5, 0), ("val_loss", 0.4, 1), ("val_auc", 0.9, 1)])
+    run(scratch, "scratch-1", 3, 4, status="FAILED")
+    return ids
+
+
+@pytest.fixture(scope="session")
+def fast_dir(tmp_path_factory):
+    """sqlite fsyncs every MLflow commit: on tmpfs a store is written ~6× faster."""
+    shm = Path("/dev/shm")
+    if shm.is_dir():
+        path = Path(tempfile.mkdtemp(prefix="cost-pipeline-mlflow-", dir=shm))
+        yield path
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        yield tmp_path_factory.mktemp("mlflow")
+
+
+@pytest.fixture(scope="session")
+def sample_store(fast_dir):
+    uri = f"sqlite:///{fast_dir / 'sample.db'}"
+    return uri, write_sample(uri)
+
+
+@pytest.fixture(scope="session")
+def server_uri(fast_dir, sample_store):
+    """`mlflow server` over a copy of the sample store."""
+    try:
+        with mlflow_server(fast_dir / "server", seed_store=fast_dir / "sample.db") as uri:
+            yield uri
+    except ToolUnavailable as exc:
+        pytest.skip(f"mlflow server unavailable (its own venv could not be built): {exc}")
+
+
+def by_name(rows, ids) -> dict[str, dict]:
+    names = {v: k for k, v in ids.items()}
+    return {names[r["run_id"]]: r for r in rows}
+
+
+def test_runs_field_by_field_from_a_sqlite_store(sample_store):
+    uri, ids = sample_store
+    rows = read_mlflow_runs(uri, "mlflow", page_size=PAGE)
+    runs = by_name(rows, ids)
+    assert sorted(runs) == sorted(ids)  # every page read: 18 runs in pages of 5
+    child = runs["c1-s2"]
+    assert child == {
+        "run_id": ids["c1-s2"], "source": "mlflow", "experiment": "churn", "model": "churn",
+        "purpose": "search", "search_id": "s1", "seed": "2", "config_id": child["config_id"],
+        "status": "FINISHED", "start_time": datetime(2026, 7, 1, 4),
+        "end_time": datetime(2026, 7, 1, 6), "resource_ids": ["i-01", "vol-01"], "gpus": 4,
+        "region": "us-east-1", "dataset": "churn-events", "dataset_region": "us-west-2",
+        "input_hash": None, "transform_version": None, "metric_name": None,
+        "metric_value": None, "keep": False, "deleted": False, "parent_run_id": ids["sweep-1"],
+        "team": None, "gpu_utilization": None,
+    }
+    # one configuration across its seeds, another configuration elsewhere
+    configs = {name: r["config_id"] for name, r in runs.items() if name[:2] in ("c0", "c1")}
+    assert configs["c1-s0"] == configs["c1-s1"] == configs["c1-s2"] != configs["c0-s0"]
+    assert configs["c1-s0"].startswith("params:")
+    assert runs["c0-s0-eval"]["parent_run_id"] == ids["c0-s0"]
+    assert runs["c3-s2"]["deleted"] is True
+    assert sum(r["deleted"] for r in rows) == 1
+    prod = runs["prod-1"]
+    assert (prod["status"], prod["end_time"], prod["keep"], prod["config_id"], prod["team"],
+            prod["gpu_utilization"]) == ("RUNNING", None, True, "prod-cfg", "growth", 70.0)
+    assert prod["purpose"] == "production" and prod["resource_ids"] == ["i-02"]
+    assert runs["queued"]["status"] == "RUNNING"
+    assert runs["sweep-1"]["purpose"] == "search" and runs["sweep-1"]["parent_run_id"] is None
+    assert runs["scratch-1"]["status"] == "FAILED"
+    assert runs["scratch-1"]["experiment"] == "scratch"
+    # without a configured metric, the run's metric_name tag names it (its latest value)
+    assert (runs["cr-1"]["metric_name"], runs["cr-1"]["metric_value"]) == ("val_loss", 0.4)
+    assert runs["cr-1"]["resource_ids"] == []  # its tag has another name: see the next test
+
+
+def test_named_experiments_renamed_tags_and_the_configured_metric(sample_store):
+    uri, ids = sample_store
+    rows = read_mlflow_runs(uri, "mlflow", experiments=["credit-risk", "scratch"],
+                            metric="val_auc", tags={"resource_ids": "cloud.resources"})
+    runs = by_name(rows, ids)
+    assert sorted(runs) == ["cr-1", "scratch-1"]
+    assert runs["cr-1"]["resource_ids"] == ["i-03"]
+    assert (runs["cr-1"]["metric_name"], runs["cr-1"]["metric_value"]) == ("val_auc", 0.9)
+    assert (runs["scratch-1"]["metric_name"], runs["scratch-1"]["metric_value"]) == (
+        "val_auc", None)
+    churn = read_mlflow_runs(uri, "mlflow", experiments=["churn"], metric="val_auc",
+                             page_size=PAGE)
+    assert by_name(churn, ids)["c2-s1"]["metric_value"] == pytest.approx(0.77)  # step 2
+
+
+def test_tracker_runs_rows_through_the_tracker_asset_code(sample_store, tmp_path):
+    from cost_pipeline.ingest.runs import build_tracker_runs
+
+    uri, ids = sample_store
+    cfg = parse_config({"tracker": [{"kind": "mlflow", "tracking_uri": uri, "name": "ml"}]},
+                       tmp_path)
+    with duckdb.connect() as con:
+        assert build_tracker_runs(con, cfg, date(2026, 7, 1), LOG) == 18
+        row = con.execute(
+            "SELECT source, experiment, status, start_time, end_time, resource_ids, gpus, "
+            "deleted, parent_run_id FROM tracker_runs WHERE run_id = ?", [ids["c3-s2"]]
+        ).fetchone()
+    assert row == ("ml", "churn", "FINISHED", datetime(2026, 7, 1, 4),
+                   datetime(2026, 7, 1, 6), ["i-01", "vol-01"], 4, True, ids["sweep-1"])
+
+
+def test_a_real_server_gives_the_same_rows(sample_store, server_uri):
+    uri, _ids = sample_store
+    named = {"tags": MLFLOW_TRACKER_TAGS, "page_size": PAGE}
+    from_store = {r["run_id"]: r for r in read_mlflow_runs(uri, "mlflow", **named)}
+    from_server = {r["run_id"]: r for r in read_mlflow_runs(server_uri, "mlflow", **named)}
+    assert len(from_server) == 18
+    assert from_server == from_store
+    assert from_server["c0-s0-eval"]["parent_run_id"] == "c0-s0"  # parents named like runs
+
+
+def test_runs_written_through_the_server_read_back_as_written(server_uri, tmp_path):
+    from cost_pipeline.demo.quarter import build_plan, runs_csv
+    from cost_pipeline.ingest.sources.runs_file import read_runs
+
+    lines = runs_csv(build_plan()).splitlines()
+    # a sweep parent, its children (one deleted) and a preprocessing run
+    picked = [lines[0]] + [ln for ln in lines if ln.startswith(("s2607-sweep,", "s2607-c11-",
+                                                               "pp-s2607-c01-s0,"))]
+    runs_file = tmp_path / "runs.csv"
+    runs_file.write_text("\n".join(picked).replace(",churn,churn,", ",churn-http,churn,") + "\n")
+    written = load_runs_into_mlflow(runs_file, server_uri)
+    rows = read_mlflow_runs(server_uri, "runs_file", experiments=["churn-http"],
+                            tags=MLFLOW_TRACKER_TAGS)
+    expected = read_runs(runs_file, "runs_file")
+    assert written == len(expected) == len(rows) >= 4
+    assert any(r["deleted"] for r in rows) and any(r["parent_run_id"] for r in rows)
+    assert {r["run_id"]: r for r in rows} == {r["run_id"]: r for r in expected}
+
+
+class _FlakyProxy(http.server.BaseHTTPRequestHandler):
+    """Answers 503 to the first `failures` requests, then forwards to the real server."""
+
+    target = ""
+    failures = 0
+    seen: list[int] = []
+
+    def _handle(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
+        if len(self.seen) < type(self).failures:
+            self.seen.append(503)
+            self.send_response(503)
+            self.end_headers()
+            return
+        request = urllib.request.Request(self.target + self.path, data=body,
+                                         method=self.command,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                status, payload = answer.status, answer.read()
+        except urllib.error.HTTPError as error:
+            status, payload = error.code, error.read()
+        self.seen.append(status)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = _handle
+
+    def log_message(self, *_args):
+        pass
+
+
+def test_transient_errors_are_retried_then_reported(server_uri, monkeypatch):
+    monkeypatch.setattr(mlflow_runs, "RETRY_DELAYS", (0.05, 0.1, 0.2))
+    _FlakyProxy.target, _FlakyProxy.failures, _FlakyProxy.seen = server_uri, 2, []
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FlakyProxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        uri = f"http://127.0.0.1:{proxy.server_address[1]}"
+        rows = read_mlflow_runs(uri, "mlflow", experiments=["scratch"])
+        assert [r["status"] for r in rows] == ["FAILED"]
+        assert _FlakyProxy.seen[:3] == [503, 503, 200]
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    started = time.monotonic()
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(dead, "mlflow")
+    assert error.value.where == dead
+    assert "unreachable after 4 attempt(s)" in error.value.problem
+    assert time.monotonic() - started < 10
+
+
+def test_bad_configuration_is_named(sample_store, tmp_path):
+    uri, _ids = sample_store
+    with pytest.raises(SourceError, match="experiment 'nope' not found"):
+        read_mlflow_runs(uri, "mlflow", experiments=["nope"])
+    with pytest.raises(SourceError, match="unknown column.s. colour"):
+        read_mlflow_runs(uri, "mlflow", tags={"colour": "x"})
+    missing = f"sqlite:///{tmp_path / 'missing.db'}"
+    with pytest.raises(SourceError, match="no MLflow sqlite store") as error:
+        read_mlflow_runs(missing, "mlflow")
+    assert error.value.where == missing and not (tmp_path / "missing.db").exists()
+    assert resolve_tracking_uri("sqlite:///runs/m.db", tmp_path) == (
+        f"sqlite:///{tmp_path.resolve()}/runs/m.db")
+    assert resolve_tracking_uri("sqlite:////abs/m.db", tmp_path) == "sqlite:////abs/m.db"
+
+
+def test_demo_runs_in_mlflow_attribute_like_the_runs_file(demo_quarter, fast_dir):
+    from cost_pipeline.cli.materialize import materialize_month
+    from cost_pipeline.config import load_config
+    from cost_pipeline.demo.run import DEMO_MONTHS
+
+    config_path, _results = demo_quarter
+    demo_dir = Path(config_path).parent
+    uri = f"sqlite:///{fast_dir / 'demo.db'}"
+    assert load_runs_into_mlflow(demo_dir / "runs.csv", uri) == 287
+    config = yaml.safe_load(Path(config_path).read_text())
+    config["warehouse"] = {"path": "warehouse-mlflow.duckdb"}
+    config["tracker"] = [{"kind": "mlflow", "tracking_uri": uri, "tags": MLFLOW_TRACKER_TAGS}]
+    mlflow_config = demo_dir / "config-mlflow.yaml"
+    mlflow_config.write_text(yaml.safe_dump(config))
+    for month in DEMO_MONTHS:
+        assert materialize_month(str(mlflow_config), month, progress=False).success
+
+    totals = """SELECT month, run_id, purpose_class, component, kind, round(sum(cost), 6),
+                       round(sum(accelerator_hours), 6)
+                FROM attribution GROUP BY ALL ORDER BY ALL"""
+    runs = ("SELECT * EXCLUDE (source) FROM tracker_runs ORDER BY month, run_id")
+    outcomes = "SELECT month, status, round(untracked_share, 9) FROM reconciliation ORDER BY 1"
+    per_model = """SELECT month, model, purpose_class, component, round(cost, 6), runs
+                   FROM cost_per_model_monthly ORDER BY ALL"""
+    searches = """SELECT month, search_id, runs, configs, seeds, round(cost, 6), best_metric
+                  FROM search_costs ORDER BY ALL"""
+    figures = []
+    for path in (load_config(config_path).warehouse_path,
+                 load_config(mlflow_config).warehouse_path):
+        with duckdb.connect(path, read_only=True) as con:
+            figures.append([con.execute(q).fetchall()
+                            for q in (totals, runs, outcomes, per_model, searches)])
+    from_file, from_mlflow = figures
+    assert len(from_mlflow[1]) == 3 * 287 and from_mlflow[0]
+    assert from_mlflow == from_file

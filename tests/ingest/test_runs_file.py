@@ -1,0 +1,318 @@
+"""A `runs_file` tracker (CSV, parquet, JSONL) → `tracker_runs` (SPEC §4, §11)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.ingest.runs import build_tracker_runs
+from cost_pipeline.ingest.sources import SourceError
+
+JULY = date(2026, 7, 1)
+LOG = logging.getLogger("test")
+EVIL_ID = "x'; DROP TABLE tracker_runs; --"
+EVIL_MODEL = 'm"odel -- ;\'s'
+
+# the same three runs as a CSV writes them (text) ...
+CSV_RUNS = [
+    {"run_id": "churn-001", "status": "FINISHED", "start_time": "2026-07-01T12:00:00+02:00",
+     "end_time": "2026-07-01T14:00:00Z", "experiment": "churn", "model": "churn",
+     "purpose": "production", "resource_ids": "i-0a, i-0b", "gpus": "4",
+     "region": "us-east-1", "dataset": "churn-events", "metric_name": "val_auc",
+     "metric_value": "0.91", "keep": "true", "deleted": ""},
+    {"run_id": "churn-s1-7", "status": "SCHEDULED", "start_time": "2026-07-02 08:30:00",
+     "end_time": "", "experiment": "churn", "model": "churn", "purpose": "",
+     "search_id": "s-1", "seed": "3", "config_id": "cfg-7",
+     "resource_ids": '["i-0c", "vol-0d"]', "gpus": "", "keep": "", "deleted": "false"},
+    {"run_id": EVIL_ID, "status": "killed", "start_time": "2026-07-03T00:00:00Z",
+     "end_time": "2026-07-03T01:00:00Z", "experiment": "exp'1", "model": EVIL_MODEL,
+     "purpose": "adhoc", "resource_ids": "", "gpus": "0", "keep": "no", "deleted": "TRUE",
+     "parent_run_id": "churn-001"},
+]
+# ... and typed, as parquet and JSONL carry them
+TYPED_RUNS = [
+    {"run_id": "churn-001", "status": "FINISHED",
+     "start_time": datetime(2026, 7, 1, 10, tzinfo=UTC),
+     "end_time": datetime(2026, 7, 1, 14, tzinfo=UTC), "experiment": "churn",
+     "model": "churn", "purpose": "production", "resource_ids": ["i-0a", "i-0b"], "gpus": 4,
+     "region": "us-east-1", "dataset": "churn-events", "metric_name": "val_auc",
+     "metric_value": 0.91, "keep": True, "deleted": None},
+    {"run_id": "churn-s1-7", "status": "SCHEDULED",
+     "start_time": datetime(2026, 7, 2, 8, 30, tzinfo=UTC), "end_time": None,
+     "experiment": "churn", "model": "churn", "purpose": None, "search_id": "s-1",
+     "seed": "3", "config_id": "cfg-7", "resource_ids": ["i-0c", "vol-0d"], "gpus": None,
+     "keep": None, "deleted": False},
+    {"run_id": EVIL_ID, "status": "killed", "start_time": datetime(2026, 7, 3, tzinfo=UTC),
+     "end_time": datetime(2026, 7, 3, 1, tzinfo=UTC), "experiment": "exp'1",
+     "model": EVIL_MODEL, "purpose": "adhoc", "resource_ids": [], "gpus": 0, "keep": False,
+     "deleted": True, "parent_run_id": "churn-001"},
+]
+
+_NONE = dict.fromkeys(
+    ("search_id", "seed", "config_id", "region", "dataset", "dataset_region", "input_hash",
+     "transform_version", "metric_name", "metric_value", "parent_run_id", "team", "gpus",
+     "experiment", "model", "purpose", "end_time", "gpu_utilization"))
+EXPECTED = {
+    "churn-001": {**_NONE, "month": JULY, "run_id": "churn-001", "source": "runs_file",
+                  "experiment": "churn", "model": "churn", "purpose": "production",
+                  "status": "FINISHED", "start_time": datetime(2026, 7, 1, 10),
+                  "end_time": datetime(2026, 7, 1, 14), "resource_ids": ["i-0a", "i-0b"],
+                  "gpus": 4, "region": "us-east-1", "dataset": "churn-events",
+                  "metric_name": "val_auc", "metric_value": 0.91, "keep": True,
+                  "deleted": False},
+    "churn-s1-7": {**_NONE, "month": JULY, "run_id": "churn-s1-7", "source": "runs_file",
+                   "experiment": "churn", "model": "churn", "purpose": "search",
+                   "search_id": "s-1", "seed": "3", "config_id": "cfg-7", "status": "RUNNING",
+                   "start_time": datetime(2026, 7, 2, 8, 30), "resource_ids": ["i-0c", "vol-0d"],
+                   "keep": False, "deleted": False},
+    EVIL_ID: {**_NONE, "month": JULY, "run_id": EVIL_ID, "source": "runs_file",
+              "experiment": "exp'1", "model": EVIL_MODEL, "purpose": "adhoc",
+              "status": "KILLED", "start_time": datetime(2026, 7, 3),
+              "end_time": datetime(2026, 7, 3, 1), "resource_ids": [], "gpus": 0,
+              "keep": False, "deleted": True, "parent_run_id": "churn-001"},
+}
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> Path:
+    columns = columns or list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    def encode(value):
+        return value.isoformat().replace("+00:00", "Z") if isinstance(value, datetime) else value
+
+    path.write_text("".join(json.dumps({k: encode(v) for k, v in r.items()}) + "\n"
+                            for r in rows), encoding="utf-8")
+    return path
+
+
+def write_parquet(path: Path, rows: list[dict]) -> Path:
+    types = {"start_time": pa.timestamp("us", tz="UTC"), "end_time": pa.timestamp("us", tz="UTC"),
+             "resource_ids": pa.list_(pa.string()), "gpus": pa.int32(),
+             "metric_value": pa.float64(), "keep": pa.bool_(), "deleted": pa.bool_()}
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in columns])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    return path
+
+
+def load(con, base: Path, *paths: Path, month: date = JULY) -> dict[str, dict]:
+    cfg = parse_config({"tracker": [{"kind": "runs_file", "path": p.name} for p in paths]}, base)
+    build_tracker_runs(con, cfg, month, LOG)
+    cur = con.execute("SELECT * FROM tracker_runs WHERE month = ? ORDER BY run_id", [month])
+    names = [d[0] for d in cur.description]
+    return {row[1]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet", "jsonl"])
+def test_every_format_gives_the_same_runs(tmp_path, con, kind):
+    path = tmp_path / f"runs.{kind}"
+    {"csv": lambda: write_csv(path, CSV_RUNS), "parquet": lambda: write_parquet(path, TYPED_RUNS),
+     "jsonl": lambda: write_jsonl(path, TYPED_RUNS)}[kind]()
+    runs = load(con, tmp_path, path)
+    assert runs == EXPECTED
+
+
+def test_jsonl_with_text_values_like_a_csv(tmp_path, con):
+    assert load(con, tmp_path, write_jsonl(tmp_path / "runs.jsonl", CSV_RUNS)) == EXPECTED
+
+
+def test_only_the_required_columns(tmp_path, con):
+    path = write_csv(tmp_path / "runs.csv", [
+        {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-05T00:00:00"}])
+    assert load(con, tmp_path, path)["r1"] == {
+        **_NONE, "month": JULY, "run_id": "r1", "source": "runs_file", "status": "FINISHED",
+        "start_time": datetime(2026, 7, 5), "resource_ids": [], "keep": False,
+        "deleted": False}
+
+
+@pytest.mark.parametrize("missing", ["run_id", "status", "start_time"])
+def test_a_missing_required_column_is_named(tmp_path, con, missing):
+    row = {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-05T00:00:00"}
+    del row[missing]
+    path = write_csv(tmp_path / "runs.csv", [row])
+    with pytest.raises(SourceError) as err:
+        load(con, tmp_path, path)
+    assert str(err.value).startswith("runs_file: ") and str(path) in str(err.value)
+    assert f"missing required column(s) {missing}" in str(err.value)
+
+
+@pytest.mark.parametrize(("value", "utc"), [
+    ("2026-07-01T12:00:00+02:00", datetime(2026, 7, 1, 10)),
+    ("2026-07-01T12:00:00-07:30", datetime(2026, 7, 1, 19, 30)),
+    ("2026-07-01T12:00:00Z", datetime(2026, 7, 1, 12)),
+    ("2026-07-01T12:00:00.250Z", datetime(2026, 7, 1, 12, 0, 0, 250000)),
+    ("2026-07-01 12:00:00", datetime(2026, 7, 1, 12)),
+    ("2026-07-01", datetime(2026, 7, 1)),
+    ("1782907200", datetime(2026, 7, 1, 12)),        # epoch seconds
+    ("1782907200000", datetime(2026, 7, 1, 12)),     # epoch milliseconds
+])
+def test_time_zones(tmp_path, con, value, utc):
+    path = write_csv(tmp_path / "runs.csv", [
+        {"run_id": "r1", "status": "RUNNING", "start_time": value}])
+    assert load(con, tmp_path, path)["r1"]["start_time"] == utc
+
+
+def test_a_resource_list_in_every_spelling(tmp_path, con):
+    path = write_csv(tmp_path / "runs.csv", [
+        {"run_id": f"r{i}", "status": "RUNNING", "start_time": "2026-07-01", "resource_ids": text}
+        for i, text in enumerate(["i-1,i-2", "i-1, i-2 ", '["i-1","i-2"]', "['i-1', 'i-2']",
+                                  "i-1;i-2"])])
+    assert {r["resource_ids"] == ["i-1", "i-2"] for r in load(con, tmp_path, path).values()} \
+        == {True}
+
+
+def test_end_before_start_names_file_row_and_field(tmp_path, con):
+    path = write_csv(tmp_path / "runs.csv", [
+        {"run_id": "ok", "status": "FINISHED", "start_time": "2026-07-01T00:00:00Z",
+         "end_time": "2026-07-01T01:00:00Z"},
+        {"run_id": "bad", "status": "FINISHED", "start_time": "2026-07-01T02:00:00Z",
+         "end_time": "2026-07-01T03:00:00+02:00"},
+    ])
+    with pytest.raises(SourceError) as err:
+        load(con, tmp_path, path)
+    message = str(err.value)
+    assert f"{path} row 3:" in message and "end_time" in message
+    assert "before start_time" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(("column", "value", "expected"), [
+    ("status", "DONE", "status: 'DONE' is not one of"),
+    ("gpus", "two", "gpus: 'two' is not a whole number"),
+    ("gpus", "1.5", "gpus: '1.5' is not a whole number"),
+    ("gpus", "-1", "gpus: '-1' is negative"),
+    ("start_time", "yesterday", "start_time: 'yesterday' is not a timestamp"),
+    ("end_time", "2026-13-01", "end_time: '2026-13-01' is not a timestamp"),
+    ("purpose", "training", "purpose: 'training' is not one of"),
+    ("keep", "maybe", "keep: 'maybe' is not true/false"),
+    ("metric_value", "high", "metric_value: 'high' is not a number"),
+])
+def test_a_bad_value_names_row_and_field(tmp_path, con, column, value, expected):
+    good = {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-01T00:00:00Z"}
+    path = write_csv(tmp_path / "runs.csv", [good, good | {"run_id": "r2", column: value}],
+                     columns=["run_id", "status", "start_time", "end_time", "gpus", "purpose",
+                              "keep", "metric_value"])
+    with pytest.raises(SourceError) as err:
+        load(con, tmp_path, path)
+    assert str(err.value).startswith(f"runs_file: {path} row 3: {expected}")
+
+
+def test_bad_values_in_jsonl_and_parquet_name_the_row(tmp_path, con):
+    jsonl = tmp_path / "runs.jsonl"
+    jsonl.write_text('{"run_id": "a", "status": "RUNNING", "start_time": "2026-07-01"}\n\n'
+                     '{"run_id": "b", "status": "RUNNING", "start_time": true}\n')
+    with pytest.raises(SourceError, match=r"runs.jsonl line 3: start_time: True is not"):
+        load(con, tmp_path, jsonl)
+    jsonl.write_text('{"run_id": "a", "status": "RUNNING", "start_time": "2026-07-01"}\n'
+                     '{"run_id": "b", "status": \n')
+    with pytest.raises(SourceError, match=r"runs.jsonl line 2: bad JSON"):
+        load(con, tmp_path, jsonl)
+    parquet = write_parquet(tmp_path / "runs.parquet", [
+        TYPED_RUNS[0], {**TYPED_RUNS[1], "gpus": -2}])
+    with pytest.raises(SourceError, match=r"runs.parquet row 2: gpus: '-2' is negative"):
+        load(con, tmp_path, parquet)
+
+
+def test_non_utf8_bytes(tmp_path, con):
+    path = tmp_path / "runs.csv"
+    path.write_bytes(b"run_id,status,start_time,model\nr1,RUNNING,2026-07-01,caf\xe9\n")
+    with pytest.raises(SourceError) as err:
+        load(con, tmp_path, path)
+    message = str(err.value)
+    assert message.startswith(f"runs_file: {path} line 2: not UTF-8")
+    assert "\n" not in message
+
+
+def test_csv_rows_are_numbered_by_the_line_they_start_on(tmp_path, con):
+    path = tmp_path / "runs.csv"
+    path.write_text('run_id,status,start_time,model\n'
+                    'r1,RUNNING,2026-07-01,"two\nlines"\n'
+                    'r2,RUNNING,2026-07-01,m\n'
+                    'r3,PAUSED,2026-07-01,m\n')
+    with pytest.raises(SourceError, match=r"runs.csv row 5: status: 'PAUSED'"):
+        load(con, tmp_path, path)
+
+
+def test_csv_row_with_more_fields_than_the_header(tmp_path, con):
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,status,start_time\nr1,RUNNING,2026-07-01,extra\n")
+    with pytest.raises(SourceError, match=r"runs.csv row 2: 4 fields, the header has 3"):
+        load(con, tmp_path, path)
+
+
+def test_duplicate_run_ids(tmp_path, con):
+    row = {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-01T00:00:00Z"}
+    path = write_csv(tmp_path / "runs.csv", [row, dict(row)])
+    assert list(load(con, tmp_path, path)) == ["r1"]          # identical: kept once
+    path = write_csv(tmp_path / "runs.csv", [row, row | {"status": "FAILED"}])
+    with pytest.raises(SourceError) as err:
+        load(con, tmp_path, path)
+    assert "row 3" in str(err.value) and "'r1' appears twice with different values" in str(
+        err.value)
+
+
+def test_the_same_run_from_two_trackers_is_kept_once(tmp_path, con, caplog):
+    first = write_csv(tmp_path / "a.csv", [
+        {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-01", "model": "churn"}])
+    second = write_csv(tmp_path / "b.csv", [
+        {"run_id": "r1", "status": "FAILED", "start_time": "2026-07-01", "model": "fraud"},
+        {"run_id": "r2", "status": "FAILED", "start_time": "2026-07-01"}])
+    with caplog.at_level(logging.WARNING, logger="test"):
+        runs = load(con, tmp_path, first, second)
+    assert (runs["r1"]["model"], runs["r1"]["source"]) == ("churn", "runs_file")
+    assert runs["r2"]["source"] == "runs_file2"
+    assert "r1" in caplog.text
+
+
+def test_a_rebuild_replaces_the_snapshot(tmp_path, con):
+    path = write_csv(tmp_path / "runs.csv", CSV_RUNS)
+    load(con, tmp_path, path)
+    write_csv(tmp_path / "runs.csv", CSV_RUNS[:1])
+    assert list(load(con, tmp_path, path)) == ["churn-001"]
+    assert load(con, tmp_path, path, month=date(2026, 8, 1)).keys() == {"churn-001"}
+    (n,) = con.execute("SELECT count(*) FROM tracker_runs").fetchone()
+    assert n == 2                                               # one per month snapshot
+
+
+def test_empty_files(tmp_path, con):
+    (tmp_path / "runs.jsonl").write_text("\n")
+    assert load(con, tmp_path, tmp_path / "runs.jsonl") == {}
+    path = write_csv(tmp_path / "runs.csv", [], columns=["run_id", "status", "start_time"])
+    assert load(con, tmp_path, path) == {}
+
+
+def test_missing_file(tmp_path, con):
+    with pytest.raises(SourceError, match="runs.csv: file not found"):
+        load(con, tmp_path, tmp_path / "runs.csv")
+
+
+def test_pandas_style_parquet_with_nan(tmp_path, con):
+    path = tmp_path / "runs.parquet"
+    pq.write_table(pa.table({
+        "run_id": ["r1"], "status": ["FINISHED"], "start_time": ["2026-07-01T00:00:00Z"],
+        "gpus": pa.array([float("nan")]), "metric_value": pa.array([float("nan")]),
+        "keep": pa.array([None], pa.bool_()), "resource_ids": pa.array([float("nan")])}), path)
+    run = load(con, tmp_path, path)["r1"]
+    assert (run["gpus"], run["metric_value"], run["keep"], run["resource_ids"]) == (
+        None, None, False, [])

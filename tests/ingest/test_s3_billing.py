@@ -1,0 +1,196 @@
+"""CUR 2.0 on a real S3-compatible server (moto on 127.0.0.1): the month's manifest is the
+month, restatements replace and are recorded in `billing_deliveries`, only the needed
+columns are fetched, transient errors are retried, a bad bucket is one clean error."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import date
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.demo.local_s3 import upload_tree
+from cost_pipeline.ingest.sources import SourceError
+from tests.support.cur_rows import EXPORT, S3_EXPORT, build, line, write_export, write_parquet
+from tests.support.s3_server import FlakyProxy, new_bucket, put
+
+JULY = date(2026, 7, 1)
+PREFIX = f"exports/cur/{EXPORT}"
+DATA = f"{PREFIX}/data/BILLING_PERIOD=2026-07"
+MANIFEST = f"{PREFIX}/metadata/BILLING_PERIOD=2026-07/{EXPORT}-Manifest.json"
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def s3_config(tmp_path, endpoint: str, bucket: str, **extra):
+    entry = {"kind": "aws_cur2", "path": f"s3://{bucket}/{PREFIX}", "endpoint_url": endpoint,
+             "region": "us-east-1", **extra}
+    return parse_config({"billing": [entry]}, tmp_path)
+
+
+def parquet_bytes(rows: list[dict], tmp_path, name: str = "f.parquet") -> bytes:
+    return write_parquet(tmp_path / "staging" / name, rows).read_bytes()
+
+
+def manifest(execution_id: str, names: list[str]) -> str:
+    return json.dumps({
+        "executionId": execution_id, "exportName": EXPORT, "billingPeriod": "2026-07",
+        "tableConfigurations": {"COST_AND_USAGE_REPORT": {
+            "TIME_GRANULARITY": "HOURLY", "INCLUDE_RESOURCES": "TRUE"}},
+        # the URIs AWS wrote name the real bucket: only the part after the export name counts
+        "dataFiles": [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{n}" for n in names],
+    })
+
+
+def totals(con) -> tuple[int, float]:
+    rows, cost = con.execute("SELECT count(*), sum(EffectiveCost) FROM billing_facts "
+                             "WHERE month = ?", [JULY]).fetchone()
+    return rows, round(cost or 0.0, 6)
+
+
+def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
+    export = write_export(tmp_path, {"a.parquet": [line(2.0), line(3.5, net=3.0)],
+                                     "b.parquet": [line(0.25, line_item_usage_type="Tax",
+                                                        line_item_line_item_type="Tax")]})
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    local = con.execute("SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+                        ).fetchall()
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    remote = con.execute("SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+                         ).fetchall()
+    assert remote == local and len(remote) == 3
+
+
+def test_manifest_is_the_month_a_stale_file_is_ignored(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, f"{DATA}/current.parquet", parquet_bytes([line(10.0)], tmp_path))
+    put(endpoint, bucket, f"{DATA}/stale.parquet", parquet_bytes([line(99.0)], tmp_path, "s"))
+    put(endpoint, bucket, MANIFEST, manifest("exec-1", ["current.parquet"]))
+    summary = build(con, s3_config(tmp_path, endpoint, bucket))
+    assert totals(con) == (1, 10.0)
+    (delivery,) = summary.deliveries
+    assert delivery.files == [f"s3://{bucket}/{DATA}/current.parquet"]
+    assert delivery.manifest == f"s3://{bucket}/{MANIFEST}"
+
+
+def test_without_manifest_every_parquet_of_the_month(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, f"{DATA}/part/1.parquet", parquet_bytes([line(1.0)], tmp_path))
+    put(endpoint, bucket, f"{DATA}/2.parquet", parquet_bytes([line(2.0)], tmp_path, "2"))
+    put(endpoint, bucket, f"{PREFIX}/data/BILLING_PERIOD=2026-08/3.parquet",
+        parquet_bytes([line(4.0)], tmp_path, "3"))
+    build(con, s3_config(tmp_path, endpoint, bucket))
+    assert totals(con) == (2, 3.0)
+
+
+def test_restated_delivery_replaces_and_the_change_is_recorded(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    cfg = s3_config(tmp_path, endpoint, bucket)
+    first = [line(10.0), line(5.0)]
+    put(endpoint, bucket, f"{DATA}/exec-1/part-0.parquet", parquet_bytes(first, tmp_path))
+    put(endpoint, bucket, MANIFEST, manifest("exec-1", ["exec-1/part-0.parquet"]))
+    build(con, cfg)
+    build(con, cfg)  # the same delivery again: no second row
+    assert totals(con) == (2, 15.0)
+    # AWS restates the month: new files, the manifest overwritten, the old files left behind
+    restated = [*first, line(7.25)]
+    put(endpoint, bucket, f"{DATA}/exec-2/part-0.parquet",
+        parquet_bytes(restated, tmp_path, "r"))
+    put(endpoint, bucket, MANIFEST, manifest("exec-2", ["exec-2/part-0.parquet"]))
+    summary = build(con, cfg)
+    assert totals(con) == (3, 22.25)
+    deliveries = con.execute(
+        "SELECT execution_id, total_effective_cost, previous_execution_id, "
+        "change_effective_cost, len(files) FROM billing_deliveries ORDER BY first_seen"
+    ).fetchall()
+    assert deliveries == [("exec-1", 15.0, None, None, 1), ("exec-2", 22.25, "exec-1", 7.25, 1)]
+    assert summary.source_metadata["aws_cur2"]["change_vs_previous_delivery"] == 7.25
+    assert summary.source_metadata["aws_cur2"]["delivery"] == "exec-2"
+
+
+def test_only_the_needed_columns_are_fetched(tmp_path, s3_server, con):
+    """A wide export (CUR 2.0 has ~125 columns, the normalization needs ~35): the columns
+    nobody reads stay on the server."""
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    rows = [line(1.0, start=line()["line_item_usage_start_date"]) for _ in range(5_000)]
+    table = pq.read_table(write_parquet(tmp_path / "narrow.parquet", rows))
+    rng = __import__("random").Random(7)
+    for i in range(40):  # unread columns: random text, so compression cannot hide them
+        table = table.append_column(f"x_unread_{i}", pa.array(
+            [f"{rng.getrandbits(64):016x}" for _ in range(len(rows))]))
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="snappy")
+    put(endpoint, bucket, f"{DATA}/wide.parquet", buffer.getvalue())
+    summary = build(con, s3_config(tmp_path, endpoint, bucket))
+    metadata = summary.source_metadata["aws_cur2"]
+    print(f"wide CUR file: {metadata}")
+    assert metadata["file_bytes"] == len(buffer.getvalue()) > (1 << 20)
+    assert 0 < metadata["bytes_read"] < 0.25 * metadata["file_bytes"]
+    assert totals(con) == (5_000, 5_000.0)
+
+
+def test_transient_errors_are_retried(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, f"{DATA}/a.parquet", parquet_bytes([line(4.0)], tmp_path))
+    put(endpoint, bucket, MANIFEST, manifest("exec-1", ["a.parquet"]))
+    with FlakyProxy(endpoint, failures=2) as proxy:
+        build(con, s3_config(tmp_path, proxy.endpoint_url, bucket))
+    assert proxy.failed == 2 and proxy.requests > 2
+    assert totals(con) == (1, 4.0)
+
+
+def test_a_bad_bucket_is_one_clean_error(tmp_path, s3_server, con):
+    with pytest.raises(SourceError) as caught:
+        build(con, s3_config(tmp_path, s3_server.endpoint_url, "no-such-bucket-here"))
+    message = str(caught.value)
+    assert message.startswith("aws_cur2: s3://no-such-bucket-here")
+    assert "bucket does not exist" in message and "\n" not in message
+
+
+def test_a_manifest_naming_a_missing_file(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, MANIFEST, manifest("exec-1", ["gone.parquet"]))
+    with pytest.raises(SourceError, match="dataFiles lists .*gone.parquet, not found"):
+        build(con, s3_config(tmp_path, endpoint, bucket))
+
+
+def test_a_server_that_keeps_failing_is_retried_then_one_clear_error(tmp_path, s3_server, con,
+                                                                       monkeypatch):
+    import time
+
+    from cost_pipeline.ingest.sources import s3
+    from cost_pipeline.ingest.sources.s3 import list_bucket
+
+    monkeypatch.setattr(s3, "S3_ATTEMPTS", 3)  # the backoff grows with each attempt
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, f"{DATA}/a.parquet", parquet_bytes([line(4.0)], tmp_path))
+    put(endpoint, bucket, MANIFEST, manifest("exec-1", ["a.parquet"]))
+    with FlakyProxy(endpoint, failures=10**6) as proxy:
+        started = time.monotonic()
+        with pytest.raises(SourceError) as caught:
+            build(con, s3_config(tmp_path, proxy.endpoint_url, bucket))
+        assert time.monotonic() - started < 20
+        # the CUR read (pyarrow) tried the first request S3_ATTEMPTS times before giving up
+        assert proxy.requests == s3.S3_ATTEMPTS
+        message = str(caught.value)
+        assert message.startswith(f"aws_cur2: s3://{bucket}") and "\n" not in message
+        assert f"after up to {s3.S3_ATTEMPTS} attempts" in message
+        # the checkpoint listing (boto3) too
+        before = proxy.requests
+        with pytest.raises(SourceError) as caught:
+            list(list_bucket(s3.client(proxy.endpoint_url, "us-east-1"), bucket, "ckpt"))
+        assert proxy.requests - before >= s3.S3_ATTEMPTS
+        assert str(caught.value).startswith(f"ckpt: s3://{bucket}: S3 error after up to")
+    assert totals(con) == (0, 0.0)  # nothing was written

@@ -1,0 +1,190 @@
+"""Checkpoint listings from S3 (moto on 127.0.0.1): the `s3` kind lists the whole bucket
+page by page; `inventory` reads real S3 Inventory reports (CSV.gz or Parquet, on S3 or
+local), one snapshot per report."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.ingest.checkpoints import build_checkpoint_inventory
+from cost_pipeline.ingest.sources import SourceError, s3
+from cost_pipeline.ingest.sources.listing_inventory import read_inventory
+from tests.support.s3_server import FlakyProxy, new_bucket, put
+
+JULY = date(2026, 7, 1)
+LOG = logging.getLogger("test")
+CSV_SCHEMA = ("Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, "
+              "ETag, StorageClass")
+CONFIG_FOLDER = "inventory/ml-checkpoints/daily"
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def build(con, base: Path, *entries: dict, month: date = JULY) -> list[tuple]:
+    build_checkpoint_inventory(con, parse_config({"checkpoints": list(entries)}, base), month,
+                               LOG)
+    return con.execute(
+        "SELECT bucket, key, size, snapshot_date, run_id, checkpoint FROM checkpoint_inventory "
+        "WHERE month = ? ORDER BY snapshot_date, key", [month]).fetchall()
+
+
+def test_s3_listing_reads_every_page_of_the_whole_bucket(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    keys = [f"checkpoints/run-{r}/step-{s}/model.pt" for r in "abc" for s in range(7)]
+    keys += ["datasets/churn/part-0.parquet", "checkpoints/README.md", "loose.bin", "x/y/z"]
+    for key in keys:
+        put(endpoint, bucket, key, b"0123456789")
+    with FlakyProxy(endpoint, failures=1) as proxy:  # one SlowDown: boto3 retries it
+        listed = list(s3.list_bucket(s3.client(proxy.endpoint_url), bucket, "test",
+                                     page_size=10))
+    pages = [p for p in proxy.paths if "list-type=2" in p]
+    assert len(pages) == 3 + 1 and proxy.failed == 1  # 25 keys / 10 per page, one retry
+    assert sorted(o["key"] for o in listed) == sorted(keys)
+    # a listing is the bucket as it is now: the objects were written this month
+    this_month = datetime.now(UTC).date().replace(day=1)
+    rows = build(con, tmp_path, {"kind": "s3", "bucket": bucket, "prefix": "checkpoints/",
+                                 "endpoint_url": endpoint, "region": "us-east-1"},
+                 month=this_month)
+    assert len(rows) == len(keys)  # the whole bucket; the prefix only locates run ids
+    runs = {(key, run, ckpt) for _b, key, _s, _d, run, ckpt in rows}
+    assert ("checkpoints/run-b/step-3/model.pt", "run-b", "step-3") in runs
+    assert ("datasets/churn/part-0.parquet", None, None) in runs
+
+
+def test_s3_listing_of_a_missing_bucket(tmp_path, s3_server, con):
+    with pytest.raises(SourceError, match=r"^checkpoints\[0\] s3: s3://nope-missing: "
+                                          "the bucket does not exist"):
+        build(con, tmp_path, {"kind": "s3", "bucket": "nope-missing",
+                              "endpoint_url": s3_server.endpoint_url})
+
+
+def _csv_report(rows: list[list[str]]) -> bytes:
+    text = "".join(",".join(f'"{v}"' for v in row) + "\n" for row in rows)
+    return gzip.compress(text.encode())
+
+
+def _manifest(day: str, file_format: str, keys: list[str], schema: str = CSV_SCHEMA) -> str:
+    created = int(datetime.fromisoformat(f"{day}T01:00:00+00:00").timestamp() * 1000)
+    return json.dumps({
+        "sourceBucket": "ml-checkpoints", "destinationBucket": "arn:aws:s3:::inventory-dest",
+        "version": "2016-11-30", "creationTimestamp": str(created), "fileFormat": file_format,
+        "fileSchema": schema,
+        "files": [{"key": k, "size": 1, "MD5checksum": "x"} for k in keys],
+    })
+
+
+def _objects(day: str) -> list[list[str]]:
+    """The bucket on `day`: two checkpoints of run-a (one key URL-encoded), an object deleted
+    (its delete marker) and a noncurrent version."""
+    stamp = f"{day}T00:30:00.000Z"
+    return [
+        ["ml-checkpoints", "checkpoints/run-a/step-1/model.pt", "", "true", "false", "100",
+         stamp, "e1", "STANDARD"],
+        ["ml-checkpoints", "checkpoints/run-a/step%202/model+v2.pt", "", "true", "false",
+         "200", stamp, "e2", "STANDARD"],
+        ["ml-checkpoints", "checkpoints/run-b/gone.pt", "v2", "true", "true", "", stamp, "",
+         ""],
+        ["ml-checkpoints", "checkpoints/run-b/old.pt", "v1", "false", "false", "999", stamp,
+         "e3", "STANDARD"],
+    ]
+
+
+def test_inventory_reports_csv_gz_on_s3_give_daily_snapshots(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    dest = f"dest-prefix/{CONFIG_FOLDER}"
+    for day in ("2026-07-30", "2026-07-31", "2026-08-01"):
+        key = f"{dest}/data/{day}-part0.csv.gz"
+        put(endpoint, bucket, key, _csv_report(_objects(day)))
+        put(endpoint, bucket, f"{dest}/{day}T01-00Z/manifest.json", _manifest(day, "CSV", [key]))
+    # a report of another month is not opened at all (this one is not even JSON)
+    put(endpoint, bucket, f"{dest}/2026-09-15T01-00Z/manifest.json", "not json")
+    rows = build(con, tmp_path, {"kind": "inventory", "path": f"s3://{bucket}/{dest}",
+                                 "prefix": "checkpoints/", "endpoint_url": endpoint})
+    by_day: dict[date, list] = {}
+    for bucket_name, key, size, day, run, ckpt in rows:
+        assert bucket_name == "ml-checkpoints"
+        by_day.setdefault(day, []).append((key, size, run, ckpt))
+    assert sorted(by_day) == [date(2026, 7, 30), date(2026, 7, 31)]
+    for objects in by_day.values():
+        assert objects == [("checkpoints/run-a/step 2/model v2.pt", 200, "run-a", "step 2"),
+                           ("checkpoints/run-a/step-1/model.pt", 100, "run-a", "step-1")]
+    august = build(con, tmp_path, {"kind": "inventory", "path": f"s3://{bucket}/{dest}",
+                                   "endpoint_url": endpoint}, month=date(2026, 8, 1))
+    assert {row[3] for row in august} == {date(2026, 8, 1)}
+
+
+def test_inventory_report_parquet_local_folder(tmp_path, con):
+    folder = tmp_path / "inv" / CONFIG_FOLDER
+    stamp = datetime(2026, 7, 15, 0, 30, tzinfo=UTC)
+    table = pa.table({
+        "bucket": ["ml-checkpoints"] * 3,
+        "key": ["checkpoints/run-z/ck-1/a.pt", "checkpoints/run-z/ck-1/b.pt", "other/x"],
+        "is_latest": [True, True, True], "is_delete_marker": [False, False, False],
+        "size": pa.array([10, 20, 30], pa.int64()),
+        "last_modified_date": pa.array([stamp] * 3, pa.timestamp("ms", tz="UTC")),
+    })
+    data = folder / "data" / "abc.parquet"
+    data.parent.mkdir(parents=True)
+    pq.write_table(table, data)
+    (folder / "2026-07-15T01-00Z").mkdir()
+    manifest = folder / "2026-07-15T01-00Z" / "manifest.json"
+    manifest.write_text(_manifest("2026-07-15", "Parquet",
+                                  [f"elsewhere/{CONFIG_FOLDER}/data/abc.parquet"],
+                                  schema="message s3.inventory { … }"))
+    expected = [("ml-checkpoints", "checkpoints/run-z/ck-1/a.pt", 10, date(2026, 7, 15),
+                 "run-z", "ck-1"),
+                ("ml-checkpoints", "checkpoints/run-z/ck-1/b.pt", 20, date(2026, 7, 15),
+                 "run-z", "ck-1"),
+                ("ml-checkpoints", "other/x", 30, date(2026, 7, 15), None, None)]
+    for path in ("inv/" + CONFIG_FOLDER, str(manifest)):  # the folder or one manifest
+        assert build(con, tmp_path, {"kind": "inventory", "path": path,
+                                     "prefix": "checkpoints/"}) == expected
+
+
+def test_inventory_report_size_out_of_range_names_the_file(tmp_path):
+    folder = tmp_path / "inv" / CONFIG_FOLDER
+    rows = _objects("2026-07-15")
+    rows[0][5] = "99999999999999999999"  # over 2^63: no byte count
+    data = folder / "data" / "part0.csv.gz"
+    data.parent.mkdir(parents=True)
+    data.write_bytes(_csv_report(rows))
+    (folder / "2026-07-15T01-00Z").mkdir()
+    (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+        _manifest("2026-07-15", "CSV", [f"elsewhere/{CONFIG_FOLDER}/data/part0.csv.gz"]))
+    with pytest.raises(SourceError, match=r"part0\.csv\.gz row 1: Size: 99999999999999999999 "
+                                          r"is not a byte count"):
+        list(read_inventory(str(folder), "inv", date(2026, 7, 1)))
+
+
+def test_orc_inventory_is_refused(tmp_path):
+    manifest = tmp_path / "2026-07-15T01-00Z" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text(_manifest("2026-07-15", "ORC", ["data/x.orc"]))
+    with pytest.raises(SourceError, match="fileFormat 'ORC' is not read: configure the S3 "
+                                          "Inventory report as CSV or Parquet"):
+        list(read_inventory(str(manifest), "inv", JULY))
+
+
+def test_plain_inventory_csv_on_s3(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, "listing/inventory.csv",
+        "bucket,key,size,last_modified\nml-ckpt,checkpoints/run-a/s1/x.pt,5,2026-07-02T00:00:00Z\n")
+    rows = build(con, tmp_path, {"kind": "inventory", "prefix": "checkpoints/",
+                                 "path": f"s3://{bucket}/listing/inventory.csv",
+                                 "endpoint_url": endpoint})
+    assert rows == [("ml-ckpt", "checkpoints/run-a/s1/x.pt", 5, None, "run-a", "s1")]

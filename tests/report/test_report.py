@@ -1,0 +1,247 @@
+"""The monthly report: its figures equal the warehouse to the cent, the invoice → amortized
+bridge closes exactly, missing tables degrade to a note, the CLI and the Dagster asset write
+it, and it renders in a real headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from html.parser import HTMLParser
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import load_config
+from cost_pipeline.report import ReportError, report_path, write_report
+from tests.support.warehouse_rows import insert_lines
+
+FAILING, AMORTIZED = date(2026, 8, 1), date(2026, 9, 1)  # demo: reconciliation fails / SP bill
+CENT = Decimal("0.01")
+
+
+class Elements(HTMLParser):
+    """Every element's attributes, in document order."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.elements: list[tuple[str, dict]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+    def having(self, attribute: str) -> list[dict]:
+        return [a for _, a in self.elements if attribute in a]
+
+    def one(self, attribute: str) -> str:
+        (found,) = self.having(attribute)
+        return found[attribute]
+
+
+def sql_cents(con, sql: str, params: list) -> Decimal:
+    (value,) = con.execute(f"SELECT round(({sql}), 2)", params).fetchone()
+    return Decimal(str(value or 0)).quantize(CENT)
+
+
+def render(warehouse: str, month: date, tmp_path: Path) -> tuple[Elements, str]:
+    path, _ = write_report(warehouse, month, out=tmp_path / f"{month:%Y-%m}.html")
+    html = path.read_text(encoding="utf-8")
+    return Elements(html), html
+
+
+@pytest.fixture
+def warehouse(demo_quarter) -> str:
+    return load_config(demo_quarter[0]).warehouse_path
+
+
+@pytest.mark.parametrize("month", [FAILING, AMORTIZED])
+def test_report_figures_equal_the_warehouse(warehouse, demo_warehouse, month, tmp_path):
+    page, _ = render(warehouse, month, tmp_path)
+    con, m = demo_warehouse, [month]
+    total = sql_cents(con, "SELECT sum(EffectiveCost) FROM billing_facts WHERE month = ?", m)
+    assert Decimal(page.one("data-total")) == total
+    assert Decimal(page.one("data-billed")) == sql_cents(
+        con, "SELECT sum(BilledCost) FROM billing_facts WHERE month = ?", m)
+    share, status, provisional = con.execute(
+        "SELECT untracked_share, status, provisional FROM reconciliation WHERE month = ?",
+        m).fetchone()
+    assert page.one("data-untracked-share") == f"{share * 100:.1f}"
+    assert page.one("data-status") == status
+    assert page.one("data-provisional") == str(provisional).lower()
+    # the bill as lines: every cell, every purpose total, and the whole (conservation)
+    cells = page.having("data-component")
+    assert len(cells) == 5 * 6
+    for cell in cells:
+        assert Decimal(cell["data-cost"]) == sql_cents(
+            con, "SELECT sum(cost) FROM attribution WHERE month = ? AND component = ? "
+            "AND purpose_class = ?", [month, cell["data-component"], cell["data-purpose"]])
+    for column in page.having("data-purpose-total"):
+        assert Decimal(column["data-cost"]) == sql_cents(
+            con, "SELECT sum(cost) FROM attribution WHERE month = ? AND purpose_class = ?",
+            [month, column["data-purpose-total"]])
+    assert Decimal(page.one("data-bill-total")) == total
+    levers = con.execute("SELECT rank, lever, round(dollars, 2) FROM cost_levers "
+                         "WHERE month = ? ORDER BY rank", m).fetchall()
+    shown = [(int(a["data-rank"]), a["data-lever"]) for a in page.having("data-lever")]
+    assert shown == [(r, lever) for r, lever, _ in levers] and len(shown) == 6
+    assert [Decimal(a["data-dollars"]) for a in page.having("data-dollars")] == [
+        Decimal(str(d)).quantize(CENT) for *_, d in levers]
+    models = page.having("data-model-total")
+    assert abs(sum(Decimal(a["data-cost"]) for a in models) - total) <= 2 * CENT
+    for row in models:
+        assert Decimal(row["data-cost"]) == sql_cents(
+            con, "SELECT sum(cost) FROM cost_per_model_monthly WHERE month = ? "
+            "AND model IS NOT DISTINCT FROM ?", [month, row["data-model-total"] or None])
+    assert Decimal(page.one("data-retention-cost")) == sql_cents(
+        con, "SELECT sum(monthly_cost) FROM retention_violations WHERE month = ?", m)
+    searches = page.having("data-search")
+    assert {a["data-search"] for a in searches} == {s for (s,) in con.execute(
+        "SELECT search_id FROM search_costs WHERE month = ?", m).fetchall()}
+    top = page.having("data-untracked-cost")[0]
+    assert Decimal(top["data-untracked-cost"]) == sql_cents(
+        con, "SELECT max(c) FROM (SELECT sum(cost) AS c FROM untracked_usage WHERE month = ? "
+        "GROUP BY resource_id)", m)
+
+
+def test_page_is_self_contained(warehouse, tmp_path):
+    page, html = render(warehouse, AMORTIZED, tmp_path)
+    fetched = [a.get("src") or a.get("href") for tag, a in page.elements
+               if tag in ("script", "link", "img", "iframe", "image", "use")]
+    assert not [u for u in fetched if u and not u.startswith("#")]
+    assert "url(http" not in html and "@import" not in html
+    assert html.count("<svg") >= 3  # the bill, the levers, the bridge (SP month)
+
+
+def test_bridge_closes_exactly(warehouse, demo_warehouse, tmp_path):
+    page, _ = render(warehouse, AMORTIZED, tmp_path)
+    (table,) = page.having("data-bridge-start")
+    start, end = Decimal(table["data-bridge-start"]), Decimal(table["data-bridge-end"])
+    steps = page.having("data-step")
+    assert start + sum(Decimal(s["data-amount"]) for s in steps) == end
+    con = demo_warehouse
+    assert start == sql_cents(con, "SELECT sum(BilledCost) FROM billing_facts WHERE month = ?",
+                              [AMORTIZED])
+    assert end == sql_cents(con, "SELECT sum(EffectiveCost) FROM billing_facts WHERE month = ?",
+                            [AMORTIZED])
+    expected = dict(con.execute(
+        "SELECT x_LineItemType, sum(EffectiveCost - BilledCost) FROM billing_facts "
+        "WHERE month = ? GROUP BY 1 HAVING abs(sum(EffectiveCost - BilledCost)) > 1e-9",
+        [AMORTIZED]).fetchall())
+    assert {s["data-step"] for s in steps} == set(expected) and len(expected) >= 3
+    for s in steps:
+        assert abs(Decimal(s["data-amount"]) - Decimal(str(expected[s["data-step"]]))) <= CENT
+        assert float(s["data-exact"]) == pytest.approx(expected[s["data-step"]], abs=1e-6)
+
+
+def _line(n: int, item_type: str, billed: float, effective: float, category="Usage") -> dict:
+    start = datetime(2026, 10, 1, n)
+    return {"ChargePeriodStart": start, "ChargePeriodEnd": start.replace(hour=n + 1),
+            "ChargeCategory": category, "x_LineItemType": item_type, "BilledCost": billed,
+            "EffectiveCost": effective, "x_CostComponent": "gpu", "x_SourceLine": f"l{n}"}
+
+
+def test_bridge_rounding_and_missing_tables(tmp_path):
+    """Three steps of 0.4 cents: each rounds to 0.00 alone, yet they move the total a cent.
+    Tables the warehouse lacks become a one-line note, not an error."""
+    month, path = date(2026, 10, 1), tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, month, [
+            _line(0, "Usage", 100.0, 100.0),
+            _line(1, "DiscountedUsage", 1.0, 1.004),
+            _line(2, "SavingsPlanCoveredUsage", 1.0, 1.004),
+            _line(3, "EdpDiscount", 0.0, 0.004, "Credit"),
+            _line(4, "Tax", 5.0, 5.0, "Tax"),
+        ])
+        for table in ("cost_levers", "reconciliation", "search_trend", "untracked_usage"):
+            con.execute(f"DROP TABLE {table}")
+    page, html = render(str(path), month, tmp_path)
+    assert Decimal(page.one("data-total")) == Decimal("107.01")
+    assert Decimal(page.one("data-bridge-start")) == Decimal("107.00")
+    shown = [Decimal(s["data-amount"]) for s in page.having("data-step")]
+    assert len(shown) == 3 and sum(shown) == Decimal("0.01")
+    assert sum(Decimal(s["data-exact"]).quantize(CENT) for s in page.having("data-step")) == 0
+    for table in ("cost_levers", "reconciliation", "untracked_usage"):
+        assert f"the warehouse has no <code>{table}</code> table" in html
+    assert "<code>attribution</code> has no rows for\n2026-10" in html
+    assert "No hyperparameter search was active this month." in html
+    with pytest.raises(ReportError, match="no billing data for 2026-11"):
+        write_report(str(path), date(2026, 11, 1), out=tmp_path / "none.html")
+
+
+def test_cli_writes_the_report_and_prints_its_path(demo_quarter, warehouse, dagster_home,
+                                                   tmp_path):
+    import os
+
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
+    cli = [sys.executable, "-m", "cost_pipeline.cli", "report", "--config", str(demo_quarter[0])]
+    done = subprocess.run([*cli, "--month", "2026-08"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(report_path(warehouse, FAILING))
+    assert Path(done.stdout.strip()).stat().st_size > 10_000
+    out = tmp_path / "r.html"
+    done = subprocess.run([*cli, "--month", "2026-09", "--out", str(out)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == str(out) and out.exists()
+    missing = subprocess.run([*cli, "--month", "2027-01"], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        "error: no billing data for 2027-01 in the warehouse: materialize the month first"]
+
+
+def test_asset_metadata_in_the_instance(demo_quarter, warehouse, demo_warehouse, dagster_home):
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("monthly_report"),
+                                  asset_partitions=["2026-08-01"]), limit=1).records
+    metadata = {k: v.value for k, v in
+                records[0].event_log_entry.asset_materialization.metadata.items()}
+    total = sql_cents(demo_warehouse, "SELECT sum(EffectiveCost) FROM billing_facts "
+                      "WHERE month = ?", [FAILING])
+    assert Decimal(str(metadata["total_effective_cost"])) == total
+    assert metadata["reconciliation_status"] == "fail"
+    assert metadata["untracked_share_pct"] == 36.7
+    assert f"**${total:,}**" in metadata["bill_as_lines"]
+    assert metadata["top_levers"].splitlines()[2].startswith("| 1 | chase untracked usage |")
+    assert metadata["chart"].startswith("![") and "data:image/png;base64," in metadata["chart"]
+    assert len(metadata["chart"]) < 60_000
+    assert Path(metadata["report"]).exists()
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or (
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+
+
+def test_report_renders_in_headless_chromium(warehouse, demo_warehouse, tmp_path):
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("chromium not installed (.ci/run installs the Debian package)")
+    from matplotlib.image import imread
+
+    path, _ = write_report(warehouse, FAILING, out=tmp_path / "report.html")
+    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    shot = tmp_path / "report.png"
+    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1200,2400", path.as_uri()],
+                   capture_output=True, timeout=90, check=True)
+    pixels = imread(str(shot))[..., :3]
+    assert pixels.shape[:2] == (2400, 1200)
+    assert pixels.std() > 0.05  # not a blank page
+    ink = (pixels.mean(axis=2) < 0.6).mean()
+    assert 0.01 < ink < 0.5  # text and charts, not a solid block
+    dom = subprocess.run([*base, "--dump-dom", path.as_uri()], capture_output=True, text=True,
+                         timeout=90, check=True).stdout
+    total = sql_cents(demo_warehouse, "SELECT sum(EffectiveCost) FROM billing_facts "
+                      "WHERE month = ?", [FAILING])
+    share = demo_warehouse.execute("SELECT untracked_share FROM reconciliation WHERE month = ?",
+                                   [FAILING]).fetchone()[0]
+    assert f"${total:,}" in dom and f"{share * 100:.1f}%" in dom and "FAIL" in dom

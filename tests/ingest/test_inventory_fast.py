@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from cost_pipeline.config import parse_config
 from cost_pipeline.ingest.checkpoints import read_listing
-from cost_pipeline.ingest.sources import listing_arrow, s3_inventory
+from cost_pipeline.ingest.sources import listing_arrow
+from cost_pipeline.ingest.sources import listing_inventory as s3_inventory
 from cost_pipeline.ingest.sources.listing_arrow import PY_WHITESPACE, NotClean, arrow_times
 from cost_pipeline.ingest.sources.runs_file import parse_time
 from tests.support.s3_server import new_bucket, put

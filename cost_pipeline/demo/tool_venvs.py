@@ -56,3 +56,95 @@ def tool_executable(name: str, requirement: str, executable: str) -> Path:
             raise ToolUnavailable(f"{requirement} installed no {executable} in {venv}")
         marker.write_text(requirement)
         return exe
+
+
+# The FinOps Foundation's validator declares Python >= 3.12 and works on 3.11 once one
+# f-string (a `\"` inside its braces, legal only from 3.12) is rewritten; its pyarrow must
+# stay below 18 for its numpy 1.26.
+FOCUS_VALIDATOR = "focus-validator==2.2.1"
+_VALIDATOR_FIX = "focus_validator/config_objects/focus_to_duckdb_converter.py"
+
+
+def focus_validator_site() -> Path:
+    """The site-packages folder of `.cache/focus-validator-venv` holding focus-validator
+    2.2.1, patched to run on this Python (the validator is run from that folder: it opens
+    its bundled currency codes by a relative path)."""
+    venv = CACHE / "focus-validator-venv"
+    python = venv / "bin" / "python"
+    marker = venv / ".requirement"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "focus-validator-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (marker.exists() and marker.read_text() == FOCUS_VALIDATOR):
+            shutil.rmtree(venv, ignore_errors=True)
+            _run([sys.executable, "-m", "venv", str(venv)], FOCUS_VALIDATOR, venv)
+            _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                  "--ignore-requires-python", FOCUS_VALIDATOR, "pyarrow<18"],
+                 FOCUS_VALIDATOR, venv)
+            site = _site_packages(python)
+            _patch_fstring(site / _VALIDATOR_FIX)
+            _run([str(python), "-m", "compileall", "-q", str(site / "focus_validator")],
+                 FOCUS_VALIDATOR, venv)
+            marker.write_text(FOCUS_VALIDATOR)
+        return _site_packages(python)
+
+
+def _run(step: list[str], requirement: str, venv: Path) -> None:
+    try:
+        done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise ToolUnavailable(f"installing {requirement} into {venv} timed out") from None
+    if done.returncode != 0:
+        shutil.rmtree(venv, ignore_errors=True)
+        errors = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()
+                  and not line.startswith("WARNING: Location")]
+        raise ToolUnavailable(f"could not install {requirement} into {venv}: "
+                              + (errors[-1] if errors else f"exit {done.returncode}"))
+
+
+def _site_packages(python: Path) -> Path:
+    found = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                            "['purelib'])"], capture_output=True, text=True, check=True)
+    return Path(found.stdout.strip())
+
+
+def _patch_fstring(path: Path) -> None:
+    """Rewrite the f-strings whose braces hold a backslash (a SyntaxError before 3.12) as
+    concatenations of the same pieces."""
+    import re
+
+    text = path.read_text()
+    pattern = re.compile(r'f"((?:[^"\\\n]|\\.)*?)"')
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if "f\"" not in line or "\\" not in line:
+            continue
+        lines[index] = pattern.sub(lambda m: _concat(m.group(0)), line)
+    path.write_text("".join(lines))
+
+
+def _concat(literal: str) -> str:
+    """f"a{expr}b" with a backslash inside a brace → "a" + str(expr) + "b"; others unchanged."""
+    body = literal[2:-1]
+    parts, depth, piece, exprs = [], 0, "", False
+    for char in body:
+        if char == "{" and depth == 0:
+            parts.append(("text", piece))
+            piece, depth = "", 1
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                parts.append(("expr", piece))
+                exprs = exprs or "\\" in piece
+                piece = ""
+                continue
+        piece += char
+    parts.append(("text", piece))
+    if not exprs:
+        return literal
+    return " + ".join(f'"{p}"' if kind == "text" else f"str({p})"
+                      for kind, p in parts if p or kind == "expr")

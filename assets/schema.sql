@@ -70,10 +70,16 @@ CREATE TABLE IF NOT EXISTS tracker_runs (
     deleted           BOOLEAN NOT NULL,
     parent_run_id     VARCHAR,
     team              VARCHAR,
-    gpu_utilization   DOUBLE             -- mean GPU utilization over the run, 0-100 (optional)
+    gpu_utilization   DOUBLE,            -- mean GPU utilization over the run, 0-100 (optional)
+    trigger           VARCHAR,           -- schedule | drift | manual: why a retrain was launched
+    restart_of        VARCHAR,           -- the interrupted run this run continues or repeats
+    resumed_from      VARCHAR            -- the checkpoint it resumed from; NULL = from scratch
 );
 -- warehouses created before the column existed
 ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS gpu_utilization DOUBLE;
+ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS trigger VARCHAR;
+ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS restart_of VARCHAR;
+ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS resumed_from VARCHAR;
 
 CREATE TABLE IF NOT EXISTS checkpoint_inventory (
     month         DATE NOT NULL,
@@ -163,7 +169,53 @@ CREATE TABLE IF NOT EXISTS search_costs (
     previous_best             DOUBLE,
     improvement               DOUBLE,
     cost_per_improvement      DOUBLE,
-    accelerator_hours_per_improvement DOUBLE
+    accelerator_hours_per_improvement DOUBLE,
+    estimated_cost            DOUBLE,            -- the latest approval's estimate (SPEC §12)
+    cumulative_cost           DOUBLE,            -- all months through this one
+    overrun                   DOUBLE             -- cumulative_cost − estimated_cost
+);
+-- warehouses created before the approval columns existed
+ALTER TABLE search_costs ADD COLUMN IF NOT EXISTS estimated_cost DOUBLE;
+ALTER TABLE search_costs ADD COLUMN IF NOT EXISTS cumulative_cost DOUBLE;
+ALTER TABLE search_costs ADD COLUMN IF NOT EXISTS overrun DOUBLE;
+
+-- the shape of each search active in the month and the part of its cost the shape questions
+-- (SPEC §12; assets/decisions/search_shape.sql)
+CREATE TABLE IF NOT EXISTS search_shape (
+    month               DATE NOT NULL,
+    search_id           VARCHAR NOT NULL,
+    model               VARCHAR,
+    runs                BIGINT NOT NULL,   -- trials, all months
+    configs             BIGINT NOT NULL,   -- a run without config_id is a config of its own
+    seeds_per_config    BIGINT NOT NULL,   -- the most runs any config has
+    grid                BOOLEAN NOT NULL,  -- every config has seeds_per_config runs
+    best_config_id      VARCHAR,           -- NULL: no run with a config reports the metric
+    rerun_configs       BIGINT NOT NULL,   -- configs already run in an earlier search of the model
+    rerun_of            VARCHAR,           -- those earlier searches, comma-separated
+    runs_without_config BIGINT NOT NULL,   -- never re-runs, never extra seeds
+    rerun_cost          DOUBLE NOT NULL,   -- this month
+    extra_seed_cost     DOUBLE NOT NULL,   -- this month
+    questioned_cost     DOUBLE NOT NULL,   -- this month, each run once
+    cost                DOUBLE NOT NULL    -- this month, sweep controllers included
+);
+
+-- every recorded search estimate (`cost-pipeline estimate … --approve`): history, never
+-- replaced per month; the latest recording of a search counts
+CREATE TABLE IF NOT EXISTS search_approvals (
+    month                DATE NOT NULL,     -- the month of the recording
+    search_id            VARCHAR NOT NULL,
+    model                VARCHAR NOT NULL,
+    configs              BIGINT NOT NULL,
+    seeds                BIGINT NOT NULL,
+    reruns               BIGINT NOT NULL,
+    runs                 BIGINT NOT NULL,
+    per_run_cost         DOUBLE NOT NULL,
+    estimated_cost       DOUBLE NOT NULL,
+    approval_budget      DOUBLE NOT NULL,
+    approved             BOOLEAN NOT NULL,  -- estimated_cost ≤ approval_budget
+    expected_improvement DOUBLE,
+    approved_by          VARCHAR,
+    recorded_at          TIMESTAMP NOT NULL -- UTC
 );
 
 CREATE TABLE IF NOT EXISTS retention_violations (
@@ -263,6 +315,22 @@ CREATE TABLE IF NOT EXISTS showback (
     hours             DOUBLE NOT NULL,
     accelerator_hours DOUBLE NOT NULL,
     runs              BIGINT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS run_costs (
+    month             DATE NOT NULL,
+    run_id            VARCHAR NOT NULL,
+    model             VARCHAR,
+    purpose_class     VARCHAR NOT NULL,
+    search_id         VARCHAR,
+    gpu_cost          DOUBLE NOT NULL,
+    cpu_cost          DOUBLE NOT NULL,
+    storage_cost      DOUBLE NOT NULL,
+    network_cost      DOUBLE NOT NULL,
+    other_cost        DOUBLE NOT NULL,
+    cost              DOUBLE NOT NULL,            -- Σ of the run's attribution rows this month
+    accelerator_hours DOUBLE NOT NULL,
+    cpu_hours         DOUBLE NOT NULL             -- hours of its cpu rows
 );
 
 CREATE TABLE IF NOT EXISTS cost_levers (

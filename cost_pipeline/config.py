@@ -4,11 +4,14 @@ against the file's folder. An error names the key and what was expected."""
 from __future__ import annotations
 
 import os
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cost_pipeline.months import FIRST_MONTH, open_month, parse_month
 
 CONFIG_ENV = "COST_PIPELINE_CONFIG"
 
@@ -64,6 +67,8 @@ class MlflowTracker(_Strict):
     metric: str | None = None
     tags: dict[str, str] = {}
     name: str | None = None
+    # after each month: the runs' `cost.*` tags summed over the warehouse's months (SPEC §12)
+    write_back: bool = False
 
 
 class RunsFileTracker(_Strict):
@@ -125,10 +130,23 @@ class SearchPolicy(_Strict):
     metric_goal: Literal["max", "min"] = "max"
 
 
+class RetrainPolicy(_Strict):
+    # a retrain whose metric moved less than this (either way) changed nothing measurable
+    min_metric_change: float = Field(0.002, ge=0)
+
+
+class TrendPolicy(_Strict):
+    # model_cost_trend fails when a model's month costs more than this × the median of its
+    # previous 3 months (SPEC §12)
+    max_growth: float = Field(1.5, gt=0)
+
+
 class Policy(_Strict):
     reconciliation: ReconciliationPolicy = ReconciliationPolicy()
     retention: RetentionPolicy = RetentionPolicy()
     search: SearchPolicy = SearchPolicy()
+    retrain: RetrainPolicy = RetrainPolicy()
+    trend: TrendPolicy = TrendPolicy()
 
 
 class Alerts(_Strict):
@@ -147,6 +165,8 @@ class ScheduleSettings(_Strict):
 
 
 class PipelineConfig(_Strict):
+    # the first monthly partition (`YYYY-MM`); months before it cannot be materialized
+    first_month: date = FIRST_MONTH
     warehouse: WarehouseConfig = WarehouseConfig()
     billing: list[BillingSource] = []
     run_tag: str = "run_id"
@@ -158,6 +178,18 @@ class PipelineConfig(_Strict):
     alerts: Alerts = Alerts()
     schedule: ScheduleSettings = ScheduleSettings()
     base_dir: Path = Path(".")
+
+    @field_validator("first_month", mode="before")
+    @classmethod
+    def _a_month(cls, value: object) -> date:
+        if isinstance(value, date):  # YAML reads 2015-01-01 as a date
+            if value.day != 1:
+                raise ValueError(f"{value}: expected a month, YYYY-MM")
+            return value
+        month = parse_month(str(value))
+        if month > open_month():
+            raise ValueError(f"{month:%Y-%m} has not started yet")
+        return month
 
     @field_validator("accelerators")
     @classmethod

@@ -132,6 +132,7 @@ def month_params(cfg: PipelineConfig, month: date) -> dict[str, Any]:
         "grace_days": retention.grace_days,
         "metric_goal": search.metric_goal,
         "max_untracked_share": cfg.policy.reconciliation.max_untracked_share,
+        "min_metric_change": cfg.policy.retrain.min_metric_change,
     }
 
 
@@ -152,3 +153,56 @@ def month_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         if own:
             con.execute("ROLLBACK")
         raise
+
+
+class WarehouseBusyError(RuntimeError):
+    """Another writer holds the warehouse for longer than we wait."""
+
+
+def lock_path(database: str) -> Path | None:
+    """`<db>.lock`: the file every writer of the warehouse holds an exclusive flock on for
+    the whole of its writes (a materialization run, `estimate --approve`)."""
+    if not database or database.startswith(":memory:"):
+        return None
+    return Path(database + ".lock")
+
+
+@contextmanager
+def exclusive_writer(database: str, holder: str, timeout_seconds: float = 900.0,
+                     poll_seconds: float = 0.25) -> Iterator[None]:
+    """Hold the warehouse's writer lock (the one defs/resources.py `Warehouse` takes for a
+    run) around a short write from outside Dagster, so it never interleaves with a run: it
+    waits for a running materialization, and a materialization waits for it."""
+    import fcntl
+    import os
+    import time
+
+    path = lock_path(database)
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout_seconds
+    with open(path, "a+") as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    try:
+                        other = path.read_text().strip() or "unknown process"
+                    except OSError:
+                        other = "unknown process"
+                    raise WarehouseBusyError(
+                        f"warehouse {database} is being written by another process ({other}); "
+                        f"waited {timeout_seconds:.0f} s") from None
+                time.sleep(poll_seconds)
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} ({holder})")
+            handle.flush()
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -80,15 +80,17 @@ def write_sample(uri: str) -> dict[str, str]:
     client.delete_run(ids["c3-s2"])
     run(churn, "prod-1", 10, status="RUNNING",
         tags={"model": "churn", "purpose": "production", "keep": "true",
-              "config_id": "prod-cfg", "resource_ids": "i-02", "team": "growth"},
+              "config_id": "prod-cfg", "resource_ids": "i-02", "team": "growth",
+              "trigger": "Drift"},
         params={"lr": 0.01}, metrics=[("system/gpu_0_utilization_percentage", 50.0, 0),
                                       ("system/gpu_0_utilization_percentage", 70.0, 1),
                                       ("system/gpu_1_utilization_percentage", 90.0, 0)])
     run(churn, "queued", 20, status="SCHEDULED", tags={"model": "churn"})
     run(credit, "cr-1", 5, 9, tags={"model": "credit-risk", "cloud.resources": "i-03",
-                                    "metric_name": "val_loss"},
+                                    "metric_name": "val_loss", "why": "manual"},
         metrics=[("val_loss", 0.5, 0), ("val_loss", 0.4, 1), ("val_auc", 0.9, 1)])
-    run(scratch, "scratch-1", 3, 4, status="FAILED")
+    run(scratch, "scratch-1", 3, 4, status="FAILED",
+        tags={"restart_of": ids["cr-1"], "resumed_from": "ckpt-3"})
     return ids
 
 
@@ -139,7 +141,8 @@ def test_runs_field_by_field_from_a_sqlite_store(sample_store):
         "region": "us-east-1", "dataset": "churn-events", "dataset_region": "us-west-2",
         "input_hash": None, "transform_version": None, "metric_name": None,
         "metric_value": None, "keep": False, "deleted": False, "parent_run_id": ids["sweep-1"],
-        "team": None, "gpu_utilization": None,
+        "team": None, "gpu_utilization": None, "trigger": None, "restart_of": None,
+        "resumed_from": None,
     }
     # one configuration across its seeds, another configuration elsewhere
     configs = {name: r["config_id"] for name, r in runs.items() if name[:2] in ("c0", "c1")}
@@ -152,6 +155,9 @@ def test_runs_field_by_field_from_a_sqlite_store(sample_store):
     assert (prod["status"], prod["end_time"], prod["keep"], prod["config_id"], prod["team"],
             prod["gpu_utilization"]) == ("RUNNING", None, True, "prod-cfg", "growth", 70.0)
     assert prod["purpose"] == "production" and prod["resource_ids"] == ["i-02"]
+    assert prod["trigger"] == "drift"
+    assert (runs["scratch-1"]["restart_of"], runs["scratch-1"]["resumed_from"]) == (
+        ids["cr-1"], "ckpt-3")
     assert runs["queued"]["status"] == "RUNNING"
     assert runs["sweep-1"]["purpose"] == "search" and runs["sweep-1"]["parent_run_id"] is None
     assert runs["scratch-1"]["status"] == "FAILED"
@@ -164,9 +170,11 @@ def test_runs_field_by_field_from_a_sqlite_store(sample_store):
 def test_named_experiments_renamed_tags_and_the_configured_metric(sample_store):
     uri, ids = sample_store
     rows = read_mlflow_runs(uri, "mlflow", experiments=["credit-risk", "scratch"],
-                            metric="val_auc", tags={"resource_ids": "cloud.resources"})
+                            metric="val_auc", tags={"resource_ids": "cloud.resources",
+                                                    "trigger": "why"})
     runs = by_name(rows, ids)
     assert sorted(runs) == ["cr-1", "scratch-1"]
+    assert runs["cr-1"]["trigger"] == "manual"      # the renamed tag
     assert runs["cr-1"]["resource_ids"] == ["i-03"]
     assert (runs["cr-1"]["metric_name"], runs["cr-1"]["metric_value"]) == ("val_auc", 0.9)
     assert (runs["scratch-1"]["metric_name"], runs["scratch-1"]["metric_value"]) == (

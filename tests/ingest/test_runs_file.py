@@ -28,7 +28,7 @@ CSV_RUNS = [
      "end_time": "2026-07-01T14:00:00Z", "experiment": "churn", "model": "churn",
      "purpose": "production", "resource_ids": "i-0a, i-0b", "gpus": "4",
      "region": "us-east-1", "dataset": "churn-events", "metric_name": "val_auc",
-     "metric_value": "0.91", "keep": "true", "deleted": ""},
+     "metric_value": "0.91", "keep": "true", "deleted": "", "trigger": "Schedule"},
     {"run_id": "churn-s1-7", "status": "SCHEDULED", "start_time": "2026-07-02 08:30:00",
      "end_time": "", "experiment": "churn", "model": "churn", "purpose": "",
      "search_id": "s-1", "seed": "3", "config_id": "cfg-7",
@@ -36,7 +36,7 @@ CSV_RUNS = [
     {"run_id": EVIL_ID, "status": "killed", "start_time": "2026-07-03T00:00:00Z",
      "end_time": "2026-07-03T01:00:00Z", "experiment": "exp'1", "model": EVIL_MODEL,
      "purpose": "adhoc", "resource_ids": "", "gpus": "0", "keep": "no", "deleted": "TRUE",
-     "parent_run_id": "churn-001"},
+     "parent_run_id": "churn-001", "restart_of": "churn-001", "resumed_from": " "},
 ]
 # ... and typed, as parquet and JSONL carry them
 TYPED_RUNS = [
@@ -45,7 +45,7 @@ TYPED_RUNS = [
      "end_time": datetime(2026, 7, 1, 14, tzinfo=UTC), "experiment": "churn",
      "model": "churn", "purpose": "production", "resource_ids": ["i-0a", "i-0b"], "gpus": 4,
      "region": "us-east-1", "dataset": "churn-events", "metric_name": "val_auc",
-     "metric_value": 0.91, "keep": True, "deleted": None},
+     "metric_value": 0.91, "keep": True, "deleted": None, "trigger": "schedule"},
     {"run_id": "churn-s1-7", "status": "SCHEDULED",
      "start_time": datetime(2026, 7, 2, 8, 30, tzinfo=UTC), "end_time": None,
      "experiment": "churn", "model": "churn", "purpose": None, "search_id": "s-1",
@@ -54,13 +54,15 @@ TYPED_RUNS = [
     {"run_id": EVIL_ID, "status": "killed", "start_time": datetime(2026, 7, 3, tzinfo=UTC),
      "end_time": datetime(2026, 7, 3, 1, tzinfo=UTC), "experiment": "exp'1",
      "model": EVIL_MODEL, "purpose": "adhoc", "resource_ids": [], "gpus": 0, "keep": False,
-     "deleted": True, "parent_run_id": "churn-001"},
+     "deleted": True, "parent_run_id": "churn-001", "restart_of": "churn-001",
+     "resumed_from": None},
 ]
 
 _NONE = dict.fromkeys(
     ("search_id", "seed", "config_id", "region", "dataset", "dataset_region", "input_hash",
      "transform_version", "metric_name", "metric_value", "parent_run_id", "team", "gpus",
-     "experiment", "model", "purpose", "end_time", "gpu_utilization"))
+     "experiment", "model", "purpose", "end_time", "gpu_utilization", "trigger", "restart_of",
+     "resumed_from"))
 EXPECTED = {
     "churn-001": {**_NONE, "month": JULY, "run_id": "churn-001", "source": "runs_file",
                   "experiment": "churn", "model": "churn", "purpose": "production",
@@ -68,7 +70,7 @@ EXPECTED = {
                   "end_time": datetime(2026, 7, 1, 14), "resource_ids": ["i-0a", "i-0b"],
                   "gpus": 4, "region": "us-east-1", "dataset": "churn-events",
                   "metric_name": "val_auc", "metric_value": 0.91, "keep": True,
-                  "deleted": False},
+                  "deleted": False, "trigger": "schedule"},
     "churn-s1-7": {**_NONE, "month": JULY, "run_id": "churn-s1-7", "source": "runs_file",
                    "experiment": "churn", "model": "churn", "purpose": "search",
                    "search_id": "s-1", "seed": "3", "config_id": "cfg-7", "status": "RUNNING",
@@ -78,7 +80,8 @@ EXPECTED = {
               "experiment": "exp'1", "model": EVIL_MODEL, "purpose": "adhoc",
               "status": "KILLED", "start_time": datetime(2026, 7, 3),
               "end_time": datetime(2026, 7, 3, 1), "resource_ids": [], "gpus": 0,
-              "keep": False, "deleted": True, "parent_run_id": "churn-001"},
+              "keep": False, "deleted": True, "parent_run_id": "churn-001",
+              "restart_of": "churn-001"},
 }
 
 
@@ -207,12 +210,13 @@ def test_end_before_start_names_file_row_and_field(tmp_path, con):
     ("purpose", "training", "purpose: 'training' is not one of"),
     ("keep", "maybe", "keep: 'maybe' is not true/false"),
     ("metric_value", "high", "metric_value: 'high' is not a number"),
+    ("trigger", "cron", "trigger: 'cron' is not one of drift, manual, schedule"),
 ])
 def test_a_bad_value_names_row_and_field(tmp_path, con, column, value, expected):
     good = {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-01T00:00:00Z"}
     path = write_csv(tmp_path / "runs.csv", [good, good | {"run_id": "r2", column: value}],
                      columns=["run_id", "status", "start_time", "end_time", "gpus", "purpose",
-                              "keep", "metric_value"])
+                              "keep", "metric_value", "trigger"])
     with pytest.raises(SourceError) as err:
         load(con, tmp_path, path)
     assert str(err.value).startswith(f"runs_file: {path} row 3: {expected}")

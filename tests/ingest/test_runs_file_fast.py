@@ -84,6 +84,9 @@ def test_the_whitespace_is_what_str_strip_removes():
     ("keep", ["true", "True", "1", "yes", "Y", "t", "false", "0", "no", "N", "f", ""]),
     ("purpose", ["production", "Search", "EVAL", " adhoc ", "preprocess", ""]),
     ("status", ["FINISHED", "running", "Scheduled", " KILLED ", "failed"]),
+    ("trigger", ["schedule", "Drift", " MANUAL ", ""]),
+    ("restart_of", ["", "r0", " r1 "]),
+    ("resumed_from", ["", "s3://ckpt/r0/step-100", " step 7 "]),
     ("model", ["", " a ", 'm"odel, -- ;\'s', "\u3000x\x85", "é", "3.0", "a\x00b"]),
 ])
 def test_clean_csv_values_take_the_sql_path(tmp_path, column, values):
@@ -133,7 +136,7 @@ def test_what_the_sql_path_cannot_vouch_for_goes_record_by_record(tmp_path, text
     ("status", "DONE"), ("status", "RUNNİNG"), ("gpus", "-1"), ("gpus", "1.5"),
     ("start_time", "yesterday"), ("end_time", "2026-06-30"), ("end_time", "2026-13-01"),
     ("purpose", "training"), ("keep", "maybe"), ("metric_value", "high"),
-    ("gpu_utilization", "150"), ("run_id", " "),
+    ("gpu_utilization", "150"), ("run_id", " "), ("trigger", "cron"), ("trigger", "drift!"),
 ])
 def test_a_bad_file_gets_the_same_error_as_before(tmp_path, column, value):
     path = write_csv(tmp_path / "runs.csv", [REQUIRED, REQUIRED | {"run_id": "r2", column: value}])
@@ -245,6 +248,7 @@ VALID = {
                               st.sampled_from(["0.91", "-0.0", "1e-3", ".5", "", " 3 "])),
     "gpu_utilization": st.sampled_from(["0", "100", "100.0", "47.5", "", "1e1"]),
     "keep": st.sampled_from(["true", "1", "Yes", "t", "false", "0", "N", ""]),
+    "trigger": st.sampled_from(["schedule", "Drift", " manual", ""]),
 }
 ODD = {
     "status": st.sampled_from(["DONE", "", "ﬁnished", "RUNNİNG", "run ning"]),
@@ -258,11 +262,13 @@ ODD = {
                                      "١", "1e", "--1"]),
     "gpu_utilization": st.sampled_from(["150", "-1", "nan", "100.0000000000001", "-0"]),
     "keep": st.sampled_from(["maybe", "ｙ", "TRUE ", "2", "1.0"]),
+    "trigger": st.sampled_from(["cron", "ＤＲＩＦＴ", "drift\u3000x", "re train"]),
 }
 for name in ("deleted",):
     VALID[name], ODD[name] = VALID["keep"], ODD["keep"]
 OPTIONAL = ["model", "search_id", "seed", "purpose", "end_time", "resource_ids", "gpus",
-            "metric_value", "gpu_utilization", "keep", "deleted", "source", "team"]
+            "metric_value", "gpu_utilization", "keep", "deleted", "source", "team", "trigger",
+            "restart_of", "resumed_from"]
 
 
 @st.composite

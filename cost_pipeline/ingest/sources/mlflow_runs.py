@@ -40,7 +40,7 @@ RUN_NAME_TAG = "mlflow.runName"
 TAG_COLUMNS = (
     "run_id", "model", "purpose", "search_id", "seed", "config_id", "resource_ids", "gpus",
     "region", "dataset", "dataset_region", "input_hash", "transform_version", "metric_name",
-    "keep", "parent_run_id", "team",
+    "keep", "parent_run_id", "team", "trigger", "restart_of", "resumed_from",
 )
 # params that vary between the seeds of one configuration: left out of the config hash
 SEED_PARAMS = frozenset({"seed", "random_seed", "random_state"})
@@ -237,6 +237,10 @@ def read_mlflow_runs(
     for run, raw in zip(mlflow_runs, raws, strict=True):
         if raw["parent_run_id"] in chosen and tags_of["parent_run_id"] == PARENT_TAG:
             raw["parent_run_id"] = chosen[raw["parent_run_id"]]
+        # a restart may name the interrupted run by its MLflow id: named as runs are named
+        restart_of = raw.get("restart_of")
+        if restart_of in chosen and restart_of not in chosen.values():
+            raw["restart_of"] = chosen[restart_of]
         where = f"{tracking_uri} run {run.info.run_id}"
         if raw["start_time"] is None:
             log.warning(f"{source}: {where} never started (no start time): skipped")

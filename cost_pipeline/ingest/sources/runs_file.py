@@ -26,11 +26,13 @@ from cost_pipeline.ingest.sources import SourceError
 REQUIRED = ("run_id", "status", "start_time")
 STATUSES = {"RUNNING", "FINISHED", "FAILED", "KILLED", "SCHEDULED"}
 PURPOSES = {"production", "search", "preprocess", "eval", "adhoc"}
+TRIGGERS = {"schedule", "drift", "manual"}     # why a production run (a retrain) was launched
 RUN_COLUMNS = (
     "run_id", "source", "experiment", "model", "purpose", "search_id", "seed", "config_id",
     "status", "start_time", "end_time", "resource_ids", "gpus", "region", "dataset",
     "dataset_region", "input_hash", "transform_version", "metric_name", "metric_value",
     "keep", "deleted", "parent_run_id", "team", "gpu_utilization",
+    "trigger", "restart_of", "resumed_from",
 )
 RUN_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("source", pa.string()), ("experiment", pa.string()),
@@ -42,6 +44,7 @@ RUN_SCHEMA = pa.schema([
     ("transform_version", pa.string()), ("metric_name", pa.string()),
     ("metric_value", pa.float64()), ("keep", pa.bool_()), ("deleted", pa.bool_()),
     ("parent_run_id", pa.string()), ("team", pa.string()), ("gpu_utilization", pa.float64()),
+    ("trigger", pa.string()), ("restart_of", pa.string()), ("resumed_from", pa.string()),
 ])
 assert tuple(RUN_SCHEMA.names) == RUN_COLUMNS
 TRUE_WORDS = {"true", "1", "yes", "y", "t"}
@@ -198,7 +201,7 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
     run: dict[str, Any] = {c: None for c in RUN_COLUMNS}
     for column in ("run_id", "experiment", "model", "search_id", "seed", "config_id", "region",
                    "dataset", "dataset_region", "input_hash", "transform_version", "metric_name",
-                   "parent_run_id", "team"):
+                   "parent_run_id", "team", "restart_of", "resumed_from"):
         run[column] = _text(raw.get(column))
     if not run["run_id"]:
         raise ValueError("run_id: empty")
@@ -213,6 +216,11 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
         raise ValueError(f"purpose: {raw.get('purpose')!r} is not one of "
                          f"{', '.join(sorted(PURPOSES))}")
     run["purpose"] = purpose or ("search" if run["search_id"] else None)
+    trigger = (_text(raw.get("trigger")) or "").lower() or None
+    if trigger is not None and trigger not in TRIGGERS:
+        raise ValueError(f"trigger: {raw.get('trigger')!r} is not one of "
+                         f"{', '.join(sorted(TRIGGERS))}")
+    run["trigger"] = trigger
     for column in ("start_time", "end_time"):
         try:
             run[column] = parse_time(raw.get(column))

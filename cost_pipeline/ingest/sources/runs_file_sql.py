@@ -22,6 +22,7 @@ from cost_pipeline.ingest.sources.runs_file import (
     RUN_COLUMNS,
     RUN_SCHEMA,
     STATUSES,
+    TRIGGERS,
     TRUE_WORDS,
     read_runs,
 )
@@ -72,6 +73,7 @@ _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _WHOLE = r"[0-9]{1,9}(?:\.0*)?"
 _STATUSES = ", ".join(f"'{s}'" for s in sorted(STATUSES - {"SCHEDULED"}))
 _PURPOSES = ", ".join(f"'{p}'" for p in sorted(PURPOSES))
+_TRIGGERS = ", ".join(f"'{t}'" for t in sorted(TRIGGERS))
 
 _MACROS = f"""
 CREATE MACRO py_strip(x) AS CASE
@@ -187,6 +189,10 @@ def _column_sql(column: str, kind: str) -> tuple[str, str, list[str]]:
         value = f"coalesce(lower({t}), CASE WHEN t_search_id IS NOT NULL THEN 'search' END)"
         doubts.append(f"{t} IS NOT NULL AND NOT (regexp_full_match({t}, '[A-Za-z]+') "
                       f"AND lower({t}) IN ({_PURPOSES}))")
+    elif column == "trigger":
+        value = f"lower({t})"
+        doubts.append(f"{t} IS NOT NULL AND NOT (regexp_full_match({t}, '[A-Za-z]+') "
+                      f"AND lower({t}) IN ({_TRIGGERS}))")
     elif column == "source":
         value = f"coalesce({t}, $source)"
     else:

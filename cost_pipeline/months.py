@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})(?:-01)?$")
 
@@ -24,3 +24,29 @@ def month_bounds(month: date) -> tuple[datetime, datetime]:
     """[first instant, first instant of the next month) as naive UTC datetimes."""
     end = next_month(month)
     return datetime(month.year, month.month, 1), datetime(end.year, end.month, 1)
+
+
+FIRST_MONTH = date(2015, 1, 1)
+"""The default first partition: older than any bill a provider still lets one download (AWS
+keeps CUR 2.0 exports from their creation; the oldest public samples are 2017-2018). The
+config key `first_month` moves it."""
+
+
+def open_month(today: date | None = None) -> date:
+    """The current, still open month (the last partition), UTC."""
+    day = today or datetime.now(UTC).date()
+    return day.replace(day=1)
+
+
+def out_of_range(month: date, first_month: date = FIRST_MONTH,
+                 today: date | None = None) -> str | None:
+    """None when `month` is a partition, else the one line that says why not and what to do."""
+    last = open_month(today)
+    span = f"the months run {first_month:%Y-%m} through the open month {last:%Y-%m}"
+    if month < first_month:
+        return (f"month {month:%Y-%m} is before the first partition: {span}; "
+                f"set `first_month: {month:%Y-%m}` in the config to include it")
+    if month > last:
+        return (f"month {month:%Y-%m} has not started yet: {span}; "
+                "a month can be materialized from its first day (UTC)")
+    return None

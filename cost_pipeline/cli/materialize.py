@@ -18,6 +18,7 @@ from cost_pipeline.cli import incremental
 from cost_pipeline.cli.progress import progress_logger
 from cost_pipeline.config import load_config
 from cost_pipeline.defs.definitions import JOB_NAME, build_defs
+from cost_pipeline.months import out_of_range
 
 
 @dataclass
@@ -73,6 +74,9 @@ def _root_cause(error) -> str:
 def materialize_month(config_path: str, month: date, progress: bool = True,
                       force: bool = False) -> MonthResult:
     cfg = load_config(config_path)  # a config error is reported before anything runs
+    problem = out_of_range(month, cfg.first_month)
+    if problem:  # not Dagster's unknown-partition traceback
+        raise ValueError(problem)
     ensure_dagster_home()
     defs = build_defs(config_path)
     job = defs.resolve_job_def(JOB_NAME)

@@ -15,10 +15,11 @@ from cost_pipeline.defs.assets.decisions import derived_assets
 from cost_pipeline.defs.assets.report import monthly_report
 from cost_pipeline.defs.assets.tracker import checkpoint_inventory, tracker_runs
 from cost_pipeline.defs.delivery_sensor import build_delivery_sensor
-from cost_pipeline.defs.partitions import monthly
+from cost_pipeline.defs.partitions import monthly, monthly_from
 from cost_pipeline.defs.resources import PipelineSettings, Warehouse
 from cost_pipeline.defs.schedules import DAILY_REFRESH, MONTHLY_CLOSE, daily_refresh, monthly_close
 from cost_pipeline.defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
+from cost_pipeline.months import FIRST_MONTH
 
 ALL_ASSETS = [billing_facts, tracker_runs, checkpoint_inventory, attribution, reconciliation,
               *derived_assets, monthly_report]
@@ -36,26 +37,34 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
     try:
         cfg = load_config(path)
         warehouse, warehouse_cfg, timing = cfg.warehouse_path, cfg.warehouse, cfg.schedule
+        first_month = cfg.first_month
     except ConfigError:
         # the code location still loads (the UI shows the graph); runs report the error
         warehouse, warehouse_cfg = str(Path(path).parent / "warehouse.duckdb"), None
-        timing = ScheduleSettings()
+        timing, first_month = ScheduleSettings(), FIRST_MONTH
+    partitions, assets = monthly, ALL_ASSETS
+    if first_month != FIRST_MONTH:
+        # the same assets (keys, code versions, checks) over the configured months
+        partitions = monthly_from(first_month)
+        assets = [asset.map_asset_specs(lambda spec: spec.replace_attributes(
+            partitions_def=partitions)) for asset in ALL_ASSETS]
     connection_config = {}
     if warehouse_cfg and warehouse_cfg.memory_limit:
         connection_config["memory_limit"] = warehouse_cfg.memory_limit
     if warehouse_cfg and warehouse_cfg.threads:
         connection_config["threads"] = warehouse_cfg.threads
     monthly_job = dg.define_asset_job(
-        JOB_NAME, selection=dg.AssetSelection.all(), partitions_def=monthly,
+        JOB_NAME, selection=dg.AssetSelection.all(), partitions_def=partitions,
         description="Every asset of one month: bill → runs → attribution → decisions.",
         # a deployment's run queue allows one run per warehouse file (deploy/dagster.yaml.example)
         run_tags={WAREHOUSE_TAG: warehouse},
     )
     return dg.Definitions(
-        assets=ALL_ASSETS,
+        assets=assets,
         jobs=[monthly_job],
-        schedules=[monthly_close(monthly_job, timing), daily_refresh(monthly_job, timing)],
-        sensors=[build_delivery_sensor(path, JOB_NAME),
+        schedules=[monthly_close(monthly_job, timing, first_month),
+                   daily_refresh(monthly_job, timing)],
+        sensors=[build_delivery_sensor(path, JOB_NAME, partitions),
                  build_check_alert_sensor(path, CHECK_KEYS),
                  build_run_failure_alert_sensor(path, [MONTHLY_CLOSE, DAILY_REFRESH])],
         resources={

@@ -12,16 +12,18 @@ import json
 import dagster as dg
 
 from cost_pipeline.config import ConfigError, load_config
-from cost_pipeline.defs.partitions import monthly
+from cost_pipeline.defs.partitions import first_month, monthly
 from cost_pipeline.ingest.deliveries import export_fingerprints
 from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.months import out_of_range, parse_month
 
 SENSOR_NAME = "billing_delivery_sensor"
 # AWS delivers a month's restatements a few times a day; listing every 10 minutes is cheap
 SENSOR_INTERVAL_SECONDS = 600
 
 
-def build_delivery_sensor(config_path: str, job_name: str) -> dg.SensorDefinition:
+def build_delivery_sensor(config_path: str, job_name: str,
+                          partitions: dg.PartitionsDefinition = monthly) -> dg.SensorDefinition:
     @dg.sensor(
         name=SENSOR_NAME,
         job_name=job_name,
@@ -42,7 +44,7 @@ def build_delivery_sensor(config_path: str, job_name: str) -> dg.SensorDefinitio
                 "later changes request refreshes",
                 cursor=json.dumps(seen, sort_keys=True))
         known = json.loads(context.cursor)
-        partitions = set(monthly.get_partition_keys())
+        keys = set(partitions.get_partition_keys())
         requests = [
             dg.RunRequest(
                 run_key=f"{month}:{fingerprint}",
@@ -51,11 +53,19 @@ def build_delivery_sensor(config_path: str, job_name: str) -> dg.SensorDefinitio
                       "cost_pipeline/delivery": fingerprint},
             )
             for month, fingerprint in sorted(seen.items())
-            if known.get(month) != fingerprint and f"{month}-01" in partitions
+            if known.get(month) != fingerprint and f"{month}-01" in keys
         ]
+        outside = sorted(m for m, fp in seen.items()
+                         if known.get(m) != fp and f"{m}-01" not in keys)
+        if outside:  # said, not silently dropped: the config key extends the range
+            context.log.warning(out_of_range(parse_month(outside[0]), first_month(partitions))
+                                + f" ({len(outside)} delivered month(s) outside the partitions: "
+                                + ", ".join(outside) + ")")
         return dg.SensorResult(
             run_requests=requests,
-            skip_reason=None if requests else "no new billing delivery",
+            skip_reason=None if requests else (
+                "no new billing delivery" if not outside else
+                f"new deliveries only for months outside the partitions: {', '.join(outside)}"),
             cursor=json.dumps(seen, sort_keys=True))
 
     return billing_delivery_sensor

@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 
 from cost_pipeline.config import ScheduleSettings
+from cost_pipeline.months import FIRST_MONTH
 
 MONTHLY_CLOSE = "monthly_close"
 DAILY_REFRESH = "daily_refresh"
@@ -15,7 +16,8 @@ LAUNCHED_BY_TAG = "cost_pipeline/launched_by"
 
 
 def monthly_close(job: Any,  # the asset job of define_asset_job
-                  settings: ScheduleSettings) -> dg.ScheduleDefinition:
+                  settings: ScheduleSettings,
+                  first_month: date = FIRST_MONTH) -> dg.ScheduleDefinition:
     # Not build_schedule_from_partitioned_job: with the open month as a partition
     # (end_offset=1) it would target the open month, not the month that just closed.
     @dg.schedule(
@@ -27,9 +29,12 @@ def monthly_close(job: Any,  # the asset job of define_asset_job
         description=f"Materializes the previous month on day {settings.day_of_month} at "
         f"{settings.hour_of_day:02d}:00 UTC, once its bill has settled (config `schedule`).",
     )
-    def _monthly_close(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    def _monthly_close(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         day = _tick_day(context)
         previous = (day.replace(day=1) - timedelta(days=1)).replace(day=1)
+        if previous < first_month:  # config `first_month` is the open month: nothing closed
+            return dg.SkipReason(f"{previous:%Y-%m} is before the first partition "
+                                 f"{first_month:%Y-%m} (config `first_month`)")
         return dg.RunRequest(
             run_key=f"{MONTHLY_CLOSE}:{previous:%Y-%m}",
             partition_key=f"{previous:%Y-%m}-01",

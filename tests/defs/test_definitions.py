@@ -23,7 +23,7 @@ def test_definitions_load_and_list_everything(tmp_path):
     job = defs.resolve_job_def(JOB_NAME)
     assert job.partitions_def is not None
     keys = job.partitions_def.get_partition_keys()
-    assert keys[0] == "2020-01-01"
+    assert keys[0] == "2015-01-01"  # any bill a user still has (config `first_month`)
     schedule = defs.resolve_schedule_def("monthly_close")
     assert schedule.job_name == JOB_NAME
     assert set(defs.resources) >= {"duckdb", "settings"}

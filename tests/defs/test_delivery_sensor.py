@@ -74,13 +74,13 @@ def test_local_export_new_and_restated_deliveries(tmp_path, instance):
     assert requests[0].tags["cost_pipeline/launched_by"] == "delivery_sensor"
     assert ticks.partitions() == []
 
-    # August arrives without a manifest; a stray pre-2020 folder is no partition
+    # August arrives without a manifest; a stray pre-2015 folder is no partition (logged)
     write_parquet(month_dir(export, month="2026-08") / "x.parquet", [line(3.0)])
-    write_parquet(month_dir(export, month="2019-12") / "x.parquet", [line(3.0)])
+    write_parquet(month_dir(export, month="2014-12") / "x.parquet", [line(3.0)])
     assert ticks.partitions() == ["2026-08-01"]
     write_parquet(month_dir(export, month="2026-08") / "y.parquet", [line(4.0)])
     assert ticks.partitions() == ["2026-08-01"]
-    assert sorted(json.loads(ticks.cursor)) == ["2019-12", "2026-07", "2026-08"]
+    assert sorted(json.loads(ticks.cursor)) == ["2014-12", "2026-07", "2026-08"]
 
 
 def test_s3_export_restated_and_unreachable(tmp_path, s3_server, instance):

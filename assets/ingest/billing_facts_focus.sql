@@ -7,9 +7,19 @@
 -- Rules:
 -- * Instance usage: a Usage row (not an unused commitment) of the Compute or AI and Machine
 --   Learning service category, with a resource, a time unit (hours, minutes, seconds) and an
---   identifiable instance (an instance type in SkuPriceDetails.InstanceType / x_InstanceType,
---   or a resource type naming a VM, instance, node or fleet). x_UsageHours = ConsumedQuantity
---   in hours: the hours the resource ran in the charge period.
+--   identifiable instance (an instance type, or a resource type naming a VM, instance, node
+--   or fleet). x_UsageHours = ConsumedQuantity in hours: the hours the resource ran in the
+--   charge period.
+-- * The instance type is read from every column a provider's FOCUS export puts it in, first
+--   found wins: x_InstanceType; SkuPriceDetails / x_SkuDetails keys InstanceType, VMSize,
+--   ServiceType, MachineType (any case, x_ prefix allowed); AWS x_UsageType after the `:` of
+--   an instance usage type (`USE1-BoxUsage:g5.4xlarge`, `…SpotUsage:…`, `…Train:ml.…`);
+--   x_MachineType and a GCP `machine_spec`/`machine_type` tag (`a2-highgpu-8g`); Azure
+--   x_SkuMeterName of a Virtual Machines meter (`NC24ads A100 v4 Spot` →
+--   `Standard_NC24ads_A100_v4`); the AWS instance type named in ChargeDescription (`$1.006
+--   per On Demand Linux g5.xlarge Instance Hour`, the only place in FOCUS 1.0 files).
+-- * An accelerator SKU line (GCP bills GPUs per GPU-second over all the VM's GPUs: its
+--   description or meter names a GPU/TPU, not the VM) has x_UsageHours = GPU-hours ÷ G.
 -- * gpu = instance usage of an accelerator type: AWS `p|g|gr|trn|inf|dl<digit>` families
 --   (SageMaker's `ml.` stripped), Azure N-series (`Standard_NC…`, `ND…`, `NV…`, `NG…`),
 --   GCP `a2-/a3-/a4-` and `g2-` machine types, TPU `ct<digit>` types; or an accelerator count
@@ -23,15 +33,54 @@
 -- * Buckets (x_ResourceKind = bucket): object-storage resources (S3, GCS, Azure Blob storage
 --   accounts) and resources the config names as buckets; an S3 ARN or a GCS resource name is
 --   reduced to the bucket name so it matches the checkpoint listings.
-WITH raw AS (
+WITH hints AS (
+    SELECT
+        *,
+        -- SkuPriceDetails / x_SkuDetails keys naming the instance, whatever their spelling
+        coalesce(
+            list_filter(map_entries(CAST(json_transform(SkuPriceDetails, '"MAP(VARCHAR, VARCHAR)"')
+                                         AS MAP(VARCHAR, VARCHAR))),
+                        lambda e: regexp_replace(lower(e.key), '^x_|[^a-z]', '', 'g')
+                                  IN ('instancetype', 'vmsize', 'machinetype'))[1].value,
+            list_filter(map_entries(CAST(json_transform(x_SkuDetails, '"MAP(VARCHAR, VARCHAR)"')
+                                         AS MAP(VARCHAR, VARCHAR))),
+                        lambda e: regexp_replace(lower(e.key), '^x_|[^a-z]', '', 'g')
+                                  IN ('instancetype', 'vmsize', 'servicetype', 'machinetype'))[1].value
+        ) AS detail_instance_type,
+        CASE WHEN regexp_matches(coalesce(x_UsageType, ''),
+                                 '(^|-)(BoxUsage|SpotUsage|HostUsage|DedicatedUsage|Train(-Spot)?|Notebk|Host|Processing):')
+             THEN nullif(split_part(x_UsageType, ':', 2), '') END AS usage_type_instance,
+        coalesce(nullif(trim(x_MachineType), ''),
+                 list_filter(map_entries(CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"')
+                                              AS MAP(VARCHAR, VARCHAR))),
+                             lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])machine_(spec|type)$'))[1].value
+        ) AS machine_type,
+        CASE WHEN regexp_matches(concat_ws(' ', x_SkuMeterCategory, ServiceName), '(?i)virtual machines')
+              AND regexp_matches(coalesce(x_SkuMeterName, ''), '(?i)^[a-z]{1,4}[0-9]+[a-z]*( [a-z0-9]+)*$')
+             THEN 'Standard_' || replace(regexp_replace(trim(x_SkuMeterName),
+                                                        '(?i) (spot|low priority)$', ''), ' ', '_')
+        END AS meter_instance_type,
+        nullif(regexp_extract(coalesce(ChargeDescription, ''),
+            '(^|[^A-Za-z0-9.-])((ml\.)?[a-z][a-z0-9-]*[0-9][a-z0-9-]*\.([0-9]*x?large|medium|small|micro|nano|metal[a-z0-9-]*))([^A-Za-z0-9.-]|$)',
+            2), '') AS description_instance_type
+    FROM focus_raw
+),
+raw AS (
     SELECT
         *,
         nullif(trim(ResourceId), '') AS resource_id,
         nullif(regexp_replace(coalesce(
-            x_InstanceType,
-            json_extract_string(SkuPriceDetails, '$.InstanceType'),
-            json_extract_string(SkuPriceDetails, '$.x_InstanceType')), '^ml\.', ''), '')
+            nullif(trim(x_InstanceType), ''),
+            nullif(trim(detail_instance_type), ''),
+            usage_type_instance,
+            machine_type,
+            meter_instance_type,
+            description_instance_type), '^ml\.', ''), '')
             AS instance_type,
+        -- a line metering accelerator time (GCP's GPU SKUs), not the VM's
+        regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
+                       '(?i)\b(gpu|tpu)\b') AND NOT regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
+                       '(?i)(instance|core|ram|vm)\b') AS accelerator_sku,
         coalesce(x_AcceleratorCount,
                  TRY_CAST(json_extract_string(SkuPriceDetails, '$.x_AcceleratorCount') AS DOUBLE),
                  TRY_CAST(json_extract_string(SkuPriceDetails, '$.AcceleratorCount') AS DOUBLE),
@@ -39,12 +88,12 @@ WITH raw AS (
                  TRY_CAST(json_extract_string(SkuPriceDetails, '$.x_GpuCount') AS DOUBLE))
             AS provider_accelerators,
         CASE
-            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(hours?|hrs?|h)$') THEN 1.0
-            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(minutes?|mins?)$') THEN 1 / 60.0
-            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(seconds?|secs?|s)$') THEN 1 / 3600.0
+            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(1 ?)?(hours?|hrs?|h)$') THEN 1.0
+            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(1 ?)?(minutes?|mins?)$') THEN 1 / 60.0
+            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(1 ?)?(seconds?|secs?|s)$') THEN 1 / 3600.0
         END AS hours_per_unit,
         concat_ws(' ', ServiceSubcategory, SkuMeter, x_UsageType, ResourceType) AS meter_text
-    FROM focus_raw
+    FROM hints
 ),
 classified AS (
     SELECT
@@ -120,14 +169,10 @@ SELECT
     CommitmentDiscountStatus,
     CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"') AS MAP(VARCHAR, VARCHAR)) AS Tags,
     cost_component AS x_CostComponent,
-    CASE WHEN cost_component = 'gpu' THEN CAST(coalesce(
-        nullif(round(provider_accelerators), 0),
-        table_accelerators,
-        TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
-        1) AS INTEGER)
-        ELSE 0
-    END AS x_AcceleratorCount,
-    CASE WHEN instance_usage THEN ConsumedQuantity * hours_per_unit END AS x_UsageHours,
+    accelerators AS x_AcceleratorCount,
+    CASE WHEN instance_usage AND accelerator_sku AND accelerators > 0
+         THEN ConsumedQuantity * hours_per_unit / accelerators
+         WHEN instance_usage THEN ConsumedQuantity * hours_per_unit END AS x_UsageHours,
     coalesce(instance_usage, false) AS x_InstanceUsage,
     CASE WHEN instance_usage THEN instance_type END AS x_InstanceType,
     CASE
@@ -147,4 +192,13 @@ SELECT
      AND table_accelerators IS NULL
      AND NOT regexp_matches(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$'))
         AS x_UnknownAcceleratorType
-FROM component
+FROM (
+    SELECT *, CASE WHEN cost_component = 'gpu' THEN CAST(coalesce(
+        nullif(round(provider_accelerators), 0),
+        table_accelerators,
+        TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
+        1) AS INTEGER)
+        ELSE 0
+    END AS accelerators
+    FROM component
+)

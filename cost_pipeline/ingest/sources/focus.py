@@ -63,7 +63,12 @@ COLUMNS: dict[str, str] = {
     "Tags": "JSON",
     # provider extensions this normalization understands when present
     "x_InstanceType": "VARCHAR",
-    "x_UsageType": "VARCHAR",           # AWS's FOCUS export
+    "x_UsageType": "VARCHAR",           # AWS's FOCUS export: `USE1-BoxUsage:g5.4xlarge`
+    "ChargeDescription": "VARCHAR",     # AWS: `$1.006 per On Demand Linux g5.xlarge …`
+    "x_SkuMeterName": "VARCHAR",        # Azure's FOCUS export: `NC24ads A100 v4`
+    "x_SkuMeterCategory": "VARCHAR",    # Azure: `Virtual Machines`
+    "x_SkuDetails": "JSON",             # Azure: the meter's details (`ServiceType`, `VMSize`)
+    "x_MachineType": "VARCHAR",         # GCP-style machine type, when an export carries it
     "x_CostComponent": "VARCHAR",
     "x_AcceleratorCount": "DOUBLE",
 }

@@ -1,0 +1,137 @@
+"""The providers' own FOCUS exports keep their GPUs (issue 15.5, issue 16.2): the instance
+type is read from every column AWS, Azure and GCP put it in, on rows spelled as their exports
+spell them, and the FinOps Foundation's FOCUS 1.0 sample (AWS g5/g3 rows named only in
+ChargeDescription) gets its GPU-hours."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.ingest.billing import build_billing_facts
+
+MAY = date(2026, 5, 1)
+LOG = logging.getLogger("test")
+COLUMNS = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd", "ProviderName",
+           "ServiceName", "ServiceCategory", "ChargeCategory", "ChargeDescription",
+           "ResourceId", "ResourceType", "SkuId", "SkuPriceDetails", "ConsumedQuantity",
+           "ConsumedUnit", "BilledCost", "EffectiveCost", "BillingCurrency", "Tags",
+           "x_UsageType", "x_SkuMeterName", "x_SkuMeterCategory", "x_SkuDetails")
+
+
+def line(sku: str, **cols) -> dict:
+    """One hour of Compute usage on 2026-05-03; `sku` is its SkuId."""
+    return {"BillingPeriodStart": "2026-05-01T00:00:00Z",
+            "ChargePeriodStart": "2026-05-03T10:00:00Z",
+            "ChargePeriodEnd": "2026-05-03T11:00:00Z", "ChargeCategory": "Usage",
+            "ServiceCategory": "Compute", "SkuId": sku, "ResourceId": f"res-{sku}",
+            "ConsumedQuantity": 1.0, "ConsumedUnit": "Hours", "BilledCost": 3.0,
+            "EffectiveCost": 3.0, "BillingCurrency": "USD", **cols}
+
+
+AWS = {"ProviderName": "AWS", "ServiceName": "Amazon Elastic Compute Cloud"}
+AZURE = {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines",
+         "x_SkuMeterCategory": "Virtual Machines", "ResourceType": "Virtual machine",
+         "ConsumedUnit": "1 Hour"}
+GCP = {"ProviderName": "Google Cloud", "ServiceName": "Compute Engine",
+       "ResourceType": "compute.googleapis.com/Instance"}
+
+# SkuId: (row, component, G, x_UsageHours)
+CASES = {
+    # AWS Data Exports "FOCUS 1.2 with AWS columns": the type only in x_UsageType
+    "aws-box-g5": (line("aws-box-g5", **AWS, x_UsageType="USE1-BoxUsage:g5.4xlarge"),
+                   "gpu", 1, 1.0),
+    "aws-spot-g5": (line("aws-spot-g5", **AWS, x_UsageType="USE1-SpotUsage:g5.12xlarge"),
+                    "gpu", 4, 1.0),
+    "aws-box-m5": (line("aws-box-m5", **AWS, x_UsageType="USE1-BoxUsage:m5.xlarge"),
+                   "cpu", 0, 1.0),
+    "aws-sagemaker": (line("aws-sagemaker", ProviderName="AWS", ServiceName="Amazon SageMaker",
+                           ServiceCategory="AI and Machine Learning",
+                           x_UsageType="USE1-Train:ml.p4d.24xlarge"), "gpu", 8, 1.0),
+    # … or in SkuPriceDetails, whatever the key's case
+    "aws-details": (line("aws-details", **AWS, SkuPriceDetails=json.dumps(
+        {"x_InstanceType": "g6.12xlarge", "x_OperatingSystem": "Linux"})), "gpu", 4, 1.0),
+    "aws-details-lower": (line("aws-details-lower", **AWS, SkuPriceDetails=json.dumps(
+        {"instanceType": "p5.48xlarge"})), "gpu", 8, 1.0),
+    # the FinOps Foundation FOCUS 1.0 sample: the type only in ChargeDescription
+    "sample-g5": (line("sample-g5", **AWS, ConsumedUnit="Hrs", ResourceType="",
+                       ChargeDescription="$1.006 per On Demand Linux g5.xlarge Instance Hour"),
+                  "gpu", 1, 1.0),
+    "sample-g3": (line("sample-g3", **AWS, ConsumedQuantity=2.0, ConsumedUnit="Hrs",
+                       ChargeDescription="$2.28 per On Demand Linux g3.8xlarge Instance Hour"),
+                  "gpu", 2, 2.0),
+    "sample-t3": (line("sample-t3", **AWS, ConsumedUnit="Hrs",
+                       ChargeDescription="$0.0104 per On Demand Linux t3.micro Instance Hour"),
+                  "cpu", 0, 1.0),
+    # Azure's FOCUS export: the meter name, or the meter's details
+    "azure-meter": (line("azure-meter", **AZURE, x_SkuMeterName="NC24ads A100 v4"),
+                    "gpu", 1, 1.0),
+    "azure-meter-spot": (line("azure-meter-spot", **AZURE, x_SkuMeterName="ND96asr v4 Spot"),
+                         "gpu", 8, 1.0),
+    "azure-details": (line("azure-details", **AZURE, x_SkuMeterName="", x_SkuDetails=json.dumps(
+        {"ServiceType": "Standard_NC12s_v3", "VCPUs": 12, "UsageType": "ComputeHR"})),
+                      "gpu", 2, 1.0),
+    "azure-d4": (line("azure-d4", **AZURE, x_SkuMeterName="D4s v5"), "cpu", 0, 1.0),
+    # GCP: the machine type in the `machine_spec` system label; the GPU SKU is metered in
+    # GPU-seconds over all the VM's GPUs (8 × 3600 s = one hour of the VM)
+    "gcp-core": (line("gcp-core", **GCP, ChargeDescription="A2 Instance Core running in Americas",
+                      Tags=json.dumps({"compute.googleapis.com/machine_spec": "a2-highgpu-8g"})),
+                 "gpu", 8, 1.0),
+    "gcp-gpu": (line("gcp-gpu", **GCP,
+                     ChargeDescription="Nvidia Tesla A100 GPU running in Americas",
+                     ConsumedQuantity=28800.0, ConsumedUnit="Seconds",
+                     Tags=json.dumps({"compute.googleapis.com/machine_spec": "a2-highgpu-8g"})),
+                "gpu", 8, 1.0),
+    "gcp-g2": (line("gcp-g2", **GCP, ChargeDescription="G2 Instance Core running in Americas",
+                    SkuPriceDetails=json.dumps({"MachineType": "g2-standard-24"})), "gpu", 2, 1.0),
+    # not instance usage: a data-transfer usage type names no instance
+    "aws-transfer": (line("aws-transfer", **AWS, ServiceCategory="Networking",
+                          x_UsageType="USE1-DataTransfer-Out-Bytes", ConsumedUnit="GB"),
+                     "network", 0, None),
+}
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def facts(tmp_path_factory) -> dict[str, dict]:
+    folder = tmp_path_factory.mktemp("focus")
+    path = write_csv(folder / "export.csv", [case[0] for case in CASES.values()])
+    cfg = parse_config({"billing": [{"kind": "focus", "path": str(path), "name": "focus"}]},
+                       folder)
+    con = duckdb.connect()
+    build_billing_facts(con, cfg, MAY, LOG)
+    cursor = con.execute("SELECT SkuId, x_CostComponent, x_AcceleratorCount, x_UsageHours "
+                         "FROM billing_facts WHERE month = ?", [MAY])
+    rows = {r[0]: r[1:] for r in cursor.fetchall()}
+    con.close()
+    return rows
+
+
+@pytest.mark.parametrize("sku", sorted(CASES))
+def test_the_instance_type_is_read_where_the_export_puts_it(facts, sku):
+    _row, component, accelerators, hours = CASES[sku]
+    got_component, got_accelerators, got_hours = facts[sku]
+    assert (got_component, got_accelerators) == (component, accelerators)
+    assert got_hours == (pytest.approx(hours) if hours is not None else None)
+
+
+def test_gpu_hours_of_the_aws_sample_rows(facts):
+    gpu_hours = sum(g * h for c, g, h in facts.values() if c == "gpu" and h is not None)
+    expected = sum(case[2] * case[3] for case in CASES.values() if case[1] == "gpu")
+    assert gpu_hours == pytest.approx(expected)
+    assert facts["sample-g5"][0] == "gpu" and facts["sample-g3"][1] * facts["sample-g3"][2] == 4

@@ -4,15 +4,10 @@
 
 -- Sweep controllers (parents of other runs) and finished runs without an end claim no
 -- compute or transfer; a RUNNING run is taken to run until the end of the month.
+-- (macros.sql `claimant_runs`, which reconciliation reads too).
 CREATE OR REPLACE TEMP TABLE attribution_claimants AS
-SELECT
-    run_id, gpus, resource_ids, region, dataset, start_time AS rs,
-    CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP) ELSE end_time END AS re
-FROM tracker_runs r
-WHERE month = $month
-  AND (status = 'RUNNING' OR end_time IS NOT NULL)
-  AND NOT EXISTS (SELECT 1 FROM tracker_runs child
-                  WHERE child.month = $month AND child.parent_run_id = r.run_id);
+SELECT run_id, gpus, resource_ids, region, dataset, rs, re
+FROM claimant_runs($month, $month_end);
 
 CREATE OR REPLACE TEMP TABLE attribution_run_resources AS
 SELECT DISTINCT k.run_id, claim_key(listed) AS resource_id, k.rs, k.re, k.gpus

@@ -51,27 +51,13 @@ over_claimed AS (
     SELECT coalesce(sum((claimed_share - 1) * accelerator_hours), 0) AS hours
     FROM gpu_rows WHERE run_id IS NOT NULL AND claimed_share > 1 + 1e-12
 ),
-claimants AS (
-    SELECT r.*,
-        CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP) ELSE end_time END AS re
-    FROM runs r
-    WHERE (status = 'RUNNING' OR end_time IS NOT NULL)
-      AND NOT EXISTS (SELECT 1 FROM runs child WHERE child.parent_run_id = r.run_id)
-),
-billed_keys AS (
-    -- the claim keys of the month's resources, as attribution matches them
-    SELECT DISTINCT claim_key(ResourceId) AS claim_key
-    FROM lines WHERE ResourceId IS NOT NULL
-),
 unbilled AS (
     -- resources a run lists that no line of the month shows: wrong ids, other accounts
-    SELECT coalesce(sum(
-        epoch(least(re, CAST($month_end AS TIMESTAMP)) - greatest(start_time, CAST($month_start AS TIMESTAMP))) / 3600.0
-        * coalesce(nullif(gpus, 0), 1)), 0) AS gpu_hours
-    FROM (SELECT DISTINCT run_id, start_time, re, gpus, claim_key(listed) AS claim_key
-          FROM (SELECT *, unnest(resource_ids) AS listed FROM claimants))
-    WHERE start_time < CAST($month_end AS TIMESTAMP) AND re > CAST($month_start AS TIMESTAMP)
-      AND claim_key NOT IN (SELECT claim_key FROM billed_keys)
+    -- (macros.sql `unbilled_claims`, also the tracker_claims_billed check's list); a run
+    -- listing one job by its name and its ARN counts it once
+    SELECT coalesce(sum(gpu_hours), 0) AS gpu_hours
+    FROM (SELECT DISTINCT run_id, start_time, re, gpus, claim_key, gpu_hours
+          FROM unbilled_claims($month, $month_start, $month_end))
 ),
 totals AS (
     SELECT

@@ -14,10 +14,7 @@
 --
 -- Parameters: $month. Temp table: config_datasets(name, bucket, region).
 WITH tr AS (
-    SELECT *
-    FROM tracker_runs
-    WHERE month = $month
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
+    SELECT * FROM month_runs($month)  -- one row per run (macros.sql)
 ),
 runs AS (
     SELECT

@@ -8,10 +8,7 @@
 --     idle_cost              = gpu_cost          × (1 − utilization / 100)
 -- Runs without a utilization figure are not here (nothing says how busy they were).
 WITH tr AS (
-    SELECT *
-    FROM tracker_runs
-    WHERE month = $month
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
+    SELECT * FROM month_runs($month)  -- one row per run (macros.sql)
 ),
 gpu AS (
     SELECT

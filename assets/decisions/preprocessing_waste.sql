@@ -22,10 +22,7 @@
 -- Rows: flagged runs that have attributed cost this month, or that started this month (so a
 -- run nobody could price still appears once). cost_levers prices caching with 'recomputed'.
 WITH tr AS (
-    SELECT *
-    FROM tracker_runs
-    WHERE month = $month
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
+    SELECT * FROM month_runs($month)  -- one row per run (macros.sql)
 ),
 preprocess AS (
     SELECT *

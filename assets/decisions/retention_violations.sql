@@ -11,65 +11,11 @@
 --   * nothing is a violation until it is older than $grace_days days at the month's end, so
 --     a checkpoint written on the 30th is not flagged on the 31st.
 -- The buckets are read as they stood at the month's end (the inventory snapshot).
-WITH inv AS (
-    SELECT * FROM checkpoint_inventory WHERE month = $month
-),
-latest_dated AS (
-    -- buckets with daily inventories: their last snapshot of the month is the month-end state
-    SELECT bucket, max(snapshot_date) AS snapshot_date
-    FROM inv
-    WHERE snapshot_date IS NOT NULL
-    GROUP BY bucket
-),
-snapshot AS (
-    -- otherwise the bucket has one undated listing: keep what existed before the month ended
-    SELECT i.*
-    FROM inv AS i
-    LEFT JOIN latest_dated AS d ON d.bucket = i.bucket
-    WHERE (d.snapshot_date IS NOT NULL AND i.snapshot_date = d.snapshot_date)
-       OR (d.snapshot_date IS NULL AND i.snapshot_date IS NULL
-           AND i.last_modified < $month_end)
-),
-price AS (
-    -- the bucket's storage bill this month spread evenly over every byte listed in it
-    -- (checkpoints, datasets, everything): cost per byte-month
-    SELECT
-        l.bucket,
-        CASE WHEN l.listed_bytes > 0
-             THEN coalesce(c.storage_cost, 0) / l.listed_bytes
-             ELSE 0 END AS cost_per_byte
-    FROM (SELECT bucket, sum(size) AS listed_bytes FROM snapshot GROUP BY bucket) AS l
-    LEFT JOIN (SELECT ResourceId AS bucket, sum(EffectiveCost) AS storage_cost
-               FROM billing_facts
-               WHERE month = $month AND x_CostComponent = 'storage'
-               GROUP BY ResourceId) AS c
-      ON c.bucket = l.bucket
-),
-runs AS (
-    -- the tracker snapshot; one row per run id
-    SELECT run_id, status, purpose, keep, deleted
-    FROM tracker_runs
-    WHERE month = $month
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
-),
-objects AS (
-    -- only objects inside a run folder under a checkpoint prefix are governed by the policy;
-    -- datasets and other data in the same bucket are not checkpoints
-    SELECT
-        o.bucket, o.key, o.size, o.last_modified, o.run_id, o.checkpoint,
-        coalesce(o.checkpoint, o.key) AS checkpoint_name,
-        r.status, r.purpose,
-        CASE
-            WHEN r.run_id IS NULL THEN 'orphan'
-            WHEN r.status = 'RUNNING' AND NOT r.deleted THEN 'live'
-            WHEN r.status = 'FINISHED' AND NOT r.deleted
-                 AND (r.purpose = 'production' OR r.keep) THEN 'production'
-            ELSE 'dead'
-        END AS run_class
-    FROM snapshot AS o
-    LEFT JOIN runs AS r ON r.run_id = o.run_id
-    WHERE o.prefix IS NOT NULL
-      AND o.run_id IS NOT NULL
+WITH objects AS (
+    -- the objects in run folders under a checkpoint prefix as they stood at the month's end,
+    -- each with its run's class (live, production, dead, orphan) and its monthly cost: the
+    -- macros.sql `checkpoint_objects` that storage_by_run_status sums too
+    SELECT * FROM checkpoint_objects($month, $month_end)
 ),
 checkpoints AS (
     -- a checkpoint is as new as its newest shard
@@ -111,9 +57,8 @@ SELECT
     j.reason,
     j.size                                  AS bytes,
     j.last_modified,
-    j.size * coalesce(p.cost_per_byte, 0)   AS monthly_cost
+    j.monthly_cost
 FROM judged AS j
-LEFT JOIN price AS p ON p.bucket = j.bucket
 WHERE j.reason IS NOT NULL
   -- the grace period: strictly older than grace_days at the month's end
   AND j.last_modified < CAST($month_end AS TIMESTAMP) - INTERVAL ($grace_days) DAY

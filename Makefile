@@ -32,7 +32,7 @@ dev: install
 
 # the benchmark, not part of `make test`: months of $(SIZES) billing lines generated once into
 # bench-data/, each measured as scan floor, DuckDB reference, pandas and the pipeline;
-# the table goes to stdout, the numbers to bench-results.json (README "Performance")
+# the table goes to stdout, the numbers to bench-results.json (docs/performance.md)
 SIZES ?= 1m 5m 20m
 
 $(VENV)/bench.stamp: $(BIN)/cost-pipeline pyproject.toml
@@ -44,7 +44,7 @@ bench: $(VENV)/bench.stamp
 	$(BIN)/python bench/run.py --sizes "$(SIZES)"
 
 lint: install
-	$(BIN)/ruff check cost_pipeline tests bench
+	$(BIN)/ruff check cost_pipeline tests bench  # incl. the layers rule: dagster only in defs/ and cli/
 
 clean:
 	rm -rf $(VENV) demo demo-services .dagster_home .cache bench-data bench-results.json

@@ -10,10 +10,9 @@ import dagster as dg
 
 from cost_pipeline.config import CONFIG_ENV, ConfigError, ScheduleSettings, load_config
 from cost_pipeline.defs.assets.attribution import attribution, reconciliation
-from cost_pipeline.defs.assets.billing import billing_facts
 from cost_pipeline.defs.assets.decisions import derived_assets
+from cost_pipeline.defs.assets.ingest import ingest
 from cost_pipeline.defs.assets.report import monthly_report
-from cost_pipeline.defs.assets.tracker import checkpoint_inventory, tracker_runs
 from cost_pipeline.defs.delivery_sensor import build_delivery_sensor
 from cost_pipeline.defs.partitions import monthly, monthly_from
 from cost_pipeline.defs.resources import PipelineSettings, Warehouse
@@ -21,8 +20,7 @@ from cost_pipeline.defs.schedules import DAILY_REFRESH, MONTHLY_CLOSE, daily_ref
 from cost_pipeline.defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
 from cost_pipeline.months import FIRST_MONTH
 
-ALL_ASSETS = [billing_facts, tracker_runs, checkpoint_inventory, attribution, reconciliation,
-              *derived_assets, monthly_report]
+ALL_ASSETS = [ingest, attribution, reconciliation, *derived_assets, monthly_report]
 CHECK_KEYS = [key for asset in ALL_ASSETS for key in asset.check_keys]
 JOB_NAME = "monthly_costs"
 WAREHOUSE_TAG = "cost_pipeline/warehouse"

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from cost_pipeline.cli.materialize import materialize_month
-from cost_pipeline.defs.assets import run_inputs
+from cost_pipeline.defs.assets import ingest
 from cost_pipeline.ingest.sources import SourceError
 from tests.support.cur_rows import (
     S3_EXPORT,
@@ -115,9 +115,12 @@ def rows(con, sql: str, *params) -> list[tuple]:
 
 
 def spy_reads(monkeypatch) -> list[str]:
+    """The inputs the ingest step reads, in order ("runs", "listing")."""
     reads: list[str] = []
-    real = run_inputs.read
-    monkeypatch.setattr(run_inputs, "read", lambda kind, *a: reads.append(kind) or real(kind, *a))
+    runs, listing = ingest.runs_table, ingest.read_listing
+    monkeypatch.setattr(ingest, "runs_table", lambda *a: reads.append("runs") or runs(*a))
+    monkeypatch.setattr(ingest, "read_listing",
+                        lambda *a: reads.append("listing") or listing(*a))
     return reads
 
 
@@ -126,8 +129,8 @@ def test_a_messy_month_has_its_documented_outcomes(tmp_path, dagster_home, monke
     reads = spy_reads(monkeypatch)
     result = materialize_month(str(cfg_path), JULY, progress=False, force=True)
     assert result.success, result.error
-    # billing_facts read (validated) the runs and the listing; their steps took them over
-    assert sorted(reads) == ["listing", "runs"] and run_inputs.held()[result.run_id] == 0
+    # the ingest step read (validated) the runs and the listing once, before writing
+    assert sorted(reads) == ["listing", "runs"]
     checks = {(c.asset, c.name): c for c in result.checks}
     assert checks["attribution", "cost_conserved"].passed
     assert not checks["reconciliation", "tracker_claims_billed"].passed  # WARN: r-ghost
@@ -203,8 +206,8 @@ def test_an_empty_month_is_zeros_with_its_checks_passing(tmp_path, dagster_home)
                     JUNE) == [(0.0, 0.0, "pass", 0.0)]
 
 
-def test_without_billing_facts_each_tracker_step_validates_both_inputs(tmp_path, dagster_home,
-                                                                   monkeypatch):
+def test_without_billing_facts_the_ingest_step_validates_its_inputs(tmp_path, dagster_home,
+                                                                    monkeypatch):
     from cost_pipeline.definitions import JOB_NAME, build_defs
 
     job = build_defs(str(project(tmp_path))).resolve_job_def(JOB_NAME)
@@ -215,13 +218,12 @@ def test_without_billing_facts_each_tracker_step_validates_both_inputs(tmp_path,
         result = job.execute_in_process(
             partition_key="2026-07-01", instance=instance, raise_on_error=False,
             asset_selection=[dg.AssetKey("checkpoint_inventory"), dg.AssetKey("tracker_runs")])
-        # each step validates the run's runs file before writing its own table: both fail,
-        # checkpoint_inventory (whose own listing is fine) included, and nothing is written
+        # the one step reads the runs file first and fails on it: checkpoint_inventory (whose
+        # own listing is fine) is not written either, nor is anything else
         failed = {e.step_key for e in result.all_events if e.is_step_failure}
-        assert failed == {"checkpoint_inventory", "tracker_runs"}
-        assert reads == ["runs", "runs"]
+        assert failed == {"ingest"}
+        assert reads == ["runs"]
         assert not result.get_asset_materialization_events()
-        assert run_inputs.held().get(result.run_id) is None
 
 
 # ------------------------------------------------------------------ non-UTF-8 bytes

@@ -7,6 +7,7 @@ from dagster_duckdb import DuckDBResource
 
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.defs.checks import conservation, reconciliation_outcome, tracker_claims_billed
+from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
 from cost_pipeline.warehouse import month_params, replace_month, sql_text
@@ -18,6 +19,8 @@ from cost_pipeline.warehouse import month_params, replace_month, sql_text
     kinds={"duckdb"},
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
+    code_version=code_version(("attribution_prepare", "attribution_claims", "attribution"),
+                              ("cost_pipeline.attribution", "cost_pipeline.defs.checks")),
     check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
                                    description="attribution + untracked + unallocated = the "
                                    "month's EffectiveCost, to the cent (SPEC §6.6)")],
@@ -47,6 +50,7 @@ def attribution(
     kinds={"duckdb"},
     owners=["team:finops"],
     deps=["attribution"],
+    code_version=code_version(("reconciliation",), ("cost_pipeline.defs.checks",)),
     check_specs=[dg.AssetCheckSpec("reconciliation_within_threshold", asset="reconciliation",
                                    blocking=False, description="untracked GPU-hour share ≤ "
                                    "policy.reconciliation.max_untracked_share"),

@@ -5,6 +5,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from cost_pipeline.defs.checks import retention_within_budget
+from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
 from cost_pipeline.warehouse import month_params, replace_month, sql_text
@@ -95,6 +96,8 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
         owners=[f"team:{owner}"],
         deps=deps,
         description=description,
+        code_version=code_version((table,), ("cost_pipeline.defs.assets.decisions",
+                                             "cost_pipeline.defs.checks")),
         check_specs=[check[0]] if check else None,
     )
     def _asset(

@@ -5,6 +5,7 @@ figures, tables and a chart as metadata the Dagster UI shows."""
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
 
@@ -19,6 +20,10 @@ READS = ["billing_facts", "attribution", "reconciliation", "untracked_usage",
     kinds={"html"},
     owners=["team:finops"],
     deps=READS,
+    code_version=code_version((), ("cost_pipeline.report.data", "cost_pipeline.report.render",
+                                   "cost_pipeline.report.charts",
+                                   "cost_pipeline.report.markdown"),
+                              ("report/templates/report.html.j2",)),
     description="The month's cost report for a finance director: one self-contained HTML "
     "file in <warehouse folder>/reports/.",
 )

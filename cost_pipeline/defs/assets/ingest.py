@@ -1,0 +1,127 @@
+"""The month's three inputs as one step: the bill (`billing_facts`), the trackers' runs
+(`tracker_runs`) and the checkpoint listing (`checkpoint_inventory`).
+
+One subsettable multi-asset reads each selected input once and validates all of them before it
+writes anything, so a bad runs file or listing fails the materialization while every table
+still holds its previous rows; a run that selects only some of the three (the CLI skips an
+unchanged bill) reads only their sources. The three share no data with each other: the graph
+draws no edge between them."""
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from cost_pipeline.defs.checks import billing_complete
+from cost_pipeline.defs.code_versions import code_version
+from cost_pipeline.defs.partitions import monthly
+from cost_pipeline.defs.resources import PipelineSettings, month_of
+from cost_pipeline.ingest.billing import build_billing_facts
+from cost_pipeline.ingest.checkpoints import build_checkpoint_inventory, read_listing
+from cost_pipeline.ingest.runs import build_tracker_runs, runs_table
+
+BILLING_FACTS, TRACKER_RUNS, CHECKPOINT_INVENTORY = (
+    "billing_facts", "tracker_runs", "checkpoint_inventory")
+_SOURCES = "cost_pipeline.ingest.sources"
+
+INPUT_SPECS = [
+    dg.AssetSpec(
+        BILLING_FACTS,
+        group_name="billing",
+        kinds={"duckdb"},
+        owners=["team:finops"],
+        skippable=True,
+        code_version=code_version(
+            ("billing_facts_cur2", "billing_facts_focus", "billing_facts_gcp",
+             "gcp_billing_export.bq"),
+            ("cost_pipeline.ingest.billing", "cost_pipeline.ingest.deliveries",
+             "cost_pipeline.ingest.accelerators", f"{_SOURCES}.cur2", f"{_SOURCES}.cur2_s3",
+             f"{_SOURCES}.focus", f"{_SOURCES}.gcp_billing", f"{_SOURCES}.s3")),
+        description="Normalized billing line items of the month (FOCUS names, SPEC §5): net "
+        "amortized EffectiveCost, ChargeCategory, cost component, accelerator count, usage "
+        "hours.",
+    ),
+    dg.AssetSpec(
+        TRACKER_RUNS,
+        group_name="tracker",
+        kinds={"duckdb"},
+        owners=["team:ml-platform"],
+        skippable=True,
+        code_version=code_version(
+            (), ("cost_pipeline.ingest.runs", f"{_SOURCES}.runs_file",
+                 f"{_SOURCES}.runs_file_sql", f"{_SOURCES}.mlflow_runs")),
+        description="Every run the trackers know (SPEC §4), as a snapshot stored under the "
+        "month.",
+    ),
+    dg.AssetSpec(
+        CHECKPOINT_INVENTORY,
+        group_name="tracker",
+        kinds={"duckdb"},
+        owners=["team:ml-platform"],
+        skippable=True,
+        code_version=code_version(
+            ("checkpoint_inventory",),
+            ("cost_pipeline.ingest.checkpoints", f"{_SOURCES}.listing_rows",
+             f"{_SOURCES}.listing_arrow", f"{_SOURCES}.listing_inventory", f"{_SOURCES}.s3")),
+        description="Checkpoint and artifact objects of the month's snapshot(s), with the run "
+        "and checkpoint each object belongs to.",
+    ),
+]
+
+
+@dg.multi_asset(
+    name="ingest",
+    specs=INPUT_SPECS,
+    partitions_def=monthly,
+    can_subset=True,
+    check_specs=[dg.AssetCheckSpec(
+        "billing_complete", asset=BILLING_FACTS, blocking=False,
+        description="every day of the month has Usage lines (ERROR for a closed month, WARN "
+        "for the open month)")],
+    description="Reads the month's bill, runs and checkpoint listing once, validates them "
+    "all, then writes the selected input tables.",
+)
+def ingest(
+    context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
+) -> Iterator[dg.MaterializeResult]:
+    cfg, month = settings.load(), month_of(context)
+    selected = {key.to_user_string() for key in context.selected_asset_keys}
+    # every selected input is read (and so validated) before the first write
+    runs = runs_table(cfg, context.log) if TRACKER_RUNS in selected else None
+    listing = (read_listing(cfg, month, context.log)
+               if CHECKPOINT_INVENTORY in selected else None)
+    # a connection block per table: leaving it drops any result a step left unread
+    if BILLING_FACTS in selected:
+        with duckdb.get_connection() as con:
+            summary = build_billing_facts(con, cfg, month, context.log)
+            complete = billing_complete(con, month, datetime.now(UTC).date())
+        yield dg.MaterializeResult(
+            asset_key=BILLING_FACTS,
+            metadata={
+                "rows": summary.rows,
+                "total_effective_cost": round(summary.total_effective_cost, 2),
+                "total_billed_cost": round(summary.total_billed_cost, 2),
+                "currency": summary.currency or "",
+                "duplicates_dropped": summary.duplicates_dropped,
+                "unknown_instance_types": ", ".join(summary.unknown_instance_types),
+                "files": sum(len(d.files) for d in summary.deliveries),
+                # per source: e.g. `gcp_billing_export.bytes_scanned_estimate`
+                **{f"{source}.{key}": value
+                   for source, values in summary.source_metadata.items()
+                   for key, value in values.items() if value is not None},
+            },
+            check_results=[complete],
+        )
+    if runs is not None:
+        with duckdb.get_connection() as con:
+            rows = build_tracker_runs(con, cfg, month, context.log, runs=runs)
+        yield dg.MaterializeResult(asset_key=TRACKER_RUNS, metadata={"runs": rows})
+    if listing is not None:
+        with duckdb.get_connection() as con:
+            rows = build_checkpoint_inventory(con, cfg, month, context.log, listing=listing)
+            ((total,),) = con.execute(
+                "SELECT coalesce(sum(size), 0) FROM checkpoint_inventory WHERE month = ?",
+                [month]).fetchall()
+        yield dg.MaterializeResult(asset_key=CHECKPOINT_INVENTORY,
+                                   metadata={"objects": rows, "bytes": int(total)})

@@ -10,7 +10,7 @@ import dagster as dg
 import duckdb
 
 from cost_pipeline.months import next_month
-from cost_pipeline.warehouse import query
+from cost_pipeline.warehouse import query, sql_text
 
 ABS_TOLERANCE = 0.01  # a cent
 REL_TOLERANCE = 1e-9  # of Σ|EffectiveCost|
@@ -207,3 +207,37 @@ def tracker_claims_billed(con: duckdb.DuckDBPyConnection, month: date,
                  "gpu_hours": round(r[3], 3)} for r in resources[:TOP_RESOURCES]]),
         },
     )
+
+
+def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
+                     max_growth: float) -> dg.AssetCheckResult:
+    """SPEC §12: no model costs more than `max_growth` × the median of its previous 3 months
+    (at least 2 of them with cost); the models that do, with their cost and that median
+    (WARN). The SQL and what counts as a previous month: assets/queries/model_cost_trend.sql."""
+    rows = query(con, sql_text("model_cost_trend"),
+                 {"month": month, "max_growth": max_growth}).fetchall()
+    models = [
+        {"model": model, "cost": round(cost, 2),
+         "previous_median": None if median is None else round(median, 2),
+         "previous_months": list(months), "judged": judged,
+         "growth": round(cost / median, 3) if median else None}
+        for model, cost, median, _, months, judged, _ in rows]
+    exceeding = [m for (*_, exceeds), m in zip(rows, models, strict=True) if exceeds]
+    return dg.AssetCheckResult(
+        check_name="model_cost_trend",
+        asset_key="cost_per_model_monthly",
+        passed=not exceeding,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "month": f"{month:%Y-%m}",
+            "max_growth": max_growth,
+            "models_judged": sum(1 for m in models if m["judged"]),
+            "models_not_judged": sum(1 for m in models if not m["judged"]),
+            "models_exceeding": len(exceeding),
+            "models": ", ".join(m["model"] for m in exceeding),
+            "exceeding": dg.MetadataValue.json(exceeding),
+        },
+    )
+
+
+ESTIMATE_TOLERANCE = 1.1  # a search may cost up to 10 % more than its approved estimate

@@ -4,7 +4,7 @@
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from cost_pipeline.defs.checks import retention_within_budget
+from cost_pipeline.defs.checks import model_cost_trend, retention_within_budget
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
@@ -55,6 +55,12 @@ DERIVED = {
 
 # An optional check per table: its spec and how to evaluate it (con, config, month).
 DERIVED_CHECKS = {
+    "cost_per_model_monthly": (
+        dg.AssetCheckSpec("model_cost_trend", asset="cost_per_model_monthly",
+                          blocking=False, description="no model costs more than "
+                          "policy.trend.max_growth × the median of its previous 3 months "
+                          "(needs 2 of them) (WARN)"),
+        lambda con, cfg, month: model_cost_trend(con, month, cfg.policy.trend.max_growth)),
     "retention_violations": (
         dg.AssetCheckSpec("retention_within_budget", asset="retention_violations",
                           blocking=False, description="the month's retention violations cost "

@@ -1,0 +1,28 @@
+-- Every search of each model in launch order, as the last month of the period sees it
+-- (search_trend: cost to date, improvement, cost per unit of improvement, saturation),
+-- with what each search cost inside the period. Parameters: $first, $last.
+WITH in_period AS (
+    SELECT search_id, sum(cost_this_month) AS cost_in_period
+    FROM search_trend
+    WHERE month BETWEEN $first AND $last
+    GROUP BY search_id
+)
+SELECT
+    t.model,
+    t.metric_name,
+    t.search_id,
+    t.search_start,
+    t.search_order,
+    t.runs,
+    t.best_metric,
+    t.improvement,
+    t.cost,
+    t.cost_per_improvement,
+    t.previous_search_id,
+    t.previous_cost_per_improvement,
+    t.saturating,
+    coalesce(p.cost_in_period, 0) AS cost_in_period
+FROM search_trend AS t
+LEFT JOIN in_period AS p ON p.search_id = t.search_id
+WHERE t.month = $last
+ORDER BY t.model NULLS LAST, t.search_order, t.search_id

@@ -1,0 +1,172 @@
+"""The period report (SPEC §12): the months `first` … `last` of the warehouse as one
+self-contained HTML page, the finance director's quarter — totals, what moved, the bill as
+lines, the trends to watch and the levers summed (period_data.py → period_charts.py →
+templates/period.html.j2)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from cost_pipeline.report.data import PURPOSE_LABELS, PURPOSES, ReportError
+from cost_pipeline.report.period_charts import period_charts
+from cost_pipeline.report.period_data import collect_period, months_between
+from cost_pipeline.report.render import _environment, money, percent
+
+MAX_MONTHS = 36  # a page of month columns stays readable up to three years
+
+
+def check_range(first: date, last: date) -> None:
+    if first > last:
+        raise ReportError(f"the period starts {first:%Y-%m}, after its end {last:%Y-%m}: "
+                          "--from must not be after --to")
+    if len(months_between(first, last)) > MAX_MONTHS:
+        raise ReportError(f"{first:%Y-%m} … {last:%Y-%m} is more than {MAX_MONTHS} months: "
+                          "report a shorter period")
+
+
+def period_report_path(warehouse: str | Path, first: date, last: date) -> Path:
+    """`<warehouse folder>/reports/cost-report-YYYY-MM_YYYY-MM.html`."""
+    return (Path(warehouse).resolve().parent / "reports"
+            / f"cost-report-{first:%Y-%m}_{last:%Y-%m}.html")
+
+
+def _refuse_gaps(data: dict) -> None:
+    """A trend with a silent hole misleads: every month of the period must be materialized,
+    and all of them in one currency."""
+    if data["missing"]:
+        names = ", ".join(f"{m:%Y-%m}" for m in data["missing"])
+        raise ReportError(f"no billing data for {names} in the warehouse: materialize "
+                          f"{'that month' if len(data['missing']) == 1 else 'those months'} "
+                          "first, or report a period without them")
+    if data["mixed_currency_months"] or len(data["currencies"]) > 1:
+        raise ReportError(f"the period's bill is in more than one currency "
+                          f"({', '.join(data['currencies'])}): report each currency's months "
+                          "separately")
+
+
+def symbol_of(currency: str) -> str:
+    return "$" if currency == "USD" else f"{currency} "
+
+
+def summary(data: dict, symbol: str) -> list[str]:
+    """The sentences a finance director reads first."""
+    first, last, totals = data["first"], data["last"], data["totals"]
+    out = [f"{_span(data)} cost {money(data['total'], symbol)}: "
+           + ", ".join(f"{money(totals[m]['effective_cost'], symbol)} in {m:%B}"
+                       for m in data["months"]) + "."]
+    if first != last:
+        before, after = totals[first]["effective_cost"], totals[last]["effective_cost"]
+        change = after - before
+        verb = "rose" if change > 0 else "fell" if change < 0 else "stayed"
+        text = f"From {first:%B} to {last:%B} the monthly bill {verb}"
+        if change:
+            text += f" by {money(abs(change), symbol)}"
+            if before > 0:
+                text += f" ({'+' if change > 0 else '−'}{percent(abs(change) / before)})"
+        if data["moves"]:
+            text += "; most of the move: " + ", ".join(
+                f"{PURPOSE_LABELS.get(c['purpose_class'], c['purpose_class'])} {c['component']} "
+                f"{'+' if c['change'] > 0 else '−'}{money(abs(c['change']), symbol)}"
+                for c in data["moves"])
+        out.append(text + ".")
+    if data["levers"]:
+        lever = data["levers"][0]
+        out.append(f"Biggest lever over the period: {lever['lever']} — "
+                   f"{money(lever['dollars'], symbol)}.")
+    failed = [s for s in data["shares"] or [] if s["status"] != "pass"]
+    if failed:
+        out.append("Reconciliation failed in " + ", ".join(
+            f"{s['month']:%Y-%m} ({percent(s['untracked_share'])} of GPU-hours untracked, "
+            f"threshold {percent(s['threshold'])})" for s in failed) + ".")
+    saturating = [s for s in data["searches"] or [] if s["saturating"]]
+    if saturating:
+        out.append("Searching has saturated: " + ", ".join(
+            f"{s['search_id']} ({s['model'] or 'no model'})" for s in saturating)
+            + " bought less improvement per dollar than the search before, or none.")
+    return out
+
+
+def _span(data: dict) -> str:
+    first, last = data["first"], data["last"]
+    if first == last:
+        return f"{first:%B %Y}"
+    if first.year == last.year:
+        return f"{first:%B} – {last:%B %Y}"
+    return f"{first:%B %Y} – {last:%B %Y}"
+
+
+def model_rows(models: list[dict], months: list[date]) -> list[dict[str, Any]]:
+    """One row per model (untracked and unallocated last): its cost each month and in all."""
+    out: dict[Any, dict[str, Any]] = {}
+    for r in models:
+        row = out.setdefault(r["model"], {"model": r["model"], "months": {}, "total": 0,
+                                          "search": 0, "production": 0})
+        row["months"][r["month"]] = r["cost"]
+        row["total"] += r["cost"]
+        row["search"] += r["search"]
+        row["production"] += r["production"]
+    return sorted(out.values(), key=lambda r: (r["model"] is None, -r["total"], r["model"] or ""))
+
+
+def storage_rows(storage: list[dict]) -> list[dict[str, Any]]:
+    order = ["live", "production", "dead", "orphan"]
+    out: dict[str, dict[str, Any]] = {}
+    for r in storage:
+        out.setdefault(r["run_status"], {"run_status": r["run_status"], "months": {}})
+        out[r["run_status"]]["months"][r["month"]] = r
+    return sorted(out.values(), key=lambda r: (order.index(r["run_status"])
+                                               if r["run_status"] in order else 99,
+                                               r["run_status"]))
+
+
+def render_period_html(data: dict, source: str) -> str:
+    symbol = symbol_of(data["currency"])
+    present = {p for month in (data["by_purpose"] or {}).values() for p in month}
+    purposes = [p for p in PURPOSES if p in present] + sorted(present - set(PURPOSES))
+    return _environment().get_template("period.html.j2").render(
+        d=data, symbol=symbol, span=_span(data), summary=summary(data, symbol),
+        purposes=purposes, purpose_labels=PURPOSE_LABELS,
+        purpose_totals={p: sum((m.get(p, 0) for m in (data["by_purpose"] or {}).values()), 0)
+                        for p in purposes},
+        models=model_rows(data["models"], data["months"]) if data["models"] else None,
+        storage=storage_rows(data["storage"]) if data["storage"] else None,
+        shares={s["month"]: s for s in data["shares"] or []},
+        bill_total=sum(line.cost for line in data["bill_lines"] or []),
+        charts=period_charts(data), source=source,
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+
+
+def read_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> dict:
+    check_range(first, last)
+    data = collect_period(con, first, last)
+    _refuse_gaps(data)
+    return data
+
+
+def write_period_report(warehouse: str | Path, first: date, last: date,
+                        out: str | Path | None = None,
+                        con: duckdb.DuckDBPyConnection | None = None) -> tuple[Path, dict]:
+    """Write the period's report; returns its path and the figures it shows. Reads through
+    `con` when given (a Dagster op's connection), else a read-only connection."""
+    check_range(first, last)
+    target = Path(out) if out else period_report_path(warehouse, first, last)
+    if con is None:
+        if not Path(warehouse).exists():
+            raise ReportError(f"no warehouse at {warehouse}: materialize a month first")
+        try:
+            with duckdb.connect(str(warehouse), read_only=True) as ro:
+                data = read_period(ro, first, last)
+        except duckdb.Error as exc:  # e.g. another process holds the write lock
+            raise ReportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from exc
+    else:
+        data = read_period(con, first, last)
+    html = render_period_html(data, Path(warehouse).name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(html, encoding="utf-8")
+    return target.resolve(), data
+

@@ -129,3 +129,86 @@ CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABL
     LEFT JOIN price AS p ON p.bucket = o.bucket
     WHERE o.prefix IS NOT NULL
       AND o.run_id IS NOT NULL;
+
+-- ------------------------------------------------------------------ searches (SPEC §7, §12)
+-- One home for what search_costs, search_trend and search_shape say about a search. `for_month`
+-- is the month whose tracker snapshot is read, `metric_goal` the config's (max | min).
+
+-- the better of a list of metric values for the goal (NULLs ignored)
+CREATE OR REPLACE TEMP MACRO best_metric_of(goal, metric_values) AS
+    CASE WHEN goal = 'min' THEN list_min(metric_values) ELSE list_max(metric_values) END;
+
+-- every run of a search, with `is_parent`: sweep controllers (parents of runs) orchestrate,
+-- they are not trials and their metrics are not the search's result
+CREATE OR REPLACE TEMP MACRO search_runs(for_month) AS TABLE
+    SELECT tr.*, (tr.run_id IN (SELECT parent_run_id FROM month_runs(for_month)
+                                WHERE parent_run_id IS NOT NULL)) AS is_parent
+    FROM month_runs(for_month) AS tr
+    WHERE tr.search_id IS NOT NULL;
+
+-- one row per search: the model it tunes and the metric it optimizes (its trials' most common
+-- ones), when it started (its first run, controller included) and its trials (all months)
+CREATE OR REPLACE TEMP MACRO search_identity(for_month) AS TABLE
+    WITH sr AS (SELECT * FROM search_runs(for_month)),
+    model_pick AS (
+        SELECT search_id, model
+        FROM (SELECT search_id, model, count(*) AS n
+              FROM sr WHERE NOT is_parent AND model IS NOT NULL GROUP BY search_id, model)
+        QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY n DESC, model) = 1
+    ),
+    metric_pick AS (
+        SELECT search_id, metric_name
+        FROM (SELECT search_id, metric_name, count(*) AS n
+              FROM sr WHERE NOT is_parent AND metric_name IS NOT NULL
+              GROUP BY search_id, metric_name)
+        QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY n DESC, metric_name) = 1
+    )
+    SELECT
+        sr.search_id,
+        any_value(mo.model)                                         AS model,
+        any_value(mt.metric_name)                                   AS metric_name,
+        min(sr.start_time)                                          AS search_start,
+        count(DISTINCT sr.run_id) FILTER (WHERE NOT sr.is_parent)   AS runs
+    FROM sr
+    LEFT JOIN model_pick  AS mo ON mo.search_id = sr.search_id
+    LEFT JOIN metric_pick AS mt ON mt.search_id = sr.search_id
+    GROUP BY sr.search_id;
+
+-- a search's result: its trials' best value of the search's own metric (a trial that logged
+-- another metric is not comparable; one that names no metric is taken to use it)
+CREATE OR REPLACE TEMP MACRO search_best(for_month, metric_goal) AS TABLE
+    SELECT t.search_id, best_metric_of(any_value(metric_goal), list(t.metric_value)) AS best_metric
+    FROM search_runs(for_month) AS t
+    JOIN search_identity(for_month) AS s ON s.search_id = t.search_id
+    WHERE NOT t.is_parent
+      AND (t.metric_name IS NULL OR s.metric_name IS NULL OR t.metric_name = s.metric_name)
+    GROUP BY t.search_id;
+
+-- the model's best result before a search started: production runs (not part of any search)
+-- and runs of other searches that had finished by then, on the same metric
+CREATE OR REPLACE TEMP MACRO search_previous_best(for_month, metric_goal) AS TABLE
+    SELECT s.search_id, best_metric_of(any_value(metric_goal), list(p.metric_value)) AS previous_best
+    FROM search_identity(for_month) AS s
+    JOIN month_runs(for_month) AS p
+      ON p.model = s.model
+     AND ((p.purpose = 'production' AND p.search_id IS NULL)
+          OR (p.search_id IS NOT NULL AND p.search_id <> s.search_id))
+     AND coalesce(p.end_time, p.start_time) < s.search_start
+     AND (p.metric_name IS NULL OR s.metric_name IS NULL OR p.metric_name = s.metric_name)
+    GROUP BY s.search_id;
+
+-- improvement of `best` over `previous`, better = positive (higher for max, lower for min)
+CREATE OR REPLACE TEMP MACRO metric_improvement(goal, best, previous) AS
+    CASE WHEN goal = 'min' THEN previous - best ELSE best - previous END;
+
+-- the searches active in the month: billed in it, or one of their runs was running at some
+-- point of it (a run with no end yet counts as still running)
+CREATE OR REPLACE TEMP MACRO active_searches(for_month, start_of_month, end_of_month) AS TABLE
+    SELECT s.search_id
+    FROM attribution AS a
+    JOIN search_runs(for_month) AS s ON s.run_id = a.run_id
+    WHERE a.month = for_month
+    UNION
+    SELECT search_id
+    FROM search_runs(for_month)
+    WHERE start_time < end_of_month AND coalesce(end_time, end_of_month) > start_of_month;

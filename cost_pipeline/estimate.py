@@ -7,19 +7,28 @@ caller says (GPUs, hours, price per GPU-hour), against the approval budget.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import duckdb
 
 from cost_pipeline.config import PipelineConfig
-from cost_pipeline.warehouse import query, sql_text
+from cost_pipeline.warehouse import (
+    WarehouseBusyError,
+    ensure_schema,
+    exclusive_writer,
+    query,
+    sql_text,
+)
 
 RECENT_RUNS = 20  # the basis: the model's most recent recorded search runs
 
 
 class EstimateError(ValueError):
-    """Not enough history to price a run, and no override given."""
+    """Not enough history to price a run and no override given, or an approval that cannot
+    be recorded."""
 
 
 @dataclass
@@ -122,3 +131,71 @@ def render(est: SearchEstimate, currency: str = "USD") -> str:
         rows.append(f"  basis: median of the {int(est.basis['sample_runs'])} most recent "
                     "recorded search runs")
     return "\n".join(rows)
+
+
+# ---------------------------------------------------------------- approval (SPEC §12)
+
+APPROVAL_COLUMNS = ("month", "search_id", "model", "configs", "seeds", "reruns", "runs",
+                    "per_run_cost", "estimated_cost", "approval_budget", "approved",
+                    "expected_improvement", "approved_by", "recorded_at")
+
+
+def record_approval(
+    cfg: PipelineConfig, est: SearchEstimate, search_id: str, *,
+    expected_improvement: float | None = None, approved_by: str | None = None,
+    recorded_at: datetime | None = None, lock_timeout_seconds: float = 900.0,
+) -> dict:
+    """Record `est` as the estimate of search `search_id` in `search_approvals` (the latest
+    recording of a search counts; `approved` says whether it is within the approval budget).
+    The write holds the warehouse's writer lock and is one transaction, so it never
+    interleaves with a materialization. Recording the same search at the same instant again
+    replaces that recording. Returns the row."""
+    search_id = (search_id or "").strip()
+    if not search_id:
+        raise EstimateError("--search-id must name the search (the tracker's search_id)")
+    at = (recorded_at or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
+    row = {
+        "month": date(at.year, at.month, 1), "search_id": search_id, "model": est.model,
+        "configs": est.configs, "seeds": est.seeds, "reruns": est.reruns, "runs": est.runs,
+        "per_run_cost": est.per_run_cost, "estimated_cost": est.total_cost,
+        "approval_budget": est.approval_budget, "approved": est.approved,
+        "expected_improvement": expected_improvement, "approved_by": approved_by,
+        "recorded_at": at,
+    }
+    database = cfg.warehouse_path
+    Path(database).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with exclusive_writer(database, f"estimate --approve {search_id}",
+                              lock_timeout_seconds):
+            con = _open_for_write(database)
+            try:
+                ensure_schema(con)
+                con.execute("BEGIN TRANSACTION")
+                con.execute("DELETE FROM search_approvals WHERE search_id = ? "
+                            "AND recorded_at = ?", [search_id, at])
+                con.execute(f"INSERT INTO search_approvals ({', '.join(APPROVAL_COLUMNS)}) "
+                            f"VALUES ({', '.join('?' * len(APPROVAL_COLUMNS))})",
+                            [row[c] for c in APPROVAL_COLUMNS])
+                con.execute("COMMIT")
+            finally:
+                con.close()
+    except WarehouseBusyError as exc:
+        raise EstimateError(str(exc)) from None
+    except duckdb.Error as exc:
+        raise EstimateError(f"warehouse {database}: recording the approval of {search_id} "
+                            f"failed: {exc}") from None
+    return row
+
+
+def _open_for_write(database: str, attempts: int = 12) -> duckdb.DuckDBPyConnection:
+    """A write connection, retried while a reader (a report, an estimate) holds the file."""
+    delay = 0.1
+    for attempt in range(attempts):
+        try:
+            return duckdb.connect(database)
+        except duckdb.IOException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+    raise AssertionError("unreachable")

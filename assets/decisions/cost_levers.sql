@@ -1,10 +1,11 @@
 -- What would reduce this bill the most: the mission's levers ranked by the dollars each one
 -- touches in this month's data, with the figure behind it and what pulling it costs.
 --
---   bound the search          this month's cost of the searches flagged `saturating` in
---                             search_trend (they bought no improvement, or each unit of it
---                             cost more than in the model's previous search): the spend an
---                             approval budget or a smaller grid would have questioned
+--   bound the search          Σ search_shape.questioned_cost: this month's cost of the search
+--                             runs that repeat a config an earlier search of the model ran,
+--                             or that are extra seeds of a config other than the best (each
+--                             run once; runs without config_id are never re-runs); the shape
+--                             and search_trend's saturation are its evidence
 --   cache preprocessing       preprocessing_waste, kind 'recomputed': preprocess runs that
 --                             recomputed a table a cache would have served
 --   delete dead checkpoints   retention_violations: the monthly cost of every object the
@@ -19,20 +20,45 @@
 -- and changing hardware is the most expensive lever to pull, so the mission pulls it last.
 WITH
 search AS (
+    -- the searches whose shape questions some of this month's cost, with their saturation
+    -- (search_trend) when known
     SELECT
-        coalesce(sum(cost_this_month), 0) AS dollars,
-        count(*)                          AS searches,
+        coalesce(sum(sh.questioned_cost), 0)                   AS dollars,
+        count(*) FILTER (WHERE sh.questioned_cost <> 0)        AS searches,
         string_agg(
-            search_id || ' $' || format('{:,.2f}', cost_this_month)
-            || CASE WHEN improvement IS NULL OR improvement <= 0
-                    THEN ' (no improvement)'
-                    ELSE ' ($' || format('{:,.0f}', cost_per_improvement) || ' per unit of '
-                         || coalesce(metric_name, 'the metric') || ' vs $'
-                         || format('{:,.0f}', previous_cost_per_improvement) || ' for '
-                         || previous_search_id || ')' END,
-            '; ' ORDER BY cost_this_month DESC, search_id)   AS detail
-    FROM search_trend
-    WHERE month = $month AND saturating AND cost_this_month <> 0
+            sh.search_id || ': ' || sh.configs || ' configs × '
+            || CASE WHEN sh.grid THEN sh.seeds_per_config || ' seeds, a full grid'
+                    ELSE 'up to ' || sh.seeds_per_config || ' seeds, not a full grid' END
+            || CASE WHEN sh.rerun_configs > 0
+                    THEN '; ' || sh.rerun_configs || ' of '
+                         || (sh.configs - sh.runs_without_config) || ' configs already run in '
+                         || sh.rerun_of || ' — $' || format('{:,.2f}', sh.rerun_cost)
+                         || ' re-run'
+                    ELSE '; no config run in an earlier search' END
+            || CASE WHEN sh.runs_without_config > 0
+                    THEN '; ' || sh.runs_without_config || ' run(s) without config_id, never '
+                         || 'counted as re-runs'
+                    ELSE '' END
+            || CASE WHEN sh.best_config_id IS NULL
+                    THEN '; no metric picks a best config: extra seeds of every config $'
+                    ELSE '; extra seeds of non-best configs $' END
+            || format('{:,.2f}', sh.extra_seed_cost)
+            || coalesce(' (best ' || sh.best_config_id || ')', '')
+            || CASE WHEN t.saturating AND (t.improvement IS NULL OR t.improvement <= 0)
+                    THEN '; saturating: no improvement'
+                    WHEN t.saturating
+                    THEN '; saturating: $' || format('{:,.0f}', t.cost_per_improvement)
+                         || ' per unit of ' || coalesce(t.metric_name, 'the metric') || ' vs $'
+                         || format('{:,.0f}', t.previous_cost_per_improvement) || ' for '
+                         || t.previous_search_id
+                    ELSE '' END,
+            ' | ' ORDER BY sh.questioned_cost DESC, sh.search_id)
+            FILTER (WHERE sh.questioned_cost <> 0)              AS detail,
+        coalesce(sum(sh.runs_without_config), 0)               AS runs_without_config,
+        coalesce(sum(sh.runs), 0)                              AS runs
+    FROM search_shape AS sh
+    LEFT JOIN search_trend AS t ON t.month = sh.month AND t.search_id = sh.search_id
+    WHERE sh.month = $month
 ),
 all_search AS (
     SELECT coalesce(sum(cost), 0) AS cost
@@ -68,7 +94,10 @@ egress_total AS (
         coalesce(sum(gigabytes), 0)            AS gb,
         coalesce(string_agg(DISTINCT coalesce(dataset, dataset_bucket, '?') || ' '
                             || coalesce(dataset_region, '?') || ' → '
-                            || coalesce(run_region, 'untracked'), ', '), '') AS routes
+                            || coalesce(run_region, 'untracked'), ', '
+                            ORDER BY coalesce(dataset, dataset_bucket, '?') || ' '
+                            || coalesce(dataset_region, '?') || ' → '
+                            || coalesce(run_region, 'untracked')), '') AS routes
     FROM egress
     WHERE month = $month
 ),
@@ -106,14 +135,20 @@ tracked_gpu AS (
 ),
 levers AS (
     SELECT 1 AS mission_order, 'bound the search' AS lever, s.dollars,
-        'an approval step before launch (cost-pipeline estimate against '
-        || 'policy.search.approval_budget), a smaller grid or fewer seeds, early stopping; '
+        'an approval step before launch (cost-pipeline estimate --approve against '
+        || 'policy.search.approval_budget), reusing the results of configs already run, '
+        || 'fewer seeds for configs that are not the best, early stopping; '
         || 'risk: missing a late improvement' AS what_it_costs_to_pull,
-        CASE WHEN s.searches = 0
-             THEN 'no search billed this month is saturating (search cost this month $'
-                  || format('{:,.2f}', a.cost) || ')'
-             ELSE s.searches || ' saturating search(es) of $' || format('{:,.2f}', a.cost)
-                  || ' search cost this month: ' || s.detail END AS evidence
+        CASE WHEN s.searches > 0
+             THEN '$' || format('{:,.2f}', s.dollars) || ' of $' || format('{:,.2f}', a.cost)
+                  || ' search cost this month re-ran configs or ran extra seeds: ' || s.detail
+             WHEN a.cost = 0 THEN 'no search billed this month'
+             WHEN s.runs > 0 AND s.runs_without_config = s.runs
+             THEN 'no search run records a config_id: re-runs and extra seeds cannot be told '
+                  || '(search cost this month $' || format('{:,.2f}', a.cost) || ')'
+             ELSE 'no search re-ran a config of an earlier search or ran extra seeds of a '
+                  || 'non-best config (search cost this month $' || format('{:,.2f}', a.cost)
+                  || ')' END AS evidence
     FROM search AS s, all_search AS a
     UNION ALL
     SELECT 2, 'cache preprocessing', p.dollars,

@@ -22,72 +22,14 @@
 --                   improvement to divide by are skipped
 -- Rows: every search whose first run started before this month's end, active or not, so
 -- the whole history of each model is in every month.
-WITH tr AS (
-    SELECT *
-    FROM tracker_runs
-    WHERE month = $month
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
-),
-parents AS (
-    SELECT DISTINCT parent_run_id AS run_id FROM tr WHERE parent_run_id IS NOT NULL
-),
-search_runs AS (
-    SELECT tr.*, (p.run_id IS NOT NULL) AS is_parent
-    FROM tr LEFT JOIN parents AS p ON p.run_id = tr.run_id
-    WHERE tr.search_id IS NOT NULL
-),
-trials AS (
-    SELECT * FROM search_runs WHERE NOT is_parent
-),
-model_pick AS (
-    SELECT search_id, model
-    FROM (SELECT search_id, model, count(*) AS n
-          FROM trials WHERE model IS NOT NULL GROUP BY search_id, model)
-    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY n DESC, model) = 1
-),
-metric_pick AS (
-    SELECT search_id, metric_name
-    FROM (SELECT search_id, metric_name, count(*) AS n
-          FROM trials WHERE metric_name IS NOT NULL GROUP BY search_id, metric_name)
-    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY n DESC, metric_name) = 1
+WITH search_runs AS (
+    SELECT * FROM search_runs($month)
 ),
 searches AS (
-    SELECT
-        sr.search_id,
-        any_value(m.model)                  AS model,
-        any_value(mt.metric_name)           AS metric_name,
-        min(sr.start_time)                  AS search_start,
-        count(DISTINCT sr.run_id) FILTER (WHERE NOT sr.is_parent) AS runs
-    FROM search_runs AS sr
-    LEFT JOIN model_pick  AS m  ON m.search_id  = sr.search_id
-    LEFT JOIN metric_pick AS mt ON mt.search_id = sr.search_id
-    GROUP BY sr.search_id
-    HAVING min(sr.start_time) < $month_end
-),
-best AS (
-    -- only results on the search's own metric are its result
-    SELECT
-        t.search_id,
-        CASE WHEN $metric_goal = 'min' THEN min(t.metric_value) ELSE max(t.metric_value) END
-            AS best_metric
-    FROM trials AS t
-    JOIN searches AS s ON s.search_id = t.search_id
-    WHERE t.metric_name IS NULL OR s.metric_name IS NULL OR t.metric_name = s.metric_name
-    GROUP BY t.search_id
-),
-baseline AS (
-    SELECT
-        s.search_id,
-        CASE WHEN $metric_goal = 'min' THEN min(p.metric_value) ELSE max(p.metric_value) END
-            AS previous_best
-    FROM searches AS s
-    JOIN tr AS p
-      ON p.model = s.model
-     AND ((p.purpose = 'production' AND p.search_id IS NULL)
-          OR (p.search_id IS NOT NULL AND p.search_id <> s.search_id))
-     AND coalesce(p.end_time, p.start_time) < s.search_start
-     AND (p.metric_name IS NULL OR s.metric_name IS NULL OR p.metric_name = s.metric_name)
-    GROUP BY s.search_id
+    -- model, metric, first start and trials of each search (assets/macros.sql)
+    SELECT search_id, model, metric_name, search_start, runs
+    FROM search_identity($month)
+    WHERE search_start < $month_end
 ),
 spend AS (
     -- every materialized month up to this one; each month's attribution is that month's bill
@@ -106,17 +48,13 @@ scored AS (
         s.*,
         b.best_metric,
         bl.previous_best,
-        CASE
-            WHEN bl.previous_best IS NULL OR b.best_metric IS NULL THEN NULL
-            WHEN $metric_goal = 'min' THEN bl.previous_best - b.best_metric
-            ELSE b.best_metric - bl.previous_best
-        END                                       AS improvement,
+        metric_improvement($metric_goal, b.best_metric, bl.previous_best) AS improvement,
         coalesce(sp.cost, 0)                      AS cost,
         coalesce(sp.accelerator_hours, 0)         AS accelerator_hours,
         coalesce(sp.cost_this_month, 0)           AS cost_this_month
     FROM searches AS s
-    LEFT JOIN best     AS b  ON b.search_id  = s.search_id
-    LEFT JOIN baseline AS bl ON bl.search_id = s.search_id
+    LEFT JOIN search_best($month, $metric_goal)          AS b  ON b.search_id  = s.search_id
+    LEFT JOIN search_previous_best($month, $metric_goal) AS bl ON bl.search_id = s.search_id
     LEFT JOIN spend    AS sp ON sp.search_id = s.search_id
 ),
 unit_cost AS (

@@ -128,6 +128,27 @@ SOURCE_INPUTS = {
 }
 
 
+def _approvals(cfg: PipelineConfig) -> list | None:
+    """The recorded search estimates (`estimate --approve`): a table of the warehouse that no
+    asset writes, read by search_costs. None when it cannot be read now (then it runs)."""
+    if not Path(cfg.warehouse_path).exists():
+        return []
+    try:
+        with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
+            if not con.execute("SELECT count(*) FROM information_schema.tables "
+                               "WHERE table_name = 'search_approvals'").fetchone()[0]:
+                return []
+            return [list(r) for r in con.execute(
+                "SELECT search_id, recorded_at, estimated_cost FROM search_approvals "
+                "ORDER BY search_id, recorded_at").fetchall()]
+    except duckdb.Error:
+        return None
+
+
+# assets that also read a table of the warehouse written outside the pipeline
+WAREHOUSE_INPUTS = {"search_costs": _approvals}
+
+
 def fingerprints(asset_graph, cfg: PipelineConfig, config_text: str,
                  month: date) -> dict[str, str | None]:
     """asset name → fingerprint (None: cannot tell, always run), in dependency order."""
@@ -143,6 +164,9 @@ def fingerprints(asset_graph, cfg: PipelineConfig, config_text: str,
             inputs = {p: out[p] for p in parents}
         else:
             inputs = None
+        if inputs is not None and name in WAREHOUSE_INPUTS:
+            extra = WAREHOUSE_INPUTS[name](cfg)
+            inputs = None if extra is None else {"parents": inputs, "warehouse": extra}
         out[name] = None if inputs is None else hashlib.sha256(json.dumps(
             {**base, "asset": name, "inputs": inputs}, sort_keys=True, default=str
         ).encode()).hexdigest()

@@ -61,13 +61,37 @@ def cmd_estimate(args) -> int:
     import json
 
     from cost_pipeline.config import load_config
-    from cost_pipeline.estimate import estimate_search, render
+    from cost_pipeline.estimate import EstimateError, estimate_search, record_approval, render
 
+    if args.approve and not args.search_id:
+        raise EstimateError("--approve needs --search-id S: the search the estimate is for")
+    if not args.approve and (args.search_id or args.expected_improvement is not None
+                             or args.approved_by):
+        raise EstimateError("--search-id, --expected-improvement and --approved-by record an "
+                            "approval: add --approve")
+    cfg = load_config(args.config)
     est = estimate_search(
-        load_config(args.config), args.model, args.configs, args.seeds, args.reruns,
+        cfg, args.model, args.configs, args.seeds, args.reruns,
         gpus=args.gpus, hours=args.hours, price=args.price, cached=args.cached,
     )
-    print(json.dumps(est.as_json(), indent=2) if args.json else render(est))
+    recorded = None
+    if args.approve:
+        # recorded whether or not it is within budget: the row says approved = false
+        recorded = record_approval(cfg, est, args.search_id,
+                                   expected_improvement=args.expected_improvement,
+                                   approved_by=args.approved_by)
+    if args.json:
+        out = est.as_json()
+        if recorded is not None:
+            out["approval"] = {k: (v.isoformat() if hasattr(v, "isoformat") else v)
+                               for k, v in recorded.items()}
+        print(json.dumps(out, indent=2))
+    else:
+        print(render(est))
+        if recorded is not None:
+            verdict = "approved" if recorded["approved"] else "NOT approved (over budget)"
+            print(f"  recorded for search {recorded['search_id']} in {cfg.warehouse_path}: "
+                  f"{verdict}")
     return EXIT_OK if est.approved else EXIT_OVER_BUDGET
 
 
@@ -146,6 +170,13 @@ def main(argv: list[str] | None = None) -> int:
         args.config = os.environ.get("COST_PIPELINE_CONFIG")
         if not args.config:
             print("error: no config: pass --config FILE or set COST_PIPELINE_CONFIG",
+    est.add_argument("--approve", action="store_true",
+                     help="record the estimate in the warehouse (search_approvals) as the "
+                     "approval of --search-id; exit 3 still says it is over budget")
+    est.add_argument("--search-id", default=None, help="the search the approval is for")
+    est.add_argument("--expected-improvement", type=float, default=None,
+                     help="the metric gain the search is expected to buy")
+    est.add_argument("--approved-by", default=None, help="who approved it")
                   file=sys.stderr)
             return EXIT_ERROR
     try:

@@ -23,7 +23,7 @@ from pydantic import PrivateAttr
 
 from cost_pipeline.config import PipelineConfig, load_config
 from cost_pipeline.months import parse_month
-from cost_pipeline.warehouse import begin_run_transaction
+from cost_pipeline.warehouse import WarehouseBusyError, begin_run_transaction, lock_path
 
 
 @lru_cache(maxsize=8)
@@ -50,10 +50,6 @@ def month_of(context: dg.AssetExecutionContext) -> date:
     return parse_month(context.partition_key[:7])
 
 
-class WarehouseBusyError(RuntimeError):
-    """Another materialization holds the warehouse for longer than we wait."""
-
-
 class Warehouse(DuckDBResource):
     lock_timeout_seconds: float = 900.0
     run_transaction: bool = True
@@ -63,9 +59,7 @@ class Warehouse(DuckDBResource):
 
     @property
     def lock_path(self) -> Path | None:
-        if not self.database or self.database.startswith(":memory:"):
-            return None
-        return Path(self.database + ".lock")
+        return lock_path(self.database)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         path = self.lock_path

@@ -361,10 +361,22 @@ def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
             cost_this_month=cost, cost_per_improvement=cpi, previous_search_id=prev,
             previous_cost_per_improvement=prev_cpi, saturating=saturating)
 
+    def shape(search_id, configs, seeds, grid, best, reruns, rerun_cost, extra, cost,
+              rerun_of=None, without_config=0):
+        put(con, "search_shape", search_id=search_id, model="churn", runs=configs * seeds,
+            configs=configs, seeds_per_config=seeds, grid=grid, best_config_id=best,
+            rerun_configs=reruns, rerun_of=rerun_of, runs_without_config=without_config,
+            rerun_cost=rerun_cost, extra_seed_cost=extra,
+            questioned_cost=rerun_cost + extra, cost=cost)
+
+    # bound the search = Σ search_shape.questioned_cost; search_trend adds the saturation
     trend("S2", 6.0, True, 0.02, 3300.0, "S1", 1100.0)
     trend("S3", 50.0, True, -0.01)
-    trend("S4", 41.0, False, 0.04, 1025.0, "S2", 3300.0)    # improving: not questioned
+    trend("S4", 41.0, False, 0.04, 1025.0, "S2", 3300.0)
     trend("S9", 0.0, True, -0.02)                           # saturating but not billed now
+    shape("S2", 4, 2, True, "c1", 2, 6.0, 0.0, 6.0, rerun_of="S1")  # 2 configs of S1 again
+    shape("S3", 3, 3, False, None, 0, 0.0, 50.0, 50.0, without_config=1)  # no metric
+    shape("S4", 2, 1, True, "c9", 0, 0.0, 0.0, 41.0)        # nothing questioned
     for kind, cost, hours in [("recomputed", 4.5, 5.0), ("recomputed", 1.0, 1.0),
                               ("stale_transform", 20.0, 0.0)]:
         put(con, "preprocessing_waste", kind=kind, run_id=f"r-{cost}", input_hash="h1",
@@ -392,7 +404,7 @@ def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
     got = select(con, "SELECT rank, lever, dollars, evidence FROM cost_levers ORDER BY rank")
     assert [(r["rank"], r["lever"], r["dollars"]) for r in got] == [
         (1, "chase untracked usage", 80.0),      # GPU 70 + CPU 10 (storage, network not)
-        (2, "bound the search", 56.0),           # saturating S2 6 + S3 50
+        (2, "bound the search", 56.0),           # questioned: S2 6 + S3 50, not S4
         (3, "delete dead checkpoints", 42.5),    # 30 + 12.5
         (4, "co-locate compute with data", 9.5),  # 6.5 + the unclaimed 3.0
         (5, "cache preprocessing", 5.5),         # 4.5 + 1.0, not the stale run's 20
@@ -400,8 +412,14 @@ def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
     ]
     evidence = {r["lever"]: r["evidence"] for r in got}
     assert "largest i-nb (g5.12xlarge) $70.00" in evidence["chase untracked usage"]
-    assert "S3 $50.00 (no improvement)" in evidence["bound the search"]
-    assert "$3,300 per unit of val_auc vs $1,100 for S1" in evidence["bound the search"]
+    assert evidence["bound the search"] == (
+        "$56.00 of $50.00 search cost this month re-ran configs or ran extra seeds: "
+        "S3: 3 configs × up to 3 seeds, not a full grid; no config run in an earlier search; "
+        "1 run(s) without config_id, never counted as re-runs; no metric picks a best config: "
+        "extra seeds of every config $50.00; saturating: no improvement | "
+        "S2: 4 configs × 2 seeds, a full grid; 2 of 4 configs already run in S1 — $6.00 "
+        "re-run; extra seeds of non-best configs $0.00 (best c1); saturating: $3,300 per unit "
+        "of val_auc vs $1,100 for S1")
     assert "6.0 CPU-hours" in evidence["cache preprocessing"]
     assert "1 run(s) ($20.00) trained on a stale" in evidence["cache preprocessing"]
     assert "80.0 of 100.0 GPU-hours" in evidence["use a cheaper card"]

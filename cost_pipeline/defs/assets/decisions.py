@@ -4,7 +4,11 @@
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from cost_pipeline.defs.checks import model_cost_trend, retention_within_budget
+from cost_pipeline.defs.checks import (
+    model_cost_trend,
+    retention_within_budget,
+    searches_within_estimate,
+)
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
@@ -21,7 +25,8 @@ DERIVED = {
     "search_costs": (
         ["attribution"], "ml-platform",
         "Per search active in the month: runs, configs, seeds, hours, cost, best metric, "
-        "improvement and cost per unit of improvement."),
+        "improvement and cost per unit of improvement; the approved estimate "
+        "(search_approvals), the cost to date and the overrun."),
     "retention_violations": (
         ["checkpoint_inventory", "billing_facts", "tracker_runs"], "ml-platform",
         "Objects breaking the retention policy (dead runs, beyond keep-last, orphans), priced."),
@@ -32,6 +37,11 @@ DERIVED = {
         ["attribution"], "ml-platform",
         "Every search of each model in launch order: cost to date, improvement, cost per unit "
         "of improvement against the previous search, and whether searching has saturated."),
+    "search_shape": (
+        ["attribution"], "ml-platform",
+        "Per search active in the month: configs × seeds, grid or not, the best config, configs "
+        "re-run from an earlier search, and the cost of re-runs and of extra seeds of non-best "
+        "configs (the lever \"bound the search\")."),
     "preprocessing_waste": (
         ["attribution"], "ml-platform",
         "Preprocess runs that recomputed a cached (input_hash, transform_version), and runs "
@@ -46,7 +56,7 @@ DERIVED = {
         ["attribution"], "finops",
         "The month's bill by team (run's team, else the line's team tag) × purpose × component."),
     "cost_levers": (
-        ["search_trend", "preprocessing_waste", "retention_violations", "egress",
+        ["search_trend", "search_shape", "preprocessing_waste", "retention_violations", "egress",
          "gpu_utilization", "attribution"], "finops",
         "The mission's levers ranked by the dollars they touch this month, with the figure "
         "behind each and what it costs to pull."),
@@ -59,6 +69,12 @@ DERIVED_CHECKS = {
         dg.AssetCheckSpec("model_cost_trend", asset="cost_per_model_monthly",
                           blocking=False, description="no model costs more than "
                           "policy.trend.max_growth × the median of its previous 3 months "
+    "search_costs": (
+        dg.AssetCheckSpec("searches_within_estimate", asset="search_costs",
+                          blocking=False, description="every search active in the month has a "
+                          "recorded estimate (estimate --approve) and has cost at most 1.1 × it "
+                          "so far (WARN)"),
+        lambda con, cfg, month: searches_within_estimate(con, month)),
                           "(needs 2 of them) (WARN)"),
         lambda con, cfg, month: model_cost_trend(con, month, cfg.policy.trend.max_growth)),
     "retention_violations": (

@@ -1,0 +1,139 @@
+-- Search shape: per search active in the month, how its runs multiply (configs x seeds, a full
+-- grid or not, configs repeated from an earlier search of the model) and the part of this
+-- month's cost that shape puts in question - the lever "bound the search" (SPEC §12).
+--
+-- Definitions (trials = the search's runs that are not sweep controllers, all months of the
+-- tracker snapshot; costs are this month's attribution):
+--   configs           distinct config_id; a trial without config_id is a config of its own
+--                     (nothing says it repeats another run)
+--   seeds_per_config  the most trials any config has; grid = every config has that many
+--   best_config_id    the config of the trial with the best value of the search's metric
+--                     (policy.search.metric_goal); a tie goes to the lowest config_id. NULL
+--                     when no trial with a config_id reports the metric
+--   rerun_configs     configs of this search (same config_id) also run in an earlier search of
+--                     the same model: one whose first run started strictly earlier
+--   rerun_cost        the cost of every trial of those configs, all its seeds
+--   extra_seed_cost   the cost of every trial that is not its config's first seed (the lowest
+--                     seed, else the earliest start, then the lowest run id), for configs other
+--                     than the best. Without a best config (no metric) every config's extra
+--                     seeds count: no result justified repeating any of them
+--   questioned_cost   the cost of the trials in either set, each trial once
+--   cost              the search's cost, sweep controllers included (as search_costs)
+-- A trial without config_id is never a re-run and never an extra seed.
+WITH search_runs AS (
+    SELECT * FROM search_runs($month)
+),
+identity AS (
+    SELECT * FROM search_identity($month)
+),
+trials AS (
+    SELECT * FROM search_runs WHERE NOT is_parent
+),
+run_spend AS (
+    SELECT a.run_id, sum(a.cost) AS cost
+    FROM attribution AS a
+    WHERE a.month = $month AND a.run_id IN (SELECT run_id FROM search_runs)
+    GROUP BY a.run_id
+),
+seeded AS (
+    -- each trial's place among its config's trials; a trial without config_id is alone
+    SELECT
+        t.search_id, t.run_id, t.config_id, t.metric_name, t.metric_value,
+        count(*) OVER cfg                                                       AS config_runs,
+        row_number() OVER (cfg ORDER BY t.seed NULLS LAST, t.start_time NULLS LAST, t.run_id)
+                                                                                AS seed_rank
+    FROM trials AS t
+    WINDOW cfg AS (PARTITION BY t.search_id, t.config_id,
+                                CASE WHEN t.config_id IS NULL THEN t.run_id END)
+),
+best AS (
+    SELECT search_id, config_id AS best_config_id
+    FROM (
+        SELECT s.search_id, s.config_id, s.metric_value
+        FROM seeded AS s
+        JOIN identity AS i ON i.search_id = s.search_id
+        WHERE s.config_id IS NOT NULL AND s.metric_value IS NOT NULL
+          AND NOT isnan(s.metric_value)
+          AND (s.metric_name IS NULL OR i.metric_name IS NULL OR s.metric_name = i.metric_name)
+    )
+    QUALIFY row_number() OVER (
+        PARTITION BY search_id
+        ORDER BY CASE WHEN $metric_goal = 'min' THEN metric_value ELSE -metric_value END,
+                 config_id) = 1
+),
+reruns AS (
+    -- (search, config) pairs whose config_id an earlier search of the model ran
+    SELECT t.search_id, t.config_id, e.search_id AS earlier_search_id
+    FROM (SELECT DISTINCT search_id, config_id FROM trials WHERE config_id IS NOT NULL) AS t
+    JOIN identity AS i ON i.search_id = t.search_id
+    JOIN (SELECT DISTINCT search_id, config_id FROM trials WHERE config_id IS NOT NULL) AS e
+      ON e.config_id = t.config_id AND e.search_id <> t.search_id
+    JOIN identity AS ei ON ei.search_id = e.search_id
+    WHERE ei.model IS NOT DISTINCT FROM i.model
+      AND ei.search_start < i.search_start
+),
+rerun_configs AS (
+    SELECT DISTINCT search_id, config_id FROM reruns
+),
+flagged AS (
+    SELECT
+        s.*,
+        coalesce(sp.cost, 0)                                        AS cost,
+        rc.config_id IS NOT NULL                                    AS is_rerun,
+        s.seed_rank > 1 AND s.config_id IS DISTINCT FROM b.best_config_id AS is_extra_seed
+    FROM seeded AS s
+    LEFT JOIN run_spend AS sp ON sp.run_id = s.run_id
+    LEFT JOIN rerun_configs AS rc ON rc.search_id = s.search_id AND rc.config_id = s.config_id
+    LEFT JOIN best AS b ON b.search_id = s.search_id
+),
+shape AS (
+    SELECT
+        search_id,
+        count(*)                                                        AS runs,
+        count(DISTINCT config_id) + count(*) FILTER (WHERE config_id IS NULL) AS configs,
+        max(config_runs)                                                AS seeds_per_config,
+        min(config_runs) = max(config_runs)                             AS grid,
+        count(DISTINCT config_id) FILTER (WHERE is_rerun)               AS rerun_configs,
+        count(*) FILTER (WHERE config_id IS NULL)                       AS runs_without_config,
+        coalesce(sum(cost) FILTER (WHERE is_rerun), 0)                  AS rerun_cost,
+        coalesce(sum(cost) FILTER (WHERE is_extra_seed), 0)             AS extra_seed_cost,
+        coalesce(sum(cost) FILTER (WHERE is_rerun OR is_extra_seed), 0) AS questioned_cost
+    FROM flagged
+    GROUP BY search_id
+),
+earlier AS (
+    SELECT r.search_id,
+           string_agg(DISTINCT r.earlier_search_id, ', ' ORDER BY r.earlier_search_id)
+               AS rerun_of
+    FROM reruns AS r
+    GROUP BY r.search_id
+),
+spend AS (
+    -- all the search's runs, controllers included
+    SELECT s.search_id, sum(sp.cost) AS cost
+    FROM search_runs AS s
+    JOIN run_spend AS sp ON sp.run_id = s.run_id
+    GROUP BY s.search_id
+)
+SELECT
+    CAST($month AS DATE)                        AS month,
+    ac.search_id,
+    i.model,
+    coalesce(sh.runs, 0)                        AS runs,
+    coalesce(sh.configs, 0)                     AS configs,
+    coalesce(sh.seeds_per_config, 0)            AS seeds_per_config,
+    coalesce(sh.grid, false)                    AS grid,
+    b.best_config_id,
+    coalesce(sh.rerun_configs, 0)               AS rerun_configs,
+    e.rerun_of,
+    coalesce(sh.runs_without_config, 0)         AS runs_without_config,
+    coalesce(sh.rerun_cost, 0)                  AS rerun_cost,
+    coalesce(sh.extra_seed_cost, 0)             AS extra_seed_cost,
+    coalesce(sh.questioned_cost, 0)             AS questioned_cost,
+    coalesce(sp.cost, 0)                        AS cost
+FROM active_searches($month, $month_start, $month_end) AS ac
+LEFT JOIN identity AS i  ON i.search_id  = ac.search_id
+LEFT JOIN shape    AS sh ON sh.search_id = ac.search_id
+LEFT JOIN best     AS b  ON b.search_id  = ac.search_id
+LEFT JOIN earlier  AS e  ON e.search_id  = ac.search_id
+LEFT JOIN spend    AS sp ON sp.search_id = ac.search_id

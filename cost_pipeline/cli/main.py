@@ -149,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--cached", action="store_true",
                      help="preprocessing is cached: no per-run preprocessing cost")
     est.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    est.add_argument("--approve", action="store_true",
+                     help="record the estimate in the warehouse (search_approvals) as the "
+                     "approval of --search-id; exit 3 still says it is over budget")
+    est.add_argument("--search-id", default=None, help="the search the approval is for")
+    est.add_argument("--expected-improvement", type=float, default=None,
+                     help="the metric gain the search is expected to buy")
+    est.add_argument("--approved-by", default=None, help="who approved it")
     est.set_defaults(func=cmd_estimate)
 
     rep = sub.add_parser("report", help="write the month's HTML cost report")
@@ -170,13 +177,6 @@ def main(argv: list[str] | None = None) -> int:
         args.config = os.environ.get("COST_PIPELINE_CONFIG")
         if not args.config:
             print("error: no config: pass --config FILE or set COST_PIPELINE_CONFIG",
-    est.add_argument("--approve", action="store_true",
-                     help="record the estimate in the warehouse (search_approvals) as the "
-                     "approval of --search-id; exit 3 still says it is over budget")
-    est.add_argument("--search-id", default=None, help="the search the approval is for")
-    est.add_argument("--expected-improvement", type=float, default=None,
-                     help="the metric gain the search is expected to buy")
-    est.add_argument("--approved-by", default=None, help="who approved it")
                   file=sys.stderr)
             return EXIT_ERROR
     try:

@@ -211,36 +211,6 @@ def tracker_claims_billed(con: duckdb.DuckDBPyConnection, month: date,
 
 def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
                      max_growth: float) -> dg.AssetCheckResult:
-
-
-def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
-                             tolerance: float = ESTIMATE_TOLERANCE) -> dg.AssetCheckResult:
-    """SPEC §12: every search active in the month has a recorded estimate and has cost at most
-    `tolerance` × it so far (assets/queries/searches_within_estimate.sql) (WARN)."""
-    cursor = query(con, sql_text("searches_within_estimate"),
-                   {"month": month, "tolerance": tolerance})
-    names = [d[0] for d in cursor.description]
-    failing = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    ((searches,),) = con.execute("SELECT count(*) FROM search_costs WHERE month = ?",
-                                 [month]).fetchall()
-    unapproved = [f["search_id"] for f in failing if f["reason"] == "no_estimate"]
-    over = [f["search_id"] for f in failing if f["reason"] == "over_estimate"]
-    return dg.AssetCheckResult(
-        check_name="searches_within_estimate",
-        asset_key="search_costs",
-        passed=not failing,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={
-            "month": f"{month:%Y-%m}",
-            "searches": int(searches),
-            "tolerance": tolerance,
-            "without_estimate": ", ".join(unapproved),
-            "over_estimate": ", ".join(over),
-            "failing": dg.MetadataValue.json([
-                {k: (round(v, 2) if isinstance(v, float) else v) for k, v in f.items()}
-                for f in failing]),
-        },
-    )
     """SPEC §12: no model costs more than `max_growth` × the median of its previous 3 months
     (at least 2 of them with cost); the models that do, with their cost and that median
     (WARN). The SQL and what counts as a previous month: assets/queries/model_cost_trend.sql."""
@@ -271,3 +241,33 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
 
 
 ESTIMATE_TOLERANCE = 1.1  # a search may cost up to 10 % more than its approved estimate
+
+
+def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
+                             tolerance: float = ESTIMATE_TOLERANCE) -> dg.AssetCheckResult:
+    """SPEC §12: every search active in the month has a recorded estimate and has cost at most
+    `tolerance` × it so far (assets/queries/searches_within_estimate.sql) (WARN)."""
+    cursor = query(con, sql_text("searches_within_estimate"),
+                   {"month": month, "tolerance": tolerance})
+    names = [d[0] for d in cursor.description]
+    failing = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    ((searches,),) = con.execute("SELECT count(*) FROM search_costs WHERE month = ?",
+                                 [month]).fetchall()
+    unapproved = [f["search_id"] for f in failing if f["reason"] == "no_estimate"]
+    over = [f["search_id"] for f in failing if f["reason"] == "over_estimate"]
+    return dg.AssetCheckResult(
+        check_name="searches_within_estimate",
+        asset_key="search_costs",
+        passed=not failing,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "month": f"{month:%Y-%m}",
+            "searches": int(searches),
+            "tolerance": tolerance,
+            "without_estimate": ", ".join(unapproved),
+            "over_estimate": ", ".join(over),
+            "failing": dg.MetadataValue.json([
+                {k: (round(v, 2) if isinstance(v, float) else v) for k, v in f.items()}
+                for f in failing]),
+        },
+    )

@@ -65,16 +65,16 @@ DERIVED = {
 
 # An optional check per table: its spec and how to evaluate it (con, config, month).
 DERIVED_CHECKS = {
-    "cost_per_model_monthly": (
-        dg.AssetCheckSpec("model_cost_trend", asset="cost_per_model_monthly",
-                          blocking=False, description="no model costs more than "
-                          "policy.trend.max_growth × the median of its previous 3 months "
     "search_costs": (
         dg.AssetCheckSpec("searches_within_estimate", asset="search_costs",
                           blocking=False, description="every search active in the month has a "
                           "recorded estimate (estimate --approve) and has cost at most 1.1 × it "
                           "so far (WARN)"),
         lambda con, cfg, month: searches_within_estimate(con, month)),
+    "cost_per_model_monthly": (
+        dg.AssetCheckSpec("model_cost_trend", asset="cost_per_model_monthly",
+                          blocking=False, description="no model costs more than "
+                          "policy.trend.max_growth × the median of its previous 3 months "
                           "(needs 2 of them) (WARN)"),
         lambda con, cfg, month: model_cost_trend(con, month, cfg.policy.trend.max_growth)),
     "retention_violations": (

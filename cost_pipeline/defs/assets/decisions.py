@@ -55,6 +55,10 @@ DERIVED = {
     "showback": (
         ["attribution"], "finops",
         "The month's bill by team (run's team, else the line's team tag) × purpose × component."),
+    "run_costs": (
+        ["attribution", "tracker_runs"], "ml-platform",
+        "Per run with cost in the month: cost by component, accelerator-hours and CPU-hours "
+        "(what the tracker write-back and `cost-pipeline export runs` carry)."),
     "cost_levers": (
         ["search_trend", "search_shape", "preprocessing_waste", "retention_violations", "egress",
          "gpu_utilization", "attribution"], "finops",

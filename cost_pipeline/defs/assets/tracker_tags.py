@@ -1,0 +1,63 @@
+"""The write-back to the experiment tracker: each `mlflow` tracker with `write_back: true` gets
+the `cost.*` tags of SPEC §12 on its runs (ingest/sources/mlflow_tags.py), after the month's
+`run_costs`.
+
+An asset of its own, so a failed write-back (the tracker down) shows as this step's failure and
+is retried alone, without recomputing the month. It reads `run_costs` on the run's own
+connection — the month as this run wrote it, not yet committed — and talks to MLflow only
+after leaving that connection: an error here fails this step, never the warehouse's
+transaction, so the month's tables still commit. The converse is accepted: when a later step
+of the same run fails and the month rolls back, the tags already say what this run computed;
+the next successful materialization of the month brings them back in line (it rewrites only
+tags whose value differs)."""
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from cost_pipeline.config import MlflowTracker
+from cost_pipeline.defs.partitions import monthly
+from cost_pipeline.defs.resources import PipelineSettings
+from cost_pipeline.ingest.sources import source_names
+from cost_pipeline.ingest.sources.mlflow_runs import resolve_tracking_uri
+
+COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_skipped_deleted",
+          "runs_skipped_not_in_tracker")
+
+
+@dg.asset(
+    partitions_def=monthly,
+    group_name="tracker",
+    kinds={"mlflow"},
+    owners=["team:ml-platform"],
+    deps=["run_costs"],
+    description="The runs' cost (summed over every month of the warehouse) as `cost.*` tags "
+    "in each MLflow tracker configured with `write_back: true`; unchanged tags are not "
+    "rewritten, deleted runs are skipped.",
+)
+def tracker_cost_tags(
+    context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
+) -> dg.MaterializeResult:
+    cfg = settings.load()
+    targets = [(name, t) for name, t in zip(source_names(cfg.tracker), cfg.tracker, strict=True)
+               if isinstance(t, MlflowTracker) and t.write_back]
+    if not targets:
+        return dg.MaterializeResult(metadata={"trackers": "none with write_back: true"})
+    from cost_pipeline.ingest.sources.mlflow_tags import cost_tags_by_run, write_cost_tags
+
+    with duckdb.get_connection() as con:
+        costs = cost_tags_by_run(con)
+    # outside the connection: a tracker that fails fails this step, not the month's commit
+    totals = dict.fromkeys(COUNTS, 0)
+    per_tracker = {}
+    for name, tracker in targets:
+        done = write_cost_tags(resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
+                               costs, experiments=tracker.experiments, tags=tracker.tags,
+                               log=context.log)
+        per_tracker[name] = {k: getattr(done, k) for k in COUNTS}
+        for k in COUNTS:
+            totals[k] += getattr(done, k)
+    return dg.MaterializeResult(metadata={
+        **totals,
+        "runs_with_cost": len(costs),
+        "trackers": dg.MetadataValue.json(per_tracker),
+    })

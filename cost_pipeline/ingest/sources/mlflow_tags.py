@@ -1,0 +1,198 @@
+"""`run_costs` of every month the warehouse holds → the `cost.*` tags of the runs of an MLflow
+tracker with `write_back: true` (SPEC §12).
+
+Each run with rows in `run_costs` gets its cost summed over the months (`cost.total_usd`,
+`cost.gpu_usd`, `cost.cpu_usd`, `cost.storage_usd`, `cost.network_usd`, `cost.other_usd`, 2
+decimals), its accelerator-hours (`cost.gpu_hours`, 3 decimals) and its months
+(`cost.months`, `YYYY-MM` ascending, comma-separated). The tracker's runs are listed once
+(deleted ones too, so they can be told apart from runs it does not know); a run's current
+tags come with the listing, and only the tags whose value differs are written, with
+`log_batch` (≤ 100 tags a call). Calls are retried on connection errors and 5xx answers;
+the last failure is one line naming the tracker (its URI without the password) and the run.
+
+Dagster-free: the asset `tracker_cost_tags` (defs/assets/tracker_tags.py) calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import duckdb
+
+from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources.mlflow_runs import (
+    RUN_NAME_TAG,
+    _client,
+    _experiments,
+    _first_line,
+    is_transient,
+    search_all_runs,
+    tag_names,
+)
+from cost_pipeline.warehouse import sql_text
+
+TAG_PREFIX = "cost."
+MONEY_TAGS = {  # tag → column of the run_cost_tags query (2 decimals)
+    "cost.total_usd": "total_usd", "cost.gpu_usd": "gpu_usd", "cost.cpu_usd": "cpu_usd",
+    "cost.storage_usd": "storage_usd", "cost.network_usd": "network_usd",
+    "cost.other_usd": "other_usd",
+}
+HOURS_TAG, MONTHS_TAG = "cost.gpu_hours", "cost.months"
+COST_TAGS = (*MONEY_TAGS, HOURS_TAG, MONTHS_TAG)
+MAX_TAGS_PER_CALL = 100        # MLflow's log_batch limit on tags (1000 items in all)
+MAX_TAG_VALUE = 8000           # MLflow's limit on a tag value's length (cost.months)
+RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)   # seconds before each retry of a call
+
+T = TypeVar("T")
+
+
+def redact_uri(uri: str) -> str:
+    """The URI with the password of its user info replaced by `***` (what errors and logs
+    may show). No shared redaction helper exists in the package yet: this is it for the
+    write-back."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return uri
+    if parts.password is None:
+        return uri
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _money(value: float) -> str:
+    text = f"{round(value, 2):.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
+def _hours(value: float) -> str:
+    text = f"{round(value, 3):.3f}"
+    return "0.000" if text == "-0.000" else text
+
+
+def cost_tags_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+    """run_id → its `cost.*` tags, from `run_costs` of every month as `con` sees them (inside
+    a Dagster run: the run's own, uncommitted month included)."""
+    cursor = con.execute(sql_text("run_cost_tags"))
+    names = [d[0] for d in cursor.description]
+    tags: dict[str, dict[str, str]] = {}
+    for values in cursor.fetchall():
+        row = dict(zip(names, values, strict=True))
+        run_tags = {tag: _money(row[column] or 0.0) for tag, column in MONEY_TAGS.items()}
+        run_tags[HOURS_TAG] = _hours(row["gpu_hours"] or 0.0)
+        run_tags[MONTHS_TAG] = row["months"][:MAX_TAG_VALUE]
+        tags[row["run_id"]] = run_tags
+    return tags
+
+
+@dataclass
+class WriteBack:
+    """What one tracker's write-back did (the asset's metadata)."""
+
+    tracker: str
+    runs_written: int = 0
+    tags_written: int = 0
+    runs_unchanged: int = 0
+    runs_skipped_deleted: int = 0
+    runs_skipped_not_in_tracker: int = 0
+    calls: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+
+
+def _with_retries(call: Callable[[], T], tracker: str, uri: str, what: str,
+                  password: str | None, log: logging.Logger) -> T:
+    """`call()`, retried with backoff on connection errors and 5xx answers; anything else,
+    or the last failure, is a SourceError naming the tracker, its (redacted) URI and `what`."""
+    for attempt in range(len(RETRY_DELAYS) + 1):
+        try:
+            return call()
+        except SourceError as exc:
+            raise SourceError(tracker, uri, _scrub(exc.problem, password)) from None
+        except Exception as exc:  # MLflow, requests and SQLAlchemy errors alike
+            transient = is_transient(exc)
+            reason = _scrub(_first_line(exc), password)
+            if transient and attempt < len(RETRY_DELAYS):
+                log.warning(f"{tracker}: {what} at {uri} failed ({reason}); "
+                            f"retrying in {RETRY_DELAYS[attempt]:g} s")
+                time.sleep(RETRY_DELAYS[attempt])
+                continue
+            outcome = (f"unreachable after {attempt + 1} attempt(s)" if transient
+                       else "request failed")
+            raise SourceError(tracker, uri, f"{what}: {outcome}: {reason}") from None
+    raise AssertionError("unreachable")
+
+
+def _scrub(text: str, password: str | None) -> str:
+    return text.replace(password, "***") if password else text
+
+
+def _batches(tags: list, size: int = MAX_TAGS_PER_CALL) -> Iterable[list]:
+    for start in range(0, len(tags), size):
+        yield tags[start:start + size]
+
+
+def write_cost_tags(
+    tracking_uri: str,
+    tracker: str,
+    costs: dict[str, dict[str, str]],
+    experiments: list[str] | None = None,
+    tags: dict[str, str] | None = None,
+    log: logging.Logger | None = None,
+) -> WriteBack:
+    """Bring the `cost.*` tags of the tracker's runs to `costs` (run_id → tags, run ids as
+    the tracker's config names them: `tags: {run_id: …}` too). Returns what was done."""
+    from mlflow.entities import RunTag  # heavy: imported only when a tracker writes back
+
+    log = log or logging.getLogger(__name__)
+    uri = redact_uri(tracking_uri)
+    try:
+        password = urlsplit(tracking_uri).password
+    except ValueError:
+        password = None
+    done = WriteBack(tracker)
+    tags_of = tag_names(tags or {}, tracker)
+    client = _with_retries(lambda: _client(tracking_uri, tracker), tracker, uri, "connect",
+                           password, log)
+    names = _with_retries(lambda: _experiments(client, experiments, tracker, uri), tracker,
+                          uri, "list experiments", password, log)
+    # the tracker's runs under the ids the warehouse uses (as mlflow_runs reads them)
+    found: dict[str, object] = {}
+    for page in _with_retries(lambda: list(search_all_runs(client, list(names), tracker, uri)),
+                              tracker, uri, "list runs", password, log):
+        for run in page:
+            run_tags = run.data.tags
+            run_id = run_tags.get(tags_of["run_id"])
+            if not run_id and tags_of["run_id"] == RUN_NAME_TAG:
+                run_id = run.info.run_name
+            found.setdefault(run_id or run.info.run_id, run)
+    for run_id in sorted(costs):
+        run = found.get(run_id)
+        if run is None:
+            done.runs_skipped_not_in_tracker += 1
+            continue
+        if run.info.lifecycle_stage == "deleted":
+            done.runs_skipped_deleted += 1
+            continue
+        current = run.data.tags
+        changed = [RunTag(k, v) for k, v in costs[run_id].items() if current.get(k) != v]
+        if not changed:
+            done.runs_unchanged += 1
+            continue
+        mlflow_id = run.info.run_id
+        where = f"run {run_id}" + (f" (MLflow {mlflow_id})" if mlflow_id != run_id else "")
+        for batch in _batches(changed):
+            _with_retries(lambda b=batch, r=mlflow_id: client.log_batch(r, tags=b), tracker, uri,
+                          f"writing the cost tags of {where}", password, log)
+            done.calls += 1
+        done.runs_written += 1
+        done.tags_written += len(changed)
+    log.info(f"{tracker}: cost tags written on {done.runs_written} run(s) "
+             f"({done.tags_written} tag(s)), {done.runs_unchanged} unchanged, "
+             f"{done.runs_skipped_deleted} deleted and {done.runs_skipped_not_in_tracker} "
+             f"not in {uri} skipped")
+    return done

@@ -1,0 +1,363 @@
+"""The write-back of SPEC §12: `run_costs` summed over the warehouse's months → the `cost.*`
+tags of MLflow runs, with the real MLflow client against a sqlite store and a real
+`mlflow server`; then the whole month through Dagster (`tracker_cost_tags`): tags equal to
+the runs' attributed cost to the cent, a re-run writes nothing, a deleted run is skipped, and
+a tracker that fails its writes is retried, then named with the run — the month's tables
+committed all the same."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import shutil
+import socket
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from cost_pipeline.demo.mlflow_server import mlflow_server
+from cost_pipeline.demo.tool_venvs import ToolUnavailable
+from cost_pipeline.ingest.sources import SourceError, mlflow_runs, mlflow_tags
+from cost_pipeline.ingest.sources.mlflow_tags import (
+    COST_TAGS,
+    cost_tags_by_run,
+    redact_uri,
+    write_cost_tags,
+)
+from cost_pipeline.warehouse import ensure_schema
+
+MAY, JUNE = date(2026, 5, 1), date(2026, 6, 1)
+BY_NAME = {"run_id": "mlflow.runName"}
+LOG = logging.getLogger("test")
+
+
+def ms(moment: datetime) -> int:
+    return int(moment.replace(tzinfo=UTC).timestamp() * 1000)
+
+
+# ----------------------------------------------------------------------------- the runs
+# r-a: production on i-1 (a p4d, 8 GPUs) from May 3rd to June 3rd; r-b: a search run on i-2
+# (cpu) in May; r-del: deleted in the tracker, on i-3 in June (its compute is still billed);
+# r-idle: on no billed resource (no cost, no tags)
+RUNS = {
+    "r-a": (datetime(2026, 5, 3, 10), datetime(2026, 6, 3, 11),
+            {"model": "churn", "purpose": "production", "resource_ids": "i-1", "gpus": "8"}),
+    "r-b": (datetime(2026, 5, 3, 10), datetime(2026, 5, 3, 11),
+            {"model": "churn", "search_id": "s1", "resource_ids": "i-2"}),
+    "r-del": (datetime(2026, 6, 3, 10), datetime(2026, 6, 3, 11),
+              {"model": "fraud", "purpose": "adhoc", "resource_ids": "i-3"}),
+    "r-idle": (datetime(2026, 6, 3, 10), datetime(2026, 6, 3, 11),
+               {"model": "fraud", "purpose": "adhoc", "resource_ids": "i-none"}),
+}
+
+
+def write_runs(uri: str, experiment_name: str = "costs") -> dict[str, str]:
+    """The runs above in the MLflow at `uri`, named by their ids; name → MLflow id."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.create_experiment(experiment_name)
+    ids = {}
+    for name, (start, end, tags) in RUNS.items():
+        run = client.create_run(experiment, start_time=ms(start), tags=tags, run_name=name)
+        ids[name] = run.info.run_id
+        client.set_terminated(run.info.run_id, "FINISHED", end_time=ms(end))
+    client.delete_run(ids["r-del"])
+    return ids
+
+
+def cost_tags(uri: str, mlflow_id: str) -> dict[str, str]:
+    from mlflow import MlflowClient
+
+    tags = MlflowClient(uri).get_run(mlflow_id).data.tags
+    return {k: v for k, v in tags.items() if k.startswith("cost.")}
+
+
+@pytest.fixture(scope="module")
+def fast_dir():
+    """sqlite fsyncs every MLflow commit: on tmpfs a store is written ~6× faster."""
+    shm = Path("/dev/shm")
+    path = Path(tempfile.mkdtemp(prefix="cost-pipeline-writeback-",
+                                 dir=shm if shm.is_dir() else None))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(fast_dir):
+    """A real `mlflow server` over an empty store, for the module."""
+    try:
+        with mlflow_server(fast_dir / "server") as uri:
+            yield uri
+    except ToolUnavailable as exc:
+        pytest.skip(f"mlflow server unavailable (its own venv could not be built): {exc}")
+
+
+# ------------------------------------------------------------ the write-back on its own
+
+
+def run_costs_rows(con, rows) -> None:
+    """(month, run_id, gpu, cpu, storage, network, other, accelerator_hours) → run_costs."""
+    ensure_schema(con)
+    con.executemany(
+        "INSERT INTO run_costs VALUES (?, ?, NULL, 'search', NULL, ?, ?, ?, ?, ?, ?, ?, 0)",
+        [(m, r, g, c, s, n, o, g + c + s + n + o, h) for m, r, g, c, s, n, o, h in rows])
+
+
+HAND_ROWS = [  # month, run, gpu, cpu, storage, network, other, accelerator-hours
+    (JUNE, "r-a", 26.6666666666, 0.0, 0.104, 0.0, 0.0, 5.3333333333),
+    (MAY, "r-a", 40.1234, 0.0, 0.0, 0.001, 0.0, 8.0),
+    (MAY, "r-b", 0.0, 0.5, 0.0, 0.0, 0.0049, 0.0),
+    (JUNE, "r-del", 0.0, 0.25, 0.0, 0.0, 0.0, 0.0),
+    (JUNE, "r-gone", 3.0, 0.0, 0.0, 0.0, 0.0, 1.0),   # a run this tracker does not know
+]
+# by hand: r-a gpu 26.6666666666 + 40.1234 = 66.7900666666 → 66.79; storage 0.104 → 0.10;
+# network 0.001 → 0.00; total 66.7900666666 + 0.105 = 66.8950666666 → 66.90;
+# gpu-hours 13.3333333333 → 13.333; months May then June
+EXPECTED = {
+    "r-a": {"cost.total_usd": "66.90", "cost.gpu_usd": "66.79", "cost.cpu_usd": "0.00",
+            "cost.storage_usd": "0.10", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
+            "cost.gpu_hours": "13.333", "cost.months": "2026-05,2026-06"},
+    "r-b": {"cost.total_usd": "0.50", "cost.gpu_usd": "0.00", "cost.cpu_usd": "0.50",
+            "cost.storage_usd": "0.00", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
+            "cost.gpu_hours": "0.000", "cost.months": "2026-05"},
+}
+
+
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_tags_written_once_deleted_and_unknown_runs_skipped(store, fast_dir, request):
+    if store == "sqlite":
+        uri = f"sqlite:///{fast_dir / 'unit.db'}"
+    else:
+        uri = request.getfixturevalue("server")
+    ids = write_runs(uri)
+    con = duckdb.connect()
+    run_costs_rows(con, HAND_ROWS)
+    costs = cost_tags_by_run(con)
+    assert {k: costs[k] for k in EXPECTED} == EXPECTED
+
+    done = write_cost_tags(uri, "mlflow", costs, experiments=["costs"], tags=BY_NAME, log=LOG)
+    assert (done.runs_written, done.tags_written, done.runs_unchanged) == (2, 16, 0)
+    assert (done.runs_skipped_deleted, done.runs_skipped_not_in_tracker) == (1, 1)
+    assert done.calls == 2  # one log_batch per run: 8 tags
+    for name, tags in EXPECTED.items():
+        assert cost_tags(uri, ids[name]) == tags
+    assert cost_tags(uri, ids["r-del"]) == {} and cost_tags(uri, ids["r-idle"]) == {}
+
+    again = write_cost_tags(uri, "mlflow", costs, experiments=["costs"], tags=BY_NAME, log=LOG)
+    assert (again.runs_written, again.tags_written, again.runs_unchanged, again.calls) == (
+        0, 0, 2, 0)
+
+    # a corrected month changes only the tags whose value moved
+    con.execute("UPDATE run_costs SET cpu_cost = cpu_cost + 1, cost = cost + 1 "
+                "WHERE run_id = 'r-b'")
+    changed = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["costs"],
+                              tags=BY_NAME, log=LOG)
+    assert (changed.runs_written, changed.tags_written, changed.runs_unchanged) == (1, 2, 1)
+    assert cost_tags(uri, ids["r-b"])["cost.total_usd"] == "1.50"
+
+
+def test_tags_go_in_batches_of_at_most_100():
+    batches = list(mlflow_tags._batches(list(range(250))))
+    assert [len(b) for b in batches] == [100, 100, 50]
+    assert len(COST_TAGS) <= mlflow_tags.MAX_TAGS_PER_CALL  # a run's tags: one call
+
+
+def test_a_dead_tracker_is_retried_then_named_without_its_password(monkeypatch):
+    monkeypatch.setattr(mlflow_tags, "RETRY_DELAYS", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(mlflow_runs, "RETRY_DELAYS", (0.01, 0.01, 0.01))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uri = f"http://ml:s3cret@127.0.0.1:{port}"
+    with pytest.raises(SourceError) as error:
+        write_cost_tags(uri, "team-mlflow", {"r-a": EXPECTED["r-a"]}, log=LOG)
+    message = str(error.value)
+    assert message.startswith(f"team-mlflow: http://ml:***@127.0.0.1:{port}: ")
+    assert "unreachable after 4 attempt(s)" in message and "s3cret" not in message
+    assert "\n" not in message
+    assert redact_uri("http://ml:s3cret@host:5000/x") == "http://ml:***@host:5000/x"
+    assert redact_uri("sqlite:////tmp/m.db") == "sqlite:////tmp/m.db"
+    assert redact_uri("https://host") == "https://host"
+
+
+# ------------------------------------------------------------ the month through Dagster
+
+FOCUS_COLUMNS = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd", "ProviderName",
+                 "ChargeCategory", "ServiceCategory", "ServiceName", "ResourceId",
+                 "ResourceType", "RegionId", "SkuId", "SkuPriceDetails", "ConsumedQuantity",
+                 "ConsumedUnit", "BilledCost", "EffectiveCost", "BillingCurrency", "InvoiceId")
+
+
+def vm(sku: str, resource: str, instance_type: str, day: str, cost: float) -> dict:
+    """A FOCUS usage row: one hour (10:00-11:00 UTC) of an instance."""
+    return {"BillingPeriodStart": f"{day[:7]}-01T00:00:00Z",
+            "ChargePeriodStart": f"{day}T10:00:00Z", "ChargePeriodEnd": f"{day}T11:00:00Z",
+            "ProviderName": "AWS", "ChargeCategory": "Usage", "ServiceCategory": "Compute",
+            "ServiceName": "Amazon EC2", "ResourceId": resource,
+            "ResourceType": "Virtual Machine", "RegionId": "us-east-1", "SkuId": sku,
+            "SkuPriceDetails": json.dumps({"InstanceType": instance_type}),
+            "ConsumedQuantity": 1.0, "ConsumedUnit": "Hours", "BilledCost": cost,
+            "EffectiveCost": cost, "BillingCurrency": "USD", "InvoiceId": "INV-1"}
+
+
+BILL = [
+    vm("may-gpu", "i-1", "p4d.24xlarge", "2026-05-03", 40.1234),
+    vm("may-cpu", "i-2", "m6i.large", "2026-05-03", 0.5),
+    vm("june-gpu", "i-1", "p4d.24xlarge", "2026-06-03", 40.0),
+    vm("june-cpu", "i-3", "m6i.large", "2026-06-03", 0.25),
+]
+
+
+class _FailingWrites(http.server.BaseHTTPRequestHandler):
+    """Forwards to the real server, but answers 503 to every `log-batch` (the tracker's
+    writes are down, its reads are not)."""
+
+    target = ""
+    refused: list[str] = []
+
+    def _handle(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
+        if "log-batch" in self.path:
+            self.refused.append(self.path)
+            self.send_response(503)
+            self.end_headers()
+            return
+        request = urllib.request.Request(self.target + self.path, data=body,
+                                         method=self.command,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                status, payload = answer.status, answer.read()
+        except urllib.error.HTTPError as failure:
+            status, payload = failure.code, failure.read()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = _handle
+
+    def log_message(self, *_args):
+        pass
+
+
+EXPERIMENT = "costs-e2e"
+
+
+def write_config(folder: Path, uri: str) -> Path:
+    import csv
+
+    bill = folder / "focus" / "bill.csv"
+    bill.parent.mkdir(parents=True, exist_ok=True)
+    with bill.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=FOCUS_COLUMNS)
+        writer.writeheader()
+        writer.writerows(BILL)
+    config = {
+        "warehouse": {"path": "warehouse.duckdb"},
+        "billing": [{"kind": "focus", "path": "focus/bill.csv"}],
+        "tracker": [{"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
+                     "experiments": [EXPERIMENT], "tags": BY_NAME, "write_back": True}],
+    }
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def last_metadata(instance, month: date) -> dict:
+    import dagster as dg
+
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("tracker_cost_tags"),
+                              asset_partitions=[f"{month:%Y-%m}-01"]), limit=1).records
+    materialization = found[0].event_log_entry.asset_materialization
+    return {k: v.value for k, v in materialization.metadata.items()}
+
+
+def test_the_month_writes_back_through_dagster(server, tmp_path, dagster_home, monkeypatch):
+    import dagster as dg
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    uri = server  # the module's other test has its runs in experiment "costs"
+    ids = write_runs(uri, EXPERIMENT)
+    config = write_config(tmp_path, uri)
+    for month in (MAY, JUNE):
+        result = materialize_month(str(config), month, progress=False)
+        assert result.success, result.error
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        attributed = dict(con.execute(
+            "SELECT run_id, sum(cost) FROM attribution WHERE run_id IS NOT NULL "
+            "GROUP BY run_id").fetchall())
+        in_run_costs = dict(con.execute(
+            "SELECT run_id, sum(cost) FROM run_costs GROUP BY run_id").fetchall())
+    # by hand: r-a has the whole p4d both hours: 40.1234 + 40.00; r-b its m6i hour in
+    # May; r-del (deleted) its m6i hour in June, attributed but not tagged
+    assert attributed == pytest.approx({"r-a": 80.1234, "r-b": 0.5, "r-del": 0.25})
+    assert in_run_costs == pytest.approx(attributed)
+    assert cost_tags(uri, ids["r-a"]) == {
+        "cost.total_usd": "80.12", "cost.gpu_usd": "80.12", "cost.cpu_usd": "0.00",
+        "cost.storage_usd": "0.00", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
+        "cost.gpu_hours": "16.000", "cost.months": "2026-05,2026-06"}
+    for name, cost in attributed.items():
+        tags = cost_tags(uri, ids[name])
+        if name == "r-del":
+            assert tags == {}
+        else:
+            assert tags["cost.total_usd"] == f"{round(cost, 2):.2f}"
+    assert cost_tags(uri, ids["r-idle"]) == {}
+    with dg.DagsterInstance.get() as instance:
+        june = last_metadata(instance, JUNE)
+    assert (june["runs_written"], june["runs_unchanged"], june["runs_skipped_deleted"]) == (
+        1, 1, 1)  # June added r-a's second month; r-b's May tags were already right
+
+    # re-running a month writes nothing
+    assert materialize_month(str(config), JUNE, progress=False, force=True).success
+    with dg.DagsterInstance.get() as instance:
+        again = last_metadata(instance, JUNE)
+    assert (again["tags_written"], again["runs_written"], again["runs_unchanged"]) == (
+        0, 0, 2)
+
+    # the tracker's writes fail (503): retried, then one line naming tracker and run; the
+    # month's tables commit all the same
+    monkeypatch.setattr(mlflow_tags, "RETRY_DELAYS", (0.01, 0.02, 0.04))
+    from mlflow import MlflowClient
+
+    MlflowClient(uri).delete_tag(ids["r-a"], "cost.total_usd")
+    _FailingWrites.target, _FailingWrites.refused = uri, []
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FailingWrites)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        port = proxy.server_address[1]
+        failing = write_config(tmp_path, f"http://ml:s3cret@127.0.0.1:{port}")
+        with duckdb.connect(str(warehouse)) as con:  # mark June's tables as "old"
+            con.execute("DELETE FROM run_costs WHERE month = ?", [JUNE])
+        result = materialize_month(str(failing), JUNE, progress=False, force=True)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert not result.success
+    assert len(_FailingWrites.refused) == 4  # the first try and 3 retries
+    assert result.error.startswith(f"team-mlflow: http://ml:***@127.0.0.1:{port}: ")
+    assert "writing the cost tags of run r-a" in result.error
+    assert "unreachable after 4 attempt(s)" in result.error
+    assert "s3cret" not in result.error and "\n" not in result.error
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        june_rows = con.execute("SELECT run_id, cost FROM run_costs WHERE month = ? "
+                                "ORDER BY run_id", [JUNE]).fetchall()
+        ((attribution_rows,),) = con.execute(
+            "SELECT count(*) FROM attribution WHERE month = ?", [JUNE]).fetchall()
+    assert june_rows == [("r-a", pytest.approx(40.0)), ("r-del", pytest.approx(0.25))]
+    assert attribution_rows > 0
+    assert "cost.total_usd" not in cost_tags(uri, ids["r-a"])

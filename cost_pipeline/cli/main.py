@@ -95,14 +95,35 @@ def cmd_estimate(args) -> int:
     return EXIT_OK if est.approved else EXIT_OVER_BUDGET
 
 
+def _flag_month(flag: str, text: str):
+    try:
+        return parse_month(text)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: expected YYYY-MM") from None
+
+
 def cmd_report(args) -> int:
     import webbrowser
 
     from cost_pipeline.config import load_config
     from cost_pipeline.report import write_report
 
-    month = parse_month(args.month)
-    path, _ = write_report(load_config(args.config).warehouse_path, month, out=args.out)
+    period = (args.from_month, args.to_month)
+    if args.month and any(period):
+        raise ValueError("--month and --from/--to exclude each other: one month, or a period")
+    if any(period) and not all(period):
+        raise ValueError("a period needs both --from YYYY-MM and --to YYYY-MM")
+    if not args.month and not any(period):
+        raise ValueError("report needs --month YYYY-MM, or --from YYYY-MM --to YYYY-MM")
+    warehouse = load_config(args.config).warehouse_path
+    if args.month:
+        path, _ = write_report(warehouse, parse_month(args.month), out=args.out)
+    else:
+        from cost_pipeline.report.period import write_period_report
+
+        first, last = (_flag_month(flag, text) for flag, text in
+                       (("--from", args.from_month), ("--to", args.to_month)))
+        path, _ = write_period_report(warehouse, first, last, out=args.out)
     print(path)
     if args.open:
         webbrowser.open(path.as_uri())
@@ -158,11 +179,17 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--approved-by", default=None, help="who approved it")
     est.set_defaults(func=cmd_estimate)
 
-    rep = sub.add_parser("report", help="write the month's HTML cost report")
+    rep = sub.add_parser("report", help="write the HTML cost report of a month, or of a "
+                         "period (--from/--to)")
     rep.add_argument("--config", default=None, help="config YAML (default: $COST_PIPELINE_CONFIG)")
-    rep.add_argument("--month", required=True, help="YYYY-MM")
+    rep.add_argument("--month", default=None, help="YYYY-MM: the monthly report")
+    rep.add_argument("--from", dest="from_month", default=None, metavar="YYYY-MM",
+                     help="first month of the period report (with --to)")
+    rep.add_argument("--to", dest="to_month", default=None, metavar="YYYY-MM",
+                     help="last month of the period report (with --from)")
     rep.add_argument("--out", default=None, help="HTML file (default: <warehouse folder>/"
-                     "reports/cost-report-YYYY-MM.html)")
+                     "reports/cost-report-YYYY-MM.html, or cost-report-YYYY-MM_YYYY-MM.html "
+                     "for a period)")
     rep.add_argument("--open", action="store_true", help="open it in the web browser")
     rep.set_defaults(func=cmd_report)
     return parser

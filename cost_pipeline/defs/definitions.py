@@ -4,6 +4,7 @@ read from the config named by $COST_PIPELINE_CONFIG."""
 from __future__ import annotations
 
 import os
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
@@ -15,6 +16,7 @@ from cost_pipeline.defs.assets.ingest import ingest
 from cost_pipeline.defs.assets.report import monthly_report
 from cost_pipeline.defs.delivery_sensor import build_delivery_sensor
 from cost_pipeline.defs.partitions import monthly, monthly_from
+from cost_pipeline.defs.period_report import build_period_job
 from cost_pipeline.defs.resources import PipelineSettings, Warehouse
 from cost_pipeline.defs.schedules import DAILY_REFRESH, MONTHLY_CLOSE, daily_refresh, monthly_close
 from cost_pipeline.defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
@@ -59,7 +61,7 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
     )
     return dg.Definitions(
         assets=assets,
-        jobs=[monthly_job],
+        jobs=[monthly_job, build_period_job(date.today(), {WAREHOUSE_TAG: warehouse})],
         schedules=[monthly_close(monthly_job, timing, first_month),
                    daily_refresh(monthly_job, timing)],
         sensors=[build_delivery_sensor(path, JOB_NAME, partitions),

@@ -39,9 +39,9 @@ def _refuse_gaps(data: dict) -> None:
     and all of them in one currency."""
     if data["missing"]:
         names = ", ".join(f"{m:%Y-%m}" for m in data["missing"])
-        raise ReportError(f"no billing data for {names} in the warehouse: materialize "
-                          f"{'that month' if len(data['missing']) == 1 else 'those months'} "
-                          "first, or report a period without them")
+        them = "it" if len(data["missing"]) == 1 else "them"
+        raise ReportError(f"no billing data for {names} in the warehouse: materialize {them} "
+                          "first, or report a shorter period")
     if data["mixed_currency_months"] or len(data["currencies"]) > 1:
         raise ReportError(f"the period's bill is in more than one currency "
                           f"({', '.join(data['currencies'])}): report each currency's months "

@@ -12,6 +12,8 @@ from typing import Any
 
 import duckdb
 
+from cost_pipeline.report.strip import six_months
+
 COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
 PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unallocated"]
 PURPOSE_LABELS = {"production": "production training", "search": "hyperparameter search",
@@ -188,5 +190,6 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "searches": section("search_costs", lambda c, m: searches(c, m, "search_trend" in have)),
         "levers": section("cost_levers", levers),
         "bridge": bridge(con, month),
+        "strip": six_months(con, month),  # the 6 months ending with this one
         "tables": have,
     }

@@ -1,0 +1,73 @@
+"""The monthly report's strip: the 6 months ending with the month — each month's total,
+its cost by purpose class and its untracked share — and the month arithmetic and readers the
+period report shares with it (`assets/queries/period_*.sql`, money summed as DECIMAL)."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from cost_pipeline.months import next_month
+from cost_pipeline.warehouse import query, sql_text
+
+STRIP_MONTHS = 6  # the monthly report's strip: the 6 months ending with the month
+ZERO = Decimal(0)
+
+
+def months_between(first: date, last: date) -> list[date]:
+    months, month = [], first
+    while month <= last:
+        months.append(month)
+        month = next_month(month)
+    return months
+
+
+def months_back(month: date, count: int) -> date:
+    """The first of the `count` months ending with `month`."""
+    index = month.year * 12 + month.month - 1 - (count - 1)
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def read_rows(con: duckdb.DuckDBPyConnection, name: str, first: date,
+          last: date) -> list[dict[str, Any]]:
+    cursor = query(con, sql_text(name), {"first": first, "last": last})
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {name for (name,) in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+    ).fetchall()}
+
+
+def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:
+    """{month: {purpose class: cost}} from the purpose × component rows."""
+    out: dict[date, dict[str, Decimal]] = {}
+    for c in cells:
+        month = out.setdefault(c["month"], {})
+        month[c["purpose_class"]] = month.get(c["purpose_class"], ZERO) + c["cost"]
+    return out
+
+
+def six_months(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
+    """The monthly report's strip: the 6 months ending with `month` — each month's total,
+    its cost by purpose class and its untracked share; months the warehouse does not hold
+    are listed as absent (the strip marks them, it does not invent a zero)."""
+    have = table_names(con)
+    first = months_back(month, STRIP_MONTHS)
+    totals = {r["month"]: r["effective_cost"]
+              for r in read_rows(con, "period_month_totals", first, month)}
+    cells = (read_rows(con, "period_purpose_component", first, month)
+             if "attribution" in have else [])
+    shares = {r["month"]: r for r in read_rows(con, "period_untracked_share", first, month)} \
+        if "reconciliation" in have else {}
+    return {
+        "months": months_between(first, month),
+        "totals": totals,
+        "by_purpose": by_purpose(cells),
+        "shares": shares,
+    }

@@ -36,11 +36,13 @@ run_spend AS (
     GROUP BY a.run_id
 ),
 seeded AS (
-    -- each trial's place among its config's trials; a trial without config_id is alone
+    -- each trial's place among its config's trials (seeds are text in the tracker: numeric
+    -- ones compare as numbers, "2" before "10"); a trial without config_id is alone
     SELECT
         t.search_id, t.run_id, t.config_id, t.metric_name, t.metric_value,
         count(*) OVER cfg                                                       AS config_runs,
-        row_number() OVER (cfg ORDER BY t.seed NULLS LAST, t.start_time NULLS LAST, t.run_id)
+        row_number() OVER (cfg ORDER BY try_cast(t.seed AS DOUBLE) NULLS LAST,
+                                         t.seed NULLS LAST, t.start_time, t.run_id)
                                                                                 AS seed_rank
     FROM trials AS t
     WINDOW cfg AS (PARTITION BY t.search_id, t.config_id,

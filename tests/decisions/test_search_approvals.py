@@ -1,0 +1,132 @@
+"""search_approvals (estimate --approve), search_costs' estimate columns and the WARN check
+searches_within_estimate (SPEC §12), against hand-computed figures.
+
+    SX  costs 60 in February and 50 in March → cumulative 110 in March
+        recorded twice: 200 (1 Feb), then 100 (2 Feb) → the latest counts: 100, overrun 10;
+        110 ≤ 1.1 × 100 = 110 → within the estimate
+    SY  costs 7 in March, never approved → the check fails, naming it
+"""
+
+from __future__ import annotations
+
+import fcntl
+from datetime import UTC, date, datetime
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import load_config
+from cost_pipeline.defs.checks import searches_within_estimate
+from cost_pipeline.estimate import EstimateError, estimate_search, record_approval
+from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text
+from tests.decisions.test_search_shape import FEB, MARCH, d, params, put_costs
+from tests.support.warehouse_rows import insert_runs
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("warehouse: {path: wh/warehouse.duckdb}\n"
+                    "billing: [{kind: focus, path: focus/}]\n"
+                    "tracker: [{kind: runs_file, path: runs.csv}]\n"
+                    "policy: {search: {approval_budget: 1000.0}}\n")
+    return load_config(path)
+
+
+def approve(cfg, search_id, configs, at, *, price=1.0, **kw):
+    # configs × 1 seed × 1 GPU × 1 h × price: the estimate is configs × price
+    est = estimate_search(cfg, "churn", configs, 1, gpus=1, hours=1, price=price)
+    return record_approval(cfg, est, search_id, recorded_at=at, **kw)
+
+
+def months(con, month=MARCH) -> None:
+    insert_runs(con, month, [
+        {"run_id": "x1", "status": "FINISHED", "start_time": d(20, 2), "end_time": d(2),
+         "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"},
+        {"run_id": "y1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
+         "model": "churn", "purpose": "search", "search_id": "SY", "config_id": "c1"}])
+    put_costs(con, [(FEB, "x1", 60.0), (MARCH, "x1", 50.0), (MARCH, "y1", 7.0)])
+
+
+def search_costs(con) -> dict:
+    replace_month(con, "search_costs", MARCH, sql_text("search_costs"), params())
+    return {r[0]: r[1:] for r in con.execute(
+        "SELECT search_id, estimated_cost, cumulative_cost, overrun FROM search_costs "
+        "WHERE month = ? ORDER BY search_id", [MARCH]).fetchall()}
+
+
+def test_the_latest_recording_counts_and_the_check_names_the_unapproved(cfg):
+    first = approve(cfg, "SX", 200, datetime(2024, 2, 1, tzinfo=UTC), approved_by="ana")
+    assert first["month"] == date(2024, 2, 1) and first["approved"] is True
+    approve(cfg, "SX", 100, datetime(2024, 2, 2, 9, 30, tzinfo=UTC),
+            expected_improvement=0.004, approved_by="ben")
+    with duckdb.connect(cfg.warehouse_path) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        months(con)
+        rows = con.execute("SELECT search_id, model, runs, per_run_cost, estimated_cost, "
+                           "approval_budget, approved, expected_improvement, approved_by, "
+                           "recorded_at FROM search_approvals ORDER BY recorded_at").fetchall()
+        assert rows == [
+            ("SX", "churn", 200, 1.0, 200.0, 1000.0, True, None, "ana", datetime(2024, 2, 1)),
+            ("SX", "churn", 100, 1.0, 100.0, 1000.0, True, 0.004, "ben",
+             datetime(2024, 2, 2, 9, 30)),
+        ]
+        got = search_costs(con)
+        assert got["SX"] == pytest.approx((100.0, 110.0, 10.0))
+        assert got["SY"][0] is None and got["SY"][1] == pytest.approx(7.0) \
+            and got["SY"][2] is None
+        check = searches_within_estimate(con, MARCH)
+        assert not check.passed
+        assert check.metadata["without_estimate"].value == "SY"
+        assert check.metadata["over_estimate"].value == ""
+        assert check.severity.value == "WARN"
+
+    approve(cfg, "SY", 10, datetime(2024, 3, 3, tzinfo=UTC))          # 10 ≥ 7: within
+    with duckdb.connect(cfg.warehouse_path) as con:
+        search_costs(con)
+        assert searches_within_estimate(con, MARCH).passed          # SX: 110 = 1.1 × 100
+
+    approve(cfg, "SX", 99, datetime(2024, 3, 4, tzinfo=UTC))          # 110 > 1.1 × 99
+    with duckdb.connect(cfg.warehouse_path) as con:
+        assert search_costs(con)["SX"] == pytest.approx((99.0, 110.0, 11.0))
+        check = searches_within_estimate(con, MARCH)
+        assert not check.passed
+        assert check.metadata["over_estimate"].value == "SX"
+        assert check.metadata["without_estimate"].value == ""
+
+
+def test_over_budget_is_recorded_as_not_approved(cfg):
+    row = approve(cfg, "SZ", 3, datetime(2024, 3, 1, tzinfo=UTC), price=500.0)   # 1,500
+    assert row["estimated_cost"] == 1500.0 and row["approved"] is False
+    with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
+        assert con.execute("SELECT approved FROM search_approvals").fetchall() == [(False,)]
+
+
+def test_recording_the_same_instant_again_replaces_it(cfg):
+    at = datetime(2024, 3, 1, tzinfo=UTC)
+    approve(cfg, "SX", 5, at)
+    approve(cfg, "SX", 6, at)
+    with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
+        assert con.execute("SELECT estimated_cost FROM search_approvals").fetchall() == [(6.0,)]
+
+
+def test_an_approval_waits_for_the_warehouse_writer_lock(cfg, tmp_path):
+    lock = tmp_path / "wh" / "warehouse.duckdb.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)           # a materialization holds the warehouse
+        held.write("pid 1 (a materialization)")
+        held.flush()
+        est = estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=1.0)
+        with pytest.raises(EstimateError, match="being written by another process"):
+            record_approval(cfg, est, "SX", lock_timeout_seconds=0.3)
+    assert not (tmp_path / "wh" / "warehouse.duckdb").exists()    # nothing written
+    record_approval(cfg, est, "SX")                                  # free again: recorded
+
+
+def test_a_search_id_is_required(cfg):
+    est = estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=1.0)
+    with pytest.raises(EstimateError, match="--search-id"):
+        record_approval(cfg, est, "  ")

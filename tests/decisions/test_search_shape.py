@@ -1,0 +1,254 @@
+"""search_shape and the lever "bound the search" (SPEC §12) against a hand-made March 2024.
+
+Every search tunes model `churn` unless said otherwise; costs are powers of two or round
+figures so that each expected sum below can be checked by eye.
+
+    S1  started 1 Feb, ended in Feb (no March cost: not active in March)
+        c1 × seeds 0, 1; c2 × seeds 0, 1
+    S5  model fraud, started 15 Feb: runs c1 too (another model: never a re-run for churn)
+    S2  started 1 Mar, a sweep controller (64, its storage) and six trials, not a grid:
+        c1 seeds 0, 1, 2 costs 1, 2, 4     metric .70 .72 .71
+        c2 seeds 0, 1    costs 8, 16       metric .85 .86
+        c3 seed 0        cost 32           metric .90  ← best (max)
+        re-runs: c1, c2 (S1)          = 1 + 2 + 4 + 8 + 16 = 31
+        extra seeds (c1, c2 ≠ best)   = 2 + 4 + 16         = 22
+        questioned (each run once)    = 31 (every extra seed is also a re-run)
+        cost                          = 63 + 64            = 127
+    S3  started 5 Mar — c1 a third time, a tie for best, text seeds, a run without config:
+        c1 seeds "10", "2"  costs 100, 200   metric .70, .80
+        c4 seeds "10", "2"  costs 400, 800   metric .75, .80   (tie at .80 → c1, the lower id)
+        nc (no config_id)   cost 1000
+        re-runs: c1 (S1, S2) = 300; extra seeds: c4's first seed is "2" (numerically lowest,
+        though it started later), so "10" is extra = 400; c1 is the best: none.
+        questioned = 700, cost = 2500, configs 3 (c1, c4, nc), 2 seeds at most, no grid
+    S4  started 10 Mar, no metric at all: every config's extra seeds count
+        d1 seeds -, -  (no seed: the earlier start is first) costs 3, 5
+        d2 seeds 0, 1   costs 7, 11
+        extra = 5 + 11 = 16 = questioned; cost 26; a 2 × 2 grid
+    S6  started 20 Mar: c3 again (S2 started earlier) cost 1 → rerun 1, questioned 1
+    S7  started 12 Mar, runs without config_id only: costs 9, 10 → nothing questioned
+
+bound the search = 31 + 700 + 16 + 1 + 0 = 748.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import duckdb
+import pytest
+
+from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text
+from tests.support.warehouse_rows import insert_runs
+
+MARCH, FEB = date(2024, 3, 1), date(2024, 2, 1)
+TOL = 1e-6
+
+
+def params(month: date = MARCH, metric_goal: str = "max") -> dict:
+    nxt = date(month.year + month.month // 12, month.month % 12 + 1, 1)
+    return {"month": month, "month_start": datetime(month.year, month.month, 1),
+            "month_end": datetime(nxt.year, nxt.month, 1), "metric_goal": metric_goal,
+            "keep_last_live": 3, "keep_last_production": 3, "grace_days": 7,
+            "max_untracked_share": 0.05, "min_metric_change": 0.002}
+
+
+def build(con, table: str, month: date = MARCH, metric_goal: str = "max") -> int:
+    return replace_month(con, table, month, sql_text(table), params(month, metric_goal))
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect(":memory:")
+    ensure_schema(c)
+    c.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+              "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    yield c
+    c.close()
+
+
+def trial(run_id, search_id, config_id, seed, start, cost, metric=None, *, model="churn",
+          parent=None, month=MARCH):
+    """A trial's tracker row (all months in the March snapshot) and its cost in `month`."""
+    run = {"run_id": run_id, "status": "FINISHED", "start_time": start,
+           "end_time": start.replace(hour=start.hour + 2), "model": model, "purpose": "search",
+           "search_id": search_id, "config_id": config_id,
+           "seed": None if seed is None else str(seed), "parent_run_id": parent,
+           "metric_name": "val_auc" if metric is not None else None, "metric_value": metric}
+    return run, (month, run_id, cost)
+
+
+def put_costs(con, costs) -> None:
+    con.executemany(
+        "INSERT INTO attribution (month, x_SourceLine, run_id, purpose_class, component, cost, "
+        "hours, accelerator_hours, share, rule) VALUES (?, 'L-' || ?, ?, 'search', 'gpu', ?, "
+        "1.0, 4.0, 1.0, 'compute')",
+        [(m, r, r, c) for m, r, c in costs if c])
+
+
+def d(day: int, month: int = 3, hour: int = 0) -> datetime:
+    return datetime(2024, month, day, hour)
+
+
+def march(con) -> None:
+    rows = [
+        trial("s1-c1-0", "S1", "c1", 0, d(1, 2), 50.0, 0.60, month=FEB),
+        trial("s1-c1-1", "S1", "c1", 1, d(1, 2), 50.0, 0.61, month=FEB),
+        trial("s1-c2-0", "S1", "c2", 0, d(2, 2), 50.0, 0.62, month=FEB),
+        trial("s1-c2-1", "S1", "c2", 1, d(2, 2), 50.0, 0.63, month=FEB),
+        trial("s5-c1-0", "S5", "c1", 0, d(15, 2), 70.0, 0.5, model="fraud", month=FEB),
+        trial("s2-c1-0", "S2", "c1", 0, d(1, hour=1), 1.0, 0.70, parent="s2-ctl"),
+        trial("s2-c1-1", "S2", "c1", 1, d(1, hour=1), 2.0, 0.72, parent="s2-ctl"),
+        trial("s2-c1-2", "S2", "c1", 2, d(1, hour=1), 4.0, 0.71, parent="s2-ctl"),
+        trial("s2-c2-0", "S2", "c2", 0, d(1, hour=3), 8.0, 0.85, parent="s2-ctl"),
+        trial("s2-c2-1", "S2", "c2", 1, d(1, hour=3), 16.0, 0.86, parent="s2-ctl"),
+        trial("s2-c3-0", "S2", "c3", 0, d(1, hour=3), 32.0, 0.90, parent="s2-ctl"),
+        trial("s3-c1-10", "S3", "c1", 10, d(5), 100.0, 0.70),
+        trial("s3-c1-2", "S3", "c1", 2, d(6), 200.0, 0.80),
+        trial("s3-c4-10", "S3", "c4", 10, d(5), 400.0, 0.75),
+        trial("s3-c4-2", "S3", "c4", 2, d(6), 800.0, 0.80),
+        trial("s3-nc", "S3", None, 0, d(5), 1000.0),
+        trial("s4-d1-a", "S4", "d1", None, d(10), 3.0),
+        trial("s4-d1-b", "S4", "d1", None, d(11), 5.0),
+        trial("s4-d2-0", "S4", "d2", 0, d(10), 7.0),
+        trial("s4-d2-1", "S4", "d2", 1, d(10), 11.0),
+        trial("s6-c3-0", "S6", "c3", 0, d(20), 1.0),
+        trial("s7-a", "S7", None, 0, d(12), 9.0),
+        trial("s7-b", "S7", None, 1, d(12), 10.0),
+    ]
+    controller = {"run_id": "s2-ctl", "status": "FINISHED", "start_time": d(1),
+                  "end_time": d(2), "model": "churn", "purpose": "search", "search_id": "S2"}
+    insert_runs(con, MARCH, [r for r, _ in rows] + [controller])
+    put_costs(con, [c for _, c in rows] + [(MARCH, "s2-ctl", 64.0)])
+
+
+COLUMNS = ("search_id, model, runs, configs, seeds_per_config, grid, best_config_id, "
+           "rerun_configs, rerun_of, runs_without_config, rerun_cost, extra_seed_cost, "
+           "questioned_cost, cost")
+
+
+def shape(con, month: date = MARCH) -> dict[str, dict]:
+    cursor = con.execute(f"SELECT {COLUMNS} FROM search_shape WHERE month = ? "
+                         "ORDER BY search_id", [month])
+    names = [c[0] for c in cursor.description]
+    return {r[0]: dict(zip(names, r, strict=True)) for r in cursor.fetchall()}
+
+
+def test_each_search_against_the_hand_computed_shape(con):
+    march(con)
+    assert build(con, "search_shape") == 5
+    got = shape(con)
+    assert list(got) == ["S2", "S3", "S4", "S6", "S7"]
+    expected = {
+        #       runs cfg seeds grid   best  rerun rerun_of  no-cfg rerun  extra  quest  cost
+        "S2": (6, 3, 3, False, "c3", 2, "S1", 0, 31.0, 22.0, 31.0, 127.0),
+        "S3": (5, 3, 2, False, "c1", 1, "S1, S2", 1, 300.0, 400.0, 700.0, 2500.0),
+        "S4": (4, 2, 2, True, None, 0, None, 0, 0.0, 16.0, 16.0, 26.0),
+        "S6": (1, 1, 1, True, None, 1, "S2", 0, 1.0, 0.0, 1.0, 1.0),
+        "S7": (2, 2, 1, True, None, 0, None, 2, 0.0, 0.0, 0.0, 19.0),
+    }
+    for search_id, (runs, configs, seeds, grid, best, reruns, rerun_of, no_config,
+                    rerun_cost, extra, questioned, cost) in expected.items():
+        row = got[search_id]
+        assert (row["runs"], row["configs"], row["seeds_per_config"], row["grid"],
+                row["best_config_id"], row["rerun_configs"], row["rerun_of"],
+                row["runs_without_config"]) == (runs, configs, seeds, grid, best, reruns,
+                                                rerun_of, no_config), search_id
+        assert row["rerun_cost"] == pytest.approx(rerun_cost, abs=TOL), search_id
+        assert row["extra_seed_cost"] == pytest.approx(extra, abs=TOL), search_id
+        assert row["questioned_cost"] == pytest.approx(questioned, abs=TOL), search_id
+        assert row["cost"] == pytest.approx(cost, abs=TOL), search_id
+        assert row["model"] == "churn"
+    # S1 ran in February only: not active in March; S5 (fraud) neither
+    assert "S1" not in got and "S5" not in got
+
+
+def test_a_min_metric_goal_picks_the_lowest_value(con):
+    march(con)
+    build(con, "search_shape", metric_goal="min")
+    got = shape(con)
+    # S2: c1 has the lowest metric (.70): c2's second seed (16) is the only extra seed left;
+    # the re-runs of c1 and c2 are questioned all the same
+    assert got["S2"]["best_config_id"] == "c1"
+    assert got["S2"]["extra_seed_cost"] == pytest.approx(16.0, abs=TOL)
+    assert got["S2"]["questioned_cost"] == pytest.approx(31.0, abs=TOL)
+    # S3: .70 (c1, seed 10) is the lowest: c1 is best; c4's extra seed stays 400
+    assert got["S3"]["best_config_id"] == "c1"
+    assert got["S3"]["extra_seed_cost"] == pytest.approx(400.0, abs=TOL)
+
+
+def test_the_best_run_without_a_config_names_no_best_config(con):
+    # the best metric belongs to a run without config_id: the best config is the best of the
+    # runs that name one
+    rows = [trial("a0", "SX", "k1", 0, d(3), 1.0, 0.5), trial("a1", "SX", "k1", 1, d(3), 2.0, 0.4),
+            trial("b0", "SX", "k2", 0, d(3), 4.0, 0.6), trial("b1", "SX", "k2", 1, d(3), 8.0, 0.1),
+            trial("n0", "SX", None, 0, d(3), 16.0, 0.99)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    build(con, "search_shape")
+    (row,) = shape(con).values()
+    assert row["best_config_id"] == "k2"
+    assert row["extra_seed_cost"] == pytest.approx(2.0, abs=TOL)     # k1's seed 1
+    assert (row["configs"], row["grid"], row["runs_without_config"]) == (3, False, 1)
+
+
+def test_a_search_only_active_through_a_running_run_has_a_row_without_cost(con):
+    insert_runs(con, MARCH, [{"run_id": "r", "status": "RUNNING", "start_time": d(28, 2),
+                              "model": "churn", "purpose": "search", "search_id": "SR",
+                              "config_id": "c1", "seed": "0"}])
+    build(con, "search_shape")
+    row = shape(con)["SR"]
+    assert (row["runs"], row["configs"], row["cost"], row["questioned_cost"]) == (1, 1, 0.0, 0.0)
+
+
+def test_bound_the_search_is_the_sum_of_questioned_cost_with_the_shape_as_evidence(con):
+    march(con)
+    for table in ("search_trend", "search_shape", "cost_levers"):
+        build(con, table)
+    ((dollars, evidence),) = con.execute(
+        "SELECT dollars, evidence FROM cost_levers WHERE lever = 'bound the search'").fetchall()
+    (questioned,) = con.execute("SELECT sum(questioned_cost) FROM search_shape").fetchone()
+    assert dollars == pytest.approx(748.0, abs=TOL) == questioned
+    # the largest questioned search first; S7 (nothing questioned) is not listed
+    assert evidence.startswith("$748.00 of $2,673.00 search cost this month re-ran configs or "
+                               "ran extra seeds: S3: 3 configs × up to 2 seeds, not a full grid; "
+                               "1 of 2 configs already run in S1, S2 — $300.00 re-run; 1 run(s) "
+                               "without config_id, never counted as re-runs; extra seeds of "
+                               "non-best configs $400.00 (best c1)")
+    assert ("S4: 2 configs × 2 seeds, a full grid; no config run in an earlier search; no metric "
+            "picks a best config: extra seeds of every config $16.00") in evidence
+    assert evidence.index("S3:") < evidence.index("S2:") < evidence.index("S4:") \
+        < evidence.index("S6:")
+    assert "S7" not in evidence
+    # deterministic: the same month again gives the same text
+    build(con, "cost_levers")
+    assert con.execute("SELECT evidence FROM cost_levers WHERE lever = 'bound the search'"
+                       ).fetchone() == (evidence,)
+
+
+def test_bound_the_search_says_why_it_is_zero(con):
+    insert_runs(con, MARCH, [
+        {"run_id": "n1", "status": "FINISHED", "start_time": d(2), "end_time": d(3),
+         "model": "churn", "purpose": "search", "search_id": "SN", "seed": "0"},
+        {"run_id": "n2", "status": "FINISHED", "start_time": d(2), "end_time": d(3),
+         "model": "churn", "purpose": "search", "search_id": "SN", "seed": "1"}])
+    put_costs(con, [(MARCH, "n1", 5.0), (MARCH, "n2", 6.0)])
+    for table in ("search_trend", "search_shape", "cost_levers"):
+        build(con, table)
+    ((dollars, evidence),) = con.execute(
+        "SELECT dollars, evidence FROM cost_levers WHERE lever = 'bound the search'").fetchall()
+    assert dollars == 0.0
+    assert evidence == ("no search run records a config_id: re-runs and extra seeds cannot be "
+                        "told (search cost this month $11.00)")
+
+
+def test_search_costs_and_search_trend_agree_on_the_previous_best(con):
+    # one home (macros.sql): both tables read the same previous best and improvement
+    march(con)
+    build(con, "search_costs")
+    build(con, "search_trend")
+    costs = dict(con.execute("SELECT search_id, previous_best FROM search_costs").fetchall())
+    trend = dict(con.execute("SELECT search_id, previous_best FROM search_trend").fetchall())
+    assert costs["S2"] == trend["S2"] == pytest.approx(0.63)     # S1's best, over by 1 Mar
+    assert costs["S3"] == trend["S3"] == pytest.approx(0.90)     # S2's c3
+    assert set(costs) <= set(trend)

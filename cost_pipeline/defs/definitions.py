@@ -14,6 +14,7 @@ from cost_pipeline.defs.assets.attribution import attribution, reconciliation
 from cost_pipeline.defs.assets.decisions import derived_assets
 from cost_pipeline.defs.assets.ingest import ingest
 from cost_pipeline.defs.assets.report import monthly_report
+from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
 from cost_pipeline.defs.delivery_sensor import build_delivery_sensor
 from cost_pipeline.defs.partitions import monthly, monthly_from
 from cost_pipeline.defs.period_report import build_period_job
@@ -22,7 +23,8 @@ from cost_pipeline.defs.schedules import DAILY_REFRESH, MONTHLY_CLOSE, daily_ref
 from cost_pipeline.defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
 from cost_pipeline.months import FIRST_MONTH
 
-ALL_ASSETS = [ingest, attribution, reconciliation, *derived_assets, monthly_report]
+ALL_ASSETS = [ingest, attribution, reconciliation, *derived_assets, monthly_report,
+              tracker_cost_tags]
 CHECK_KEYS = [key for asset in ALL_ASSETS for key in asset.check_keys]
 JOB_NAME = "monthly_costs"
 WAREHOUSE_TAG = "cost_pipeline/warehouse"

@@ -12,6 +12,14 @@
 -- a plain VM (vCPU-hours ÷ its cores). All other lines of that resource-hour carry none, so
 -- d = the hours the VM ran in that hour, and a run covering the whole hour gets share 1 on
 -- every line of it, and GPU-hours are counted once.
+--
+-- TPUs are accelerator lines like GPUs: a TPU SKU (its description names a TPU; usage in
+-- chip-seconds over the slice) is a `gpu` line whose G is the chips of the slice, from its
+-- accelerator type (a label `…accelerator_type`, or a GKE `ct…-<N>t` machine type): v5e
+-- (`v5litepod-N`, `v5e-N`) and v6e (`v6e-N`) count chips, so N chips; v2, v3, v4 and v5p
+-- (`v4-32`) count TensorCores, two per chip, so N ÷ 2 chips (v4-32 → 16). Without one, G =
+-- chip-hours ÷ the hours of the period (a lower bound, reported as unknown).
+-- x_UsageHours = chip-hours ÷ G: hours per chip, so x_UsageHours × G = the chip-hours billed.
 WITH raw AS (
     SELECT
         *,
@@ -25,6 +33,9 @@ WITH raw AS (
         -- GPU-seconds over all the VM's GPUs ("Nvidia Tesla A100 GPU running in Americas",
         -- "Nvidia L4 GPU attached to Spot Preemptible VMs running in …")
         regexp_matches(coalesce(sku_description, ''), '(?i)\bgpu\b.*\brunning in\b')
+          OR (regexp_matches(coalesce(sku_description, ''), '(?i)\btpu')
+              AND NOT regexp_matches(coalesce(sku_description, ''),
+                                     '(?i)(storage|egress|network|disk|\bip\b)'))
           AS gpu_text,
         coalesce(service_description, '') = 'Compute Engine'
           AND regexp_matches(coalesce(sku_description, ''),
@@ -51,8 +62,15 @@ machine AS (
     SELECT
         u.*,
         coalesce(a.accelerators,
-                 TRY_CAST(regexp_extract(machine_spec, '-(\d+)g$', 1) AS INTEGER)) AS spec_gpus
-    FROM usage_kind u
+                 TRY_CAST(regexp_extract(machine_spec, '-(\d+)[gt]$', 1) AS INTEGER),
+                 -- a TPU slice: chips from its accelerator type (v4-32 → 16, v5litepod-8 → 8)
+                 CASE WHEN regexp_matches(tpu_type, '^(v5litepod|v5e|v6e)-\d+$')
+                      THEN TRY_CAST(regexp_extract(tpu_type, '-(\d+)$', 1) AS INTEGER)
+                      WHEN regexp_matches(tpu_type, '^v[2-5]p?-\d+$')
+                      THEN greatest(1, TRY_CAST(regexp_extract(tpu_type, '-(\d+)$', 1) AS INTEGER) // 2)
+                 END) AS spec_gpus
+    FROM (SELECT *, lower(regexp_extract(coalesce(accelerator_type, ''), '([^/]*)$', 1)) AS tpu_type
+          FROM usage_kind) u
     LEFT JOIN accelerator_counts a ON a.instance_type = u.machine_spec
 ),
 vm_hours AS (
@@ -158,7 +176,8 @@ SELECT
         WHEN core_sku AND NOT accelerator_vm AND vm_cores > 0 THEN unit_hours / vm_cores
     END AS x_UsageHours,
     coalesce(gpu_sku OR vm_sku, false) AS x_InstanceUsage,
-    CASE WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, CASE WHEN gpu_sku THEN sku_description END)
+    CASE WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, nullif(tpu_type, ''),
+                                              CASE WHEN gpu_sku THEN sku_description END)
     END AS x_InstanceType,
     CASE
         WHEN resource IS NULL OR regexp_matches(resource, '/(routers|forwardingRules)/')

@@ -33,7 +33,14 @@ WITH month_rows AS (
         (SELECT s.value FROM UNNEST(system_labels) AS s
           WHERE s.key = 'compute.googleapis.com/machine_spec' LIMIT 1) AS machine_spec,
         (SELECT s.value FROM UNNEST(system_labels) AS s
-          WHERE s.key = 'compute.googleapis.com/cores' LIMIT 1) AS cores
+          WHERE s.key = 'compute.googleapis.com/cores' LIMIT 1) AS cores,
+        -- a TPU slice's accelerator type (`v5litepod-8`, `v4-32`): a system label, else a label
+        IFNULL((SELECT s.value FROM UNNEST(system_labels) AS s
+                 WHERE ENDS_WITH(s.key, 'accelerator_type') OR ENDS_WITH(s.key, 'accelerator-type')
+                 LIMIT 1),
+               (SELECT l.value FROM UNNEST(labels) AS l
+                 WHERE ENDS_WITH(l.key, 'accelerator_type') OR ENDS_WITH(l.key, 'accelerator-type')
+                 LIMIT 1)) AS accelerator_type
     FROM `{export_table}`
     WHERE usage_start_time >= @month_start AND usage_start_time < @month_end
 ),
@@ -42,7 +49,7 @@ amounts AS (
     SELECT
         global_name, resource_name, hour_start, usage_end_time, sku_id, sku_description,
         service_description, region, usage_unit, pricing_unit, cost_type, invoice_month,
-        currency, run_label, labels_json, machine_spec, cores,
+        currency, run_label, labels_json, machine_spec, cores, accelerator_type,
         CAST(NULL AS STRING) AS credit_type,
         cost AS amount,
         IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c
@@ -57,7 +64,7 @@ amounts AS (
         m.global_name, m.resource_name, m.hour_start, m.usage_end_time, m.sku_id,
         m.sku_description, m.service_description, m.region, m.usage_unit, m.pricing_unit,
         m.cost_type, m.invoice_month, m.currency, m.run_label, m.labels_json, m.machine_spec,
-        m.cores,
+        m.cores, m.accelerator_type,
         IFNULL(c.type, 'UNSPECIFIED') AS credit_type,
         c.amount AS amount,
         0 AS usage_discounts,
@@ -91,6 +98,7 @@ SELECT
     MAX(currency) AS currency,
     ANY_VALUE(labels_json) AS labels_json,
     MAX(machine_spec) AS machine_spec,
-    MAX(cores) AS cores
+    MAX(cores) AS cores,
+    MAX(accelerator_type) AS accelerator_type
 FROM amounts
 GROUP BY global_name, hour_start, sku_id, cost_type, run_label, credit_type

@@ -252,3 +252,79 @@ def test_transient_errors_are_retried_then_fail_clearly(bigquery, monkeypatch):
     message = str(caught.value)
     assert message.startswith(f"gcp: {TABLE_ID}: unreachable: still failing after retrying")
     assert "\n" not in message
+
+
+TPU_TABLE = "gcp_billing_export_resource_v1_0A1B2C_3D4E5F_7C7C7C"
+TPU_NODE = "//tpu.googleapis.com/projects/ml-train/locations/us-west4-a/nodes/{}"
+CLOUD_TPU = {"id": "E3E1-4A35-BB2F", "description": "Cloud TPU"}
+
+
+def _tpu_rows() -> list[dict]:
+    """TPU slices as the export bills them: one SKU metered in chip-seconds over the slice."""
+    from tests.support.gcp_export_rows import _row
+
+    def tpu(node: str, sku: str, chips: int, hours: float, cost: float, **extra) -> dict:
+        row = _row({"id": f"TPU-{node}", "description": sku}, "2026-09-14T10:00:00Z",
+                   "2026-09-14T11:00:00Z", cost, resource=TPU_NODE.format(node),
+                   service=CLOUD_TPU, amount=chips * hours * 3600, pricing=chips * hours,
+                   **extra)
+        return row
+
+    v5e = tpu("v5e-trainer", "TPU v5e chip running in Americas", 8, 1.0, 9.6)
+    v5e["system_labels"] = [{"key": "tpu.googleapis.com/accelerator_type",
+                             "value": "v5litepod-8"}]
+    return [
+        v5e,
+        # v4-32: 32 TensorCores = 16 chips, for half the hour; the type in a user label
+        tpu("v4-pod", "TPU v4 chip running in Americas", 16, 0.5, 25.8,
+            labels={"accelerator_type": "v4-32", "run_id": "r-tpu"}),
+        # no accelerator type anywhere: G = chip-hours ÷ the period's hours
+        tpu("unknown", "TPU v5p chip running in Americas", 4, 1.0, 16.8),
+    ]
+
+
+def test_tpu_skus_are_accelerator_lines_counted_in_chips(bigquery, tmp_path):
+    """Issue 15.4: a TPU slice is a gpu line with G = its chips and hours per chip, so its
+    accelerator-hours (x_UsageHours × G) are the chip-hours billed and reconcile like GPUs."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import bigquery as bq
+
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from cost_pipeline.warehouse import month_params
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    table_id = f"{bq_emulator.PROJECT}.{export.DATASET}.{TPU_TABLE}"
+    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
+                       client_options=ClientOptions(api_endpoint=bigquery))
+    table = client.create_table(bq.Table(table_id, schema=export.SCHEMA), exists_ok=True)
+    assert client.insert_rows_json(table, _tpu_rows()) == []
+    cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": table_id,
+                                     "api_endpoint": bigquery}]}, tmp_path)
+    with duckdb.connect() as con:
+        summary = build_billing_facts(con, cfg, SEPT, LOG)
+        facts = {r[0].rsplit("/", 1)[-1]: r[1:] for r in con.execute(
+            "SELECT ResourceId, x_CostComponent, x_AcceleratorCount, x_UsageHours, "
+            "x_InstanceUsage, x_InstanceType, x_UnknownAcceleratorType FROM billing_facts "
+            "WHERE month = ?", [SEPT]).fetchall()}
+        assert facts["v5e-trainer"] == ("gpu", 8, pytest.approx(1.0), True, "v5litepod-8",
+                                        False)
+        assert facts["v4-pod"] == ("gpu", 16, pytest.approx(0.5), True, "v4-32", False)
+        assert facts["unknown"][:4] == ("gpu", 4, pytest.approx(1.0), True)
+        assert facts["unknown"][5] is True  # counted from the usage: reported as unknown
+        assert summary.unknown_instance_types == ["TPU v5p chip running in Americas"]
+        # the v4 slice's run (by its label) covers its half hour: tracked chip-hours = 8
+        insert_runs(con, SEPT, [{**RUN_DEFAULTS, "run_id": "r-tpu", "status": "FINISHED",
+                                 "start_time": datetime(2026, 9, 14, 10),
+                                 "end_time": datetime(2026, 9, 14, 11)}])
+        build_attribution(con, SEPT, month_params(cfg, SEPT))
+        billed = con.execute(
+            "SELECT sum(x_UsageHours * x_AcceleratorCount) FROM billing_facts WHERE month = ? "
+            "AND x_CostComponent = 'gpu' AND x_InstanceUsage", [SEPT]).fetchone()[0]
+        tracked, untracked = con.execute(
+            "SELECT sum(accelerator_hours) FILTER (WHERE run_id IS NOT NULL), "
+            "sum(accelerator_hours) FILTER (WHERE purpose_class = 'untracked') "
+            "FROM attribution WHERE month = ?", [SEPT]).fetchone()
+    assert billed == pytest.approx(8 * 1.0 + 16 * 0.5 + 4 * 1.0)
+    assert tracked == pytest.approx(8.0) and untracked == pytest.approx(12.0)

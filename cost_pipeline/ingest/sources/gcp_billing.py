@@ -59,6 +59,7 @@ RAW_SCHEMA = pa.schema([
     ("service_description", pa.string()), ("region", pa.string()),
     ("usage_unit", pa.string()), ("pricing_unit", pa.string()), ("currency", pa.string()),
     ("labels_json", pa.string()), ("machine_spec", pa.string()), ("cores", pa.string()),
+    ("accelerator_type", pa.string()),
 ])
 
 

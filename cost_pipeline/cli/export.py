@@ -1,0 +1,106 @@
+"""`cost-pipeline export …`: a month of a warehouse table written to a file for tools outside
+the pipeline. `export runs` writes the month's `run_costs` (SPEC §12) as CSV or Parquet — the
+per-run cost for trackers without write-back. Each export is one `cmd_*` function and one
+`add_*` parser function below; `add_export_parser` assembles the group."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # duckdb and pyarrow are imported when an export runs, not when parsing
+    import pyarrow as pa
+
+FORMATS = ("csv", "parquet")
+
+
+class ExportError(ValueError):
+    """The export cannot be written: no warehouse, the month not materialized, …"""
+
+
+def default_export_path(warehouse: str | Path, name: str, month: date, fmt: str) -> Path:
+    """`<warehouse folder>/exports/<name>-YYYY-MM.<csv|parquet>`."""
+    return Path(warehouse).resolve().parent / "exports" / f"{name}-{month:%Y-%m}.{fmt}"
+
+
+def _read_month(warehouse: str | Path, table: str, month: date, order_by: str) -> pa.Table:
+    import duckdb
+
+    if not Path(warehouse).exists():
+        raise ExportError(f"no warehouse at {warehouse}: materialize a month first")
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            known = con.execute("SELECT count(*) FROM information_schema.tables "
+                                "WHERE table_name = ?", [table]).fetchall()[0][0]
+            materialized = known and con.execute(
+                "SELECT count(*) FROM materializations WHERE month = ? AND asset = ?",
+                [month, table]).fetchall()[0][0]
+            rows = con.sql(f"SELECT * FROM {table} WHERE month = ? ORDER BY {order_by}",
+                           params=[month]).to_arrow_table() if known else None
+    except duckdb.Error as exc:  # e.g. another process holds the write lock
+        raise ExportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from None
+    if rows is None or (not materialized and rows.num_rows == 0):
+        raise ExportError(f"no {table} for {month:%Y-%m} in {warehouse}: materialize the "
+                          "month first")
+    return rows
+
+
+def _write(rows: pa.Table, path: Path, fmt: str) -> Path:
+    """Write atomically: a reader never sees half a file."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    if fmt == "csv":
+        pacsv.write_csv(rows, partial)
+    else:
+        pq.write_table(rows, partial)
+    os.replace(partial, path)
+    return path.resolve()
+
+
+def export_runs(warehouse: str | Path, month: date, fmt: str = "csv",
+                out: str | Path | None = None) -> tuple[Path, int]:
+    """The month's `run_costs` to `out` (default: `default_export_path`); (path, rows)."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    rows = _read_month(warehouse, "run_costs", month, "run_id")
+    target = Path(out) if out else default_export_path(warehouse, "run-costs", month, fmt)
+    return _write(rows, target, fmt), rows.num_rows
+
+
+def cmd_export_runs(args) -> int:
+    from cost_pipeline.config import load_config
+    from cost_pipeline.months import parse_month
+
+    month = parse_month(args.month)
+    path, _rows = export_runs(load_config(args.config).warehouse_path, month, args.format,
+                              args.out)
+    print(path)
+    return 0
+
+
+def add_runs_parser(exports) -> None:
+    runs = exports.add_parser(
+        "runs", help="the month's per-run cost (run_costs) as CSV or Parquet",
+        description="Write the month's run_costs: one row per run with cost in the month — "
+        "cost by component, accelerator-hours, CPU-hours. Prints the file's path.")
+    runs.add_argument("--config", default=None,
+                      help="config YAML (default: $COST_PIPELINE_CONFIG)")
+    runs.add_argument("--month", required=True, help="YYYY-MM")
+    runs.add_argument("--format", choices=FORMATS, default="csv", help="default: csv")
+    runs.add_argument("--out", default=None, help="file to write (default: <warehouse "
+                      "folder>/exports/run-costs-YYYY-MM.csv, or .parquet)")
+    runs.set_defaults(func=cmd_export_runs)
+
+
+def add_export_parser(sub: argparse._SubParsersAction) -> None:
+    """The `export` group; each export adds its own subcommand here."""
+    export = sub.add_parser("export", help="write a month of a table to a file",
+                            description="Write a month of a warehouse table to a file.")
+    exports = export.add_subparsers(dest="export", required=True, metavar="WHAT")
+    add_runs_parser(exports)

@@ -141,6 +141,16 @@ def render_period_html(data: dict, source: str) -> str:
     )
 
 
+def lever_summary(data: dict) -> list[str]:
+    """One line per lever of the period, ranked: its dollars over the period and per month."""
+    symbol = symbol_of(data["currency"])
+    width = max((len(lever["lever"]) for lever in data["levers"] or []), default=0)
+    return [f"{lever['rank']}. {lever['lever']:<{width}}  {money(lever['dollars'], symbol):>12}"
+            + "  (" + ", ".join(f"{m:%b} {money(lever['by_month'].get(m, 0), symbol)}"
+                               for m in data["months"]) + ")"
+            for lever in data["levers"] or []]
+
+
 def read_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> dict:
     check_range(first, last)
     data = collect_period(con, first, last)

@@ -43,6 +43,10 @@ ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_Row BIGINT;
 ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_UnknownAcceleratorType BOOLEAN;
 -- warehouses created before the column existed
 ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_SplitParent BOOLEAN;
+-- SPEC §12: the line at the provider's public on-demand price (NULL: the source does not say)
+-- and how it was priced: on_demand | spot | committed | other (non-usage lines)
+ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS ListCost DOUBLE;
+ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_PricingCategory VARCHAR;
 
 CREATE TABLE IF NOT EXISTS tracker_runs (
     month             DATE NOT NULL,

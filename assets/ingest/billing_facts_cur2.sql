@@ -20,6 +20,14 @@
 -- run's `gpus` must not shrink it again); the parent rows keep the instance's hours, so d
 -- (SPEC §6) and the billed GPU-hours count the instance once. A run listing a pod shares
 -- the pod's row by its overlap with the hour.
+--
+-- List price (SPEC §12): ListCost = `pricing_public_on_demand_cost` (NULL when the export lacks
+-- it: unknown, not free). x_PricingCategory: a usage line of a SpotUsage (or SageMaker
+-- `Train-Spot`) usage type or `pricing_term = Spot` → spot; covered by a savings plan or a
+-- reservation (SavingsPlanCoveredUsage, DiscountedUsage, and the SavingsPlanNegation that
+-- mirrors a covered line) → committed; other usage (Usage) → on_demand; every other line
+-- (fees, tax, credits, refunds, discounts) → other. A pod's split row carries its share of
+-- the parent hour's ListCost, as it does of its cost.
 WITH raw AS (
     SELECT
         *,
@@ -158,6 +166,17 @@ SELECT
         ELSE coalesce(line_item_net_unblended_cost, line_item_unblended_cost)
     END, 0) AS EffectiveCost,
     coalesce(nullif(line_item_currency_code, ''), 'USD') AS BillingCurrency,
+    pricing_public_on_demand_cost AS ListCost,
+    CASE
+        WHEN line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
+                           'SavingsPlanNegation')
+             AND (regexp_matches(usage_type, '(^|-)(SpotUsage(:|$)|Train-Spot:)')
+                  OR lower(coalesce(pricing_term, '')) = 'spot') THEN 'spot'
+        WHEN line_type IN ('SavingsPlanCoveredUsage', 'DiscountedUsage', 'SavingsPlanNegation')
+            THEN 'committed'
+        WHEN line_type = 'Usage' THEN 'on_demand'
+        ELSE 'other'
+    END AS x_PricingCategory,
     CASE
         WHEN line_type IN ('SavingsPlanRecurringFee', 'RIFee') THEN 'Unused'
         WHEN line_type IN ('SavingsPlanCoveredUsage', 'DiscountedUsage') THEN 'Used'
@@ -223,7 +242,8 @@ pod_hours AS (
 parent_rows AS (
     -- the instance-usage rows of a parent's hour (covered, negation, on-demand …)
     SELECT n.ResourceId AS parent, n.ChargePeriodStart AS s, n.ChargePeriodEnd AS e,
-           n.EffectiveCost, n.BilledCost, n.x_CostComponent, n.x_InstanceType
+           n.EffectiveCost, n.BilledCost, n.ListCost, n.x_PricingCategory, n.x_CostComponent,
+           n.x_InstanceType
     FROM normalized n
     SEMI JOIN pod_hours p
       ON p.parent = n.ResourceId AND p.s = n.ChargePeriodStart AND p.e = n.ChargePeriodEnd
@@ -234,11 +254,13 @@ split_hours AS (
     -- moved: what the pods take from the parent's hour, never more than the hour cost (a
     -- pod whose parent row is absent from the export takes nothing: conservation first)
     SELECT
-        p.parent, p.s, p.e, p.split_cost, h.cost, h.billed, h.component, h.instance_type,
+        p.parent, p.s, p.e, p.split_cost, h.cost, h.billed, h.list, h.pricing, h.component,
+        h.instance_type,
         CASE WHEN h.cost > 0 THEN least(p.split_cost, h.cost) ELSE 0 END AS moved
     FROM pod_hours p
     LEFT JOIN (
         SELECT parent, s, e, sum(EffectiveCost) AS cost, sum(BilledCost) AS billed,
+               sum(ListCost) AS list, max(x_PricingCategory) AS pricing,
                max(x_CostComponent) AS component, max(x_InstanceType) AS instance_type
         FROM parent_rows GROUP BY ALL
     ) h USING (parent, s, e)
@@ -262,6 +284,17 @@ SELECT
             WHEN par.moved > 0 THEN n.BilledCost * (1 - par.moved / par.cost)
             ELSE n.BilledCost
         END AS BilledCost,
+        -- and so does the price at list
+        CASE
+            WHEN pod.parent IS NOT NULL THEN
+                CASE WHEN pod.split_cost > 0 AND pod.cost > 0
+                     THEN pod.list * (pod.moved / pod.cost) * (n.pod_split_cost / pod.split_cost)
+                     ELSE 0 END
+            WHEN par.moved > 0 THEN n.ListCost * (1 - par.moved / par.cost)
+            ELSE n.ListCost
+        END AS ListCost,
+        -- a pod runs on its instance's pricing (spot node, savings plan …)
+        coalesce(pod.pricing, n.x_PricingCategory) AS x_PricingCategory,
         -- a pod's cost is part of its instance's: same component (gpu on a GPU node)
         CASE coalesce(pod.component, n.x_CostComponent)
             WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'

@@ -33,6 +33,9 @@
 -- * Buckets (x_ResourceKind = bucket): object-storage resources (S3, GCS, Azure Blob storage
 --   accounts) and resources the config names as buckets; an S3 ARN or a GCS resource name is
 --   reduced to the bucket name so it matches the checkpoint listings.
+-- * ListCost is the file's own (NULL when absent). x_PricingCategory from PricingCategory:
+--   Dynamic → spot, Committed → committed, Standard → on_demand, anything else (Other, empty,
+--   a non-usage row) → other.
 WITH hints AS (
     SELECT
         *,
@@ -167,6 +170,11 @@ SELECT
     EffectiveCost,
     BillingCurrency,
     CommitmentDiscountStatus,
+    ListCost,
+    CASE lower(trim(coalesce(PricingCategory, '')))
+        WHEN 'dynamic' THEN 'spot' WHEN 'committed' THEN 'committed'
+        WHEN 'standard' THEN 'on_demand' ELSE 'other'
+    END AS x_PricingCategory,
     CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"') AS MAP(VARCHAR, VARCHAR)) AS Tags,
     cost_component AS x_CostComponent,
     accelerators AS x_AcceleratorCount,

@@ -20,6 +20,11 @@
 -- (`v4-32`) count TensorCores, two per chip, so N ÷ 2 chips (v4-32 → 16). Without one, G =
 -- chip-hours ÷ the hours of the period (a lower bound, reported as unknown).
 -- x_UsageHours = chip-hours ÷ G: hours per chip, so x_UsageHours × G = the chip-hours billed.
+--
+-- List price (SPEC §12): ListCost = the export's `cost_at_list` (else its cost before credits,
+-- see sources/gcp_billing.py); credit rows 0. x_PricingCategory: usage of a Spot or
+-- Preemptible SKU → spot; usage with committed use discount credits → committed; other usage
+-- → on_demand; credits, tax, adjustments and commitment purchases → other.
 WITH raw AS (
     SELECT
         *,
@@ -165,6 +170,13 @@ SELECT
     amount + usage_discounts AS EffectiveCost,
     currency AS BillingCurrency,
     CAST(NULL AS VARCHAR) AS CommitmentDiscountStatus,
+    CASE WHEN credit_type IS NULL THEN list_amount ELSE 0 END AS ListCost,
+    CASE
+        WHEN NOT usage_row OR starts_with(sku_text, 'Commitment') THEN 'other'
+        WHEN regexp_matches(sku_text, '(?i)\b(spot|preemptible)\b') THEN 'spot'
+        WHEN commitment_discounts < 0 THEN 'committed'
+        ELSE 'on_demand'
+    END AS x_PricingCategory,
     CASE WHEN labels_json IS NOT NULL THEN
         map_from_entries(from_json(labels_json, '[{"key": "VARCHAR", "value": "VARCHAR"}]'))
     END AS Tags,

@@ -9,6 +9,8 @@
 -- Parameters: @month_start, @month_end (TIMESTAMP), @run_tag (STRING: the label naming a
 -- run), @usage_discount_types (ARRAY<STRING>: credit types folded into EffectiveCost).
 -- {export_table} is the table identifier, validated against a strict pattern before use.
+-- {list_cost} is `cost_at_list` when the table has that column, else `cost` (the cost before
+-- any credit: the usage at the account's price without sustained/committed use discounts).
 WITH month_rows AS (
     SELECT
         resource.global_name AS global_name,
@@ -27,6 +29,7 @@ WITH month_rows AS (
         invoice.month AS invoice_month,
         currency,
         cost,
+        {list_cost} AS cost_listed,
         credits,
         (SELECT l.value FROM UNNEST(labels) AS l WHERE l.key = @run_tag LIMIT 1) AS run_label,
         TO_JSON_STRING(labels) AS labels_json,
@@ -54,6 +57,9 @@ amounts AS (
         cost AS amount,
         IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c
                  WHERE c.type IN UNNEST(@usage_discount_types)), 0) AS usage_discounts,
+        IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c
+                 WHERE c.type LIKE 'COMMITTED_USAGE_DISCOUNT%'), 0) AS commitment_discounts,
+        cost_listed AS list_amount,
         usage_amount,
         pricing_amount,
         1 AS export_rows
@@ -68,6 +74,8 @@ amounts AS (
         IFNULL(c.type, 'UNSPECIFIED') AS credit_type,
         c.amount AS amount,
         0 AS usage_discounts,
+        0 AS commitment_discounts,
+        0 AS list_amount,
         0 AS usage_amount,
         0 AS pricing_amount,
         0 AS export_rows
@@ -85,6 +93,8 @@ SELECT
     MAX(usage_end_time) AS usage_end,
     SUM(amount) AS amount,
     SUM(usage_discounts) AS usage_discounts,
+    SUM(commitment_discounts) AS commitment_discounts,
+    SUM(list_amount) AS list_amount,
     SUM(usage_amount) AS usage_amount,
     SUM(pricing_amount) AS pricing_amount,
     SUM(export_rows) AS export_rows,

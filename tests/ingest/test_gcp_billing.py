@@ -161,6 +161,40 @@ def test_billing_facts_from_the_export(bigquery, tmp_path):
     assert sum(f[3] for f in facts.values() if f[1] == "Credit") == pytest.approx(-2.1)
 
 
+def test_list_cost_and_pricing_category_from_the_export(bigquery, tmp_path):
+    """ListCost is the export's cost_at_list (credit rows 0); Spot/Preemptible SKUs are spot,
+    usage with committed use credits committed, other usage on_demand, the rest other."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    cfg = parse_config(yaml.safe_load(_config(tmp_path, bigquery).read_text()), tmp_path)
+    with duckdb.connect() as con:
+        build_billing_facts(con, cfg, SEPT, LOG)
+        facts = {r[0]: r[1:] for r in con.execute(
+            """SELECT x_SourceLine, ListCost, x_PricingCategory FROM billing_facts
+               WHERE month = ?""", [SEPT]).fetchall()}
+
+    def line(resource, hour, sku, suffix=""):
+        return facts[f"gcp_billing_export:{resource}:{hour}:{sku}{suffix}"]
+
+    h1 = "2026-09-10T10:00:00Z"
+    assert line(VM_A, h1, "039F-D0DA-4055") == (pytest.approx(30.0), "on_demand")  # 1.25 × 24
+    assert line(VM_A, h1, "039F-D0DA-4055", ":credit=PROMOTION") == (0.0, "other")
+    assert line(VM_B, "2026-09-12T08:00:00Z", "BB77-5FDA-69D9", ":label=r-prep-1") == (
+        pytest.approx(0.2), "committed")
+    assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0L40") == (pytest.approx(1.75), "spot")
+    assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0G20")[1] == "spot"
+    assert line("", "2026-09-30T00:00:00Z", "", ":tax")[1] == "other"
+
+
+def test_list_cost_falls_back_to_cost_before_credits_without_cost_at_list():
+    from cost_pipeline.ingest.sources.gcp_billing import ExportTable, month_sql
+
+    table = ExportTable("p", "d", "t")
+    assert "cost_at_list AS cost_listed" in month_sql(table, has_cost_at_list=True)
+    assert "cost AS cost_listed" in month_sql(table, has_cost_at_list=False)
+    assert "{" not in month_sql(table)
+
+
 def test_month_through_the_runner_attributes_the_vm_to_its_run(bigquery, tmp_path,
                                                                 dagster_home):
     import dagster as dg

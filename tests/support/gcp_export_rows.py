@@ -8,7 +8,8 @@ What the rows hold (costs before credits):
   each SKU exported in four slices. 09-30 23:00 arrives late (exported in October).
 - VM_B, an n2-standard-8 that ran 30 minutes (label run_id=r-prep-1), CUD credit −0.05.
 - VM_C, an n1-standard-8 with 2 T4 attached (no GPU count in its machine type); VM_D, a
-  g2-standard-48 (4 × L4, from the built-in table) that ran 30 minutes.
+  Spot g2-standard-48 (4 × L4, from the built-in table) that ran 30 minutes.
+- Every row's `cost_at_list` is 1.25 × its cost.
 - The bucket ml-checkpoints (a day of Standard storage, free-tier credit −0.10), a balanced
   persistent disk, a tax line; and two rows outside September (an October hour and an August
   hour exported in September) that must not be read.
@@ -27,6 +28,7 @@ VM_D = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances
 DISK = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/disks/data-1"
 BUCKET = "ml-checkpoints"
 GIB = 2**30
+LIST_MARKUP = 1.25   # cost_at_list ÷ cost: the account's negotiated price is 20 % off list
 
 
 def _kv(name: str) -> bq.SchemaField:
@@ -64,6 +66,7 @@ SCHEMA = [
                                           ("type", "STRING"))]),
     _record("invoice", ("month", "STRING")),
     bq.SchemaField("cost_type", "STRING"),
+    bq.SchemaField("cost_at_list", "FLOAT"),
 ]
 
 COMPUTE = {"id": "6F81-5844-456A", "description": "Compute Engine"}
@@ -78,8 +81,10 @@ RAM_N2 = {"id": "5B01-D157-A097", "description": "N2 Instance Ram running in Ame
 CORE_N1 = {"id": "2E27-4F75-95CE",
            "description": "N1 Predefined Instance Core running in Americas"}
 GPU_T4 = {"id": "A1B2-C3D4-0T40", "description": "Nvidia Tesla T4 GPU running in Americas"}
-GPU_L4 = {"id": "A1B2-C3D4-0L40", "description": "Nvidia L4 GPU running in Americas"}
-CORE_G2 = {"id": "A1B2-C3D4-0G20", "description": "G2 Instance Core running in Americas"}
+GPU_L4 = {"id": "A1B2-C3D4-0L40",
+          "description": "Nvidia L4 GPU attached to Spot Preemptible VMs running in Americas"}
+CORE_G2 = {"id": "A1B2-C3D4-0G20",
+           "description": "Spot Preemptible G2 Instance Core running in Americas"}
 GCS_STD = {"id": "E5F0-6A5D-7BAD", "description": "Standard Storage US Regional"}
 PD_BAL = {"id": "7C2D-9E1A-BALD", "description": "Balanced PD Capacity"}
 
@@ -115,6 +120,7 @@ def _row(sku: dict, start: str, end: str, cost: float, *, resource: str | None =
         "credits": list(credits),
         "invoice": {"month": invoice},
         "cost_type": cost_type,
+        "cost_at_list": cost * LIST_MARKUP,
     }
 
 

@@ -39,6 +39,9 @@ OPTIONAL_COLUMNS: dict[str, str] = {
     "product_sku": "VARCHAR",
     "product": "MAP(VARCHAR, VARCHAR)",
     "pricing_unit": "VARCHAR",
+    # the line at AWS's public on-demand price (ListCost) and its pricing term (Spot, OnDemand)
+    "pricing_public_on_demand_cost": "DOUBLE",
+    "pricing_term": "VARCHAR",
     "resource_tags": "MAP(VARCHAR, VARCHAR)",
     "reservation_reservation_a_r_n": "VARCHAR",
     "reservation_effective_cost": "DOUBLE",

@@ -13,7 +13,8 @@ Files are streamed with pyarrow, only the columns the normalization reads, and l
 DuckDB already filtered to the month. A value that does not parse fails the month with the
 file, the row (CSV: the record's line when no cell spans lines, the header being row 1;
 parquet: the 1-based row) and the column. Files of other FOCUS datasets (e.g. 1.3's
-contract commitments) in the folder are skipped.
+contract commitments) in the folder are skipped. An `s3://` path is listed and read through
+`sources/focus_s3.py` (ranged parquet reads, retries), then loaded the same way.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources.focus_s3 import S3Files
+from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
+from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3
 from cost_pipeline.months import month_bounds
 
 # FOCUS column → how it is read. JSON columns become JSON text whatever their file type.
@@ -59,6 +63,8 @@ COLUMNS: dict[str, str] = {
     "EffectiveCost": "DOUBLE",
     "BillingCurrency": "VARCHAR",
     "CommitmentDiscountStatus": "VARCHAR",
+    "ListCost": "DOUBLE",
+    "PricingCategory": "VARCHAR",       # Standard | Dynamic | Committed | Other
     "InvoiceId": "VARCHAR",
     "Tags": "JSON",
     # provider extensions this normalization understands when present
@@ -86,10 +92,11 @@ class FocusFiles:
     """What the month was read from."""
 
     source: str
-    root: Path
-    files: list[Path] = field(default_factory=list)
-    skipped: list[Path] = field(default_factory=list)
+    root: Path | str                    # a local folder, or an s3:// URI
+    files: list = field(default_factory=list)    # local Paths, or s3:// URIs
+    skipped: list = field(default_factory=list)
     rows: int = 0
+    remote: S3Files | None = None       # set for a source on S3
 
 
 def _is_data_file(path: Path) -> bool:
@@ -115,10 +122,11 @@ def _csv_header(path: Path, source: str) -> list[str]:
         raise SourceError(source, str(path), f"unreadable CSV header: {exc}") from None
 
 
-def _batches(path: Path, source: str, columns: list[str]) -> tuple[pa.Schema, Iterator]:
+def _batches(path: Path | str, source: str, columns: list[str],
+             remote: S3Files | None = None) -> tuple[pa.Schema, Iterator]:
     """The file's wanted columns as record batches, plus `_row`."""
-    if path.name.lower().endswith(".parquet"):
-        parquet = pq.ParquetFile(path)
+    if str(path).lower().endswith(".parquet"):
+        parquet = remote.parquet(str(path)) if remote else pq.ParquetFile(path)
         batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
         schema = pa.schema([parquet.schema_arrow.field(c) for c in columns])
         first_row = 1
@@ -126,7 +134,8 @@ def _batches(path: Path, source: str, columns: list[str]) -> tuple[pa.Schema, It
         options = pacsv.ConvertOptions(
             include_columns=columns, column_types={c: pa.string() for c in columns},
             strings_can_be_null=True, quoted_strings_can_be_null=True)
-        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 22),
+        reader = pacsv.open_csv(remote.csv_stream(str(path)) if remote else path,
+                                read_options=pacsv.ReadOptions(block_size=1 << 22),
                                 convert_options=options)
         batches, schema = reader, reader.schema
         first_row = 2  # the header is row 1
@@ -188,10 +197,10 @@ def create_raw_table(con: duckdb.DuckDBPyConnection) -> None:
                 "_name VARCHAR, _row BIGINT, _problem VARCHAR)")
 
 
-def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path,
+def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | str,
                header: list[str], month: date) -> None:
     present = [c for c in COLUMNS if c in header]
-    schema, batches = _batches(path, found.source, present)
+    schema, batches = _batches(path, found.source, present, found.remote)
     typed, problems = {}, []
     for column, kind in COLUMNS.items():
         arrow = schema.field(column).type if column in present else None
@@ -223,26 +232,60 @@ def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path,
         con.unregister("focus_file")
 
 
-def _display_name(found: FocusFiles, path: Path) -> str:
+def _display_name(found: FocusFiles, path: Path | str) -> str:
     """The file as named in `x_SourceLine`: relative to the configured folder, so that line
     ids survive moving the folder."""
+    if isinstance(path, str):  # s3://bucket/prefix/… below the configured s3:// prefix
+        key, root = S3Uri.parse(path).key, S3Uri.parse(str(found.root)).key
+        return key[len(root):].lstrip("/") if root and key.startswith(root + "/") else (
+            key.rsplit("/", 1)[-1])
     try:
         return str(path.relative_to(found.root))
     except ValueError:
         return path.name
 
 
+def _find(source: str, path: str, fs) -> FocusFiles:
+    if not is_s3(path):
+        return find_files(source, path)
+    files, sizes = find_s3_files(source, path, fs, SUFFIXES)
+    return FocusFiles(source, path, files, remote=S3Files(source, fs, sizes))
+
+
+def _header(found: FocusFiles, file: Path | str) -> list[str]:
+    if str(file).lower().endswith(".parquet"):
+        if found.remote:
+            return found.remote.parquet(str(file)).schema_arrow.names
+        return pq.ParquetFile(file).schema_arrow.names
+    if found.remote:
+        line = found.remote.csv_header(str(file))
+        return [h.strip() for h in next(csv.reader(io.StringIO(line)), [])]
+    return _csv_header(file, found.source)
+
+
 def register_raw(con: duckdb.DuckDBPyConnection, source: str, path: str, month: date,
-                 log: logging.Logger) -> FocusFiles:
-    """Load the month's rows of every FOCUS cost-and-usage file under `path` into
+                 log: logging.Logger, fs=None) -> FocusFiles:
+    """Load the month's rows of every FOCUS cost-and-usage file under `path` (a local file
+    or folder, or an `s3://` object or prefix read through the pyarrow filesystem `fs`) into
     `focus_raw`; raise a SourceError naming the file, row and column of a bad value."""
-    found = find_files(source, path)
+    found = _find(source, path, fs)
+    try:
+        _register(con, found, path, month, log)
+    finally:
+        if found.remote:
+            found.remote.close()
+    return found
+
+
+def _register(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: str, month: date,
+              log: logging.Logger) -> None:
+    source = found.source
     con.execute("SET TimeZone = 'UTC'")
     create_raw_table(con)
-    single = Path(path).is_file()
+    single = (len(found.files) == 1 and found.files[0] == path) if found.remote else (
+        Path(path).is_file())
     for file in list(found.files):
-        header = (pq.ParquetFile(file).schema_arrow.names
-                  if file.name.lower().endswith(".parquet") else _csv_header(file, source))
+        header = _header(found, file)
         if not all(c in header for c in SIGNATURE) and not single:
             log.info(f"{source}: {file} is not a FOCUS cost-and-usage file: skipped")
             found.files.remove(file)
@@ -257,4 +300,3 @@ def register_raw(con: duckdb.DuckDBPyConnection, source: str, path: str, month: 
     if bad:
         raise SourceError(source, f"{bad[0]} row {bad[1]}", bad[2])
     found.rows = con.execute(f"SELECT count(*) FROM {RAW_TABLE}").fetchone()[0]
-    return found

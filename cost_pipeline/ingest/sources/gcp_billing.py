@@ -59,6 +59,7 @@ RAW_SCHEMA = pa.schema([
     ("service_description", pa.string()), ("region", pa.string()),
     ("usage_unit", pa.string()), ("pricing_unit", pa.string()), ("currency", pa.string()),
     ("labels_json", pa.string()), ("machine_spec", pa.string()), ("cores", pa.string()),
+    ("commitment_discounts", pa.float64()), ("list_amount", pa.float64()),
     ("accelerator_type", pa.string()),
 ])
 
@@ -112,11 +113,14 @@ def parse_table(source_name: str, source: GcpBillingExportSource) -> ExportTable
     return ExportTable(project, match["dataset"], match["table"])
 
 
-def month_sql(table: ExportTable) -> str:
+def month_sql(table: ExportTable, has_cost_at_list: bool = False) -> str:
     """The month's query for `table`, comments dropped (the emulator counts a parameter name
-    in a comment as a use of it)."""
+    in a comment as a use of it). ListCost is the export's `cost_at_list` when the table has
+    it (exports since 2023), else `cost` before credits: the price without sustained or
+    committed use discounts, the closest to on-demand an older export states."""
     text = re.sub(r"(?m)^\s*--.*\n", "", sql_text("gcp_billing_export.bq"))
-    return text.replace("{export_table}", str(table))
+    return (text.replace("{export_table}", str(table))
+            .replace("{list_cost}", "cost_at_list" if has_cost_at_list else "cost"))
 
 
 def make_client(source: GcpBillingExportSource, table: ExportTable):
@@ -151,7 +155,6 @@ def read_month(source_name: str, source: GcpBillingExportSource, month: date,
         bigquery.ArrayQueryParameter("usage_discount_types", "STRING",
                                      list(USAGE_DISCOUNT_TYPES)),
     ]
-    sql = month_sql(table)
     retry = bigquery.DEFAULT_RETRY.with_timeout(RETRY_SECONDS).with_delay(
         initial=RETRY_INITIAL_DELAY_SECONDS, maximum=max(RETRY_SECONDS / 4, 1.0))
     # a query job that fails for a transient reason is re-run, within twice the call budget
@@ -161,7 +164,9 @@ def read_month(source_name: str, source: GcpBillingExportSource, month: date,
     try:
         client = make_client(source, table)
         with client:
-            table_rows = client.get_table(str(table), **calls).num_rows
+            export = client.get_table(str(table), **calls)
+            table_rows = export.num_rows
+            sql = month_sql(table, any(f.name == "cost_at_list" for f in export.schema or []))
             dry = client.query(sql, job_config=bigquery.QueryJobConfig(
                 dry_run=True, use_query_cache=False, query_parameters=params), **calls)
             job = client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params),

@@ -51,7 +51,9 @@ class GcpBillingExportSource(_Strict):
 
 class FocusSource(_Strict):
     kind: Literal["focus"]
-    path: str
+    path: str                        # a local file or folder, or s3://bucket/prefix
+    endpoint_url: str | None = None  # optional: an S3-compatible endpoint (as aws_cur2)
+    region: str | None = None
     name: str | None = None
 
 

@@ -135,13 +135,19 @@ def _stage_focus(con, name: str, source: FocusSource, cfg: PipelineConfig, month
                  log: logging.Logger) -> StagedSource:
     start, _end = month_bounds(month)
     path = cfg.resolve(source.path)
-    found = focus.register_raw(con, name, path, month, log)
+    if "://" in path and not s3.is_s3(path):
+        raise SourceError(name, path, "expected a local file or folder or an s3:// URI")
+    fs = s3.filesystem(source.endpoint_url, source.region) if s3.is_s3(path) else None
+    found = focus.register_raw(con, name, path, month, log, fs)
     log.info(f"{name}: {found.rows} FOCUS row(s) of {month:%Y-%m} from {len(found.files)} "
              f"file(s) under {path}")
     params = {"month": month, "month_start": start, "source": name,
               "known_buckets": known_buckets(cfg)}
-    return StagedSource(sql_text("billing_facts_focus"), params, path,
-                        metadata={"files": len(found.files), "rows": found.rows})
+    metadata = {"files": len(found.files), "rows": found.rows}
+    if found.remote:  # what column pruning left on the server
+        metadata |= {"file_bytes": found.remote.file_bytes,
+                     "bytes_read": found.remote.bytes_read}
+    return StagedSource(sql_text("billing_facts_focus"), params, path, metadata=metadata)
 
 
 # billing source kind → reader; each reader registers its views and returns a StagedSource

@@ -1,0 +1,128 @@
+"""FOCUS in from S3 (issue 15.3) on a real S3-compatible server (moto on 127.0.0.1): the same
+facts as the local copy, the whole prefix listed, ranged parquet reads of only the needed
+columns, retried transient errors, one clean line for a bad bucket or an empty prefix."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import logging
+import random
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.ingest.billing import build_billing_facts
+from cost_pipeline.ingest.sources import SourceError
+from tests.ingest.test_focus_source import MAY, MAY_TOTAL, ROWS, write_csv
+from tests.support.s3_server import FlakyProxy, new_bucket, put
+
+LOG = logging.getLogger("test")
+PREFIX = "exports/focus"
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def s3_config(tmp_path, endpoint: str, bucket: str, prefix: str = PREFIX):
+    return parse_config({"billing": [{"kind": "focus", "path": f"s3://{bucket}/{prefix}",
+                                      "endpoint_url": endpoint, "region": "us-east-1",
+                                      "name": "focus"}]}, tmp_path)
+
+
+def facts(con) -> list[tuple]:
+    return con.execute("SELECT * EXCLUDE (month, x_File) FROM billing_facts WHERE month = ? "
+                       "ORDER BY x_SourceLine", [MAY]).fetchall()
+
+
+def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
+    local = tmp_path / "focus"
+    write_csv(local / "2026-05" / "part-1.csv", ROWS[:8])
+    gz = local / "2026-05" / "part-2.csv.gz"
+    write_csv(tmp_path / "staging.csv", ROWS[8:])
+    gz.write_bytes(gzip.compress((tmp_path / "staging.csv").read_bytes()))
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    for file in sorted(local.rglob("*.csv*")):
+        put(endpoint, bucket, f"{PREFIX}/{file.relative_to(local)}", file.read_bytes())
+    put(endpoint, bucket, f"{PREFIX}/_SUCCESS", b"")  # not a data file
+    build_billing_facts(con, parse_config(
+        {"billing": [{"kind": "focus", "path": str(local), "name": "focus"}]}, tmp_path),
+        MAY, LOG)
+    expected = facts(con)
+    summary = build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)
+    assert facts(con) == expected and len(expected) == len(ROWS) - 1
+    assert summary.total_effective_cost == pytest.approx(MAY_TOTAL)
+    assert summary.source_metadata["focus"]["files"] == 2
+    # one object named directly is that file alone
+    build_billing_facts(con, s3_config(tmp_path, endpoint, bucket,
+                                       f"{PREFIX}/2026-05/part-1.csv"), MAY, LOG)
+    assert len(facts(con)) == 8
+
+
+def _wide_parquet(rows: int) -> bytes:
+    rng = random.Random(7)
+    table = pa.table({
+        "BillingPeriodStart": ["2026-05-01T00:00:00Z"] * rows,
+        "ChargePeriodStart": ["2026-05-03T10:00:00Z"] * rows,
+        "ChargePeriodEnd": ["2026-05-03T11:00:00Z"] * rows,
+        "ChargeCategory": ["Usage"] * rows, "ServiceCategory": ["Compute"] * rows,
+        "BilledCost": [1.0] * rows, "EffectiveCost": [1.0] * rows,
+        "BillingCurrency": ["USD"] * rows, "SkuId": [f"sku-{i}" for i in range(rows)],
+    })
+    for i in range(40):  # columns nobody reads: random text, so compression cannot hide them
+        table = table.append_column(f"x_Unread{i}", pa.array(
+            [f"{rng.getrandbits(64):016x}" for _ in range(rows)]))
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="snappy")
+    return buffer.getvalue()
+
+
+def test_only_the_needed_columns_are_fetched(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    body = _wide_parquet(5_000)
+    put(endpoint, bucket, f"{PREFIX}/wide.parquet", body)
+    summary = build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)
+    metadata = summary.source_metadata["focus"]
+    assert metadata["file_bytes"] == len(body) > (1 << 20)
+    assert 0 < metadata["bytes_read"] < 0.25 * len(body)
+    assert con.execute("SELECT count(*), sum(EffectiveCost) FROM billing_facts").fetchone() == (
+        5_000, 5_000.0)
+
+
+def test_transient_errors_are_retried(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, f"{PREFIX}/may.csv", write_csv(tmp_path / "may.csv", ROWS).read_bytes())
+    with FlakyProxy(endpoint, failures=2) as proxy:
+        summary = build_billing_facts(con, s3_config(tmp_path, proxy.endpoint_url, bucket),
+                                      MAY, LOG)
+    assert proxy.failed == 2 and proxy.requests > 2
+    assert summary.total_effective_cost == pytest.approx(MAY_TOTAL)
+
+
+def test_a_bad_bucket_or_an_empty_prefix_is_one_clean_error(tmp_path, s3_server, con):
+    with pytest.raises(SourceError) as caught:
+        build_billing_facts(con, s3_config(tmp_path, s3_server.endpoint_url, "no-such-bucket"),
+                            MAY, LOG)
+    message = str(caught.value)
+    assert message.startswith("focus: s3://no-such-bucket") and "\n" not in message
+    assert "bucket does not exist" in message
+    bucket = new_bucket(s3_server.endpoint_url)
+    with pytest.raises(SourceError, match=r"^focus: s3://.*/exports/focus: no FOCUS files"):
+        build_billing_facts(con, s3_config(tmp_path, s3_server.endpoint_url, bucket), MAY, LOG)
+
+
+def test_a_bad_value_names_the_object_row_and_column(tmp_path, s3_server, con):
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    bad = [dict(ROWS[0]), {**ROWS[1], "EffectiveCost": "12,5"}]
+    put(endpoint, bucket, f"{PREFIX}/may.csv", write_csv(tmp_path / "bad.csv", bad).read_bytes())
+    with pytest.raises(SourceError) as caught:
+        build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)
+    assert str(caught.value) == (f'focus: s3://{bucket}/{PREFIX}/may.csv row 3: '
+                                 'EffectiveCost "12,5" is not a number')

@@ -8,7 +8,9 @@ and points its part of the config at the server:
   2.0 export (`s3://demo-billing/exports/cur/ml-cur`) and the checkpoint inventory.
 - `mlflow_step`: a local `mlflow server` (127.0.0.1, a free port, its own virtual
   environment under `.cache/mlflow-venv`, store in `<out>/mlflow/`) into which `runs.csv` is
-  logged as MLflow runs; `tracker:` reads them back from it by run name.
+  logged as MLflow runs; `tracker:` reads them back from it by run name, with `write_back:
+  true`: each month writes the runs' `cost.*` tags into the server, and the demo prints one
+  run's tags (costly, over several months) as they read back from it.
 
     python -m cost_pipeline.demo.services [--out DIR] [--strict]
 """
@@ -22,8 +24,10 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
+import duckdb
 import yaml
 
+from cost_pipeline.config import load_config
 from cost_pipeline.demo.generate import generate_demo
 from cost_pipeline.demo.local_s3 import (
     LocalS3,
@@ -39,6 +43,7 @@ from cost_pipeline.demo.mlflow_server import (
 )
 from cost_pipeline.demo.quarter import CKPT_PREFIX
 from cost_pipeline.demo.run import materialize_and_print
+from cost_pipeline.ingest.sources.mlflow_runs import RUN_NAME_TAG
 
 BUCKET = "demo-billing"
 EXPORT_PREFIX = "exports/cur/ml-cur"
@@ -86,7 +91,32 @@ def mlflow_step(stack: ExitStack, demo_dir: Path, config: dict) -> None:
     runs = load_runs_into_mlflow(demo_dir / "runs.csv", uri)
     print(f"MLflow server on {uri}: {runs} runs logged from runs.csv", file=sys.stderr)
     config["tracker"] = [{"kind": "mlflow", "tracking_uri": uri,
-                          "tags": dict(MLFLOW_TRACKER_TAGS)}]
+                          "tags": dict(MLFLOW_TRACKER_TAGS), "write_back": True}]
+
+
+def print_cost_tags(config_path: Path) -> None:
+    """The proof of the write-back: the `cost.*` tags of the costliest of the runs with cost
+    in the most months, read back from the MLflow server, beside its cost in the warehouse."""
+    from mlflow import MlflowClient
+
+    cfg = load_config(config_path)
+    tracker = next((t for t in cfg.tracker if getattr(t, "write_back", False)), None)
+    if tracker is None:
+        return
+    with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
+        found = con.execute("SELECT run_id, sum(cost), count(*) FROM run_costs GROUP BY run_id "
+                            "ORDER BY count(*) DESC, sum(cost) DESC, run_id LIMIT 1").fetchall()
+    if not found:
+        return
+    (run_id, cost, months), = found
+    runs = MlflowClient(tracker.tracking_uri).search_runs(
+        [e.experiment_id for e in MlflowClient(tracker.tracking_uri).search_experiments()],
+        filter_string=f"tags.`{RUN_NAME_TAG}` = '{run_id}'", max_results=1)
+    tags = runs[0].data.tags if runs else {}
+    print(f"\nMLflow run {run_id} ({tracker.tracking_uri}), its cost tags as written back "
+          f"(warehouse: {cost:,.2f} over its {months} month(s)):")
+    for name in sorted(t for t in tags if t.startswith("cost.")):
+        print(f"  {name} = {tags[name]}")
 
 
 SERVICE_STEPS: list[ServiceStep] = [s3_step, mlflow_step]
@@ -103,7 +133,10 @@ def run_demo_services(out_dir: Path, strict: bool = False) -> int:
         path = out_dir / "config-services.yaml"
         path.write_text("# the demo quarter read through local servers (make demo-services)\n"
                         + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        return materialize_and_print(path, strict)
+        code = materialize_and_print(path, strict)
+        if code != 1:
+            print_cost_tags(path)
+        return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from cost_pipeline.cli.export import add_export_parser
 from cost_pipeline.config import ConfigError
 from cost_pipeline.estimate import EstimateError
 from cost_pipeline.ingest.sources import SourceError
@@ -192,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "for a period)")
     rep.add_argument("--open", action="store_true", help="open it in the web browser")
     rep.set_defaults(func=cmd_report)
+
+    add_export_parser(sub)  # `export runs`, … (cli/export.py: one parser function per export)
     return parser
 
 

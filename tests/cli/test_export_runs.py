@@ -1,0 +1,80 @@
+"""`cost-pipeline export runs` (SPEC §12): the month's run_costs to CSV and Parquet, read back
+equal to the warehouse's rows; the default path; a month not materialized is one line."""
+
+from __future__ import annotations
+
+import csv
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from cost_pipeline.cli.main import main
+from cost_pipeline.warehouse import ensure_schema
+
+MARCH, APRIL = date(2024, 3, 1), date(2024, 4, 1)
+ROWS = [  # month, run_id, model, purpose_class, search_id, gpu, cpu, storage, network,
+    #       other, cost, accelerator_hours, cpu_hours
+    (MARCH, "r-b", "churn", "search", "s1", 4.0, 0.0, 0.0, 0.08 / 3, 0.01 / 1.5,
+     4.0 + 0.08 / 3 + 0.01 / 1.5, 1.0, 0.0),
+    (MARCH, "r-a", None, "production", None, 16.0, 0.4, 0.1, 0.08 / 1.5, 0.0,
+     16.5 + 0.08 / 1.5, 4.0, 1.0 / 3),
+    (APRIL, "r-a", "churn", "production", None, 8.0, 0.0, 0.0, 0.0, 0.0, 8.0, 4.0, 0.0),
+]
+
+
+@pytest.fixture
+def config(tmp_path) -> Path:
+    warehouse = tmp_path / "data" / "warehouse.duckdb"
+    warehouse.parent.mkdir()
+    with duckdb.connect(str(warehouse)) as con:
+        ensure_schema(con)
+        con.executemany("INSERT INTO run_costs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        ROWS)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"warehouse": {"path": "data/warehouse.duckdb"}}))
+    return path
+
+
+def march_rows() -> list[tuple]:
+    return sorted((r for r in ROWS if r[0] == MARCH), key=lambda r: r[1])
+
+
+def test_csv_round_trip_to_the_default_path(config, capsys):
+    assert main(["export", "runs", "--config", str(config), "--month", "2024-03"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path == config.parent / "data" / "exports" / "run-costs-2024-03.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        records = list(csv.DictReader(handle))
+    assert list(records[0]) == ["month", "run_id", "model", "purpose_class", "search_id",
+                                "gpu_cost", "cpu_cost", "storage_cost", "network_cost",
+                                "other_cost", "cost", "accelerator_hours", "cpu_hours"]
+    back = [(date.fromisoformat(r["month"]), r["run_id"], r["model"] or None,
+             r["purpose_class"], r["search_id"] or None,
+             *(float(r[c]) for c in list(r)[5:])) for r in records]
+    assert back == march_rows()  # every double exactly: the shortest round-trip text
+
+
+def test_parquet_round_trip_to_a_chosen_path(config, tmp_path, capsys):
+    out = tmp_path / "elsewhere" / "runs.parquet"
+    assert main(["export", "runs", "--config", str(config), "--month", "2024-04",
+                 "--format", "parquet", "--out", str(out)]) == 0
+    assert Path(capsys.readouterr().out.strip()) == out.resolve()
+    table = pq.read_table(out)
+    assert table.schema.field("month").type.equals(pa.date32())
+    assert [tuple(r.values()) for r in table.to_pylist()] == [ROWS[2]]
+    assert not list(out.parent.glob(".*partial"))
+
+
+def test_a_month_not_materialized_is_one_line(config, tmp_path, capsys):
+    assert main(["export", "runs", "--config", str(config), "--month", "2024-05"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no run_costs for 2024-05 in ") and err.count("\n") == 1
+    missing = tmp_path / "other.yaml"
+    missing.write_text(yaml.safe_dump({"warehouse": {"path": "nowhere.duckdb"}}))
+    assert main(["export", "runs", "--config", str(missing), "--month", "2024-03"]) == 1
+    assert "no warehouse at" in capsys.readouterr().err

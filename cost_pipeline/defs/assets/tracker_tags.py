@@ -15,6 +15,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from cost_pipeline.config import MlflowTracker
+from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings
 from cost_pipeline.ingest.sources import source_names
@@ -30,6 +31,8 @@ COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_skipped_delete
     kinds={"mlflow"},
     owners=["team:ml-platform"],
     deps=["run_costs"],
+    code_version=code_version(("run_cost_tags",), (
+        "cost_pipeline.defs.assets.tracker_tags", "cost_pipeline.ingest.sources.mlflow_tags")),
     description="The runs' cost (summed over every month of the warehouse) as `cost.*` tags "
     "in each MLflow tracker configured with `write_back: true`; unchanged tags are not "
     "rewritten, deleted runs are skipped.",

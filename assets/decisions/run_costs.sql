@@ -7,10 +7,7 @@
 -- `tracker_cost_tags` sums these rows over every month into the MLflow run's `cost.*` tags;
 -- `cost-pipeline export runs` writes them for trackers without write-back.
 WITH tr AS (
-    SELECT run_id, model, search_id
-    FROM tracker_runs
-    WHERE month = $month
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1
+    SELECT run_id, model, search_id FROM month_runs($month)  -- one row per run (macros.sql)
 ),
 per_run AS (
     SELECT

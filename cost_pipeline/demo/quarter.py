@@ -2,8 +2,11 @@
 
 The story (model `churn`, training in us-east-1, dataset `churn-events` in us-west-2): one
 production run of 48 h × 4 GPUs, and 140 search runs of 12 h × 4 GPUs (grids of configs ×
-3 seeds, re-run every time the features changed). Two 4-GPU runs share each p4d.24xlarge
-(8 × A100); the production run shares its instance with an eval run. Every training run is
+3 seeds, re-run every time the features changed: September's first search runs August's
+12 configs again). Searches are approved before they run with an estimate (`APPROVALS`):
+August's was approved for 2 seeds and ran 3; September's re-run was never approved. Two
+4-GPU runs share each p4d.24xlarge (8 × A100); the production run shares its instance with
+an eval run. Every training run is
 preceded by 20 CPU-hours of preprocessing from raw, pulls its dataset across regions and
 writes hourly checkpoints that are never deleted (production keeps its last 3). In August a
 g5.12xlarge notebook nobody tracks burns 1,000 GPU-hours: the month fails reconciliation.
@@ -77,16 +80,27 @@ class Search:
     seeds: tuple[int, ...]       # seeds per config, in config order
     auc: float                   # roughly the best val_auc this search reaches
     statuses: dict[str, str] = field(default_factory=dict)   # run suffix -> status
+    configs_of: str | None = None  # the prefix whose config ids it runs again (a re-run)
 
 
 SEARCHES = (
     Search("s-2026-07", "s2607", "2026-07-06T00:00", (3,) * 12, 0.842, {"c05-s2": "FAILED"}),
     Search("s-2026-08", "s2608", "2026-08-17T00:00", (3,) * 12, 0.851, {"c09-s1": "KILLED"}),
-    Search("s-2026-09a", "s2609a", "2026-09-02T00:00", (3,) * 12, 0.856),
+    # after a feature change, August's grid again: the same 12 config ids, the same 3 seeds
+    Search("s-2026-09a", "s2609a", "2026-09-02T00:00", (3,) * 12, 0.856, configs_of="s2608"),
     Search("s-2026-09b", "s2609b", "2026-09-10T00:00", (3,) * 10 + (2,), 0.858,
            {"c03-s0": "FAILED"}),
 )
 DELETED_RUNS = frozenset({"s2607-c11-s1"})     # deleted in the tracker: compute still billed
+# approvals recorded before a search (`estimate --approve`, priced from the quarter's rates):
+# (search_id, configs, seeds, recorded at, approved by, expected improvement). August was
+# approved for 2 seeds per config and ran 3 (it overruns its estimate); s-2026-09a, the re-run
+# of August's grid, was launched without an approval.
+APPROVALS = (
+    ("s-2026-07", 12, 3, "2026-07-03T15:00", "ml-lead", None),
+    ("s-2026-08", 12, 2, "2026-08-14T15:00", "ml-lead", 0.01),
+    ("s-2026-09b", 11, 3, "2026-09-08T15:00", "ml-lead", 0.003),
+)
 PRODUCTION_RUN, PRODUCTION_START, PRODUCTION_AUC = "prod-2609", "2026-09-21T00:00", 0.861
 EVAL_RUN = "eval-2609"       # evaluates production on the instance's other 4 GPUs
 NOTEBOOKS = (("2026-07-20T09:00", 8), ("2026-08-03T00:00", 250), ("2026-09-15T10:00", 12))
@@ -223,8 +237,9 @@ def _search(plan: Plan, ids: _Ids, s: Search, rng: random.Random) -> None:
             status = s.statuses.get(suffix, "FINISHED")
             metric = s.auc + effects[c - 1] + rng.uniform(-0.001, 0.001) if status == "FINISHED" \
                 else None
+            config_id = f"{s.configs_of or s.prefix}-c{c:02d}"
             run = Run(f"{s.prefix}-{suffix}", "search", t0, t0 + SEARCH_HOURS * HOUR, status,
-                      s.search_id, seed, f"{s.prefix}-c{c:02d}", parent=parent,
+                      s.search_id, seed, config_id, parent=parent,
                       metric=None if metric is None else round(min(metric, s.auc), 4),
                       deleted=f"{s.prefix}-{suffix}" in DELETED_RUNS)
             _train(plan, ids, run, instance, keep_last=None)

@@ -134,14 +134,16 @@ def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
 
 def searches(con: duckdb.DuckDBPyConnection, month: date,
              with_trend: bool) -> list[dict[str, Any]]:
-    """Search cost per unit of improvement; with the saturation flag when search_trend exists."""
+    """Search cost per unit of improvement; with the saturation flag when search_trend exists;
+    the approved estimate (estimate --approve) against the cost to date."""
     trend = ("LEFT JOIN (SELECT search_id, saturating FROM search_trend WHERE month = ?) "
              "AS t USING (search_id)") if with_trend else ""
     saturating = "t.saturating" if with_trend else "CAST(NULL AS BOOLEAN)"
     return _rows(con, f"""
         SELECT s.search_id, s.model, s.runs, s.configs, s.seeds, s.accelerator_hours, s.cost,
                s.metric_name, s.best_metric, s.previous_best, s.improvement,
-               s.cost_per_improvement, {saturating} AS saturating
+               s.cost_per_improvement, {saturating} AS saturating,
+               s.estimated_cost, s.cumulative_cost, s.overrun
         FROM search_costs AS s {trend}
         WHERE s.month = ?
         ORDER BY s.cost DESC, s.search_id""", [month, month] if with_trend else [month])

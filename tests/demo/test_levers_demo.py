@@ -88,9 +88,7 @@ def test_levers_rank_the_months_story(demo_warehouse):
         assert [x for _, _, x in levers[:5]] == sorted((x for _, _, x in levers[:5]),
                                                        reverse=True)
         assert levers[5][1] == "use a cheaper card"
-    # July: caching preprocessing (35 recomputations); August: the untracked notebook;
-    # September: two saturating searches
-    assert by_month["2026-07"][0][:2] == (1, "cache preprocessing")
-    assert by_month["2026-08"][0][:2] == (1, "chase untracked usage")
-    assert by_month["2026-08"][0][2] == pytest.approx(1418.0)
-    assert by_month["2026-09"][0][:2] == (1, "bound the search")
+    # every month: the searches' extra seeds of non-best configs (and in September the re-run
+    # of August's grid) come first; August's untracked notebook ($1,418) second
+    assert [levers[0][1] for levers in by_month.values()] == ["bound the search"] * 3
+    assert by_month["2026-08"][1][1:] == ("chase untracked usage", pytest.approx(1418.0))

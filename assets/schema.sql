@@ -337,6 +337,38 @@ CREATE TABLE IF NOT EXISTS run_costs (
     cpu_hours         DOUBLE NOT NULL             -- hours of its cpu rows
 );
 
+CREATE TABLE IF NOT EXISTS retrain_cadence (
+    month               DATE NOT NULL,
+    model               VARCHAR NOT NULL,
+    retrains            BIGINT NOT NULL,     -- production runs started in the month
+    by_trigger          STRUCT(schedule BIGINT, drift BIGINT, manual BIGINT, unknown BIGINT),
+    schedule_retrains   BIGINT NOT NULL,
+    drift_retrains      BIGINT NOT NULL,
+    manual_retrains     BIGINT NOT NULL,
+    unknown_retrains    BIGINT NOT NULL,
+    median_days_between DOUBLE,              -- NULL with fewer than 2 starts in 6 months
+    cost                DOUBLE NOT NULL,     -- the model's production cost this month
+    search_cost         DOUBLE NOT NULL,
+    mean_metric_change  DOUBLE,
+    flat_retrains       BIGINT NOT NULL,
+    flat_retrain_cost   DOUBLE NOT NULL      -- the lever "retrain on measured decay"
+);
+
+CREATE TABLE IF NOT EXISTS preemption (
+    month                         DATE NOT NULL,
+    chain_id                      VARCHAR NOT NULL,  -- the chain's first run
+    model                         VARCHAR,
+    runs                          BIGINT NOT NULL,
+    restarts                      BIGINT NOT NULL,
+    restarts_from_scratch         BIGINT NOT NULL,
+    cost                          DOUBLE NOT NULL,
+    lost_cost                     DOUBLE NOT NULL,   -- the lever "checkpoint before going preemptible"
+    on_demand_cost                DOUBLE,            -- NULL: a compute line without ListCost
+    last_run_id                   VARCHAR,
+    last_run_on_demand_cost       DOUBLE,
+    spot_cost_more_than_on_demand BOOLEAN
+);
+
 CREATE TABLE IF NOT EXISTS cost_levers (
     month                 DATE NOT NULL,
     rank                  INTEGER NOT NULL,

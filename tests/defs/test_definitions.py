@@ -10,7 +10,8 @@ ASSETS = {"billing_facts", "tracker_runs", "checkpoint_inventory", "attribution"
           "reconciliation", "untracked_usage", "cost_per_model_monthly", "search_costs",
           "retention_violations", "storage_by_run_status", "search_trend",
           "preprocessing_waste", "egress", "gpu_utilization", "showback", "cost_levers",
-          "monthly_report", "search_shape", "run_costs", "tracker_cost_tags"}
+          "monthly_report", "search_shape", "run_costs", "tracker_cost_tags", "retrain_cadence",
+          "preemption"}
 
 
 def test_definitions_load_and_list_everything(tmp_path):

@@ -10,6 +10,7 @@ from cost_pipeline.defs.checks import (
     searches_within_estimate,
 )
 from cost_pipeline.defs.code_versions import code_version
+from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
 from cost_pipeline.warehouse import month_params, replace_month, sql_text
@@ -59,9 +60,19 @@ DERIVED = {
         ["attribution", "tracker_runs"], "ml-platform",
         "Per run with cost in the month: cost by component, accelerator-hours and CPU-hours "
         "(what the tracker write-back and `cost-pipeline export runs` carry)."),
+    "retrain_cadence": (
+        ["attribution", "tracker_runs"], "ml-platform",
+        "Per model with production runs started in the month: retrains, their triggers, the "
+        "median days between them, cost, metric change per retrain, and the flat calendar "
+        "retrains' cost (the lever \"retrain on measured decay\")."),
+    "preemption": (
+        ["attribution", "billing_facts", "tracker_runs"], "ml-platform",
+        "Chains of runs restarted via restart_of with spot compute in the month: restarts, "
+        "restarts from scratch, the cost they repeated, and the chain against its last run "
+        "on demand (the lever \"checkpoint before going preemptible\")."),
     "cost_levers": (
         ["search_trend", "search_shape", "preprocessing_waste", "retention_violations", "egress",
-         "gpu_utilization", "attribution"], "finops",
+         "gpu_utilization", "retrain_cadence", "preemption", "attribution"], "finops",
         "The mission's levers ranked by the dollars they touch this month, with the figure "
         "behind each and what it costs to pull."),
 }
@@ -135,7 +146,8 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
             rows = replace_month(con, table, month, sql_text(table), month_params(cfg, month))
             headline = _headline(con, table, month)
             results = [check[1](con, cfg, month)] if check else []
-        return dg.MaterializeResult(metadata={"rows": rows, **headline}, check_results=results)
+        return dg.MaterializeResult(metadata=rounded({"rows": rows, **headline}),
+                                    check_results=results)
 
     return _asset
 

@@ -1,0 +1,129 @@
+-- Preemption: chains of runs restarted after an interruption, with spot compute this month,
+-- what restarting from scratch repeated, and the chain against what its last run alone would
+-- have cost on demand (SPEC §12) — the lever "checkpoint before going preemptible" is
+-- Σ lost_cost.
+--
+-- Definitions (the month's tracker snapshot, one row per run; costs are this month's
+-- attribution):
+--   chain           a run and every run that restarts it through `restart_of`, transitively;
+--                   `chain_id` = its first run: the run reached by following restart_of up
+--                   while it names a known run (a restart_of naming an unknown run, or the
+--                   run itself, ends the walk there)
+--   listed          chains with spot compute this month: a compute row (attribution rule
+--                   `compute`) of one of its runs on a billing line priced `spot`
+--   runs            the chain's runs in the snapshot (any month)
+--   restarts        its runs with a restart_of; restarts_from_scratch: those with an empty
+--                   resumed_from
+--   cost            Σ the chain's runs' attributed cost this month, every component
+--   lost_cost       Σ this month's cost of every run a from-scratch restart repeated (the run
+--                   its restart_of names), each run once
+--   on_demand_cost  Σ over the chain's compute rows of the row's share × the line's ListCost
+--                   (share is the row's final share of the line, so a line whose
+--                   EffectiveCost is 0 still prices); NULL when one of those lines has no
+--                   ListCost (the source does not state the public price)
+--   last_run_on_demand_cost  the same for the chain's last run (latest start) alone
+--   spot_cost_more_than_on_demand  cost > last_run_on_demand_cost
+WITH RECURSIVE runs AS (
+    SELECT run_id, model, start_time, resumed_from,
+           CASE WHEN restart_of <> run_id THEN restart_of END AS restart_of
+    FROM month_runs($month)
+),
+walk AS (
+    -- every run's ancestors through restart_of (the depth bound stops a cycle)
+    SELECT run_id, run_id AS ancestor, 0 AS depth FROM runs
+    UNION ALL
+    SELECT w.run_id, r.restart_of, w.depth + 1
+    FROM walk AS w
+    JOIN runs AS r ON r.run_id = w.ancestor
+    WHERE r.restart_of IN (SELECT run_id FROM runs) AND w.depth < 1000
+),
+chain_runs AS (
+    SELECT run_id, arg_max(ancestor, depth) AS chain_id
+    FROM walk
+    GROUP BY run_id
+),
+members AS (
+    SELECT c.chain_id, r.*
+    FROM chain_runs AS c
+    JOIN runs AS r USING (run_id)
+),
+run_spend AS (
+    SELECT run_id, sum(cost) AS cost
+    FROM attribution
+    WHERE month = $month AND run_id IS NOT NULL
+    GROUP BY run_id
+),
+compute_rows AS (
+    SELECT m.chain_id, a.run_id, a.x_SourceLine, a.share
+    FROM attribution AS a
+    JOIN members AS m ON m.run_id = a.run_id
+    WHERE a.month = $month AND a.rule = 'compute'
+),
+lines AS (
+    SELECT x_SourceLine, ListCost, x_PricingCategory
+    FROM billing_facts
+    WHERE month = $month AND x_SourceLine IN (SELECT x_SourceLine FROM compute_rows)
+    QUALIFY row_number() OVER (PARTITION BY x_SourceLine ORDER BY x_File, x_Row) = 1
+),
+priced AS (
+    SELECT c.chain_id, c.run_id, c.share * l.ListCost AS on_demand, l.ListCost IS NULL AS unpriced,
+           l.x_PricingCategory = 'spot' AS spot
+    FROM compute_rows AS c
+    JOIN lines AS l USING (x_SourceLine)
+),
+last_runs AS (
+    SELECT chain_id, arg_max(run_id, (start_time, run_id)) AS last_run_id
+    FROM members
+    GROUP BY chain_id
+),
+repeated AS (
+    -- the runs a from-scratch restart repeated
+    SELECT DISTINCT restart_of AS run_id
+    FROM runs
+    WHERE restart_of IS NOT NULL AND resumed_from IS NULL
+),
+per_chain AS (
+    SELECT
+        m.chain_id,
+        coalesce(max(m.model) FILTER (WHERE m.run_id = m.chain_id), min(m.model)) AS model,
+        count(*)                                                                AS runs,
+        count(*) FILTER (WHERE m.restart_of IS NOT NULL)                        AS restarts,
+        count(*) FILTER (WHERE m.restart_of IS NOT NULL AND m.resumed_from IS NULL)
+                                                                                AS restarts_from_scratch,
+        coalesce(sum(s.cost), 0)                                                AS cost,
+        coalesce(sum(s.cost) FILTER (WHERE m.run_id IN (SELECT run_id FROM repeated)), 0)
+                                                                                AS lost_cost
+    FROM members AS m
+    LEFT JOIN run_spend AS s ON s.run_id = m.run_id
+    GROUP BY m.chain_id
+),
+on_demand AS (
+    SELECT
+        p.chain_id,
+        bool_or(p.spot)                                                         AS spot,
+        CASE WHEN NOT bool_or(p.unpriced) THEN sum(p.on_demand) END             AS on_demand_cost,
+        CASE WHEN NOT coalesce(bool_or(p.unpriced) FILTER (WHERE p.run_id = l.last_run_id), false)
+             THEN coalesce(sum(p.on_demand) FILTER (WHERE p.run_id = l.last_run_id), 0) END
+                                                                                AS last_run_on_demand_cost
+    FROM priced AS p
+    JOIN last_runs AS l USING (chain_id)
+    GROUP BY p.chain_id
+)
+SELECT
+    CAST($month AS DATE) AS month,
+    c.chain_id,
+    c.model,
+    c.runs,
+    c.restarts,
+    c.restarts_from_scratch,
+    c.cost,
+    c.lost_cost,
+    o.on_demand_cost,
+    l.last_run_id,
+    o.last_run_on_demand_cost,
+    c.cost > o.last_run_on_demand_cost AS spot_cost_more_than_on_demand
+FROM per_chain AS c
+JOIN on_demand AS o USING (chain_id)
+JOIN last_runs AS l USING (chain_id)
+WHERE o.spot
+ORDER BY c.chain_id

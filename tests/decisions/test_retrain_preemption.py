@@ -1,0 +1,259 @@
+"""`retrain_cadence` and `preemption` (SPEC §12) on small hand-made months; every expected
+figure is worked out by hand next to it. Preemption runs the real attribution over billing
+lines, so shares and the ListCost join are the production ones."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from cost_pipeline.attribution import build_attribution
+from cost_pipeline.config import parse_config
+from cost_pipeline.warehouse import ensure_schema, month_params, replace_month, sql_text
+from tests.support.warehouse_rows import insert_lines, insert_runs
+
+FEB, MARCH = date(2024, 2, 1), date(2024, 3, 1)
+d = datetime
+TOL = 1e-9
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect(":memory:")
+    ensure_schema(c)
+    c.execute("CREATE TEMP TABLE config_datasets (name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    yield c
+    c.close()
+
+
+def build(con, table: str, month: date = MARCH, **policy) -> list[dict]:
+    cfg = parse_config({"policy": policy}, Path("."))
+    replace_month(con, table, month, sql_text(table), month_params(cfg, month))
+    cur = con.execute(f"SELECT * FROM {table} WHERE month = ? ORDER BY ALL", [month])
+    names = [c[0] for c in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def attr(con, run_id, purpose_class, cost, month=MARCH):
+    con.execute(
+        """INSERT INTO attribution BY NAME
+           SELECT ? AS month, ? AS x_SourceLine, ? AS run_id, ? AS purpose_class,
+                  'gpu' AS component, ? AS cost, 1.0 AS share, 'compute' AS rule""",
+        [month, f"line-{run_id}", run_id, purpose_class, cost])
+
+
+# ---------------------------------------------------------------------------- retrain_cadence
+
+def prod(run_id, model, start, metric, trigger=None):
+    return {"run_id": run_id, "model": model, "purpose": "production", "status": "FINISHED",
+            "start_time": start, "end_time": start.replace(hour=6), "metric_name": "auc",
+            "metric_value": metric, "trigger": trigger}
+
+
+RETRAIN_RUNS = [
+    # churn: retrained monthly on a schedule, the metric flat; one manual retrain that helped
+    prod("c1", "churn", d(2024, 1, 5), 0.900, "schedule"),
+    prod("c2", "churn", d(2024, 2, 5), 0.901, "schedule"),     # +0.001: flat
+    prod("c3", "churn", d(2024, 3, 5), 0.9005, "schedule"),    # −0.0005: flat
+    prod("c4", "churn", d(2024, 3, 20), 0.905, "manual"),      # +0.0045: moved
+    # fraud: retrained on drift (a small change, but drift said retrain: never flat)
+    prod("f1", "fraud", d(2023, 12, 1), 0.800),
+    prod("f2", "fraud", d(2024, 3, 10), 0.801, "drift"),
+    # credit: a model with one retrain (nothing before it: no change, no cadence)
+    prod("k1", "credit", d(2024, 3, 15), 0.700),
+    {"run_id": "s1", "model": "churn", "purpose": "search", "search_id": "S1",
+     "status": "FINISHED", "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 2)},
+]
+
+
+def retrain_months(con):
+    for month in (FEB, MARCH):                  # each month's tracker snapshot: every run
+        insert_runs(con, month, RETRAIN_RUNS)
+    attr(con, "c2", "production", 80.0, FEB)
+    for run_id, cls, cost in (("c2", "production", 10.0), ("c3", "production", 100.0),
+                              ("c4", "production", 120.0), ("f2", "production", 50.0),
+                              ("k1", "production", 30.0), ("s1", "search", 40.0)):
+        attr(con, run_id, cls, cost)
+
+
+def test_retrain_cadence_per_model(con):
+    retrain_months(con)
+    rows = {r["model"]: r for r in build(con, "retrain_cadence")}
+    assert sorted(rows) == ["churn", "credit", "fraud"]
+    churn = rows["churn"]
+    assert churn["retrains"] == 2                                   # c3, c4
+    assert churn["by_trigger"] == {"schedule": 1, "drift": 0, "manual": 1, "unknown": 0}
+    assert (churn["schedule_retrains"], churn["manual_retrains"]) == (1, 1)
+    # starts 01-05, 02-05, 03-05, 03-20: gaps 31, 29 (2024 is a leap year), 15 → median 29
+    assert churn["median_days_between"] == pytest.approx(29.0, abs=TOL)
+    assert churn["cost"] == pytest.approx(230.0, abs=TOL)          # c2 10 + c3 100 + c4 120
+    assert churn["search_cost"] == pytest.approx(40.0, abs=TOL)
+    # (−0.0005 + 0.0045) / 2
+    assert churn["mean_metric_change"] == pytest.approx(0.002, abs=TOL)
+    assert (churn["flat_retrains"], churn["flat_retrain_cost"]) == (1, pytest.approx(100.0))
+
+    fraud = rows["fraud"]
+    assert (fraud["retrains"], fraud["drift_retrains"]) == (1, 1)
+    # 2023-12-01 → 2024-03-10: 31 + 31 + 29 + 9 days, within the 6 months ending in March
+    assert fraud["median_days_between"] == pytest.approx(100.0, abs=TOL)
+    assert fraud["mean_metric_change"] == pytest.approx(0.001, abs=TOL)
+    assert (fraud["flat_retrains"], fraud["flat_retrain_cost"]) == (0, 0.0)
+    assert (fraud["cost"], fraud["search_cost"]) == (pytest.approx(50.0), 0.0)
+
+    credit = rows["credit"]
+    assert credit["retrains"] == 1 and credit["unknown_retrains"] == 1
+    assert credit["median_days_between"] is None and credit["mean_metric_change"] is None
+    assert (credit["flat_retrains"], credit["flat_retrain_cost"], credit["cost"]) == (
+        0, 0.0, pytest.approx(30.0))
+
+
+def test_retrains_spanning_months(con):
+    retrain_months(con)
+    feb = build(con, "retrain_cadence", FEB)
+    assert [r["model"] for r in feb] == ["churn"]                 # fraud, credit: none in Feb
+    churn = feb[0]
+    assert (churn["retrains"], churn["schedule_retrains"]) == (1, 1)
+    assert churn["median_days_between"] == pytest.approx(31.0, abs=TOL)   # 01-05 → 02-05
+    assert churn["mean_metric_change"] == pytest.approx(0.001, abs=TOL)
+    assert (churn["flat_retrains"], churn["flat_retrain_cost"]) == (1, pytest.approx(80.0))
+    assert churn["cost"] == pytest.approx(80.0)
+    # March is unchanged by February's rows
+    march = {r["model"]: r for r in build(con, "retrain_cadence")}
+    assert march["churn"]["flat_retrain_cost"] == pytest.approx(100.0)
+
+
+def test_the_flat_threshold_is_the_policy(con):
+    retrain_months(con)
+    rows = {r["model"]: r for r in build(con, "retrain_cadence",
+                                         retrain={"min_metric_change": 0.005})}
+    # c4's +0.0045 is flat too under a 0.005 threshold; fraud's drift retrain still is not
+    assert (rows["churn"]["flat_retrains"], rows["churn"]["flat_retrain_cost"]) == (
+        2, pytest.approx(220.0))
+    assert rows["fraud"]["flat_retrains"] == 0
+
+
+# --------------------------------------------------------------------------------- preemption
+
+def instance_line(name, start_h, end_h, cost, list_cost, pricing="spot", component="gpu",
+                  resource=None, day=2):
+    usage = component in ("gpu", "cpu")
+    return {"x_SourceLine": name, "ResourceId": resource or name, "ChargeCategory": "Usage",
+            "ChargePeriodStart": d(2024, 3, day, start_h),
+            "ChargePeriodEnd": d(2024, 3, day, end_h),
+            "EffectiveCost": cost, "ListCost": list_cost, "x_PricingCategory": pricing,
+            "x_CostComponent": component, "x_AcceleratorCount": 1 if component == "gpu" else 0,
+            "x_UsageHours": float(end_h - start_h) if usage else None,
+            "x_InstanceUsage": usage, "x_ResourceKind": "instance" if usage else "volume"}
+
+
+def run(run_id, start_h, end_h, resources, restart_of=None, resumed_from=None,
+        status="KILLED", model="churn", day=2):
+    return {"run_id": run_id, "model": model, "purpose": "search", "search_id": "S1",
+            "status": status, "start_time": d(2024, 3, day, start_h),
+            "end_time": d(2024, 3, day, end_h), "resource_ids": resources,
+            "restart_of": restart_of, "resumed_from": resumed_from}
+
+
+LINES = [
+    # chain a → b (from scratch) → c (resumed from b's checkpoint): spot at $1/h, list $3/h
+    instance_line("i-a", 0, 4, 4.0, 12.0),
+    instance_line("i-b", 5, 9, 4.0, 12.0),
+    instance_line("i-c", 10, 16, 6.0, 18.0),
+    instance_line("vol-c", 10, 16, 0.6, 0.6, pricing="on_demand", component="storage"),
+    # chain x → y (from scratch); y ran 3 of the line's 6 hours: share 0.5
+    instance_line("i-x", 0, 6, 6.0, 9.0),
+    instance_line("i-y", 6, 12, 6.0, 9.0),
+    # chain p → q (resumed)
+    instance_line("i-p", 0, 2, 2.0, 6.0, day=3),
+    instance_line("i-q", 3, 5, 2.0, 6.0, day=3),
+    # on demand: n1 → n2 restarted from scratch, but no spot: not listed
+    instance_line("i-n1", 0, 2, 6.0, 6.0, pricing="on_demand", day=4),
+    instance_line("i-n2", 2, 4, 6.0, 6.0, pricing="on_demand", day=4),
+    # a spot run that was never interrupted: a chain of one
+    instance_line("i-solo", 0, 1, 1.0, 3.0, day=5),
+]
+RUNS = [
+    run("a", 0, 4, ["i-a"]),
+    run("b", 5, 9, ["i-b"], restart_of="a"),
+    run("c", 10, 16, ["i-c", "vol-c"], restart_of="b", resumed_from="s3://ckpt/b/step-300",
+        status="FINISHED"),
+    run("x", 0, 6, ["i-x"], model="fraud"),
+    run("y", 6, 9, ["i-y"], restart_of="x", status="FINISHED", model="fraud"),
+    run("p", 0, 2, ["i-p"], day=3),
+    run("q", 3, 5, ["i-q"], restart_of="p", resumed_from="p/ckpt-1", status="FINISHED", day=3),
+    run("n1", 0, 2, ["i-n1"], day=4),
+    run("n2", 2, 4, ["i-n2"], restart_of="n1", status="FINISHED", day=4),
+    run("solo", 0, 1, ["i-solo"], status="FINISHED", day=5),
+]
+
+
+def preemption_month(con, lines=LINES, runs=RUNS) -> list[dict]:
+    insert_lines(con, MARCH, lines)
+    insert_runs(con, MARCH, runs)
+    cfg = parse_config({}, Path("."))
+    build_attribution(con, MARCH, month_params(cfg, MARCH), [])
+    return build(con, "preemption")
+
+
+def test_chains_their_restarts_and_what_from_scratch_repeated(con):
+    rows = {r["chain_id"]: r for r in preemption_month(con)}
+    assert sorted(rows) == ["a", "p", "solo", "x"]                 # n1's chain has no spot
+    a = rows["a"]
+    assert (a["model"], a["runs"], a["restarts"], a["restarts_from_scratch"]) == (
+        "churn", 3, 2, 1)
+    assert a["cost"] == pytest.approx(14.6, abs=TOL)                # 4 + 4 + 6 + 0.6
+    assert a["lost_cost"] == pytest.approx(4.0, abs=TOL)           # b repeated a; c resumed
+    assert a["on_demand_cost"] == pytest.approx(42.6, abs=TOL)     # 12 + 12 + 18 + 0.6
+    assert a["last_run_id"] == "c"
+    assert a["last_run_on_demand_cost"] == pytest.approx(18.6, abs=TOL)
+    assert a["spot_cost_more_than_on_demand"] is False             # 14.6 < 18.6
+
+    x = rows["x"]
+    assert (x["model"], x["runs"], x["restarts"], x["restarts_from_scratch"]) == (
+        "fraud", 2, 1, 1)
+    # y ran 3 h of i-y's 6: cost 6 × 0.5 = 3, on demand 9 × 0.5 = 4.5
+    assert x["cost"] == pytest.approx(9.0, abs=TOL)
+    assert x["lost_cost"] == pytest.approx(6.0, abs=TOL)
+    assert x["on_demand_cost"] == pytest.approx(13.5, abs=TOL)
+    assert x["last_run_on_demand_cost"] == pytest.approx(4.5, abs=TOL)
+    assert x["spot_cost_more_than_on_demand"] is True              # 9 > 4.5
+
+    p = rows["p"]                                                   # a restart that resumed
+    assert (p["runs"], p["restarts"], p["restarts_from_scratch"]) == (2, 1, 0)
+    assert (p["cost"], p["lost_cost"]) == (pytest.approx(4.0), 0.0)
+    assert p["on_demand_cost"] == pytest.approx(12.0)
+    assert p["last_run_on_demand_cost"] == pytest.approx(6.0)
+    assert p["spot_cost_more_than_on_demand"] is False
+
+    solo = rows["solo"]
+    assert (solo["runs"], solo["restarts"], solo["lost_cost"], solo["cost"]) == (
+        1, 0, 0.0, pytest.approx(1.0))
+    # the lever: Σ lost_cost
+    assert sum(r["lost_cost"] for r in rows.values()) == pytest.approx(10.0, abs=TOL)
+
+
+def test_a_line_without_list_cost_leaves_on_demand_unknown(con):
+    lines = [{**ln, "ListCost": None} if ln["x_SourceLine"] == "i-a" else ln for ln in LINES]
+    rows = {r["chain_id"]: r for r in preemption_month(con, lines=lines)}
+    assert rows["a"]["on_demand_cost"] is None
+    # the last run's own lines are priced: its figure and the comparison stand
+    assert rows["a"]["last_run_on_demand_cost"] == pytest.approx(18.6)
+    assert rows["a"]["spot_cost_more_than_on_demand"] is False
+
+
+def test_restart_of_an_unknown_run_or_itself_and_a_cycle(con):
+    lines = [instance_line("i-u", 0, 2, 2.0, 6.0), instance_line("i-v", 3, 5, 2.0, 6.0),
+             instance_line("i-s", 6, 8, 2.0, 6.0)]
+    runs = [run("u", 0, 2, ["i-u"], restart_of="gone"),            # its first run is unknown
+            run("v", 3, 5, ["i-v"], restart_of="u"),
+            run("s", 6, 8, ["i-s"], restart_of="s")]               # names itself: no restart
+    rows = {r["chain_id"]: r for r in preemption_month(con, lines=lines, runs=runs)}
+    assert sorted(rows) == ["s", "u"]
+    # u restarted "gone" from scratch (a restart), v restarted u from scratch: u was repeated
+    assert (rows["u"]["runs"], rows["u"]["restarts"], rows["u"]["restarts_from_scratch"]) == (
+        2, 2, 2)
+    assert rows["u"]["lost_cost"] == pytest.approx(2.0)
+    assert (rows["s"]["runs"], rows["s"]["restarts"], rows["s"]["lost_cost"]) == (1, 0, 0.0)

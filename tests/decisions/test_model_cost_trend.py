@@ -1,0 +1,99 @@
+"""The WARN check `model_cost_trend` (SPEC §12) on hand-made months of
+cost_per_model_monthly: a model fails when its month costs more than policy.trend.max_growth ×
+the median of its previous 3 months' costs, and is judged only with at least 2 of them."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.defs.checks import model_cost_trend
+from cost_pipeline.warehouse import ensure_schema
+
+JAN, FEB, MAR, APR, MAY = (date(2026, m, 1) for m in range(1, 6))
+
+
+@pytest.fixture
+def con():
+    with duckdb.connect(":memory:") as con:
+        ensure_schema(con)
+        yield con
+
+
+def costs(con, month: date, **by_model: float | list[float]) -> None:
+    """The month's cost_per_model_monthly rows; a list is several purpose-class rows."""
+    for model, cost in by_model.items():
+        parts = cost if isinstance(cost, list) else [cost]
+        for purpose, part in zip(["search", "production", "preprocessing"], parts,
+                                 strict=False):
+            con.execute("INSERT INTO cost_per_model_monthly VALUES (?, ?, ?, 'gpu', ?, 0, 1)",
+                        [month, None if model == "untracked" else model, purpose, part])
+
+
+def test_passes_within_growth_and_fails_above_it(con):
+    costs(con, JAN, churn=100.0, fraud=1000.0)
+    costs(con, FEB, churn=200.0, fraud=1000.0)
+    costs(con, MAR, churn=[200.0, 25.0], fraud=1400.0)  # churn 225 = 1.5 × median(100, 200)
+    check = model_cost_trend(con, MAR, 1.5)
+    assert check.passed and check.severity.value == "WARN"
+    assert check.metadata["models_judged"].value == 2
+    assert check.metadata["models_exceeding"].value == 0
+
+    costs(con, APR, churn=[300.0, 60.0], fraud=1000.0)  # churn 360 > 1.5 × median(100, 200, 225)
+    check = model_cost_trend(con, APR, 1.5)
+    assert not check.passed
+    assert check.metadata["models"].value == "churn"
+    (failing,) = check.metadata["exceeding"].value
+    assert failing == {"model": "churn", "cost": 360.0, "previous_median": 200.0,
+                       "previous_months": ["2026-01", "2026-02", "2026-03"], "judged": True,
+                       "growth": 1.8}
+
+
+def test_median_of_two_is_their_mean_and_the_window_is_three_months(con):
+    costs(con, JAN, churn=10_000.0)  # four months back from MAY: outside the window
+    costs(con, MAR, churn=100.0)
+    costs(con, APR, churn=300.0)
+    costs(con, MAY, churn=301.0)  # 301 > 1.5 × 200 (the mean of 100 and 300)
+    check = model_cost_trend(con, MAY, 1.5)
+    (failing,) = check.metadata["exceeding"].value
+    assert failing["previous_median"] == 200.0
+    assert failing["previous_months"] == ["2026-03", "2026-04"]
+    assert model_cost_trend(con, MAY, 1.51).passed  # the growth comes from the policy
+
+
+def test_a_model_needs_two_previous_months(con):
+    costs(con, FEB, churn=100.0)
+    costs(con, MAR, churn=1000.0, fraud=5000.0)  # churn: one previous month; fraud: none
+    check = model_cost_trend(con, MAR, 1.5)
+    assert check.passed
+    assert check.metadata["models_judged"].value == 0
+    assert check.metadata["models_not_judged"].value == 2
+
+
+def test_untracked_cost_has_no_model_and_is_not_judged(con):
+    for month in (JAN, FEB):
+        costs(con, month, untracked=10.0, churn=100.0)
+    costs(con, MAR, untracked=10_000.0, churn=100.0)
+    check = model_cost_trend(con, MAR, 1.5)
+    assert check.passed and check.metadata["models_judged"].value == 1
+
+
+def test_max_growth_is_a_policy_setting_with_default():
+    assert parse_config({}, base_dir=".").policy.trend.max_growth == 1.5
+    cfg = parse_config({"policy": {"trend": {"max_growth": 2.0}}}, base_dir=".")
+    assert cfg.policy.trend.max_growth == 2.0
+    with pytest.raises(ValueError, match="max_growth"):
+        parse_config({"policy": {"trend": {"max_growth": 0}}}, base_dir=".")
+
+
+def test_the_demo_quarter_flags_september(demo_quarter):
+    """September's churn spend (two more searches) is twice its July–August median."""
+    _, results = demo_quarter
+    checks = {m: {c.name: c for c in r.checks}["model_cost_trend"] for m, r in results.items()}
+    assert checks[date(2026, 8, 1)].passed  # one previous month: not judged yet
+    september = checks[date(2026, 9, 1)]
+    assert not september.passed and september.severity == "WARN"
+    assert september.metadata["models"] == "churn"

@@ -1,0 +1,213 @@
+"""The period report (SPEC §12): its figures equal the warehouse to the cent (the period and
+each month's SUM(EffectiveCost), the moves, models, storage, untracked shares, levers summed),
+months the warehouse lacks are refused in one line, the monthly report's 6-month strip, and
+the page renders in a real headless Chromium."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import date, datetime
+from decimal import Decimal
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import load_config
+from cost_pipeline.report import ReportError, write_report
+from cost_pipeline.report.period import period_report_path, write_period_report
+from tests.report.test_report import Elements, _chromium, sql_cents
+from tests.support.warehouse_rows import insert_lines
+
+FIRST, LAST = date(2026, 7, 1), date(2026, 9, 1)
+MONTHS = [date(2026, 7, 1), date(2026, 8, 1), date(2026, 9, 1)]
+CENT = Decimal("0.01")
+
+
+@pytest.fixture
+def warehouse(demo_quarter) -> str:
+    return load_config(demo_quarter[0]).warehouse_path
+
+
+@pytest.fixture
+def quarter(warehouse, tmp_path):
+    path, data = write_period_report(warehouse, FIRST, LAST, out=tmp_path / "quarter.html")
+    return path, Elements(path.read_text(encoding="utf-8")), data
+
+
+def month_total(con, month: date) -> Decimal:
+    return sql_cents(con, "SELECT sum(EffectiveCost) FROM billing_facts WHERE month = ?", [month])
+
+
+def test_period_and_month_totals_exact_to_the_cent(quarter, demo_warehouse):
+    _, page, _ = quarter
+    con = demo_warehouse
+    assert Decimal(page.one("data-period-total")) == sql_cents(
+        con, "SELECT sum(EffectiveCost) FROM billing_facts WHERE month BETWEEN ? AND ?",
+        [FIRST, LAST])
+    shown = {a["data-month-total"]: Decimal(a["data-cost"])
+             for a in page.having("data-month-total")}
+    assert shown == {f"{m:%Y-%m}": month_total(con, m) for m in MONTHS}
+    assert Decimal(page.one("data-period-billed")) == sql_cents(
+        con, "SELECT sum(BilledCost) FROM billing_facts WHERE month BETWEEN ? AND ?",
+        [FIRST, LAST])
+    # the bill as lines over the period adds up to the same total (conservation)
+    lines = [Decimal(a["data-cost"]) for a in page.having("data-line")]
+    assert abs(sum(lines) - Decimal(page.one("data-period-total"))) <= len(lines) * CENT
+    assert {a["data-line"] for a in page.having("data-line")} >= {
+        "hyperparameter search", "production training", "preprocessing", "untracked",
+        "checkpoint & artifact storage", "cross-region dataset pulls"}
+
+
+def test_what_moved_is_the_three_largest_cell_changes(quarter, demo_warehouse):
+    _, page, _ = quarter
+    cells = demo_warehouse.execute(
+        "SELECT purpose_class, component, "
+        "coalesce(sum(cost) FILTER (WHERE month = ?), 0) - "
+        "coalesce(sum(cost) FILTER (WHERE month = ?), 0) AS change FROM attribution "
+        "GROUP BY ALL ORDER BY abs(change) DESC, purpose_class, component LIMIT 3",
+        [LAST, FIRST]).fetchall()
+    moves = page.having("data-move")
+    assert [a["data-move"] for a in moves] == [f"{p}/{k}" for p, k, _ in cells]
+    for shown, (*_, change) in zip(moves, cells, strict=True):
+        assert Decimal(shown["data-change"]) == Decimal(str(round(change, 2))).quantize(CENT)
+    assert Decimal(page.having("data-change")[0]["data-change"]) == (
+        month_total(demo_warehouse, LAST) - month_total(demo_warehouse, FIRST))
+
+
+def test_sections_equal_their_tables(quarter, demo_warehouse):
+    _, page, data = quarter
+    con = demo_warehouse
+    for cell in page.having("data-model"):
+        assert Decimal(cell["data-cost"]) == sql_cents(
+            con, "SELECT coalesce(sum(cost), 0) FROM cost_per_model_monthly WHERE month = ? "
+            "AND model IS NOT DISTINCT FROM ?",
+            [date.fromisoformat(cell["data-month"] + "-01"), cell["data-model"] or None])
+    assert len(page.having("data-model")) == 3 * 2  # churn, no model × 3 months
+    for cell in page.having("data-storage"):
+        row = con.execute("SELECT bytes, cost FROM storage_by_run_status WHERE month = ? AND "
+                          "run_status = ?", [date.fromisoformat(cell["data-month"] + "-01"),
+                                             cell["data-storage"]]).fetchone() or (0, 0.0)
+        assert int(cell["data-bytes"]) == row[0]
+        assert Decimal(cell["data-cost"]) == Decimal(str(round(row[1], 2))).quantize(CENT)
+    shares = {a["data-share-month"]: (a["data-untracked-share"], a["data-status"])
+              for a in page.having("data-share-month")}
+    assert shares == {f"{m:%Y-%m}": (f"{s * 100:.1f}", status) for m, s, status in con.execute(
+        "SELECT month, untracked_share, status FROM reconciliation ORDER BY month").fetchall()}
+    assert shares["2026-08"][1] == "fail"
+    searches = {a["data-search"]: a["data-saturating"] for a in page.having("data-search")}
+    assert searches == {s: str(sat).lower() for s, sat in con.execute(
+        "SELECT search_id, saturating FROM search_trend WHERE month = ?", [LAST]).fetchall()}
+    assert data["by_purpose"][LAST]["search"] > data["by_purpose"][FIRST]["search"]
+
+
+def test_levers_summed_over_the_period_and_ranked(quarter, demo_warehouse):
+    _, page, _ = quarter
+    summed = dict(demo_warehouse.execute(
+        "SELECT lever, round(sum(dollars), 2) FROM cost_levers WHERE month BETWEEN ? AND ? "
+        "GROUP BY lever", [FIRST, LAST]).fetchall())
+    shown = [(int(a["data-rank"]), a["data-lever"], Decimal(a["data-dollars"]))
+             for a in page.having("data-lever")]
+    assert [r for r, *_ in shown] == list(range(1, len(summed) + 1))
+    assert {lever: dollars for _, lever, dollars in shown} == {
+        k: Decimal(str(v)).quantize(CENT) for k, v in summed.items()}
+    assert shown[-1][1] == "use a cheaper card"
+    ranked = [dollars for _, lever, dollars in shown[:-1]]
+    assert ranked == sorted(ranked, reverse=True)
+
+
+def test_default_path_and_one_month_period(warehouse, demo_warehouse):
+    path, data = write_period_report(warehouse, FIRST, LAST)
+    assert path == period_report_path(warehouse, FIRST, LAST)
+    assert path.name == "cost-report-2026-07_2026-09.html" and path.parent.name == "reports"
+    path, data = write_period_report(warehouse, LAST, LAST)
+    html = path.read_text(encoding="utf-8")
+    assert "One month: nothing to compare." in html
+    assert Decimal(Elements(html).one("data-period-total")) == month_total(demo_warehouse, LAST)
+
+
+def test_missing_months_and_bad_ranges_are_one_line_errors(warehouse, tmp_path):
+    with pytest.raises(ReportError) as missing:
+        write_period_report(warehouse, date(2026, 5, 1), LAST, out=tmp_path / "x.html")
+    assert str(missing.value) == ("no billing data for 2026-05, 2026-06 in the warehouse: "
+                                  "materialize them first, or report a shorter period")
+    with pytest.raises(ReportError, match="starts 2026-09, after its end 2026-07"):
+        write_period_report(warehouse, LAST, FIRST)
+    with pytest.raises(ReportError, match="more than 36 months"):
+        write_period_report(warehouse, date(2020, 1, 1), LAST)
+    assert not (tmp_path / "x.html").exists()
+
+
+def _line(n: int, month: date, cost: float, currency: str = "EUR") -> dict:
+    start = datetime(month.year, month.month, 1, n)
+    return {"ChargePeriodStart": start, "ChargePeriodEnd": start.replace(hour=n + 1),
+            "ChargeCategory": "Usage", "EffectiveCost": cost, "BillingCurrency": currency,
+            "x_CostComponent": "gpu", "x_SourceLine": f"l{n}"}
+
+
+def test_hand_made_months_exact_in_their_currency(tmp_path):
+    """Totals as DECIMAL sums of the lines (0.1 + 0.2 is not 0.30000000000000004 here), the
+    bill's currency on the page, a missing table a note, mixed currencies refused."""
+    path, oct_, nov = tmp_path / "w.duckdb", date(2026, 10, 1), date(2026, 11, 1)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, oct_, [_line(0, oct_, 0.1), _line(1, oct_, 0.2), _line(2, oct_, 1.005)])
+        insert_lines(con, nov, [_line(0, nov, 2.675), _line(1, nov, -0.5)])
+        con.execute("DROP TABLE cost_levers")
+    out, data = write_period_report(str(path), oct_, nov, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    page = Elements(html)
+    assert {a["data-month-total"]: a["data-cost"] for a in page.having("data-month-total")} == {
+        "2026-10": "1.31", "2026-11": "2.18"}  # 1.305 and 2.175, rounded half up
+    assert page.one("data-period-total") == "3.48"
+    assert "EUR 3.48" in html and "$" not in page.one("data-period-total")
+    assert "the warehouse has no <code>cost_levers</code> table" in html
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, nov, [_line(5, nov, 1.0, "USD")])
+    with pytest.raises(ReportError, match="more than one currency"):
+        write_period_report(str(path), oct_, nov, out=tmp_path / "p.html")
+
+
+def test_monthly_report_strip_of_six_months(warehouse, demo_warehouse, tmp_path):
+    path, data = write_report(warehouse, LAST, out=tmp_path / "sep.html")
+    html = path.read_text(encoding="utf-8")
+    page = Elements(html)
+    strip = {a["data-strip-month"]: Decimal(a["data-strip-total"])
+             for a in page.having("data-strip-month")}
+    assert list(strip) == ["2026-04", "2026-05", "2026-06", "2026-07", "2026-08", "2026-09"]
+    for month in MONTHS:
+        assert strip[f"{month:%Y-%m}"] == month_total(demo_warehouse, month)
+    assert html.count("not in the warehouse") == 3  # April to June were never materialized
+    shares = [a["data-strip-share"] for a in page.having("data-strip-share")]
+    assert len(shares) == 6
+    search = data["strip"]["by_purpose"][LAST]["search"]
+    assert search.quantize(CENT) == sql_cents(
+        demo_warehouse, "SELECT sum(cost) FROM attribution WHERE month = ? AND "
+        "purpose_class = 'search'", [LAST])
+
+
+def test_period_report_renders_in_headless_chromium(quarter, demo_warehouse, tmp_path):
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("chromium not installed (.ci/run installs the Debian package)")
+    from matplotlib.image import imread
+
+    path, _, _ = quarter
+    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    shot = tmp_path / "quarter.png"
+    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1200,3000", path.as_uri()],
+                   capture_output=True, timeout=90, check=True)
+    pixels = imread(str(shot))[..., :3]
+    assert pixels.shape[:2] == (3000, 1200)
+    assert pixels.std() > 0.05  # not a blank page
+    ink = (pixels.mean(axis=2) < 0.6).mean()
+    assert 0.01 < ink < 0.5  # text and charts, not a solid block
+    dom = subprocess.run([*base, "--dump-dom", path.as_uri()], capture_output=True, text=True,
+                         timeout=90, check=True).stdout
+    period = sql_cents(demo_warehouse, "SELECT sum(EffectiveCost) FROM billing_facts "
+                       "WHERE month BETWEEN ? AND ?", [FIRST, LAST])
+    assert f"${period:,}" in dom
+    for month in MONTHS:
+        assert f"${month_total(demo_warehouse, month):,}" in dom
+    assert dom.count("<svg") >= 2  # cost by purpose class, cost per unit of improvement
+    assert "saturating" in dom and "FAIL" in dom

@@ -6,16 +6,23 @@
 --                             or that are extra seeds of a config other than the best (each
 --                             run once; runs without config_id are never re-runs); the shape
 --                             and search_trend's saturation are its evidence
+--   retrain on measured decay Σ retrain_cadence.flat_retrain_cost: this month's cost of the
+--                             retrains not triggered by drift whose metric moved less than
+--                             policy.retrain.min_metric_change; 0 with its reason when no
+--                             retrain records a metric to compare
 --   cache preprocessing       preprocessing_waste, kind 'recomputed': preprocess runs that
 --                             recomputed a table a cache would have served
 --   delete dead checkpoints   retention_violations: the monthly cost of every object the
 --                             retention policy says should be gone
 --   co-locate compute & data  egress: cross-region pulls of datasets (run or untracked)
 --   chase untracked usage     untracked GPU and CPU compute (attribution, purpose untracked)
+--   checkpoint before going   Σ preemption.lost_cost: this month's cost of the runs that a
+--   preemptible               restart from scratch repeated (chains with spot compute); 0 with
+--                             its reason when nothing is spot or no run records restart_of
 --   use a cheaper card        idle GPU cost from gpu_utilization (runs that report their mean
 --                             utilization); 0 when no run reports one
 --
--- Ranking: the first five by dollars, largest first (ties in the order above). "Use a cheaper
+-- Ranking: all but the last by dollars, largest first (ties in the order above). "Use a cheaper
 -- card" is always last, whatever its figure: the per-hour price explains little of the bill
 -- and changing hardware is the most expensive lever to pull, so the mission pulls it last.
 WITH
@@ -32,7 +39,7 @@ search AS (
             || CASE WHEN sh.rerun_configs > 0
                     THEN '; ' || sh.rerun_configs || ' of '
                          || (sh.configs - sh.runs_without_config) || ' configs already run in '
-                         || sh.rerun_of || ' — $' || format('{:,.2f}', sh.rerun_cost)
+                         || sh.rerun_of || ' — ' || fmt_money(sh.rerun_cost, bill_currency($month))
                          || ' re-run'
                     ELSE '; no config run in an earlier search' END
             || CASE WHEN sh.runs_without_config > 0
@@ -40,16 +47,16 @@ search AS (
                          || 'counted as re-runs'
                     ELSE '' END
             || CASE WHEN sh.best_config_id IS NULL
-                    THEN '; no metric picks a best config: extra seeds of every config $'
-                    ELSE '; extra seeds of non-best configs $' END
-            || format('{:,.2f}', sh.extra_seed_cost)
+                    THEN '; no metric picks a best config: extra seeds of every config '
+                    ELSE '; extra seeds of non-best configs ' END
+            || fmt_money(sh.extra_seed_cost, bill_currency($month))
             || coalesce(' (best ' || sh.best_config_id || ')', '')
             || CASE WHEN t.saturating AND (t.improvement IS NULL OR t.improvement <= 0)
                     THEN '; saturating: no improvement'
                     WHEN t.saturating
-                    THEN '; saturating: $' || format('{:,.0f}', t.cost_per_improvement)
-                         || ' per unit of ' || coalesce(t.metric_name, 'the metric') || ' vs $'
-                         || format('{:,.0f}', t.previous_cost_per_improvement) || ' for '
+                    THEN '; saturating: ' || fmt_money(t.cost_per_improvement, bill_currency($month))
+                         || ' per unit of ' || coalesce(t.metric_name, 'the metric') || ' vs '
+                         || fmt_money(t.previous_cost_per_improvement, bill_currency($month)) || ' for '
                          || t.previous_search_id
                     ELSE '' END,
             ' | ' ORDER BY sh.questioned_cost DESC, sh.search_id)
@@ -133,6 +140,40 @@ tracked_gpu AS (
     FROM attribution
     WHERE month = $month AND component = 'gpu' AND run_id IS NOT NULL
 ),
+retrain AS (
+    SELECT
+        coalesce(sum(flat_retrain_cost), 0)                            AS dollars,
+        coalesce(sum(retrains), 0)                                     AS retrains,
+        coalesce(sum(flat_retrains), 0)                                AS flat,
+        count(*) FILTER (WHERE mean_metric_change IS NOT NULL)         AS measured_models,
+        string_agg(model || ': ' || flat_retrains || ' of ' || retrains || ' retrain(s) flat, '
+                   || fmt_money(flat_retrain_cost, bill_currency($month))
+                   || coalesce(', every ' || format('{:,.1f}', median_days_between) || ' days', ''),
+                   '; ' ORDER BY flat_retrain_cost DESC, model)
+            FILTER (WHERE flat_retrains > 0)                           AS detail
+    FROM retrain_cadence
+    WHERE month = $month
+),
+preempted AS (
+    SELECT
+        coalesce(sum(lost_cost), 0)                                    AS dollars,
+        count(*)                                                       AS chains,
+        coalesce(sum(restarts), 0)                                     AS restarts,
+        coalesce(sum(restarts_from_scratch), 0)                        AS from_scratch,
+        count(*) FILTER (WHERE spot_cost_more_than_on_demand)          AS dearer,
+        string_agg(chain_id || ' (' || runs || ' runs, ' || restarts_from_scratch
+                   || ' from scratch): ' || fmt_money(cost, bill_currency($month))
+                   || coalesce(' vs ' || fmt_money(last_run_on_demand_cost, bill_currency($month))
+                               || ' for its last run on demand', ''),
+                   '; ' ORDER BY lost_cost DESC, chain_id)
+            FILTER (WHERE lost_cost <> 0)                              AS detail
+    FROM preemption
+    WHERE month = $month
+),
+restart_records AS (
+    SELECT count(*) FILTER (WHERE restart_of IS NOT NULL) AS runs
+    FROM month_runs($month)
+),
 levers AS (
     SELECT 1 AS mission_order, 'bound the search' AS lever, s.dollars,
         'an approval step before launch (cost-pipeline estimate --approve against '
@@ -140,38 +181,54 @@ levers AS (
         || 'fewer seeds for configs that are not the best, early stopping; '
         || 'risk: missing a late improvement' AS what_it_costs_to_pull,
         CASE WHEN s.searches > 0
-             THEN '$' || format('{:,.2f}', s.dollars) || ' of $' || format('{:,.2f}', a.cost)
+             THEN fmt_money(s.dollars, bill_currency($month)) || ' of ' || fmt_money(a.cost, bill_currency($month))
                   || ' search cost this month re-ran configs or ran extra seeds: ' || s.detail
              WHEN a.cost = 0 THEN 'no search billed this month'
              WHEN s.runs > 0 AND s.runs_without_config = s.runs
              THEN 'no search run records a config_id: re-runs and extra seeds cannot be told '
-                  || '(search cost this month $' || format('{:,.2f}', a.cost) || ')'
+                  || '(search cost this month ' || fmt_money(a.cost, bill_currency($month)) || ')'
              ELSE 'no search re-ran a config of an earlier search or ran extra seeds of a '
-                  || 'non-best config (search cost this month $' || format('{:,.2f}', a.cost)
+                  || 'non-best config (search cost this month ' || fmt_money(a.cost, bill_currency($month))
                   || ')' END AS evidence
     FROM search AS s, all_search AS a
     UNION ALL
-    SELECT 2, 'cache preprocessing', p.dollars,
+    SELECT 2, 'retrain on measured decay', r.dollars,
+        'retraining when drift or a metric says the model decayed instead of on a calendar: '
+        || 'a drift monitor and a metric threshold (policy.retrain.min_metric_change); risk: '
+        || 'a late retrain when the monitor misses a decay',
+        CASE WHEN r.retrains = 0 THEN 'no production retrain started this month'
+             WHEN r.measured_models = 0
+             THEN r.retrains || ' retrain(s) this month, none with a metric_value to compare '
+                  || 'with the previous production run: flatness cannot be measured'
+             WHEN r.flat = 0
+             THEN 'every measured retrain moved the metric by at least '
+                  || $min_metric_change || ' or was triggered by drift (' || r.retrains
+                  || ' retrain(s))'
+             ELSE r.flat || ' of ' || r.retrains || ' retrain(s) were not triggered by drift and '
+                  || 'moved the metric less than ' || $min_metric_change || ': ' || r.detail END
+    FROM retrain AS r
+    UNION ALL
+    SELECT 3, 'cache preprocessing', p.dollars,
         'a feature-table cache keyed by (input_hash, transform_version): storage for '
         || p.tables || ' cached table(s) and a lookup before each preprocess step',
         p.runs || ' preprocess run(s) recomputed an (input_hash, transform_version) already '
         || 'computed: ' || format('{:,.1f}', p.cpu_hours) || ' CPU-hours'
         || CASE WHEN p.stale_runs > 0
-                THEN '; ' || p.stale_runs || ' run(s) ($' || format('{:,.2f}', p.stale_cost)
+                THEN '; ' || p.stale_runs || ' run(s) (' || fmt_money(p.stale_cost, bill_currency($month))
                      || ') trained on a stale transform_version (not counted here)'
                 ELSE '' END
     FROM preprocessing AS p
     UNION ALL
-    SELECT 3, 'delete dead checkpoints', r.dollars,
+    SELECT 4, 'delete dead checkpoints', r.dollars,
         'a lifecycle rule or cleanup job applying the retention policy; risk: deleting a '
         || 'checkpoint someone still needs (keep=true protects a run)',
         r.objects || ' object(s), ' || format('{:,.1f}', r.gib) || ' GiB, break the '
-        || 'retention policy: dead runs $' || format('{:,.2f}', r.dead)
-        || ', beyond keep-last $' || format('{:,.2f}', r.beyond)
-        || ', orphans $' || format('{:,.2f}', r.orphan) || ' a month'
+        || 'retention policy: dead runs ' || fmt_money(r.dead, bill_currency($month))
+        || ', beyond keep-last ' || fmt_money(r.beyond, bill_currency($month))
+        || ', orphans ' || fmt_money(r.orphan, bill_currency($month)) || ' a month'
     FROM retention AS r
     UNION ALL
-    SELECT 4, 'co-locate compute with data', e.dollars,
+    SELECT 5, 'co-locate compute with data', e.dollars,
         'train in the dataset''s region, or copy the dataset once into the compute region '
         || '(one transfer plus its storage) instead of pulling it per run; may need GPU '
         || 'capacity in that region',
@@ -180,23 +237,39 @@ levers AS (
                   || format('{:,.0f}', e.gb) || ' GB): ' || e.routes END
     FROM egress_total AS e
     UNION ALL
-    SELECT 5, 'chase untracked usage', u.dollars,
+    SELECT 6, 'chase untracked usage', u.dollars,
         'finding the owners of the resources in untracked_usage, tagging resources with '
         || 'run ids and logging runs in the tracker; stopping what nobody claims',
         'untracked compute: ' || format('{:,.1f}', u.gpu_hours) || ' GPU-hours, '
         || format('{:,.1f}', u.cpu_hours) || ' CPU-hours'
         || coalesce('; largest ' || t.resource || coalesce(' (' || t.instance_type || ')', '')
-                    || ' $' || format('{:,.2f}', t.cost), '')
+                    || ' ' || fmt_money(t.cost, bill_currency($month)), '')
     FROM untracked AS u
     LEFT JOIN top_untracked AS t ON true
     UNION ALL
-    SELECT 6, 'use a cheaper card', i.dollars,
+    SELECT 7, 'checkpoint before going preemptible', pe.dollars,
+        'checkpointing spot runs often enough to resume (and resuming from the checkpoint '
+        || 'on restart), or on-demand capacity for runs that cannot; costs checkpoint storage',
+        CASE WHEN pe.chains = 0 THEN 'no spot compute billed to a run this month'
+             WHEN rr.runs = 0
+             THEN pe.chains || ' run chain(s) used spot capacity, but no run records '
+                  || 'restart_of: restarts cannot be told'
+             WHEN pe.from_scratch = 0
+             THEN pe.chains || ' chain(s) on spot capacity, ' || pe.restarts
+                  || ' restart(s), none from scratch'
+             ELSE pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
+                  || ' spot chain(s) repeated ' || fmt_money(pe.dollars, bill_currency($month))
+                  || '; ' || pe.dearer || ' chain(s) cost more than their last run on demand: '
+                  || pe.detail END
+    FROM preempted AS pe, restart_records AS rr
+    UNION ALL
+    SELECT 8, 'use a cheaper card', i.dollars,
         'benchmarking the model on another accelerator (or fewer GPUs per run), possibly '
         || 'longer runs; last because the per-hour price explains little of the bill',
         CASE WHEN i.runs = 0
              THEN 'no run reports GPU utilization (runs column gpu_utilization, MLflow '
-                  || 'system/gpu_*_utilization_percentage); tracked GPU cost this month $'
-                  || format('{:,.2f}', g.cost)
+                  || 'system/gpu_*_utilization_percentage); tracked GPU cost this month '
+                  || fmt_money(g.cost, bill_currency($month))
              ELSE i.runs || ' run(s) report utilization: ' || format('{:,.1f}', i.idle_hours)
                   || ' of ' || format('{:,.1f}', i.paid_hours)
                   || ' GPU-hours paid for sat idle' END

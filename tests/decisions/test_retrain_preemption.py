@@ -257,3 +257,52 @@ def test_restart_of_an_unknown_run_or_itself_and_a_cycle(con):
         2, 2, 2)
     assert rows["u"]["lost_cost"] == pytest.approx(2.0)
     assert (rows["s"]["runs"], rows["s"]["restarts"], rows["s"]["lost_cost"]) == (1, 0, 0.0)
+
+
+# -------------------------------------------------------------------------------- the levers
+
+def levers(con) -> dict[str, dict]:
+    for table in ("retrain_cadence", "preemption"):
+        build(con, table)
+    return {r["lever"]: r for r in build(con, "cost_levers")}
+
+
+def test_the_two_levers_in_the_mission_order_with_their_dollars(con):
+    preemption_month(con)            # builds the month's attribution: the retrains' rows after it
+    retrain_months(con)
+    rows = levers(con)
+    order = [r["lever"] for r in sorted(rows.values(), key=lambda r: r["rank"])]
+    assert order[-1] == "use a cheaper card"
+    retrain = rows["retrain on measured decay"]
+    assert retrain["dollars"] == pytest.approx(100.0)              # c3, flat on a schedule
+    assert "1 of 4 retrain(s)" in retrain["evidence"] and "churn" in retrain["evidence"]
+    preempt = rows["checkpoint before going preemptible"]
+    assert preempt["dollars"] == pytest.approx(10.0)               # a 4 + x 6
+    assert "2 restart(s) from scratch" in preempt["evidence"]
+    # ties at 0 keep the mission order: bound the search, retrain, …, checkpoint, card
+    zero = [r["lever"] for r in sorted(rows.values(), key=lambda r: r["rank"])
+            if r["dollars"] == 0 and r["lever"] != "use a cheaper card"]
+    mission = ["bound the search", "retrain on measured decay", "cache preprocessing",
+               "delete dead checkpoints", "co-locate compute with data",
+               "chase untracked usage", "checkpoint before going preemptible"]
+    assert zero == [lever for lever in mission if lever in zero]
+
+
+def test_without_the_data_the_levers_say_zero_and_why(con):
+    runs_without_metric = [{**r, "metric_value": None} for r in RETRAIN_RUNS[:4]]
+    insert_runs(con, MARCH, runs_without_metric)
+    rows = levers(con)
+    retrain = rows["retrain on measured decay"]
+    assert retrain["dollars"] == 0.0
+    assert "none with a metric_value" in retrain["evidence"]
+    preempt = rows["checkpoint before going preemptible"]
+    assert (preempt["dollars"], preempt["evidence"]) == (
+        0.0, "no spot compute billed to a run this month")
+
+
+def test_spot_chains_without_restart_records(con):
+    runs = [{**r, "restart_of": None, "resumed_from": None} for r in RUNS]
+    preemption_month(con, runs=runs)
+    preempt = levers(con)["checkpoint before going preemptible"]
+    assert preempt["dollars"] == 0.0
+    assert preempt["evidence"].endswith("no run records restart_of: restarts cannot be told")

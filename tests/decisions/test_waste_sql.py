@@ -400,7 +400,7 @@ def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
     attr(con, "U4", None, "untracked", 5.0, component="network", kind="shared")
     attr(con, "S1", "s3-a", "search", 50.0)
 
-    assert run(con, "cost_levers") == 6
+    assert run(con, "cost_levers") == 8
     got = select(con, "SELECT rank, lever, dollars, evidence FROM cost_levers ORDER BY rank")
     assert [(r["rank"], r["lever"], r["dollars"]) for r in got] == [
         (1, "chase untracked usage", 80.0),      # GPU 70 + CPU 10 (storage, network not)
@@ -408,7 +408,9 @@ def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
         (3, "delete dead checkpoints", 42.5),    # 30 + 12.5
         (4, "co-locate compute with data", 9.5),  # 6.5 + the unclaimed 3.0
         (5, "cache preprocessing", 5.5),         # 4.5 + 1.0, not the stale run's 20
-        (6, "use a cheaper card", 500.0),        # the largest figure, and still last
+        (6, "retrain on measured decay", 0.0),   # no retrain (retrain_cadence is empty)
+        (7, "checkpoint before going preemptible", 0.0),   # no spot chain (preemption)
+        (8, "use a cheaper card", 500.0),        # the largest figure, and still last
     ]
     evidence = {r["lever"]: r["evidence"] for r in got}
     assert "largest i-nb (g5.12xlarge) $70.00" in evidence["chase untracked usage"]
@@ -418,20 +420,50 @@ def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
         "1 run(s) without config_id, never counted as re-runs; no metric picks a best config: "
         "extra seeds of every config $50.00; saturating: no improvement | "
         "S2: 4 configs × 2 seeds, a full grid; 2 of 4 configs already run in S1 — $6.00 "
-        "re-run; extra seeds of non-best configs $0.00 (best c1); saturating: $3,300 per unit "
-        "of val_auc vs $1,100 for S1")
+        "re-run; extra seeds of non-best configs $0.00 (best c1); saturating: $3,300.00 per "
+        "unit of val_auc vs $1,100.00 for S1")
     assert "6.0 CPU-hours" in evidence["cache preprocessing"]
     assert "1 run(s) ($20.00) trained on a stale" in evidence["cache preprocessing"]
     assert "80.0 of 100.0 GPU-hours" in evidence["use a cheaper card"]
     assert all(r["evidence"] for r in got)
 
 
+def test_cost_levers_evidence_is_in_the_bills_currency(con):
+    # issue 16: a NOK bill's evidence said "$0.10"; every amount carries BillingCurrency
+    insert_lines(con, MARCH, [{
+        "x_SourceLine": "U1", "ResourceId": "i-nb", "x_CostComponent": "gpu",
+        "EffectiveCost": 0.1, "BilledCost": 0.1, "BillingCurrency": "NOK",
+        "ChargeCategory": "Usage", "ChargePeriodStart": d(2024, 3, 2),
+        "ChargePeriodEnd": d(2024, 3, 2, 1), "x_InstanceType": "g5.xlarge"}])
+    attr(con, "U1", None, "untracked", 0.1, hours=1.0, acc=1.0, kind="no_run")
+    attr(con, "S1", "s-a", "search", -1234.5)
+    put(con, "retention_violations", bucket="b", key="k1", reason="dead_run",
+        bytes=1 << 30, monthly_cost=30.0)
+    run(con, "cost_levers")
+    evidence = dict(con.execute("SELECT lever, evidence FROM cost_levers").fetchall())
+    assert all("$" not in text for text in evidence.values()), evidence
+    assert "largest i-nb (g5.xlarge) NOK 0.10" in evidence["chase untracked usage"]
+    assert "(search cost this month −NOK 1,234.50)" in evidence["bound the search"]
+    assert "dead runs NOK 30.00" in evidence["delete dead checkpoints"]
+    assert "tracked GPU cost this month −NOK 1,234.50" in evidence["use a cheaper card"]
+
+
+def test_fmt_money_matches_the_python_formatter(con):
+    from cost_pipeline.report.money import in_currency
+
+    for amount in [0.0, 0.1, 1.005, -0.004, -1234567.125, 2.675, 1e15 + 0.5, None]:
+        for currency in ["USD", "NOK", None, "eur"]:
+            (sql,) = con.execute("SELECT fmt_money(?, ?)", [amount, currency]).fetchone()
+            assert sql == in_currency(amount, currency), (amount, currency)
+
+
 def test_cost_levers_of_an_empty_month_keep_the_mission_order(con):
-    assert run(con, "cost_levers", FEB) == 6
+    assert run(con, "cost_levers", FEB) == 8
     got = con.execute("SELECT lever, dollars FROM cost_levers ORDER BY rank").fetchall()
-    assert got == [("bound the search", 0.0), ("cache preprocessing", 0.0),
-                   ("delete dead checkpoints", 0.0), ("co-locate compute with data", 0.0),
-                   ("chase untracked usage", 0.0), ("use a cheaper card", 0.0)]
+    assert got == [("bound the search", 0.0), ("retrain on measured decay", 0.0),
+                   ("cache preprocessing", 0.0), ("delete dead checkpoints", 0.0),
+                   ("co-locate compute with data", 0.0), ("chase untracked usage", 0.0),
+                   ("checkpoint before going preemptible", 0.0), ("use a cheaper card", 0.0)]
 
 
 def test_the_new_tables_are_idempotent_per_month(con):

@@ -83,11 +83,11 @@ def test_levers_rank_the_months_story(demo_warehouse):
         by_month.setdefault(month, []).append((rank, lever, dollars))
     assert list(by_month) == ["2026-07", "2026-08", "2026-09"]
     for levers in by_month.values():
-        assert [r for r, _, _ in levers] == [1, 2, 3, 4, 5, 6]
+        assert [r for r, _, _ in levers] == [1, 2, 3, 4, 5, 6, 7, 8]
         assert levers[0][2] > 0
-        assert [x for _, _, x in levers[:5]] == sorted((x for _, _, x in levers[:5]),
+        assert [x for _, _, x in levers[:7]] == sorted((x for _, _, x in levers[:7]),
                                                        reverse=True)
-        assert levers[5][1] == "use a cheaper card"
+        assert levers[7][1] == "use a cheaper card"
     # every month: the searches' extra seeds of non-best configs (and in September the re-run
     # of August's grid) come first; August's untracked notebook ($1,418) second
     assert [levers[0][1] for levers in by_month.values()] == ["bound the search"] * 3

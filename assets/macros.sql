@@ -24,6 +24,21 @@ CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
     least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)
       * CASE WHEN gpus IS NOT NULL AND g > 0 THEN least(gpus, g)::DOUBLE / g ELSE 1.0 END;
 
+-- an amount as text, in the bill's currency (BillingCurrency) to the cent: `$1,234.50` for
+-- USD (or no currency), `NOK 1,234.50` for any other, `−` before a negative amount; the same
+-- rule as report/money.py `in_currency`, so SQL evidence and Python output read alike
+CREATE OR REPLACE TEMP MACRO fmt_money(amount, currency) AS
+    CASE WHEN amount IS NULL THEN '–' ELSE
+        CASE WHEN round(CAST(amount AS DECIMAL(38, 6)), 2) < 0 THEN '−' ELSE '' END
+        || CASE WHEN coalesce(nullif(upper(trim(currency)), ''), 'USD') = 'USD' THEN '$'
+                ELSE upper(trim(currency)) || ' ' END
+        || format('{:,.2f}', abs(round(CAST(amount AS DECIMAL(38, 6)), 2)))
+    END;
+
+-- the month's BillingCurrency (one per month, SPEC §5; USD when the bill names none)
+CREATE OR REPLACE TEMP MACRO bill_currency(for_month) AS
+    (SELECT coalesce(min(BillingCurrency), 'USD') FROM billing_facts WHERE month = for_month);
+
 -- Table macros: blocks several SQL files read the same way. Parameters are named apart from
 -- the columns (a macro parameter would shadow a column of the same name).
 

@@ -29,6 +29,8 @@ from typing import Any
 STATE_VERSION = 1
 RETRY_INITIAL_SECONDS = 30.0
 RETRY_MAX_SECONDS = 30 * 60.0
+from cost_pipeline.report.money import in_currency
+
 # a tick must end well inside Dagster's 60 s sensor evaluation limit; the rest waits a tick
 DELIVERY_BUDGET_SECONDS = 20.0
 RUN_MEMORY_SECONDS = 7 * 24 * 3600.0  # how long a failed run id is remembered (dedup)
@@ -191,6 +193,20 @@ def _num(value: Any, digits: int = 1) -> str:
 def check_alert(e: CheckEvaluation) -> dict[str, Any]:
     """The alert of a failed check: Slack's `text` plus the figures as fields."""
     m = e.metadata
+def _money(value: Any, currency: Any) -> str:
+    """An amount in the bill's currency (the check's `currency` metadata)."""
+    if not isinstance(value, int | float):
+        return "?"
+    return in_currency(value, currency if isinstance(currency, str) else None)
+
+
+def slack_escape(text: str) -> str:
+    """`&`, `<`, `>` as Slack's entities: a resource id, model or error message from the data
+    (`<!channel>`, `<https://evil.example|log in here>`) shows as typed instead of pinging a
+    channel or posting a link. The text's own markup (`:rotating_light:`) uses none of them."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
     top = [
         {k: r.get(k) for k in ("resource_id", "instance_type", "gpu_hours", "hours", "cost")}
         for r in (m.get("top_untracked") or [])
@@ -202,14 +218,14 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         if top:
             detail += "; largest untracked: " + ", ".join(
                 f"{r['resource_id']} ({r['instance_type']}) {_num(r['gpu_hours'])} GPU-hours "
-                f"${_num(r['cost'], 2)}" for r in top[:3])
+                f"{_money(r['cost'], m.get('currency'))}" for r in top[:3])
     elif "missing_days" in m:
         missing = [d for d in str(m["missing_days"]).split(", ") if d]
         detail = (f"{len(missing)} of {m.get('days_expected')} days have no usage lines "
                   f"({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''})")
     elif "delta" in m:
-        detail = (f"attribution is off the bill by {_num(m['delta'], 2)} "
-                  f"{m.get('currency') or ''} (tolerance {_num(m.get('tolerance'), 2)})")
+        detail = (f"attribution is off the bill by {_money(m['delta'], m.get('currency'))} "
+                  f"(tolerance {_money(m.get('tolerance'), m.get('currency'))})")
     else:
         detail = ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, int | float | str))
     text = (f":rotating_light: cost-pipeline: {e.check} FAILED for {e.month} — {detail}. "
@@ -231,6 +247,7 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         "top_untracked_resources": top,
         "figures": m,
     }
+        "currency": m.get("currency"),  # of every amount in the alert
 
 
 def run_alert(run: FailedRun) -> dict[str, Any]:

@@ -7,6 +7,7 @@ caller says (GPUs, hours, price per GPU-hour), against the approval budget.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
@@ -15,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from cost_pipeline.config import PipelineConfig
+from cost_pipeline.report.money import money, symbol_of
 from cost_pipeline.warehouse import (
     WarehouseBusyError,
     ensure_schema,
@@ -47,9 +49,34 @@ class SearchEstimate:
     approval_budget: float
     approved: bool
     basis: dict = field(default_factory=dict)
+    currency: str = "USD"  # the bill's (BillingCurrency of the warehouse's latest month)
 
     def as_json(self) -> dict:
-        return asdict(self)
+        """JSON-safe: a non-finite figure (a basis with no data) is null, never NaN."""
+        return _finite(asdict(self))
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _check_override(name: str, value: float | None) -> None:
+    """A figure the caller gives must be a real, non-negative amount: a negative price or
+    GPU count would estimate a negative cost that always passes the approval budget."""
+    if value is not None and (not math.isfinite(value) or value < 0):
+        raise EstimateError(f"--{name} must be a finite number >= 0, got {value}")
+
+
+def bill_currency(con: duckdb.DuckDBPyConnection) -> str:
+    row = con.execute("SELECT BillingCurrency FROM billing_facts WHERE BillingCurrency IS NOT "
+                      "NULL ORDER BY month DESC, BillingCurrency LIMIT 1").fetchone()
+    return row[0] if row else "USD"
 
 
 def search_cost(configs: int, seeds: int, reruns: int, gpus: float, hours: float,
@@ -72,7 +99,10 @@ def estimate_search(
     for name, value in (("configs", configs), ("seeds", seeds), ("reruns", reruns)):
         if value < 1:
             raise EstimateError(f"--{name} must be at least 1, got {value}")
+    for name, value in (("gpus", gpus), ("hours", hours), ("price", price)):
+        _check_override(name, value)
     basis: dict = {"sample_runs": 0}
+    currency = "USD"
     needs_history = gpus is None or hours is None or price is None
     owned = con is None
     if con is None and Path(cfg.warehouse_path).exists():
@@ -85,6 +115,7 @@ def estimate_search(
         if con is not None:
             try:
                 basis = recorded_basis(con, model)
+                currency = bill_currency(con)
             except duckdb.CatalogException:
                 basis = {"sample_runs": 0}
     finally:
@@ -112,21 +143,26 @@ def estimate_search(
         total_cost=total, approval_budget=budget, approved=total <= budget,
         basis={k: (float(v) if isinstance(v, int | float) and v is not None else v)
                for k, v in basis.items()},
+        currency=currency,
     )
 
 
-def render(est: SearchEstimate, currency: str = "USD") -> str:
+def render(est: SearchEstimate) -> str:
+    symbol = symbol_of(est.currency)
     rows = [
         f"Search estimate for {est.model}: {est.configs} configs × {est.seeds} seeds × "
         f"{est.reruns} re-run(s) = {est.runs} runs",
-        f"  per run: {est.gpus:g} GPUs × {est.hours:g} h × {est.price:,.4f} {currency}/GPU-hour",
+        f"  per run: {est.gpus:g} GPUs × {est.hours:g} h × {est.price:,.4f} "
+        f"{est.currency}/GPU-hour",
+        f"  amounts in {est.currency}",
     ]
     for part, value in est.per_run.items():
-        rows.append(f"  {part:<14} {value:>14,.2f} per run  {value * est.runs:>14,.2f} total")
-    rows.append(f"  {'per run':<14} {est.per_run_cost:>14,.2f}")
-    rows.append(f"  {'total':<14} {est.total_cost:>14,.2f} {currency}")
+        rows.append(f"  {part:<14} {money(value, symbol):>16} per run  "
+                    f"{money(value * est.runs, symbol):>16} total")
+    rows.append(f"  {'per run':<14} {money(est.per_run_cost, symbol):>16}")
+    rows.append(f"  {'total':<14} {money(est.total_cost, symbol):>16}")
     verdict = "within" if est.approved else "OVER"
-    rows.append(f"  approval budget {est.approval_budget:,.2f}: {verdict} budget")
+    rows.append(f"  approval budget {money(est.approval_budget, symbol)}: {verdict} budget")
     if est.basis.get("sample_runs"):
         rows.append(f"  basis: median of the {int(est.basis['sample_runs'])} most recent "
                     "recorded search runs")

@@ -17,7 +17,11 @@ from cost_pipeline.months import parse_month
 EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED, EXIT_OVER_BUDGET = 0, 1, 2, 3
 
 
-def _fmt(value) -> str:
+def _fmt(value, currency: str | None = None) -> str:
+    if currency is not None and isinstance(value, int | float):  # an amount of the bill
+        from cost_pipeline.report.money import in_currency
+
+        return in_currency(value, currency)
     if isinstance(value, float):
         return f"{value:,.4f}" if abs(value) < 10 else f"{value:,.2f}"
     return str(value)
@@ -28,7 +32,10 @@ def print_checks(result) -> None:
         mark = "PASS" if check.passed else f"FAIL ({check.severity})"
         keys = [k for k in ("untracked_share", "threshold", "billed_gpu_hours",
                             "tracked_gpu_hours", "effective_cost", "delta") if k in check.metadata]
-        figures = ", ".join(f"{k} {_fmt(check.metadata[k])}" for k in keys)
+        currency = check.metadata.get("currency") or "USD"
+        figures = ", ".join(
+            f"{k} {_fmt(check.metadata[k], currency if k in MONEY_FIGURES else None)}"
+            for k in keys)
         print(f"{result.month:%Y-%m} {check.asset}.{check.name}: {mark}  {figures}")
 
 
@@ -86,7 +93,7 @@ def cmd_estimate(args) -> int:
         if recorded is not None:
             out["approval"] = {k: (v.isoformat() if hasattr(v, "isoformat") else v)
                                for k, v in recorded.items()}
-        print(json.dumps(out, indent=2))
+        print(json.dumps(out, indent=2, allow_nan=False))
     else:
         print(render(est))
         if recorded is not None:

@@ -9,6 +9,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 
+from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.months import next_month
 from cost_pipeline.warehouse import query, sql_text
 
@@ -33,7 +34,7 @@ def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckRe
         asset_key="attribution",
         passed=abs(delta) <= tolerance,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={
+        metadata=rounded({
             "month": f"{month:%Y-%m}",
             "currency": currency or "",
             "effective_cost": billed,
@@ -42,7 +43,7 @@ def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckRe
             "unallocated": unallocated,
             "delta": delta,
             "tolerance": tolerance,
-        },
+        }),
     )
 
 
@@ -78,6 +79,8 @@ def reconciliation_outcome(
         "threshold": row["threshold"],
         "untracked_cost_share": row["untracked_cost_share"],
         "coverage": row["coverage"],
+        # the currency of the costs in top_untracked (alerts write them in it)
+        "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
         "over_claimed_gpu_hours": row["over_claimed_gpu_hours"],
         "unbilled_claim_gpu_hours": row["unbilled_claim_gpu_hours"],
         "provisional": bool(row["provisional"]),
@@ -88,7 +91,7 @@ def reconciliation_outcome(
         asset_key="reconciliation",
         passed=row["status"] == "pass",
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={**figures, "top_untracked": dg.MetadataValue.json(top)},
+        metadata=rounded({**figures, "top_untracked": dg.MetadataValue.json(top)}),
     )
     return check, figures
 
@@ -144,14 +147,14 @@ def billing_complete(con: duckdb.DuckDBPyConnection, month: date,
         asset_key="billing_facts",
         passed=not missing,
         severity=dg.AssetCheckSeverity.ERROR if closed else dg.AssetCheckSeverity.WARN,
-        metadata={
+        metadata=rounded({
             "month": f"{month:%Y-%m}",
             "closed": closed,
             "days_expected": len(expected),
             "days_with_usage": len(present & set(expected)),
             "missing_days": ", ".join(f"{d:%Y-%m-%d}" for d in missing),
             "usage_lines": int(usage_lines),
-        },
+        }),
     )
 
 
@@ -171,7 +174,7 @@ def retention_within_budget(con: duckdb.DuckDBPyConnection, month: date,
         asset_key="retention_violations",
         passed=cost <= budget,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={
+        metadata=rounded({
             "month": f"{month:%Y-%m}",
             "violation_cost": cost,
             "budget": budget,
@@ -181,7 +184,7 @@ def retention_within_budget(con: duckdb.DuckDBPyConnection, month: date,
             "top_runs": dg.MetadataValue.json([
                 {"run_id": r[0], "run_status": r[1], "objects": r[2], "cost": round(r[3], 2)}
                 for r in top_runs]),
-        },
+        }),
     )
 
 
@@ -197,7 +200,7 @@ def tracker_claims_billed(con: duckdb.DuckDBPyConnection, month: date,
         asset_key="reconciliation",
         passed=hours <= UNBILLED_EPSILON,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={
+        metadata=rounded({
             "month": f"{month:%Y-%m}",
             "unbilled_claim_gpu_hours": hours,
             "unbilled_resources": len(resources),
@@ -205,7 +208,7 @@ def tracker_claims_billed(con: duckdb.DuckDBPyConnection, month: date,
             "top_unbilled_resources": dg.MetadataValue.json([
                 {"resource_id": r[0], "runs": r[1], "run_ids": list(r[2]),
                  "gpu_hours": round(r[3], 3)} for r in resources[:TOP_RESOURCES]]),
-        },
+        }),
     )
 
 
@@ -228,7 +231,7 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
         asset_key="cost_per_model_monthly",
         passed=not exceeding,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={
+        metadata=rounded({
             "month": f"{month:%Y-%m}",
             "max_growth": max_growth,
             "models_judged": sum(1 for m in models if m["judged"]),
@@ -236,7 +239,7 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
             "models_exceeding": len(exceeding),
             "models": ", ".join(m["model"] for m in exceeding),
             "exceeding": dg.MetadataValue.json(exceeding),
-        },
+        }),
     )
 
 
@@ -260,7 +263,7 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
         asset_key="search_costs",
         passed=not failing,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={
+        metadata=rounded({
             "month": f"{month:%Y-%m}",
             "searches": int(searches),
             "tolerance": tolerance,
@@ -269,5 +272,5 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
             "failing": dg.MetadataValue.json([
                 {k: (round(v, 2) if isinstance(v, float) else v) for k, v in f.items()}
                 for f in failing]),
-        },
+        }),
     )

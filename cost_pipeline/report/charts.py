@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from cost_pipeline.report.data import PURPOSE_LABELS
+from cost_pipeline.report.money import money, symbol_of
 
 FONT = ["Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
 INK, MUTED, GRID = "#1d2733", "#5f6b7a", "#e3e7ec"
@@ -27,6 +28,9 @@ STYLE = {
     "font.family": "sans-serif", "font.sans-serif": FONT, "font.size": 9.5,
     "text.color": INK, "axes.labelcolor": MUTED, "xtick.color": MUTED, "ytick.color": INK,
     "axes.edgecolor": GRID, "axes.spines.top": False, "axes.spines.right": False,
+    # labels come from the bill (a ChargeCategory `Fee $\frac{a}$ x`, amounts in `$`): drawn
+    # verbatim, never read as matplotlib math text
+    "text.parse_math": False, "text.usetex": False,
 }
 
 
@@ -37,13 +41,16 @@ def _style(name: str) -> Iterator[None]:
         yield
 
 
-def _dollars(value: float, _pos=None) -> str:
-    return f"${value / 1000:,.0f}k" if abs(value) >= 10_000 else f"${value:,.0f}"
-
-
-def _label(value: float) -> str:
+def _dollars(value: float, _pos=None, symbol: str = "$") -> str:
+    """An axis tick in the bill's currency (`symbol` from report.money.symbol_of)."""
     sign = "−" if value < 0 else ""
-    return f"{sign}${abs(value):,.2f}"
+    if abs(value) >= 10_000:
+        return f"{sign}{symbol}{abs(value) / 1000:,.0f}k"
+    return f"{sign}{symbol}{abs(value):,.0f}"
+
+
+def _label(value: float, symbol: str = "$") -> str:
+    return money(value, symbol)
 
 
 def _svg(fig: Figure, title: str) -> str:
@@ -58,14 +65,15 @@ def _svg(fig: Figure, title: str) -> str:
     return text.strip()
 
 
-def _frame(ax, axis: str = "x") -> None:
+def _frame(ax, axis: str = "x", symbol: str = "$") -> None:
     ax.grid(axis=axis, color=GRID, linewidth=0.8)
     ax.set_axisbelow(True)
     ax.tick_params(length=0)
-    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(FuncFormatter(_dollars))
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(
+        FuncFormatter(lambda value, pos: _dollars(value, pos, symbol)))
 
 
-def bill_figure(bill: dict) -> Figure:
+def bill_figure(bill: dict, symbol: str) -> Figure:
     """Purpose classes as horizontal bars, stacked by component, largest first."""
     purposes = [p for p in bill["purposes"] if abs(bill["column_total"][p]) >= 0.005]
     purposes.sort(key=lambda p: bill["column_total"][p])
@@ -74,10 +82,12 @@ def bill_figure(bill: dict) -> Figure:
     names = [PURPOSE_LABELS.get(p, p) for p in purposes]
     # credits can make a segment negative: stack positives rightwards, negatives leftwards
     right, left = [0.0] * len(purposes), [0.0] * len(purposes)
+    drawn = False
     for component in bill["components"]:
         values = [bill["cost"].get((component, p), 0.0) for p in purposes]
         if not any(values):
             continue
+        drawn = True
         starts = [right[i] if v >= 0 else left[i] for i, v in enumerate(values)]
         ax.barh(names, values, left=starts, height=0.62, label=component,
                 color=COMPONENT_COLORS.get(component, "#888888"))
@@ -89,16 +99,17 @@ def bill_figure(bill: dict) -> Figure:
     total = bill["total"] or 1.0
     for y, p in enumerate(purposes):
         cost = bill["column_total"][p]
-        ax.text(max(cost, 0), y, f"  {_label(cost)}  ({cost / total:.0%})", va="center",
-                fontsize=8.5, color=INK)
-    _frame(ax)
+        ax.text(max(cost, 0), y, f"  {_label(cost, symbol)}  ({cost / total:.0%})",
+                va="center", fontsize=8.5, color=INK)
+    _frame(ax, symbol=symbol)
     ax.margins(x=0.22)
-    ax.legend(ncols=5, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, fontsize=8.5,
-              handlelength=1, columnspacing=1.2)
+    if drawn:  # a month that cost nothing has no bars, and so no legend (nor its warning)
+        ax.legend(ncols=5, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False,
+                  fontsize=8.5, handlelength=1, columnspacing=1.2)
     return fig
 
 
-def bridge_figure(bridge: dict, labels: dict[str, str]) -> Figure:
+def bridge_figure(bridge: dict, labels: dict[str, str], symbol: str) -> Figure:
     """The waterfall from the invoice (BilledCost) to the amortized cost (EffectiveCost)."""
     names = ["Invoice\n(BilledCost)"]
     names += [textwrap.fill(labels.get(s["item_type"], s["item_type"]), 24)
@@ -108,22 +119,22 @@ def bridge_figure(bridge: dict, labels: dict[str, str]) -> Figure:
     ax = fig.subplots()
     level = float(bridge["start"])
     ax.bar(0, level, color=TOTAL, width=0.6)
-    ax.text(0, level, _label(level), ha="center", va="bottom", fontsize=8.5)
+    ax.text(0, level, _label(level, symbol), ha="center", va="bottom", fontsize=8.5)
     for x, step in enumerate(bridge["steps"], start=1):
         amount = float(step["amount"])
         ax.bar(x, amount, bottom=level, width=0.6,
                color=DECREASE if amount < 0 else INCREASE)
         ax.plot([x - 1.3, x + 0.3], [level, level], color=MUTED, linewidth=0.6)
         level += amount
-        ax.text(x, max(level, level - amount), _label(amount), ha="center", va="bottom",
-                fontsize=8.5)
+        ax.text(x, max(level, level - amount), _label(amount, symbol), ha="center",
+                va="bottom", fontsize=8.5)
     end = len(names) - 1
     ax.plot([end - 1.3, end + 0.3], [level, level], color=MUTED, linewidth=0.6)
     ax.bar(end, float(bridge["end"]), color=TOTAL, width=0.6)
-    ax.text(end, float(bridge["end"]), _label(float(bridge["end"])), ha="center",
+    ax.text(end, float(bridge["end"]), _label(float(bridge["end"]), symbol), ha="center",
             va="bottom", fontsize=8.5)
     ax.set_xticks(range(len(names)), names, fontsize=8.5)
-    _frame(ax, "y")
+    _frame(ax, "y", symbol)
     # the steps are small beside the totals: start the axis near them, and say so
     levels = [float(bridge["start"])]
     for step in bridge["steps"]:
@@ -138,7 +149,7 @@ def bridge_figure(bridge: dict, labels: dict[str, str]) -> Figure:
     return fig
 
 
-def levers_figure(levers: list[dict]) -> Figure:
+def levers_figure(levers: list[dict], symbol: str) -> Figure:
     """The ranked levers, rank 1 on top, with the dollars each touches."""
     rows = list(reversed(levers))
     fig = Figure(figsize=(WIDTH, 0.3 * len(rows) + 0.55), layout="constrained")
@@ -147,25 +158,27 @@ def levers_figure(levers: list[dict]) -> Figure:
     ax.barh(names, [r["dollars"] for r in rows], height=0.6,
             color=[TOTAL if r["rank"] == 1 else COMPONENT_COLORS["cpu"] for r in rows])
     for y, r in enumerate(rows):
-        ax.text(max(r["dollars"], 0), y, f"  {_label(r['dollars'])}", va="center", fontsize=8.5)
-    _frame(ax)
+        ax.text(max(r["dollars"], 0), y, f"  {_label(r['dollars'], symbol)}", va="center",
+                fontsize=8.5)
+    _frame(ax, symbol=symbol)
     ax.margins(x=0.18)
     return fig
 
 
 def charts(data: dict, labels: dict[str, str]) -> dict[str, str]:
     """The page's inline SVG charts, by section."""
-    out = {}
+    out, symbol = {}, symbol_of(data["headline"]["currency"])
     with _style("bill"):
         if data["bill"] and data["bill"]["cost"]:
-            out["bill"] = _svg(bill_figure(data["bill"]), "Cost by purpose and component")
+            out["bill"] = _svg(bill_figure(data["bill"], symbol), "Cost by purpose and component")
     with _style("bridge"):
         if data["bridge"]["steps"]:
-            out["bridge"] = _svg(bridge_figure(data["bridge"], labels),
+            out["bridge"] = _svg(bridge_figure(data["bridge"], labels, symbol),
                                  "Bridge from BilledCost to EffectiveCost")
     with _style("levers"):
         if data["levers"]:
-            out["levers"] = _svg(levers_figure(data["levers"]), "Levers ranked by dollars")
+            out["levers"] = _svg(levers_figure(data["levers"], symbol),
+                                 "Levers ranked by amount")
     return out
 
 

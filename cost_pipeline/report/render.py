@@ -4,7 +4,6 @@ styles and SVG inline, nothing fetched when it is opened."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,8 @@ import jinja2
 
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
+from cost_pipeline.report.money import cents, money, symbol_of  # noqa: F401 (re-exported)
 
-CENT = Decimal("0.01")
 # the source's line item types, as the bridge's steps read to a finance director
 LINE_ITEM_LABELS = {
     "SavingsPlanCoveredUsage": "Covered usage repriced at the savings-plan rate",
@@ -33,17 +32,6 @@ LINE_ITEM_LABELS = {
     "Tax": "Tax",
     "Usage": "On-demand usage",
 }
-
-
-def cents(value) -> Decimal:
-    return Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP)
-
-
-def money(value, symbol: str = "$") -> str:
-    if value is None:
-        return "–"
-    amount = cents(value)
-    return f"{'−' if amount < 0 else ''}{symbol}{abs(amount):,.2f}"
 
 
 def percent(fraction, digits: int = 1) -> str:
@@ -117,7 +105,7 @@ def _environment() -> jinja2.Environment:
 
 def render_html(data: dict, source: str) -> str:
     head = data["headline"]
-    symbol = "$" if head["currency"] == "USD" else f"{head['currency']} "
+    symbol = symbol_of(head["currency"])
     return _environment().get_template("report.html.j2").render(
         d=data, head=head, symbol=symbol, rec=data["reconciliation"],
         purpose_labels=PURPOSE_LABELS, bridge_steps=bridge_rows(data["bridge"]),

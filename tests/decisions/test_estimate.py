@@ -63,3 +63,47 @@ def test_cli_json_and_exit_code(demo_quarter, dagster_home):
                          text=True)
     assert big.returncode == 3
     assert json.loads(big.stdout)["approved"] is False
+
+
+@pytest.mark.parametrize("flag, value", [("--price", "-100"), ("--gpus", "-4"),
+                                         ("--hours", "nan"), ("--price", "inf")])
+def test_negative_or_non_finite_overrides_are_refused_in_one_line(tmp_path, capsys, flag,
+                                                                  value):
+    # issue 16: `--price -100` estimated −144,000 "within budget" and exited 0
+    from cost_pipeline.cli.main import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text("warehouse: {path: none.duckdb}\n")
+    argv = ["estimate", "--config", str(config), "--model", "churn", "--configs", "12",
+            "--seeds", "3", "--reruns", "4", "--gpus", "4", "--hours", "12", "--price", "4.1"]
+    argv[argv.index(flag) + 1] = value
+    assert main([*argv, "--json"]) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    [line] = out.err.strip().splitlines()
+    assert line.startswith(f"error: {flag} must be a finite number >= 0")
+
+
+def test_estimate_json_is_json_and_amounts_carry_the_bills_currency(tmp_path, capsys):
+    import duckdb
+
+    from cost_pipeline.cli.main import main
+    from cost_pipeline.estimate import render
+    from tests.support.warehouse_rows import insert_lines
+
+    (tmp_path / "c.yaml").write_text("warehouse: {path: w.duckdb}\n")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:  # a NOK bill, no search runs
+        from datetime import date, datetime
+
+        insert_lines(con, date(2026, 10, 1), [{
+            "ChargePeriodStart": datetime(2026, 10, 1), "ChargePeriodEnd": datetime(2026, 10, 1, 1),
+            "ChargeCategory": "Usage", "EffectiveCost": 1.0, "x_CostComponent": "gpu",
+            "x_SourceLine": "l0", "BillingCurrency": "NOK"}])
+    argv = ["estimate", "--config", str(tmp_path / "c.yaml"), "--model", "churn",
+            "--configs", "2", "--seeds", "1", "--gpus", "1", "--hours", "1", "--price", "10"]
+    assert main([*argv, "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert "NaN" not in printed and json.loads(printed)["currency"] == "NOK"
+    cfg = load_config(str(tmp_path / "c.yaml"))
+    text = render(estimate_search(cfg, "churn", 2, 1, gpus=1, hours=1, price=10))
+    assert "NOK 20.00" in text and "$" not in text

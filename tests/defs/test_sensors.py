@@ -367,5 +367,14 @@ def test_alert_text_says_what_failed_for_each_error_check():
     off = alerts.CheckEvaluation("attribution.cost_conserved", "2026-10", False, "ERROR", 1.0,
                                  "r2", {"delta": 12.5, "tolerance": 0.01, "currency": "USD"})
     payload = alerts.check_alert(off)
-    assert "off the bill by 12.50 USD" in payload["text"] and payload["run_id"] == "r2"
+    assert "off the bill by $12.50" in payload["text"] and payload["run_id"] == "r2"
+    # a NOK bill's alert says NOK, never `$`
+    nok = alerts.CheckEvaluation(
+        "reconciliation.reconciliation_within_threshold", "2026-10", False, "ERROR", 1.0, "r3",
+        {"untracked_share": 0.5, "billed_gpu_hours": 10.0, "tracked_gpu_hours": 5.0,
+         "threshold": 0.05, "currency": "NOK",
+         "top_untracked": [{"resource_id": "i-1", "instance_type": "g5.xlarge",
+                            "gpu_hours": 5.0, "hours": 5.0, "cost": 1234.5}]})
+    text = alerts.check_alert(nok)["text"]
+    assert "NOK 1,234.50" in text and "$" not in text
     assert json.loads(alerts.dump_state({"pending": [payload]}))  # JSON all the way down

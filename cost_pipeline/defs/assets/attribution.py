@@ -8,6 +8,7 @@ from dagster_duckdb import DuckDBResource
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.defs.checks import conservation, reconciliation_outcome, tracker_claims_billed
 from cost_pipeline.defs.code_versions import code_version
+from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
 from cost_pipeline.warehouse import month_params, replace_month, sql_text
@@ -39,7 +40,7 @@ def attribution(
             "SELECT purpose_class, round(sum(cost), 2) FROM attribution WHERE month = ? "
             "GROUP BY 1 ORDER BY 1", [month]).fetchall())
     return dg.MaterializeResult(
-        metadata={"rows": rows, **{f"cost_{k}": v for k, v in split.items()}},
+        metadata=rounded({"rows": rows, **{f"cost_{k}": v for k, v in split.items()}}),
         check_results=[check],
     )
 
@@ -68,4 +69,4 @@ def reconciliation(
         replace_month(con, "reconciliation", month, sql_text("reconciliation"), params)
         check, figures = reconciliation_outcome(con, month)
         claims = tracker_claims_billed(con, month, params)
-    return dg.MaterializeResult(metadata=figures, check_results=[check, claims])
+    return dg.MaterializeResult(metadata=rounded(figures), check_results=[check, claims])

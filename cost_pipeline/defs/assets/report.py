@@ -34,7 +34,7 @@ def monthly_report(
     from cost_pipeline.report import write_report
     from cost_pipeline.report.charts import bill_figure, png_data_uri
     from cost_pipeline.report.markdown import bill_markdown, levers_markdown
-    from cost_pipeline.report.render import cents
+    from cost_pipeline.report.money import cents, symbol_of
 
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
@@ -51,14 +51,17 @@ def monthly_report(
         "html_bytes": path.stat().st_size,
         "total_effective_cost": float(cents(data["headline"]["effective_cost"])),
         "billed_cost": float(cents(data["headline"]["billed_cost"])),
-        "bill_as_lines": dg.MetadataValue.md(bill_markdown(data["bill"])),
-        "top_levers": dg.MetadataValue.md(levers_markdown(data["levers"])),
+        "currency": data["headline"]["currency"],
+        "bill_as_lines": dg.MetadataValue.md(bill_markdown(data["bill"],
+                                                           data["headline"]["currency"])),
+        "top_levers": dg.MetadataValue.md(levers_markdown(data["levers"],
+                                                          data["headline"]["currency"])),
     }
     if rec:
         metadata.update(untracked_share_pct=round(rec["untracked_share"] * 100, 1),
                         reconciliation_status=rec["status"], provisional=rec["provisional"])
     if data["bill"] and data["bill"]["cost"]:
         # a small PNG inline: the UI renders data-URI images inside markdown metadata
-        chart = png_data_uri(bill_figure, data["bill"])
+        chart = png_data_uri(bill_figure, data["bill"], symbol_of(data["headline"]["currency"]))
         metadata["chart"] = dg.MetadataValue.md(f"![cost by purpose and component]({chart})")
     return dg.MaterializeResult(metadata=metadata)

@@ -1,0 +1,56 @@
+"""`cost-pipeline report --from YYYY-MM --to YYYY-MM`: writes the period report and prints its
+path; a bad range is one line on stderr and exit 1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from cost_pipeline.cli.main import main
+from cost_pipeline.config import load_config
+from cost_pipeline.report.period import period_report_path
+
+
+def test_from_to_writes_the_period_report(demo_quarter, dagster_home, tmp_path):
+    config = str(demo_quarter[0])
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
+    cli = [sys.executable, "-m", "cost_pipeline.cli", "report", "--config", config]
+    done = subprocess.run([*cli, "--from", "2026-07", "--to", "2026-09"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    expected = period_report_path(load_config(config).warehouse_path, date(2026, 7, 1),
+                                  date(2026, 9, 1))
+    assert done.stdout.strip() == str(expected)
+    assert expected.name == "cost-report-2026-07_2026-09.html"
+    assert Path(done.stdout.strip()).stat().st_size > 10_000
+    out = tmp_path / "q3.html"
+    assert main(["report", "--config", config, "--from", "2026-08", "--to", "2026-09",
+                 "--out", str(out)]) == 0
+    assert out.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--from", "2026-09", "--to", "2026-07"],
+     "error: the period starts 2026-09, after its end 2026-07: --from must not be after --to"),
+    (["--from", "2026-07"], "error: a period needs both --from YYYY-MM and --to YYYY-MM"),
+    (["--to", "2026-07"], "error: a period needs both --from YYYY-MM and --to YYYY-MM"),
+    (["--from", "2026-13", "--to", "2026-09"], "error: --from '2026-13': expected YYYY-MM"),
+    (["--from", "2026-07", "--to", "Sept"], "error: --to 'Sept': expected YYYY-MM"),
+    (["--month", "2026-07", "--from", "2026-07", "--to", "2026-09"],
+     "error: --month and --from/--to exclude each other: one month, or a period"),
+    ([], "error: report needs --month YYYY-MM, or --from YYYY-MM --to YYYY-MM"),
+    (["--from", "2026-06", "--to", "2026-09"],
+     "error: no billing data for 2026-06 in the warehouse: materialize it first, or report a "
+     "shorter period"),
+])
+def test_bad_ranges_are_one_line_and_exit_1(demo_quarter, capsys, args, message):
+    code = main(["report", "--config", str(demo_quarter[0]), *args])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [message]

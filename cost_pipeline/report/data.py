@@ -149,6 +149,26 @@ def searches(con: duckdb.DuckDBPyConnection, month: date,
         ORDER BY s.cost DESC, s.search_id""", [month, month] if with_trend else [month])
 
 
+def retrains(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
+    """Per model: this month's retrains, their triggers and the flat ones' cost."""
+    return _rows(con, """
+        SELECT model, retrains, schedule_retrains, drift_retrains, manual_retrains,
+               unknown_retrains, median_days_between, cost, search_cost, mean_metric_change,
+               flat_retrains, flat_retrain_cost
+        FROM retrain_cadence WHERE month = ?
+        ORDER BY flat_retrain_cost DESC, cost DESC, model""", [month])
+
+
+def preemption(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
+    """The spot run chains: restarts, what restarting from scratch repeated, vs on demand."""
+    return _rows(con, f"""
+        SELECT chain_id, model, runs, restarts, restarts_from_scratch, cost, lost_cost,
+               on_demand_cost, last_run_id, last_run_on_demand_cost,
+               spot_cost_more_than_on_demand
+        FROM preemption WHERE month = ?
+        ORDER BY lost_cost DESC, cost DESC, chain_id LIMIT {TOP}""", [month])
+
+
 def levers(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
     return _rows(con, """
         SELECT rank, lever, dollars, what_it_costs_to_pull, evidence
@@ -191,6 +211,8 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "retention": section("retention_violations", retention),
         "searches": section("search_costs", lambda c, m: searches(c, m, "search_trend" in have)),
         "levers": section("cost_levers", levers),
+        "retrains": section("retrain_cadence", retrains),
+        "preemption": section("preemption", preemption),
         "bridge": bridge(con, month),
         "strip": six_months(con, month),  # the 6 months ending with this one
         "tables": have,

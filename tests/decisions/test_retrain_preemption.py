@@ -306,3 +306,19 @@ def test_spot_chains_without_restart_records(con):
     preempt = levers(con)["checkpoint before going preemptible"]
     assert preempt["dollars"] == 0.0
     assert preempt["evidence"].endswith("no run records restart_of: restarts cannot be told")
+
+
+def test_the_monthly_report_shows_retrains_and_preemption(con):
+    from cost_pipeline.report.data import collect
+    from cost_pipeline.report.render import render_html
+
+    preemption_month(con)
+    retrain_months(con)
+    levers(con)
+    data = collect(con, MARCH)
+    assert [r["model"] for r in data["retrains"]] == ["churn", "fraud", "credit"]
+    assert [c["chain_id"] for c in data["preemption"]] == ["x", "a", "p", "solo"]
+    page = render_html(data, "test.duckdb")
+    assert 'data-flat-retrain-cost="100.00"' in page
+    assert 'data-chain="x"' in page and 'data-lost-cost="6.00"' in page
+    assert "spot cost more than on demand" in page

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from cost_pipeline.report.money import in_currency
+
 STATE_VERSION = 1
 RETRY_INITIAL_SECONDS = 30.0
 RETRY_MAX_SECONDS = 30 * 60.0
-from cost_pipeline.report.money import in_currency
-
 # a tick must end well inside Dagster's 60 s sensor evaluation limit; the rest waits a tick
 DELIVERY_BUDGET_SECONDS = 20.0
 RUN_MEMORY_SECONDS = 7 * 24 * 3600.0  # how long a failed run id is remembered (dedup)
@@ -190,9 +190,6 @@ def _num(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, int | float) else "?"
 
 
-def check_alert(e: CheckEvaluation) -> dict[str, Any]:
-    """The alert of a failed check: Slack's `text` plus the figures as fields."""
-    m = e.metadata
 def _money(value: Any, currency: Any) -> str:
     """An amount in the bill's currency (the check's `currency` metadata)."""
     if not isinstance(value, int | float):
@@ -207,6 +204,9 @@ def slack_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def check_alert(e: CheckEvaluation) -> dict[str, Any]:
+    """The alert of a failed check: Slack's `text` plus the figures as fields."""
+    m = e.metadata
     top = [
         {k: r.get(k) for k in ("resource_id", "instance_type", "gpu_hours", "hours", "cost")}
         for r in (m.get("top_untracked") or [])
@@ -244,10 +244,10 @@ def slack_escape(text: str) -> str:
         "untracked_gpu_hours": m.get("untracked_gpu_hours"),
         "untracked_share": m.get("untracked_share"),
         "threshold": m.get("threshold"),
+        "currency": m.get("currency"),  # of every amount in the alert
         "top_untracked_resources": top,
         "figures": m,
     }
-        "currency": m.get("currency"),  # of every amount in the alert
 
 
 def run_alert(run: FailedRun) -> dict[str, Any]:

@@ -79,11 +79,11 @@ def reconciliation_outcome(
         "threshold": row["threshold"],
         "untracked_cost_share": row["untracked_cost_share"],
         "coverage": row["coverage"],
-        # the currency of the costs in top_untracked (alerts write them in it)
-        "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
         "over_claimed_gpu_hours": row["over_claimed_gpu_hours"],
         "unbilled_claim_gpu_hours": row["unbilled_claim_gpu_hours"],
         "provisional": bool(row["provisional"]),
+        # the currency of the costs in top_untracked (alerts write them in it)
+        "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
     }
     top = top_untracked(con, month)
     check = dg.AssetCheckResult(

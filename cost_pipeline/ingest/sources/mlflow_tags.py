@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -100,8 +100,7 @@ class WriteBack:
     runs_unchanged: int = 0
     runs_skipped_deleted: int = 0
     runs_skipped_not_in_tracker: int = 0
-    calls: int = 0
-    skipped_examples: list[str] = field(default_factory=list)
+    calls: int = 0                 # log_batch calls made
 
 
 def _with_retries(call: Callable[[], T], tracker: str, uri: str, what: str,

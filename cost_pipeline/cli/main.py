@@ -27,6 +27,9 @@ def _fmt(value, currency: str | None = None) -> str:
     return str(value)
 
 
+MONEY_FIGURES = {"effective_cost", "delta"}  # printed in the bill's currency
+
+
 def print_checks(result) -> None:
     for check in result.checks:
         mark = "PASS" if check.passed else f"FAIL ({check.severity})"

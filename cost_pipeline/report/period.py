@@ -12,9 +12,11 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.report.data import PURPOSE_LABELS, PURPOSES, ReportError
+from cost_pipeline.report.money import money, symbol_of
 from cost_pipeline.report.period_charts import period_charts
-from cost_pipeline.report.period_data import collect_period, months_between
-from cost_pipeline.report.render import _environment, money, percent
+from cost_pipeline.report.period_data import collect_period
+from cost_pipeline.report.render import _environment, percent
+from cost_pipeline.report.strip import months_between
 
 MAX_MONTHS = 36  # a page of month columns stays readable up to three years
 
@@ -46,10 +48,6 @@ def _refuse_gaps(data: dict) -> None:
         raise ReportError(f"the period's bill is in more than one currency "
                           f"({', '.join(data['currencies'])}): report each currency's months "
                           "separately")
-
-
-def symbol_of(currency: str) -> str:
-    return "$" if currency == "USD" else f"{currency} "
 
 
 def summary(data: dict, symbol: str) -> list[str]:

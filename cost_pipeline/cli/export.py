@@ -98,9 +98,38 @@ def add_runs_parser(exports) -> None:
     runs.set_defaults(func=cmd_export_runs)
 
 
+def cmd_export_focus(args) -> int:
+    from cost_pipeline.config import load_config
+    from cost_pipeline.export.focus import export_focus
+    from cost_pipeline.months import parse_month
+
+    path, _rows = export_focus(load_config(args.config).warehouse_path,
+                               parse_month(args.month), args.format, args.out)
+    print(path)
+    return 0
+
+
+def add_focus_parser(exports) -> None:
+    focus = exports.add_parser(
+        "focus", help="the month's attributed bill as a FOCUS 1.2 dataset (parquet or CSV)",
+        description="Write the month's bill as a FOCUS 1.2 cost-and-usage dataset: one row "
+        "per billing line and run | untracked | unallocated, the metrics split to sum back to "
+        "each line exactly, the allocation in x_RunId, x_Model, x_PurposeClass, x_SearchId, "
+        "x_AllocationRule and cost-pipeline/* tags (docs/focus-export.md). Prints the path.")
+    focus.add_argument("--config", default=None,
+                       help="config YAML (default: $COST_PIPELINE_CONFIG)")
+    focus.add_argument("--month", required=True, help="YYYY-MM")
+    focus.add_argument("--format", choices=("parquet", "csv"), default="parquet",
+                       help="default: parquet")
+    focus.add_argument("--out", default=None, help="file to write (default: <warehouse "
+                       "folder>/exports/focus-YYYY-MM.parquet, or .csv)")
+    focus.set_defaults(func=cmd_export_focus)
+
+
 def add_export_parser(sub: argparse._SubParsersAction) -> None:
     """The `export` group; each export adds its own subcommand here."""
     export = sub.add_parser("export", help="write a month of a table to a file",
                             description="Write a month of a warehouse table to a file.")
     exports = export.add_subparsers(dest="export", required=True, metavar="WHAT")
     add_runs_parser(exports)
+    add_focus_parser(exports)

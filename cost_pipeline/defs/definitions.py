@@ -12,6 +12,7 @@ import dagster as dg
 from cost_pipeline.config import CONFIG_ENV, ConfigError, ScheduleSettings, load_config
 from cost_pipeline.defs.assets.attribution import attribution, reconciliation
 from cost_pipeline.defs.assets.decisions import derived_assets
+from cost_pipeline.defs.assets.focus_export import focus_export
 from cost_pipeline.defs.assets.ingest import ingest
 from cost_pipeline.defs.assets.report import monthly_report
 from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
@@ -24,7 +25,7 @@ from cost_pipeline.defs.sensors import build_check_alert_sensor, build_run_failu
 from cost_pipeline.months import FIRST_MONTH
 
 ALL_ASSETS = [ingest, attribution, reconciliation, *derived_assets, monthly_report,
-              tracker_cost_tags]
+              tracker_cost_tags, focus_export]
 CHECK_KEYS = [key for asset in ALL_ASSETS for key in asset.check_keys]
 JOB_NAME = "monthly_costs"
 WAREHOUSE_TAG = "cost_pipeline/warehouse"

@@ -11,7 +11,7 @@ ASSETS = {"billing_facts", "tracker_runs", "checkpoint_inventory", "attribution"
           "retention_violations", "storage_by_run_status", "search_trend",
           "preprocessing_waste", "egress", "gpu_utilization", "showback", "cost_levers",
           "monthly_report", "search_shape", "run_costs", "tracker_cost_tags", "retrain_cadence",
-          "preemption"}
+          "preemption", "focus_export"}
 
 
 def test_definitions_load_and_list_everything(tmp_path):

@@ -1,0 +1,233 @@
+-- The month's bill as a FOCUS 1.2 cost-and-usage dataset, split the way FOCUS 1.3 describes
+-- allocated charges: each billing line becomes one row per row of `attribution` (a run,
+-- `untracked` or `unallocated`), its dimensions copied from the origin line and every
+-- summable metric (BilledCost, EffectiveCost, ListCost, ContractedCost, ConsumedQuantity,
+-- PricingQuantity) multiplied by the row's share, in DECIMAL(38, 10), the last row of a line
+-- taking the rest: the rows of a line sum back to the origin line exactly.
+-- Parameters: $month. Read by cost_pipeline/export/focus.py; docs/focus-export.md says why
+-- each derived column holds what it holds.
+--
+-- Columns billing_facts does not carry (docs/focus-export.md):
+-- * BillingAccountId / BillingAccountName: the billing source's name in the config (the
+--   prefix of x_SourceLine) — the account the pipeline read the bill from.
+-- * ProviderName / PublisherName / InvoiceIssuerName: the line's provider (the source's name
+--   when a source gives none): the provider issues the invoice of its own services.
+-- * ServiceName: the line's, else the provider's name. ServiceCategory: the line's when it
+--   is a FOCUS 1.2 value, else from the cost component (gpu/cpu → Compute, storage →
+--   Storage, network → Networking, other → Other); then one category per ServiceName (FOCUS:
+--   a service has one category): the one most of the service's lines have.
+-- * ChargeCategory: Usage|Purchase|Tax|Credit|Adjustment (anything else → Adjustment);
+--   ChargeClass: Correction or NULL. ChargeDescription: built from category, component,
+--   service and instance type or SKU.
+-- * ListCost: the line's ListCost for Usage and Purchase rows, else (no list price, and every
+--   other category, which FOCUS sets to BilledCost) BilledCost. ContractedCost: no negotiated
+--   rates are known, so ListCost for Usage and Purchase, BilledCost otherwise.
+-- * ConsumedQuantity/ConsumedUnit: the line's for Usage rows that are not unused commitment
+--   (0 'Units' when the source gave none), NULL otherwise. PricingQuantity/PricingUnit: the
+--   consumed quantity and unit for Usage and Purchase (1 'Units' without one), NULL for
+--   Tax, Credit and Adjustment. Units are spelled in FOCUS's UnitFormat (`Hrs` → `Hours`,
+--   `GB-Mo` → `GB-Months`, GCP's `gibibyte hour` → `GiB-Hours` …); a unit the format cannot
+--   express is `Units`.
+-- * ChargeFrequency: Usage and Tax → Usage-Based; Purchase → Recurring for recurring
+--   commitment fees (RIFee, SavingsPlanRecurringFee), else One-Time; Credit, Adjustment →
+--   One-Time. ServiceSubcategory: `Other (<ServiceCategory>)`, one per ServiceName.
+-- * InvoiceId: the line's final-bill id when every line of the month has one; NULL for every
+--   row otherwise (a provisional month: FOCUS wants all rows invoiced or none).
+WITH origin AS (
+    SELECT
+        b.x_SourceLine,
+        split_part(b.x_SourceLine, ':', 1) AS source_name,
+        b.ChargePeriodStart, b.ChargePeriodEnd,
+        coalesce(nullif(trim(b.ProviderName), ''), split_part(b.x_SourceLine, ':', 1))
+            AS provider,
+        nullif(trim(b.ServiceName), '') AS service_name,
+        CASE WHEN b.ChargeCategory IN ('Usage', 'Purchase', 'Tax', 'Credit', 'Adjustment')
+             THEN b.ChargeCategory ELSE 'Adjustment' END AS charge_category,
+        CASE WHEN b.ChargeClass = 'Correction' THEN 'Correction' END AS charge_class,
+        CASE WHEN b.ServiceCategory IN (
+                 'AI and Machine Learning', 'Analytics', 'Business Applications', 'Compute',
+                 'Databases', 'Developer Tools', 'Multicloud', 'Identity', 'Integration',
+                 'Internet of Things', 'Management and Governance', 'Media', 'Migration',
+                 'Mobile', 'Networking', 'Security', 'Storage', 'Web', 'Other')
+             THEN b.ServiceCategory
+             WHEN b.x_CostComponent IN ('gpu', 'cpu') THEN 'Compute'
+             WHEN b.x_CostComponent = 'storage' THEN 'Storage'
+             WHEN b.x_CostComponent = 'network' THEN 'Networking'
+             ELSE 'Other' END AS line_category,
+        nullif(trim(b.ResourceId), '') AS resource_id,
+        b.BillingCurrency,
+        b.Tags,
+        b.x_CostComponent, b.x_AcceleratorCount, b.x_InstanceType, b.SkuId,
+        coalesce(b.CommitmentDiscountStatus, '') = 'Unused' AS unused_commitment,
+        b.ConsumedQuantity AS consumed_raw,
+        b.x_LineItemType, b.x_InvoiceId,
+        count(b.x_InvoiceId) OVER () = count(*) OVER () AS invoiced,
+        -- FOCUS UnitFormat (the validator's pattern): known spellings first, else kept when
+        -- it already conforms, else `Units`
+        CASE
+            WHEN b.ConsumedUnit IS NULL OR trim(b.ConsumedUnit) = '' THEN NULL
+            WHEN lower(trim(b.ConsumedUnit)) IN ('hrs', 'hr', 'hour', 'hours', 'h') THEN 'Hours'
+            WHEN lower(trim(b.ConsumedUnit)) IN ('seconds', 'second', 'secs', 'sec', 's')
+                THEN 'Seconds'
+            WHEN lower(trim(b.ConsumedUnit)) IN ('minutes', 'minute', 'mins', 'min') THEN 'Minutes'
+            WHEN lower(trim(b.ConsumedUnit)) = 'gibibyte hour' THEN 'GiB-Hours'
+            WHEN lower(trim(b.ConsumedUnit)) = 'gibibyte month' THEN 'GiB-Months'
+            WHEN lower(trim(b.ConsumedUnit)) = 'gibibyte' THEN 'GiB'
+            WHEN lower(trim(b.ConsumedUnit)) = 'byte-seconds' THEN 'Byte-Seconds'
+            ELSE regexp_replace(regexp_replace(regexp_replace(regexp_replace(trim(b.ConsumedUnit),
+                     '(?i)-(mo|mos|month)$', '-Months'), '(?i)-(hrs|hr|hour)$', '-Hours'),
+                     '(?i)-(day)$', '-Days'), '(?i)-(seconds?|secs?)$', '-Seconds')
+        END AS unit_spelled,
+        CAST(b.BilledCost AS DECIMAL(38, 10)) AS billed,
+        CAST(b.EffectiveCost AS DECIMAL(38, 10)) AS effective,
+        CAST(b.ListCost AS DECIMAL(38, 10)) AS list_raw
+    FROM billing_facts b
+    WHERE b.month = $month
+),
+priced AS (
+    SELECT
+        o.*,
+        coalesce(o.service_name, o.provider) AS service,
+        CASE WHEN charge_category IN ('Usage', 'Purchase') THEN coalesce(list_raw, billed)
+             ELSE billed END AS list,
+        CASE WHEN charge_category = 'Usage' AND NOT unused_commitment
+             THEN CAST(coalesce(consumed_raw, 0) AS DECIMAL(38, 10)) END AS consumed,
+        CASE WHEN charge_category = 'Usage' AND NOT unused_commitment
+             THEN coalesce(consumed_unit, 'Units') END AS consumed_unit_out,
+        CASE WHEN charge_category IN ('Usage', 'Tax') THEN 'Usage-Based'
+             WHEN charge_category = 'Purchase'
+              AND x_LineItemType IN ('RIFee', 'SavingsPlanRecurringFee') THEN 'Recurring'
+             ELSE 'One-Time' END AS charge_frequency,
+        CASE WHEN charge_category IN ('Usage', 'Purchase')
+             THEN CAST(coalesce(consumed_raw, 1) AS DECIMAL(38, 10)) END AS pricing,
+        CASE WHEN charge_category IN ('Usage', 'Purchase')
+             THEN CASE WHEN consumed_raw IS NULL THEN 'Units'
+                       ELSE coalesce(consumed_unit, 'Units') END END AS pricing_unit
+    FROM (SELECT *,
+                 CASE WHEN unit_spelled IS NULL OR regexp_matches(unit_spelled,
+                      '^([A-Za-z][A-Za-z0-9]*(\s+[A-Za-z][A-Za-z0-9]*)*'
+                      || '(-(Years|Months|Days|Hours|Minutes|Seconds)'
+                      || '|/(Year|Month|Day|Hour|Minute|Second)'
+                      || '|/[0-9]+ (Years|Months|Days|Hours|Minutes|Seconds))?'
+                      || '|[0-9]+ [A-Za-z][A-Za-z0-9]*(\s+[A-Za-z][A-Za-z0-9]*)*)$')
+                      THEN unit_spelled ELSE 'Units' END AS consumed_unit
+          FROM origin) o
+),
+service_category AS (
+    -- FOCUS: a ServiceName has one ServiceCategory; the one most of its lines have
+    SELECT service, arg_max(line_category, weight) AS category
+    FROM (SELECT service, line_category,
+                 count(*) * 1000 - rank() OVER (PARTITION BY service ORDER BY line_category)
+                     AS weight
+          FROM priced GROUP BY service, line_category)
+    GROUP BY service
+),
+parts AS (
+    SELECT
+        a.x_SourceLine, a.run_id, a.purpose_class, a.kind, a.rule, a.share,
+        a.hours, a.accelerator_hours,
+        row_number() OVER line_rows AS part,
+        count(*) OVER (PARTITION BY a.x_SourceLine) AS parts
+    FROM attribution a
+    WHERE a.month = $month
+    WINDOW line_rows AS (PARTITION BY a.x_SourceLine
+                         ORDER BY a.run_id NULLS LAST, a.purpose_class, a.kind NULLS FIRST)
+),
+split AS (
+    SELECT
+        p.*,
+        coalesce(s.part, 1) AS part_no,
+        coalesce(s.parts, 1) AS part_count,
+        coalesce(s.share, 1.0) AS line_share,
+        s.run_id, coalesce(s.purpose_class, 'unallocated') AS purpose_class,
+        s.kind AS allocation_kind, coalesce(s.rule, 'non_usage') AS allocation_rule,
+        s.hours AS usage_hours, s.accelerator_hours,
+        r.model, r.search_id
+    FROM priced p
+    LEFT JOIN parts s USING (x_SourceLine)
+    LEFT JOIN tracker_runs r ON r.month = $month AND r.run_id = s.run_id
+),
+shared_out AS (
+    -- each metric × share, rounded to the metric's scale; the line's last row takes the rest
+    SELECT
+        *,
+        CAST(billed * line_share AS DECIMAL(38, 10)) AS billed_part,
+        CAST(effective * line_share AS DECIMAL(38, 10)) AS effective_part,
+        CAST(list * line_share AS DECIMAL(38, 10)) AS list_part,
+        CAST(consumed * line_share AS DECIMAL(38, 10)) AS consumed_part,
+        CAST(pricing * line_share AS DECIMAL(38, 10)) AS pricing_part
+    FROM split
+),
+allocated AS (
+    SELECT
+        *,
+        CASE WHEN part_no < part_count THEN billed_part
+             ELSE billed - coalesce(sum(billed_part) OVER earlier, 0) END AS BilledCost,
+        CASE WHEN part_no < part_count THEN effective_part
+             ELSE effective - coalesce(sum(effective_part) OVER earlier, 0) END AS EffectiveCost,
+        CASE WHEN part_no < part_count THEN list_part
+             ELSE list - coalesce(sum(list_part) OVER earlier, 0) END AS ListCost,
+        CASE WHEN part_no < part_count THEN consumed_part
+             ELSE consumed - coalesce(sum(consumed_part) OVER earlier, 0) END AS ConsumedQuantity,
+        CASE WHEN part_no < part_count THEN pricing_part
+             ELSE pricing - coalesce(sum(pricing_part) OVER earlier, 0) END AS PricingQuantity
+    FROM shared_out
+    WINDOW earlier AS (PARTITION BY x_SourceLine ORDER BY part_no
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+)
+SELECT
+    source_name AS BillingAccountId,
+    source_name AS BillingAccountName,
+    BillingCurrency,
+    timezone('UTC', CAST($month AS TIMESTAMP)) AS BillingPeriodStart,
+    timezone('UTC', CAST($month AS TIMESTAMP) + INTERVAL 1 MONTH) AS BillingPeriodEnd,
+    timezone('UTC', ChargePeriodStart) AS ChargePeriodStart,
+    timezone('UTC', ChargePeriodEnd) AS ChargePeriodEnd,
+    charge_category AS ChargeCategory,
+    charge_class AS ChargeClass,
+    charge_frequency AS ChargeFrequency,
+    charge_category || ' of ' || x_CostComponent || ' in ' || a.service
+        || coalesce(' (' || coalesce(x_InstanceType, SkuId) || ')', '') AS ChargeDescription,
+    provider AS ProviderName,
+    provider AS PublisherName,
+    provider AS InvoiceIssuerName,
+    a.service AS ServiceName,
+    c.category AS ServiceCategory,
+    'Other (' || c.category || ')' AS ServiceSubcategory,
+    CASE WHEN invoiced THEN x_InvoiceId END AS InvoiceId,
+    resource_id AS ResourceId,
+    BilledCost,
+    EffectiveCost,
+    ListCost,
+    -- no negotiated rates are known: the contracted cost is the list cost (docs)
+    ListCost AS ContractedCost,
+    ConsumedQuantity,
+    consumed_unit_out AS ConsumedUnit,
+    PricingQuantity,
+    pricing_unit AS PricingUnit,
+    CAST(to_json(map_from_entries(list_sort(list_concat(
+        list_filter(map_entries(coalesce(Tags, MAP {})),
+                    lambda e: NOT starts_with(e.key, 'cost-pipeline/')),
+        list_filter([
+            {'key': 'cost-pipeline/run_id', 'value': run_id},
+            {'key': 'cost-pipeline/model', 'value': model},
+            {'key': 'cost-pipeline/purpose_class', 'value': purpose_class},
+            {'key': 'cost-pipeline/search_id', 'value': search_id},
+            {'key': 'cost-pipeline/allocation_rule', 'value': allocation_rule}],
+            lambda e: e.value IS NOT NULL))))) AS VARCHAR) AS Tags,
+    run_id AS x_RunId,
+    model AS x_Model,
+    purpose_class AS x_PurposeClass,
+    search_id AS x_SearchId,
+    allocation_rule AS x_AllocationRule,
+    allocation_kind AS x_AllocationKind,
+    line_share AS x_AllocatedShare,
+    x_CostComponent,
+    x_AcceleratorCount,
+    x_InstanceType,
+    usage_hours AS x_UsageHours,
+    accelerator_hours AS x_AcceleratorHours,
+    x_SourceLine
+FROM allocated a
+JOIN service_category c USING (service)
+ORDER BY x_SourceLine, part_no

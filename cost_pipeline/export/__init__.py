@@ -1,0 +1,1 @@
+"""Datasets written for tools outside the pipeline (FOCUS for FinOps tools)."""

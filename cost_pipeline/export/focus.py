@@ -1,0 +1,111 @@
+"""The month's attributed bill → a FOCUS 1.2 cost-and-usage dataset (parquet or CSV) that any
+FinOps tool reads, the attribution in `x_` columns and `cost-pipeline/…` tags.
+
+The rows come from `assets/queries/focus_export.sql` (one row per billing line × attribution
+row, the metrics split so that a line's rows sum back to it exactly). Before the file is
+written the totals are checked against `billing_facts`: BilledCost and EffectiveCost must be
+equal to the last decimal place, or nothing is written. The file is written atomically and is
+byte-stable: the same warehouse month gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from cost_pipeline.warehouse import bind, sql_text
+
+FORMATS = ("parquet", "csv")
+FOCUS_VERSION = "1.2"
+# FOCUS DateTimeFormat: ISO 8601 in UTC, `Z`
+CSV_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class FocusExportError(ValueError):
+    """The dataset cannot be written: the month is not attributed, totals disagree, …"""
+
+
+def focus_rows(con: duckdb.DuckDBPyConnection, month: date) -> pa.Table:
+    """The month as FOCUS 1.2 rows, checked to sum to `billing_facts` exactly."""
+    lines, attributed = con.execute(
+        "SELECT (SELECT count(*) FROM billing_facts WHERE month = ?), "
+        "(SELECT count(DISTINCT x_SourceLine) FROM attribution WHERE month = ?)",
+        [month, month]).fetchall()[0]
+    if lines and not attributed:
+        raise FocusExportError(f"{month:%Y-%m} has billing lines but no attribution: "
+                               "materialize the month first")
+    sql = sql_text("focus_export")
+    rows = con.sql(sql, params=bind(sql, {"month": month})).to_arrow_table()
+    _check_totals(con, month, rows)
+    return rows
+
+
+def _check_totals(con: duckdb.DuckDBPyConnection, month: date, rows: pa.Table) -> None:
+    billed, effective = con.execute(
+        "SELECT coalesce(sum(CAST(BilledCost AS DECIMAL(38, 10))), 0), "
+        "coalesce(sum(CAST(EffectiveCost AS DECIMAL(38, 10))), 0) FROM billing_facts "
+        "WHERE month = ?", [month]).fetchall()[0]
+    for column, expected in (("BilledCost", billed), ("EffectiveCost", effective)):
+        got = pc.sum(rows[column]).as_py() if rows.num_rows else 0
+        if (got or 0) != expected:
+            raise FocusExportError(f"the FOCUS rows' {column} sums to {got}, billing_facts "
+                                   f"of {month:%Y-%m} to {expected}: not written")
+
+
+def _csv_ready(rows: pa.Table) -> pa.Table:
+    """Timestamps as FOCUS's `YYYY-MM-DDTHH:MM:SSZ` text."""
+    columns = []
+    for field, column in zip(rows.schema, rows.columns, strict=True):
+        if pa.types.is_timestamp(field.type):
+            column = pc.strftime(column, format=CSV_TIME_FORMAT)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=rows.column_names)
+
+
+def write_focus(rows: pa.Table, path: str | Path, fmt: str = "parquet") -> Path:
+    """Write atomically (a reader never sees half a file), byte-stable for the same rows."""
+    if fmt not in FORMATS:
+        raise FocusExportError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    if fmt == "csv":
+        pacsv.write_csv(_csv_ready(rows), partial)
+    else:
+        pq.write_table(rows, partial, compression="zstd", write_statistics=True)
+    os.replace(partial, path)
+    return path.resolve()
+
+
+def default_focus_path(warehouse: str | Path, month: date, fmt: str = "parquet") -> Path:
+    """`<warehouse folder>/exports/focus-YYYY-MM.<parquet|csv>`."""
+    return Path(warehouse).resolve().parent / "exports" / f"focus-{month:%Y-%m}.{fmt}"
+
+
+def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
+                 out: str | Path | None = None) -> tuple[Path, int]:
+    """The month of the warehouse at `warehouse` as a FOCUS file; (path, rows)."""
+    if fmt not in FORMATS:
+        raise FocusExportError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if not Path(warehouse).exists():
+        raise FocusExportError(f"no warehouse at {warehouse}: materialize a month first")
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            con.execute("SET TimeZone = 'UTC'")
+            lines = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
+                                [month]).fetchall()[0][0]
+            if not lines:
+                raise FocusExportError(f"no billing lines for {month:%Y-%m} in {warehouse}: "
+                                       "materialize the month first")
+            rows = focus_rows(con, month)
+    except duckdb.Error as exc:  # e.g. another process holds the write lock, no such table
+        raise FocusExportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from None
+    target = Path(out) if out else default_focus_path(warehouse, month, fmt)
+    return write_focus(rows, target, fmt), rows.num_rows

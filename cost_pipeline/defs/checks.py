@@ -11,6 +11,7 @@ import duckdb
 
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.months import next_month
+from cost_pipeline.report import data as report_data
 from cost_pipeline.warehouse import query, sql_text
 
 ABS_TOLERANCE = 0.01  # a cent
@@ -48,17 +49,13 @@ def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckRe
 
 
 def top_untracked(con: duckdb.DuckDBPyConnection, month: date, limit: int = 5) -> list[dict]:
-    rows = con.execute(
-        """SELECT l.ResourceId, any_value(l.x_InstanceType), sum(a.accelerator_hours),
-                  sum(a.hours), sum(a.cost)
-           FROM attribution a JOIN billing_facts l
-             ON l.month = a.month AND l.x_SourceLine = a.x_SourceLine
-           WHERE a.month = ? AND a.purpose_class = 'untracked' AND a.component = 'gpu'
-           GROUP BY 1 ORDER BY 3 DESC NULLS LAST, 5 DESC LIMIT ?""", [month, limit]).fetchall()
+    """The untracked GPU resources the failed reconciliation's alert names: the report's and
+    the demo's list too (assets/queries/top_untracked.sql), rounded for the metadata."""
     return [
-        {"resource_id": r[0], "instance_type": r[1], "gpu_hours": round(r[2] or 0, 3),
-         "hours": round(r[3] or 0, 3), "cost": round(r[4] or 0, 2)}
-        for r in rows
+        {"resource_id": r["resource_id"], "instance_type": r["instance_type"],
+         "gpu_hours": round(r["gpu_hours"] or 0, 3), "hours": round(r["hours"] or 0, 3),
+         "cost": round(r["cost"] or 0, 2)}
+        for r in report_data.top_untracked(con, month, "gpu", limit)
     ]
 
 
@@ -100,33 +97,6 @@ def reconciliation_outcome(
 
 UNBILLED_EPSILON = 1e-9  # GPU-hours; below it a claim is float noise, not a finding
 TOP_RESOURCES = 10
-
-_UNBILLED_CLAIMS = """
-WITH runs AS (SELECT * FROM tracker_runs WHERE month = $month),
-claimants AS (
-    -- the claimants of reconciliation.sql: RUNNING or ended, not a sweep parent
-    SELECT r.*, CASE WHEN status = 'RUNNING' THEN CAST($month_end AS TIMESTAMP)
-                     ELSE end_time END AS re
-    FROM runs r
-    WHERE (status = 'RUNNING' OR end_time IS NOT NULL)
-      AND NOT EXISTS (SELECT 1 FROM runs child WHERE child.parent_run_id = r.run_id)
-),
-claims AS (
-    SELECT DISTINCT run_id, start_time, re, gpus, unnest(resource_ids) AS resource_id
-    FROM claimants
-)
-SELECT resource_id, count(DISTINCT run_id), list(DISTINCT run_id ORDER BY run_id)[1:5],
-       sum(epoch(least(re, CAST($month_end AS TIMESTAMP))
-                 - greatest(start_time, CAST($month_start AS TIMESTAMP))) / 3600.0
-           * coalesce(nullif(gpus, 0), 1)) AS gpu_hours
-FROM claims
-WHERE start_time < CAST($month_end AS TIMESTAMP) AND re > CAST($month_start AS TIMESTAMP)
-  -- matched as reconciliation.sql and the attribution match them (macros.sql)
-  AND claim_key(resource_id) NOT IN (SELECT claim_key(ResourceId) FROM billing_facts
-                                     WHERE month = $month AND ResourceId IS NOT NULL)
-GROUP BY resource_id ORDER BY gpu_hours DESC, resource_id
-"""
-
 
 def billing_complete(con: duckdb.DuckDBPyConnection, month: date,
                      today: date) -> dg.AssetCheckResult:
@@ -194,7 +164,7 @@ def tracker_claims_billed(con: duckdb.DuckDBPyConnection, month: date,
     accounts): `reconciliation.unbilled_claim_gpu_hours` and the resources behind it (WARN)."""
     (hours,) = con.execute("SELECT unbilled_claim_gpu_hours FROM reconciliation "
                            "WHERE month = ?", [month]).fetchone()
-    resources = query(con, _UNBILLED_CLAIMS, params).fetchall()
+    resources = query(con, sql_text("unbilled_resources"), params).fetchall()
     return dg.AssetCheckResult(
         check_name="tracker_claims_billed",
         asset_key="reconciliation",

@@ -9,30 +9,9 @@ from datetime import date
 
 import duckdb
 
-LINES_SQL = """
-WITH a AS (
-    SELECT a.*, l.x_ResourceKind AS resource_kind
-    FROM attribution a JOIN billing_facts l USING (month, x_SourceLine)
-    WHERE a.month BETWEEN ? AND ?
-)
-SELECT
-    CASE
-        WHEN purpose_class = 'unallocated'
-            THEN 'unallocated (tax, credits, fees, unused commitment)'
-        WHEN purpose_class = 'untracked' THEN 'untracked'
-        WHEN component = 'storage' AND resource_kind = 'bucket' THEN 'checkpoint & artifact storage'
-        WHEN component = 'network' AND resource_kind = 'bucket' THEN 'cross-region dataset pulls'
-        WHEN purpose_class = 'production' THEN 'production training'
-        WHEN purpose_class = 'search' THEN 'hyperparameter search'
-        WHEN purpose_class = 'preprocessing' THEN 'preprocessing'
-        ELSE 'other runs (eval, adhoc)'
-    END AS line,
-    coalesce(sum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
-    coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
-    count(DISTINCT run_id) AS runs,
-    sum(cost) AS cost
-FROM a GROUP BY 1 ORDER BY cost DESC
-"""
+from cost_pipeline.report.data import top_untracked
+from cost_pipeline.report.money import money, symbol_of
+from cost_pipeline.warehouse import query, sql_text
 
 
 @dataclass
@@ -45,11 +24,24 @@ class BillLine:
 
 
 def bill_lines(con: duckdb.DuckDBPyConnection, first: date, last: date) -> list[BillLine]:
-    return [BillLine(*row) for row in con.execute(LINES_SQL, [first, last]).fetchall()]
+    rows = query(con, sql_text("bill_as_lines"), {"first": first, "last": last}).fetchall()
+    return [BillLine(*row) for row in rows]
+
+
+def bill_currency(con: duckdb.DuckDBPyConnection, first: date, last: date) -> str:
+    """The months' BillingCurrency (one per month, SPEC §5); months in different currencies
+    cannot be summed into one bill."""
+    currencies = [c for (c,) in con.execute(
+        "SELECT DISTINCT coalesce(BillingCurrency, 'USD') FROM billing_facts "
+        "WHERE month BETWEEN ? AND ? ORDER BY 1", [first, last]).fetchall()]
+    if len(currencies) > 1:
+        raise ValueError(f"the months {first:%Y-%m} … {last:%Y-%m} are billed in "
+                         f"{', '.join(currencies)}: show each currency's months apart")
+    return currencies[0] if currencies else "USD"
 
 
 def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date) -> list[str]:
-    notes = []
+    notes, symbol = [], symbol_of(bill_currency(con, first, last))
     rows = con.execute(
         "SELECT month, status, untracked_share, threshold, billed_gpu_hours, untracked_gpu_hours "
         "FROM reconciliation WHERE month BETWEEN ? AND ? ORDER BY month", [first, last]).fetchall()
@@ -57,21 +49,17 @@ def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date
         text = (f"{month:%Y-%m}: {status.upper()} — {share:.1%} of {billed:,.0f} billed GPU-hours "
                 f"untracked (threshold {threshold:.0%})")
         if status == "fail":
-            top = con.execute(
-                """SELECT l.ResourceId, any_value(l.x_InstanceType), sum(a.accelerator_hours),
-                          sum(a.cost)
-                   FROM attribution a JOIN billing_facts l USING (month, x_SourceLine)
-                   WHERE a.month = ? AND a.purpose_class = 'untracked' AND a.component = 'gpu'
-                   GROUP BY 1 ORDER BY 3 DESC LIMIT 1""", [month]).fetchone()
-            if top:
-                text += (f"; largest untracked: {top[0]} ({top[1]}) {top[2]:,.0f} GPU-hours, "
-                         f"${top[3]:,.2f}, claimed by no run")
+            # the resource the failed check's alert names first
+            for top in top_untracked(con, month, "gpu", 1):
+                text += (f"; largest untracked: {top['resource_id']} ({top['instance_type']}) "
+                         f"{top['gpu_hours'] or 0:,.0f} GPU-hours, {money(top['cost'], symbol)}, "
+                         "claimed by no run")
             text += f"; {untracked:,.0f} GPU-hours in all"
         notes.append(text)
     return notes
 
 
-def render(lines: list[BillLine], notes: list[str], title: str, currency: str = "USD") -> str:
+def render(lines: list[BillLine], notes: list[str], title: str, currency: str) -> str:
     total = sum(line.cost for line in lines)
     width = max([len(line.line) for line in lines] + [5])
     out = [title, f"{'line':<{width}}  {'GPU-hours':>10}  {'CPU-hours':>10}  {'runs':>5}  "

@@ -2,7 +2,8 @@
 returning plain rows/dicts (None when the table behind it was never built).
 
 Money that must add up on the page (the headline, the BilledCost → EffectiveCost bridge) is
-summed as DECIMAL, so the bridge closes exactly; display rounding happens in render.py."""
+summed as DECIMAL, so the bridge closes exactly; display rounding happens in render.py.
+The multi-line queries are `assets/queries/report_*.sql` and `top_untracked.sql`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.report.strip import six_months
+from cost_pipeline.warehouse import query, sql_text
 
 COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
 PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unallocated"]
@@ -20,15 +22,16 @@ PURPOSE_LABELS = {"production": "production training", "search": "hyperparameter
                   "preprocessing": "preprocessing", "other": "other runs (eval, ad hoc)",
                   "untracked": "untracked", "unallocated": "unallocated"}
 TOP = 5  # rows in the "top N" lists: a finance director reads the head, the warehouse has all
-MONEY = "CAST({} AS DECIMAL(38, 10))"  # exact sums of the doubles each line carries
 
 
 class ReportError(ValueError):
     """The month cannot be reported (no warehouse, month not materialized)."""
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list[dict[str, Any]]:
-    cursor = con.execute(sql, params)
+def _rows(con: duckdb.DuckDBPyConnection, sql: str,
+          params: list | dict[str, Any]) -> list[dict[str, Any]]:
+    """`sql`'s rows as dicts: `?` parameters from a list, `$name` ones from a dict."""
+    cursor = query(con, sql, params) if isinstance(params, dict) else con.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -41,12 +44,7 @@ def tables(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 def headline(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """The month's whole bill (tax, credits, fees included), amortized and as invoiced."""
-    row = _rows(con, f"""
-        SELECT count(*) AS lines,
-               sum({MONEY.format('EffectiveCost')}) AS effective_cost,
-               sum({MONEY.format('BilledCost')}) AS billed_cost,
-               mode(BillingCurrency) AS currency
-        FROM billing_facts WHERE month = ?""", [month])[0]
+    row = _rows(con, sql_text("report_headline"), {"month": month})[0]
     if not row["lines"]:
         raise ReportError(f"no billing data for {month:%Y-%m} in the warehouse: "
                           "materialize the month first")
@@ -83,38 +81,16 @@ def bill_matrix(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
 
 
 def cost_per_model(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
-    return _rows(con, """
-        SELECT model,
-               sum(cost) AS cost,
-               coalesce(sum(cost) FILTER (WHERE purpose_class = 'production'), 0) AS production,
-               coalesce(sum(cost) FILTER (WHERE purpose_class = 'search'), 0) AS search,
-               coalesce(sum(cost) FILTER (WHERE purpose_class = 'preprocessing'), 0)
-                   AS preprocessing,
-               coalesce(sum(cost) FILTER (WHERE purpose_class = 'other'), 0) AS other,
-               coalesce(sum(cost) FILTER (WHERE purpose_class NOT IN
-                   ('production', 'search', 'preprocessing', 'other')), 0) AS unattributed,
-               sum(accelerator_hours) AS gpu_hours
-        FROM cost_per_model_monthly WHERE month = ?
-        GROUP BY model ORDER BY model IS NULL, cost DESC, model""", [month])
+    return _rows(con, sql_text("report_models"), {"month": month})
 
 
-def top_untracked(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
-    """The resources to chase: untracked cost per resource, largest first."""
-    return _rows(con, f"""
-        WITH u AS (
-            SELECT resource_id, string_agg(DISTINCT kind, ', ' ORDER BY kind) AS kinds,
-                   string_agg(DISTINCT component, ', ' ORDER BY component) AS components,
-                   count(DISTINCT day) AS days, sum(accelerator_hours) AS gpu_hours,
-                   sum(cost) AS cost
-            FROM untracked_usage WHERE month = ? GROUP BY resource_id
-        ),
-        types AS (
-            SELECT ResourceId AS resource_id, any_value(x_InstanceType) AS instance_type
-            FROM billing_facts WHERE month = ? AND ResourceId IS NOT NULL GROUP BY ResourceId
-        )
-        SELECT u.*, t.instance_type
-        FROM u LEFT JOIN types AS t USING (resource_id)
-        ORDER BY cost DESC, resource_id NULLS LAST LIMIT {TOP}""", [month, month])
+def top_untracked(con: duckdb.DuckDBPyConnection, month: date, component: str | None = None,
+                  top: int = TOP) -> list[dict[str, Any]]:
+    """The resources to chase: untracked cost per resource, largest first, of every component
+    or of one (`gpu`: what the reconciliation counts). The one list the reconciliation check
+    (and so its alert), the demo and this report read: assets/queries/top_untracked.sql."""
+    return _rows(con, sql_text("top_untracked"),
+                 {"month": month, "component": component, "top": top})
 
 
 def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
@@ -178,13 +154,7 @@ def levers(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
 def bridge(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """BilledCost (the invoice) → EffectiveCost (amortized): one step per line item type
     whose Σ(EffectiveCost − BilledCost) is not zero. Exact: start + Σ steps = end."""
-    steps = _rows(con, f"""
-        SELECT coalesce(x_LineItemType, ChargeCategory) AS item_type,
-               sum({MONEY.format('EffectiveCost')} - {MONEY.format('BilledCost')}) AS amount,
-               count(*) AS lines
-        FROM billing_facts WHERE month = ? GROUP BY 1
-        HAVING sum({MONEY.format('EffectiveCost')} - {MONEY.format('BilledCost')}) <> 0
-        ORDER BY abs(amount) DESC, item_type""", [month])
+    steps = _rows(con, sql_text("report_bridge"), {"month": month})
     head = headline(con, month)
     start, end = head["billed_cost"], head["effective_cost"]
     if start + sum((s["amount"] for s in steps), Decimal(0)) != end:  # cannot happen: exact
@@ -208,6 +178,8 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "bill": section("attribution", bill_matrix),
         "models": section("cost_per_model_monthly", cost_per_model),
         "untracked": section("untracked_usage", top_untracked),
+        # the resource the failed reconciliation's alert names first
+        "untracked_gpu": section("attribution", lambda c, m: top_untracked(c, m, "gpu", 1)),
         "retention": section("retention_violations", retention),
         "searches": section("search_costs", lambda c, m: searches(c, m, "search_trend" in have)),
         "levers": section("cost_levers", levers),

@@ -79,10 +79,11 @@ def summary(data: dict, symbol: str) -> list[str]:
         text = (f"Tracker vs bill: {percent(rec['untracked_share'])} of "
                 f"{number(rec['billed_gpu_hours'], 0)} billed GPU-hours belong to no recorded "
                 f"run, {verdict} the {percent(rec['threshold'])} threshold.")
-        if data["untracked"] and rec["status"] != "pass":
-            first = data["untracked"][0]
+        if data.get("untracked_gpu") and rec["status"] != "pass":
+            # the same resource the failed check's alert names first (top_untracked.sql)
+            first = data["untracked_gpu"][0]
             text += (f" Largest: {first['resource_id'] or 'lines without a resource id'} "
-                     f"({money(first['cost'], symbol)}).")
+                     f"({money(first['cost'], symbol)} of GPU time).")
         out.append(text)
     if data["levers"]:
         lever = data["levers"][0]

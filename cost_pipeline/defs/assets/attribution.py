@@ -51,7 +51,8 @@ def attribution(
     kinds={"duckdb"},
     owners=["team:finops"],
     deps=["attribution"],
-    code_version=code_version(("reconciliation",), ("cost_pipeline.defs.checks",)),
+    code_version=code_version(("reconciliation", "top_untracked", "unbilled_resources"),
+                              ("cost_pipeline.defs.checks", "cost_pipeline.report.data")),
     check_specs=[dg.AssetCheckSpec("reconciliation_within_threshold", asset="reconciliation",
                                    blocking=False, description="untracked GPU-hour share ≤ "
                                    "policy.reconciliation.max_untracked_share"),

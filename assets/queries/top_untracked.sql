@@ -1,0 +1,49 @@
+-- The untracked resources to chase, largest first: untracked cost per resource, ordered by
+-- cost, then GPU-hours, then resource id, so that every reader names the same resources in
+-- the same order. One list for the reconciliation check's metadata (and so its alert) and
+-- the demo's reconciliation notes ($component 'gpu': the GPU lines the reconciliation
+-- counts), and for the report's list of every untracked cost ($component NULL).
+-- Read on read-only connections (report, demo): plain SQL, no macros.
+-- Parameters: $month; $component ('gpu', …, or NULL for every component); $top (rows).
+WITH untracked AS (
+    SELECT
+        b.ResourceId                        AS resource_id,
+        CAST(b.ChargePeriodStart AS DATE)   AS day,
+        a.component,
+        coalesce(a.kind, 'no_run')          AS kind,
+        a.hours,
+        a.accelerator_hours,
+        a.cost
+    FROM attribution AS a
+    JOIN billing_facts AS b
+      ON b.month = a.month
+     AND b.x_SourceLine = a.x_SourceLine
+    WHERE a.month = $month
+      AND a.purpose_class = 'untracked'
+      AND ($component IS NULL OR a.component = $component)
+),
+by_resource AS (
+    SELECT
+        resource_id,
+        string_agg(DISTINCT kind, ', ' ORDER BY kind)           AS kinds,
+        string_agg(DISTINCT component, ', ' ORDER BY component) AS components,
+        count(DISTINCT day)                                     AS days,
+        sum(accelerator_hours)                                  AS gpu_hours,
+        sum(hours)                                              AS hours,
+        sum(cost)                                               AS cost
+    FROM untracked
+    GROUP BY resource_id
+    ORDER BY cost DESC, gpu_hours DESC NULLS LAST, resource_id NULLS LAST
+    LIMIT $top
+),
+instance_types AS (
+    -- the resource's instance type from any of its lines of the month
+    SELECT ResourceId AS resource_id, any_value(x_InstanceType) AS instance_type
+    FROM billing_facts
+    WHERE month = $month AND ResourceId IN (SELECT resource_id FROM by_resource)
+    GROUP BY ResourceId
+)
+SELECT r.*, t.instance_type
+FROM by_resource AS r
+LEFT JOIN instance_types AS t USING (resource_id)
+ORDER BY r.cost DESC, r.gpu_hours DESC NULLS LAST, r.resource_id NULLS LAST

@@ -15,12 +15,15 @@ them in Dagster sensors.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
+import socket
+import ssl
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -231,7 +234,7 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
     text = (f":rotating_light: cost-pipeline: {e.check} FAILED for {e.month} — {detail}. "
             f"Dagster run {e.run_id}")
     return {
-        "text": text,
+        "text": slack_escape(text),
         "alert_id": f"check|{e.check}|{e.month}|{e.run_id}",
         "kind": "check_failed",
         "check": e.check,
@@ -254,9 +257,10 @@ def run_alert(run: FailedRun) -> dict[str, Any]:
     text = (f":rotating_light: cost-pipeline: scheduled run of {run.job} for "
             f"{run.month or 'no partition'} failed (schedule {run.schedule}): {run.error}. "
             f"Dagster run {run.run_id}")
-    return {"text": text, "alert_id": f"run|{run.run_id}", "kind": "scheduled_run_failed",
-            "run_id": run.run_id, "job": run.job, "schedule": run.schedule,
-            "month": run.month, "failed_at": _iso(run.failed_at), "error": run.error}
+    return {"text": slack_escape(text), "alert_id": f"run|{run.run_id}",
+            "kind": "scheduled_run_failed", "run_id": run.run_id, "job": run.job,
+            "schedule": run.schedule, "month": run.month, "failed_at": _iso(run.failed_at),
+            "error": run.error}
 
 
 # ---------------------------------------------------------------------------- delivery
@@ -274,22 +278,93 @@ def webhook_sender(env_name: str, timeout: float) -> Send:
     return send
 
 
+MAX_REDIRECTS = 3
+
+
 def post_json(url: str, payload: dict[str, Any], timeout: float) -> None:
+    """POST `payload`; delivered only on a 2xx answer within `timeout` seconds in all
+    (connecting, sending, every byte of the answer: a receiver trickling its answer is cut at
+    the deadline). A redirect is followed only when it keeps the method and body (307, 308);
+    301/302/303 would turn the POST into a GET without the alert, so they are a failure."""
     body = json.dumps(payload, default=str).encode("utf-8")
-    request = urllib.request.Request(
-        url, data=body, method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "cost-pipeline-alerts"})
+    deadline = time.monotonic() + timeout
+    target = url
     # `from None` everywhere: the chained exceptions could carry the URL into a traceback
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            response.read()
-    except urllib.error.HTTPError as exc:
-        raise DeliveryError(f"HTTP {exc.code}") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError):
+    for _ in range(MAX_REDIRECTS + 1):
+        try:
+            status, location = _post_once(target, body, deadline)
+        except TimeoutError:
             raise DeliveryError(f"timed out after {timeout:g} s") from None
-        raise DeliveryError(f"cannot connect ({type(exc.reason).__name__})") from None
-    except TimeoutError:
-        raise DeliveryError(f"timed out after {timeout:g} s") from None
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise DeliveryError(f"request failed ({type(exc).__name__})") from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if time.monotonic() >= deadline:
+                raise DeliveryError(f"timed out after {timeout:g} s") from None
+            if isinstance(exc, ConnectionRefusedError | socket.gaierror):
+                raise DeliveryError(f"cannot connect ({type(exc).__name__})") from None
+            raise DeliveryError(f"request failed ({type(exc).__name__})") from None
+        if 200 <= status < 300:
+            return
+        if status in (307, 308) and location:
+            target = urllib.parse.urljoin(target, location)
+            continue
+        if 300 <= status < 400:
+            raise DeliveryError(f"HTTP {status}: redirect not followed (only a 2xx answer "
+                                "delivers an alert; point the webhook at the final URL)")
+        raise DeliveryError(f"HTTP {status}")
+    raise DeliveryError(f"more than {MAX_REDIRECTS} redirects")
+
+
+def _post_once(url: str, body: bytes, deadline: float) -> tuple[int, str | None]:
+    """One POST; (status, Location). The socket is shut down at `deadline` whatever it is
+    doing: a socket timeout alone bounds each read, not the request."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("the webhook URL is not http(s)://host/…")
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError
+    if parts.scheme == "https":
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            parts.hostname, parts.port, timeout=remaining, context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=remaining)
+    expired = threading.Event()
+
+    def cut() -> None:
+        expired.set()
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    watchdog = threading.Timer(remaining, cut)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        headers = {"Content-Type": "application/json", "User-Agent": "cost-pipeline-alerts",
+                   "Content-Length": str(len(body))}
+        if parts.username is not None:  # https://user:pass@host/ → basic auth, as urllib did
+            token = f"{urllib.parse.unquote(parts.username)}:" \
+                    f"{urllib.parse.unquote(parts.password or '')}"
+            headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+        conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        if expired.is_set():
+            raise TimeoutError
+        return response.status, response.getheader("Location")
+    except OSError:
+        if expired.is_set():
+            raise TimeoutError from None
+        raise
+    except http.client.HTTPException:
+        if expired.is_set():
+            raise TimeoutError from None
+        raise
+    finally:
+        watchdog.cancel()
+        conn.close()

@@ -75,7 +75,7 @@ def test_the_whitespace_is_what_str_strip_removes():
                     "100000000000", "100000000001", " 2026-07-01 \u3000"]),
     ("end_time", ["", "  ", "2026-07-02T00:00:00+14:00", "4102444800"]),
     ("resource_ids", ["i-1,i-2", "i-1, i-2 ", '["i-1","i-2"]', "['i-1', 'i-2']", "i-1;i-2",
-                      "i-1|i-2\ti-3", '[" i-1 ", "", "vol-é"]', "[]", "", "'i-1' \"i-2\"",
+                      " 'i-1' ;\"i-2\" ", '[" i-1 ", "", "vol-é"]', "[]", "", "'i-1',\"i-2\"",
                       "x]", "[['a'], 'b']", "[i-1, vol-2]", "[ i-1 ]", "[true, i-1]",
                       "[arn:aws:sagemaker:us-east-1:1:training-job/j1]"]),
     ("gpus", ["4", "4.0", "4.", "0", "007", "", " 8 "]),
@@ -124,6 +124,11 @@ def test_csv_layouts_that_take_the_sql_path(tmp_path):
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,[1]\n",
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,[true]\n",   # JSON
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,i-1\u3000i-2\n",
+    # a blank or `|` inside a part: kept whole (an Azure id) or ambiguous, never split
+    "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,/subscriptions/s/"
+    "resourceGroups/rg/providers/microsoft.insights/metricAlerts/CPU Alert\n",
+    "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,i-1|i-2\n",
+    "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,i-1 i-2\n",
     "run_id,status,start_time,extra\nr1,RUNNING,2026-07-01,a,b\n",
 ])
 def test_what_the_sql_path_cannot_vouch_for_goes_record_by_record(tmp_path, text):
@@ -241,8 +246,8 @@ VALID = {
     "purpose": st.sampled_from(["production", "Search", " eval", "", "PREPROCESS", "adhoc"]),
     "start_time": TIMES,
     "end_time": st.sampled_from(["", " ", "2200-01-01T00:00:00+01:00", "7258118400"]),
-    "resource_ids": st.sampled_from(["i-1, i-2", '["a", " b ", ""]', "['a', 'b']", "a;b|c",
-                                     "", "[]", "x]", "[' a ']", '"a" b']),
+    "resource_ids": st.sampled_from(["i-1, i-2", '["a", " b ", ""]', "['a', 'b']", "a;b,c",
+                                     "", "[]", "x]", "[' a ']", '"a"; b']),
     "gpus": st.sampled_from(["4", "4.0", "0", " 8 ", "", "007", "16."]),
     "metric_value": st.one_of(st.floats(allow_nan=False, allow_infinity=False).map(repr),
                               st.sampled_from(["0.91", "-0.0", "1e-3", ".5", "", " 3 "])),
@@ -255,7 +260,8 @@ ODD = {
     "purpose": st.sampled_from(["training", "ＥＶＡＬ", "Eval\u3000"]),
     "start_time": ODD_TIMES, "end_time": ODD_TIMES,
     "resource_ids": st.sampled_from(["[a]", "[1, 2]", '["a\\u0041"]', "[\"a\", 'b']",
-                                     "a\u3000b", "[true, null]", '["a",]', "[\"a\"] x"]),
+                                     "a\u3000b", "[true, null]", '["a",]', "[\"a\"] x",
+                                     "a;b|c", '"a" b', "i-1 i-2", "x/CPU Alert"]),
     "gpus": st.sampled_from(["-1", "-0", "1.5", "1e0", "+4", "two", "1_0", "99999999999",
                              "\u0664"]),
     "metric_value": st.sampled_from(["nan", "inf", "-Infinity", "1e400", "1_0", "0x10", "-",

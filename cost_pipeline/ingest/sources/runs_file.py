@@ -182,7 +182,30 @@ def _resource_ids(value: Any) -> list[str]:
             return _resource_ids(json.loads(text))
         except ValueError:
             text = text.strip("[]")
-    return [part for part in (p.strip().strip("'\"") for p in re.split(r"[,;|\s]+", text)) if part]
+    return split_resource_ids(text)
+
+
+# A token that is a whole cloud resource id by itself: AWS (`i-0a…`, `vol-…`, an ARN), GCP
+# (`projects/…`, `//compute.googleapis.com/…`), Azure (`/subscriptions/…`), a bucket URI.
+_WHOLE_ID = re.compile(r"(?i)^(?:[a-z][a-z0-9]{0,15}-[0-9a-z]+|arn:\S+|projects/\S+|//\S+"
+                       r"|/subscriptions/\S+|[a-z0-9]+://\S+)$")
+
+
+def split_resource_ids(text: str) -> list[str]:
+    """A text list of resource ids: separated by `,` or `;` (what the docs promise), each id
+    stripped of blanks and quotes. Never split on blanks or `|`: an Azure id such as
+    `…/metricAlerts/CPU Alert` keeps its space. A part that reads as several whole ids run
+    together with blanks or `|` (`i-0a i-0b`) is ambiguous: an error says how to write it."""
+    ids = [p for p in (part.strip().strip("'\"").strip() for part in re.split(r"[,;]", text))
+           if p]
+    for part in ids:
+        tokens = [t for t in (t.strip("'\"") for t in re.split(r"[\s|]+", part)) if t]
+        if len(tokens) > 1 and all(_WHOLE_ID.match(t) for t in tokens):
+            raise ValueError(
+                f"resource_ids: {part!r} is ambiguous: {len(tokens)} ids separated by blanks "
+                "or '|'? Separate ids with ',' or ';', or give a JSON list (an id itself may "
+                "contain blanks or '|')")
+    return ids
 
 
 def _bool(value: Any, field: str) -> bool:

@@ -99,9 +99,15 @@ CREATE MACRO iso_time(p) AS CASE
                      * (CAST(p.zh AS INT) * 60 + coalesce(TRY_CAST(p.zm AS INT), 0)) END) END;
 CREATE MACRO py_list(xs) AS list_filter(list_transform(xs, lambda x: py_strip(x)),
                                         lambda x: x IS NOT NULL AND x <> '');
-CREATE MACRO py_split(x) AS list_filter(
-    list_transform(regexp_split_to_array(x, '[,;|\\s]+'), lambda part: trim(part, '''"')),
-    lambda part: part <> '');
+-- `split_resource_ids`: split on `,` and `;` only, each id stripped of blanks and quotes; a
+-- part with a blank or `|` inside (an Azure id with a space, or ids run together) is NULL,
+-- a doubt: the record-by-record path keeps it whole or says it is ambiguous
+CREATE MACRO id_part(part) AS py_strip(trim(py_strip(part), '''"'));
+CREATE MACRO py_split(x) AS CASE
+    WHEN len(list_filter(regexp_split_to_array(x, '[,;]'),
+                         lambda part: regexp_matches(id_part(part), '[{_PY_SPACE}|]'))) = 0
+    THEN list_filter(list_transform(regexp_split_to_array(x, '[,;]'), lambda part: id_part(part)),
+                     lambda part: part <> '') END;
 CREATE MACRO resource_list(t) AS CASE
     WHEN t IS NULL THEN []::VARCHAR[]
     WHEN regexp_full_match(t, '{_JSON_STRINGS}')

@@ -14,7 +14,12 @@ from cost_pipeline.demo.generate import generate_demo
 from cost_pipeline.demo.quarter import MONTHS
 from cost_pipeline.months import parse_month
 from cost_pipeline.report import write_report
-from cost_pipeline.report.bill_lines import bill_lines, reconciliation_notes, render
+from cost_pipeline.report.bill_lines import (
+    bill_currency,
+    bill_lines,
+    reconciliation_notes,
+    render,
+)
 from cost_pipeline.report.period import lever_summary, write_period_report
 
 DEMO_MONTHS = [parse_month(m) for m in MONTHS]
@@ -47,7 +52,8 @@ def materialize_and_print(config_path: Path, strict: bool = False) -> int:
     print("\n".join(f"  {line}" for line in lever_summary(period)) + "\n")
     with duckdb.connect(warehouse, read_only=True) as con:
         text = render(bill_lines(con, first, last), reconciliation_notes(con, first, last),
-                      f"The bill as lines, {first:%Y-%m} … {last:%Y-%m}")
+                      f"The bill as lines, {first:%Y-%m} … {last:%Y-%m}",
+                      bill_currency(con, first, last))
     print(text)
     print(f"\nwarehouse: {warehouse}\nconfig:    {config_path}")
     # the failing month first: the report a reader of the demo should open

@@ -41,7 +41,7 @@ def _style(name: str) -> Iterator[None]:
         yield
 
 
-def _dollars(value: float, _pos=None, symbol: str = "$") -> str:
+def _dollars(value: float, _pos=None, *, symbol: str) -> str:
     """An axis tick in the bill's currency (`symbol` from report.money.symbol_of)."""
     sign = "−" if value < 0 else ""
     if abs(value) >= 10_000:
@@ -49,7 +49,7 @@ def _dollars(value: float, _pos=None, symbol: str = "$") -> str:
     return f"{sign}{symbol}{abs(value):,.0f}"
 
 
-def _label(value: float, symbol: str = "$") -> str:
+def _label(value: float, symbol: str) -> str:
     return money(value, symbol)
 
 
@@ -65,12 +65,12 @@ def _svg(fig: Figure, title: str) -> str:
     return text.strip()
 
 
-def _frame(ax, axis: str = "x", symbol: str = "$") -> None:
+def _frame(ax, axis: str, symbol: str) -> None:
     ax.grid(axis=axis, color=GRID, linewidth=0.8)
     ax.set_axisbelow(True)
     ax.tick_params(length=0)
     (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(
-        FuncFormatter(lambda value, pos: _dollars(value, pos, symbol)))
+        FuncFormatter(lambda value, pos: _dollars(value, pos, symbol=symbol)))
 
 
 def bill_figure(bill: dict, symbol: str) -> Figure:
@@ -101,7 +101,7 @@ def bill_figure(bill: dict, symbol: str) -> Figure:
         cost = bill["column_total"][p]
         ax.text(max(cost, 0), y, f"  {_label(cost, symbol)}  ({cost / total:.0%})",
                 va="center", fontsize=8.5, color=INK)
-    _frame(ax, symbol=symbol)
+    _frame(ax, "x", symbol)
     ax.margins(x=0.22)
     if drawn:  # a month that cost nothing has no bars, and so no legend (nor its warning)
         ax.legend(ncols=5, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False,
@@ -160,7 +160,7 @@ def levers_figure(levers: list[dict], symbol: str) -> Figure:
     for y, r in enumerate(rows):
         ax.text(max(r["dollars"], 0), y, f"  {_label(r['dollars'], symbol)}", va="center",
                 fontsize=8.5)
-    _frame(ax, symbol=symbol)
+    _frame(ax, "x", symbol)
     ax.margins(x=0.18)
     return fig
 

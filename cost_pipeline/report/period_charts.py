@@ -20,13 +20,14 @@ from cost_pipeline.report.charts import (
     _svg,
 )
 from cost_pipeline.report.data import PURPOSE_LABELS, PURPOSES
+from cost_pipeline.report.money import symbol_of
 
 PURPOSE_COLORS = {"production": "#1f4e79", "search": "#4f86b8", "preprocessing": "#9cc0de",
                   "other": "#b7bec7", "untracked": "#d6a243", "unallocated": "#7a8593"}
 SEARCH_LINE = "#1f4e79"
 
 
-def purpose_by_month_figure(months: list[date], by_purpose: dict) -> Figure:
+def purpose_by_month_figure(months: list[date], by_purpose: dict, symbol: str) -> Figure:
     """One stacked bar per month, a segment per purpose class, the month's total on top
     (credits stack below zero)."""
     labels = [f"{m:%b %Y}" for m in months]
@@ -50,15 +51,17 @@ def purpose_by_month_figure(months: list[date], by_purpose: dict) -> Figure:
                 down[i] += v
     for i, m in enumerate(months):
         total = sum(float(v) for v in by_purpose.get(m, {}).values())
-        ax.text(i, up[i], _label(total), ha="center", va="bottom", fontsize=8.5, color=INK)
-    _frame(ax, "y")
+        ax.text(i, up[i], _label(total, symbol), ha="center", va="bottom", fontsize=8.5,
+                color=INK)
+    _frame(ax, "y", symbol)
     ax.margins(y=0.12)
-    ax.legend(ncols=6, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, fontsize=8.5,
-              handlelength=1, columnspacing=1.2)
+    if ax.get_legend_handles_labels()[0]:  # months that cost nothing draw no bars, no legend
+        ax.legend(ncols=6, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False,
+                  fontsize=8.5, handlelength=1, columnspacing=1.2)
     return fig
 
 
-def search_trend_figure(searches: list[dict]) -> Figure:
+def search_trend_figure(searches: list[dict], symbol: str) -> Figure:
     """Cost per unit of improvement of each search, a line per model in launch order.
     Saturating searches are red crosses. A search that bought no improvement has no unit
     cost: a red cross at the top edge ("no gain"); one with nothing to compare against (the
@@ -80,7 +83,7 @@ def search_trend_figure(searches: list[dict]) -> Figure:
             x, unit = s["search_order"], s["cost_per_improvement"]
             color = INCREASE if s["saturating"] else SEARCH_LINE
             if unit is not None:
-                y, value = float(unit), _dollars(float(unit))
+                y, value = float(unit), _dollars(float(unit), symbol=symbol)
             elif s["improvement"] is not None:
                 y, value = top, "no gain"
             else:
@@ -95,7 +98,7 @@ def search_trend_figure(searches: list[dict]) -> Figure:
     ax.set_ylabel("cost per unit of improvement")
     orders = sorted({s["search_order"] for s in searches})
     ax.set_xticks(orders, [str(o) for o in orders])
-    _frame(ax, "y")
+    _frame(ax, "y", symbol)
     ax.set_ylim(bottom=0, top=top * 1.3)
     ax.margins(x=0.12)
     if len(models) > 1:
@@ -106,13 +109,14 @@ def search_trend_figure(searches: list[dict]) -> Figure:
 
 
 def period_charts(data: dict) -> dict[str, str]:
-    out = {}
+    out, symbol = {}, symbol_of(data["currency"])
     with _style("period-purpose"):
         if data["by_purpose"]:
-            out["purpose"] = _svg(purpose_by_month_figure(data["months"], data["by_purpose"]),
+            out["purpose"] = _svg(purpose_by_month_figure(data["months"], data["by_purpose"],
+                                                          symbol),
                                   "Cost by purpose class per month")
     with _style("period-search"):
         if data["searches"]:
-            out["searches"] = _svg(search_trend_figure(data["searches"]),
+            out["searches"] = _svg(search_trend_figure(data["searches"], symbol),
                                    "Cost per unit of improvement across searches")
     return out

@@ -85,3 +85,16 @@ def test_bill_labels_with_math_text_are_drawn_verbatim(tmp_path):
     assert r"Fee $\frac{a}$ x" in svg
     page, _ = write_report(str(path), MONTH, out=tmp_path / "r.html")
     assert r"Fee $\frac{a}$ x" in page.read_text(encoding="utf-8")
+
+
+def test_the_period_report_of_a_nok_bill_says_nok(tmp_path):
+    from cost_pipeline.report.period import write_period_report
+
+    path = tmp_path / "w.duckdb"
+    _month(path, cost=1234.5, currency="NOK")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        page, _ = write_period_report(str(path), MONTH, MONTH, out=tmp_path / "p.html")
+    html = page.read_text(encoding="utf-8")
+    assert "NOK 1,357.95" in html
+    assert re.findall(r"[−-]?\$[0-9][0-9,]*(?:\.[0-9]+)?k?", html) == []

@@ -59,6 +59,8 @@ WITH origin AS (
         b.Tags,
         b.x_CostComponent, b.x_AcceleratorCount, b.x_InstanceType, b.SkuId,
         coalesce(b.CommitmentDiscountStatus, '') = 'Unused' AS unused_commitment,
+        CASE WHEN b.CommitmentDiscountStatus IN ('Used', 'Unused')
+             THEN b.CommitmentDiscountStatus END AS commitment_status,
         b.ConsumedQuantity AS consumed_raw,
         b.x_LineItemType, b.x_InvoiceId,
         count(b.x_InvoiceId) OVER () = count(*) OVER () AS invoiced,
@@ -174,6 +176,16 @@ allocated AS (
     FROM shared_out
     WINDOW earlier AS (PARTITION BY x_SourceLine ORDER BY part_no
                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+pieces AS (
+    -- FOCUS: a Purchase's EffectiveCost is 0 (it covers future charges). What a commitment
+    -- fee leaves unused (CUR's SavingsPlanRecurringFee / RIFee amortization, in EffectiveCost
+    -- of the fee's line) becomes a Usage row of its own with CommitmentDiscountStatus Unused
+    -- and BilledCost 0, as AWS's FOCUS export shows it; the line's rows still sum to it.
+    SELECT *, 0 AS piece FROM allocated
+    UNION ALL
+    SELECT *, 1 AS piece FROM allocated
+    WHERE charge_category = 'Purchase' AND EffectiveCost <> 0
 )
 SELECT
     source_name AS BillingAccountId,
@@ -183,10 +195,11 @@ SELECT
     timezone('UTC', CAST($month AS TIMESTAMP) + INTERVAL 1 MONTH) AS BillingPeriodEnd,
     timezone('UTC', ChargePeriodStart) AS ChargePeriodStart,
     timezone('UTC', ChargePeriodEnd) AS ChargePeriodEnd,
-    charge_category AS ChargeCategory,
+    CASE WHEN piece = 1 THEN 'Usage' ELSE charge_category END AS ChargeCategory,
     charge_class AS ChargeClass,
     charge_frequency AS ChargeFrequency,
-    charge_category || ' of ' || x_CostComponent || ' in ' || a.service
+    CASE WHEN piece = 1 THEN 'Unused commitment' ELSE charge_category END
+        || ' of ' || x_CostComponent || ' in ' || a.service
         || coalesce(' (' || coalesce(x_InstanceType, SkuId) || ')', '') AS ChargeDescription,
     provider AS ProviderName,
     provider AS PublisherName,
@@ -196,15 +209,19 @@ SELECT
     'Other (' || c.category || ')' AS ServiceSubcategory,
     CASE WHEN invoiced THEN x_InvoiceId END AS InvoiceId,
     resource_id AS ResourceId,
-    BilledCost,
-    EffectiveCost,
-    ListCost,
+    CASE WHEN piece = 1 THEN CAST(0 AS DECIMAL(38, 10)) ELSE BilledCost END AS BilledCost,
+    CASE WHEN charge_category = 'Purchase' AND piece = 0 THEN CAST(0 AS DECIMAL(38, 10))
+         ELSE EffectiveCost END AS EffectiveCost,
+    CASE WHEN piece = 1 THEN CAST(0 AS DECIMAL(38, 10)) ELSE ListCost END AS ListCost,
     -- no negotiated rates are known: the contracted cost is the list cost (docs)
-    ListCost AS ContractedCost,
-    ConsumedQuantity,
-    consumed_unit_out AS ConsumedUnit,
-    PricingQuantity,
+    CASE WHEN piece = 1 THEN CAST(0 AS DECIMAL(38, 10)) ELSE ListCost END AS ContractedCost,
+    CASE WHEN piece = 0 THEN ConsumedQuantity END AS ConsumedQuantity,
+    CASE WHEN piece = 0 THEN consumed_unit_out END AS ConsumedUnit,
+    CASE WHEN piece = 1 THEN CAST(0 AS DECIMAL(38, 10)) ELSE PricingQuantity END
+        AS PricingQuantity,
     pricing_unit AS PricingUnit,
+    CASE WHEN piece = 1 THEN 'Unused' WHEN charge_category = 'Usage' THEN commitment_status
+    END AS CommitmentDiscountStatus,
     CAST(to_json(map_from_entries(list_sort(list_concat(
         list_filter(map_entries(coalesce(Tags, MAP {})),
                     lambda e: NOT starts_with(e.key, 'cost-pipeline/')),
@@ -228,6 +245,6 @@ SELECT
     usage_hours AS x_UsageHours,
     accelerator_hours AS x_AcceleratorHours,
     x_SourceLine
-FROM allocated a
+FROM pieces a
 JOIN service_category c USING (service)
-ORDER BY x_SourceLine, part_no
+ORDER BY x_SourceLine, part_no, piece

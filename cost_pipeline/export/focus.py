@@ -63,8 +63,9 @@ def _csv_ready(rows: pa.Table) -> pa.Table:
     """Timestamps as FOCUS's `YYYY-MM-DDTHH:MM:SSZ` text."""
     columns = []
     for field, column in zip(rows.schema, rows.columns, strict=True):
-        if pa.types.is_timestamp(field.type):
-            column = pc.strftime(column, format=CSV_TIME_FORMAT)
+        if pa.types.is_timestamp(field.type):  # whole seconds: `%S` would print micros
+            seconds = column.cast(pa.timestamp("s", tz="UTC"), safe=False)
+            column = pc.strftime(seconds, format=CSV_TIME_FORMAT)
         columns.append(column)
     return pa.Table.from_arrays(columns, names=rows.column_names)
 

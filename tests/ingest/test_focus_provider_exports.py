@@ -135,3 +135,31 @@ def test_gpu_hours_of_the_aws_sample_rows(facts):
     expected = sum(case[2] * case[3] for case in CASES.values() if case[1] == "gpu")
     assert gpu_hours == pytest.approx(expected)
     assert facts["sample-g5"][0] == "gpu" and facts["sample-g3"][1] * facts["sample-g3"][2] == 4
+
+
+SAMPLE = Path(__file__).parent / "data" / "focus-1.0-sample-aws-instances.csv"
+
+
+def test_the_finops_foundation_focus_1_0_sample_gets_its_gpu_hours(tmp_path):
+    """The public FOCUS 1.0 sample: its g5/g3 rows are gpu lines with their GPU-hours (the
+    type is only in ChargeDescription), the other instance rows cpu."""
+    with SAMPLE.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    gpu_hours = sum(float(r["ConsumedQuantity"]) for r in rows
+                    if " g5." in r["ChargeDescription"] or " g3." in r["ChargeDescription"])
+    cpu_rows = sum(1 for r in rows if "Instance Hour" in r["ChargeDescription"]
+                   and " g5." not in r["ChargeDescription"]
+                   and " g3." not in r["ChargeDescription"])
+    assert gpu_hours > 7 and cpu_rows > 10
+    cfg = parse_config({"billing": [{"kind": "focus", "path": str(SAMPLE), "name": "sample"}]},
+                       tmp_path)
+    with duckdb.connect() as con:
+        summary = build_billing_facts(con, cfg, date(2024, 9, 1), LOG)
+        got = con.execute(
+            "SELECT sum(x_UsageHours * x_AcceleratorCount) FILTER (WHERE x_CostComponent = "
+            "'gpu'), count(*) FILTER (WHERE x_CostComponent = 'cpu' AND x_InstanceUsage), "
+            "list(DISTINCT x_InstanceType ORDER BY x_InstanceType) FILTER (WHERE "
+            "x_CostComponent = 'gpu') FROM billing_facts").fetchall()[0]
+    assert got[0] == pytest.approx(gpu_hours) and got[1] == cpu_rows
+    assert got[2] == ["g3.4xlarge", "g5.4xlarge"]
+    assert summary.rows == len(rows) and summary.unknown_instance_types == []

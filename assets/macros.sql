@@ -81,6 +81,21 @@ CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_m
       AND claim_key(c.listed) NOT IN (SELECT claim_key(ResourceId) FROM billing_facts
                                       WHERE month = for_month AND ResourceId IS NOT NULL);
 
+-- the month's cost as the bill states it and as the attribution splits it, which must agree
+-- to the cent (SPEC §6.6): the cost_conserved check and reconciliation's coverage and totals
+CREATE OR REPLACE TEMP MACRO month_cost_totals(for_month) AS TABLE
+    SELECT bill.*, split.*
+    FROM (SELECT
+              coalesce(sum(EffectiveCost), 0)       AS total_effective_cost,
+              coalesce(sum(abs(EffectiveCost)), 0)  AS effective_cost_magnitude,
+              any_value(BillingCurrency)            AS currency
+          FROM billing_facts WHERE month = for_month) AS bill,
+         (SELECT
+              coalesce(sum(cost) FILTER (WHERE run_id IS NOT NULL), 0)               AS attributed_cost,
+              coalesce(sum(cost) FILTER (WHERE purpose_class = 'untracked'), 0)      AS untracked_cost,
+              coalesce(sum(cost) FILTER (WHERE purpose_class = 'unallocated'), 0)    AS unallocated_cost
+          FROM attribution WHERE month = for_month) AS split;
+
 -- the buckets as they stood at the month's end: a bucket with daily inventories by its last
 -- snapshot of the month, else its one undated listing without what was written after the
 -- month ended

@@ -65,13 +65,12 @@ totals AS (
         (SELECT coalesce(sum(accelerator_hours), 0) FROM gpu_rows WHERE run_id IS NOT NULL) AS tracked_gpu_hours,
         (SELECT coalesce(sum(cost), 0) FROM gpu_cost_rows) AS gpu_cost,
         (SELECT coalesce(sum(cost), 0) FROM gpu_cost_rows WHERE purpose_class = 'untracked') AS untracked_gpu_cost,
-        (SELECT coalesce(sum(EffectiveCost), 0) FROM lines) AS total_effective_cost,
-        (SELECT coalesce(sum(cost), 0) FROM att WHERE run_id IS NOT NULL) AS attributed_cost,
-        (SELECT coalesce(sum(cost), 0) FROM att WHERE purpose_class = 'untracked') AS untracked_cost,
-        (SELECT coalesce(sum(cost), 0) FROM att WHERE purpose_class = 'unallocated') AS unallocated_cost,
         (SELECT count(*) = 0 OR bool_or(x_InvoiceId IS NULL) FROM lines) AS provisional,
         (SELECT count(*) FROM runs WHERE status <> 'RUNNING' AND end_time IS NULL
-            AND start_time < CAST($month_end AS TIMESTAMP)) AS runs_without_end
+            AND start_time < CAST($month_end AS TIMESTAMP)) AS runs_without_end,
+        -- the bill and its split, as the cost_conserved check sums them (macros.sql)
+        c.total_effective_cost, c.attributed_cost, c.untracked_cost, c.unallocated_cost
+    FROM month_cost_totals($month) AS c
 )
 SELECT
     CAST($month AS DATE) AS month,

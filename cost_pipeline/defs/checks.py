@@ -20,14 +20,10 @@ REL_TOLERANCE = 1e-9  # of Σ|EffectiveCost|
 
 def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckResult:
     """SPEC §6.6: attribution + untracked + unallocated = EffectiveCost, per currency."""
-    billed, magnitude, currency = con.execute(
-        "SELECT coalesce(sum(EffectiveCost), 0), coalesce(sum(abs(EffectiveCost)), 0), "
-        "any_value(BillingCurrency) FROM billing_facts WHERE month = ?", [month]).fetchone()
-    attributed, untracked, unallocated = con.execute(
-        "SELECT coalesce(sum(cost) FILTER (WHERE run_id IS NOT NULL), 0), "
-        "coalesce(sum(cost) FILTER (WHERE purpose_class = 'untracked'), 0), "
-        "coalesce(sum(cost) FILTER (WHERE purpose_class = 'unallocated'), 0) "
-        "FROM attribution WHERE month = ?", [month]).fetchone()
+    # the sums reconciliation's coverage reads too (macros.sql month_cost_totals)
+    billed, magnitude, currency, attributed, untracked, unallocated = con.execute(
+        "SELECT total_effective_cost, effective_cost_magnitude, currency, attributed_cost, "
+        "untracked_cost, unallocated_cost FROM month_cost_totals(?)", [month]).fetchone()
     delta = attributed + untracked + unallocated - billed
     tolerance = max(ABS_TOLERANCE, REL_TOLERANCE * magnitude)
     return dg.AssetCheckResult(

@@ -23,6 +23,7 @@ import duckdb
 from cost_pipeline.config import AwsCur2Source, PipelineConfig
 from cost_pipeline.ingest.sources import SourceError, s3, source_names
 from cost_pipeline.ingest.sources.s3 import S3Uri
+from cost_pipeline.warehouse import query, sql_text
 
 
 def delivery_id(delivery) -> str:
@@ -59,26 +60,9 @@ def record_deliveries(con: duckdb.DuckDBPyConnection, month: date, deliveries: l
             "file_bytes": sum(size for size, *_ in stats.values()) if stats else None,
             "seen_at": seen_at, "total": float(total),
         }
-        con.execute(
-            """INSERT INTO billing_deliveries (month, source, execution_id, location, files,
-                   file_bytes, first_seen, last_seen, total_effective_cost)
-               VALUES ($month, $source, $execution_id, $location, $files, $file_bytes,
-                       $seen_at, $seen_at, $total)
-               ON CONFLICT (month, source, execution_id) DO UPDATE SET
-                   last_seen = excluded.last_seen,
-                   total_effective_cost = excluded.total_effective_cost""", row)
+        query(con, sql_text("billing_delivery_upsert"), row)
         written.append(row)
-    con.execute(
-        """UPDATE billing_deliveries AS d
-           SET previous_execution_id = p.previous_id,
-               change_effective_cost = d.total_effective_cost - p.previous_total
-           FROM (SELECT source, execution_id,
-                        lag(execution_id) OVER w AS previous_id,
-                        lag(total_effective_cost) OVER w AS previous_total
-                 FROM billing_deliveries WHERE month = $month
-                 WINDOW w AS (PARTITION BY source ORDER BY first_seen, execution_id)) AS p
-           WHERE d.month = $month AND d.source = p.source
-             AND d.execution_id = p.execution_id""", {"month": month})
+    query(con, sql_text("billing_delivery_changes"), {"month": month})
     for row in written:
         row["change"] = con.execute(
             "SELECT change_effective_cost FROM billing_deliveries WHERE month = ? AND source = ? "

@@ -14,7 +14,9 @@
 --   found wins: x_InstanceType; SkuPriceDetails / x_SkuDetails keys InstanceType, VMSize,
 --   ServiceType, MachineType (any case, x_ prefix allowed); AWS x_UsageType after the `:` of
 --   an instance usage type (`USE1-BoxUsage:g5.4xlarge`, `…SpotUsage:…`, `…Train:ml.…`);
---   x_MachineType and a GCP `machine_spec`/`machine_type` tag (`a2-highgpu-8g`); Azure
+--   x_MachineType and a GCP `machine_spec`/`machine_type` tag (`a2-highgpu-8g`) or TPU
+--   `…accelerator_type` tag (`v5litepod-8`: G = chips of the slice, v2-v5p names counting
+--   TensorCores, two a chip, as in billing_facts_gcp.sql); Azure
 --   x_SkuMeterName of a Virtual Machines meter (`NC24ads A100 v4 Spot` →
 --   `Standard_NC24ads_A100_v4`); the AWS instance type named in ChargeDescription (`$1.006
 --   per On Demand Linux g5.xlarge Instance Hour`, the only place in FOCUS 1.0 files).
@@ -56,7 +58,12 @@ WITH hints AS (
         coalesce(nullif(trim(x_MachineType), ''),
                  list_filter(map_entries(CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"')
                                               AS MAP(VARCHAR, VARCHAR))),
-                             lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])machine_(spec|type)$'))[1].value
+                             lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])machine_(spec|type)$'))[1].value,
+                 -- a TPU slice's accelerator type (`v5litepod-8`, `v4-32`)
+                 list_filter(map_entries(CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"')
+                                              AS MAP(VARCHAR, VARCHAR))),
+                             lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])accelerator[_-]type$')
+                                       AND regexp_matches(lower(e.value), '^(v[2-6][a-z]*|v5litepod)-[0-9]+$'))[1].value
         ) AS machine_type,
         CASE WHEN regexp_matches(concat_ws(' ', x_SkuMeterCategory, ServiceName), '(?i)virtual machines')
               AND regexp_matches(coalesce(x_SkuMeterName, ''), '(?i)^[a-z]{1,4}[0-9]+[a-z]*( [a-z0-9]+)*$')
@@ -111,7 +118,7 @@ classified AS (
                                  '(?i)(virtual machine|instance|node|compute fleet|training job)'))
             AS instance_usage,
         regexp_matches(coalesce(instance_type, ''),
-            '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?n[cdvg]\d|a[2-4]-|ct\d)')
+            '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?n[cdvg]\d|a[2-4]-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$)')
           OR coalesce(provider_accelerators, 0) > 0
           OR lower(coalesce(x_CostComponent, '')) = 'gpu' AS accelerator_type,
         ServiceCategory = 'Networking'
@@ -198,15 +205,26 @@ SELECT
     _row AS x_Row,
     (cost_component = 'gpu' AND coalesce(provider_accelerators, 0) < 0.5
      AND table_accelerators IS NULL
-     AND NOT regexp_matches(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$'))
+     AND NOT regexp_matches(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$')
+     AND tpu_chips IS NULL)
         AS x_UnknownAcceleratorType
 FROM (
     SELECT *, CASE WHEN cost_component = 'gpu' THEN CAST(coalesce(
         nullif(round(provider_accelerators), 0),
         table_accelerators,
         TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
+        tpu_chips,
         1) AS INTEGER)
         ELSE 0
     END AS accelerators
-    FROM component
+    FROM (
+        -- a TPU slice's chips: v5e/v6e names count chips, v2-v5p names TensorCores (2 a chip)
+        SELECT *, CASE
+            WHEN regexp_matches(lower(coalesce(instance_type, '')), '^(v5litepod|v5e|v6e)-[0-9]+$')
+                THEN TRY_CAST(regexp_extract(instance_type, '-([0-9]+)$', 1) AS INTEGER)
+            WHEN regexp_matches(lower(coalesce(instance_type, '')), '^v[2-5]p?-[0-9]+$')
+                THEN greatest(1, TRY_CAST(regexp_extract(instance_type, '-([0-9]+)$', 1) AS INTEGER) // 2)
+        END AS tpu_chips
+        FROM component
+    )
 )

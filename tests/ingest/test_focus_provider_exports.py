@@ -42,6 +42,7 @@ AZURE = {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines",
          "ConsumedUnit": "1 Hour"}
 GCP = {"ProviderName": "Google Cloud", "ServiceName": "Compute Engine",
        "ResourceType": "compute.googleapis.com/Instance"}
+TPU = {**GCP, "ServiceName": "Cloud TPU", "ResourceType": "tpu.googleapis.com/Node"}
 
 # SkuId: (row, component, G, x_UsageHours)
 CASES = {
@@ -91,6 +92,16 @@ CASES = {
                 "gpu", 8, 1.0),
     "gcp-g2": (line("gcp-g2", **GCP, ChargeDescription="G2 Instance Core running in Americas",
                     SkuPriceDetails=json.dumps({"MachineType": "g2-standard-24"})), "gpu", 2, 1.0),
+    # a TPU slice: chip-seconds over the slice, G = its chips (v4-32: 32 TensorCores, 16 chips)
+    "gcp-tpu-v5e": (line("gcp-tpu-v5e", **TPU,
+                         ChargeDescription="TPU v5e chip running in Americas",
+                         ConsumedQuantity=8 * 3600.0, ConsumedUnit="Seconds",
+                         Tags=json.dumps({"tpu.googleapis.com/accelerator_type": "v5litepod-8"})),
+                    "gpu", 8, 1.0),
+    "gcp-tpu-v4": (line("gcp-tpu-v4", **TPU,
+                        ChargeDescription="TPU v4 chip running in Americas",
+                        ConsumedQuantity=8.0, ConsumedUnit="Hours",
+                        Tags=json.dumps({"accelerator_type": "v4-32"})), "gpu", 16, 0.5),
     # not instance usage: a data-transfer usage type names no instance
     "aws-transfer": (line("aws-transfer", **AWS, ServiceCategory="Networking",
                           x_UsageType="USE1-DataTransfer-Out-Bytes", ConsumedUnit="GB"),

@@ -163,8 +163,9 @@ preempted AS (
         count(*) FILTER (WHERE spot_cost_more_than_on_demand)          AS dearer,
         string_agg(chain_id || ' (' || runs || ' runs, ' || restarts_from_scratch
                    || ' from scratch): ' || fmt_money(cost, bill_currency($month))
-                   || coalesce(' vs ' || fmt_money(last_run_on_demand_cost, bill_currency($month))
-                               || ' for its last run on demand', ''),
+                   || CASE WHEN last_run_on_demand_cost IS NOT NULL
+                           THEN ' vs ' || fmt_money(last_run_on_demand_cost, bill_currency($month))
+                                || ' for its last run on demand' ELSE '' END,
                    '; ' ORDER BY lost_cost DESC, chain_id)
             FILTER (WHERE lost_cost <> 0)                              AS detail
     FROM preemption

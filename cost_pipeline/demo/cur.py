@@ -110,6 +110,10 @@ class Bill:
             line_item_blended_cost=cost, product={}, resource_tags={},
         )
         row.update(cols)
+        if row["pricing_public_on_demand_cost"] is None:
+            # the line at the public on-demand price: usage at on-demand rates is its own
+            # cost; a negation, fee, tax or credit has none
+            row["pricing_public_on_demand_cost"] = cost if line_type == "Usage" else 0.0
         row["line_item_net_unblended_rate"] = row["line_item_blended_rate"] = \
             row["line_item_unblended_rate"]
         self.months[month].append(row)
@@ -128,7 +132,7 @@ def _instance_lines(bill: Bill, r: Resource) -> None:
         line_item_resource_id=r.rid, product_instance_type=it.name,
         product_product_family="Compute Instance", product_region_code=REGION,
         product_servicecode="AmazonEC2", product_sku=it.sku, product=product,
-        pricing_unit="Hrs", pricing_public_on_demand_rate=f"{it.rate}",
+        pricing_unit="Hrs", pricing_public_on_demand_rate=f"{it.on_demand_rate or it.rate}",
         line_item_unblended_rate=f"{it.rate}", resource_tags=r.tags,
     )
     for h in range(r.hours):
@@ -148,11 +152,13 @@ def _instance_lines(bill: Bill, r: Resource) -> None:
                      f"{ACCOUNT} and UsageSku : {it.sku}")
         if covered < 1.0:
             amount = round(1.0 - covered, 10)
+            # a spot hour: billed at the spot price, listed at the public on-demand one
+            spot = it.on_demand_rate is not None
             bill.add(t0, t0 + HOUR, "Usage", it.rate * amount, **common,
-                     line_item_usage_amount=amount, pricing_term="OnDemand",
-                     pricing_public_on_demand_cost=it.rate * amount,
-                     line_item_line_item_description=f"${it.rate} per On Demand Linux {it.name} "
-                     "Instance Hour")
+                     line_item_usage_amount=amount, pricing_term="Spot" if spot else "OnDemand",
+                     pricing_public_on_demand_cost=(it.on_demand_rate or it.rate) * amount,
+                     line_item_line_item_description=f"${it.rate} per "
+                     f"{'Spot' if spot else 'On Demand'} Linux {it.name} Instance Hour")
 
 
 def _volume_lines(bill: Bill, r: Resource) -> None:

@@ -28,7 +28,8 @@ from cost_pipeline.ingest.sources.runs_file import read_runs
 # the tracker config that reads these runs back under their own ids
 MLFLOW_TRACKER_TAGS = {"run_id": RUN_NAME_TAG}
 _TAGGED = ("model", "purpose", "search_id", "seed", "config_id", "gpus", "region", "dataset",
-           "dataset_region", "input_hash", "transform_version", "metric_name", "team")
+           "dataset_region", "input_hash", "transform_version", "metric_name", "team",
+           "trigger", "restart_of", "resumed_from")
 
 
 def _ms(moment: datetime | None) -> int | None:

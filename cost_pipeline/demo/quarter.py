@@ -11,6 +11,14 @@ preceded by 20 CPU-hours of preprocessing from raw, pulls its dataset across reg
 writes hourly checkpoints that are never deleted (production keeps its last 3). In August a
 g5.12xlarge notebook nobody tracks burns 1,000 GPU-hours: the month fails reconciliation.
 
+Retrains and preemption (SPEC §12): churn's production run was launched on drift; a second
+model, `fraud` (gradient boosting on a CPU instance, so the GPU-hours stay as they were),
+retrains monthly on a schedule while its metric stays flat. One p4d pair of September's second
+search runs on spot capacity and is reclaimed after 3 hours: one run restarts from scratch on
+the replacement instance, the other resumes from its checkpoint (the pair's 12 instance-hours
+are split 3 + 9, so the GPU-hours stay as they were; the restarts pull no data and need no
+preprocessing, and they are logged outside the sweep: not trials of the search).
+
 `generate_demo(out_dir)` writes, deterministically and without network:
   exports/cur/ml-cur/…   AWS Data Exports CUR 2.0 parquet + manifests (see `demo_cur`)
   runs.csv               the tracker (a `runs_file`, SPEC §4 columns)
@@ -54,9 +62,10 @@ class InstanceType:
     gpus: int            # accelerators per instance (0 = CPU)
     vcpu: int
     memory: str
-    rate: float          # on-demand USD per hour, us-east-1
+    rate: float          # USD per hour, us-east-1 (on demand, or the spot price)
     usage_type: str
     sku: str
+    on_demand_rate: float | None = None   # the public on-demand rate when `rate` is spot
 
 
 P4D = InstanceType("p4d.24xlarge", 8, 96, "1152 GiB", 32.7726, "BoxUsage:p4d.24xlarge",
@@ -65,6 +74,10 @@ M5 = InstanceType("m5.4xlarge", 0, 16, "64 GiB", 0.768, "USE1-BoxUsage:m5.4xlarg
                   "Q2Z4PG8RV6KNHVQX")
 G5 = InstanceType("g5.12xlarge", 4, 48, "192 GiB", 5.672, "BoxUsage:g5.12xlarge",
                   "B5M5ZQ8TG9JH7P4E")
+P4D_SPOT = InstanceType("p4d.24xlarge", 8, 96, "1152 GiB", 12.9300, "SpotUsage:p4d.24xlarge",
+                        "QG3FPJ6JNB7Q7H3K", on_demand_rate=P4D.rate)
+C6I = InstanceType("c6i.32xlarge", 0, 128, "256 GiB", 5.44, "USE1-BoxUsage:c6i.32xlarge",
+                   "JNC2FYN3A6TUY5AS")
 
 RUN_GPUS = 4                                   # every training run uses 4 GPUs
 RUNS_PER_INSTANCE = P4D.gpus // RUN_GPUS       # 2 runs share each p4d.24xlarge
@@ -102,6 +115,17 @@ APPROVALS = (
     ("s-2026-09b", 11, 3, "2026-09-08T15:00", "ml-lead", 0.003),
 )
 PRODUCTION_RUN, PRODUCTION_START, PRODUCTION_AUC = "prod-2609", "2026-09-21T00:00", 0.861
+PRODUCTION_TRIGGER = "drift"     # churn was retrained because its inputs drifted
+# fraud: retrained on the 1st week of every month on a schedule, on one c6i.32xlarge for
+# FRAUD_HOURS; its val_auc barely moves (August and September are flat retrains)
+FRAUD, FRAUD_HOURS = "fraud", 10
+FRAUD_RETRAINS = (("fraud-2607", "2026-07-07T02:00", 0.9121),
+                  ("fraud-2608", "2026-08-04T02:00", 0.9124),
+                  ("fraud-2609", "2026-09-01T02:00", 0.9119))
+# the spot pair of s-2026-09b: reclaimed after SPOT_HOURS; c03-s0 restarts from scratch on the
+# replacement instance, c03-s1 resumes from its last checkpoint
+SPOT_SEARCH, SPOT_PAIR, SPOT_HOURS = "s-2026-09b", ("c03-s0", "c03-s1"), 3
+SPOT_RESUMES = "c03-s1"
 EVAL_RUN = "eval-2609"       # evaluates production on the instance's other 4 GPUs
 NOTEBOOKS = (("2026-07-20T09:00", 8), ("2026-08-03T00:00", 250), ("2026-09-15T10:00", 12))
 
@@ -153,6 +177,10 @@ class Run:
     parent: str | None = None
     input_hash: str | None = None
     transform_version: str | None = None
+    model: str = MODEL
+    trigger: str | None = None
+    restart_of: str | None = None
+    resumed_from: str | None = None
 
 
 @dataclass
@@ -181,6 +209,7 @@ class Plan:
     resources: list[Resource] = field(default_factory=list)
     objects: list[Obj] = field(default_factory=list)
     pulls: list[datetime] = field(default_factory=list)   # a training run's start each
+    interrupted: list[Run] = field(default_factory=list)  # spot runs reclaimed mid-run
 
 
 class _Ids:
@@ -230,7 +259,10 @@ def _search(plan: Plan, ids: _Ids, s: Search, rng: random.Random) -> None:
     for p, pair in enumerate(pairs):
         t0 = start + (p // WAVE) * SEARCH_HOURS * HOUR
         instance = ids("i")
-        plan.resources.append(Resource(instance, P4D, t0, SEARCH_HOURS,
+        spot = s.search_id == SPOT_SEARCH and tuple(
+            f"c{c:02d}-s{seed}" for c, seed in pair) == SPOT_PAIR
+        plan.resources.append(Resource(instance, P4D_SPOT if spot else P4D, t0,
+                                       SPOT_HOURS if spot else SEARCH_HOURS,
                                        {"user_team": "ml-platform", "user_search_id": s.search_id}))
         for c, seed in pair:
             suffix = f"c{c:02d}-s{seed}"
@@ -243,6 +275,56 @@ def _search(plan: Plan, ids: _Ids, s: Search, rng: random.Random) -> None:
                       metric=None if metric is None else round(min(metric, s.auc), 4),
                       deleted=f"{s.prefix}-{suffix}" in DELETED_RUNS)
             _train(plan, ids, run, instance, keep_last=None)
+            if spot:
+                plan.interrupted.append(run)
+
+
+def _interrupt(plan: Plan, ids: _Ids) -> None:
+    """The spot pair reclaimed after SPOT_HOURS: each run ends KILLED there (its checkpoints
+    after that never written) and a restart finishes its 12 hours' slot on a replacement spot
+    instance, with the run's volume; one from scratch, one from the checkpoint."""
+    if not plan.interrupted:
+        return
+    first = plan.interrupted[0]
+    cut = first.start + SPOT_HOURS * HOUR
+    rest = int((first.end - cut) / HOUR)
+    replacement = ids("i")
+    plan.resources.append(Resource(replacement, P4D_SPOT, cut, rest,
+                                   {"user_team": "ml-platform", "user_search_id": SPOT_SEARCH}))
+    for run in plan.interrupted:
+        resumes = run.run_id.endswith(SPOT_RESUMES)
+        step = f"step-{SPOT_HOURS * 1000:06d}"
+        restart = Run(f"{run.run_id}-r1", "search", cut, run.end,
+                      "FINISHED" if resumes else "FAILED", seed=run.seed,
+                      config_id=run.config_id, resource_ids=(replacement, run.resource_ids[1]),
+                      gpus=run.gpus, metric=run.metric if resumes else None,
+                      restart_of=run.run_id,
+                      resumed_from=f"s3://{CKPT_BUCKET}/{CKPT_PREFIX}{run.run_id}/{step}/"
+                      if resumes else None)
+        run.end, run.status, run.metric = cut, "KILLED", None
+        mine = f"{CKPT_PREFIX}{run.run_id}/"
+        kept = [o for o in plan.objects if not o.key.startswith(mine)
+                or o.created < cut]
+        plan.objects[:] = kept
+        first_step = SPOT_HOURS if resumes else 0
+        for h in range(rest):
+            at = cut + (h + 1) * HOUR - timedelta(minutes=2)
+            for name, size in (("model.safetensors", MODEL_BYTES),
+                               ("optimizer.pt", OPTIMIZER_BYTES)):
+                key = f"{CKPT_PREFIX}{restart.run_id}/step-{(first_step + h + 1) * 1000:06d}/{name}"
+                plan.objects.append(Obj(key, size, at))
+        plan.runs.append(restart)
+
+
+def _fraud_retrains(plan: Plan, ids: _Ids) -> None:
+    """The second model's scheduled monthly retrains on a CPU instance."""
+    for run_id, at, auc in FRAUD_RETRAINS:
+        instance = ids("i")
+        plan.resources.append(Resource(instance, C6I, _t(at), FRAUD_HOURS,
+                                       {"user_team": "risk-ml", "user_run_id": run_id}))
+        plan.runs.append(Run(run_id, "production", _t(at), _t(at) + FRAUD_HOURS * HOUR,
+                             resource_ids=(instance,), metric=auc, model=FRAUD,
+                             trigger="schedule"))
 
 
 def build_plan() -> Plan:
@@ -255,11 +337,15 @@ def build_plan() -> Plan:
     instance = ids("i")
     plan.resources.append(Resource(instance, P4D, start, PRODUCTION_HOURS,
                                    {"user_team": "ml-platform", "user_run_id": PRODUCTION_RUN}))
-    prod = Run(PRODUCTION_RUN, "production", start, end, metric=PRODUCTION_AUC, keep=True)
+    prod = Run(PRODUCTION_RUN, "production", start, end, metric=PRODUCTION_AUC, keep=True,
+               trigger=PRODUCTION_TRIGGER)
     _train(plan, ids, prod, instance, keep_last=KEEP_LAST)
     plan.runs.append(Run(EVAL_RUN, "eval", start, end, resource_ids=(instance,), gpus=RUN_GPUS))
     for at, hours in NOTEBOOKS:                 # nobody tracks them, nobody tagged them
         plan.resources.append(Resource(ids("i"), G5, _t(at), hours))
+    # after every other instance: the ids above stay what they were before these existed
+    _interrupt(plan, ids)
+    _fraud_retrains(plan, ids)
     sp_wave = [r for r in plan.resources if r.itype is P4D and
                r.tags.get("user_search_id") == SP_SEARCH][:WAVE]
     for r in sp_wave:
@@ -306,6 +392,10 @@ def _story() -> dict:
         "untracked_gpu_hours": untracked,
         "untracked_gpu_share": share,
         "failing_month": failing[0] if len(failing) == 1 else failing,
+        "interrupted_runs": [f"{s.prefix}-{suffix}" for s in SEARCHES
+                             if s.search_id == SPOT_SEARCH for suffix in SPOT_PAIR],
+        "fraud_retrains": len(FRAUD_RETRAINS),
+        "fraud_cpu_hours": float(len(FRAUD_RETRAINS) * FRAUD_HOURS),
     }
 
 
@@ -317,7 +407,8 @@ STORY = _story()
 RUN_COLUMNS = ("run_id", "experiment", "model", "purpose", "search_id", "seed", "config_id",
                "status", "start_time", "end_time", "resource_ids", "gpus", "region", "dataset",
                "dataset_region", "input_hash", "transform_version", "metric_name",
-               "metric_value", "keep", "deleted", "parent_run_id")
+               "metric_value", "keep", "deleted", "parent_run_id", "trigger", "restart_of",
+               "resumed_from")
 
 
 def iso(at: datetime) -> str:
@@ -333,13 +424,14 @@ def runs_csv(plan: Plan) -> str:
     w = csv.writer(out, lineterminator="\n")
     w.writerow(RUN_COLUMNS)
     for r in plan.runs:
-        w.writerow([r.run_id, EXPERIMENT, MODEL, r.purpose, _blank(r.search_id), _blank(r.seed),
+        w.writerow([r.run_id, r.model, r.model, r.purpose, _blank(r.search_id), _blank(r.seed),
                     _blank(r.config_id), r.status, iso(r.start), iso(r.end),
                     ",".join(r.resource_ids), _blank(r.gpus), REGION, _blank(r.dataset),
                     DATASET_REGION if r.dataset else "", _blank(r.input_hash),
                     _blank(r.transform_version), METRIC if r.metric is not None else "",
                     _blank(r.metric), str(r.keep).lower(), str(r.deleted).lower(),
-                    _blank(r.parent)])
+                    _blank(r.parent), _blank(r.trigger), _blank(r.restart_of),
+                    _blank(r.resumed_from)])
     return out.getvalue()
 
 

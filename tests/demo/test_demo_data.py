@@ -168,8 +168,10 @@ def test_search_runs(runs):
     parents = {r["run_id"]: r for r in runs if r["run_id"].endswith("-sweep")}
     assert len(children) == STORY["search_runs"] == 140
     assert Counter(r["search_id"] for r in children) == STORY["searches"]
+    interrupted = set(STORY["interrupted_runs"])
     for r in children:
-        assert r["end"] - r["start"] == demo.SEARCH_HOURS * HOUR
+        hours = demo.SPOT_HOURS if r["run_id"] in interrupted else demo.SEARCH_HOURS
+        assert r["end"] - r["start"] == hours * HOUR
         assert r["gpus"] == "4" and len(r["resources"]) >= 2
         assert r["resources"][0].startswith("i-") and r["resources"][1].startswith("vol-")
         assert r["seed"] in {"0", "1", "2"} and r["config_id"]
@@ -191,9 +193,10 @@ def test_search_runs(runs):
 
 
 def test_production_and_preprocessing(runs):
-    prod = [r for r in runs if r["purpose"] == "production"]
+    prod = [r for r in runs if r["purpose"] == "production" and r["model"] == demo.MODEL]
     assert len(prod) == 1
     (p,) = prod
+    assert p["trigger"] == demo.PRODUCTION_TRIGGER
     assert (p["end"] - p["start"]) / HOUR * int(p["gpus"]) == STORY["production_gpu_hours"]
     assert p["status"] == "FINISHED" and p["keep"] == "true" and p["start"].month == 9
     training = [r for r in runs if r["dataset"]]
@@ -222,7 +225,8 @@ def _gpu_lines(cur) -> list[tuple]:
                line_item_usage_amount, CAST(product['gpu'] AS INTEGER), resource_tags
         FROM cur
         WHERE line_item_line_item_type IN ('Usage', 'SavingsPlanCoveredUsage')
-          AND line_item_usage_type LIKE '%BoxUsage:%' AND product['gpu'] IS NOT NULL""")
+          AND (line_item_usage_type LIKE '%BoxUsage:%' OR line_item_usage_type LIKE '%SpotUsage:%')
+          AND product['gpu'] IS NOT NULL""")
 
 
 def test_gpu_hours_per_purpose_match_story(cur, runs):
@@ -257,7 +261,7 @@ def test_each_search_run_is_covered_by_its_instance_hours(cur, runs):
     for rid, start, _end, amount, _g, _tags in _gpu_lines(cur):
         hours[(rid, start)] += amount
     for r in runs:
-        if r["purpose"] not in ("search", "production") or not r["resources"]:
+        if r["purpose"] not in ("search", "production") or not r["resources"] or not r["gpus"]:
             continue
         n = int((r["end"] - r["start"]) / HOUR)
         got = [hours.get((r["resources"][0], r["start"] + h * HOUR)) for h in range(n)]
@@ -271,6 +275,34 @@ def test_each_search_run_is_covered_by_its_instance_hours(cur, runs):
 def notebooks(cur) -> set[str]:
     return {r for (r,) in _rows(cur, "SELECT DISTINCT line_item_resource_id FROM cur "
                                      "WHERE product_instance_type = 'g5.12xlarge'")}
+
+
+def test_retrains_and_the_spot_pair(cur, runs):
+    """fraud retrains monthly on a schedule on a CPU instance; the spot pair's 12 instance-
+    hours are split 3 + 9 between the reclaimed instance and its replacement, at the spot price
+    and listed at the on-demand one."""
+    fraud = [r for r in runs if r["model"] == demo.FRAUD]
+    assert [(r["purpose"], r["trigger"], r["start"].month) for r in fraud] == [
+        ("production", "schedule", 7), ("production", "schedule", 8),
+        ("production", "schedule", 9)]
+    metrics = [float(r["metric_value"]) for r in fraud]
+    assert all(abs(b - a) < 0.002 for a, b in zip(metrics, metrics[1:], strict=False))
+    cpu = _rows(cur, """SELECT sum(line_item_usage_amount) FROM cur
+                        WHERE line_item_usage_type LIKE '%BoxUsage:c6i.32xlarge'""")[0][0]
+    assert cpu == STORY["fraud_cpu_hours"]
+    spot = _rows(cur, """
+        SELECT line_item_resource_id, count(*), sum(line_item_unblended_cost),
+               sum(pricing_public_on_demand_cost), min(pricing_term)
+        FROM cur WHERE line_item_usage_type = 'SpotUsage:p4d.24xlarge'
+        GROUP BY ALL ORDER BY 2""")
+    assert [n for _, n, *_ in spot] == [demo.SPOT_HOURS, demo.SEARCH_HOURS - demo.SPOT_HOURS]
+    for _, n, cost, listed, term in spot:
+        assert cost == pytest.approx(n * demo.P4D_SPOT.rate) and term == "Spot"
+        assert listed == pytest.approx(n * demo.P4D.rate)
+    restarts = [r for r in runs if r["restart_of"]]
+    assert sorted((r["restart_of"], bool(r["resumed_from"])) for r in restarts) == [
+        (STORY["interrupted_runs"][0], False), (STORY["interrupted_runs"][1], True)]
+    assert all(r["resources"][0] == spot[1][0] and not r["dataset"] for r in restarts)
 
 
 def test_production_hours_carry_the_run_tag(cur):
@@ -344,7 +376,17 @@ def test_inventory(out, runs):
             per_run[run_id].add(rest.split("/")[0])
     assert outside >= 2 and orphans >= 2
     search = [r["run_id"] for r in runs if r["purpose"] == "search" and r["parent_run_id"]]
-    assert all(len(per_run[s]) == demo.SEARCH_HOURS for s in search)
+    interrupted = set(STORY["interrupted_runs"])
+    assert all(len(per_run[s]) == demo.SEARCH_HOURS for s in search if s not in interrupted)
+    # reclaimed after SPOT_HOURS: those checkpoints, then the restarts' (one resumes)
+    assert all(len(per_run[s]) == demo.SPOT_HOURS for s in interrupted)
+    restarts = {r["run_id"]: r for r in runs if r["restart_of"]}
+    assert {r["restart_of"] for r in restarts.values()} == interrupted
+    for run_id, r in restarts.items():
+        steps = sorted(per_run[run_id])
+        assert len(steps) == demo.SEARCH_HOURS - demo.SPOT_HOURS
+        first = demo.SPOT_HOURS + 1 if r["resumed_from"] else 1
+        assert steps[0] == f"step-{first * 1000:06d}"
     assert sorted(per_run["prod-2609"]) == ["step-046000", "step-047000", "step-048000"]
 
 

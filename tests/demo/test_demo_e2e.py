@@ -30,8 +30,15 @@ def test_production_vs_search_gpu_hours(demo_warehouse):
     runs = demo_warehouse.execute(
         "SELECT count(DISTINCT run_id) FROM attribution a "
         "JOIN tracker_runs r USING (month, run_id) "
-        "WHERE a.purpose_class = 'search' AND a.component = 'gpu'").fetchone()[0]
+        "WHERE a.purpose_class = 'search' AND a.component = 'gpu' "
+        "AND r.restart_of IS NULL").fetchone()[0]
     assert runs == STORY["search_runs"] == 140
+    # and the spot pair's two restarts (SPEC §12: a run that restarts an interrupted one)
+    restarts = demo_warehouse.execute(
+        "SELECT count(DISTINCT run_id) FROM attribution a "
+        "JOIN tracker_runs r USING (month, run_id) "
+        "WHERE a.purpose_class = 'search' AND r.restart_of IS NOT NULL").fetchone()[0]
+    assert restarts == len(STORY["interrupted_runs"]) == 2
 
 
 def test_reconciliation_fails_only_in_august(demo_warehouse, demo_quarter):

@@ -92,3 +92,49 @@ def test_levers_rank_the_months_story(demo_warehouse):
     # of August's grid) come first; August's untracked notebook ($1,418) second
     assert [levers[0][1] for levers in by_month.values()] == ["bound the search"] * 3
     assert by_month["2026-08"][1][1:] == ("chase untracked usage", pytest.approx(1418.0))
+
+
+def test_retrains_and_preemption_in_the_demo(demo_warehouse):
+    """fraud retrains monthly on a schedule, flat in August and September (10 h × $5.44 each);
+    churn's production run came on drift; the spot pair of s-2026-09b: c03-s0 restarted from
+    scratch (its September cost is lost), c03-s1 resumed from its checkpoint."""
+    from cost_pipeline.demo import quarter as demo
+
+    cadence = demo_warehouse.execute(
+        "SELECT strftime(month, '%Y-%m'), model, retrains, schedule_retrains, drift_retrains, "
+        "flat_retrains, flat_retrain_cost FROM retrain_cadence ORDER BY ALL").fetchall()
+    flat = demo.FRAUD_HOURS * demo.C6I.rate
+    assert cadence == [
+        ("2026-07", "fraud", 1, 1, 0, 0, 0.0),        # the first: nothing to compare with
+        ("2026-08", "fraud", 1, 1, 0, 1, pytest.approx(flat)),
+        ("2026-09", "churn", 1, 0, 1, 0, 0.0),
+        ("2026-09", "fraud", 1, 1, 0, 1, pytest.approx(flat)),
+    ]
+    chains = demo_warehouse.execute(
+        "SELECT chain_id, runs, restarts, restarts_from_scratch, lost_cost, "
+        "last_run_on_demand_cost, spot_cost_more_than_on_demand FROM preemption "
+        "WHERE month = '2026-09-01' ORDER BY chain_id").fetchall()
+    scratch, resumed = STORY["interrupted_runs"]
+    (lost,) = demo_warehouse.execute(
+        "SELECT sum(cost) FROM attribution WHERE month = '2026-09-01' AND run_id = ?",
+        [scratch]).fetchone()
+    # the replacement instance's 9 h at the on-demand rate, half of it (4 of 8 GPUs), plus
+    # the run's volume (500 GB-month prorated over September's 720 h)
+    last_on_demand = 9 * demo.P4D.rate / 2 + 9 * demo.EBS_GB * demo.EBS_RATE / 720
+    assert chains == [(scratch, 2, 1, 1, pytest.approx(lost), pytest.approx(last_on_demand),
+                       False),
+                      (resumed, 2, 1, 0, 0.0, pytest.approx(last_on_demand), False)]
+    # 3 h of half the reclaimed spot p4d, its volume, its dataset pull and checkpoint bytes
+    assert lost > 3 * demo.P4D_SPOT.rate / 2 + demo.PULL_GB * demo.TRANSFER_RATE
+    levers = dict(demo_warehouse.execute(
+        "SELECT strftime(month, '%Y-%m') || ' ' || lever, dollars FROM cost_levers "
+        "WHERE lever IN ('retrain on measured decay', 'checkpoint before going preemptible')"
+    ).fetchall())
+    assert levers == {
+        "2026-07 retrain on measured decay": 0.0,
+        "2026-07 checkpoint before going preemptible": 0.0,
+        "2026-08 retrain on measured decay": pytest.approx(flat),
+        "2026-08 checkpoint before going preemptible": 0.0,
+        "2026-09 retrain on measured decay": pytest.approx(flat),
+        "2026-09 checkpoint before going preemptible": pytest.approx(lost),
+    }

@@ -82,7 +82,7 @@ def test_sections_equal_their_tables(quarter, demo_warehouse):
             con, "SELECT coalesce(sum(cost), 0) FROM cost_per_model_monthly WHERE month = ? "
             "AND model IS NOT DISTINCT FROM ?",
             [date.fromisoformat(cell["data-month"] + "-01"), cell["data-model"] or None])
-    assert len(page.having("data-model")) == 3 * 2  # churn, no model × 3 months
+    assert len(page.having("data-model")) == 3 * 3  # churn, fraud, no model × 3 months
     for cell in page.having("data-storage"):
         row = con.execute("SELECT bytes, cost FROM storage_by_run_status WHERE month = ? AND "
                           "run_status = ?", [date.fromisoformat(cell["data-month"] + "-01"),

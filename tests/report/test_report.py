@@ -87,7 +87,7 @@ def test_report_figures_equal_the_warehouse(warehouse, demo_warehouse, month, tm
     levers = con.execute("SELECT rank, lever, round(dollars, 2) FROM cost_levers "
                          "WHERE month = ? ORDER BY rank", m).fetchall()
     shown = [(int(a["data-rank"]), a["data-lever"]) for a in page.having("data-lever")]
-    assert shown == [(r, lever) for r, lever, _ in levers] and len(shown) == 6
+    assert shown == [(r, lever) for r, lever, _ in levers] and len(shown) == 8
     assert [Decimal(a["data-dollars"]) for a in page.having("data-dollars")] == [
         Decimal(str(d)).quantize(CENT) for *_, d in levers]
     models = page.having("data-model-total")

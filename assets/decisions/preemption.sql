@@ -8,7 +8,8 @@
 --   chain           a run and every run that restarts it through `restart_of`, transitively;
 --                   `chain_id` = its first run: the run reached by following restart_of up
 --                   while it names a known run (a restart_of naming an unknown run, or the
---                   run itself, ends the walk there)
+--                   run itself, ends the walk there); runs restarting each other in a cycle
+--                   are one chain whose first run is the cycle's earliest start
 --   listed          chains with spot compute this month: a compute row (attribution rule
 --                   `compute`) of one of its runs on a billing line priced `spot`
 --   runs            the chain's runs in the snapshot (any month)
@@ -29,18 +30,24 @@ WITH RECURSIVE runs AS (
     FROM month_runs($month)
 ),
 walk AS (
-    -- every run's ancestors through restart_of (the depth bound stops a cycle)
+    -- every run's ancestors through restart_of; the depth bound stops a cycle, whose runs
+    -- are then the ancestors met deep in the walk
     SELECT run_id, run_id AS ancestor, 0 AS depth FROM runs
     UNION ALL
     SELECT w.run_id, r.restart_of, w.depth + 1
     FROM walk AS w
     JOIN runs AS r ON r.run_id = w.ancestor
-    WHERE r.restart_of IN (SELECT run_id FROM runs) AND w.depth < 1000
+    WHERE r.restart_of IN (SELECT run_id FROM runs) AND w.depth < 256
 ),
 chain_runs AS (
-    SELECT run_id, arg_max(ancestor, depth) AS chain_id
-    FROM walk
-    GROUP BY run_id
+    SELECT
+        w.run_id,
+        CASE WHEN max(w.depth) < 256 THEN arg_max(w.ancestor, w.depth)
+             ELSE arg_min(w.ancestor, (a.start_time, w.ancestor)) FILTER (WHERE w.depth >= 128)
+        END AS chain_id
+    FROM walk AS w
+    JOIN runs AS a ON a.run_id = w.ancestor
+    GROUP BY w.run_id
 ),
 members AS (
     SELECT c.chain_id, r.*
@@ -48,7 +55,7 @@ members AS (
     JOIN runs AS r USING (run_id)
 ),
 run_spend AS (
-    SELECT run_id, sum(cost) AS cost
+    SELECT run_id, fsum(cost) AS cost
     FROM attribution
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id
@@ -90,8 +97,8 @@ per_chain AS (
         count(*) FILTER (WHERE m.restart_of IS NOT NULL)                        AS restarts,
         count(*) FILTER (WHERE m.restart_of IS NOT NULL AND m.resumed_from IS NULL)
                                                                                 AS restarts_from_scratch,
-        coalesce(sum(s.cost), 0)                                                AS cost,
-        coalesce(sum(s.cost) FILTER (WHERE m.run_id IN (SELECT run_id FROM repeated)), 0)
+        coalesce(fsum(s.cost), 0)                                                AS cost,
+        coalesce(fsum(s.cost) FILTER (WHERE m.run_id IN (SELECT run_id FROM repeated)), 0)
                                                                                 AS lost_cost
     FROM members AS m
     LEFT JOIN run_spend AS s ON s.run_id = m.run_id
@@ -101,9 +108,9 @@ on_demand AS (
     SELECT
         p.chain_id,
         bool_or(p.spot)                                                         AS spot,
-        CASE WHEN NOT bool_or(p.unpriced) THEN sum(p.on_demand) END             AS on_demand_cost,
+        CASE WHEN NOT bool_or(p.unpriced) THEN fsum(p.on_demand) END             AS on_demand_cost,
         CASE WHEN NOT coalesce(bool_or(p.unpriced) FILTER (WHERE p.run_id = l.last_run_id), false)
-             THEN coalesce(sum(p.on_demand) FILTER (WHERE p.run_id = l.last_run_id), 0) END
+             THEN coalesce(fsum(p.on_demand) FILTER (WHERE p.run_id = l.last_run_id), 0) END
                                                                                 AS last_run_on_demand_cost
     FROM priced AS p
     JOIN last_runs AS l USING (chain_id)

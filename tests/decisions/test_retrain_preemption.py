@@ -322,3 +322,15 @@ def test_the_monthly_report_shows_retrains_and_preemption(con):
     assert 'data-flat-retrain-cost="100.00"' in page
     assert 'data-chain="x"' in page and 'data-lost-cost="6.00"' in page
     assert "spot cost more than on demand" in page
+
+
+def test_runs_restarting_each_other_in_a_cycle_are_one_chain(con):
+    lines = [instance_line("i-m", 0, 2, 2.0, 6.0), instance_line("i-n", 3, 5, 2.0, 6.0),
+             instance_line("i-o", 6, 8, 2.0, 6.0)]
+    runs = [run("m", 0, 2, ["i-m"], restart_of="n"), run("n", 3, 5, ["i-n"], restart_of="m"),
+            run("o", 6, 8, ["i-o"], restart_of="n", resumed_from="n/step-2")]
+    (chain,) = preemption_month(con, lines=lines, runs=runs)
+    # the cycle's earliest start is its first run; m and n each repeated the other from scratch
+    assert (chain["chain_id"], chain["runs"], chain["restarts"],
+            chain["restarts_from_scratch"]) == ("m", 3, 3, 2)
+    assert (chain["lost_cost"], chain["last_run_id"]) == (pytest.approx(4.0), "o")

@@ -11,8 +11,10 @@ byte-stable: the same warehouse month gives the same bytes.
 from __future__ import annotations
 
 import os
+import unicodedata
 from datetime import date
 from pathlib import Path
+from urllib.parse import quote
 
 import duckdb
 import pyarrow as pa
@@ -26,6 +28,13 @@ FORMATS = ("parquet", "csv")
 FOCUS_VERSION = "1.2"
 # FOCUS DateTimeFormat: ISO 8601 in UTC, `Z`
 CSV_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+# FOCUS StringHandling (as focus-validator checks it): these columns hold ASCII only. Ids keep
+# every ASCII character and percent-encode the others (reversible); names and descriptions
+# lose their accents (`Zürich` → `Zurich`), any other non-ASCII character becoming `?`.
+ASCII_IDS = ("BillingAccountId", "InvoiceId", "ResourceId")
+ASCII_TEXT = ("BillingAccountName", "BillingCurrency", "ChargeDescription", "ConsumedUnit",
+              "InvoiceIssuerName", "PricingUnit", "ProviderName", "PublisherName",
+              "ServiceName")
 
 
 class FocusExportError(ValueError):
@@ -44,6 +53,29 @@ def focus_rows(con: duckdb.DuckDBPyConnection, month: date) -> pa.Table:
     sql = sql_text("focus_export")
     rows = con.sql(sql, params=bind(sql, {"month": month})).to_arrow_table()
     _check_totals(con, month, rows)
+    return _ascii_strings(rows)
+
+
+def _ascii_id(value: str) -> str:
+    return "".join(c if c.isascii() else quote(c, safe="") for c in value)
+
+
+def _ascii_text(value: str) -> str:
+    folded = unicodedata.normalize("NFKD", value)
+    return "".join(c if c.isascii() else "?" for c in folded if not unicodedata.combining(c))
+
+
+def _ascii_strings(rows: pa.Table) -> pa.Table:
+    """The FOCUS string columns in ASCII (see ASCII_IDS / ASCII_TEXT); a no-op, and no copy,
+    when they already are."""
+    for names, convert in ((ASCII_IDS, _ascii_id), (ASCII_TEXT, _ascii_text)):
+        for name in names:
+            column = rows[name]
+            if pc.all(pc.or_kleene(pc.string_is_ascii(column), pc.is_null(column))).as_py():
+                continue
+            values = [None if v is None else convert(v) for v in column.to_pylist()]
+            rows = rows.set_column(rows.column_names.index(name), name,
+                                   pa.array(values, column.type))
     return rows
 
 

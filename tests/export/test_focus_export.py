@@ -130,7 +130,7 @@ def random_bill(seed: int, month: date) -> tuple[list[dict], list[dict]]:
     prices or none), and runs claiming parts of the instances."""
     rng = random.Random(seed)
     start = datetime(month.year, month.month, 1)
-    instances = [f"i-{seed:02d}{n:04d}" for n in range(6)]
+    instances = [f"i-{seed:02d}{n:04d}" for n in range(5)] + [f"vm-zürich-{seed}"]
     lines = []
     for n in range(rng.randint(40, 90)):
         at = start + timedelta(hours=rng.randrange(24 * 27))
@@ -142,7 +142,7 @@ def random_bill(seed: int, month: date) -> tuple[list[dict], list[dict]]:
                 "ChargePeriodEnd": at + timedelta(hours=1), "ChargeCategory": "Usage",
                 "EffectiveCost": cost, "BilledCost": cost,
                 "ServiceName": rng.choice(["Amazon Elastic Compute Cloud", "Compute Engine",
-                                           None, "ml svc"]),
+                                           None, "ml svc", "Stockage Données™"]),
                 "ServiceCategory": rng.choice(["Compute", "Storage", "Foo", None]),
                 "ListCost": rng.choice([None, round(cost * 1.3, 6)]),
                 "x_CostComponent": "other", "Tags": rng.choice(
@@ -206,6 +206,10 @@ def test_a_random_bill_passes_the_focus_validator(tmp_path):
     print(f"random bill: Total {report.total} | Pass {report.passed} | Fail {report.failed} "
           f"| Skipped {report.skipped} {sorted(report.failures)}")
     assert report.real_failures() == {} and report.failed <= 1
+    # FOCUS strings are ASCII: ids percent-encoded, names folded
+    table = pq.read_table(path)
+    assert "vm-z%C3%BCrich-20261" in set(table.column("ResourceId").to_pylist())
+    assert "Stockage DonneesTM" in set(table.column("ServiceName").to_pylist())
 
 
 @pytest.mark.parametrize("seed", range(8))

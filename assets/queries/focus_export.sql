@@ -55,7 +55,7 @@ WITH origin AS (
              WHEN b.x_CostComponent = 'network' THEN 'Networking'
              ELSE 'Other' END AS line_category,
         nullif(trim(b.ResourceId), '') AS resource_id,
-        b.BillingCurrency,
+        upper(trim(b.BillingCurrency)) AS BillingCurrency,
         b.Tags,
         b.x_CostComponent, b.x_AcceleratorCount, b.x_InstanceType, b.SkuId,
         coalesce(b.CommitmentDiscountStatus, '') = 'Unused' AS unused_commitment,

@@ -131,6 +131,7 @@ def random_bill(seed: int, month: date) -> tuple[list[dict], list[dict]]:
     rng = random.Random(seed)
     start = datetime(month.year, month.month, 1)
     instances = [f"i-{seed:02d}{n:04d}" for n in range(5)] + [f"vm-zürich-{seed}"]
+    currency = rng.choice(["USD", "EUR", "NOK"])
     lines = []
     for n in range(rng.randint(40, 90)):
         at = start + timedelta(hours=rng.randrange(24 * 27))
@@ -145,6 +146,7 @@ def random_bill(seed: int, month: date) -> tuple[list[dict], list[dict]]:
                                            None, "ml svc", "Stockage Données™"]),
                 "ServiceCategory": rng.choice(["Compute", "Storage", "Foo", None]),
                 "ListCost": rng.choice([None, round(cost * 1.3, 6)]),
+                "BillingCurrency": currency,
                 "x_CostComponent": "other", "Tags": rng.choice(
                     [None, {"team": "ml"}, {"user_run_id": "r0", "env": "prod"}])}
         if kind == "compute":
@@ -154,7 +156,8 @@ def random_bill(seed: int, month: date) -> tuple[list[dict], list[dict]]:
                      "x_InstanceUsage": True, "x_UsageHours": rng.choice([1.0, 0.5, 0.25]),
                      "x_ResourceKind": "instance", "x_InstanceType": "p4d.24xlarge",
                      "ConsumedQuantity": 1.0, "ConsumedUnit": rng.choice(["Hrs", "Hours",
-                                                                          "1 Hour", None])}
+                                                                          "1 Hour", None]),
+                     "CommitmentDiscountStatus": rng.choice([None, None, "Used"])}
         elif kind in ("storage", "network"):
             line |= {"ResourceId": rng.choice([None, "bucket-a"]), "x_CostComponent": kind,
                      "ConsumedQuantity": rng.choice([None, 12.5]),

@@ -23,8 +23,9 @@
 -- table, where a single statement held several at once and spilled gigabytes; and a large
 -- month goes by slices of its lines (a line's claims, and the lines sharing its resource and
 -- period, all fall in the line's slice), so each hash table holds a slice, not the month.
--- Parameters: $month, $run_tag, $slice_start, $slice_end. Temp tables: config_datasets(name,
--- bucket, region) and those of `attribution_prepare.sql`; the macros of `macros.sql`.
+-- Parameters: $month, $month_start, $month_end, $run_tag, $slice_start, $slice_end. Temp
+-- tables: config_datasets(name, bucket, region) and those of `attribution_prepare.sql`; the
+-- macros of `macros.sql`.
 
 -- the usage lines, with only what the claims need
 CREATE OR REPLACE TEMP TABLE attribution_lines AS
@@ -47,11 +48,14 @@ CREATE OR REPLACE TEMP TABLE attribution_compute_lines AS
 SELECT
     line_key, claim_key, s, e, g, tag_run,
     date_trunc('hour', s) AS hour,
-    -- lines within one clock hour (hourly exports: nearly all) are paired with runs on
-    -- (resource, hour); longer ones (daily or monthly charges) on the resource alone
-    date_trunc('hour', s) = date_trunc('hour', e - INTERVAL 1 MICROSECOND) AS in_hour,
+    -- lines within one clock hour of the month (hourly exports: nearly all) are paired with
+    -- runs on (resource, hour); longer ones (daily or monthly charges) and any outside the
+    -- month on the resource alone
+    date_trunc('hour', s) = date_trunc('hour', e - INTERVAL 1 MICROSECOND)
+        AND s >= CAST($month_start AS TIMESTAMP) AND e <= CAST($month_end AS TIMESTAMP)
+        AS in_hour,
     -- d: how long the resource ran in the period; a line without a resource is its own
-    CASE WHEN coalesce(sum(usage_hours) OVER period, 0) > 0 THEN sum(usage_hours) OVER period
+    CASE WHEN coalesce(fsum(usage_hours) OVER period, 0) > 0 THEN fsum(usage_hours) OVER period
          ELSE epoch(e - s) / 3600.0 END AS d
 FROM attribution_lines
 WHERE rule = 'compute'
@@ -60,12 +64,14 @@ WINDOW period AS (PARTITION BY coalesce(ResourceId, '#' || line_key), s, e);
 CREATE OR REPLACE TEMP TABLE attribution_claims AS
 WITH
 span AS (
-    SELECT min(s) AS s0, max(e) AS e0 FROM attribution_compute_lines
+    -- the hours the hourly lines cover: inside the month by their definition, so a run
+    -- "ending" in 9999 or a line ending in 9999 expands to at most the month's hours
+    SELECT min(s) AS s0, max(e) AS e0 FROM attribution_compute_lines WHERE in_hour
 ),
 run_hours AS (
-    -- each clock hour a claimant ran, per resource it lists, within the lines' span: an
-    -- equi-join on (resource, hour) keeps the work proportional to run-hours, where a range
-    -- join on the resource alone would pair every run with every hour of its instance
+    -- each clock hour a claimant ran, per resource it lists, within the hourly lines' span:
+    -- an equi-join on (resource, hour) keeps the work proportional to run-hours, where a
+    -- range join on the resource alone would pair every run with every hour of its instance
     SELECT rr.*, unnest(generate_series(
         date_trunc('hour', greatest(rr.rs, span.s0)),
         date_trunc('hour', least(rr.re, span.e0) - INTERVAL 1 MICROSECOND),
@@ -138,8 +144,8 @@ WITH transfer_overlaps AS (
     WHERE l.rule = 'bucket_transfer' AND k.rs < l.e AND k.re > l.s AND l.s < l.e
 )
 SELECT line_key, run_id,
-       overlap_hours / sum(overlap_hours) OVER (PARTITION BY line_key) AS raw_share
+       overlap_hours / fsum(overlap_hours) OVER (PARTITION BY line_key) AS raw_share
 FROM transfer_overlaps;
 
 CREATE OR REPLACE TEMP TABLE attribution_claimed AS
-SELECT line_key, sum(raw_share) AS claimed_share FROM attribution_claims GROUP BY line_key;
+SELECT line_key, fsum(raw_share) AS claimed_share FROM attribution_claims GROUP BY line_key;

@@ -123,6 +123,9 @@ def test_default_path_and_one_month_period(warehouse, demo_warehouse):
     html = path.read_text(encoding="utf-8")
     assert "One month: nothing to compare." in html
     assert Decimal(Elements(html).one("data-period-total")) == month_total(demo_warehouse, LAST)
+    # one month's levers rank as that month ranks them, ties included
+    assert [(r["rank"], r["lever"]) for r in data["levers"]] == demo_warehouse.execute(
+        "SELECT rank, lever FROM cost_levers WHERE month = ? ORDER BY rank", [LAST]).fetchall()
 
 
 def test_missing_months_and_bad_ranges_are_one_line_errors(warehouse, tmp_path):

@@ -57,7 +57,7 @@ WITH origin AS (
         nullif(trim(b.ResourceId), '') AS resource_id,
         upper(trim(b.BillingCurrency)) AS BillingCurrency,
         b.Tags,
-        b.x_CostComponent, b.x_AcceleratorCount, b.x_InstanceType, b.SkuId,
+        b.x_CostComponent, b.x_AcceleratorCount, b.x_InstanceType, b.SkuId, b.x_PricingCategory,
         coalesce(b.CommitmentDiscountStatus, '') = 'Unused' AS unused_commitment,
         CASE WHEN b.CommitmentDiscountStatus IN ('Used', 'Unused')
              THEN b.CommitmentDiscountStatus END AS commitment_status,
@@ -242,6 +242,7 @@ SELECT
     x_CostComponent,
     x_AcceleratorCount,
     x_InstanceType,
+    x_PricingCategory,
     usage_hours AS x_UsageHours,
     accelerator_hours AS x_AcceleratorHours,
     x_SourceLine

@@ -99,6 +99,8 @@ DERIVED_CHECKS = {
         lambda con, cfg, month: retention_within_budget(
             con, month, cfg.policy.retention.max_monthly_violation_cost)),
 }
+# the queries a table's check runs besides the table's own SQL (part of its code_version)
+CHECK_SQL = {"cost_per_model_monthly": ("model_cost_trend",)}
 COST_COLUMNS = ("cost", "monthly_cost")  # summed into the asset's `cost` headline in the UI
 
 
@@ -133,8 +135,9 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
         owners=[f"team:{owner}"],
         deps=deps,
         description=description,
-        code_version=code_version((table,), ("cost_pipeline.defs.assets.decisions",
-                                             "cost_pipeline.defs.checks")),
+        code_version=code_version((table, *CHECK_SQL.get(table, ())),
+                                  ("cost_pipeline.defs.assets.decisions",
+                                   "cost_pipeline.defs.checks")),
         check_specs=[check[0]] if check else None,
     )
     def _asset(

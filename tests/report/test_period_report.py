@@ -163,6 +163,7 @@ def test_hand_made_months_exact_in_their_currency(tmp_path):
     assert page.one("data-period-total") == "3.48"
     assert "EUR 3.48" in html and "$" not in page.one("data-period-total")
     assert "the warehouse has no <code>cost_levers</code> table" in html
+    assert html.count("<code>attribution</code> has no rows for them") == 3  # moved, lines, chart
     with duckdb.connect(str(path)) as con:
         insert_lines(con, nov, [_line(5, nov, 1.0, "USD")])
     with pytest.raises(ReportError, match="more than one currency"):

@@ -86,14 +86,14 @@ CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_m
 CREATE OR REPLACE TEMP MACRO month_cost_totals(for_month) AS TABLE
     SELECT bill.*, split.*
     FROM (SELECT
-              coalesce(sum(EffectiveCost), 0)       AS total_effective_cost,
-              coalesce(sum(abs(EffectiveCost)), 0)  AS effective_cost_magnitude,
+              coalesce(fsum(EffectiveCost), 0)       AS total_effective_cost,
+              coalesce(fsum(abs(EffectiveCost)), 0)  AS effective_cost_magnitude,
               any_value(BillingCurrency)            AS currency
           FROM billing_facts WHERE month = for_month) AS bill,
          (SELECT
-              coalesce(sum(cost) FILTER (WHERE run_id IS NOT NULL), 0)               AS attributed_cost,
-              coalesce(sum(cost) FILTER (WHERE purpose_class = 'untracked'), 0)      AS untracked_cost,
-              coalesce(sum(cost) FILTER (WHERE purpose_class = 'unallocated'), 0)    AS unallocated_cost
+              coalesce(fsum(cost) FILTER (WHERE run_id IS NOT NULL), 0)               AS attributed_cost,
+              coalesce(fsum(cost) FILTER (WHERE purpose_class = 'untracked'), 0)      AS untracked_cost,
+              coalesce(fsum(cost) FILTER (WHERE purpose_class = 'unallocated'), 0)    AS unallocated_cost
           FROM attribution WHERE month = for_month) AS split;
 
 -- the buckets as they stood at the month's end: a bucket with daily inventories by its last
@@ -136,7 +136,7 @@ CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABL
                  THEN coalesce(c.storage_cost, 0) / l.listed_bytes
                  ELSE 0 END AS cost_per_byte
         FROM (SELECT bucket, sum(size) AS listed_bytes FROM snapshot GROUP BY bucket) AS l
-        LEFT JOIN (SELECT ResourceId AS bucket, sum(EffectiveCost) AS storage_cost
+        LEFT JOIN (SELECT ResourceId AS bucket, fsum(EffectiveCost) AS storage_cost
                    FROM billing_facts
                    WHERE month = for_month AND x_CostComponent = 'storage'
                    GROUP BY ResourceId) AS c

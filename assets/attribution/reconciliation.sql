@@ -37,10 +37,10 @@ untracked_by_line AS (
 by_type AS (
     SELECT
         l.x_InstanceType AS instance_type,
-        sum(l.x_UsageHours * l.x_AcceleratorCount) AS billed_gpu_hours,
-        coalesce(sum(u.untracked_hours), 0) AS untracked_gpu_hours,
-        sum(l.EffectiveCost) AS gpu_cost,
-        coalesce(sum(u.untracked_cost), 0) AS untracked_cost
+        fsum(l.x_UsageHours * l.x_AcceleratorCount) AS billed_gpu_hours,
+        coalesce(fsum(u.untracked_hours), 0) AS untracked_gpu_hours,
+        fsum(l.EffectiveCost) AS gpu_cost,
+        coalesce(fsum(u.untracked_cost), 0) AS untracked_cost
     FROM gpu_lines l
     LEFT JOIN untracked_by_line u USING (x_SourceLine)
     GROUP BY l.x_InstanceType
@@ -48,23 +48,23 @@ by_type AS (
 over_claimed AS (
     -- an over-claimed line's run rows carry shares summing to 1, so their accelerator-hours
     -- add up to the line's GPU-hours: (S − 1) × those is the line's excess
-    SELECT coalesce(sum((claimed_share - 1) * accelerator_hours), 0) AS hours
+    SELECT coalesce(fsum((claimed_share - 1) * accelerator_hours), 0) AS hours
     FROM gpu_rows WHERE run_id IS NOT NULL AND claimed_share > 1 + 1e-12
 ),
 unbilled AS (
     -- resources a run lists that no line of the month shows: wrong ids, other accounts
     -- (macros.sql `unbilled_claims`, also the tracker_claims_billed check's list); a run
     -- listing one job by its name and its ARN counts it once
-    SELECT coalesce(sum(gpu_hours), 0) AS gpu_hours
+    SELECT coalesce(fsum(gpu_hours), 0) AS gpu_hours
     FROM (SELECT DISTINCT run_id, start_time, re, gpus, claim_key, gpu_hours
           FROM unbilled_claims($month, $month_start, $month_end))
 ),
 totals AS (
     SELECT
-        (SELECT coalesce(sum(x_UsageHours * x_AcceleratorCount), 0) FROM gpu_lines) AS billed_gpu_hours,
-        (SELECT coalesce(sum(accelerator_hours), 0) FROM gpu_rows WHERE run_id IS NOT NULL) AS tracked_gpu_hours,
-        (SELECT coalesce(sum(cost), 0) FROM gpu_cost_rows) AS gpu_cost,
-        (SELECT coalesce(sum(cost), 0) FROM gpu_cost_rows WHERE purpose_class = 'untracked') AS untracked_gpu_cost,
+        (SELECT coalesce(fsum(x_UsageHours * x_AcceleratorCount), 0) FROM gpu_lines) AS billed_gpu_hours,
+        (SELECT coalesce(fsum(accelerator_hours), 0) FROM gpu_rows WHERE run_id IS NOT NULL) AS tracked_gpu_hours,
+        (SELECT coalesce(fsum(cost), 0) FROM gpu_cost_rows) AS gpu_cost,
+        (SELECT coalesce(fsum(cost), 0) FROM gpu_cost_rows WHERE purpose_class = 'untracked') AS untracked_gpu_cost,
         (SELECT count(*) = 0 OR bool_or(x_InvoiceId IS NULL) FROM lines) AS provisional,
         (SELECT count(*) FROM runs WHERE status <> 'RUNNING' AND end_time IS NULL
             AND start_time < CAST($month_end AS TIMESTAMP)) AS runs_without_end,

@@ -30,7 +30,7 @@ search AS (
     -- the searches whose shape questions some of this month's cost, with their saturation
     -- (search_trend) when known
     SELECT
-        coalesce(sum(sh.questioned_cost), 0)                   AS dollars,
+        coalesce(fsum(sh.questioned_cost), 0)                   AS dollars,
         count(*) FILTER (WHERE sh.questioned_cost <> 0)        AS searches,
         string_agg(
             sh.search_id || ': ' || sh.configs || ' configs × '
@@ -68,37 +68,37 @@ search AS (
     WHERE sh.month = $month
 ),
 all_search AS (
-    SELECT coalesce(sum(cost), 0) AS cost
+    SELECT coalesce(fsum(cost), 0) AS cost
     FROM attribution WHERE month = $month AND purpose_class = 'search'
 ),
 preprocessing AS (
     SELECT
-        coalesce(sum(cost) FILTER (WHERE kind = 'recomputed'), 0)      AS dollars,
+        coalesce(fsum(cost) FILTER (WHERE kind = 'recomputed'), 0)      AS dollars,
         count(*) FILTER (WHERE kind = 'recomputed')                    AS runs,
-        coalesce(sum(cpu_hours) FILTER (WHERE kind = 'recomputed'), 0) AS cpu_hours,
+        coalesce(fsum(cpu_hours) FILTER (WHERE kind = 'recomputed'), 0) AS cpu_hours,
         count(DISTINCT (input_hash, transform_version))
             FILTER (WHERE kind = 'recomputed')                         AS tables,
         count(*) FILTER (WHERE kind = 'stale_transform')               AS stale_runs,
-        coalesce(sum(cost) FILTER (WHERE kind = 'stale_transform'), 0) AS stale_cost
+        coalesce(fsum(cost) FILTER (WHERE kind = 'stale_transform'), 0) AS stale_cost
     FROM preprocessing_waste
     WHERE month = $month
 ),
 retention AS (
     SELECT
-        coalesce(sum(monthly_cost), 0)                                   AS dollars,
+        coalesce(fsum(monthly_cost), 0)                                   AS dollars,
         count(*)                                                         AS objects,
         coalesce(sum(bytes), 0) / 1073741824.0                           AS gib,
-        coalesce(sum(monthly_cost) FILTER (WHERE reason = 'dead_run'), 0) AS dead,
-        coalesce(sum(monthly_cost) FILTER (WHERE reason = 'beyond_keep_last'), 0) AS beyond,
-        coalesce(sum(monthly_cost) FILTER (WHERE reason = 'orphan'), 0)  AS orphan
+        coalesce(fsum(monthly_cost) FILTER (WHERE reason = 'dead_run'), 0) AS dead,
+        coalesce(fsum(monthly_cost) FILTER (WHERE reason = 'beyond_keep_last'), 0) AS beyond,
+        coalesce(fsum(monthly_cost) FILTER (WHERE reason = 'orphan'), 0)  AS orphan
     FROM retention_violations
     WHERE month = $month
 ),
 egress_total AS (
     SELECT
-        coalesce(sum(cost), 0)                 AS dollars,
+        coalesce(fsum(cost), 0)                 AS dollars,
         count(DISTINCT run_id)                 AS runs,
-        coalesce(sum(gigabytes), 0)            AS gb,
+        coalesce(fsum(gigabytes), 0)            AS gb,
         coalesce(string_agg(DISTINCT coalesce(dataset, dataset_bucket, '?') || ' '
                             || coalesce(dataset_region, '?') || ' → '
                             || coalesce(run_region, 'untracked'), ', '
@@ -110,15 +110,15 @@ egress_total AS (
 ),
 untracked AS (
     SELECT
-        coalesce(sum(cost), 0)                                            AS dollars,
-        coalesce(sum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
-        coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0)          AS cpu_hours
+        coalesce(fsum(cost), 0)                                            AS dollars,
+        coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
+        coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0)          AS cpu_hours
     FROM attribution
     WHERE month = $month AND purpose_class = 'untracked' AND component IN ('gpu', 'cpu')
 ),
 top_untracked AS (
     SELECT coalesce(l.ResourceId, '(no resource id)') AS resource, any_value(l.x_InstanceType)
-           AS instance_type, sum(a.cost) AS cost
+           AS instance_type, fsum(a.cost) AS cost
     FROM attribution AS a
     JOIN billing_facts AS l ON l.month = a.month AND l.x_SourceLine = a.x_SourceLine
     WHERE a.month = $month AND a.purpose_class = 'untracked' AND a.component IN ('gpu', 'cpu')
@@ -128,21 +128,21 @@ top_untracked AS (
 ),
 idle AS (
     SELECT
-        coalesce(sum(idle_cost), 0)              AS dollars,
+        coalesce(fsum(idle_cost), 0)              AS dollars,
         count(*)                                 AS runs,
-        coalesce(sum(idle_accelerator_hours), 0) AS idle_hours,
-        coalesce(sum(accelerator_hours), 0)      AS paid_hours
+        coalesce(fsum(idle_accelerator_hours), 0) AS idle_hours,
+        coalesce(fsum(accelerator_hours), 0)      AS paid_hours
     FROM gpu_utilization
     WHERE month = $month
 ),
 tracked_gpu AS (
-    SELECT coalesce(sum(cost), 0) AS cost
+    SELECT coalesce(fsum(cost), 0) AS cost
     FROM attribution
     WHERE month = $month AND component = 'gpu' AND run_id IS NOT NULL
 ),
 retrain AS (
     SELECT
-        coalesce(sum(flat_retrain_cost), 0)                            AS dollars,
+        coalesce(fsum(flat_retrain_cost), 0)                            AS dollars,
         coalesce(sum(retrains), 0)                                     AS retrains,
         coalesce(sum(flat_retrains), 0)                                AS flat,
         count(*) FILTER (WHERE mean_metric_change IS NOT NULL)         AS measured_models,
@@ -156,7 +156,7 @@ retrain AS (
 ),
 preempted AS (
     SELECT
-        coalesce(sum(lost_cost), 0)                                    AS dollars,
+        coalesce(fsum(lost_cost), 0)                                    AS dollars,
         count(*)                                                       AS chains,
         coalesce(sum(restarts), 0)                                     AS restarts,
         coalesce(sum(restarts_from_scratch), 0)                        AS from_scratch,

@@ -27,8 +27,8 @@ SELECT
     r.model,
     p.purpose_class,
     p.component,
-    sum(p.cost)                                 AS cost,
-    coalesce(sum(p.accelerator_hours), 0)       AS accelerator_hours,
+    fsum(p.cost)                                 AS cost,
+    coalesce(fsum(p.accelerator_hours), 0)       AS accelerator_hours,
     count(p.run_id)                             AS runs     -- NULL run ids (untracked) not counted
 FROM per_run AS p
 LEFT JOIN runs AS r

@@ -33,7 +33,7 @@ production AS (
     WHERE purpose = 'production' AND search_id IS NULL AND model IS NOT NULL
 ),
 run_spend AS (
-    SELECT run_id, sum(cost) AS cost
+    SELECT run_id, fsum(cost) AS cost
     FROM attribution
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id
@@ -68,8 +68,8 @@ cadence AS (
 model_spend AS (
     SELECT
         r.model,
-        coalesce(sum(a.cost) FILTER (WHERE a.purpose_class = 'production'), 0) AS cost,
-        coalesce(sum(a.cost) FILTER (WHERE a.purpose_class = 'search'), 0) AS search_cost
+        coalesce(fsum(a.cost) FILTER (WHERE a.purpose_class = 'production'), 0) AS cost,
+        coalesce(fsum(a.cost) FILTER (WHERE a.purpose_class = 'search'), 0) AS search_cost
     FROM attribution AS a
     JOIN runs AS r ON r.run_id = a.run_id
     WHERE a.month = $month
@@ -85,7 +85,7 @@ per_model AS (
         count(*) FILTER (WHERE trigger IS NULL)                         AS unknown_retrains,
         avg(metric_change)                                              AS mean_metric_change,
         count(*) FILTER (WHERE flat)                                    AS flat_retrains,
-        coalesce(sum(cost) FILTER (WHERE flat), 0)                      AS flat_retrain_cost
+        coalesce(fsum(cost) FILTER (WHERE flat), 0)                      AS flat_retrain_cost
     FROM retrains
     GROUP BY model
 )

@@ -13,15 +13,15 @@ per_run AS (
     SELECT
         run_id,
         min(purpose_class)                                              AS purpose_class,
-        coalesce(sum(cost) FILTER (WHERE component = 'gpu'), 0)         AS gpu_cost,
-        coalesce(sum(cost) FILTER (WHERE component = 'cpu'), 0)         AS cpu_cost,
-        coalesce(sum(cost) FILTER (WHERE component = 'storage'), 0)     AS storage_cost,
-        coalesce(sum(cost) FILTER (WHERE component = 'network'), 0)     AS network_cost,
-        coalesce(sum(cost) FILTER (WHERE component NOT IN ('gpu', 'cpu', 'storage', 'network')),
+        coalesce(fsum(cost) FILTER (WHERE component = 'gpu'), 0)         AS gpu_cost,
+        coalesce(fsum(cost) FILTER (WHERE component = 'cpu'), 0)         AS cpu_cost,
+        coalesce(fsum(cost) FILTER (WHERE component = 'storage'), 0)     AS storage_cost,
+        coalesce(fsum(cost) FILTER (WHERE component = 'network'), 0)     AS network_cost,
+        coalesce(fsum(cost) FILTER (WHERE component NOT IN ('gpu', 'cpu', 'storage', 'network')),
                  0)                                                     AS other_cost,
-        sum(cost)                                                       AS cost,
-        coalesce(sum(accelerator_hours), 0)                             AS accelerator_hours,
-        coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0)        AS cpu_hours
+        fsum(cost)                                                       AS cost,
+        coalesce(fsum(accelerator_hours), 0)                             AS accelerator_hours,
+        coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0)        AS cpu_hours
     FROM attribution
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id

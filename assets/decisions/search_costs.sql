@@ -27,16 +27,16 @@ spend AS (
     SELECT
         s.search_id,
         count(DISTINCT a.run_id) FILTER (WHERE NOT s.is_parent) AS runs_this_month,
-        coalesce(sum(a.hours), 0)                               AS hours,
-        coalesce(sum(a.accelerator_hours), 0)                   AS accelerator_hours,
-        coalesce(sum(a.cost), 0)                                AS cost
+        coalesce(fsum(a.hours), 0)                               AS hours,
+        coalesce(fsum(a.accelerator_hours), 0)                   AS accelerator_hours,
+        coalesce(fsum(a.cost), 0)                                AS cost
     FROM attribution AS a
     JOIN search_runs AS s ON s.run_id = a.run_id
     WHERE a.month = $month
     GROUP BY s.search_id
 ),
 to_date AS (
-    SELECT s.search_id, coalesce(sum(a.cost), 0) AS cumulative_cost
+    SELECT s.search_id, coalesce(fsum(a.cost), 0) AS cumulative_cost
     FROM attribution AS a
     JOIN search_runs AS s ON s.run_id = a.run_id
     WHERE a.month <= $month

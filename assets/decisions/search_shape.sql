@@ -30,7 +30,7 @@ trials AS (
     SELECT * FROM search_runs WHERE NOT is_parent
 ),
 run_spend AS (
-    SELECT a.run_id, sum(a.cost) AS cost
+    SELECT a.run_id, fsum(a.cost) AS cost
     FROM attribution AS a
     WHERE a.month = $month AND a.run_id IN (SELECT run_id FROM search_runs)
     GROUP BY a.run_id
@@ -97,9 +97,9 @@ shape AS (
         min(config_runs) = max(config_runs)                             AS grid,
         count(DISTINCT config_id) FILTER (WHERE is_rerun)               AS rerun_configs,
         count(*) FILTER (WHERE config_id IS NULL)                       AS runs_without_config,
-        coalesce(sum(cost) FILTER (WHERE is_rerun), 0)                  AS rerun_cost,
-        coalesce(sum(cost) FILTER (WHERE is_extra_seed), 0)             AS extra_seed_cost,
-        coalesce(sum(cost) FILTER (WHERE is_rerun OR is_extra_seed), 0) AS questioned_cost
+        coalesce(fsum(cost) FILTER (WHERE is_rerun), 0)                  AS rerun_cost,
+        coalesce(fsum(cost) FILTER (WHERE is_extra_seed), 0)             AS extra_seed_cost,
+        coalesce(fsum(cost) FILTER (WHERE is_rerun OR is_extra_seed), 0) AS questioned_cost
     FROM flagged
     GROUP BY search_id
 ),
@@ -112,7 +112,7 @@ earlier AS (
 ),
 spend AS (
     -- all the search's runs, controllers included
-    SELECT s.search_id, sum(sp.cost) AS cost
+    SELECT s.search_id, fsum(sp.cost) AS cost
     FROM search_runs AS s
     JOIN run_spend AS sp ON sp.run_id = s.run_id
     GROUP BY s.search_id

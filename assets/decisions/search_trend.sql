@@ -35,9 +35,9 @@ spend AS (
     -- every materialized month up to this one; each month's attribution is that month's bill
     SELECT
         sr.search_id,
-        sum(a.cost)                                        AS cost,
-        coalesce(sum(a.accelerator_hours), 0)              AS accelerator_hours,
-        coalesce(sum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost_this_month
+        fsum(a.cost)                                        AS cost,
+        coalesce(fsum(a.accelerator_hours), 0)              AS accelerator_hours,
+        coalesce(fsum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost_this_month
     FROM attribution AS a
     JOIN search_runs AS sr ON sr.run_id = a.run_id
     WHERE a.month <= $month

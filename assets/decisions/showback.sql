@@ -27,9 +27,9 @@ SELECT
     coalesce(r.team, l.tag_team)          AS team,
     a.purpose_class,
     a.component,
-    sum(a.cost)                           AS cost,
-    coalesce(sum(a.hours), 0)             AS hours,
-    coalesce(sum(a.accelerator_hours), 0) AS accelerator_hours,
+    fsum(a.cost)                           AS cost,
+    coalesce(fsum(a.hours), 0)             AS hours,
+    coalesce(fsum(a.accelerator_hours), 0) AS accelerator_hours,
     count(DISTINCT a.run_id)              AS runs
 FROM attribution AS a
 LEFT JOIN runs  AS r ON r.run_id = a.run_id

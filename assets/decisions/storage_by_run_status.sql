@@ -15,6 +15,6 @@ SELECT
     run_class                                       AS run_status,
     count(*)                                        AS objects,
     sum(size)                                       AS bytes,
-    sum(monthly_cost)                               AS cost
+    fsum(monthly_cost)                               AS cost
 FROM checkpoint_objects($month, $month_end)
 GROUP BY run_class

@@ -224,7 +224,7 @@ FROM component
 pod_hours AS (
     -- the pods' split costs per parent hour, from a narrow pass over cur_raw (the same
     -- pod_parent and pod_split_cost as above); an identical duplicate row counts once
-    SELECT parent, s, e, sum(split_cost) AS split_cost
+    SELECT parent, s, e, fsum(split_cost) AS split_cost
     FROM (
         SELECT DISTINCT ON (identity_line_item_id, identity_time_interval,
                             line_item_usage_start_date, line_item_usage_end_date)
@@ -259,8 +259,8 @@ split_hours AS (
         CASE WHEN h.cost > 0 THEN least(p.split_cost, h.cost) ELSE 0 END AS moved
     FROM pod_hours p
     LEFT JOIN (
-        SELECT parent, s, e, sum(EffectiveCost) AS cost, sum(BilledCost) AS billed,
-               sum(ListCost) AS list, max(x_PricingCategory) AS pricing,
+        SELECT parent, s, e, fsum(EffectiveCost) AS cost, fsum(BilledCost) AS billed,
+               fsum(ListCost) AS list, max(x_PricingCategory) AS pricing,
                max(x_CostComponent) AS component, max(x_InstanceType) AS instance_type
         FROM parent_rows GROUP BY ALL
     ) h USING (parent, s, e)

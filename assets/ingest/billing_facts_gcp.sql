@@ -82,8 +82,8 @@ vm_hours AS (
     -- per resource-hour: GPU-hours of its GPU lines, VM-hours of its core line
     SELECT
         resource, s,
-        sum(unit_hours) FILTER (WHERE gpu_sku) AS gpu_hours,
-        sum(unit_hours / vm_cores) FILTER (WHERE core_sku AND vm_cores > 0) AS core_vm_hours,
+        fsum(unit_hours) FILTER (WHERE gpu_sku) AS gpu_hours,
+        fsum(unit_hours / vm_cores) FILTER (WHERE core_sku AND vm_cores > 0) AS core_vm_hours,
         bool_or(gpu_sku) AS has_gpu_line,
         max(spec_gpus) AS spec_gpus,
         max(epoch(e - s)) / 3600.0 AS period_hours

@@ -19,8 +19,8 @@ SELECT
         WHEN purpose_class = 'preprocessing' THEN 'preprocessing'
         ELSE 'other runs (eval, adhoc)'
     END AS line,
-    coalesce(sum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
-    coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
+    coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
+    coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
     count(DISTINCT run_id) AS runs,
-    sum(cost) AS cost
+    fsum(cost) AS cost
 FROM a GROUP BY 1 ORDER BY cost DESC, line

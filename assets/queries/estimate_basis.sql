@@ -16,11 +16,11 @@ trials AS (
 ),
 spend AS (
     SELECT a.run_id,
-        sum(a.accelerator_hours) FILTER (WHERE a.component = 'gpu') AS gpu_hours,
-        sum(a.cost) FILTER (WHERE a.component = 'gpu') AS gpu_cost,
-        sum(a.cost) FILTER (WHERE a.component = 'storage') AS storage_cost,
-        sum(a.cost) FILTER (WHERE a.component = 'network') AS transfer_cost,
-        sum(a.cost) FILTER (WHERE a.component NOT IN ('gpu', 'storage', 'network')) AS other_cost
+        fsum(a.accelerator_hours) FILTER (WHERE a.component = 'gpu') AS gpu_hours,
+        fsum(a.cost) FILTER (WHERE a.component = 'gpu') AS gpu_cost,
+        fsum(a.cost) FILTER (WHERE a.component = 'storage') AS storage_cost,
+        fsum(a.cost) FILTER (WHERE a.component = 'network') AS transfer_cost,
+        fsum(a.cost) FILTER (WHERE a.component NOT IN ('gpu', 'storage', 'network')) AS other_cost
     FROM attribution a
     WHERE a.run_id IN (SELECT run_id FROM trials)
     GROUP BY a.run_id
@@ -43,7 +43,7 @@ recent AS (
 preprocessing AS (
     -- preprocessing of the model in the basis's time span, per training run of that span
     SELECT
-        coalesce(sum(a.cost), 0) AS cost,
+        coalesce(fsum(a.cost), 0) AS cost,
         (SELECT count(*) FROM runs r
           WHERE r.model = $model AND coalesce(r.purpose, '') NOT IN ('preprocess', 'eval', 'adhoc')
             AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.run_id)
@@ -58,7 +58,7 @@ SELECT
     (SELECT count(*) FROM recent) AS sample_runs,
     (SELECT median(gpus) FROM recent) AS gpus,
     (SELECT median(wall_hours) FROM recent) AS hours,
-    (SELECT sum(gpu_cost) / nullif(sum(gpu_hours), 0) FROM recent) AS price,
+    (SELECT fsum(gpu_cost) / nullif(fsum(gpu_hours), 0) FROM recent) AS price,
     (SELECT median(storage_cost) FROM recent) AS storage_per_run,
     (SELECT median(transfer_cost) FROM recent) AS transfer_per_run,
     (SELECT median(other_cost) FROM recent) AS other_per_run,

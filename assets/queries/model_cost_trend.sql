@@ -6,7 +6,7 @@
 -- (median of 2 = their mean). Untracked and unallocated cost has no model and is left out.
 -- Parameters: $month, $max_growth.
 WITH per_month AS (
-    SELECT month, model, sum(cost) AS cost
+    SELECT month, model, fsum(cost) AS cost
     FROM cost_per_model_monthly
     WHERE model IS NOT NULL
       AND month BETWEEN CAST(CAST($month AS DATE) - INTERVAL 3 MONTH AS DATE) AND $month

@@ -9,7 +9,7 @@ SELECT
              FILTER (WHERE purpose_class = 'production'), 0)                  AS production,
     coalesce(sum(CAST(cost AS DECIMAL(38, 10)))
              FILTER (WHERE purpose_class = 'search'), 0)                      AS search,
-    coalesce(sum(accelerator_hours), 0)                                       AS gpu_hours
+    coalesce(fsum(accelerator_hours), 0)                                       AS gpu_hours
 FROM cost_per_model_monthly
 WHERE month BETWEEN $first AND $last
 GROUP BY month, model

@@ -7,7 +7,7 @@ SELECT
     purpose_class,
     component,
     sum(CAST(cost AS DECIMAL(38, 10)))                                  AS cost,
-    coalesce(sum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
+    coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
 FROM attribution
 WHERE month BETWEEN $first AND $last
 GROUP BY month, purpose_class, component

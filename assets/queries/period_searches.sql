@@ -2,7 +2,7 @@
 -- (search_trend: cost to date, improvement, cost per unit of improvement, saturation),
 -- with what each search cost inside the period. Parameters: $first, $last.
 WITH in_period AS (
-    SELECT search_id, sum(cost_this_month) AS cost_in_period
+    SELECT search_id, fsum(cost_this_month) AS cost_in_period
     FROM search_trend
     WHERE month BETWEEN $first AND $last
     GROUP BY search_id

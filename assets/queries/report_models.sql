@@ -4,14 +4,14 @@
 -- Parameters: $month.
 SELECT
     model,
-    sum(cost)                                                               AS cost,
-    coalesce(sum(cost) FILTER (WHERE purpose_class = 'production'), 0)      AS production,
-    coalesce(sum(cost) FILTER (WHERE purpose_class = 'search'), 0)          AS search,
-    coalesce(sum(cost) FILTER (WHERE purpose_class = 'preprocessing'), 0)   AS preprocessing,
-    coalesce(sum(cost) FILTER (WHERE purpose_class = 'other'), 0)           AS other,
-    coalesce(sum(cost) FILTER (WHERE purpose_class NOT IN
+    fsum(cost)                                                               AS cost,
+    coalesce(fsum(cost) FILTER (WHERE purpose_class = 'production'), 0)      AS production,
+    coalesce(fsum(cost) FILTER (WHERE purpose_class = 'search'), 0)          AS search,
+    coalesce(fsum(cost) FILTER (WHERE purpose_class = 'preprocessing'), 0)   AS preprocessing,
+    coalesce(fsum(cost) FILTER (WHERE purpose_class = 'other'), 0)           AS other,
+    coalesce(fsum(cost) FILTER (WHERE purpose_class NOT IN
         ('production', 'search', 'preprocessing', 'other')), 0)             AS unattributed,
-    sum(accelerator_hours)                                                  AS gpu_hours
+    fsum(accelerator_hours)                                                  AS gpu_hours
 FROM cost_per_model_monthly
 WHERE month = $month
 GROUP BY model

@@ -28,9 +28,9 @@ by_resource AS (
         string_agg(DISTINCT kind, ', ' ORDER BY kind)           AS kinds,
         string_agg(DISTINCT component, ', ' ORDER BY component) AS components,
         count(DISTINCT day)                                     AS days,
-        sum(accelerator_hours)                                  AS gpu_hours,
-        sum(hours)                                              AS hours,
-        sum(cost)                                               AS cost
+        fsum(accelerator_hours)                                  AS gpu_hours,
+        fsum(hours)                                              AS hours,
+        fsum(cost)                                               AS cost
     FROM untracked
     GROUP BY resource_id
     ORDER BY cost DESC, gpu_hours DESC NULLS LAST, resource_id NULLS LAST

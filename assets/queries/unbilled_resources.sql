@@ -6,7 +6,7 @@ SELECT
     resource_id,
     count(DISTINCT run_id)                          AS runs,
     list(DISTINCT run_id ORDER BY run_id)[1:5]      AS run_ids,
-    sum(gpu_hours)                                  AS gpu_hours
+    fsum(gpu_hours)                                  AS gpu_hours
 FROM unbilled_claims($month, $month_start, $month_end)  -- distinct per run and resource
 GROUP BY resource_id
 ORDER BY gpu_hours DESC, resource_id

@@ -128,11 +128,11 @@ def retention_within_budget(con: duckdb.DuckDBPyConnection, month: date,
                             budget: float) -> dg.AssetCheckResult:
     """SPEC §8: the month's retention violations cost at most the configured budget (WARN)."""
     by_reason = con.execute(
-        "SELECT reason, count(*), coalesce(sum(bytes), 0), coalesce(sum(monthly_cost), 0) "
+        "SELECT reason, count(*), coalesce(sum(bytes), 0), coalesce(fsum(monthly_cost), 0) "
         "FROM retention_violations WHERE month = ? GROUP BY 1 ORDER BY 1", [month]).fetchall()
     top_runs = con.execute(
         "SELECT coalesce(run_id, '(orphan)'), any_value(run_status), count(*), "
-        "sum(monthly_cost) FROM retention_violations WHERE month = ? "
+        "fsum(monthly_cost) FROM retention_violations WHERE month = ? "
         "GROUP BY 1 ORDER BY 4 DESC, 1 LIMIT ?", [month, TOP_RESOURCES]).fetchall()
     cost = sum(r[3] for r in by_reason)
     return dg.AssetCheckResult(

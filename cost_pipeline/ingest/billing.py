@@ -322,7 +322,7 @@ def build_billing_facts(
         # the delivery is recorded in the transaction that writes its rows: both or neither
         summary.delivery_records = record_deliveries(con, month, summary.deliveries)
         summary.rows, summary.total_effective_cost, summary.total_billed_cost = con.execute(
-            "SELECT count(*), coalesce(sum(EffectiveCost), 0), coalesce(sum(BilledCost), 0) "
+            "SELECT count(*), coalesce(fsum(EffectiveCost), 0), coalesce(fsum(BilledCost), 0) "
             "FROM billing_facts WHERE month = ?", [month]).fetchone()
         con.execute(f"DROP VIEW IF EXISTS {STAGE}")
     for record in summary.delivery_records:

@@ -50,7 +50,7 @@ def record_deliveries(con: duckdb.DuckDBPyConnection, month: date, deliveries: l
         if not source:
             continue
         (total,) = con.execute(
-            "SELECT coalesce(sum(EffectiveCost), 0) FROM billing_facts "
+            "SELECT coalesce(fsum(EffectiveCost), 0) FROM billing_facts "
             "WHERE month = ? AND starts_with(x_SourceLine, ?)", [month, source + ":"]).fetchone()
         stats = getattr(delivery, "stats", {}) or {}
         row = {

@@ -60,8 +60,8 @@ def reconciliation(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any
 def bill_matrix(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """The bill as lines: cost per component × purpose class, and GPU-hours per purpose."""
     cells = _rows(con, """
-        SELECT component, purpose_class, sum(cost) AS cost,
-               coalesce(sum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
+        SELECT component, purpose_class, fsum(cost) AS cost,
+               coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
         FROM attribution WHERE month = ? GROUP BY ALL""", [month])
     components = COMPONENTS + sorted({c["component"] for c in cells} - set(COMPONENTS))
     purposes = PURPOSES + sorted({c["purpose_class"] for c in cells} - set(PURPOSES))
@@ -95,7 +95,7 @@ def top_untracked(con: duckdb.DuckDBPyConnection, month: date, component: str | 
 
 def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     by_reason = _rows(con, """
-        SELECT reason, count(*) AS objects, sum(bytes) AS bytes, sum(monthly_cost) AS cost
+        SELECT reason, count(*) AS objects, sum(bytes) AS bytes, fsum(monthly_cost) AS cost
         FROM retention_violations WHERE month = ? GROUP BY reason ORDER BY cost DESC, reason
         """, [month])
     top = _rows(con, f"""

@@ -37,7 +37,7 @@ def attribution(
                                  log=context.log)
         check = conservation(con, month)
         split = dict(con.execute(
-            "SELECT purpose_class, round(sum(cost), 2) FROM attribution WHERE month = ? "
+            "SELECT purpose_class, round(fsum(cost), 2) FROM attribution WHERE month = ? "
             "GROUP BY 1 ORDER BY 1", [month]).fetchall())
     return dg.MaterializeResult(
         metadata=rounded({"rows": rows, **{f"cost_{k}": v for k, v in split.items()}}),

@@ -111,7 +111,7 @@ def _headline(con, table: str, month) -> dict:
     column = next((c for c in COST_COLUMNS if c in columns), None)
     if column is None:
         return {}
-    (cost,) = con.execute(f"SELECT coalesce(sum({column}), 0) FROM {table} WHERE month = ?",
+    (cost,) = con.execute(f"SELECT coalesce(fsum({column}), 0) FROM {table} WHERE month = ?",
                           [month]).fetchone()
     return {"cost": round(float(cost), 2)}
 

@@ -362,3 +362,32 @@ def test_tpu_skus_are_accelerator_lines_counted_in_chips(bigquery, tmp_path):
             "FROM attribution WHERE month = ?", [SEPT]).fetchone()
     assert billed == pytest.approx(8 * 1.0 + 16 * 0.5 + 4 * 1.0)
     assert tracked == pytest.approx(8.0) and untracked == pytest.approx(12.0)
+
+
+def test_the_gcp_month_exports_as_valid_focus(bigquery, tmp_path):
+    """FOCUS out (issue 15.2) on a GCP month: its units (`hour`, `gibibyte month` …), a tax
+    line without a service, credits as rows of their own — focus-validator 2.2.1 finds no
+    failed rule but its InvoiceId alternative, and the totals are the month's."""
+    from decimal import Decimal
+
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.demo.focus_validator import validate_focus
+    from cost_pipeline.demo.tool_venvs import ToolUnavailable
+    from cost_pipeline.export.focus import focus_rows, write_focus
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from cost_pipeline.warehouse import month_params
+
+    cfg = parse_config(yaml.safe_load(_config(tmp_path, bigquery).read_text()), tmp_path)
+    with duckdb.connect() as con:
+        summary = build_billing_facts(con, cfg, SEPT, LOG)
+        build_attribution(con, SEPT, month_params(cfg, SEPT))
+        rows = focus_rows(con, SEPT)
+    path = write_focus(rows, tmp_path / "gcp-focus.parquet")
+    assert abs(sum(rows.column("EffectiveCost").to_pylist())
+               - Decimal(str(summary.total_effective_cost))) < Decimal("0.01")
+    assert {"Hours", "GiB-Hours", "GiB-Months", "GiB"} & set(rows.column("PricingUnit").to_pylist())
+    try:
+        report = validate_focus(path)
+    except ToolUnavailable as exc:
+        pytest.skip(f"focus-validator unavailable: {exc}")
+    assert report.real_failures() == {} and report.failed <= 1

@@ -19,7 +19,9 @@ from cost_pipeline.config import AwsCur2Source, FocusSource, GcpBillingExportSou
 from cost_pipeline.ingest.accelerators import accelerator_table
 from cost_pipeline.ingest.deliveries import delivery_metadata, record_deliveries
 from cost_pipeline.ingest.sources import (
+    MAX_AMOUNT_TEXT,
     SourceError,
+    bad_amount_sql,
     cur2,
     cur2_s3,
     focus,
@@ -102,6 +104,7 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         else:
             cur2.inspect_schema(delivery)
             cur2.register_raw(con, delivery, "cur_raw")
+        cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
         # net columns are used when the export carries them with values
         delivery.has_net_columns = delivery.has_net_columns and con.execute(
             "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
@@ -183,6 +186,7 @@ def load_month(
             raise SourceError(name, staged.locate(str(exc)) or staged.where, _short(exc)) from None
         # the sources loaded before were complete: a line lacking a value is this source's
         _check_required(con, name)
+        _check_amounts(con, name, source.kind)
         if staged.delivery is not None:
             summary.deliveries.append(staged.delivery)
         if staged.metadata:
@@ -225,6 +229,45 @@ def _check_required(con: duckdb.DuckDBPyConnection, name: str) -> None:
         raise SourceError(name, f"{bad[0]} row {bad[1]}",
                           f"{raw} is empty or not a timestamp" if "date" in raw
                           else f"{raw} is empty")
+
+
+# the figures of a line, and where each kind of source takes them from (for the message)
+AMOUNTS = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity", "x_UsageHours")
+_SOURCE_FIELDS = {
+    "aws_cur2": {"ConsumedQuantity": "line_item_usage_amount",
+                 "x_UsageHours": "line_item_usage_amount", "ListCost":
+                 "pricing_public_on_demand_cost"},
+    "gcp_billing_export": {"BilledCost": "cost", "EffectiveCost": "cost (with its credits)",
+                           "ListCost": "cost_at_list", "ConsumedQuantity": "usage.amount",
+                           "x_UsageHours": "usage.amount"},
+}
+
+
+def _check_amounts(con: duckdb.DuckDBPyConnection, name: str, kind: str) -> None:
+    """Raise naming the first loaded line with a figure that is not a finite amount below
+    MAX_AMOUNT (inf, NaN, 1e30): it would otherwise load, and fail the report or print
+    `nan`. The field is the export's own column where the line shows which."""
+    bad = " OR ".join(bad_amount_sql(c) for c in AMOUNTS)
+    flags = ", ".join(f"coalesce({bad_amount_sql(c)}, false)" for c in AMOUNTS)
+    row = con.execute(
+        f"SELECT x_File, x_Row, {', '.join(AMOUNTS)}, {flags} FROM {STAGE} "
+        f"WHERE starts_with(x_SourceLine, ?) AND ({bad}) ORDER BY x_File, x_Row LIMIT 1",
+        [name + ":"]).fetchone()
+    if row is None:
+        return
+    file, line = row[0], row[1]
+    column, value = next((c, v) for c, v, flagged in zip(
+        AMOUNTS, row[2:2 + len(AMOUNTS)], row[2 + len(AMOUNTS):], strict=True) if flagged)
+    field = _SOURCE_FIELDS.get(kind, {}).get(column, column)
+    if kind == "aws_cur2":
+        found = cur2.bad_amount_column(con, "cur_raw", file, line)
+        if found:
+            field, value = found
+        elif column in ("BilledCost", "EffectiveCost"):
+            field = f"{column} (from the line's cost columns)"
+    raise SourceError(name, f"{file} row {line}",
+                      f"{field} is {value}: a cost or quantity must be a finite number below "
+                      f"{MAX_AMOUNT_TEXT}")
 
 
 def _short(exc: Exception) -> str:

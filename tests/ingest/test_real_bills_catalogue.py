@@ -60,3 +60,91 @@ def test_ids_run_together_are_ambiguous_and_named(tmp_path, text):
         assert "resource_ids" in message and "ambiguous" in message
         assert "','" in message and "JSON list" in message
         assert len(message.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- bad values at their source
+
+def _one_line(error: SourceError, *parts: str) -> str:
+    message = str(error)
+    assert len(message.splitlines()) == 1, message
+    for part in parts:
+        assert part.lower() in message.lower(), (part, message)
+    return message
+
+
+@pytest.mark.parametrize(("column", "value"), [
+    ("line_item_unblended_cost", float("inf")),
+    ("line_item_unblended_cost", float("nan")),
+    ("line_item_unblended_cost", 1e30),
+    ("line_item_net_unblended_cost", float("-inf")),
+    ("line_item_usage_amount", float("nan")),     # the report printed "nan" hours
+])
+def test_cur_amounts_that_are_not_finite_are_refused_with_file_row_and_column(
+        tmp_path, column, value):
+    import duckdb
+
+    from tests.support.cur_rows import T0, build, config, line, write_export
+
+    good = line(2.0, identity_line_item_id="ok")
+    bad = line(1.0, start=T0.replace(hour=3), identity_line_item_id="bad", **{column: value})
+    export = write_export(tmp_path, {"part-0.parquet": [good, bad]})
+    with duckdb.connect() as con:
+        with pytest.raises(SourceError) as error:
+            build(con, config(tmp_path, export))
+        _one_line(error.value, "part-0.parquet row 2", column, "finite")
+        assert con.execute("SELECT count(*) FROM billing_facts").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(("column", "value"), [
+    ("BilledCost", "inf"), ("EffectiveCost", "NaN"), ("EffectiveCost", "1e30"),
+    ("ConsumedQuantity", "NaN"), ("ConsumedQuantity", "-Infinity"),
+])
+def test_focus_amounts_that_are_not_finite_are_refused_with_file_row_and_column(
+        tmp_path, column, value):
+    import duckdb
+
+    from tests.ingest.test_focus_source import load, vm, write_csv
+
+    rows = [vm("ok", "m6i.large"), vm("bad", "g5.4xlarge", **{column: value})]
+    path = write_csv(tmp_path / "focus" / "may.csv", rows)
+    with duckdb.connect() as con:
+        with pytest.raises(SourceError) as error:
+            load(con, path)
+        _one_line(error.value, "may.csv row 3", column, value, "finite")
+
+
+def test_focus_accelerator_count_out_of_range_is_refused(tmp_path):
+    import duckdb
+
+    from tests.ingest.test_focus_source import COLUMNS, load, vm, write_csv
+
+    rows = [vm("bad", "g5.4xlarge", x_AcceleratorCount="3000000000")]
+    path = write_csv(tmp_path / "focus" / "may.csv", rows,
+                     columns=COLUMNS + ("x_AcceleratorCount",))
+    with duckdb.connect() as con:
+        with pytest.raises(SourceError) as error:
+            load(con, path)
+        _one_line(error.value, "may.csv row 2", "x_AcceleratorCount", "accelerators")
+
+
+@pytest.mark.parametrize("gpus", ["3000000000", "1000001", "1e12", "inf"])
+def test_runs_file_gpus_beyond_any_machine_are_refused_by_both_readers(tmp_path, gpus):
+    # `gpus = 3,000,000,000` failed with "too large to fit in C integer type"
+    path = runs_csv(tmp_path / "runs.csv", "i-0a", gpus=gpus)
+    for reader in (read_runs, read_runs_table):
+        with pytest.raises(SourceError) as error:
+            reader(path, "runs")
+        _one_line(error.value, str(path), "row 2", "gpus")
+
+
+def test_a_math_text_charge_category_loads_verbatim(tmp_path):
+    # FOCUS ChargeCategory is free text in real exports; `$…$` is not matplotlib math here
+    import duckdb
+
+    from tests.ingest.test_focus_source import load, row, write_csv
+
+    path = write_csv(tmp_path / "focus" / "may.csv",
+                     [row("fee", 5.0, ChargeCategory=r"Fee $\frac{a}$ x")])
+    with duckdb.connect() as con:
+        facts = load(con, path)
+    assert facts["fee"]["x_LineItemType"] == r"Fee $\frac{a}$ x"

@@ -20,3 +20,17 @@ def source_names(entries: list, default: str = "") -> list[str]:
             name = f"{name}{i + 1}"
         names.append(name)
     return names
+
+
+# the largest cost or quantity the warehouse sums exactly (the report's DECIMAL(38, 10)): an
+# amount at or beyond it, or not finite (inf, NaN), is refused where it is read, named by its
+# file, row and field, never left to fail a later step
+MAX_AMOUNT = 1e28
+MAX_AMOUNT_TEXT = "1e28"
+# accelerators of one resource or run: far above any machine, far below INTEGER's range
+MAX_ACCELERATORS = 1_000_000
+
+
+def bad_amount_sql(expr: str) -> str:
+    """SQL true when `expr` (a DOUBLE) is not a finite amount below MAX_AMOUNT."""
+    return f"(NOT isfinite({expr}) OR abs({expr}) >= {MAX_AMOUNT_TEXT})"

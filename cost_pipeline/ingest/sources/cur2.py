@@ -10,6 +10,7 @@ the month's folder is the month. Only the columns the normalization needs are re
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -282,6 +283,43 @@ def raw_columns(delivery: Delivery) -> list[str]:
         else f"CAST(NULL AS {kind}) AS {_q(column)}"
         for column, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
     ]
+
+
+def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:
+    """Refuse the delivery when an amount column of a line (a cost, the usage amount, a
+    commitment figure) is inf, NaN or not below MAX_AMOUNT, naming its file, row and column,
+    whether or not the line's figures would read that column."""
+    from cost_pipeline.ingest.sources import MAX_AMOUNT_TEXT, bad_amount_sql
+
+    columns = [c for c, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
+               if kind == "DOUBLE" and c in delivery.columns]
+    if not columns or not delivery.files:
+        return
+    bad = con.execute(
+        f"SELECT _file, _row FROM {view} WHERE "
+        + " OR ".join(bad_amount_sql(_q(c)) for c in columns)
+        + " ORDER BY _file, _row LIMIT 1").fetchone()
+    if bad:
+        column, value = bad_amount_column(con, view, bad[0], bad[1]) or ("an amount", "?")
+        raise SourceError(delivery.source, f"{bad[0]} row {bad[1]}",
+                          f"{column} is {value}: a cost or quantity must be a finite number "
+                          f"below {MAX_AMOUNT_TEXT}")
+
+
+def bad_amount_column(con: duckdb.DuckDBPyConnection, view: str, file: str,
+                      row: int) -> tuple[str, float] | None:
+    """The export's own column behind a bad figure of line (file, row) of `view`: the first
+    amount of the line that is not finite or not below MAX_AMOUNT (an error path only)."""
+    from cost_pipeline.ingest.sources import MAX_AMOUNT
+
+    columns = [c for c, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
+               if kind == "DOUBLE"]
+    values = con.execute(f"SELECT {', '.join(_q(c) for c in columns)} FROM {view} "
+                         "WHERE _file = ? AND _row = ?", [file, row]).fetchone()
+    for column, value in zip(columns, values or (), strict=False):
+        if value is not None and (not math.isfinite(value) or abs(value) >= MAX_AMOUNT):
+            return column, value
+    return None
 
 
 def locate_bad_file(delivery: Delivery, message: str) -> str | None:

@@ -33,7 +33,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import (
+    MAX_ACCELERATORS,
+    MAX_AMOUNT_TEXT,
+    SourceError,
+    bad_amount_sql,
+)
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
 from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
 from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3
@@ -133,7 +138,10 @@ def _batches(path: Path | str, source: str, columns: list[str],
     else:
         options = pacsv.ConvertOptions(
             include_columns=columns, column_types={c: pa.string() for c in columns},
-            strings_can_be_null=True, quoted_strings_can_be_null=True)
+            # empty is null (FOCUS); `NaN`, `NA`, `N/A` stay text, so that a NaN amount is
+            # refused by name instead of read as a missing one
+            strings_can_be_null=True, quoted_strings_can_be_null=True,
+            null_values=["", "NULL", "null"])
         reader = pacsv.open_csv(remote.csv_stream(str(path)) if remote else path,
                                 read_options=pacsv.ReadOptions(block_size=1 << 22),
                                 convert_options=options)
@@ -210,6 +218,14 @@ def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | s
                 "a number" if kind == "DOUBLE" else "a JSON object")
             problems.append((invalid, f"'{column} \"' || {_q(column)} || '\" is not {what}'"))
     problems += [(f"{typed[c]} IS NULL", f"'{c} is empty'") for c in REQUIRED]
+    # inf, NaN (a CSV's `inf`, `NaN`) and overflowing amounts stop here, not at the report
+    problems += [(bad_amount_sql(typed[c]), f"'{c} \"' || CAST({_q(c)} AS VARCHAR) || "
+                  f"'\" is not a finite amount below {MAX_AMOUNT_TEXT}'")
+                 for c, kind in COLUMNS.items() if kind == "DOUBLE" and c in present]
+    if "x_AcceleratorCount" in present:
+        problems.append((f"{typed['x_AcceleratorCount']} NOT BETWEEN 0 AND {MAX_ACCELERATORS}",
+                         "'x_AcceleratorCount \"' || CAST(\"x_AcceleratorCount\" AS VARCHAR) "
+                         f"|| '\" is not a count of accelerators (0 to {MAX_ACCELERATORS:,})'"))
     problems.append((f"{typed['ChargePeriodEnd']} < {typed['ChargePeriodStart']}",
                      "'ChargePeriodEnd is before ChargePeriodStart'"))
     problem = "CASE " + " ".join(f"WHEN {w} THEN {m}" for w, m in problems) + " END"

@@ -48,6 +48,8 @@ RUN_SCHEMA = pa.schema([
 ])
 assert tuple(RUN_SCHEMA.names) == RUN_COLUMNS
 TRUE_WORDS = {"true", "1", "yes", "y", "t"}
+# accelerators one run may use: far above any cluster, far below int32 (the column's type)
+MAX_GPUS = 1_000_000
 FALSE_WORDS = {"false", "0", "no", "n", "f", ""}
 
 
@@ -265,6 +267,8 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
     run["gpus"] = None if number is None else int(number)
     if run["gpus"] is not None and run["gpus"] < 0:
         raise ValueError(f"gpus: {gpus!r} is negative")
+    if run["gpus"] is not None and run["gpus"] > MAX_GPUS:
+        raise ValueError(f"gpus: {gpus!r} is more than {MAX_GPUS:,} accelerators for one run")
     metric = _text(raw.get("metric_value"))
     try:
         run["metric_value"] = None if metric is None else float(metric)

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from cost_pipeline.ingest.sources.runs_file import (
     FALSE_WORDS,
+    MAX_GPUS,
     PURPOSES,
     REQUIRED,
     RUN_COLUMNS,
@@ -186,7 +187,7 @@ def _column_sql(column: str, kind: str) -> tuple[str, str, list[str]]:
     elif column == "gpus":
         value = f"CASE WHEN regexp_full_match({t}, '{_WHOLE}') " \
                 f"THEN CAST(split_part({t}, '.', 1) AS INTEGER) END"
-        doubts.append(f"{t} IS NOT NULL AND gpus IS NULL")
+        doubts += [f"{t} IS NOT NULL AND gpus IS NULL", f"gpus > {MAX_GPUS}"]
     elif column == "status":
         value = f"CASE upper({t}) WHEN 'SCHEDULED' THEN 'RUNNING' ELSE upper({t}) END"
         doubts.append(f"NOT coalesce(regexp_full_match({t}, '[A-Za-z]+') "

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from cost_pipeline.ingest.sources import redact
 from cost_pipeline.report.money import in_currency
 
 STATE_VERSION = 1
@@ -255,12 +256,13 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
 
 def run_alert(run: FailedRun) -> dict[str, Any]:
     text = (f":rotating_light: cost-pipeline: scheduled run of {run.job} for "
-            f"{run.month or 'no partition'} failed (schedule {run.schedule}): {run.error}. "
+            f"{run.month or 'no partition'} failed (schedule {run.schedule}): "
+            f"{redact(run.error)}. "
             f"Dagster run {run.run_id}")
     return {"text": slack_escape(text), "alert_id": f"run|{run.run_id}",
             "kind": "scheduled_run_failed", "run_id": run.run_id, "job": run.job,
             "schedule": run.schedule, "month": run.month, "failed_at": _iso(run.failed_at),
-            "error": run.error}
+            "error": redact(run.error)}
 
 
 # ---------------------------------------------------------------------------- delivery

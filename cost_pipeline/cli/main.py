@@ -4,17 +4,17 @@ Exit codes: 0 done, 1 error (one line), 2 an ERROR check failed under --strict."
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 from pathlib import Path
 
 from cost_pipeline.cli.export import add_export_parser
-from cost_pipeline.config import ConfigError
-from cost_pipeline.estimate import EstimateError
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import SourceError, redact
 from cost_pipeline.months import parse_month
 
 EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED, EXIT_OVER_BUDGET = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM: what a run had written is rolled back
 
 
 def _fmt(value, currency: str | None = None) -> str:
@@ -49,9 +49,9 @@ def cmd_materialize(args) -> int:
     result = materialize_month(args.config, month, force=args.force)
     if not result.success:
         if args.debug and result.error_detail:
-            print(result.error_detail, file=sys.stderr)
-        print(f"error: {result.error}", file=sys.stderr)
-        return EXIT_ERROR
+            print(redact(result.error_detail), file=sys.stderr)
+        print(f"error: {redact(result.error)}", file=sys.stderr)
+        return EXIT_INTERRUPTED if result.interrupted else EXIT_ERROR
     print_checks(result)
     for asset in result.skipped:
         print(f"{month:%Y-%m} {asset}: unchanged, skipped")
@@ -219,16 +219,26 @@ def main(argv: list[str] | None = None) -> int:
             print("error: no config: pass --config FILE or set COST_PIPELINE_CONFIG",
                   file=sys.stderr)
             return EXIT_ERROR
+    # `docker stop` sends SIGTERM: the same as Ctrl-C (Dagster does the same during a run)
+    signal.signal(signal.SIGTERM, _interrupt)
+    # imported once a command runs, not to parse or print --help (pydantic, DuckDB: ~0.5 s)
+    from cost_pipeline.config import ConfigError
+    from cost_pipeline.estimate import EstimateError
+
     try:
         return args.func(args)
     except (ConfigError, SourceError, EstimateError, ValueError, OSError) as exc:
         if args.debug:
-            traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+            print(redact(traceback.format_exc()), file=sys.stderr, end="")
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":  # python -m cost_pipeline.cli.main

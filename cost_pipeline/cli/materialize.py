@@ -4,9 +4,12 @@ inputs are unchanged since their last materialization are skipped (`incremental.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -18,6 +21,8 @@ from cost_pipeline.cli import incremental
 from cost_pipeline.cli.progress import progress_logger
 from cost_pipeline.config import load_config
 from cost_pipeline.defs.definitions import JOB_NAME, build_defs
+from cost_pipeline.defs.resources import COMMIT_FAILED, COMMIT_TAG, COMMITTED
+from cost_pipeline.ingest.sources import redact
 from cost_pipeline.months import out_of_range
 
 
@@ -40,6 +45,7 @@ class MonthResult:
     checks: list[CheckOutcome]
     skipped: list[str] = field(default_factory=list)  # unchanged assets, not recomputed
     error_detail: str | None = None  # the failed step's whole error chain (for --debug)
+    interrupted: bool = False  # SIGINT / SIGTERM stopped the run: its writes rolled back
 
     @property
     def failed_error_checks(self) -> list[CheckOutcome]:
@@ -58,6 +64,41 @@ def ensure_dagster_home() -> Path:
     return Path(home)
 
 
+@contextmanager
+def _setup_lock(home: Path) -> Iterator[None]:
+    """An exclusive lock inside the Dagster home, held while it is set up."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".cost-pipeline-setup.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def dagster_instance() -> Iterator[dg.DagsterInstance]:
+    """The instance of $DAGSTER_HOME. Its set-up (the folder, `dagster.yaml`, the SQLite
+    storages and their schema) is serialized by a file lock: two first-ever runs on a fresh
+    home otherwise race creating the same tables."""
+    home = ensure_dagster_home_locked()
+    with _setup_lock(home):
+        instance = dg.DagsterInstance.get()
+        # the storages create their tables on first use: do it while holding the lock
+        instance.get_runs(limit=1)
+        instance.event_log_storage.get_asset_records([])
+        instance.schedule_storage  # noqa: B018
+    with instance:
+        yield instance
+
+
+def ensure_dagster_home_locked() -> Path:
+    """`ensure_dagster_home`, its `dagster.yaml` written by one process at a time."""
+    home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home")
+    with _setup_lock(home):
+        return ensure_dagster_home()
+
+
 def _root_cause(error) -> str:
     """The innermost user error's message, one line, without the exception class."""
     while error is not None and getattr(error, "cause", None) is not None:
@@ -68,7 +109,7 @@ def _root_cause(error) -> str:
     text = message[0] if message else error.cls_name or "error"
     if error.cls_name:  # `SourceError: …` or `cost_pipeline.ingest.sources.SourceError: …`
         text = re.sub(rf"^(?:[\w.]+\.)?{re.escape(error.cls_name)}: ", "", text)
-    return text
+    return redact(text)
 
 
 def materialize_month(config_path: str, month: date, progress: bool = True,
@@ -77,7 +118,7 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     problem = out_of_range(month, cfg.first_month)
     if problem:  # not Dagster's unknown-partition traceback
         raise ValueError(problem)
-    ensure_dagster_home()
+    ensure_dagster_home_locked()
     defs = build_defs(config_path)
     job = defs.resolve_job_def(JOB_NAME)
     if progress:
@@ -85,7 +126,7 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     partition_key = f"{month:%Y-%m}-01"
     config_text = Path(config_path).expanduser().read_text(encoding="utf-8")
     wanted = incremental.fingerprints(defs.resolve_asset_graph(), cfg, config_text, month)
-    with dg.DagsterInstance.get() as instance:
+    with dagster_instance() as instance:
         before = {} if force else incremental.recorded(cfg.warehouse_path, month)
         skipped = [a for a, fp in wanted.items() if fp and a in before
                    and before[a].fingerprint == fp
@@ -109,19 +150,55 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
             )
             for e in result.get_asset_check_evaluations()
         ]
-        if result.success:  # a failed run's writes are all rolled back (one transaction)
+        # the month is in the warehouse only when the resource committed the run's
+        # transaction (defs/resources.py): a run Dagster calls successful is not enough
+        run = instance.get_run_by_id(result.run_id)
+        commit = (run.tags.get(COMMIT_TAG) if run else None) or ""
+        success = result.success and commit == COMMITTED
+        if success:  # only now: a failed commit must not make the next run skip the month
             _record(instance, cfg.warehouse_path, month, partition_key, result.run_id, wanted,
                     skipped, checks)
     error = detail = None
-    if not result.success:
-        failures = [e for e in result.all_events if e.is_step_failure]
-        if failures:
-            info = failures[0].step_failure_data.error
-            error, detail = _root_cause(info), info.to_string()
-        else:
-            error = "the run failed before any step started"
-    return MonthResult(month, result.success, result.run_id, error, recorded_checks + checks,
-                       skipped, error_detail=detail)
+    interrupted = False
+    if not success:
+        error, detail, interrupted = _failure(result, commit)
+    return MonthResult(month, success, result.run_id, error, recorded_checks + checks,
+                       skipped, error_detail=detail, interrupted=interrupted)
+
+
+INTERRUPTS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+
+
+def _failure(result, commit: str) -> tuple[str, str | None, bool]:
+    """(one line, the whole error chain, whether a signal stopped the run) of a run whose
+    month did not reach the warehouse."""
+    errors = []
+    for event in result.all_events:
+        data = event.event_specific_data
+        error = (event.step_failure_data.error if event.is_step_failure
+                 else getattr(data, "error", None))
+        if error is not None:
+            errors.append((event, error))
+    stopped = ("interrupted after the month's writes were committed" if commit == COMMITTED
+               else "interrupted: the run stopped and its writes were rolled back")
+    for _, error in errors:
+        chain = error
+        while chain is not None:
+            if chain.cls_name in INTERRUPTS:
+                return stopped, error.to_string(), True
+            chain = chain.cause
+    if any(e.is_job_failure and "interrupted" in (e.message or "") for e in result.all_events):
+        return stopped, None, True
+    steps = [error for event, error in errors if event.is_step_failure]
+    if steps:
+        return _root_cause(steps[0]), steps[0].to_string(), False
+    if commit.startswith(COMMIT_FAILED):
+        return commit.partition(": ")[2] or commit, None, False
+    if errors:  # a resource that could not start (the warehouse is locked, read-only …)
+        return _root_cause(errors[0][1]), errors[0][1].to_string(), False
+    if commit:
+        return f"the run's writes were not committed ({commit})", None, False
+    return "the run failed before any step started", None, False
 
 
 def _record(instance, warehouse: str, month: date, partition_key: str, run_id: str,

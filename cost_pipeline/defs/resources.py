@@ -3,12 +3,18 @@ plus
 - a lock held for the whole run, so that two materializations of the same warehouse (CLI,
   schedule, UI) never interleave their writes — the second waits, then fails clearly;
 - one connection and one transaction for the whole run: every step's writes commit together
-  when the run ends without an error, and roll back together otherwise — a run that fails or
-  is killed (SIGKILL) leaves every table of the month as it was."""
+  only when the run is known to have succeeded completely — every planned step succeeded, no
+  step failed, no interrupt (SIGINT / SIGTERM) arrived, no termination was requested — and
+  roll back together otherwise: a run that fails, is interrupted, terminated or killed
+  (SIGKILL) leaves every table of the month as it was;
+- the commit is part of the run's success: its outcome is the run's `cost_pipeline/commit`
+  tag, and a COMMIT that fails (disk full, a bad WAL path) fails the run; files a step
+  publishes (the report) appear only once the month committed."""
 
 
 import fcntl
 import os
+import re
 import time
 from contextlib import contextmanager
 from datetime import date
@@ -18,6 +24,7 @@ from typing import Any
 
 import dagster as dg
 import duckdb
+from dagster._utils.interrupts import check_captured_interrupt
 from dagster_duckdb import DuckDBResource
 from pydantic import PrivateAttr
 
@@ -50,12 +57,38 @@ def month_of(context: dg.AssetExecutionContext) -> date:
     return parse_month(context.partition_key[:7])
 
 
+# the outcome of a run's transaction, as a tag on the run: the CLI (and anyone reading the
+# run) knows whether the month reached the warehouse; a run is successful only with `committed`
+COMMIT_TAG = "cost_pipeline/commit"
+COMMITTED = "committed"
+ROLLED_BACK = "rolled back"
+COMMIT_FAILED = "commit failed"
+# steps that write nothing to the warehouse, only elsewhere (the tracker's cost tags, read
+# from this run's rows): their failure fails the run but keeps the month's commit, so the step
+# is retried alone against the committed month (docs/tracker-costs.md)
+OUTSIDE_WAREHOUSE_STEPS = frozenset({"tracker_cost_tags"})
+# how long the run's connection waits for another process (a reader) to release the file
+OPEN_RETRY_SECONDS = 3.0
+
+
+class WarehouseLockedError(RuntimeError):
+    """The DuckDB file is held by another program, or cannot be written at all."""
+
+
+class WarehouseCommitError(BaseException):
+    """The run's writes could not be committed: the month keeps its previous rows.
+
+    A BaseException on purpose: Dagster turns an Exception raised at resource teardown into a
+    log line and still reports the run successful; this one ends the run as failed."""
+
+
 class Warehouse(DuckDBResource):
     lock_timeout_seconds: float = 900.0
     run_transaction: bool = True
     _lock: Any = PrivateAttr(default=None)
     _run_con: Any = PrivateAttr(default=None)
     _failed: bool = PrivateAttr(default=False)
+    _staged: list = PrivateAttr(default_factory=list)
 
     @property
     def lock_path(self) -> Path | None:
@@ -65,8 +98,12 @@ class Warehouse(DuckDBResource):
         path = self.lock_path
         if path is None:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")  # noqa: SIM115 - held until teardown
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+")  # noqa: SIM115 - held until teardown
+        except OSError as exc:
+            raise WarehouseLockedError(f"warehouse {self.database} cannot be written: "
+                                       f"{exc.strerror or exc} ({path})") from None
         deadline = time.monotonic() + self.lock_timeout_seconds
         told = False
         while True:
@@ -91,38 +128,124 @@ class Warehouse(DuckDBResource):
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         self._lock = handle
+        self._staged = []
         if self.run_transaction:
-            self._run_con = self._open()
+            try:
+                self._run_con = self._open()
+            except BaseException:
+                self._release()
+                raise
             begin_run_transaction(self._run_con)
             self._failed = False
 
     def _open(self) -> duckdb.DuckDBPyConnection:
-        """The run's own connection, retried while another process (a reader) holds the file."""
+        """The run's own connection. Another process holding the file (a notebook, a BI tool,
+        a reader of the CLI) is waited for a few seconds, then named: DuckDB's lock error
+        says which PID holds it."""
         config = {"custom_user_agent": "dagster", **self.connection_config}
+        deadline = time.monotonic() + OPEN_RETRY_SECONDS
         delay = 0.1
-        for attempt in range(12):
+        while True:
             try:
                 con = duckdb.connect(self.database, read_only=False, config=config)
                 # long queries would draw DuckDB's progress bar: the CLI prints its own
                 con.execute("SET enable_progress_bar = false")
                 return con
-            except duckdb.IOException:
-                if attempt == 11:
-                    raise
+            except duckdb.IOException as exc:
+                problem = locked_message(self.database, exc)
+                if problem is None or time.monotonic() >= deadline or "read-only" in problem:
+                    raise WarehouseLockedError(problem or f"warehouse {self.database} cannot "
+                                               f"be opened: {_first_line(exc)}") from None
                 time.sleep(delay)
-                delay = min(delay * 2, 10.0)
-        raise AssertionError("unreachable")
+                delay = min(delay * 2, 1.0)
+
+    def publish_on_commit(self, staged: Path, final: Path) -> None:
+        """Move the file a step wrote to `staged` (a report) to `final` once the run's writes
+        committed; drop it when they roll back — no file shows figures the warehouse lacks."""
+        if self._run_con is None:
+            staged.replace(final)
+        else:
+            self._staged.append((staged, final))
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        failure: WarehouseCommitError | None = None
         if self._run_con is not None:
+            reason = self._rollback_reason(context)
+            outcome = ROLLED_BACK if reason else COMMITTED
             try:
-                self._run_con.execute("ROLLBACK" if self._failed else "COMMIT")
-            except duckdb.Error:
-                self._run_con.execute("ROLLBACK")
-                raise
+                self._run_con.execute("ROLLBACK" if reason else "COMMIT")
+            except duckdb.Error as exc:
+                failure = WarehouseCommitError(
+                    f"the warehouse {self.database} could not commit the run's writes "
+                    f"({_first_line(exc)}); the month keeps its previous rows")
+                outcome = COMMIT_FAILED
+                try:
+                    self._run_con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # the failed commit already ended the transaction
             finally:
                 self._run_con.close()
                 self._run_con = None
+                self._publish(outcome == COMMITTED)
+            self._report(context, outcome, reason, failure)
+        self._release()
+        if failure is not None:
+            raise failure
+
+    def _rollback_reason(self, context: dg.InitResourceContext) -> str | None:
+        """Why the run's writes must not commit; None only when the run is known to have
+        succeeded completely (every step, no interrupt, no termination request)."""
+        if self._failed:
+            return "a step failed"
+        if check_captured_interrupt():
+            return "interrupted"
+        instance, run = context.instance, context.dagster_run
+        if instance is None or run is None:
+            return "not part of a Dagster run"
+        # the resources are torn down before Dagster decides the run's status: read the steps
+        plan = instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id) \
+            if run.execution_plan_snapshot_id else None
+        if plan is None:
+            return "the run's steps are unknown"
+        events = instance.all_logs(run.run_id, of_type={
+            dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE,
+            dg.DagsterEventType.RUN_CANCELING, dg.DagsterEventType.RUN_FAILURE})
+        kinds = {e.dagster_event.event_type for e in events
+                 if e.dagster_event and e.step_key not in OUTSIDE_WAREHOUSE_STEPS}
+        if dg.DagsterEventType.RUN_CANCELING in kinds:
+            return "the run was asked to terminate"
+        if kinds & {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE}:
+            return "a step failed"
+        succeeded = {e.step_key for e in events
+                     if e.dagster_event and e.dagster_event.is_step_success}
+        missing = set(plan.step_keys_to_execute) - succeeded - OUTSIDE_WAREHOUSE_STEPS
+        if missing:
+            return f"step(s) not finished: {', '.join(sorted(missing))}"
+        if check_captured_interrupt():
+            return "interrupted"
+        return None
+
+    def _publish(self, committed: bool) -> None:
+        for staged, final in self._staged:
+            if committed:
+                staged.replace(final)
+            else:
+                staged.unlink(missing_ok=True)
+        self._staged = []
+
+    def _report(self, context: dg.InitResourceContext, outcome: str, reason: str | None,
+                failure: BaseException | None) -> None:
+        """Tag the run with the transaction's outcome (the CLI reads it) and say it in the
+        run's log."""
+        instance, run_id = context.instance, context.run_id
+        if instance is None or run_id is None or instance.get_run_by_id(run_id) is None:
+            return
+        detail = str(failure) if failure else reason
+        instance.add_run_tags(run_id, {COMMIT_TAG: f"{outcome}: {detail}" if detail else outcome})
+        if context.log is not None:  # a failure is the run's failure event: no second line
+            context.log.debug(f"warehouse: {outcome}" + (f" ({detail})" if detail else ""))
+
+    def _release(self) -> None:
         if self._lock is not None:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
@@ -144,6 +267,27 @@ class Warehouse(DuckDBResource):
                 yield conn
             finally:
                 conn.close()
+
+
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.+?) \(PID (?P<pid>\d+)\)")
+
+
+def locked_message(database: str, exc: BaseException) -> str | None:
+    """The one line for a DuckDB file another process holds (or a read-only file system);
+    None when `exc` is about something else."""
+    text = str(exc)
+    found = _LOCK_HOLDER.search(text)
+    if found:
+        return (f"warehouse {database} is locked by PID {found['pid']} ({found['program']}): "
+                "another program (a notebook, a BI tool) has it open; close it and retry")
+    if "Read-only file system" in text or "read-only" in text.lower():
+        return f"warehouse {database} cannot be written: read-only file system"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _holder(path: Path) -> str:

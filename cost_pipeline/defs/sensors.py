@@ -14,6 +14,7 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 
 from cost_pipeline import alerts
 from cost_pipeline.config import Alerts, ConfigError, load_config
+from cost_pipeline.ingest.sources import redact
 
 SENSOR_INTERVAL_SECONDS = 30
 PAGE = 100
@@ -113,7 +114,7 @@ def _failure_reason(instance: dg.DagsterInstance, run_id: str) -> str:
             error = error.cause
         message = error.message if error is not None else (entry.message or "")
         if message.strip():
-            return message.strip().splitlines()[0][:500]
+            return redact(message.strip().splitlines()[0])[:500]
     return "the run failed"
 
 

@@ -7,7 +7,7 @@ from dagster_duckdb import DuckDBResource
 
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
-from cost_pipeline.defs.resources import PipelineSettings, month_of
+from cost_pipeline.defs.resources import PipelineSettings, Warehouse, month_of
 
 READS = ["billing_facts", "attribution", "reconciliation", "untracked_usage",
          "cost_per_model_monthly", "search_costs", "search_trend", "retention_violations",
@@ -36,7 +36,7 @@ def monthly_report(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
     # imported here: matplotlib costs a second, and loading the code location needs none of it
-    from cost_pipeline.report import write_report
+    from cost_pipeline.report import report_path, write_report
     from cost_pipeline.report.charts import bill_figure, png_data_uri
     from cost_pipeline.report.markdown import bill_markdown, levers_markdown
     from cost_pipeline.report.money import cents, symbol_of
@@ -49,11 +49,19 @@ def monthly_report(
             context.log.warning(f"no billing lines for {month:%Y-%m}: no report written")
             return dg.MaterializeResult(metadata={"report": "none (no billing lines)",
                                                   "total_effective_cost": 0.0})
-        path, data = write_report(cfg.warehouse_path, month, con=con)
+        # written beside its place, moved there only once the run's writes commit
+        path = report_path(cfg.warehouse_path, month)
+        staged, data = write_report(cfg.warehouse_path, month, con=con,
+                                 out=path.with_name(f".{path.name}.pending"))
+    html_bytes = staged.stat().st_size
+    if isinstance(duckdb, Warehouse):
+        duckdb.publish_on_commit(staged, path)
+    else:
+        staged.replace(path)
     rec = data["reconciliation"]
     metadata = {
         "report": dg.MetadataValue.path(str(path)),
-        "html_bytes": path.stat().st_size,
+        "html_bytes": html_bytes,
         "total_effective_cost": float(cents(data["headline"]["effective_cost"])),
         "billed_cost": float(cents(data["headline"]["billed_cost"])),
         "currency": data["headline"]["currency"],

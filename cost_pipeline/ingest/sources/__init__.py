@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import re
+
+# `scheme://user:password@` or `scheme://token@`: the user info of any URI in a text
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:?#]*)"
+                       r"(?::[^\s/@?#]*)?@")
+# `?token=…`, `&access_token=…`, `"password": "…"`, `secret: …`, `Bearer …`
+_SECRET_VALUE = re.compile(
+    r"(?i)(?P<key>(?:\b(?:[a-z0-9_-]*(?:token|secret|password|passwd)|api[_-]?key|apikey|"
+    r"x-amz-signature|x-amz-credential|x-amz-security-token|authorization)[\"']?\s*[:=]|"
+    r"[?&](?:key|sig|signature|code|auth)=)\s*[\"']?(?:bearer\s+|basic\s+)?)"
+    r"(?P<value>[^\s\"'&#,;)}\]]+)")
+_BEARER = re.compile(r"(?i)\b(?P<kind>bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
+
+
+def redact(text: str) -> str:
+    """`text` with the secrets a URI or header may carry replaced by `***`: the password of
+    the user info (`http://alice:***@host/`; a user info without a password is all secret:
+    `https://***@host/`), token-like query and key-value parameters (`?token=***`,
+    `access_token=***`, `X-Amz-Signature=***`), and `Bearer ***`. Every message, log line,
+    metadata value and alert that may quote a configured URI passes through it."""
+    if not text:
+        return text
+
+    def userinfo(m: re.Match) -> str:
+        has_password = m.group(0)[len(m["scheme"]) + len(m["user"]):].startswith(":")
+        user = m["user"] if has_password and m["user"] else "***"
+        return f"{m['scheme']}{user}:***@" if has_password and m["user"] else \
+            f"{m['scheme']}{user}@"
+
+    text = _USERINFO.sub(userinfo, str(text))
+    text = _SECRET_VALUE.sub(lambda m: f"{m['key']}***", text)
+    return _BEARER.sub(lambda m: f"{m['kind']} ***", text)
+
 
 class SourceError(ValueError):
-    """Bad input: names the source, the file or table, and the row or field."""
+    """Bad input: names the source, the file or table, and the row or field. Its message
+    never shows a URI's credentials (`redact`)."""
 
     def __init__(self, source: str, where: str | None, problem: str):
+        where = redact(where) if where else where
+        problem = redact(problem)
         self.source, self.where, self.problem = source, where, problem
         super().__init__(f"{source}: {where}: {problem}" if where else f"{source}: {problem}")
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import SourceError, redact
 from cost_pipeline.ingest.sources.runs_file import RUN_COLUMNS, normalize_run
 
 # MLflow phones home and retries a dead server for minutes by default; this reader retries
@@ -93,9 +93,9 @@ def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str) -
         except Exception as exc:  # MLflow, requests and SQLAlchemy errors alike
             transient = is_transient(exc)
             if transient and attempt < len(RETRY_DELAYS):
-                logging.getLogger(__name__).warning(
+                logging.getLogger(__name__).warning(redact(
                     f"{source}: {what} at {uri} failed ({_first_line(exc)}); "
-                    f"retrying in {RETRY_DELAYS[attempt]:g} s")
+                    f"retrying in {RETRY_DELAYS[attempt]:g} s"))
                 time.sleep(RETRY_DELAYS[attempt])
                 continue
             reason = (f"unreachable after {attempt + 1} attempt(s)" if transient
@@ -241,7 +241,7 @@ def read_mlflow_runs(
         restart_of = raw.get("restart_of")
         if restart_of in chosen and restart_of not in chosen.values():
             raw["restart_of"] = chosen[restart_of]
-        where = f"{tracking_uri} run {run.info.run_id}"
+        where = f"{redact(tracking_uri)} run {run.info.run_id}"
         if raw["start_time"] is None:
             log.warning(f"{source}: {where} never started (no start time): skipped")
             continue
@@ -253,7 +253,7 @@ def read_mlflow_runs(
             raise SourceError(source, where, f"run_id {row['run_id']!r} (tag "
                               f"{tags_of['run_id']!r}) is shared by more than one run")
         rows[row["run_id"]] = row
-    log.info(f"{source}: {len(rows)} run(s) of {len(names)} experiment(s) from {tracking_uri} "
-             f"in {pages} page(s)")
+    log.info(f"{source}: {len(rows)} run(s) of {len(names)} experiment(s) from "
+             f"{redact(tracking_uri)} in {pages} page(s)")
     assert all(set(r) == set(RUN_COLUMNS) for r in rows.values())
     return list(rows.values())

@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import duckdb
 
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import SourceError, redact
 from cost_pipeline.ingest.sources.mlflow_runs import (
     RUN_NAME_TAG,
     _client,
@@ -52,17 +52,9 @@ T = TypeVar("T")
 
 
 def redact_uri(uri: str) -> str:
-    """The URI with the password of its user info replaced by `***` (what errors and logs
-    may show). No shared redaction helper exists in the package yet: this is it for the
-    write-back."""
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return uri
-    if parts.password is None:
-        return uri
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    """The URI without its secrets (the password of its user info, tokens): what errors and
+    logs may show — the package's one rule, `cost_pipeline.ingest.sources.redact`."""
+    return redact(uri)
 
 
 def _money(value: float) -> str:

@@ -1,0 +1,85 @@
+"""Ctrl-C (SIGINT) and `docker stop` (SIGTERM) at every step of a real `cost-pipeline
+materialize` process, after a new delivery of the month arrived: the process exits 130 with one
+`error: interrupted …` line, and every table's month is wholly as before (or, for a signal that
+lands after the commit, wholly new) — never some tables new and others old."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.cli.test_kill import AUGUST, CUR, VOLATILE, _cli
+from tests.support.warehouse_dump import copy_with_warehouse, dump
+
+
+def _restated(demo_quarter, target: Path) -> Path:
+    """A copy of the demo whose August was restated since it was materialized."""
+    config = copy_with_warehouse(Path(demo_quarter[0]), target)
+    table = pq.read_table(config.parent / CUR)
+    pq.write_table(table.slice(0, table.num_rows - 25), config.parent / CUR)
+    runs = config.parent / "runs.csv"
+    runs.write_text(runs.read_text().replace(",churn,churn,", ",churn,restated,", 1))
+    return config
+
+
+def _signalled_at(config: Path, nth_step: int, signum: int, env: dict) -> tuple[int, str, str,
+                                                                                   str | None]:
+    """Start a materialization, send `signum` when its `nth_step` step starts; returns (exit
+    code, stdout, stderr, the step signalled — None when the run ended before it)."""
+    proc = subprocess.Popen(_cli(config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    started, step, lines = 0, None, []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("… "):
+            if started == nth_step:
+                proc.send_signal(signum)
+                step = line[2:].strip()
+                break
+            started += 1
+    rest_err = proc.stderr.read()
+    out = proc.stdout.read()
+    code = proc.wait(timeout=120)
+    return code, out, "".join(lines) + rest_err, step
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_at_every_step_leaves_the_month_whole(demo_quarter, tmp_path, dagster_home,
+                                                     signum):
+    config = _restated(demo_quarter, tmp_path / "demo")
+    warehouse = config.parent / "warehouse.duckdb"
+    pristine = tmp_path / "pristine.duckdb"
+    shutil.copy(warehouse, pristine)
+    old = dump(warehouse, VOLATILE)
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
+
+    signalled: dict[str, dict] = {}
+    nth = 0
+    while True:
+        code, out, err, step = _signalled_at(config, nth, signum, env)
+        if step is None:  # the run finished before its nth step: the month is new
+            assert code == 0, err
+            assert f"{AUGUST:%Y-%m}: materialized" in out
+            break
+        assert code == 130, (step, err)
+        assert "materialized" not in out, step
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and errors[0].startswith("error: interrupted"), (step, err)
+        assert "Traceback" not in err, (step, err)
+        signalled[step] = dump(warehouse, VOLATILE)
+        shutil.copy(pristine, warehouse)  # the next run starts from the old month again
+        nth += 1
+    new = dump(warehouse, VOLATILE)
+
+    assert len(signalled) >= 10, sorted(signalled)  # every step of the job was signalled
+    assert {"ingest", "attribution", "reconciliation", "monthly_report"} <= set(signalled)
+    for table in ("billing_facts", "tracker_runs", "attribution", "reconciliation"):
+        assert new[table][AUGUST] != old[table][AUGUST], table
+    for step, after in signalled.items():
+        assert after in (old, new), (step, [t for t in old if after.get(t) != old[t]])

@@ -36,6 +36,7 @@ from cost_pipeline.config import (
     RunsFileTracker,
 )
 from cost_pipeline.ingest.sources import s3
+from cost_pipeline.ingest.sources.local_files import walk_files
 from cost_pipeline.months import month_bounds
 from cost_pipeline.warehouse import ensure_schema
 
@@ -75,11 +76,14 @@ def _listing(path: str, endpoint_url: str | None = None,
             return [[base, "missing"]]
         if info.type == pafs.FileType.File:
             entries = [info]
+        elif not s3.is_s3(path):  # the sources' rule: no link followed out of the folder
+            return sorted([str(p), st.st_size, st.st_mtime_ns]
+                          for p, st in walk_files(Path(base), "fingerprint"))
         else:
             entries = [e for e in fs.get_file_info(pafs.FileSelector(base, recursive=True))
                        if e.type == pafs.FileType.File]
         return sorted([e.path, e.size, e.mtime_ns] for e in entries)
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # a SourceError too (a dangling link): the run names it
         return None
 
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources.local_files import confined, walk_files
 
 # column → DuckDB type used when the export lacks it (optional columns only)
 OPTIONAL_COLUMNS: dict[str, str] = {
@@ -126,7 +127,9 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
             raise SourceError(source, str(manifest), f"unreadable manifest: {exc}") from None
         delivery.execution_id, uris = manifest_files(source, str(manifest), doc)
         for uri in uris:
+            # confined to the export folder: `../` or a link cannot read another file
             local = _local_file(root, uri)
+            confined(root, local, source, str(manifest))
             if not local.is_file():
                 raise SourceError(source, str(manifest), f"dataFiles lists {uri}, "
                                   f"not found at {local}")
@@ -134,7 +137,8 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
     else:
         folder = root / "data" / _month_folder(month)
         if folder.is_dir():
-            delivery.files = sorted(str(p) for p in folder.rglob("*.parquet"))
+            delivery.files = sorted(str(p) for p, _ in walk_files(folder, source)
+                                    if p.suffix == ".parquet")
     for file in delivery.files:
         stat = Path(file).stat()
         delivery.stats[file] = (stat.st_size, str(stat.st_mtime))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources.local_files import walk_files
 from cost_pipeline.ingest.sources.runs_file import parse_time
 
 OBJECT_FIELDS = ("bucket", "key", "size", "last_modified", "snapshot_date")
@@ -100,24 +101,22 @@ def _object(row: list[str], index: dict[str, int], bucket: str | None, source: s
 def walk_local(path: Path, source: str, bucket: str) -> Iterator[dict[str, Any]]:
     if not path.is_dir():
         raise SourceError(source, str(path), "checkpoint folder not found")
-    for folder, _dirs, files in os.walk(path):
-        for name in files:
-            file = Path(folder) / name
-            key = file.relative_to(path).as_posix()
-            try:
-                key.encode("utf-8")
-            except UnicodeEncodeError:  # undecodable bytes come back as lone surrogates
-                shown = os.fsencode(file).decode("utf-8", "backslashreplace")
-                raise SourceError(source, shown, "the file name is not UTF-8 (an S3 key is "
-                                  "UTF-8 text): rename it") from None
-            stat = file.stat()
-            yield {
-                "bucket": bucket,
-                "key": key,
-                "size": stat.st_size,
-                "last_modified": datetime.fromtimestamp(stat.st_mtime, UTC).replace(tzinfo=None),
-                "snapshot_date": None,
-            }
+    # links are not followed out of the folder, nor into a linked folder (local_files.py)
+    for file, stat in walk_files(path, source):
+        key = file.relative_to(path).as_posix()
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes come back as lone surrogates
+            shown = os.fsencode(file).decode("utf-8", "backslashreplace")
+            raise SourceError(source, shown, "the file name is not UTF-8 (an S3 key is "
+                              "UTF-8 text): rename it") from None
+        yield {
+            "bucket": bucket,
+            "key": key,
+            "size": stat.st_size,
+            "last_modified": datetime.fromtimestamp(stat.st_mtime, UTC).replace(tzinfo=None),
+            "snapshot_date": None,
+        }
 
 
 def in_month(obj: dict[str, Any], month: date, month_end: datetime) -> bool:

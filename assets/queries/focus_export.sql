@@ -30,7 +30,11 @@
 --   express is `Units`.
 -- * ChargeFrequency: Usage and Tax → Usage-Based; Purchase → Recurring for recurring
 --   commitment fees (RIFee, SavingsPlanRecurringFee), else One-Time; Credit, Adjustment →
---   One-Time. ServiceSubcategory: `Other (<ServiceCategory>)`, one per ServiceName.
+--   One-Time. ServiceSubcategory, one per ServiceName (the one most of the lines in its
+--   category have): Compute → Virtual Machines (instance usage), Containers, else Other
+--   (Compute); Storage → Object Storage (buckets), Block Storage (volumes), else Other
+--   (Storage); Networking → Network Connectivity; AI and Machine Learning → Machine
+--   Learning; any other category → Other (<category>).
 -- * InvoiceId: the line's final-bill id when every line of the month has one; NULL for every
 --   row otherwise (a provisional month: FOCUS wants all rows invoiced or none).
 WITH origin AS (
@@ -55,6 +59,7 @@ WITH origin AS (
              WHEN b.x_CostComponent = 'network' THEN 'Networking'
              ELSE 'Other' END AS line_category,
         nullif(trim(b.ResourceId), '') AS resource_id,
+        b.x_InstanceUsage, b.x_ResourceKind,
         upper(trim(b.BillingCurrency)) AS BillingCurrency,
         b.Tags,
         b.x_CostComponent, b.x_AcceleratorCount, b.x_InstanceType, b.SkuId, b.x_PricingCategory,
@@ -106,6 +111,20 @@ priced AS (
              THEN CASE WHEN consumed_raw IS NULL THEN 'Units'
                        ELSE coalesce(consumed_unit, 'Units') END END AS pricing_unit
     FROM (SELECT *,
+                 CASE line_category
+                     WHEN 'Compute' THEN CASE
+                         WHEN x_InstanceUsage OR x_ResourceKind = 'instance'
+                             THEN 'Virtual Machines'
+                         WHEN x_ResourceKind = 'container' THEN 'Containers'
+                         ELSE 'Other (Compute)' END
+                     WHEN 'Storage' THEN CASE x_ResourceKind
+                         WHEN 'bucket' THEN 'Object Storage'
+                         WHEN 'volume' THEN 'Block Storage'
+                         ELSE 'Other (Storage)' END
+                     WHEN 'Networking' THEN 'Network Connectivity'
+                     WHEN 'AI and Machine Learning' THEN 'Machine Learning'
+                     ELSE 'Other (' || line_category || ')'
+                 END AS line_subcategory,
                  CASE WHEN unit_spelled IS NULL OR regexp_matches(unit_spelled,
                       '^([A-Za-z][A-Za-z0-9]*(\s+[A-Za-z][A-Za-z0-9]*)*'
                       || '(-(Years|Months|Days|Hours|Minutes|Seconds)'
@@ -116,12 +135,19 @@ priced AS (
           FROM origin) o
 ),
 service_category AS (
-    -- FOCUS: a ServiceName has one ServiceCategory; the one most of its lines have
-    SELECT service, arg_max(line_category, weight) AS category
-    FROM (SELECT service, line_category,
-                 count(*) * 1000 - rank() OVER (PARTITION BY service ORDER BY line_category)
-                     AS weight
-          FROM priced GROUP BY service, line_category)
+    -- FOCUS: a ServiceName has one ServiceCategory and one ServiceSubcategory: the ones most
+    -- of its lines have (ties: the first by name)
+    SELECT service, first(line_category ORDER BY lines DESC, line_category) AS category
+    FROM (SELECT service, line_category, count(*) AS lines FROM priced GROUP BY ALL)
+    GROUP BY service
+),
+service_subcategory AS (
+    SELECT service, first(line_subcategory ORDER BY lines DESC, line_subcategory)
+               AS subcategory
+    FROM (SELECT p.service, p.line_subcategory, count(*) AS lines
+          FROM priced p JOIN service_category c
+            ON c.service = p.service AND c.category = p.line_category
+          GROUP BY ALL)
     GROUP BY service
 ),
 parts AS (
@@ -206,7 +232,7 @@ SELECT
     provider AS InvoiceIssuerName,
     a.service AS ServiceName,
     c.category AS ServiceCategory,
-    'Other (' || c.category || ')' AS ServiceSubcategory,
+    coalesce(sc.subcategory, 'Other (' || c.category || ')') AS ServiceSubcategory,
     CASE WHEN invoiced THEN x_InvoiceId END AS InvoiceId,
     resource_id AS ResourceId,
     CASE WHEN piece = 1 THEN CAST(0 AS DECIMAL(38, 10)) ELSE BilledCost END AS BilledCost,
@@ -248,4 +274,5 @@ SELECT
     x_SourceLine
 FROM pieces a
 JOIN service_category c USING (service)
+LEFT JOIN service_subcategory sc USING (service)
 ORDER BY x_SourceLine, part_no, piece

@@ -117,7 +117,7 @@ untracked AS (
     WHERE month = $month AND purpose_class = 'untracked' AND component IN ('gpu', 'cpu')
 ),
 top_untracked AS (
-    SELECT coalesce(l.ResourceId, '(no resource id)') AS resource, any_value(l.x_InstanceType)
+    SELECT coalesce(l.ResourceId, '(no resource id)') AS resource, min(l.x_InstanceType)
            AS instance_type, fsum(a.cost) AS cost
     FROM attribution AS a
     JOIN billing_facts AS l ON l.month = a.month AND l.x_SourceLine = a.x_SourceLine

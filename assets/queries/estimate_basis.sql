@@ -37,7 +37,7 @@ recent AS (
         coalesce(s.other_cost, 0) AS other_cost
     FROM trials t JOIN spend s USING (run_id)
     WHERE s.gpu_hours > 0
-    ORDER BY t.start_time DESC
+    ORDER BY t.start_time DESC, t.run_id
     LIMIT $sample
 ),
 preprocessing AS (

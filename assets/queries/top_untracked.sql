@@ -38,7 +38,7 @@ by_resource AS (
 ),
 instance_types AS (
     -- the resource's instance type from any of its lines of the month
-    SELECT ResourceId AS resource_id, any_value(x_InstanceType) AS instance_type
+    SELECT ResourceId AS resource_id, min(x_InstanceType) AS instance_type
     FROM billing_facts
     WHERE month = $month AND ResourceId IN (SELECT resource_id FROM by_resource)
     GROUP BY ResourceId

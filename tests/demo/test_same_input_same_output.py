@@ -50,6 +50,9 @@ def test_the_same_month_twice_gives_identical_tables(tmp_path, dagster_home):
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
         result = materialize_month(str(config), MONTH, progress=False)
         assert result.success, result.error
+        for check in result.checks:  # the UI's figures: rounded (cents, 4 digits)
+            for key, value in check.metadata.items():
+                assert not isinstance(value, float) or round(value, 4) == value, (key, value)
         warehouses.append(tables(str(warehouse)))
         page = next((warehouse.parent / "reports").glob("cost-report-*.html"))
         pages.append(re.sub(r"generated [^<·]*", "", page.read_text(encoding="utf-8")))

@@ -148,3 +148,36 @@ def test_a_math_text_charge_category_loads_verbatim(tmp_path):
     with duckdb.connect() as con:
         facts = load(con, path)
     assert facts["fee"]["x_LineItemType"] == r"Fee $\frac{a}$ x"
+
+
+# ---------------------------------------------------------------- component decisions
+
+def test_rds_and_glue_instance_hours_are_other_not_compute(tmp_path):
+    # the workshop CUR bills RDS and Glue by the instance- or DPU-hour: they are instance
+    # hours, but of managed services no training run occupies; `other`, no usage hours, so
+    # they never count as CPU-hours, preprocessing or untracked compute (docs/real-bills.md)
+    import duckdb
+
+    from tests.support.cur_rows import build, config, facts, line, write_export
+
+    rows = [
+        line(0.24, identity_line_item_id="rds", line_item_product_code="AmazonRDS",
+             line_item_usage_type="USE1-InstanceUsage:db.r5.large",
+             line_item_operation="CreateDBInstance:0014", line_item_resource_id=(
+                 "arn:aws:rds:us-east-1:111122223333:db:ml-metadata"),
+             product_instance_type="db.r5.large", product_product_family="Database Instance",
+             product_servicecode="AmazonRDS"),
+        line(0.44, identity_line_item_id="glue", line_item_product_code="AWSGlue",
+             line_item_usage_type="USE1-ETL-DPU-Hour", line_item_operation="Jobrun",
+             line_item_resource_id="arn:aws:glue:us-east-1:111122223333:job/features",
+             pricing_unit="DPU-Hour", product_product_family="AWS Glue",
+             product_servicecode="AWSGlue"),
+        line(0.096, identity_line_item_id="ec2"),  # an EC2 hour stays compute
+    ]
+    with duckdb.connect() as con:
+        build(con, config(tmp_path, write_export(tmp_path, {"a.parquet": rows})))
+        got = facts(con)
+    for name in ("rds", "glue"):
+        assert (got[name]["x_CostComponent"], got[name]["x_UsageHours"],
+                got[name]["x_InstanceUsage"]) == ("other", None, False), name
+    assert (got["ec2"]["x_CostComponent"], got["ec2"]["x_UsageHours"]) == ("cpu", 1.0)

@@ -24,6 +24,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -324,11 +325,20 @@ def _post_once(url: str, body: bytes, deadline: float) -> tuple[int, str | None]
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise TimeoutError
+    # HTTP(S)_PROXY / NO_PROXY as urllib honours them: https tunnels through the proxy
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and urllib.request.proxy_bypass(parts.hostname):
+        proxy = None
+    via = urllib.parse.urlsplit(proxy if "://" in (proxy or "") else f"http://{proxy}") \
+        if proxy else None
+    host, port = (via.hostname, via.port) if via else (parts.hostname, parts.port)
     if parts.scheme == "https":
         conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-            parts.hostname, parts.port, timeout=remaining, context=ssl.create_default_context())
+            host, port, timeout=remaining, context=ssl.create_default_context())
+        if via:
+            conn.set_tunnel(parts.hostname, parts.port)
     else:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=remaining)
+        conn = http.client.HTTPConnection(host, port, timeout=remaining)
     expired = threading.Event()
 
     def cut() -> None:
@@ -347,6 +357,8 @@ def _post_once(url: str, body: bytes, deadline: float) -> tuple[int, str | None]
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
+        if via and parts.scheme == "http":  # a plain-HTTP proxy takes the whole URL
+            path = urllib.parse.urlunsplit(parts._replace(path=path, query="", fragment=""))
         headers = {"Content-Type": "application/json", "User-Agent": "cost-pipeline-alerts",
                    "Content-Length": str(len(body))}
         if parts.username is not None:  # https://user:pass@host/ → basic auth, as urllib did

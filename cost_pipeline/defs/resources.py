@@ -24,6 +24,7 @@ from typing import Any
 
 import dagster as dg
 import duckdb
+from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 from dagster_duckdb import DuckDBResource
 from pydantic import PrivateAttr
@@ -89,6 +90,7 @@ class Warehouse(DuckDBResource):
     _run_con: Any = PrivateAttr(default=None)
     _failed: bool = PrivateAttr(default=False)
     _staged: list = PrivateAttr(default_factory=list)
+    _run: Any = PrivateAttr(default=None)  # (instance, run id) of the run holding the lock
 
     @property
     def lock_path(self) -> Path | None:
@@ -129,6 +131,7 @@ class Warehouse(DuckDBResource):
         handle.flush()
         self._lock = handle
         self._staged = []
+        self._run = (context.instance, context.run_id) if context.instance else None
         if self.run_transaction:
             try:
                 self._run_con = self._open()
@@ -245,7 +248,16 @@ class Warehouse(DuckDBResource):
         if context.log is not None:  # a failure is the run's failure event: no second line
             context.log.debug(f"warehouse: {outcome}" + (f" ({detail})" if detail else ""))
 
+    def _termination_requested(self) -> bool:
+        if self._run is None or self._run[1] is None:
+            return False
+        instance, run_id = self._run
+        run = instance.get_run_by_id(run_id)
+        return run is not None and run.status in (dg.DagsterRunStatus.CANCELING,
+                                                  dg.DagsterRunStatus.CANCELED)
+
     def _release(self) -> None:
+        self._run = None
         if self._lock is not None:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
@@ -254,6 +266,11 @@ class Warehouse(DuckDBResource):
     @contextmanager
     def get_connection(self):
         if self._run_con is not None:
+            if self._termination_requested():
+                # Dagster's run termination (UI, `dagster run terminate`, a run launched in a
+                # thread) stops the run at its next step; its writes roll back at teardown
+                self._failed = True
+                raise DagsterExecutionInterruptedError("the run was asked to terminate")
             try:
                 yield self._run_con
             except BaseException:

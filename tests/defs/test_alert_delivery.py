@@ -125,3 +125,13 @@ def test_slack_markup_from_the_data_is_escaped():
         assert "&lt;!channel&gt; &lt;https://evil.example/login|AWS" in text
     assert "p4d &amp; &lt;x&gt;" in check["text"] and "r &amp; &lt;1&gt;" in check["text"]
     assert check["text"].startswith(":rotating_light: cost-pipeline:")  # its own markup stays
+
+
+def test_http_proxy_from_the_environment_is_used(receiver, monkeypatch):
+    for name in ("no_proxy", "NO_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{receiver.port}")
+    receiver.expect_request("/hook", method="POST").respond_with_data("ok")
+    alerts.post_json("http://webhook.invalid/hook", ALERT, 3.0)  # reachable only via the proxy
+    ((request, _),) = receiver.log
+    assert json.loads(request.data)["alert_id"] == ALERT["alert_id"]

@@ -209,6 +209,11 @@ def slack_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _is_amount(key: str, value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and any(
+        word in key for word in ("cost", "budget", "amount"))
+
+
 def check_alert(e: CheckEvaluation) -> dict[str, Any]:
     """The alert of a failed check: Slack's `text` plus the figures as fields."""
     m = e.metadata
@@ -231,8 +236,10 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
     elif "delta" in m:
         detail = (f"attribution is off the bill by {_money(m['delta'], m.get('currency'))} "
                   f"(tolerance {_money(m.get('tolerance'), m.get('currency'))})")
-    else:
-        detail = ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, int | float | str))
+    else:  # amounts in the bill's currency when the check names it
+        detail = ", ".join(
+            f"{k} {_money(v, m['currency']) if _is_amount(k, v) and m.get('currency') else v}"
+            for k, v in m.items() if isinstance(v, int | float | str) and k != "currency")
     text = (f":rotating_light: cost-pipeline: {e.check} FAILED for {e.month} — {detail}. "
             f"Dagster run {e.run_id}")
     return {

@@ -142,6 +142,7 @@ def retention_within_budget(con: duckdb.DuckDBPyConnection, month: date,
         severity=dg.AssetCheckSeverity.WARN,
         metadata=rounded({
             "month": f"{month:%Y-%m}",
+            "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
             "violation_cost": cost,
             "budget": budget,
             "objects": sum(r[1] for r in by_reason),

@@ -378,3 +378,13 @@ def test_alert_text_says_what_failed_for_each_error_check():
     text = alerts.check_alert(nok)["text"]
     assert "NOK 1,234.50" in text and "$" not in text
     assert json.loads(alerts.dump_state({"pending": [payload]}))  # JSON all the way down
+
+
+def test_a_budget_check_alert_writes_its_amounts_in_the_bills_currency():
+    budget = alerts.CheckEvaluation(
+        "retention_violations.retention_within_budget", "2026-10", False, "WARN", 1.0, "r4",
+        {"month": "2026-10", "currency": "NOK", "violation_cost": 158.9, "budget": 100.0,
+         "objects": 3373})
+    text = alerts.check_alert(budget)["text"]
+    assert "violation_cost NOK 158.90, budget NOK 100.00, objects 3373" in text
+    assert "$" not in text

@@ -15,10 +15,10 @@ WITH runs AS (
 ),
 per_run AS (
     -- per run first, then the model: the join and the run count see one row per run and
-    -- class, not every row of the month
+    -- class, not every row of the month (attribution_by_run.sql: the rows summed per run)
     SELECT month, run_id, purpose_class, component,
-           sum(cost) AS cost, sum(accelerator_hours) AS accelerator_hours
-    FROM attribution
+           fsum(cost) AS cost, fsum(accelerator_hours) AS accelerator_hours
+    FROM attribution_by_run
     WHERE month = $month
     GROUP BY ALL
 )

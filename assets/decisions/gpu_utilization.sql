@@ -14,9 +14,9 @@ gpu AS (
     SELECT
         run_id,
         min(purpose_class)                  AS purpose_class,
-        coalesce(sum(accelerator_hours), 0) AS accelerator_hours,
-        sum(cost)                           AS gpu_cost
-    FROM attribution
+        coalesce(fsum(accelerator_hours), 0) AS accelerator_hours,
+        fsum(cost)                           AS gpu_cost
+    FROM attribution_by_run  -- the month's attribution summed per run (attribution_by_run.sql)
     WHERE month = $month AND component = 'gpu' AND run_id IS NOT NULL
     GROUP BY run_id
 ),

@@ -90,10 +90,10 @@ flagged AS (
 month_cost AS (
     SELECT
         run_id,
-        coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
-        coalesce(sum(accelerator_hours), 0)                      AS accelerator_hours,
-        sum(cost)                                                AS cost
-    FROM attribution
+        coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
+        coalesce(fsum(accelerator_hours), 0)                      AS accelerator_hours,
+        fsum(cost)                                                AS cost
+    FROM attribution_by_run  -- the month's attribution summed per run (attribution_by_run.sql)
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id
 )

@@ -136,6 +136,9 @@ def estimate_search(
     runs = configs * seeds * reruns
     extra = per_run["preprocessing"] + per_run["storage"] + per_run["transfer"]
     total = search_cost(configs, seeds, reruns, gpus, hours, price, extra)
+    if not math.isfinite(total) or abs(total) >= 1e28:
+        raise EstimateError(f"the estimate overflows ({configs} × {seeds} × {reruns} runs of "
+                            f"{gpus:g} GPUs × {hours:g} h × {price:g}): check the figures")
     budget = cfg.policy.search.approval_budget
     return SearchEstimate(
         model=model, configs=configs, seeds=seeds, reruns=reruns, runs=runs, gpus=gpus,

@@ -107,3 +107,9 @@ def test_estimate_json_is_json_and_amounts_carry_the_bills_currency(tmp_path, ca
     cfg = load_config(str(tmp_path / "c.yaml"))
     text = render(estimate_search(cfg, "churn", 2, 1, gpus=1, hours=1, price=10))
     assert "NOK 20.00" in text and "$" not in text
+
+
+def test_an_overflowing_estimate_is_one_clear_error(tmp_path):
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    with pytest.raises(EstimateError, match="overflows"):
+        estimate_search(cfg, "churn", 10**6, 10**6, gpus=1e300, hours=1e10, price=1.0)

@@ -141,7 +141,7 @@ def bridge_figure(bridge: dict, labels: dict[str, str], symbol: str) -> Figure:
         levels.append(levels[-1] + float(step["amount"]))
     low, high = min(levels), max(levels)
     floor = low - 1.5 * (high - low)
-    if low > 0 and floor > 0.25 * low:
+    if low > 0 and floor > 0.25 * low and high > low:  # equal limits: a matplotlib warning
         ax.set_ylim(bottom=floor, top=high + 0.25 * (high - low))
         ax.set_title("axis does not start at zero", loc="left", fontsize=8, color=MUTED)
     else:

@@ -99,7 +99,7 @@ def search_trend_figure(searches: list[dict], symbol: str) -> Figure:
     orders = sorted({s["search_order"] for s in searches})
     ax.set_xticks(orders, [str(o) for o in orders])
     _frame(ax, "y", symbol)
-    ax.set_ylim(bottom=0, top=top * 1.3)
+    ax.set_ylim(bottom=0, top=top * 1.3 or 1.0)  # all unit costs 0: not a 0-high axis
     ax.margins(x=0.12)
     if len(models) > 1:
         ax.legend(frameon=False, fontsize=8.5, loc="upper left")

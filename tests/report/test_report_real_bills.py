@@ -98,3 +98,25 @@ def test_the_period_report_of_a_nok_bill_says_nok(tmp_path):
     html = page.read_text(encoding="utf-8")
     assert "NOK 1,357.95" in html
     assert re.findall(r"[−-]?\$[0-9][0-9,]*(?:\.[0-9]+)?k?", html) == []
+
+
+def test_a_month_of_one_zero_cost_line_materializes_without_warnings(tmp_path, capfd,
+                                                                      monkeypatch):
+    # through the real job, as the CLI runs it: nothing but the outcome on stdout/stderr
+    import yaml
+
+    from cost_pipeline.cli.main import main
+    from tests.support.cur_rows import line, write_export
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    export = write_export(tmp_path, {"a.parquet": [line(0.0, identity_line_item_id="zero")]})
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"warehouse": {"path": "w.duckdb"},
+                                      "billing": [{"kind": "aws_cur2", "path": str(export)}]}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # matplotlib's warnings are UserWarnings
+        code = main(["materialize", "--config", str(config), "--month", "2026-07"])
+    out = capfd.readouterr()
+    assert code == 0, out.err
+    assert "Warning" not in out.err and "warning" not in out.out.lower()
+    assert (tmp_path / "reports" / "cost-report-2026-07.html").exists()

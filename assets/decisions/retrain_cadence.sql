@@ -83,7 +83,8 @@ per_model AS (
         count(*) FILTER (WHERE trigger = 'drift')                       AS drift_retrains,
         count(*) FILTER (WHERE trigger = 'manual')                      AS manual_retrains,
         count(*) FILTER (WHERE trigger IS NULL)                         AS unknown_retrains,
-        avg(metric_change)                                              AS mean_metric_change,
+        -- fsum, not avg: the same figure whatever order the rows are added in
+        fsum(metric_change) / nullif(count(metric_change), 0)           AS mean_metric_change,
         count(*) FILTER (WHERE flat)                                    AS flat_retrains,
         coalesce(fsum(cost) FILTER (WHERE flat), 0)                      AS flat_retrain_cost
     FROM retrains

@@ -109,7 +109,9 @@ def _failure_reason(instance: dg.DagsterInstance, run_id: str) -> str:
     for entry in instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_FAILURE,
                                                     dg.DagsterEventType.RUN_FAILURE}):
         event = entry.dagster_event
-        error = event.step_failure_data.error if event and event.is_step_failure else None
+        error = (event.step_failure_data.error if event.is_step_failure
+                 # a run failed outside its steps (a commit that failed): its own error
+                 else getattr(event.event_specific_data, "error", None)) if event else None
         while error is not None and error.cause is not None:
             error = error.cause
         message = error.message if error is not None else (entry.message or "")

@@ -15,6 +15,7 @@ import duckdb
 import pytest
 
 from cost_pipeline.defs.resources import COMMIT_FAILED, COMMIT_TAG
+from cost_pipeline.defs.sensors import _failure_reason
 from tests.cli.test_kill import VOLATILE, _cli
 from tests.cli.test_signals import _restated
 from tests.support.warehouse_dump import dump
@@ -62,3 +63,5 @@ def test_failed_commit_fails_the_run(demo_quarter, unwritable_wal, tmp_path):
         for run in runs:
             assert run.status == dg.DagsterRunStatus.FAILURE
             assert run.tags[COMMIT_TAG].startswith(COMMIT_FAILED)
+            # what a scheduled run's failure alert would say
+            assert "could not commit" in _failure_reason(instance, run.run_id)

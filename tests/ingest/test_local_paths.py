@@ -103,3 +103,11 @@ def test_link_out_of_the_folder_and_dangling_link_are_named(looping_folder):
         list(walk_local(looping_folder, "ckpt", "bucket"))
     # the fingerprint cannot tell: the asset runs, and the run names the link
     assert _within(10, lambda: _listing(str(looping_folder)))[0] is None
+
+
+def test_focus_folder_lists_by_the_same_rule(looping_folder):
+    from cost_pipeline.ingest.sources.focus import find_files
+
+    (looping_folder / "run-1" / "bill.csv").write_text("BilledCost\n1\n")
+    found, _ = _within(10, lambda: find_files("focus", str(looping_folder)))
+    assert [p.name for p in found.files] == ["bill.csv"]

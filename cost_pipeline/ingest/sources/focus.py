@@ -41,6 +41,7 @@ from cost_pipeline.ingest.sources import (
 )
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
 from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
+from cost_pipeline.ingest.sources.local_files import walk_files
 from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3
 from cost_pipeline.months import month_bounds
 
@@ -114,7 +115,8 @@ def find_files(source: str, path: str) -> FocusFiles:
         return FocusFiles(source, root.parent, [root])
     if not root.is_dir():
         raise SourceError(source, str(root), "FOCUS file or folder not found")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and _is_data_file(p))
+    # the sources' one rule for local folders: no link followed out of it (local_files.py)
+    files = sorted(p for p, _ in walk_files(root, source) if _is_data_file(p))
     return FocusFiles(source, root, files)
 
 

@@ -15,6 +15,7 @@ from dagster_duckdb import DuckDBResource
 
 from cost_pipeline.defs.checks import billing_complete
 from cost_pipeline.defs.code_versions import code_version
+from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
 from cost_pipeline.ingest.billing import build_billing_facts
@@ -98,7 +99,7 @@ def ingest(
             complete = billing_complete(con, month, datetime.now(UTC).date())
         yield dg.MaterializeResult(
             asset_key=BILLING_FACTS,
-            metadata={
+            metadata=rounded({
                 "rows": summary.rows,
                 "total_effective_cost": round(summary.total_effective_cost, 2),
                 "total_billed_cost": round(summary.total_billed_cost, 2),
@@ -110,7 +111,7 @@ def ingest(
                 **{f"{source}.{key}": value
                    for source, values in summary.source_metadata.items()
                    for key, value in values.items() if value is not None},
-            },
+            }),
             check_results=[complete],
         )
     if runs is not None:

@@ -98,11 +98,6 @@ def replace_month(
     transaction rolls back and the month keeps its previous rows. Returns the rows written.
     """
     ensure_schema(con)
-    if "attribution_by_run" in _strip_comments(select_sql):
-        # the compact per-run aggregate the derived tables read (a temp table, once per month)
-        from cost_pipeline.attribution import ensure_attribution_by_run
-
-        ensure_attribution_by_run(con, month)
     with month_transaction(con):
         con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
         query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)

@@ -4,8 +4,6 @@
 -- (tax, credits, purchases, unused commitment) are `unallocated`.
 -- One slice of the month at a time (the lines whose charge period starts in
 -- [$slice_start, $slice_end)). Parameters: $month, $slice_start, $slice_end.
--- Each row also carries `line_key` (the line's rowid in billing_facts), which the table does
--- not store: attribution_by_run.sql groups the rows by their lines' attributes with it.
 WITH
 lines AS NOT MATERIALIZED (
     -- read where used (three times): a scan of the month is cheaper than holding it
@@ -28,7 +26,7 @@ lines AS NOT MATERIALIZED (
 ),
 run_rows AS (
     SELECT
-        line_key, l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
+        l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
         cl.run_id, t.claimed_share,
         CASE WHEN t.claimed_share > 1 + 1e-12 THEN cl.raw_share / t.claimed_share
              ELSE cl.raw_share END AS share,
@@ -39,7 +37,7 @@ run_rows AS (
 ),
 untracked_rows AS (
     SELECT
-        line_key, l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
+        l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
         CAST(NULL AS VARCHAR) AS run_id, coalesce(t.claimed_share, 0) AS claimed_share,
         1 - coalesce(t.claimed_share, 0) AS share,
         CASE
@@ -54,7 +52,7 @@ untracked_rows AS (
     WHERE l.rule <> 'non_usage' AND 1 - coalesce(t.claimed_share, 0) > 1e-12
 ),
 unallocated_rows AS (
-    SELECT l.line_key, l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
+    SELECT l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
            CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS DOUBLE) AS claimed_share,
            1.0 AS share, l.non_usage_kind AS kind
     FROM lines l
@@ -67,7 +65,6 @@ all_rows AS (
 )
 SELECT
     CAST($month AS DATE) AS month,
-    a.line_key,
     a.x_SourceLine,
     a.run_id,
     CASE

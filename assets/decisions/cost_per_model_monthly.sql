@@ -15,10 +15,10 @@ WITH runs AS (
 ),
 per_run AS (
     -- per run first, then the model: the join and the run count see one row per run and
-    -- class, not every row of the month (attribution_by_run.sql: the rows summed per run)
+    -- class, not every row of the month
     SELECT month, run_id, purpose_class, component,
            fsum(cost) AS cost, fsum(accelerator_hours) AS accelerator_hours
-    FROM attribution_by_run
+    FROM attribution
     WHERE month = $month
     GROUP BY ALL
 )

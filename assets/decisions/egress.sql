@@ -32,19 +32,24 @@ bucket_datasets AS (
     FROM config_datasets
     GROUP BY bucket
 ),
+network_lines AS (
+    -- the month's network lines only: the join's hash table holds these, not every line
+    SELECT x_SourceLine, ResourceId, ConsumedQuantity, ConsumedUnit
+    FROM billing_facts
+    WHERE month = $month AND x_CostComponent = 'network'
+),
 network AS (
-    -- the month's network rows, summed per run and line group (attribution_by_run.sql):
-    -- `attribution_rows` (line, run) pairs, the lines' GB × share, the cost
-    SELECT run_id, purpose_class, rule, cost, resource_id AS ResourceId,
-           gigabytes AS gb, attribution_rows
-    FROM attribution_by_run
-    WHERE month = $month AND component = 'network'
-      AND line_billed   -- rows of a line billing_facts holds
+    SELECT
+        a.run_id, a.purpose_class, a.rule, a.cost, a.x_SourceLine, l.ResourceId,
+        CASE WHEN upper(l.ConsumedUnit) = 'GB' THEN a.share * l.ConsumedQuantity END AS gb
+    FROM attribution AS a
+    JOIN network_lines AS l ON l.x_SourceLine = a.x_SourceLine
+    WHERE a.month = $month AND a.component = 'network'
 ),
 pulls AS (
     SELECT
         n.run_id, r.model, n.purpose_class, r.dataset, r.dataset_bucket, r.dataset_region,
-        r.run_region, n.attribution_rows, n.rule, n.gb, n.cost
+        r.run_region, n.x_SourceLine, n.rule, n.gb, n.cost
     FROM network AS n
     JOIN runs AS r ON r.run_id = n.run_id
     WHERE r.run_region IS NOT NULL AND r.dataset_region IS NOT NULL
@@ -52,7 +57,7 @@ pulls AS (
     UNION ALL
     SELECT
         NULL, NULL, n.purpose_class, bd.dataset, bd.bucket, bd.dataset_region,
-        NULL, n.attribution_rows, n.rule, n.gb, n.cost
+        NULL, n.x_SourceLine, n.rule, n.gb, n.cost
     FROM network AS n
     JOIN bucket_datasets AS bd ON bd.bucket = n.ResourceId
     WHERE n.run_id IS NULL AND n.rule = 'bucket_transfer'
@@ -66,7 +71,7 @@ SELECT
     dataset_bucket,
     dataset_region,
     run_region,
-    sum(attribution_rows)                                    AS lines,  -- (line, run) pairs
+    count(*)                                                 AS lines,  -- a row per (line, run)
     fsum(gb)                                                  AS gigabytes,
     coalesce(fsum(cost) FILTER (WHERE rule = 'bucket_transfer'), 0) AS transfer_cost,
     coalesce(fsum(cost) FILTER (WHERE rule <> 'bucket_transfer'), 0) AS other_network_cost,

@@ -16,7 +16,7 @@ gpu AS (
         min(purpose_class)                  AS purpose_class,
         coalesce(fsum(accelerator_hours), 0) AS accelerator_hours,
         fsum(cost)                           AS gpu_cost
-    FROM attribution_by_run  -- the month's attribution summed per run (attribution_by_run.sql)
+    FROM attribution
     WHERE month = $month AND component = 'gpu' AND run_id IS NOT NULL
     GROUP BY run_id
 ),

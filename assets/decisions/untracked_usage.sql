@@ -5,22 +5,24 @@
 --   no_run        - a resource no run listed or tagged (a VM somebody forgot, a wrong id)
 --   idle_capacity - a resource runs used only partly (the rest of the hour / the other GPUs)
 --   shared        - NAT gateways, endpoints, lines without a resource id: no run can name them
--- The billing line says WHICH resource and WHICH day, so the list can be handed to the owning
--- team ("instance i-0abc cost 412 on 2024-03-07 and no run used it"): the month's rows summed
--- per run and line group (attribution_by_run.sql) carry both. Days are UTC calendar days of
--- the charge period's start.
+-- We bring back the billing line to know WHICH resource and WHICH day, so the list can be
+-- handed to the owning team ("instance i-0abc cost 412 on 2024-03-07 and no run used it").
+-- Days are UTC calendar days of the charge period's start.
 SELECT
-    month,
-    resource_id,
-    day,
-    component,
+    a.month,
+    b.ResourceId                                AS resource_id,
+    CAST(b.ChargePeriodStart AS DATE)           AS day,
+    a.component,
     -- attribution always labels its untracked rows; 'no_run' is the safe reading if not
-    coalesce(kind, 'no_run')                    AS kind,
-    fsum(hours)                                 AS hours,
-    fsum(accelerator_hours)                     AS accelerator_hours,
-    fsum(cost)                                  AS cost
-FROM attribution_by_run
-WHERE month = $month
-  AND purpose_class = 'untracked'
-  AND line_billed   -- rows of a line billing_facts holds
-GROUP BY month, resource_id, day, component, coalesce(kind, 'no_run')
+    coalesce(a.kind, 'no_run')                  AS kind,
+    fsum(a.hours)                                AS hours,
+    fsum(a.accelerator_hours)                    AS accelerator_hours,
+    fsum(a.cost)                                 AS cost
+FROM attribution AS a
+JOIN billing_facts AS b
+  ON b.month = a.month
+ AND b.x_SourceLine = a.x_SourceLine
+WHERE a.month = $month
+  AND a.purpose_class = 'untracked'
+GROUP BY a.month, b.ResourceId, CAST(b.ChargePeriodStart AS DATE), a.component,
+         coalesce(a.kind, 'no_run')

@@ -20,8 +20,7 @@ from cost_pipeline.warehouse import month_params, replace_month, sql_text
     kinds={"duckdb"},
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
-    code_version=code_version(("attribution_prepare", "attribution_claims", "attribution",
-                               "attribution_by_run"),
+    code_version=code_version(("attribution_prepare", "attribution_claims", "attribution"),
                               ("cost_pipeline.attribution", "cost_pipeline.defs.checks")),
     check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
                                    description="attribution + untracked + unallocated = the "

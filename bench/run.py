@@ -137,6 +137,9 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str) -> dict:
     result["rerun_runs_changed"] = _pipeline_result(changed, keep_checks=False)
     if changed.returncode == 0:
         result["rerun_runs_changed"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
+    # start-up alone: the command line parsing its arguments
+    result["cli_help"] = run_measured([*_cli(), "--help"], env=env, cwd=work, log_dir=logs,
+                                      name=f"{label}-cli-help").as_json()
     return result
 
 

@@ -21,9 +21,8 @@ from datetime import UTC, date, datetime
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dagster as dg
 import duckdb
 import pyarrow.fs as pafs
 
@@ -39,6 +38,9 @@ from cost_pipeline.ingest.sources import s3
 from cost_pipeline.ingest.sources.local_files import walk_files
 from cost_pipeline.months import month_bounds
 from cost_pipeline.warehouse import ensure_schema
+
+if TYPE_CHECKING:  # Dagster is imported by what needs it: an unchanged month needs none of it
+    import dagster as dg
 
 CODE_SUFFIXES = (".py", ".sql", ".j2")
 
@@ -157,12 +159,23 @@ WAREHOUSE_INPUTS = {"search_costs": _approvals}
 def fingerprints(asset_graph, cfg: PipelineConfig, config_text: str,
                  month: date) -> dict[str, str | None]:
     """asset name → fingerprint (None: cannot tell, always run), in dependency order."""
+    return fingerprints_of(graph_of(asset_graph), cfg, config_text, month)
+
+
+def graph_of(asset_graph) -> list[tuple[str, list[str]]]:
+    """(asset, its parents) in dependency order: what the fingerprints need of the graph."""
+    return [(key.to_user_string(),
+             sorted(p.to_user_string() for p in asset_graph.get(key).parent_keys))
+            for key in asset_graph.toposorted_asset_keys]
+
+
+def fingerprints_of(graph: list[tuple[str, list[str]]], cfg: PipelineConfig, config_text: str,
+                    month: date) -> dict[str, str | None]:
+    """`fingerprints` over (asset, parents) pairs in dependency order."""
     base = {"code": code_version(), "month": month.isoformat(),
             "config": hashlib.sha256(config_text.encode()).hexdigest()}
     out: dict[str, str | None] = {}
-    for key in asset_graph.toposorted_asset_keys:
-        name = key.to_user_string()
-        parents = sorted(p.to_user_string() for p in asset_graph.get(key).parent_keys)
+    for name, parents in graph:
         if name in SOURCE_INPUTS:
             inputs = SOURCE_INPUTS[name](cfg, month)
         elif all(out.get(p) for p in parents):
@@ -207,6 +220,8 @@ def recorded(warehouse: str, month: date) -> dict[str, Recorded]:
 def newer_elsewhere(instance: dg.DagsterInstance, asset: str, partition_key: str,
                     record: Recorded) -> bool:
     """Whether another run materialized the asset's partition after the recorded one."""
+    import dagster as dg
+
     found = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition_key]),
         limit=1).records
@@ -218,6 +233,8 @@ def newer_elsewhere(instance: dg.DagsterInstance, asset: str, partition_key: str
 
 def latest_materialization(instance: dg.DagsterInstance, asset: str, partition_key: str,
                            run_id: str) -> datetime | None:
+    import dagster as dg
+
     found = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition_key]),
         limit=1).records

@@ -13,17 +13,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import dagster as dg
 import duckdb
 
-from cost_pipeline.cli import incremental
-from cost_pipeline.cli.progress import progress_logger
+from cost_pipeline.cli import incremental, quick_skip
 from cost_pipeline.config import load_config
-from cost_pipeline.defs.definitions import JOB_NAME, build_defs
-from cost_pipeline.defs.resources import COMMIT_FAILED, COMMIT_TAG, COMMITTED
 from cost_pipeline.ingest.sources import redact
 from cost_pipeline.months import out_of_range
+
+if TYPE_CHECKING:  # imported when a run is needed: an unchanged month is decided without it
+    import dagster as dg
 
 
 @dataclass
@@ -81,6 +81,8 @@ def dagster_instance() -> Iterator[dg.DagsterInstance]:
     """The instance of $DAGSTER_HOME. Its set-up (the folder, `dagster.yaml`, the SQLite
     storages and their schema) is serialized by a file lock: two first-ever runs on a fresh
     home otherwise race creating the same tables."""
+    import dagster as dg
+
     home = ensure_dagster_home_locked()
     with _setup_lock(home):
         instance = dg.DagsterInstance.get()
@@ -119,13 +121,26 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     if problem:  # not Dagster's unknown-partition traceback
         raise ValueError(problem)
     ensure_dagster_home_locked()
+    config_text = Path(config_path).expanduser().read_text(encoding="utf-8")
+    quick = None if force else quick_skip.unchanged(cfg, config_text, month)
+    if quick is not None:  # the whole month unchanged, the instance untouched: no Dagster
+        skipped, records = quick
+        return MonthResult(month, True, None, None,
+                           [CheckOutcome(**c, recorded=True) for a in skipped
+                            for c in records[a].checks], skipped)
+    import dagster as dg
+
+    from cost_pipeline.cli.progress import progress_logger
+    from cost_pipeline.defs.definitions import JOB_NAME, build_defs
+    from cost_pipeline.defs.resources import COMMIT_TAG, COMMITTED
+
     defs = build_defs(config_path)
     job = defs.resolve_job_def(JOB_NAME)
     if progress:
         job = job.with_logger_defs({"progress": progress_logger})
     partition_key = f"{month:%Y-%m}-01"
-    config_text = Path(config_path).expanduser().read_text(encoding="utf-8")
-    wanted = incremental.fingerprints(defs.resolve_asset_graph(), cfg, config_text, month)
+    graph = incremental.graph_of(defs.resolve_asset_graph())
+    wanted = incremental.fingerprints_of(graph, cfg, config_text, month)
     with dagster_instance() as instance:
         before = {} if force else incremental.recorded(cfg.warehouse_path, month)
         skipped = [a for a, fp in wanted.items() if fp and a in before
@@ -134,30 +149,37 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
         recorded_checks = [CheckOutcome(**c, recorded=True) for a in skipped
                            for c in before[a].checks]
         if len(skipped) == len(wanted):
-            return MonthResult(month, True, None, None, recorded_checks, skipped)
-        result = job.execute_in_process(
-            run_config={"loggers": {"progress": {}}} if progress else None,
-            partition_key=partition_key, instance=instance, raise_on_error=False,
-            tags={"cost_pipeline/launched_by": "cli"},
-            asset_selection=[dg.AssetKey(a) for a in wanted if a not in skipped]
-            if skipped else None,
-        )
-        checks = [
-            CheckOutcome(
-                asset=e.asset_key.to_user_string(), name=e.check_name, passed=e.passed,
-                severity=e.severity.value,
-                metadata={k: v.value for k, v in e.metadata.items()},
+            unchanged = MonthResult(month, True, None, None, recorded_checks, skipped)
+        else:
+            unchanged = None
+            result = job.execute_in_process(
+                run_config={"loggers": {"progress": {}}} if progress else None,
+                partition_key=partition_key, instance=instance, raise_on_error=False,
+                tags={"cost_pipeline/launched_by": "cli"},
+                asset_selection=[dg.AssetKey(a) for a in wanted if a not in skipped]
+                if skipped else None,
             )
-            for e in result.get_asset_check_evaluations()
-        ]
-        # the month is in the warehouse only when the resource committed the run's
-        # transaction (defs/resources.py): a run Dagster calls successful is not enough
-        run = instance.get_run_by_id(result.run_id)
-        commit = (run.tags.get(COMMIT_TAG) if run else None) or ""
-        success = result.success and commit == COMMITTED
-        if success:  # only now: a failed commit must not make the next run skip the month
-            _record(instance, cfg.warehouse_path, month, partition_key, result.run_id, wanted,
-                    skipped, checks)
+            checks = [
+                CheckOutcome(
+                    asset=e.asset_key.to_user_string(), name=e.check_name, passed=e.passed,
+                    severity=e.severity.value,
+                    metadata={k: v.value for k, v in e.metadata.items()},
+                )
+                for e in result.get_asset_check_evaluations()
+            ]
+            # the month is in the warehouse only when the resource committed the run's
+            # transaction (defs/resources.py): a run Dagster calls successful is not enough
+            run = instance.get_run_by_id(result.run_id)
+            commit = (run.tags.get(COMMIT_TAG) if run else None) or ""
+            success = result.success and commit == COMMITTED
+            if success:  # only now: a failed commit must not make the next run skip the month
+                _record(instance, cfg.warehouse_path, month, partition_key, result.run_id,
+                        wanted, skipped, checks)
+    if unchanged is not None:
+        quick_skip.remember(cfg, month, graph)  # the next unchanged check needs no Dagster
+        return unchanged
+    if success:
+        quick_skip.remember(cfg, month, graph)
     error = detail = None
     interrupted = False
     if not success:
@@ -172,6 +194,8 @@ INTERRUPTS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
 def _failure(result, commit: str) -> tuple[str, str | None, bool]:
     """(one line, the whole error chain, whether a signal stopped the run) of a run whose
     month did not reach the warehouse."""
+    from cost_pipeline.defs.resources import COMMIT_FAILED, COMMITTED
+
     errors = []
     for event in result.all_events:
         data = event.event_specific_data

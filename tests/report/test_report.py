@@ -209,7 +209,10 @@ def test_asset_metadata_in_the_instance(demo_quarter, warehouse, demo_warehouse,
     assert metadata["reconciliation_status"] == "fail"
     assert metadata["untracked_share_pct"] == 36.7
     assert f"**${total:,}**" in metadata["bill_as_lines"]
-    assert metadata["top_levers"].splitlines()[2].startswith("| 1 | chase untracked usage |")
+    # the search is the multiplier: bounding it ranks first, the untracked notebook second
+    levers = metadata["top_levers"].splitlines()
+    assert levers[2].startswith("| 1 | bound the search |")
+    assert levers[3].startswith("| 2 | chase untracked usage |")
     assert metadata["chart"].startswith("![") and "data:image/png;base64," in metadata["chart"]
     assert len(metadata["chart"]) < 60_000
     assert Path(metadata["report"]).exists()

@@ -28,6 +28,11 @@ ALL_ASSETS = [ingest, attribution, reconciliation, *derived_assets, monthly_repo
               tracker_cost_tags, focus_export]
 CHECK_KEYS = [key for asset in ALL_ASSETS for key in asset.check_keys]
 JOB_NAME = "monthly_costs"
+# assets the monthly job leaves out, each with a job of its own the UI or the CLI runs on
+# demand: the FOCUS export writes a row per line × run (several times the bill), a file for
+# other tools, not a table the month's decisions need
+ON_DEMAND_ASSETS = ("focus_export",)
+FOCUS_EXPORT_JOB = "focus_export_job"
 WAREHOUSE_TAG = "cost_pipeline/warehouse"
 
 
@@ -57,14 +62,20 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
     if warehouse_cfg and warehouse_cfg.threads:
         connection_config["threads"] = warehouse_cfg.threads
     monthly_job = dg.define_asset_job(
-        JOB_NAME, selection=dg.AssetSelection.all(), partitions_def=partitions,
+        JOB_NAME, selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*ON_DEMAND_ASSETS),
+        partitions_def=partitions,
         description="Every asset of one month: bill → runs → attribution → decisions.",
         # a deployment's run queue allows one run per warehouse file (deploy/dagster.yaml.example)
         run_tags={WAREHOUSE_TAG: warehouse},
     )
     return dg.Definitions(
         assets=assets,
-        jobs=[monthly_job, build_period_job(date.today(), {WAREHOUSE_TAG: warehouse})],
+        jobs=[monthly_job, build_period_job(date.today(), {WAREHOUSE_TAG: warehouse}),
+              dg.define_asset_job(
+                  FOCUS_EXPORT_JOB, selection=dg.AssetSelection.assets("focus_export"),
+                  partitions_def=partitions, run_tags={WAREHOUSE_TAG: warehouse},
+                  description="The month's attributed bill as a FOCUS 1.2 file (on demand; "
+                  "the month must be materialized).")],
         schedules=[monthly_close(monthly_job, timing, first_month),
                    daily_refresh(monthly_job, timing)],
         sensors=[build_delivery_sensor(path, JOB_NAME, partitions),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import quote
 
@@ -35,6 +36,9 @@ ASCII_IDS = ("BillingAccountId", "InvoiceId", "ResourceId")
 ASCII_TEXT = ("BillingAccountName", "BillingCurrency", "ChargeDescription", "ConsumedUnit",
               "InvoiceIssuerName", "PricingUnit", "ProviderName", "PublisherName",
               "ServiceName")
+
+
+TOTAL_TOLERANCE = Decimal("0.01")
 
 
 class FocusExportError(ValueError):
@@ -85,8 +89,10 @@ def _check_totals(con: duckdb.DuckDBPyConnection, month: date, rows: pa.Table) -
         "coalesce(sum(CAST(EffectiveCost AS DECIMAL(38, 10))), 0) FROM billing_facts "
         "WHERE month = ?", [month]).fetchall()[0]
     for column, expected in (("BilledCost", billed), ("EffectiveCost", effective)):
-        got = pc.sum(rows[column]).as_py() if rows.num_rows else 0
-        if (got or 0) != expected:
+        got = Decimal(str(pc.sum(rows[column]).as_py() or 0)) if rows.num_rows else Decimal(0)
+        # each line's rows sum back to it exactly (DECIMAL, the last row takes the rest); the
+        # total is a guard against lost or doubled lines, compared to SPEC §6's cent
+        if abs(got - Decimal(str(expected))) > TOTAL_TOLERANCE:
             raise FocusExportError(f"the FOCUS rows' {column} sums to {got}, billing_facts "
                                    f"of {month:%Y-%m} to {expected}: not written")
 

@@ -37,8 +37,11 @@ def demo_copy(july) -> Path:
 
 
 def _assets(config: Path) -> set[str]:
+    """The assets a month's materialization runs (not the on-demand FOCUS export)."""
+    from cost_pipeline.defs.definitions import ON_DEMAND_ASSETS
+
     graph = build_defs(str(config)).resolve_asset_graph()
-    return {k.to_user_string() for k in graph.toposorted_asset_keys}
+    return {k.to_user_string() for k in graph.toposorted_asset_keys} - set(ON_DEMAND_ASSETS)
 
 
 def test_an_unchanged_month_is_skipped_with_its_recorded_checks(july):

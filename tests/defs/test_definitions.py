@@ -41,3 +41,12 @@ def test_workspace_module_exposes_defs():
     from cost_pipeline import definitions
 
     assert isinstance(definitions.defs, dg.Definitions)
+
+
+def test_the_monthly_job_leaves_the_focus_export_to_its_own_job(tmp_path):
+    defs = build_defs(str(tmp_path / "missing.yaml"))
+    monthly = defs.resolve_job_def(JOB_NAME)
+    on_demand = defs.resolve_job_def("focus_export_job")
+    assert dg.AssetKey("focus_export") not in monthly.asset_layer.executable_asset_keys
+    assert dg.AssetKey("attribution") in monthly.asset_layer.executable_asset_keys
+    assert on_demand.asset_layer.executable_asset_keys == {dg.AssetKey("focus_export")}

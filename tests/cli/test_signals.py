@@ -9,10 +9,10 @@ import os
 import shutil
 import signal
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
 from tests.cli.test_kill import AUGUST, CUR, VOLATILE, _cli
 from tests.support.warehouse_dump import copy_with_warehouse, dump
@@ -49,37 +49,53 @@ def _signalled_at(config: Path, nth_step: int, signum: int, env: dict) -> tuple[
     return code, out, "".join(lines) + rest_err, step
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_at_every_step_leaves_the_month_whole(demo_quarter, tmp_path, dagster_home,
-                                                     signum):
-    config = _restated(demo_quarter, tmp_path / "demo")
-    warehouse = config.parent / "warehouse.duckdb"
-    pristine = tmp_path / "pristine.duckdb"
-    shutil.copy(warehouse, pristine)
-    old = dump(warehouse, VOLATILE)
-    env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
+def _copy(demo_quarter, target: Path, dagster_home: Path) -> tuple[Path, Path, dict]:
+    config = _restated(demo_quarter, target)
+    pristine = target / "pristine.duckdb"
+    shutil.copy(config.parent / "warehouse.duckdb", pristine)
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    return config, pristine, {**os.environ, "DAGSTER_HOME": str(dagster_home)}
 
-    signalled: dict[str, dict] = {}
+
+def test_sigint_and_sigterm_at_every_step_leave_the_month_whole(demo_quarter, tmp_path):
+    # one copy of the restated demo per signal, signalled side by side at the same step (the
+    # two processes use both cores; each has its own warehouse and Dagster home)
+    copies = {signum: _copy(demo_quarter, tmp_path / signum.name, tmp_path / f"home-{signum.name}")
+              for signum in (signal.SIGINT, signal.SIGTERM)}
+    old = dump(copies[signal.SIGINT][0].parent / "warehouse.duckdb", VOLATILE)
+    signalled: dict[tuple[str, str], dict] = {}
+    finished: dict[str, dict] = {}
     nth = 0
-    while True:
-        code, out, err, step = _signalled_at(config, nth, signum, env)
-        if step is None:  # the run finished before its nth step: the month is new
-            assert code == 0, err
-            assert f"{AUGUST:%Y-%m}: materialized" in out
-            break
-        assert code == 130, (step, err)
-        assert "materialized" not in out, step
-        errors = [line for line in err.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and errors[0].startswith("error: interrupted"), (step, err)
-        assert "Traceback" not in err, (step, err)
-        signalled[step] = dump(warehouse, VOLATILE)
-        shutil.copy(pristine, warehouse)  # the next run starts from the old month again
-        nth += 1
-    new = dump(warehouse, VOLATILE)
+    with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        while len(finished) < len(copies):
+            trials = {signum: pool.submit(_signalled_at, config, nth, signum, env)
+                      for signum, (config, _, env) in copies.items() if signum.name not in finished}
+            for signum, trial in trials.items():
+                config, pristine, _ = copies[signum]
+                warehouse = config.parent / "warehouse.duckdb"
+                code, out, err, step = trial.result()
+                if step is None:  # the run finished before its nth step: the month is new
+                    assert code == 0, err
+                    assert f"{AUGUST:%Y-%m}: materialized" in out
+                    finished[signum.name] = dump(warehouse, VOLATILE)
+                    continue
+                assert code == 130, (signum.name, step, err)
+                assert "materialized" not in out, (signum.name, step)
+                errors = [line for line in err.splitlines() if line.startswith("error:")]
+                assert len(errors) == 1 and errors[0].startswith("error: interrupted"), (
+                    signum.name, step, err)
+                assert "Traceback" not in err, (signum.name, step, err)
+                signalled[signum.name, step] = dump(warehouse, VOLATILE)
+                shutil.copy(pristine, warehouse)  # the next run starts from the old month again
+            nth += 1
 
-    assert len(signalled) >= 10, sorted(signalled)  # every step of the job was signalled
-    assert {"ingest", "attribution", "reconciliation", "monthly_report"} <= set(signalled)
-    for table in ("billing_facts", "tracker_runs", "attribution", "reconciliation"):
-        assert new[table][AUGUST] != old[table][AUGUST], table
-    for step, after in signalled.items():
-        assert after in (old, new), (step, [t for t in old if after.get(t) != old[t]])
+    for name in ("SIGINT", "SIGTERM"):
+        steps = {step for signum, step in signalled if signum == name}
+        assert len(steps) >= 10, sorted(steps)  # every step of the job was signalled
+        assert {"ingest", "attribution", "reconciliation", "monthly_report"} <= steps
+    for new in finished.values():  # (each copy's new month names its own files)
+        for table in ("billing_facts", "tracker_runs", "attribution", "reconciliation"):
+            assert new[table][AUGUST] != old[table][AUGUST], table
+    for (name, step), after in signalled.items():
+        assert after in (old, finished[name]), (
+            name, step, [t for t in old if after.get(t) != old[t]])

@@ -14,7 +14,7 @@ from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
 class ProgressHandler(logging.Handler):
     def __init__(self, stream=None):
         super().__init__(logging.DEBUG)
-        self.stream = stream or sys.stderr
+        self.stream = stream  # None: the stderr of the moment (tests swap it between runs)
         self.started: dict[str, float] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -44,7 +44,7 @@ class ProgressHandler(logging.Handler):
             prefix = "warning: " if record.levelno >= logging.WARNING else ""
             line = f"  {prefix}{meta['orig_message']}"
         if line:
-            print(line, file=self.stream, flush=True)
+            print(line, file=self.stream or sys.stderr, flush=True)
 
 
 @dg.logger(description="Short progress lines on stderr.")

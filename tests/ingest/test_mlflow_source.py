@@ -5,15 +5,11 @@ as the runs file does."""
 
 from __future__ import annotations
 
-import http.server
 import logging
 import shutil
 import socket
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -30,6 +26,7 @@ from cost_pipeline.demo.mlflow_server import (
 from cost_pipeline.demo.tool_venvs import ToolUnavailable
 from cost_pipeline.ingest.sources import SourceError, mlflow_runs
 from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
+from tests.support.mlflow_proxy import failing_proxy
 
 T0 = datetime(2026, 7, 1)
 HOUR_MS = 3_600_000
@@ -229,54 +226,13 @@ def test_runs_written_through_the_server_read_back_as_written(server_uri, tmp_pa
     assert {r["run_id"]: r for r in rows} == {r["run_id"]: r for r in expected}
 
 
-class _FlakyProxy(http.server.BaseHTTPRequestHandler):
-    """Answers 503 to the first `failures` requests, then forwards to the real server."""
-
-    target = ""
-    failures = 0
-    seen: list[int] = []
-
-    def _handle(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
-        if len(self.seen) < type(self).failures:
-            self.seen.append(503)
-            self.send_response(503)
-            self.end_headers()
-            return
-        request = urllib.request.Request(self.target + self.path, data=body,
-                                         method=self.command,
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                status, payload = answer.status, answer.read()
-        except urllib.error.HTTPError as error:
-            status, payload = error.code, error.read()
-        self.seen.append(status)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = _handle
-
-    def log_message(self, *_args):
-        pass
-
-
 def test_transient_errors_are_retried_then_reported(server_uri, monkeypatch):
     monkeypatch.setattr(mlflow_runs, "RETRY_DELAYS", (0.05, 0.1, 0.2))
-    _FlakyProxy.target, _FlakyProxy.failures, _FlakyProxy.seen = server_uri, 2, []
-    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FlakyProxy)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
-        uri = f"http://127.0.0.1:{proxy.server_address[1]}"
+    # the first two requests are answered 503, then the server answers
+    with failing_proxy(server_uri, lambda path, n: n < 2) as (uri, answered):
         rows = read_mlflow_runs(uri, "mlflow", experiments=["scratch"])
         assert [r["status"] for r in rows] == ["FAILED"]
-        assert _FlakyProxy.seen[:3] == [503, 503, 200]
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
+        assert [status for _, status in answered[:3]] == [503, 503, 200]
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}"

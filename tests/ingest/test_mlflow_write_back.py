@@ -7,15 +7,11 @@ committed all the same."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import logging
 import shutil
 import socket
 import tempfile
-import threading
-import urllib.error
-import urllib.request
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -33,6 +29,7 @@ from cost_pipeline.ingest.sources.mlflow_tags import (
     write_cost_tags,
 )
 from cost_pipeline.warehouse import ensure_schema
+from tests.support.mlflow_proxy import failing_proxy
 
 MAY, JUNE = date(2026, 5, 1), date(2026, 6, 1)
 BY_NAME = {"run_id": "mlflow.runName"}
@@ -217,40 +214,6 @@ BILL = [
 ]
 
 
-class _FailingWrites(http.server.BaseHTTPRequestHandler):
-    """Forwards to the real server, but answers 503 to every `log-batch` (the tracker's
-    writes are down, its reads are not)."""
-
-    target = ""
-    refused: list[str] = []
-
-    def _handle(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
-        if "log-batch" in self.path:
-            self.refused.append(self.path)
-            self.send_response(503)
-            self.end_headers()
-            return
-        request = urllib.request.Request(self.target + self.path, data=body,
-                                         method=self.command,
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                status, payload = answer.status, answer.read()
-        except urllib.error.HTTPError as failure:
-            status, payload = failure.code, failure.read()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = _handle
-
-    def log_message(self, *_args):
-        pass
-
-
 EXPERIMENT = "costs-e2e"
 
 
@@ -335,20 +298,16 @@ def test_the_month_writes_back_through_dagster(server, tmp_path, dagster_home, m
     from mlflow import MlflowClient
 
     MlflowClient(uri).delete_tag(ids["r-a"], "cost.total_usd")
-    _FailingWrites.target, _FailingWrites.refused = uri, []
-    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FailingWrites)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
-        port = proxy.server_address[1]
+    # the tracker's reads work, every write (log-batch) is answered 503
+    with failing_proxy(uri, lambda path, n: "log-batch" in path) as (proxy_uri, answered):
+        port = int(proxy_uri.rsplit(":", 1)[1])
         failing = write_config(tmp_path, f"http://ml:s3cret@127.0.0.1:{port}")
         with duckdb.connect(str(warehouse)) as con:  # mark June's tables as "old"
             con.execute("DELETE FROM run_costs WHERE month = ?", [JUNE])
         result = materialize_month(str(failing), JUNE, progress=False, force=True)
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
     assert not result.success
-    assert len(_FailingWrites.refused) == 4  # the first try and 3 retries
+    refused = [path for path, status in answered if status == 503]
+    assert len(refused) == 4  # the first try and 3 retries
     assert result.error.startswith(f"team-mlflow: http://ml:***@127.0.0.1:{port}: ")
     assert "writing the cost tags of run r-a" in result.error
     assert "unreachable after 4 attempt(s)" in result.error

@@ -60,11 +60,22 @@ run_spend AS (
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id
 ),
+spot_chains AS (
+    -- the chains with spot compute this month, found from the (few) spot lines first, so that
+    -- only their compute rows are priced below, not every run's
+    SELECT DISTINCT m.chain_id
+    FROM attribution AS a
+    JOIN members AS m ON m.run_id = a.run_id
+    WHERE a.month = $month AND a.rule = 'compute'
+      AND a.x_SourceLine IN (SELECT x_SourceLine FROM billing_facts
+                             WHERE month = $month AND x_PricingCategory = 'spot')
+),
 compute_rows AS (
     SELECT m.chain_id, a.run_id, a.x_SourceLine, a.share
     FROM attribution AS a
     JOIN members AS m ON m.run_id = a.run_id
     WHERE a.month = $month AND a.rule = 'compute'
+      AND m.chain_id IN (SELECT chain_id FROM spot_chains)
 ),
 lines AS (
     SELECT x_SourceLine, ListCost, x_PricingCategory

@@ -103,8 +103,9 @@ def cmd_export_focus(args) -> int:
     from cost_pipeline.export.focus import export_focus
     from cost_pipeline.months import parse_month
 
-    path, _rows = export_focus(load_config(args.config).warehouse_path,
-                               parse_month(args.month), args.format, args.out)
+    cfg = load_config(args.config)
+    path, _rows = export_focus(cfg.warehouse_path, parse_month(args.month), args.format,
+                               args.out, memory_limit=cfg.warehouse.memory_limit)
     print(path)
     return 0
 

@@ -45,15 +45,20 @@ class FocusExportError(ValueError):
     """The dataset cannot be written: the month is not attributed, totals disagree, …"""
 
 
-def focus_rows(con: duckdb.DuckDBPyConnection, month: date) -> pa.Table:
-    """The month as FOCUS 1.2 rows, checked to sum to `billing_facts` exactly."""
+def _require_attribution(con: duckdb.DuckDBPyConnection, month: date) -> None:
     lines, attributed = con.execute(
         "SELECT (SELECT count(*) FROM billing_facts WHERE month = ?), "
-        "(SELECT count(DISTINCT x_SourceLine) FROM attribution WHERE month = ?)",
+        "(SELECT count(*) FROM (SELECT 1 FROM attribution WHERE month = ? LIMIT 1))",
         [month, month]).fetchall()[0]
     if lines and not attributed:
         raise FocusExportError(f"{month:%Y-%m} has billing lines but no attribution: "
                                "materialize the month first")
+
+
+def focus_rows(con: duckdb.DuckDBPyConnection, month: date) -> pa.Table:
+    """The month as FOCUS 1.2 rows in memory, checked to sum to `billing_facts` (for small
+    months and tests; `stream_focus` writes any month in bounded memory)."""
+    _require_attribution(con, month)
     sql = sql_text("focus_export")
     rows = con.sql(sql, params=bind(sql, {"month": month})).to_arrow_table()
     _check_totals(con, month, rows)
@@ -84,12 +89,18 @@ def _ascii_strings(rows: pa.Table) -> pa.Table:
 
 
 def _check_totals(con: duckdb.DuckDBPyConnection, month: date, rows: pa.Table) -> None:
+    _check_sums(con, month, {
+        column: Decimal(str(pc.sum(rows[column]).as_py() or 0)) if rows.num_rows else Decimal(0)
+        for column in ("BilledCost", "EffectiveCost")})
+
+
+def _check_sums(con: duckdb.DuckDBPyConnection, month: date, sums: dict[str, Decimal]) -> None:
     billed, effective = con.execute(
         "SELECT coalesce(sum(CAST(BilledCost AS DECIMAL(38, 10))), 0), "
         "coalesce(sum(CAST(EffectiveCost AS DECIMAL(38, 10))), 0) FROM billing_facts "
         "WHERE month = ?", [month]).fetchall()[0]
     for column, expected in (("BilledCost", billed), ("EffectiveCost", effective)):
-        got = Decimal(str(pc.sum(rows[column]).as_py() or 0)) if rows.num_rows else Decimal(0)
+        got = sums[column]
         # each line's rows sum back to it exactly (DECIMAL, the last row takes the rest); the
         # total is a guard against lost or doubled lines, compared to SPEC §6's cent
         if abs(got - Decimal(str(expected))) > TOTAL_TOLERANCE:
@@ -128,23 +139,87 @@ def default_focus_path(warehouse: str | Path, month: date, fmt: str = "parquet")
     return Path(warehouse).resolve().parent / "exports" / f"focus-{month:%Y-%m}.{fmt}"
 
 
+# rows per batch the export streams: DuckDB hands the ordered rows over in batches that are
+# made ASCII, summed and written one at a time, so memory stays bounded by a batch, not the month
+BATCH_ROWS = 100_000
+
+
+def stream_focus(con: duckdb.DuckDBPyConnection, month: date, path: str | Path,
+                 fmt: str = "parquet") -> tuple[Path, int, int]:
+    """Write the month as FOCUS rows to `path` batch by batch; the file appears (atomically)
+    only once its BilledCost and EffectiveCost equal `billing_facts` to the cent. Returns
+    (path, rows, distinct runs). Byte-stable: the rows are ordered and batched alike."""
+    if fmt not in FORMATS:
+        raise FocusExportError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    _require_attribution(con, month)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    sql = sql_text("focus_export")
+    reader = con.sql(sql, params=bind(sql, {"month": month})).fetch_record_batch(BATCH_ROWS)
+    sums = {"BilledCost": Decimal(0), "EffectiveCost": Decimal(0)}
+    rows, runs, writer = 0, set(), None
+    try:
+        for batch in reader:
+            table = _ascii_strings(pa.Table.from_batches([batch]))
+            for column in sums:
+                sums[column] += Decimal(str(pc.sum(table[column]).as_py() or 0))
+            runs.update(r for r in table.column("x_RunId").to_pylist() if r is not None)
+            rows += table.num_rows
+            if fmt == "csv":
+                table = _csv_ready(table)
+                writer = writer or pacsv.CSVWriter(partial, table.schema)
+            else:
+                writer = writer or pq.ParquetWriter(partial, table.schema, compression="zstd",
+                                                    write_statistics=True)
+            writer.write_table(table)
+        if writer is None:  # no rows: still a file with the dataset's columns
+            write_focus(reader.schema.empty_table(), partial, fmt)
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        partial.unlink(missing_ok=True)
+        raise
+    if writer is not None:
+        writer.close()
+    try:
+        _check_sums(con, month, sums)
+    except FocusExportError:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, path)
+    return path.resolve(), rows, len(runs)
+
+
+def _sql_string(text: str) -> str:
+    return text.replace("'", "''")
+
+
 def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
-                 out: str | Path | None = None) -> tuple[Path, int]:
-    """The month of the warehouse at `warehouse` as a FOCUS file; (path, rows)."""
+                 out: str | Path | None = None,
+                 memory_limit: str | None = "1200MB") -> tuple[Path, int]:
+    """The month of the warehouse at `warehouse` as a FOCUS file; (path, rows). DuckDB holds
+    at most `memory_limit` (the config's `warehouse.memory_limit`) and spills the rest to a
+    temporary folder beside the export."""
     if fmt not in FORMATS:
         raise FocusExportError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if not Path(warehouse).exists():
         raise FocusExportError(f"no warehouse at {warehouse}: materialize a month first")
+    target = Path(out) if out else default_focus_path(warehouse, month, fmt)
+    target.parent.mkdir(parents=True, exist_ok=True)
     try:
         with duckdb.connect(str(warehouse), read_only=True) as con:
             con.execute("SET TimeZone = 'UTC'")
+            if memory_limit:
+                con.execute(f"SET memory_limit = '{memory_limit}'")
+                spill = target.resolve().parent / f".{target.name}.spill"
+                con.execute(f"SET temp_directory = '{_sql_string(str(spill))}'")
             lines = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
                                 [month]).fetchall()[0][0]
             if not lines:
                 raise FocusExportError(f"no billing lines for {month:%Y-%m} in {warehouse}: "
                                        "materialize the month first")
-            rows = focus_rows(con, month)
+            path, rows, _ = stream_focus(con, month, target, fmt)
     except duckdb.Error as exc:  # e.g. another process holds the write lock, no such table
         raise FocusExportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from None
-    target = Path(out) if out else default_focus_path(warehouse, month, fmt)
-    return write_focus(rows, target, fmt), rows.num_rows
+    return path, rows

@@ -269,3 +269,24 @@ def test_the_asset_writes_the_file_beside_the_warehouse(demo_warehouse):
     path = demo_warehouse.parent / "exports" / "focus-2026-09.parquet"
     (materialization,) = result.asset_materializations_for_node("focus_export")
     assert materialization.metadata["rows"].value == pq.read_metadata(path).num_rows > 0
+
+
+def test_a_month_streamed_in_many_batches_is_the_month_in_memory(demo_warehouse, tmp_path,
+                                                                  monkeypatch):
+    # the export writes batch by batch (bounded memory): small batches give the same rows, in
+    # the same order, as the whole month held in memory, and the same bytes twice
+    from cost_pipeline.export import focus
+
+    monkeypatch.setattr(focus, "BATCH_ROWS", 500)
+    month = DEMO_MONTHS[-1]
+    first, rows = export_focus(demo_warehouse, month, "parquet", tmp_path / "a.parquet")
+    second, _ = export_focus(demo_warehouse, month, "parquet", tmp_path / "b.parquet")
+    assert rows > 500 * 4 and pq.read_metadata(first).num_row_groups > 4
+    assert first.read_bytes() == second.read_bytes()
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")  # as export_focus reads
+        whole = write_focus(focus_rows(con, month), tmp_path / "whole.parquet")
+    assert pq.read_table(first).equals(pq.read_table(whole))
+    csv_path, csv_rows = export_focus(demo_warehouse, month, "csv", tmp_path / "a.csv")
+    assert csv_rows == rows
+    assert len(csv_path.read_text(encoding="utf-8").splitlines()) == rows + 1

@@ -25,27 +25,21 @@ from cost_pipeline.defs.resources import PipelineSettings, Warehouse, month_of
 def focus_export(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
-    from cost_pipeline.export.focus import (
-        FOCUS_VERSION,
-        default_focus_path,
-        focus_rows,
-        write_focus,
-    )
+    from cost_pipeline.export.focus import FOCUS_VERSION, default_focus_path, stream_focus
 
     cfg, month = settings.load(), month_of(context)
-    with duckdb.get_connection() as con:
-        rows = focus_rows(con, month)  # the month as this run wrote it
     path = default_focus_path(cfg.warehouse_path, month)
-    # written beside its place, moved there only once the run's writes commit
-    staged = write_focus(rows, path.with_name(f".{path.name}.pending"))
+    with duckdb.get_connection() as con:
+        # the month as this run wrote it, streamed beside its place; moved there only once the
+        # run's writes commit
+        staged, rows, runs = stream_focus(con, month, path.with_name(f".{path.name}.pending"))
     if isinstance(duckdb, Warehouse):
         duckdb.publish_on_commit(staged, path)
     else:
         staged.replace(path)
-    runs = len({r for r in rows.column("x_RunId").to_pylist() if r is not None})
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(path)),
         "focus_version": FOCUS_VERSION,
-        "rows": rows.num_rows,
+        "rows": rows,
         "runs": runs,
     })

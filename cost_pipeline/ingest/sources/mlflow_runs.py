@@ -82,26 +82,37 @@ def is_transient(exc: Exception) -> bool:
     return bool(_TRANSIENT.search(text))
 
 
-def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str) -> T:
-    """`call()`, retried with backoff on connection errors and 5xx answers; anything else,
-    or the last failure, becomes a SourceError naming the tracking URI."""
-    for attempt in range(len(RETRY_DELAYS) + 1):
+def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str, *,
+                      delays: tuple[float, ...] | None = None,
+                      log: logging.Logger | None = None, secret: str | None = None) -> T:
+    """`call()`, retried with backoff (`delays`, default RETRY_DELAYS) on connection errors
+    and 5xx answers; anything else, or the last failure, becomes a SourceError naming the
+    tracking URI. `secret` (the URI's password) is masked wherever an error quotes it bare."""
+    delays = RETRY_DELAYS if delays is None else delays
+    log = log or logging.getLogger(__name__)
+    for attempt in range(len(delays) + 1):
         try:
             return call()
-        except SourceError:
+        except SourceError as exc:
+            if secret:
+                raise SourceError(exc.source, exc.where, _mask(exc.problem, secret)) from None
             raise
         except Exception as exc:  # MLflow, requests and SQLAlchemy errors alike
             transient = is_transient(exc)
-            if transient and attempt < len(RETRY_DELAYS):
-                logging.getLogger(__name__).warning(redact(
-                    f"{source}: {what} at {uri} failed ({_first_line(exc)}); "
-                    f"retrying in {RETRY_DELAYS[attempt]:g} s"))
-                time.sleep(RETRY_DELAYS[attempt])
+            reason = _mask(_first_line(exc), secret)
+            if transient and attempt < len(delays):
+                log.warning(redact(f"{source}: {what} at {uri} failed ({reason}); "
+                                   f"retrying in {delays[attempt]:g} s"))
+                time.sleep(delays[attempt])
                 continue
-            reason = (f"unreachable after {attempt + 1} attempt(s)" if transient
-                      else "request failed")
-            raise SourceError(source, uri, f"{what}: {reason}: {_first_line(exc)}") from None
+            outcome = (f"unreachable after {attempt + 1} attempt(s)" if transient
+                       else "request failed")
+            raise SourceError(source, uri, f"{what}: {outcome}: {reason}") from None
     raise AssertionError("unreachable")
+
+
+def _mask(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret else text
 
 
 def _first_line(exc: Exception) -> str:

@@ -16,7 +16,6 @@ Dagster-free: the asset `tracker_cost_tags` (defs/assets/tracker_tags.py) calls 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -24,13 +23,12 @@ from urllib.parse import urlsplit
 
 import duckdb
 
-from cost_pipeline.ingest.sources import SourceError, redact
+from cost_pipeline.ingest.sources import redact
 from cost_pipeline.ingest.sources.mlflow_runs import (
     RUN_NAME_TAG,
     _client,
     _experiments,
-    _first_line,
-    is_transient,
+    call_with_retries,
     search_all_runs,
     tag_names,
 )
@@ -97,29 +95,9 @@ class WriteBack:
 
 def _with_retries(call: Callable[[], T], tracker: str, uri: str, what: str,
                   password: str | None, log: logging.Logger) -> T:
-    """`call()`, retried with backoff on connection errors and 5xx answers; anything else,
-    or the last failure, is a SourceError naming the tracker, its (redacted) URI and `what`."""
-    for attempt in range(len(RETRY_DELAYS) + 1):
-        try:
-            return call()
-        except SourceError as exc:
-            raise SourceError(tracker, uri, _scrub(exc.problem, password)) from None
-        except Exception as exc:  # MLflow, requests and SQLAlchemy errors alike
-            transient = is_transient(exc)
-            reason = _scrub(_first_line(exc), password)
-            if transient and attempt < len(RETRY_DELAYS):
-                log.warning(f"{tracker}: {what} at {uri} failed ({reason}); "
-                            f"retrying in {RETRY_DELAYS[attempt]:g} s")
-                time.sleep(RETRY_DELAYS[attempt])
-                continue
-            outcome = (f"unreachable after {attempt + 1} attempt(s)" if transient
-                       else "request failed")
-            raise SourceError(tracker, uri, f"{what}: {outcome}: {reason}") from None
-    raise AssertionError("unreachable")
-
-
-def _scrub(text: str, password: str | None) -> str:
-    return text.replace(password, "***") if password else text
+    """The reader's retry rule (`call_with_retries`) with this module's delays."""
+    return call_with_retries(call, tracker, uri, what, delays=RETRY_DELAYS, log=log,
+                             secret=password)
 
 
 def _batches(tags: list, size: int = MAX_TAGS_PER_CALL) -> Iterable[list]:

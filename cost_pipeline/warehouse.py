@@ -77,6 +77,23 @@ def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | Non
     return con.execute(sql, bind(sql, params or {}))
 
 
+def rows_of(con: duckdb.DuckDBPyConnection, sql: str,
+            params: list | dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """`sql`'s rows as dicts by column name: `?` parameters from a list, `$name` ones from a
+    dict."""
+    cursor = (con.execute(sql, params) if isinstance(params, list)
+              else query(con, sql, params))
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The tables the warehouse holds (a report may read one that an old warehouse lacks)."""
+    return {name for (name,) in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+    ).fetchall()}
+
+
 def run_script(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> None:
     """Run the statements of a `.sql` script (each ends with `;` at the end of a line), each
     with the named parameters it uses."""

@@ -12,7 +12,7 @@ import duckdb
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.months import next_month
 from cost_pipeline.report import data as report_data
-from cost_pipeline.warehouse import query, sql_text
+from cost_pipeline.warehouse import query, rows_of, sql_text
 
 ABS_TOLERANCE = 0.01  # a cent
 REL_TOLERANCE = 1e-9  # of Σ|EffectiveCost|
@@ -218,10 +218,8 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
                              tolerance: float = ESTIMATE_TOLERANCE) -> dg.AssetCheckResult:
     """SPEC §12: every search active in the month has a recorded estimate and has cost at most
     `tolerance` × it so far (assets/queries/searches_within_estimate.sql) (WARN)."""
-    cursor = query(con, sql_text("searches_within_estimate"),
-                   {"month": month, "tolerance": tolerance})
-    names = [d[0] for d in cursor.description]
-    failing = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    failing = rows_of(con, sql_text("searches_within_estimate"),
+                      {"month": month, "tolerance": tolerance})
     ((searches,),) = con.execute("SELECT count(*) FROM search_costs WHERE month = ?",
                                  [month]).fetchall()
     unapproved = [f["search_id"] for f in failing if f["reason"] == "no_estimate"]

@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.report.strip import six_months
-from cost_pipeline.warehouse import query, sql_text
+from cost_pipeline.warehouse import rows_of, sql_text, table_names
 
 COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
 PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unallocated"]
@@ -28,23 +28,9 @@ class ReportError(ValueError):
     """The month cannot be reported (no warehouse, month not materialized)."""
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str,
-          params: list | dict[str, Any]) -> list[dict[str, Any]]:
-    """`sql`'s rows as dicts: `?` parameters from a list, `$name` ones from a dict."""
-    cursor = query(con, sql, params) if isinstance(params, dict) else con.execute(sql, params)
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
-def tables(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {name for (name,) in con.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
-    ).fetchall()}
-
-
 def headline(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """The month's whole bill (tax, credits, fees included), amortized and as invoiced."""
-    row = _rows(con, sql_text("report_headline"), {"month": month})[0]
+    row = rows_of(con, sql_text("report_headline"), {"month": month})[0]
     if not row["lines"]:
         raise ReportError(f"no billing data for {month:%Y-%m} in the warehouse: "
                           "materialize the month first")
@@ -53,13 +39,13 @@ def headline(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
 
 
 def reconciliation(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any] | None:
-    rows = _rows(con, "SELECT * FROM reconciliation WHERE month = ?", [month])
+    rows = rows_of(con, "SELECT * FROM reconciliation WHERE month = ?", [month])
     return rows[0] if rows else None
 
 
 def bill_matrix(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """The bill as lines: cost per component × purpose class, and GPU-hours per purpose."""
-    cells = _rows(con, """
+    cells = rows_of(con, """
         SELECT component, purpose_class, fsum(cost) AS cost,
                coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
         FROM attribution WHERE month = ? GROUP BY ALL""", [month])
@@ -81,7 +67,7 @@ def bill_matrix(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
 
 
 def cost_per_model(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
-    return _rows(con, sql_text("report_models"), {"month": month})
+    return rows_of(con, sql_text("report_models"), {"month": month})
 
 
 def top_untracked(con: duckdb.DuckDBPyConnection, month: date, component: str | None = None,
@@ -89,16 +75,16 @@ def top_untracked(con: duckdb.DuckDBPyConnection, month: date, component: str | 
     """The resources to chase: untracked cost per resource, largest first, of every component
     or of one (`gpu`: what the reconciliation counts). The one list the reconciliation check
     (and so its alert), the demo and this report read: assets/queries/top_untracked.sql."""
-    return _rows(con, sql_text("top_untracked"),
+    return rows_of(con, sql_text("top_untracked"),
                  {"month": month, "component": component, "top": top})
 
 
 def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
-    by_reason = _rows(con, """
+    by_reason = rows_of(con, """
         SELECT reason, count(*) AS objects, sum(bytes) AS bytes, fsum(monthly_cost) AS cost
         FROM retention_violations WHERE month = ? GROUP BY reason ORDER BY cost DESC, reason
         """, [month])
-    top = _rows(con, f"""
+    top = rows_of(con, f"""
         SELECT bucket, key, run_id, run_status, reason, bytes, last_modified, monthly_cost
         FROM retention_violations WHERE month = ?
         ORDER BY monthly_cost DESC, bytes DESC, bucket, key LIMIT {TOP}""", [month])
@@ -115,7 +101,7 @@ def searches(con: duckdb.DuckDBPyConnection, month: date,
     trend = ("LEFT JOIN (SELECT search_id, saturating FROM search_trend WHERE month = ?) "
              "AS t USING (search_id)") if with_trend else ""
     saturating = "t.saturating" if with_trend else "CAST(NULL AS BOOLEAN)"
-    return _rows(con, f"""
+    return rows_of(con, f"""
         SELECT s.search_id, s.model, s.runs, s.configs, s.seeds, s.accelerator_hours, s.cost,
                s.metric_name, s.best_metric, s.previous_best, s.improvement,
                s.cost_per_improvement, {saturating} AS saturating,
@@ -127,7 +113,7 @@ def searches(con: duckdb.DuckDBPyConnection, month: date,
 
 def retrains(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
     """Per model: this month's retrains, their triggers and the flat ones' cost."""
-    return _rows(con, """
+    return rows_of(con, """
         SELECT model, retrains, schedule_retrains, drift_retrains, manual_retrains,
                unknown_retrains, median_days_between, cost, search_cost, mean_metric_change,
                flat_retrains, flat_retrain_cost
@@ -137,7 +123,7 @@ def retrains(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]
 
 def preemption(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
     """The spot run chains: restarts, what restarting from scratch repeated, vs on demand."""
-    return _rows(con, f"""
+    return rows_of(con, f"""
         SELECT chain_id, model, runs, restarts, restarts_from_scratch, cost, lost_cost,
                on_demand_cost, last_run_id, last_run_on_demand_cost,
                spot_cost_more_than_on_demand
@@ -146,7 +132,7 @@ def preemption(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, An
 
 
 def levers(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
-    return _rows(con, """
+    return rows_of(con, """
         SELECT rank, lever, dollars, what_it_costs_to_pull, evidence
         FROM cost_levers WHERE month = ? ORDER BY rank""", [month])
 
@@ -154,7 +140,7 @@ def levers(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
 def bridge(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """BilledCost (the invoice) → EffectiveCost (amortized): one step per line item type
     whose Σ(EffectiveCost − BilledCost) is not zero. Exact: start + Σ steps = end."""
-    steps = _rows(con, sql_text("report_bridge"), {"month": month})
+    steps = rows_of(con, sql_text("report_bridge"), {"month": month})
     head = headline(con, month)
     start, end = head["billed_cost"], head["effective_cost"]
     if start + sum((s["amount"] for s in steps), Decimal(0)) != end:  # cannot happen: exact
@@ -164,7 +150,7 @@ def bridge(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
 
 def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """Every section of the month; a section whose table is missing is None."""
-    have = tables(con)
+    have = table_names(con)
     if "billing_facts" not in have:
         raise ReportError("the warehouse has no billing_facts table: materialize a month first")
 

@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.months import next_month
-from cost_pipeline.warehouse import query, sql_text
+from cost_pipeline.warehouse import rows_of, sql_text, table_names
 
 STRIP_MONTHS = 6  # the monthly report's strip: the 6 months ending with the month
 ZERO = Decimal(0)
@@ -32,16 +32,9 @@ def months_back(month: date, count: int) -> date:
 
 
 def read_rows(con: duckdb.DuckDBPyConnection, name: str, first: date,
-          last: date) -> list[dict[str, Any]]:
-    cursor = query(con, sql_text(name), {"first": first, "last": last})
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
-def table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {name for (name,) in con.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
-    ).fetchall()}
+              last: date) -> list[dict[str, Any]]:
+    """The rows of `assets/queries/<name>.sql` over the months [first, last]."""
+    return rows_of(con, sql_text(name), {"first": first, "last": last})
 
 
 def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:

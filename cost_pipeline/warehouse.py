@@ -4,13 +4,13 @@ month is written (delete the month, insert the month, in one transaction)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import duckdb
 
@@ -184,42 +184,70 @@ def lock_path(database: str) -> Path | None:
     return Path(database + ".lock")
 
 
-@contextmanager
-def exclusive_writer(database: str, holder: str, timeout_seconds: float = 900.0,
-                     poll_seconds: float = 0.25) -> Iterator[None]:
-    """Hold the warehouse's writer lock (the one defs/resources.py `Warehouse` takes for a
-    run) around a short write from outside Dagster, so it never interleaves with a run: it
-    waits for a running materialization, and a materialization waits for it."""
+def acquire_writer_lock(database: str, writer: str, holder: str | None = None,
+                        timeout_seconds: float = 900.0, poll_seconds: float = 0.25,
+                        on_wait: Callable[[str], None] | None = None) -> IO | None:
+    """Take the warehouse's writer lock (an exclusive flock on `<db>.lock`), waiting up to
+    `timeout_seconds` for the writer holding it (`on_wait(its pid line)` is told once); the
+    open handle holds it until `release_writer_lock`. None for an in-memory database.
+    WarehouseBusyError (naming the other `writer` kind and its pid) when the wait runs out."""
     import fcntl
     import os
     import time
 
     path = lock_path(database)
     if path is None:
-        yield
-        return
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115 - held until release_writer_lock
     deadline = time.monotonic() + timeout_seconds
-    with open(path, "a+") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    try:
-                        other = path.read_text().strip() or "unknown process"
-                    except OSError:
-                        other = "unknown process"
-                    raise WarehouseBusyError(
-                        f"warehouse {database} is being written by another process ({other}); "
-                        f"waited {timeout_seconds:.0f} s") from None
-                time.sleep(poll_seconds)
+    told = False
+    while True:
         try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()} ({holder})")
-            handle.flush()
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            other = lock_holder(path)
+            if time.monotonic() >= deadline:
+                handle.close()
+                raise WarehouseBusyError(
+                    f"warehouse {database} is being written by another {writer} ({other}); "
+                    f"waited {timeout_seconds:.0f} s") from None
+            if on_wait is not None and not told:
+                on_wait(other)
+                told = True
+            time.sleep(poll_seconds)
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}" + (f" ({holder})" if holder else ""))
+    handle.flush()
+    return handle
+
+
+def release_writer_lock(handle: IO | None) -> None:
+    import fcntl
+
+    if handle is not None:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def lock_holder(path: Path) -> str:
+    """The pid line the writer holding the lock wrote into it."""
+    try:
+        return path.read_text().strip() or "unknown process"
+    except OSError:
+        return "unknown process"
+
+
+@contextmanager
+def exclusive_writer(database: str, holder: str, timeout_seconds: float = 900.0,
+                     poll_seconds: float = 0.25) -> Iterator[None]:
+    """Hold the warehouse's writer lock (the one defs/resources.py `Warehouse` takes for a
+    run) around a short write from outside Dagster, so it never interleaves with a run: it
+    waits for a running materialization, and a materialization waits for it."""
+    handle = acquire_writer_lock(database, "process", holder, timeout_seconds, poll_seconds)
+    try:
+        yield
+    finally:
+        release_writer_lock(handle)

@@ -12,7 +12,6 @@ plus
   publishes (the report) appear only once the month committed."""
 
 
-import fcntl
 import os
 import re
 import time
@@ -31,7 +30,15 @@ from pydantic import PrivateAttr
 
 from cost_pipeline.config import PipelineConfig, load_config
 from cost_pipeline.months import parse_month
-from cost_pipeline.warehouse import WarehouseBusyError, begin_run_transaction, lock_path
+
+# WarehouseBusyError is re-exported: a run's wait for the writer lock ran out
+from cost_pipeline.warehouse import WarehouseBusyError as WarehouseBusyError
+from cost_pipeline.warehouse import (
+    acquire_writer_lock,
+    begin_run_transaction,
+    lock_path,
+    release_writer_lock,
+)
 
 
 @lru_cache(maxsize=8)
@@ -45,8 +52,6 @@ class PipelineSettings(dg.ConfigurableResource):
     config_path: str
 
     def load(self) -> PipelineConfig:
-        import os
-
         try:
             marker = os.stat(self.config_path).st_mtime
         except OSError:
@@ -100,35 +105,18 @@ class Warehouse(DuckDBResource):
         path = self.lock_path
         if path is None:
             return
+
+        def waiting(holder: str) -> None:
+            if context.log is not None:
+                context.log.warning(f"waiting for another materialization of "
+                                    f"{self.database} ({holder}) to finish")
+
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(path, "a+")  # noqa: SIM115 - held until teardown
+            handle = acquire_writer_lock(self.database, "materialization", None,
+                                         self.lock_timeout_seconds, on_wait=waiting)
         except OSError as exc:
             raise WarehouseLockedError(f"warehouse {self.database} cannot be written: "
                                        f"{exc.strerror or exc} ({path})") from None
-        deadline = time.monotonic() + self.lock_timeout_seconds
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _holder(path)
-                if time.monotonic() >= deadline:
-                    handle.close()
-                    raise WarehouseBusyError(
-                        f"warehouse {self.database} is being written by another "
-                        f"materialization ({holder}); waited {self.lock_timeout_seconds:.0f} s"
-                    ) from None
-                if not told and context.log is not None:
-                    context.log.warning(f"waiting for another materialization of "
-                                        f"{self.database} ({holder}) to finish")
-                    told = True
-                time.sleep(0.25)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
         self._lock = handle
         self._staged = []
         self._run = (context.instance, context.run_id) if context.instance else None
@@ -258,10 +246,8 @@ class Warehouse(DuckDBResource):
 
     def _release(self) -> None:
         self._run = None
-        if self._lock is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
-            self._lock = None
+        release_writer_lock(self._lock)
+        self._lock = None
 
     @contextmanager
     def get_connection(self):
@@ -305,10 +291,3 @@ def locked_message(database: str, exc: BaseException) -> str | None:
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
-
-
-def _holder(path: Path) -> str:
-    try:
-        return path.read_text().strip() or "unknown process"
-    except OSError:
-        return "unknown process"

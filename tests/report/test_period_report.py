@@ -5,7 +5,6 @@ the page renders in a real headless Chromium."""
 
 from __future__ import annotations
 
-import subprocess
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -15,7 +14,8 @@ import pytest
 from cost_pipeline.config import load_config
 from cost_pipeline.report import ReportError, write_report
 from cost_pipeline.report.period import period_report_path, write_period_report
-from tests.report.test_report import Elements, _chromium, sql_cents
+from tests.report.test_report import Elements, sql_cents
+from tests.support.chromium import render_in_chromium
 from tests.support.warehouse_rows import insert_lines
 
 FIRST, LAST = date(2026, 7, 1), date(2026, 9, 1)
@@ -189,25 +189,12 @@ def test_monthly_report_strip_of_six_months(warehouse, demo_warehouse, tmp_path)
 
 
 def test_period_report_renders_in_headless_chromium(quarter, demo_warehouse, tmp_path):
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("chromium not installed (.ci/run installs the Debian package)")
-    from matplotlib.image import imread
-
     path, _, _ = quarter
-    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
-    shot = tmp_path / "quarter.png"
-    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1200,3000", path.as_uri()],
-                   capture_output=True, timeout=90, check=True)
-    pixels = imread(str(shot))[..., :3]
+    pixels, dom = render_in_chromium(path, tmp_path, height=3000)
     assert pixels.shape[:2] == (3000, 1200)
     assert pixels.std() > 0.05  # not a blank page
     ink = (pixels.mean(axis=2) < 0.6).mean()
     assert 0.01 < ink < 0.5  # text and charts, not a solid block
-    dom = subprocess.run([*base, "--dump-dom", path.as_uri()], capture_output=True, text=True,
-                         timeout=90, check=True).stdout
     period = sql_cents(demo_warehouse, "SELECT sum(EffectiveCost) FROM billing_facts "
                        "WHERE month BETWEEN ? AND ?", [FIRST, LAST])
     assert f"${period:,}" in dom

@@ -4,7 +4,6 @@ it, and it renders in a real headless Chromium."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from datetime import date, datetime
@@ -17,6 +16,7 @@ import pytest
 
 from cost_pipeline.config import load_config
 from cost_pipeline.report import ReportError, report_path, write_report
+from tests.support.chromium import render_in_chromium
 from tests.support.warehouse_rows import insert_lines
 
 FAILING, AMORTIZED = date(2026, 8, 1), date(2026, 9, 1)  # demo: reconciliation fails / SP bill
@@ -218,31 +218,13 @@ def test_asset_metadata_in_the_instance(demo_quarter, warehouse, demo_warehouse,
     assert Path(metadata["report"]).exists()
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or (
-        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-
-
 def test_report_renders_in_headless_chromium(warehouse, demo_warehouse, tmp_path):
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("chromium not installed (.ci/run installs the Debian package)")
-    from matplotlib.image import imread
-
     path, _ = write_report(warehouse, FAILING, out=tmp_path / "report.html")
-    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
-    shot = tmp_path / "report.png"
-    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1200,2400", path.as_uri()],
-                   capture_output=True, timeout=90, check=True)
-    pixels = imread(str(shot))[..., :3]
+    pixels, dom = render_in_chromium(path, tmp_path, height=2400)
     assert pixels.shape[:2] == (2400, 1200)
     assert pixels.std() > 0.05  # not a blank page
     ink = (pixels.mean(axis=2) < 0.6).mean()
     assert 0.01 < ink < 0.5  # text and charts, not a solid block
-    dom = subprocess.run([*base, "--dump-dom", path.as_uri()], capture_output=True, text=True,
-                         timeout=90, check=True).stdout
     total = sql_cents(demo_warehouse, "SELECT sum(EffectiveCost) FROM billing_facts "
                       "WHERE month = ?", [FAILING])
     share = demo_warehouse.execute("SELECT untracked_share FROM reconciliation WHERE month = ?",

@@ -131,7 +131,7 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     import dagster as dg
 
     from cost_pipeline.cli.progress import progress_logger
-    from cost_pipeline.defs.definitions import JOB_NAME, ON_DEMAND_ASSETS, build_defs
+    from cost_pipeline.defs.definitions import JOB_NAME, build_defs
     from cost_pipeline.defs.resources import COMMIT_TAG, COMMITTED
 
     defs = build_defs(config_path)
@@ -139,8 +139,9 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     if progress:
         job = job.with_logger_defs({"progress": progress_logger})
     partition_key = f"{month:%Y-%m}-01"
+    in_job = {key.to_user_string() for key in job.asset_layer.executable_asset_keys}
     graph = [(name, parents) for name, parents in incremental.graph_of(defs.resolve_asset_graph())
-             if name not in ON_DEMAND_ASSETS]
+             if name in in_job]  # the job's assets: not the on-demand ones
     wanted = incremental.fingerprints_of(graph, cfg, config_text, month)
     with dagster_instance() as instance:
         before = {} if force else incremental.recorded(cfg.warehouse_path, month)

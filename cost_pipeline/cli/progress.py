@@ -44,7 +44,11 @@ class ProgressHandler(logging.Handler):
             prefix = "warning: " if record.levelno >= logging.WARNING else ""
             line = f"  {prefix}{meta['orig_message']}"
         if line:
-            print(line, file=self.stream or sys.stderr, flush=True)
+            # one write of the whole line: a signal between `print`'s two writes (text, then
+            # newline) left the line open and glued the next message ("error: …") onto it
+            stream = self.stream or sys.stderr
+            stream.write(line + "\n")
+            stream.flush()
 
 
 @dg.logger(description="Short progress lines on stderr.")

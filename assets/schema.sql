@@ -113,6 +113,23 @@ CREATE TABLE IF NOT EXISTS attribution (
     kind              VARCHAR            -- untracked: no_run|idle_capacity|shared; unallocated: tax|credit|purchase|unused_commitment|adjustment|correction
 );
 
+-- The month's attribution summed per run | untracked | unallocated × purpose class × component
+-- × rule × kind (attribution_runs.sql): written with each month's attribution, read by the
+-- decisions that need no single line (a few hundred thousand rows where attribution holds
+-- tens of millions). Σ cost = Σ attribution.cost per month.
+CREATE TABLE IF NOT EXISTS attribution_runs (
+    month             DATE NOT NULL,
+    run_id            VARCHAR,
+    purpose_class     VARCHAR NOT NULL,
+    component         VARCHAR NOT NULL,
+    rule              VARCHAR NOT NULL,
+    kind              VARCHAR,
+    cost              DOUBLE NOT NULL,
+    hours             DOUBLE,            -- NULL when no row of the group has hours
+    accelerator_hours DOUBLE,
+    rows              BIGINT NOT NULL    -- the attribution rows summed
+);
+
 CREATE TABLE IF NOT EXISTS reconciliation (
     month                    DATE NOT NULL,
     billed_gpu_hours         DOUBLE NOT NULL,

@@ -74,11 +74,20 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
                     log.info(f"attribution: slice {number} of {len(parts)} written")
             ((written,),) = con.execute("SELECT count(*) FROM attribution WHERE month = ?",
                                         [month]).fetchall()
+            summarize_month(con, month)
     finally:
         # an error inside a run's transaction aborts it: only its rollback may run then
         if not in_run_transaction(con) or not _aborted(con):
             _drop(con, _SLICE_TABLES + _MONTH_TABLES)
     return int(written)
+
+
+def summarize_month(con: duckdb.DuckDBPyConnection, month: date) -> None:
+    """Replace the month's `attribution_runs` by its `attribution` rows summed per run and
+    group (`attribution_runs.sql`), in the caller's transaction."""
+    con.execute("DELETE FROM attribution_runs WHERE month = ?", [month])
+    query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
+          {"month": month})
 
 
 def _drop(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> None:

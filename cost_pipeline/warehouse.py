@@ -68,8 +68,16 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the tables if needed and the connection's macros (`assets/macros.sql`);
     timestamps are UTC whatever the machine's zone."""
     con.execute("SET TimeZone = 'UTC'")
+    before = table_names(con)
     con.execute(sql_text("schema"))
     run_script(con, sql_text("macros"), {})
+    if "attribution" in before and "attribution_runs" not in before:
+        # a warehouse from before the per-run sums: every month it holds gets them now, so
+        # that the decisions reading them see earlier months (search_trend, search_costs)
+        for (month,) in con.execute(
+                "SELECT DISTINCT month FROM attribution ORDER BY month").fetchall():
+            query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
+                  {"month": month})
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None):

@@ -69,7 +69,7 @@ search AS (
 ),
 all_search AS (
     SELECT coalesce(fsum(cost), 0) AS cost
-    FROM attribution WHERE month = $month AND purpose_class = 'search'
+    FROM attribution_runs WHERE month = $month AND purpose_class = 'search'
 ),
 preprocessing AS (
     SELECT
@@ -113,7 +113,7 @@ untracked AS (
         coalesce(fsum(cost), 0)                                            AS dollars,
         coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
         coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0)          AS cpu_hours
-    FROM attribution
+    FROM attribution_runs
     WHERE month = $month AND purpose_class = 'untracked' AND component IN ('gpu', 'cpu')
 ),
 top_untracked AS (
@@ -137,7 +137,7 @@ idle AS (
 ),
 tracked_gpu AS (
     SELECT coalesce(fsum(cost), 0) AS cost
-    FROM attribution
+    FROM attribution_runs
     WHERE month = $month AND component = 'gpu' AND run_id IS NOT NULL
 ),
 retrain AS (

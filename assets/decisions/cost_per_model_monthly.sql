@@ -18,7 +18,7 @@ per_run AS (
     -- class, not every row of the month
     SELECT month, run_id, purpose_class, component,
            fsum(cost) AS cost, fsum(accelerator_hours) AS accelerator_hours
-    FROM attribution
+    FROM attribution_runs
     WHERE month = $month
     GROUP BY ALL
 )

@@ -16,7 +16,7 @@ gpu AS (
         min(purpose_class)                  AS purpose_class,
         coalesce(fsum(accelerator_hours), 0) AS accelerator_hours,
         fsum(cost)                           AS gpu_cost
-    FROM attribution
+    FROM attribution_runs
     WHERE month = $month AND component = 'gpu' AND run_id IS NOT NULL
     GROUP BY run_id
 ),

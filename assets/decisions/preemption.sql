@@ -56,26 +56,29 @@ members AS (
 ),
 run_spend AS (
     SELECT run_id, fsum(cost) AS cost
-    FROM attribution
+    FROM attribution_runs  -- the month's attribution summed per run (attribution_runs.sql)
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id
 ),
+spot_lines AS MATERIALIZED (
+    SELECT x_SourceLine FROM billing_facts WHERE month = $month AND x_PricingCategory = 'spot'
+),
 spot_chains AS (
     -- the chains with spot compute this month, found from the (few) spot lines first, so that
-    -- only their compute rows are priced below, not every run's
+    -- only their compute rows are priced below, not every run's (a month without spot
+    -- lines reads no attribution row here)
     SELECT DISTINCT m.chain_id
-    FROM attribution AS a
+    FROM spot_lines AS l
+    JOIN attribution AS a ON a.x_SourceLine = l.x_SourceLine
     JOIN members AS m ON m.run_id = a.run_id
     WHERE a.month = $month AND a.rule = 'compute'
-      AND a.x_SourceLine IN (SELECT x_SourceLine FROM billing_facts
-                             WHERE month = $month AND x_PricingCategory = 'spot')
+      AND EXISTS (SELECT 1 FROM spot_lines)
 ),
 compute_rows AS (
     SELECT m.chain_id, a.run_id, a.x_SourceLine, a.share
-    FROM attribution AS a
-    JOIN members AS m ON m.run_id = a.run_id
+    FROM (SELECT * FROM members WHERE chain_id IN (SELECT chain_id FROM spot_chains)) AS m
+    JOIN attribution AS a ON a.run_id = m.run_id
     WHERE a.month = $month AND a.rule = 'compute'
-      AND m.chain_id IN (SELECT chain_id FROM spot_chains)
 ),
 lines AS (
     SELECT x_SourceLine, ListCost, x_PricingCategory

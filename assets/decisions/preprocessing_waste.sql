@@ -93,7 +93,7 @@ month_cost AS (
         coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
         coalesce(fsum(accelerator_hours), 0)                      AS accelerator_hours,
         fsum(cost)                                                AS cost
-    FROM attribution
+    FROM attribution_runs
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id
 )

@@ -34,7 +34,7 @@ production AS (
 ),
 run_spend AS (
     SELECT run_id, fsum(cost) AS cost
-    FROM attribution
+    FROM attribution_runs
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id
 ),
@@ -70,7 +70,7 @@ model_spend AS (
         r.model,
         coalesce(fsum(a.cost) FILTER (WHERE a.purpose_class = 'production'), 0) AS cost,
         coalesce(fsum(a.cost) FILTER (WHERE a.purpose_class = 'search'), 0) AS search_cost
-    FROM attribution AS a
+    FROM attribution_runs AS a
     JOIN runs AS r ON r.run_id = a.run_id
     WHERE a.month = $month
     GROUP BY r.model

@@ -22,7 +22,7 @@ per_run AS (
         fsum(cost)                                                       AS cost,
         coalesce(fsum(accelerator_hours), 0)                             AS accelerator_hours,
         coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0)        AS cpu_hours
-    FROM attribution
+    FROM attribution_runs
     WHERE month = $month AND run_id IS NOT NULL
     GROUP BY run_id
 )

@@ -30,14 +30,14 @@ spend AS (
         coalesce(fsum(a.hours), 0)                               AS hours,
         coalesce(fsum(a.accelerator_hours), 0)                   AS accelerator_hours,
         coalesce(fsum(a.cost), 0)                                AS cost
-    FROM attribution AS a
+    FROM attribution_runs AS a
     JOIN search_runs AS s ON s.run_id = a.run_id
     WHERE a.month = $month
     GROUP BY s.search_id
 ),
 to_date AS (
     SELECT s.search_id, coalesce(fsum(a.cost), 0) AS cumulative_cost
-    FROM attribution AS a
+    FROM attribution_runs AS a
     JOIN search_runs AS s ON s.run_id = a.run_id
     WHERE a.month <= $month
     GROUP BY s.search_id

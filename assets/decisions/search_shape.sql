@@ -31,7 +31,7 @@ trials AS (
 ),
 run_spend AS (
     SELECT a.run_id, fsum(a.cost) AS cost
-    FROM attribution AS a
+    FROM attribution_runs AS a
     WHERE a.month = $month AND a.run_id IN (SELECT run_id FROM search_runs)
     GROUP BY a.run_id
 ),

@@ -38,7 +38,7 @@ spend AS (
         fsum(a.cost)                                        AS cost,
         coalesce(fsum(a.accelerator_hours), 0)              AS accelerator_hours,
         coalesce(fsum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost_this_month
-    FROM attribution AS a
+    FROM attribution_runs AS a
     JOIN search_runs AS sr ON sr.run_id = a.run_id
     WHERE a.month <= $month
     GROUP BY sr.search_id

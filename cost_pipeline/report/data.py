@@ -48,7 +48,7 @@ def bill_matrix(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     cells = rows_of(con, """
         SELECT component, purpose_class, fsum(cost) AS cost,
                coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
-        FROM attribution WHERE month = ? GROUP BY ALL""", [month])
+        FROM attribution_runs WHERE month = ? GROUP BY ALL""", [month])
     components = COMPONENTS + sorted({c["component"] for c in cells} - set(COMPONENTS))
     purposes = PURPOSES + sorted({c["purpose_class"] for c in cells} - set(PURPOSES))
     cost = {(c["component"], c["purpose_class"]): c["cost"] for c in cells}

@@ -117,7 +117,8 @@ def run_sql(lines, runs, inventory, lines_per_slice=SLICE_LINES):
     con = sql_backend.run_month(lines, runs, inventory, DATASETS, MONTH,
                                 lines_per_slice=lines_per_slice)
     (recon,) = sql_backend.table_rows(con, "reconciliation")
-    return sql_backend.table_rows(con, "attribution"), recon
+    return sql_backend.table_rows(con, "attribution"), recon, sql_backend.table_rows(
+        con, "attribution_runs")
 
 
 def keyed(rows):
@@ -138,7 +139,7 @@ def test_sql_agrees_with_oracle(case, lines_per_slice):
     lines = [{**BILLING_DEFAULTS, **line} for line in lines]
     runs = [{**RUN_DEFAULTS, **run} for run in runs]
     inventory = [{**INVENTORY_DEFAULTS, **obj} for obj in inventory]
-    sql_rows, recon = run_sql(lines, runs, inventory, lines_per_slice)
+    sql_rows, recon, sums = run_sql(lines, runs, inventory, lines_per_slice)
     expected = oracle.attribute(lines, runs, inventory, DATASETS, MONTH)
     got, want = keyed(sql_rows), keyed(expected)
     assert set(got) == set(want)
@@ -154,6 +155,24 @@ def test_sql_agrees_with_oracle(case, lines_per_slice):
         share = sum(r["share"] for r in sql_rows if r["x_SourceLine"] == line["x_SourceLine"])
         assert share == pytest.approx(1.0, abs=1e-9)
     assert all(-1e-12 <= r["share"] <= 1 + 1e-12 for r in sql_rows)
+    # the per-run sums the decisions read: the oracle's rows summed per run and group
+    group = ("run_id", "purpose_class", "component", "rule", "kind")
+    want_sums: dict[tuple, dict] = {}
+    for row in expected:
+        acc = want_sums.setdefault(tuple(row[k] for k in group),
+                                   {"cost": 0.0, "hours": None, "accelerator_hours": None,
+                                    "rows": 0})
+        acc["cost"] += row["cost"]
+        acc["rows"] += 1
+        for field in ("hours", "accelerator_hours"):
+            if row[field] is not None:
+                acc[field] = (acc[field] or 0.0) + row[field]
+    got_sums = {tuple(r[k] for k in group): r for r in sums}
+    assert set(got_sums) == set(want_sums)
+    for key, acc in want_sums.items():
+        assert got_sums[key]["rows"] == acc["rows"], key
+        for field in ("cost", "hours", "accelerator_hours"):
+            assert close(got_sums[key][field], acc[field]), (key, field)
     want_recon = oracle.reconcile(lines, expected, runs, MONTH, 0.05)
     for field in ("billed_gpu_hours", "tracked_gpu_hours", "untracked_gpu_hours",
                   "untracked_share", "status", "untracked_cost_share", "coverage",

@@ -11,6 +11,7 @@ from datetime import date, datetime, timedelta
 import duckdb
 import pytest
 
+from cost_pipeline.attribution import summarize_month
 from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text
 
 MARCH = date(2024, 3, 1)
@@ -112,6 +113,7 @@ def attr(con, line, run_id, purpose_class, cost, component="gpu", hours=None, ac
                   1.0 AS share, 'compute' AS rule, ? AS kind""",
         [month, line, run_id, purpose_class, component, cost, hours, acc_hours, kind],
     )
+    summarize_month(con, month)  # the per-run sums the attribution step writes with it
 
 
 # ------------------------------------------------------------------------ untracked_usage

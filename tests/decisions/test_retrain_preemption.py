@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from cost_pipeline.attribution import build_attribution
+from cost_pipeline.attribution import build_attribution, summarize_month
 from cost_pipeline.config import parse_config
 from cost_pipeline.warehouse import ensure_schema, month_params, replace_month, sql_text
 from tests.support.warehouse_rows import insert_lines, insert_runs
@@ -43,6 +43,7 @@ def attr(con, run_id, purpose_class, cost, month=MARCH):
            SELECT ? AS month, ? AS x_SourceLine, ? AS run_id, ? AS purpose_class,
                   'gpu' AS component, ? AS cost, 1.0 AS share, 'compute' AS rule""",
         [month, f"line-{run_id}", run_id, purpose_class, cost])
+    summarize_month(con, month)  # the per-run sums the attribution step writes with it
 
 
 # ---------------------------------------------------------------------------- retrain_cadence

@@ -38,6 +38,7 @@ from datetime import date, datetime
 import duckdb
 import pytest
 
+from cost_pipeline.attribution import summarize_month
 from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text
 from tests.support.warehouse_rows import insert_runs
 
@@ -84,6 +85,8 @@ def put_costs(con, costs) -> None:
         "hours, accelerator_hours, share, rule) VALUES (?, 'L-' || ?, ?, 'search', 'gpu', ?, "
         "1.0, 4.0, 1.0, 'compute')",
         [(m, r, r, c) for m, r, c in costs if c])
+    for month in sorted({m for m, _, c in costs if c}):
+        summarize_month(con, month)  # the per-run sums the attribution step writes with it
 
 
 def d(day: int, month: int = 3, hour: int = 0) -> datetime:

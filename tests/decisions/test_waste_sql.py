@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from cost_pipeline.attribution import summarize_month
 from cost_pipeline.config import parse_config
 from cost_pipeline.warehouse import ensure_schema, month_params, replace_month, sql_text
 from tests.support.warehouse_rows import insert_lines, insert_runs
@@ -65,6 +66,7 @@ def attr(con, line_name, run_id, purpose_class, cost, *, component="gpu", hours=
                   ? AS share, ? AS rule, ? AS kind""",
         [month, line_name, run_id, purpose_class, component, cost, hours, acc, share, rule,
          kind])
+    summarize_month(con, month)  # the per-run sums the attribution step writes with it
 
 
 # ------------------------------------------------------------------------- search_trend

@@ -20,7 +20,8 @@ from cost_pipeline.warehouse import month_params, replace_month, sql_text
     kinds={"duckdb"},
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
-    code_version=code_version(("attribution_prepare", "attribution_claims", "attribution"),
+    code_version=code_version(("attribution_prepare", "attribution_claims", "attribution",
+                               "attribution_runs"),
                               ("cost_pipeline.attribution", "cost_pipeline.defs.checks")),
     check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
                                    description="attribution + untracked + unallocated = the "
@@ -37,7 +38,7 @@ def attribution(
                                  log=context.log)
         check = conservation(con, month)
         split = dict(con.execute(
-            "SELECT purpose_class, round(fsum(cost), 2) FROM attribution WHERE month = ? "
+            "SELECT purpose_class, round(fsum(cost), 2) FROM attribution_runs WHERE month = ? "
             "GROUP BY 1 ORDER BY 1", [month]).fetchall())
     return dg.MaterializeResult(
         metadata=rounded({"rows": rows, **{f"cost_{k}": v for k, v in split.items()}}),

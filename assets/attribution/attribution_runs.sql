@@ -1,0 +1,16 @@
+-- The month's attribution summed per run | untracked | unallocated × purpose class ×
+-- component × rule × kind, once, after the month's rows are written (`attribution.sql`).
+-- The decisions that sum a run's cost or hours (run_costs, search_costs, search_trend,
+-- search_shape, cost_per_model_monthly, retrain_cadence, gpu_utilization,
+-- preprocessing_waste, preemption, cost_levers) read these rows instead of scanning and
+-- joining every attribution row. No line attribute is a key: a key per line would leave
+-- nearly a group per row. Parameters: $month.
+SELECT
+    month, run_id, purpose_class, component, rule, kind,
+    fsum(cost)              AS cost,
+    fsum(hours)             AS hours,
+    fsum(accelerator_hours) AS accelerator_hours,
+    count(*)                AS rows
+FROM attribution
+WHERE month = $month
+GROUP BY ALL

@@ -1,0 +1,62 @@
+"""`attribution_runs`: the month's attribution summed per run and group, which the decisions
+read; a warehouse written before it existed gets it for every month it holds."""
+
+from datetime import date
+
+import duckdb
+
+from cost_pipeline.attribution import summarize_month
+from cost_pipeline.warehouse import ensure_schema
+
+JULY, AUGUST = date(2026, 7, 1), date(2026, 8, 1)
+ROWS = [  # month, line, run, purpose class, component, cost, hours, accelerator-hours, kind
+    (JULY, "l1", "r1", "search", "gpu", 10.25, 1.0, 4.0, None),
+    (JULY, "l2", "r1", "search", "gpu", 0.75, 0.5, 2.0, None),
+    (JULY, "l3", "r1", "search", "storage", 0.5, None, None, None),
+    (JULY, "l1", None, "untracked", "gpu", 3.0, 0.25, 1.0, "no_run"),
+    (AUGUST, "l9", "r2", "production", "cpu", 7.0, 2.0, 0.0, None),
+]
+
+
+def _warehouse(path) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(str(path))
+    ensure_schema(con)
+    con.executemany(
+        "INSERT INTO attribution (month, x_SourceLine, run_id, purpose_class, component, cost, "
+        "hours, accelerator_hours, share, rule, kind) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1.0, 'compute', ?)", ROWS)
+    return con
+
+
+def _sums(con):
+    return con.execute(
+        "SELECT month, run_id, purpose_class, component, cost, hours, accelerator_hours, rows "
+        "FROM attribution_runs ORDER BY month, run_id NULLS LAST, component").fetchall()
+
+
+EXPECTED = [
+    (JULY, "r1", "search", "gpu", 11.0, 1.5, 6.0, 2),
+    (JULY, "r1", "search", "storage", 0.5, None, None, 1),
+    (JULY, None, "untracked", "gpu", 3.0, 0.25, 1.0, 1),
+    (AUGUST, "r2", "production", "cpu", 7.0, 2.0, 0.0, 1),
+]
+
+
+def test_summarize_month_replaces_only_its_month(tmp_path):
+    con = _warehouse(tmp_path / "w.duckdb")
+    summarize_month(con, JULY)
+    summarize_month(con, AUGUST)
+    summarize_month(con, JULY)  # again: replaced, not added
+    assert _sums(con) == EXPECTED
+
+
+def test_an_older_warehouse_gets_the_sums_of_every_month(tmp_path):
+    path = tmp_path / "old.duckdb"
+    con = _warehouse(path)
+    con.execute("DROP TABLE attribution_runs")  # as written before the table existed
+    con.close()
+    con = duckdb.connect(str(path))
+    ensure_schema(con)
+    assert _sums(con) == EXPECTED
+    ensure_schema(con)  # once only
+    assert _sums(con) == EXPECTED

@@ -19,6 +19,7 @@ from cost_pipeline.months import month_bounds
 
 # set on a connection that holds one transaction for a whole Dagster run (defs/resources.py)
 _RUN_TRANSACTION = "cost_pipeline_run_transaction"
+_SCHEMA_READY = "cost_pipeline_schema_ready"  # ensure_schema ran in this run's transaction
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -66,7 +67,13 @@ def _strip_comments(sql: str) -> str:
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the tables if needed and the connection's macros (`assets/macros.sql`);
-    timestamps are UTC whatever the machine's zone."""
+    timestamps are UTC whatever the machine's zone. Inside a run's transaction this is done
+    once: every step of the run shares the connection, and the run commits or rolls back as
+    a whole."""
+    ((ready,),) = con.execute(f"SELECT getvariable('{_RUN_TRANSACTION}') IS TRUE "
+                              f"AND getvariable('{_SCHEMA_READY}') IS TRUE").fetchall()
+    if ready:
+        return
     con.execute("SET TimeZone = 'UTC'")
     before = table_names(con)
     con.execute(sql_text("schema"))
@@ -78,6 +85,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
                 "SELECT DISTINCT month FROM attribution ORDER BY month").fetchall():
             query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
                   {"month": month})
+    if in_run_transaction(con):
+        con.execute(f"SET VARIABLE {_SCHEMA_READY} = true")
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None):
@@ -135,6 +144,7 @@ def replace_month(
 def begin_run_transaction(con: duckdb.DuckDBPyConnection) -> None:
     """Open the one transaction of a whole run on `con`; `month_transaction` then nests in it."""
     con.execute(f"SET VARIABLE {_RUN_TRANSACTION} = true")
+    con.execute(f"SET VARIABLE {_SCHEMA_READY} = false")
     con.execute("BEGIN TRANSACTION")
 
 

@@ -25,15 +25,25 @@ lines AS NOT MATERIALIZED (
       AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
 ),
 run_rows AS (
+    -- a run's purpose class is joined here, to the run rows only (the others have no run)
     SELECT
         l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
         cl.run_id, t.claimed_share,
         CASE WHEN t.claimed_share > 1 + 1e-12 THEN cl.raw_share / t.claimed_share
              ELSE cl.raw_share END AS share,
-        CAST(NULL AS VARCHAR) AS kind
+        CAST(NULL AS VARCHAR) AS kind,
+        CASE
+            WHEN l.rule = 'non_usage' THEN 'unallocated'
+            WHEN r.purpose = 'search' OR r.search_id IS NOT NULL THEN 'search'
+            WHEN r.purpose = 'production' THEN 'production'
+            WHEN r.purpose = 'preprocess' THEN 'preprocessing'
+            ELSE 'other'
+        END AS purpose_class
     FROM attribution_claims cl
     JOIN attribution_claimed t USING (line_key)
     JOIN lines l USING (line_key)
+    LEFT JOIN (SELECT run_id, purpose, search_id FROM tracker_runs WHERE month = $month) r
+      ON r.run_id = cl.run_id
 ),
 untracked_rows AS (
     SELECT
@@ -46,7 +56,8 @@ untracked_rows AS (
             WHEN coalesce(t.claimed_share, 0) > 0 OR l.split_parent THEN 'idle_capacity'
             WHEN l.ResourceId IS NULL OR l.resource_kind = 'shared' THEN 'shared'
             ELSE 'no_run'
-        END AS kind
+        END AS kind,
+        'untracked' AS purpose_class
     FROM lines l
     LEFT JOIN attribution_claimed t USING (line_key)
     WHERE l.rule <> 'non_usage' AND 1 - coalesce(t.claimed_share, 0) > 1e-12
@@ -54,7 +65,7 @@ untracked_rows AS (
 unallocated_rows AS (
     SELECT l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
            CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS DOUBLE) AS claimed_share,
-           1.0 AS share, l.non_usage_kind AS kind
+           1.0 AS share, l.non_usage_kind AS kind, 'unallocated' AS purpose_class
     FROM lines l
     WHERE l.rule = 'non_usage'
 ),
@@ -67,14 +78,7 @@ SELECT
     CAST($month AS DATE) AS month,
     a.x_SourceLine,
     a.run_id,
-    CASE
-        WHEN a.rule = 'non_usage' THEN 'unallocated'
-        WHEN a.run_id IS NULL THEN 'untracked'
-        WHEN r.purpose = 'search' OR r.search_id IS NOT NULL THEN 'search'
-        WHEN r.purpose = 'production' THEN 'production'
-        WHEN r.purpose = 'preprocess' THEN 'preprocessing'
-        ELSE 'other'
-    END AS purpose_class,
+    a.purpose_class,
     a.component,
     a.c * a.share AS cost,
     a.share * a.usage_hours AS hours,
@@ -84,5 +88,3 @@ SELECT
     a.rule,
     a.kind
 FROM all_rows a
-LEFT JOIN (SELECT run_id, purpose, search_id FROM tracker_runs WHERE month = $month) r
-  ON r.run_id = a.run_id

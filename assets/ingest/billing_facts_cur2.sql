@@ -28,11 +28,27 @@
 -- mirrors a covered line) → committed; other usage (Usage) → on_demand; every other line
 -- (fees, tax, credits, refunds, discounts) → other. A pod's split row carries its share of
 -- the parent hour's ListCost, as it does of its cost.
-WITH raw AS (
+WITH usage_types AS (
+    -- what a usage type says, worked out once per distinct usage type (a bill has a few
+    -- hundred) rather than by a regular expression on every line
     SELECT
-        *,
+        usage_type,
+        regexp_matches(usage_type, '(^|-)(BoxUsage|SpotUsage|HostUsage)(:|$)') AS box_usage,
+        regexp_matches(usage_type, '(^|-)Train(-Spot)?:') AS train_usage,
+        regexp_matches(usage_type,
+            '(DataTransfer|-Out-Bytes|-In-Bytes|-Bytes-Internet|NatGateway|TransitGateway|VpcEndpoint|PrivateLink|CloudFront)')
+            AS transfer_usage,
+        regexp_matches(usage_type, '(^|-)EBS:') AS ebs_usage,
+        regexp_matches(usage_type, '(NatGateway|TransitGateway|VpcEndpoint|PrivateLink)')
+            AS shared_network,
+        regexp_matches(usage_type, '(^|-)(SpotUsage(:|$)|Train-Spot:)') AS spot_usage
+    FROM (SELECT DISTINCT coalesce(line_item_usage_type, '') AS usage_type FROM cur_raw)
+),
+raw AS (
+    SELECT
+        cur_raw.*,
         coalesce(line_item_line_item_type, '') AS line_type,
-        coalesce(line_item_usage_type, '') AS usage_type,
+        u.*,
         nullif(trim(line_item_resource_id), '') AS resource_id,
         -- the instance type: product column first, else the usage type after ':'
         regexp_replace(
@@ -43,6 +59,7 @@ WITH raw AS (
         nullif(trim(split_line_item_parent_resource_id), '') AS split_parent_id,
         epoch(line_item_usage_end_date - line_item_usage_start_date) / 3600.0 AS period_hours
     FROM cur_raw
+    JOIN usage_types AS u ON u.usage_type = coalesce(cur_raw.line_item_usage_type, '')
 ),
 classified AS (
     SELECT
@@ -50,22 +67,17 @@ classified AS (
         -- instance usage: EC2 Box/Spot/Host usage and SageMaker training instances, on the
         -- usage line types (a negation mirrors its covered line but carries no hours)
         line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage', 'SavingsPlanNegation')
-          AND (regexp_matches(usage_type, '(^|-)(BoxUsage|SpotUsage|HostUsage)(:|$)')
-               OR (line_item_product_code = 'AmazonSageMaker'
-                   AND regexp_matches(usage_type, '(^|-)Train(-Spot)?:')))
+          AND (box_usage OR (line_item_product_code = 'AmazonSageMaker' AND train_usage))
             AS instance_usage,
-        regexp_matches(usage_type,
-            '(DataTransfer|-Out-Bytes|-In-Bytes|-Bytes-Internet|NatGateway|TransitGateway|VpcEndpoint|PrivateLink|CloudFront)')
+        transfer_usage
           OR line_item_product_code = 'AWSDataTransfer'
           OR coalesce(product_product_family, '') IN ('Data Transfer', 'NAT Gateway', 'VpcEndpoint')
             AS network_usage,
         line_item_product_code IN ('AmazonS3', 'AmazonEFS', 'AmazonFSx', 'AmazonGlacier',
                                    'AmazonS3GlacierDeepArchive')
-          OR regexp_matches(usage_type, '(^|-)EBS:')
+          OR ebs_usage
           OR coalesce(product_product_family, '') IN ('Storage', 'Storage Snapshot')
-            AS storage_usage,
-        regexp_matches(usage_type, '(NatGateway|TransitGateway|VpcEndpoint|PrivateLink)')
-            AS shared_network
+            AS storage_usage
     FROM raw
 ),
 job_instances AS (
@@ -170,8 +182,7 @@ SELECT
     CASE
         WHEN line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
                            'SavingsPlanNegation')
-             AND (regexp_matches(usage_type, '(^|-)(SpotUsage(:|$)|Train-Spot:)')
-                  OR lower(coalesce(pricing_term, '')) = 'spot') THEN 'spot'
+             AND (spot_usage OR lower(coalesce(pricing_term, '')) = 'spot') THEN 'spot'
         WHEN line_type IN ('SavingsPlanCoveredUsage', 'DiscountedUsage', 'SavingsPlanNegation')
             THEN 'committed'
         WHEN line_type = 'Usage' THEN 'on_demand'

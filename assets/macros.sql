@@ -78,8 +78,11 @@ CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_m
     WHERE c.start_time < CAST(end_of_month AS TIMESTAMP)
       AND c.re > CAST(start_of_month AS TIMESTAMP)
       -- matched as the attribution matches them
-      AND claim_key(c.listed) NOT IN (SELECT claim_key(ResourceId) FROM billing_facts
-                                      WHERE month = for_month AND ResourceId IS NOT NULL);
+      -- (each distinct resource once: a month has far fewer resources than lines)
+      AND claim_key(c.listed) NOT IN (SELECT claim_key(ResourceId)
+                                      FROM (SELECT DISTINCT ResourceId FROM billing_facts
+                                            WHERE month = for_month
+                                              AND ResourceId IS NOT NULL));
 
 -- the month's cost as the bill states it and as the attribution splits it, which must agree
 -- to the cent (SPEC §6.6): the cost_conserved check and reconciliation's coverage and totals

@@ -72,7 +72,8 @@ DERIVED = {
         "on demand (the lever \"checkpoint before going preemptible\")."),
     "cost_levers": (
         ["search_trend", "search_shape", "preprocessing_waste", "retention_violations", "egress",
-         "gpu_utilization", "retrain_cadence", "preemption", "attribution"], "finops",
+         "gpu_utilization", "retrain_cadence", "preemption", "untracked_usage", "attribution"],
+        "finops",
         "The mission's levers ranked by the dollars they touch this month, with the figure "
         "behind each and what it costs to pull."),
 }

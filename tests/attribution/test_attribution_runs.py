@@ -60,3 +60,13 @@ def test_an_older_warehouse_gets_the_sums_of_every_month(tmp_path):
     assert _sums(con) == EXPECTED
     ensure_schema(con)  # once only
     assert _sums(con) == EXPECTED
+
+
+def test_the_reports_bill_reads_either_table_alike(tmp_path):
+    # a warehouse opened read-only is not upgraded: the report then reads attribution itself
+    from cost_pipeline.report.data import bill_matrix
+
+    con = _warehouse(tmp_path / "w.duckdb")
+    summarize_month(con, JULY)
+    assert bill_matrix(con, JULY) == bill_matrix(con, JULY, "attribution")
+    assert bill_matrix(con, JULY)["total"] == 14.5  # July's four rows

@@ -97,7 +97,7 @@ CREATE OR REPLACE TEMP MACRO month_cost_totals(for_month) AS TABLE
               coalesce(fsum(cost) FILTER (WHERE run_id IS NOT NULL), 0)               AS attributed_cost,
               coalesce(fsum(cost) FILTER (WHERE purpose_class = 'untracked'), 0)      AS untracked_cost,
               coalesce(fsum(cost) FILTER (WHERE purpose_class = 'unallocated'), 0)    AS unallocated_cost
-          FROM attribution WHERE month = for_month) AS split;
+          FROM attribution_rows WHERE month = for_month) AS split;
 
 -- the buckets as they stood at the month's end: a bucket with daily inventories by its last
 -- snapshot of the month, else its one undated listing without what was written after the
@@ -238,7 +238,7 @@ CREATE OR REPLACE TEMP MACRO metric_improvement(goal, best, previous) AS
 -- point of it (a run with no end yet counts as still running)
 CREATE OR REPLACE TEMP MACRO active_searches(for_month, start_of_month, end_of_month) AS TABLE
     SELECT s.search_id
-    FROM attribution AS a
+    FROM attribution_runs AS a
     JOIN search_runs(for_month) AS s ON s.run_id = a.run_id
     WHERE a.month = for_month
     UNION

@@ -98,9 +98,14 @@ CREATE TABLE IF NOT EXISTS checkpoint_inventory (
     checkpoint    VARCHAR          -- the next segment, or the object itself
 );
 
-CREATE TABLE IF NOT EXISTS attribution (
+-- The attribution's rows as stored: a line is named by `line_key` = hash(x_SourceLine) (a
+-- 64-bit integer; ingest refuses a month where two line ids share one), not by the 60-odd
+-- characters of its id repeated on each of its rows. Readers use the view `attribution`
+-- below (SPEC §7's columns); the pipeline's own SQL joins `line_key` to
+-- hash(billing_facts.x_SourceLine).
+CREATE TABLE IF NOT EXISTS attribution_rows (
     month             DATE NOT NULL,
-    x_SourceLine      VARCHAR NOT NULL,
+    line_key          UBIGINT NOT NULL,  -- hash(x_SourceLine) of the billing line
     run_id            VARCHAR,
     purpose_class     VARCHAR NOT NULL,  -- production|search|preprocessing|other|untracked|unallocated
     component         VARCHAR NOT NULL,
@@ -112,6 +117,14 @@ CREATE TABLE IF NOT EXISTS attribution (
     rule              VARCHAR NOT NULL,  -- compute | bucket_storage | bucket_transfer | non_usage
     kind              VARCHAR            -- untracked: no_run|idle_capacity|shared; unallocated: tax|credit|purchase|unused_commitment|adjustment|correction
 );
+
+-- SPEC §7's `attribution`: one row per (billing line, run | untracked | unallocated)
+CREATE OR REPLACE VIEW attribution AS
+SELECT a.month, l.x_SourceLine, a.run_id, a.purpose_class, a.component, a.cost, a.hours,
+       a.accelerator_hours, a.share, a.claimed_share, a.rule, a.kind
+FROM attribution_rows AS a
+LEFT JOIN (SELECT month, x_SourceLine, hash(x_SourceLine) AS line_key FROM billing_facts) AS l
+  ON l.month = a.month AND l.line_key = a.line_key;
 
 -- The month's attribution summed per run | untracked | unallocated × purpose class × component
 -- × rule × kind (attribution_runs.sql): written with each month's attribution, read by the

@@ -180,7 +180,7 @@ def print_report(report: dict) -> None:
         floor = res.get("pipeline", {}).get("persist_floor")
         if floor:
             both = s["ratios"].get("pipeline/(reference+persist_floor)", {}).get("time")
-            print(f"{s['size']:<{w}}persist floor: copying billing_facts + attribution "
+            print(f"{s['size']:<{w}}persist floor: copying billing_facts + attribution_rows "
                   f"({', '.join(f'{n:,}' for n in floor['rows'].values())} rows) takes "
                   f"{floor['write_seconds']:.2f} s; pipeline ÷ (reference + that) = "
                   f"{f'{both:.2f}×' if both else '-'}")

@@ -61,19 +61,19 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
         con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)", rows)
     try:
         with month_transaction(con):
-            con.execute("DELETE FROM attribution WHERE month = ?", [month])
+            con.execute("DELETE FROM attribution_rows WHERE month = ?", [month])
             run_script(con, sql_text("attribution_prepare"), params)
             parts = slices(con, month, lines_per_slice)
             for number, (start, end) in enumerate(parts, start=1):
                 bounds = {**params, "slice_start": start, "slice_end": end}
                 run_script(con, sql_text("attribution_claims"), bounds)
-                query(con, f"INSERT INTO attribution BY NAME ({sql_text('attribution')})",
+                query(con, f"INSERT INTO attribution_rows BY NAME ({sql_text('attribution')})",
                       bounds)
                 _drop(con, _SLICE_TABLES)
                 if log is not None and len(parts) > 1:
                     log.info(f"attribution: slice {number} of {len(parts)} written")
-            ((written,),) = con.execute("SELECT count(*) FROM attribution WHERE month = ?",
-                                        [month]).fetchall()
+            ((written,),) = con.execute(
+                "SELECT count(*) FROM attribution_rows WHERE month = ?", [month]).fetchall()
             summarize_month(con, month)
     finally:
         # an error inside a run's transaction aborts it: only its rollback may run then
@@ -83,7 +83,7 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
 
 
 def summarize_month(con: duckdb.DuckDBPyConnection, month: date) -> None:
-    """Replace the month's `attribution_runs` by its `attribution` rows summed per run and
+    """Replace the month's `attribution_runs` by its attribution rows summed per run and
     group (`attribution_runs.sql`), in the caller's transaction."""
     con.execute("DELETE FROM attribution_runs WHERE month = ?", [month])
     query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",

@@ -23,6 +23,7 @@ from cost_pipeline.warehouse import (
     exclusive_writer,
     query,
     sql_text,
+    upgrade,
 )
 
 RECENT_RUNS = 20  # the basis: the model's most recent recorded search runs
@@ -107,6 +108,7 @@ def estimate_search(
     owned = con is None
     if con is None and Path(cfg.warehouse_path).exists():
         try:
+            upgrade(cfg.warehouse_path)  # an older version's warehouse gets today's tables
             con = duckdb.connect(cfg.warehouse_path, read_only=True)
         except duckdb.Error as exc:
             if needs_history:

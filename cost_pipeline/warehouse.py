@@ -76,17 +76,33 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         return
     con.execute("SET TimeZone = 'UTC'")
     before = table_names(con)
+    old_attribution = "attribution" in before and _is_table(con, "attribution")
+    if old_attribution:
+        # a warehouse from before `attribution_rows`: its table makes way for the view
+        con.execute("ALTER TABLE attribution RENAME TO attribution_before_line_keys")
     con.execute(sql_text("schema"))
     run_script(con, sql_text("macros"), {})
-    if "attribution" in before and "attribution_runs" not in before:
+    if old_attribution:
+        con.execute(
+            "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (x_SourceLine), "
+            "hash(x_SourceLine) AS line_key FROM attribution_before_line_keys")
+        con.execute("DROP TABLE attribution_before_line_keys")
+    if "attribution_runs" not in before:
         # a warehouse from before the per-run sums: every month it holds gets them now, so
         # that the decisions reading them see earlier months (search_trend, search_costs)
         for (month,) in con.execute(
-                "SELECT DISTINCT month FROM attribution ORDER BY month").fetchall():
+                "SELECT DISTINCT month FROM attribution_rows ORDER BY month").fetchall():
             query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
                   {"month": month})
     if in_run_transaction(con):
         con.execute(f"SET VARIABLE {_SCHEMA_READY} = true")
+
+
+def _is_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    ((kind,),) = con.execute(
+        "SELECT table_type FROM information_schema.tables WHERE table_schema = 'main' "
+        "AND table_name = ?", [name]).fetchall()
+    return kind == "BASE TABLE"
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None):
@@ -269,3 +285,18 @@ def exclusive_writer(database: str, holder: str, timeout_seconds: float = 900.0,
         yield
     finally:
         release_writer_lock(handle)
+
+
+def upgrade(database: str | Path) -> None:
+    """Bring a warehouse an older version wrote to this version's tables — `attribution_rows`
+    under the `attribution` view, `attribution_runs` — with one short read-write open under
+    the writer lock, so that the read-only readers (report, estimate, export) find what they
+    query. Nothing happens for a current warehouse or a missing file."""
+    if not Path(database).exists():
+        return
+    with duckdb.connect(str(database), read_only=True) as con:
+        names = table_names(con)
+        if "billing_facts" not in names or {"attribution_rows", "attribution_runs"} <= names:
+            return
+    with exclusive_writer(str(database), "upgrade"), duckdb.connect(str(database)) as con:
+        ensure_schema(con)

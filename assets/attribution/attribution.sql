@@ -9,7 +9,8 @@ lines AS NOT MATERIALIZED (
     -- read where used (three times): a scan of the month is cheaper than holding it
     SELECT
         rowid AS line_key,
-        x_SourceLine, ResourceId,
+        hash(x_SourceLine) AS line_hash,  -- stored as attribution_rows.line_key
+        ResourceId,
         coalesce(x_SplitParent, false) AS split_parent,
         EffectiveCost AS c, x_CostComponent AS component, x_AcceleratorCount AS g,
         x_UsageHours AS usage_hours, x_ResourceKind AS resource_kind,
@@ -27,7 +28,7 @@ lines AS NOT MATERIALIZED (
 run_rows AS (
     -- a run's purpose class is joined here, to the run rows only (the others have no run)
     SELECT
-        l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
+        l.line_hash, l.component, l.c, l.usage_hours, l.g, l.rule,
         cl.run_id, t.claimed_share,
         CASE WHEN t.claimed_share > 1 + 1e-12 THEN cl.raw_share / t.claimed_share
              ELSE cl.raw_share END AS share,
@@ -47,7 +48,7 @@ run_rows AS (
 ),
 untracked_rows AS (
     SELECT
-        l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
+        l.line_hash, l.component, l.c, l.usage_hours, l.g, l.rule,
         CAST(NULL AS VARCHAR) AS run_id, coalesce(t.claimed_share, 0) AS claimed_share,
         1 - coalesce(t.claimed_share, 0) AS share,
         CASE
@@ -63,7 +64,7 @@ untracked_rows AS (
     WHERE l.rule <> 'non_usage' AND 1 - coalesce(t.claimed_share, 0) > 1e-12
 ),
 unallocated_rows AS (
-    SELECT l.x_SourceLine, l.component, l.c, l.usage_hours, l.g, l.rule,
+    SELECT l.line_hash, l.component, l.c, l.usage_hours, l.g, l.rule,
            CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS DOUBLE) AS claimed_share,
            1.0 AS share, l.non_usage_kind AS kind, 'unallocated' AS purpose_class
     FROM lines l
@@ -76,7 +77,7 @@ all_rows AS (
 )
 SELECT
     CAST($month AS DATE) AS month,
-    a.x_SourceLine,
+    a.line_hash AS line_key,  -- the view `attribution` shows the line's x_SourceLine
     a.run_id,
     a.purpose_class,
     a.component,

@@ -11,6 +11,6 @@ SELECT
     fsum(hours)             AS hours,
     fsum(accelerator_hours) AS accelerator_hours,
     count(*)                AS rows
-FROM attribution
+FROM attribution_rows
 WHERE month = $month
 GROUP BY ALL

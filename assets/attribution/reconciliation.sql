@@ -2,17 +2,17 @@
 -- shows were used by recorded runs, and how much of the cost the runs account for.
 -- Parameters: $month, $month_start, $month_end, $max_untracked_share.
 WITH
--- Every line of the month has rows in `attribution` (run, untracked or unallocated rows),
+-- Every line of the month has attribution rows (run, untracked or unallocated rows),
 -- and a row carries its line's component, so the sums below need no join back to the lines
 -- except for the instance type of untracked GPU rows.
 lines AS NOT MATERIALIZED (
-    SELECT x_SourceLine, ResourceId, EffectiveCost, x_CostComponent, x_UsageHours,
+    SELECT hash(x_SourceLine) AS line_key, ResourceId, EffectiveCost, x_CostComponent, x_UsageHours,
            x_AcceleratorCount, x_InstanceType, x_InvoiceId
     FROM billing_facts WHERE month = $month
 ),
 att AS NOT MATERIALIZED (
     SELECT run_id, purpose_class, component, cost, accelerator_hours, claimed_share, rule
-    FROM attribution WHERE month = $month
+    FROM attribution_rows WHERE month = $month
 ),
 runs AS (SELECT * FROM tracker_runs WHERE month = $month),
 gpu_lines AS NOT MATERIALIZED (
@@ -29,8 +29,8 @@ gpu_cost_rows AS NOT MATERIALIZED (
 ),
 untracked_by_line AS (
     -- a line has at most one untracked row
-    SELECT x_SourceLine, accelerator_hours AS untracked_hours, cost AS untracked_cost
-    FROM attribution
+    SELECT line_key, accelerator_hours AS untracked_hours, cost AS untracked_cost
+    FROM attribution_rows
     WHERE month = $month AND purpose_class = 'untracked' AND component = 'gpu'
       AND accelerator_hours IS NOT NULL
 ),
@@ -42,7 +42,7 @@ by_type AS (
         fsum(l.EffectiveCost) AS gpu_cost,
         coalesce(fsum(u.untracked_cost), 0) AS untracked_cost
     FROM gpu_lines l
-    LEFT JOIN untracked_by_line u USING (x_SourceLine)
+    LEFT JOIN untracked_by_line u USING (line_key)
     GROUP BY l.x_InstanceType
 ),
 over_claimed AS (

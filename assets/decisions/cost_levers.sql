@@ -133,10 +133,10 @@ top_untracked AS (
         t.resource,
         (SELECT min(l.x_InstanceType)
          FROM billing_facts AS l
-         SEMI JOIN (SELECT x_SourceLine FROM attribution
+         SEMI JOIN (SELECT line_key FROM attribution_rows
                     WHERE month = $month AND purpose_class = 'untracked'
                       AND component IN ('gpu', 'cpu')) AS a
-           ON a.x_SourceLine = l.x_SourceLine
+           ON a.line_key = hash(l.x_SourceLine)
          WHERE l.month = $month AND l.ResourceId IS NOT DISTINCT FROM t.resource_id)
             AS instance_type,
         t.cost

@@ -34,22 +34,22 @@ bucket_datasets AS (
 ),
 network_lines AS (
     -- the month's network lines only: the join's hash table holds these, not every line
-    SELECT x_SourceLine, ResourceId, ConsumedQuantity, ConsumedUnit
+    SELECT hash(x_SourceLine) AS line_key, ResourceId, ConsumedQuantity, ConsumedUnit
     FROM billing_facts
     WHERE month = $month AND x_CostComponent = 'network'
 ),
 network AS (
     SELECT
-        a.run_id, a.purpose_class, a.rule, a.cost, a.x_SourceLine, l.ResourceId,
+        a.run_id, a.purpose_class, a.rule, a.cost, a.line_key, l.ResourceId,
         CASE WHEN upper(l.ConsumedUnit) = 'GB' THEN a.share * l.ConsumedQuantity END AS gb
-    FROM attribution AS a
-    JOIN network_lines AS l ON l.x_SourceLine = a.x_SourceLine
+    FROM attribution_rows AS a
+    JOIN network_lines AS l ON l.line_key = a.line_key
     WHERE a.month = $month AND a.component = 'network'
 ),
 pulls AS (
     SELECT
         n.run_id, r.model, n.purpose_class, r.dataset, r.dataset_bucket, r.dataset_region,
-        r.run_region, n.x_SourceLine, n.rule, n.gb, n.cost
+        r.run_region, n.line_key, n.rule, n.gb, n.cost
     FROM network AS n
     JOIN runs AS r ON r.run_id = n.run_id
     WHERE r.run_region IS NOT NULL AND r.dataset_region IS NOT NULL
@@ -57,7 +57,7 @@ pulls AS (
     UNION ALL
     SELECT
         NULL, NULL, n.purpose_class, bd.dataset, bd.bucket, bd.dataset_region,
-        NULL, n.x_SourceLine, n.rule, n.gb, n.cost
+        NULL, n.line_key, n.rule, n.gb, n.cost
     FROM network AS n
     JOIN bucket_datasets AS bd ON bd.bucket = n.ResourceId
     WHERE n.run_id IS NULL AND n.rule = 'bucket_transfer'

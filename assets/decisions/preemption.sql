@@ -61,7 +61,8 @@ run_spend AS (
     GROUP BY run_id
 ),
 spot_lines AS MATERIALIZED (
-    SELECT x_SourceLine FROM billing_facts WHERE month = $month AND x_PricingCategory = 'spot'
+    SELECT hash(x_SourceLine) AS line_key
+    FROM billing_facts WHERE month = $month AND x_PricingCategory = 'spot'
 ),
 spot_chains AS (
     -- the chains with spot compute this month, found from the (few) spot lines first, so that
@@ -69,28 +70,28 @@ spot_chains AS (
     -- lines reads no attribution row here)
     SELECT DISTINCT m.chain_id
     FROM spot_lines AS l
-    JOIN attribution AS a ON a.x_SourceLine = l.x_SourceLine
+    JOIN attribution_rows AS a ON a.line_key = l.line_key
     JOIN members AS m ON m.run_id = a.run_id
     WHERE a.month = $month AND a.rule = 'compute'
       AND EXISTS (SELECT 1 FROM spot_lines)
 ),
 compute_rows AS (
-    SELECT m.chain_id, a.run_id, a.x_SourceLine, a.share
+    SELECT m.chain_id, a.run_id, a.line_key, a.share
     FROM (SELECT * FROM members WHERE chain_id IN (SELECT chain_id FROM spot_chains)) AS m
-    JOIN attribution AS a ON a.run_id = m.run_id
+    JOIN attribution_rows AS a ON a.run_id = m.run_id
     WHERE a.month = $month AND a.rule = 'compute'
 ),
 lines AS (
-    SELECT x_SourceLine, ListCost, x_PricingCategory
+    SELECT hash(x_SourceLine) AS line_key, ListCost, x_PricingCategory
     FROM billing_facts
-    WHERE month = $month AND x_SourceLine IN (SELECT x_SourceLine FROM compute_rows)
+    WHERE month = $month AND hash(x_SourceLine) IN (SELECT line_key FROM compute_rows)
     QUALIFY row_number() OVER (PARTITION BY x_SourceLine ORDER BY x_File, x_Row) = 1
 ),
 priced AS (
     SELECT c.chain_id, c.run_id, c.share * l.ListCost AS on_demand, l.ListCost IS NULL AS unpriced,
            l.x_PricingCategory = 'spot' AS spot
     FROM compute_rows AS c
-    JOIN lines AS l USING (x_SourceLine)
+    JOIN lines AS l USING (line_key)
 ),
 last_runs AS (
     SELECT chain_id, arg_max(run_id, (start_time, run_id)) AS last_run_id

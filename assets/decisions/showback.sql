@@ -13,7 +13,7 @@ WITH runs AS (
 ),
 lines AS (
     SELECT
-        x_SourceLine,
+        hash(x_SourceLine) AS line_key,
         nullif(trim(coalesce(Tags['team'], Tags['user_team'], Tags['user:team'])), '')
             AS tag_team
     FROM billing_facts
@@ -31,8 +31,8 @@ SELECT
     coalesce(fsum(a.hours), 0)             AS hours,
     coalesce(fsum(a.accelerator_hours), 0) AS accelerator_hours,
     count(DISTINCT a.run_id)              AS runs
-FROM attribution AS a
+FROM attribution_rows AS a
 LEFT JOIN runs  AS r ON r.run_id = a.run_id
-LEFT JOIN lines AS l ON l.x_SourceLine = a.x_SourceLine
+LEFT JOIN lines AS l ON l.line_key = a.line_key
 WHERE a.month = $month
 GROUP BY a.month, coalesce(r.team, l.tag_team), a.purpose_class, a.component

@@ -18,10 +18,11 @@ SELECT
     fsum(a.hours)                                AS hours,
     fsum(a.accelerator_hours)                    AS accelerator_hours,
     fsum(a.cost)                                 AS cost
-FROM attribution AS a
-JOIN billing_facts AS b
+FROM attribution_rows AS a
+JOIN (SELECT month, ResourceId, ChargePeriodStart, hash(x_SourceLine) AS line_key
+      FROM billing_facts WHERE month = $month) AS b
   ON b.month = a.month
- AND b.x_SourceLine = a.x_SourceLine
+ AND b.line_key = a.line_key
 WHERE a.month = $month
   AND a.purpose_class = 'untracked'
 GROUP BY a.month, b.ResourceId, CAST(b.ChargePeriodStart AS DATE), a.component,

@@ -4,7 +4,9 @@
 -- Parameters: $first, $last (the period's first and last month).
 WITH a AS (
     SELECT a.*, l.x_ResourceKind AS resource_kind
-    FROM attribution a JOIN billing_facts l USING (month, x_SourceLine)
+    FROM attribution_rows a
+    JOIN (SELECT month, hash(x_SourceLine) AS line_key, x_ResourceKind FROM billing_facts
+          WHERE month BETWEEN $first AND $last) l USING (month, line_key)
     WHERE a.month BETWEEN $first AND $last
 )
 SELECT

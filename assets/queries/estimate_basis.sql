@@ -21,7 +21,7 @@ spend AS (
         fsum(a.cost) FILTER (WHERE a.component = 'storage') AS storage_cost,
         fsum(a.cost) FILTER (WHERE a.component = 'network') AS transfer_cost,
         fsum(a.cost) FILTER (WHERE a.component NOT IN ('gpu', 'storage', 'network')) AS other_cost
-    FROM attribution a
+    FROM attribution_rows a
     WHERE a.run_id IN (SELECT run_id FROM trials)
     GROUP BY a.run_id
 ),
@@ -49,7 +49,7 @@ preprocessing AS (
             AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.run_id)
             AND r.start_time BETWEEN (SELECT min(start_time) FROM recent)
                                  AND (SELECT max(start_time) FROM recent)) AS training_runs
-    FROM attribution a JOIN runs r USING (run_id)
+    FROM attribution_rows a JOIN runs r USING (run_id)
     WHERE r.model = $model AND r.purpose = 'preprocess'
       AND r.start_time >= (SELECT min(start_time) FROM recent) - INTERVAL 2 DAY
       AND r.start_time <= (SELECT max(start_time) FROM recent)

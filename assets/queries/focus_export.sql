@@ -40,6 +40,7 @@
 WITH origin AS (
     SELECT
         b.x_SourceLine,
+        hash(b.x_SourceLine) AS line_key,  -- attribution_rows.line_key
         split_part(b.x_SourceLine, ':', 1) AS source_name,
         b.ChargePeriodStart, b.ChargePeriodEnd,
         coalesce(nullif(trim(b.ProviderName), ''), split_part(b.x_SourceLine, ':', 1))
@@ -152,13 +153,13 @@ service_subcategory AS (
 ),
 parts AS (
     SELECT
-        a.x_SourceLine, a.run_id, a.purpose_class, a.kind, a.rule, a.share,
+        a.line_key, a.run_id, a.purpose_class, a.kind, a.rule, a.share,
         a.hours, a.accelerator_hours,
         row_number() OVER line_rows AS part,
-        count(*) OVER (PARTITION BY a.x_SourceLine) AS parts
-    FROM attribution a
+        count(*) OVER (PARTITION BY a.line_key) AS parts
+    FROM attribution_rows a
     WHERE a.month = $month
-    WINDOW line_rows AS (PARTITION BY a.x_SourceLine
+    WINDOW line_rows AS (PARTITION BY a.line_key
                          ORDER BY a.run_id NULLS LAST, a.purpose_class, a.kind NULLS FIRST)
 ),
 split AS (
@@ -172,7 +173,7 @@ split AS (
         s.hours AS usage_hours, s.accelerator_hours,
         r.model, r.search_id
     FROM priced p
-    LEFT JOIN parts s USING (x_SourceLine)
+    LEFT JOIN parts s USING (line_key)
     LEFT JOIN tracker_runs r ON r.month = $month AND r.run_id = s.run_id
 ),
 shared_out AS (

@@ -8,7 +8,7 @@ SELECT
     component,
     sum(CAST(cost AS DECIMAL(38, 10)))                                  AS cost,
     coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
-FROM attribution
+FROM attribution_rows
 WHERE month BETWEEN $first AND $last
 GROUP BY month, purpose_class, component
 ORDER BY month, purpose_class, component

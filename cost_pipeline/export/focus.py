@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from cost_pipeline.warehouse import bind, sql_text
+from cost_pipeline.warehouse import bind, sql_text, upgrade
 
 FORMATS = ("parquet", "csv")
 FOCUS_VERSION = "1.2"
@@ -48,7 +48,7 @@ class FocusExportError(ValueError):
 def _require_attribution(con: duckdb.DuckDBPyConnection, month: date) -> None:
     lines, attributed = con.execute(
         "SELECT (SELECT count(*) FROM billing_facts WHERE month = ?), "
-        "(SELECT count(*) FROM (SELECT 1 FROM attribution WHERE month = ? LIMIT 1))",
+        "(SELECT count(*) FROM (SELECT 1 FROM attribution_rows WHERE month = ? LIMIT 1))",
         [month, month]).fetchall()[0]
     if lines and not attributed:
         raise FocusExportError(f"{month:%Y-%m} has billing lines but no attribution: "
@@ -208,6 +208,7 @@ def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
     target = Path(out) if out else default_focus_path(warehouse, month, fmt)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
+        upgrade(warehouse)  # an older version's warehouse gets today's tables first
         with duckdb.connect(str(warehouse), read_only=True) as con:
             con.execute("SET TimeZone = 'UTC'")
             if memory_limit:

@@ -326,6 +326,16 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
         rows, distinct = con.execute(
             f"SELECT count(*), count(DISTINCT x_SourceLine) FROM {STAGE}").fetchone()
         summary.duplicates_dropped = rows - distinct
+        if distinct != distinct_hashes:
+            # attribution_rows names a line by hash(x_SourceLine): two ids sharing one (about
+            # a one-in-a-million chance for a month of 5M lines) would mix their rows
+            (lines,) = con.execute(
+                f"SELECT list(DISTINCT x_SourceLine ORDER BY x_SourceLine) FROM {STAGE} "
+                "GROUP BY hash(x_SourceLine) HAVING count(DISTINCT x_SourceLine) > 1 "
+                "ORDER BY 1 LIMIT 1").fetchone()
+            raise SourceError(_source_of(lines[0]), None,
+                              f"line ids {' and '.join(lines[:2])} share a 64-bit hash, which "
+                              "the attribution keys lines by: this month cannot be attributed")
     currencies = [c for (c,) in con.execute(
         f"SELECT BillingCurrency FROM {STAGE} GROUP BY 1 ORDER BY count(*) DESC, 1").fetchall()]
     if len(currencies) > 1:

@@ -17,6 +17,7 @@ from cost_pipeline.report.period_charts import period_charts
 from cost_pipeline.report.period_data import collect_period
 from cost_pipeline.report.render import _environment, percent
 from cost_pipeline.report.strip import months_between
+from cost_pipeline.warehouse import upgrade
 
 MAX_MONTHS = 36  # a page of month columns stays readable up to three years
 
@@ -167,6 +168,7 @@ def write_period_report(warehouse: str | Path, first: date, last: date,
         if not Path(warehouse).exists():
             raise ReportError(f"no warehouse at {warehouse}: materialize a month first")
         try:
+            upgrade(warehouse)  # an older version's warehouse gets today's tables first
             with duckdb.connect(str(warehouse), read_only=True) as ro:
                 data = read_period(ro, first, last)
         except duckdb.Error as exc:  # e.g. another process holds the write lock

@@ -6,7 +6,7 @@ from datetime import date
 import duckdb
 
 from cost_pipeline.attribution import summarize_month
-from cost_pipeline.warehouse import ensure_schema
+from cost_pipeline.warehouse import ensure_schema, upgrade
 
 JULY, AUGUST = date(2026, 7, 1), date(2026, 8, 1)
 ROWS = [  # month, line, run, purpose class, component, cost, hours, accelerator-hours, kind
@@ -22,9 +22,9 @@ def _warehouse(path) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(path))
     ensure_schema(con)
     con.executemany(
-        "INSERT INTO attribution (month, x_SourceLine, run_id, purpose_class, component, cost, "
+        "INSERT INTO attribution_rows (month, line_key, run_id, purpose_class, component, cost, "
         "hours, accelerator_hours, share, rule, kind) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1.0, 'compute', ?)", ROWS)
+        "VALUES (?, hash(?), ?, ?, ?, ?, ?, ?, 1.0, 'compute', ?)", ROWS)
     return con
 
 
@@ -70,3 +70,48 @@ def test_the_reports_bill_reads_either_table_alike(tmp_path):
     summarize_month(con, JULY)
     assert bill_matrix(con, JULY) == bill_matrix(con, JULY, "attribution")
     assert bill_matrix(con, JULY)["total"] == 14.5  # July's four rows
+
+
+def _older_warehouse(path) -> None:
+    """A warehouse as written before attribution_rows: `attribution` a table carrying
+    x_SourceLine on every row, no per-run sums."""
+    con = duckdb.connect(str(path))
+    ensure_schema(con)
+    con.execute("DROP VIEW attribution")
+    con.execute("DROP TABLE attribution_rows")
+    con.execute("DROP TABLE attribution_runs")
+    con.execute(
+        "CREATE TABLE attribution (month DATE NOT NULL, x_SourceLine VARCHAR NOT NULL, "
+        "run_id VARCHAR, purpose_class VARCHAR NOT NULL, component VARCHAR NOT NULL, "
+        "cost DOUBLE NOT NULL, hours DOUBLE, accelerator_hours DOUBLE, share DOUBLE NOT NULL, "
+        "claimed_share DOUBLE, rule VARCHAR NOT NULL, kind VARCHAR)")
+    con.executemany(
+        "INSERT INTO attribution VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1.0, NULL, 'compute', ?)", ROWS)
+    con.executemany(
+        "INSERT INTO billing_facts (month, x_SourceLine, EffectiveCost) VALUES (?, ?, 1.0)",
+        sorted({(m, line) for m, line, *_ in ROWS}))
+    con.close()
+
+
+def test_an_attribution_table_of_an_older_warehouse_becomes_rows_and_the_view(tmp_path):
+    path = tmp_path / "old.duckdb"
+    _older_warehouse(path)
+    con = duckdb.connect(str(path))
+    ensure_schema(con)
+    assert con.execute("SELECT table_type FROM information_schema.tables "
+                       "WHERE table_name = 'attribution'").fetchall() == [("VIEW",)]
+    assert set(con.execute(
+        "SELECT month, x_SourceLine, run_id, purpose_class, component, cost, hours, "
+        "accelerator_hours, kind FROM attribution").fetchall()) == set(ROWS)
+    assert _sums(con) == EXPECTED
+
+
+def test_read_only_readers_upgrade_an_older_warehouse_first(tmp_path):
+    path = tmp_path / "old.duckdb"
+    _older_warehouse(path)
+    upgrade(path)
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert _sums(con) == EXPECTED
+        assert con.execute("SELECT count(*) FROM attribution WHERE x_SourceLine IS NOT NULL"
+                           ).fetchone() == (len(ROWS),)
+    upgrade(path)  # a current warehouse: nothing to do

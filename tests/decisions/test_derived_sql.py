@@ -107,8 +107,8 @@ def obj(con, bucket, key, size, last_modified, *, snapshot_date=None, month=MARC
 def attr(con, line, run_id, purpose_class, cost, component="gpu", hours=None, acc_hours=None,
          kind=None, month=MARCH):
     con.execute(
-        """INSERT INTO attribution BY NAME
-           SELECT ? AS month, ? AS x_SourceLine, ? AS run_id, ? AS purpose_class,
+        """INSERT INTO attribution_rows BY NAME
+           SELECT ? AS month, hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
                   ? AS component, ? AS cost, ? AS hours, ? AS accelerator_hours,
                   1.0 AS share, 'compute' AS rule, ? AS kind""",
         [month, line, run_id, purpose_class, component, cost, hours, acc_hours, kind],

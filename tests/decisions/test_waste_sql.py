@@ -60,8 +60,8 @@ def line(con, name, *, resource=None, component="network", cost=0.0, unit=None, 
 def attr(con, line_name, run_id, purpose_class, cost, *, component="gpu", hours=None,
          acc=None, share=1.0, rule="compute", kind=None, month=MARCH):
     con.execute(
-        """INSERT INTO attribution BY NAME
-           SELECT ? AS month, ? AS x_SourceLine, ? AS run_id, ? AS purpose_class,
+        """INSERT INTO attribution_rows BY NAME
+           SELECT ? AS month, hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
                   ? AS component, ? AS cost, ? AS hours, ? AS accelerator_hours,
                   ? AS share, ? AS rule, ? AS kind""",
         [month, line_name, run_id, purpose_class, component, cost, hours, acc, share, rule,

@@ -6,6 +6,7 @@ from datetime import date
 
 import duckdb
 
+from cost_pipeline.attribution import summarize_month
 from cost_pipeline.warehouse import ensure_schema
 
 BILLING_DEFAULTS = {
@@ -30,6 +31,11 @@ INVENTORY_DEFAULTS = {"source": "test", "snapshot_date": None, "prefix": None, "
 def insert(con: duckdb.DuckDBPyConnection, table: str, month: date, rows: list[dict],
            defaults: dict) -> None:
     ensure_schema(con)
+    if table == "attribution":  # a view: its rows are stored keyed by hash(x_SourceLine)
+        for row in rows:
+            _insert_attribution(con, {**defaults, **row, "month": month})
+        summarize_month(con, month)  # and summed per run, as the attribution step does
+        return
     columns = [c for (c,) in con.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
         "ORDER BY ordinal_position", [table]).fetchall()]
@@ -52,6 +58,14 @@ def insert(con: duckdb.DuckDBPyConnection, table: str, month: date, rows: list[d
             else:
                 flat.append(v)
         con.execute(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({placeholders})", flat)
+
+
+def _insert_attribution(con: duckdb.DuckDBPyConnection, row: dict) -> None:
+    names = [c for c in row if c != "x_SourceLine"]
+    con.execute(
+        f"INSERT INTO attribution_rows ({', '.join(names)}, line_key) "
+        f"VALUES ({', '.join('?' for _ in names)}, hash(?))",
+        [row[c] for c in names] + [row["x_SourceLine"]])
 
 
 def insert_lines(con, month, lines):

@@ -18,9 +18,11 @@ WITH objects AS (
     SELECT * FROM checkpoint_objects($month, $month_end)
 ),
 checkpoints AS (
-    -- a checkpoint is as new as its newest shard
+    -- a checkpoint is as new as its newest shard; only the runs keep-last applies to (live,
+    -- production) are ranked: a dead run's or an orphan's objects break the policy anyway
     SELECT bucket, run_id, checkpoint_name, max(last_modified) AS newest
     FROM objects
+    WHERE run_class IN ('live', 'production')
     GROUP BY bucket, run_id, checkpoint_name
 ),
 ranked AS (
@@ -43,7 +45,7 @@ judged AS (
                 THEN 'beyond_keep_last'
         END AS reason
     FROM objects AS o
-    JOIN ranked AS k
+    LEFT JOIN ranked AS k
       ON k.bucket = o.bucket AND k.run_id = o.run_id AND k.checkpoint_name = o.checkpoint_name
 )
 SELECT

@@ -6,22 +6,12 @@
 -- Read on read-only connections (report, demo): plain SQL, no macros.
 -- Parameters: $month; $component ('gpu', …, or NULL for every component); $top (rows).
 WITH untracked AS (
-    SELECT
-        b.ResourceId                        AS resource_id,
-        CAST(b.ChargePeriodStart AS DATE)   AS day,
-        a.component,
-        coalesce(a.kind, 'no_run')          AS kind,
-        a.hours,
-        a.accelerator_hours,
-        a.cost
-    FROM attribution_rows AS a
-    JOIN (SELECT month, ResourceId, ChargePeriodStart, hash(x_SourceLine) AS line_key
-          FROM billing_facts WHERE month = $month) AS b
-      ON b.month = a.month
-     AND b.line_key = a.line_key
-    WHERE a.month = $month
-      AND a.purpose_class = 'untracked'
-      AND ($component IS NULL OR a.component = $component)
+    -- untracked_usage already holds the untracked rows per resource × day × component × kind
+    -- (joining every untracked attribution row back to its line again cost ~0.7 s at 5M lines)
+    SELECT resource_id, day, component, kind, hours, accelerator_hours, cost
+    FROM untracked_usage
+    WHERE month = $month
+      AND ($component IS NULL OR component = $component)
 ),
 by_resource AS (
     SELECT

@@ -169,7 +169,7 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "models": section("cost_per_model_monthly", cost_per_model),
         "untracked": section("untracked_usage", top_untracked),
         # the resource the failed reconciliation's alert names first
-        "untracked_gpu": section("attribution", lambda c, m: top_untracked(c, m, "gpu", 1)),
+        "untracked_gpu": section("untracked_usage", lambda c, m: top_untracked(c, m, "gpu", 1)),
         "retention": section("retention_violations", retention),
         "searches": section("search_costs", lambda c, m: searches(c, m, "search_trend" in have)),
         "levers": section("cost_levers", levers),

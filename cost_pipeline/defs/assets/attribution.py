@@ -51,7 +51,7 @@ def attribution(
     group_name="attribution",
     kinds={"duckdb"},
     owners=["team:finops"],
-    deps=["attribution"],
+    deps=["attribution", "untracked_usage"],  # the check names untracked_usage's top resources
     code_version=code_version(("reconciliation", "top_untracked", "unbilled_resources"),
                               ("cost_pipeline.defs.checks", "cost_pipeline.report.data")),
     check_specs=[dg.AssetCheckSpec("reconciliation_within_threshold", asset="reconciliation",

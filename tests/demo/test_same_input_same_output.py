@@ -28,7 +28,7 @@ def tables(warehouse: str) -> dict[str, list[str]]:
     with duckdb.connect(warehouse, read_only=True) as con:
         names = [t for (t,) in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-            "AND table_type = 'BASE TABLE' ORDER BY 1").fetchall()]
+            "AND table_type IN ('BASE TABLE', 'VIEW') ORDER BY 1").fetchall()]  # views: attribution
         for name in names:
             columns = [c for (c,) in con.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = ? "

@@ -35,7 +35,7 @@ def dump(database: Path, exclude: dict[str, tuple[str, ...]] | None = None,
     with duckdb.connect(str(database), read_only=True) as con:
         tables = [t for (t,) in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-            "AND table_type = 'BASE TABLE' ORDER BY 1").fetchall()]
+            "AND table_type IN ('BASE TABLE', 'VIEW') ORDER BY 1").fetchall()]  # views: attribution
         for table in tables:
             dropped = (exclude or {}).get(table, ())
             select = f"* EXCLUDE ({', '.join(dropped)})" if dropped else "*"

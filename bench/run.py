@@ -105,7 +105,9 @@ def _pipeline_result(measured, keep_checks: bool = True) -> dict:
 
 def warehouse_totals(warehouse: Path) -> dict[str, float]:
     with duckdb.connect(str(warehouse), read_only=True) as con:
-        rows = con.execute("SELECT purpose_class, sum(cost) FROM attribution "
+        # the stored rows, not the `attribution` view: its join would grow this process,
+        # and every child forked after it inherits that resident memory in ru_maxrss
+        rows = con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
                            "WHERE month = DATE '2026-07-01' GROUP BY 1").fetchall()
     return {cls: float(cost) for cls, cost in rows}
 

@@ -17,6 +17,7 @@ from cost_pipeline.warehouse import (
     query,
     run_script,
     sql_text,
+    summarize_month,
 )
 
 # lines per slice: a slice's claims, periods and lines fit well inside the default 1200MB
@@ -80,14 +81,6 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
         if not in_run_transaction(con) or not _aborted(con):
             _drop(con, _SLICE_TABLES + _MONTH_TABLES)
     return int(written)
-
-
-def summarize_month(con: duckdb.DuckDBPyConnection, month: date) -> None:
-    """Replace the month's `attribution_runs` by its attribution rows summed per run and
-    group (`attribution_runs.sql`), in the caller's transaction."""
-    con.execute("DELETE FROM attribution_runs WHERE month = ?", [month])
-    query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
-          {"month": month})
 
 
 def _drop(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> None:

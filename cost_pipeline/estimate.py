@@ -19,11 +19,11 @@ from cost_pipeline.config import PipelineConfig
 from cost_pipeline.report.money import money, symbol_of
 from cost_pipeline.warehouse import (
     WarehouseBusyError,
+    connect_read_only,
     ensure_schema,
     exclusive_writer,
     query,
     sql_text,
-    upgrade,
 )
 
 RECENT_RUNS = 20  # the basis: the model's most recent recorded search runs
@@ -108,8 +108,7 @@ def estimate_search(
     owned = con is None
     if con is None and Path(cfg.warehouse_path).exists():
         try:
-            upgrade(cfg.warehouse_path)  # an older version's warehouse gets today's tables
-            con = duckdb.connect(cfg.warehouse_path, read_only=True)
+            con = connect_read_only(cfg.warehouse_path)
         except duckdb.Error as exc:
             if needs_history:
                 raise EstimateError(f"warehouse {cfg.warehouse_path}: {exc}") from None

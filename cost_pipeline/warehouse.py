@@ -75,8 +75,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     if ready:
         return
     con.execute("SET TimeZone = 'UTC'")
-    before = table_names(con)
-    old_attribution = "attribution" in before and _is_table(con, "attribution")
+    before = dict(con.execute(  # table or view name → its type
+        "SELECT table_name, table_type FROM information_schema.tables "
+        "WHERE table_schema = 'main'").fetchall())
+    old_attribution = before.get("attribution") == "BASE TABLE"
     if old_attribution:
         # a warehouse from before `attribution_rows`: its table makes way for the view
         con.execute("ALTER TABLE attribution RENAME TO attribution_before_line_keys")
@@ -92,17 +94,17 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         # that the decisions reading them see earlier months (search_trend, search_costs)
         for (month,) in con.execute(
                 "SELECT DISTINCT month FROM attribution_rows ORDER BY month").fetchall():
-            query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
-                  {"month": month})
+            summarize_month(con, month)
     if in_run_transaction(con):
         con.execute(f"SET VARIABLE {_SCHEMA_READY} = true")
 
 
-def _is_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    ((kind,),) = con.execute(
-        "SELECT table_type FROM information_schema.tables WHERE table_schema = 'main' "
-        "AND table_name = ?", [name]).fetchall()
-    return kind == "BASE TABLE"
+def summarize_month(con: duckdb.DuckDBPyConnection, month: date) -> None:
+    """Replace the month's `attribution_runs` by its attribution rows summed per run and
+    group (`attribution_runs.sql`), in the caller's transaction."""
+    con.execute("DELETE FROM attribution_runs WHERE month = ?", [month])
+    query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
+          {"month": month})
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None):
@@ -285,6 +287,14 @@ def exclusive_writer(database: str, holder: str, timeout_seconds: float = 900.0,
         yield
     finally:
         release_writer_lock(handle)
+
+
+def connect_read_only(database: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the warehouse, upgraded first when an older version wrote
+    it (`upgrade`): what the report, the period report, estimate and `export focus` read
+    through."""
+    upgrade(database)
+    return duckdb.connect(str(database), read_only=True)
 
 
 def upgrade(database: str | Path) -> None:

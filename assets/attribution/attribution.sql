@@ -33,8 +33,7 @@ run_rows AS (
         CASE WHEN t.claimed_share > 1 + 1e-12 THEN cl.raw_share / t.claimed_share
              ELSE cl.raw_share END AS share,
         CAST(NULL AS VARCHAR) AS kind,
-        CASE
-            WHEN l.rule = 'non_usage' THEN 'unallocated'
+        CASE  -- (claims are on usage lines only: a run row is never unallocated)
             WHEN r.purpose = 'search' OR r.search_id IS NOT NULL THEN 'search'
             WHEN r.purpose = 'production' THEN 'production'
             WHEN r.purpose = 'preprocess' THEN 'preprocessing'

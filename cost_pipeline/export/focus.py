@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from cost_pipeline.warehouse import bind, sql_text, upgrade
+from cost_pipeline.warehouse import bind, connect_read_only, sql_text
 
 FORMATS = ("parquet", "csv")
 FOCUS_VERSION = "1.2"
@@ -208,8 +208,7 @@ def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
     target = Path(out) if out else default_focus_path(warehouse, month, fmt)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        upgrade(warehouse)  # an older version's warehouse gets today's tables first
-        with duckdb.connect(str(warehouse), read_only=True) as con:
+        with connect_read_only(warehouse) as con:
             con.execute("SET TimeZone = 'UTC'")
             if memory_limit:
                 con.execute(f"SET memory_limit = '{memory_limit}'")

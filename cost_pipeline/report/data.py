@@ -43,15 +43,13 @@ def reconciliation(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any
     return rows[0] if rows else None
 
 
-def bill_matrix(con: duckdb.DuckDBPyConnection, month: date,
-                table: str = "attribution_runs") -> dict[str, Any]:
-    """The bill as lines: cost per component × purpose class, and GPU-hours per purpose —
-    from the per-run sums, or from `attribution` itself in a warehouse written before them
-    (opened read-only, it is not upgraded)."""
-    cells = rows_of(con, f"""
+def bill_matrix(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
+    """The bill as lines: cost per component × purpose class, and GPU-hours per purpose
+    (from the per-run sums, `attribution_runs`)."""
+    cells = rows_of(con, """
         SELECT component, purpose_class, fsum(cost) AS cost,
                coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours
-        FROM {table} WHERE month = ? GROUP BY ALL""", [month])
+        FROM attribution_runs WHERE month = ? GROUP BY ALL""", [month])
     components = COMPONENTS + sorted({c["component"] for c in cells} - set(COMPONENTS))
     purposes = PURPOSES + sorted({c["purpose_class"] for c in cells} - set(PURPOSES))
     cost = {(c["component"], c["purpose_class"]): c["cost"] for c in cells}
@@ -164,8 +162,7 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "month": month,
         "headline": headline(con, month),
         "reconciliation": section("reconciliation", reconciliation),
-        "bill": section("attribution", lambda c, m: bill_matrix(
-            c, m, "attribution_runs" if "attribution_runs" in have else "attribution")),
+        "bill": section("attribution_runs", bill_matrix),
         "models": section("cost_per_model_monthly", cost_per_model),
         "untracked": section("untracked_usage", top_untracked),
         # the resource the failed reconciliation's alert names first

@@ -17,7 +17,7 @@ from cost_pipeline.report.period_charts import period_charts
 from cost_pipeline.report.period_data import collect_period
 from cost_pipeline.report.render import _environment, percent
 from cost_pipeline.report.strip import months_between
-from cost_pipeline.warehouse import upgrade
+from cost_pipeline.warehouse import connect_read_only
 
 MAX_MONTHS = 36  # a page of month columns stays readable up to three years
 
@@ -168,8 +168,7 @@ def write_period_report(warehouse: str | Path, first: date, last: date,
         if not Path(warehouse).exists():
             raise ReportError(f"no warehouse at {warehouse}: materialize a month first")
         try:
-            upgrade(warehouse)  # an older version's warehouse gets today's tables first
-            with duckdb.connect(str(warehouse), read_only=True) as ro:
+            with connect_read_only(warehouse) as ro:
                 data = read_period(ro, first, last)
         except duckdb.Error as exc:  # e.g. another process holds the write lock
             raise ReportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from exc

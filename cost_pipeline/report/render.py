@@ -13,7 +13,7 @@ import jinja2
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import cents, money, symbol_of  # noqa: F401 (re-exported)
-from cost_pipeline.warehouse import upgrade
+from cost_pipeline.warehouse import connect_read_only
 
 # the source's line item types, as the bridge's steps read to a finance director
 LINE_ITEM_LABELS = {
@@ -130,8 +130,7 @@ def write_report(warehouse: str | Path, month: date, out: str | Path | None = No
         if not Path(warehouse).exists():
             raise ReportError(f"no warehouse at {warehouse}: materialize a month first")
         try:
-            upgrade(warehouse)  # an older version's warehouse gets today's tables first
-            with duckdb.connect(str(warehouse), read_only=True) as ro:
+            with connect_read_only(warehouse) as ro:
                 data = collect(ro, month)
         except duckdb.Error as exc:  # e.g. another process holds the write lock
             raise ReportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from exc

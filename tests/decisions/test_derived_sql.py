@@ -11,8 +11,7 @@ from datetime import date, datetime, timedelta
 import duckdb
 import pytest
 
-from cost_pipeline.attribution import summarize_month
-from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text
+from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text, summarize_month
 
 MARCH = date(2024, 3, 1)
 FEB = date(2024, 2, 1)

@@ -10,9 +10,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from cost_pipeline.attribution import build_attribution, summarize_month
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
-from cost_pipeline.warehouse import ensure_schema, month_params, replace_month, sql_text
+from cost_pipeline.warehouse import (
+    ensure_schema,
+    month_params,
+    replace_month,
+    sql_text,
+    summarize_month,
+)
 from tests.support.warehouse_rows import insert_lines, insert_runs
 
 FEB, MARCH = date(2024, 2, 1), date(2024, 3, 1)

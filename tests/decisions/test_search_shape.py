@@ -38,8 +38,7 @@ from datetime import date, datetime
 import duckdb
 import pytest
 
-from cost_pipeline.attribution import summarize_month
-from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text
+from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text, summarize_month
 from tests.support.warehouse_rows import insert_runs
 
 MARCH, FEB = date(2024, 3, 1), date(2024, 2, 1)

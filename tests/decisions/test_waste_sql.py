@@ -13,9 +13,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from cost_pipeline.attribution import summarize_month
 from cost_pipeline.config import parse_config
-from cost_pipeline.warehouse import ensure_schema, month_params, replace_month, sql_text
+from cost_pipeline.warehouse import (
+    ensure_schema,
+    month_params,
+    replace_month,
+    sql_text,
+    summarize_month,
+)
 from tests.support.warehouse_rows import insert_lines, insert_runs
 
 JAN, FEB, MARCH, APRIL = date(2024, 1, 1), date(2024, 2, 1), date(2024, 3, 1), date(2024, 4, 1)

@@ -6,8 +6,7 @@ from datetime import date
 
 import duckdb
 
-from cost_pipeline.attribution import summarize_month
-from cost_pipeline.warehouse import ensure_schema
+from cost_pipeline.warehouse import ensure_schema, summarize_month
 
 BILLING_DEFAULTS = {
     "ProviderName": "AWS", "ServiceName": "test", "ServiceCategory": "Compute",

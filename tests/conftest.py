@@ -9,13 +9,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.support.dagster_home import new_dagster_home
+
 os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
 
 
 @pytest.fixture(scope="session")
 def dagster_home(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("dagster_home")
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = new_dagster_home(tmp_path_factory.mktemp("dagster_home"))
     old = os.environ.get("DAGSTER_HOME")
     os.environ["DAGSTER_HOME"] = str(home)
     yield home

@@ -18,6 +18,7 @@ from cost_pipeline.defs.resources import COMMIT_FAILED, COMMIT_TAG
 from cost_pipeline.defs.sensors import _failure_reason
 from tests.cli.test_kill import VOLATILE, _cli
 from tests.cli.test_signals import _restated
+from tests.support.dagster_home import new_dagster_home
 from tests.support.warehouse_dump import dump
 
 
@@ -39,9 +40,7 @@ def test_failed_commit_fails_the_run(demo_quarter, unwritable_wal, tmp_path):
     config = _restated(demo_quarter, unwritable_wal / "demo")
     warehouse = config.parent / "warehouse.duckdb"
     old = dump(warehouse, VOLATILE)
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = new_dagster_home(tmp_path / "dagster_home")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
 
     for attempt in range(2):  # the second run recomputes: nothing was recorded as done

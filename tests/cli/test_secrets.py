@@ -20,6 +20,7 @@ from cost_pipeline.defs.sensors import build_run_failure_alert_sensor
 from cost_pipeline.ingest.sources import SourceError, redact
 from tests.cli.test_cli import copy_demo
 from tests.defs.test_sensors import Clock, Receiver, Ticker
+from tests.support.dagster_home import new_dagster_home
 
 PASSWORD = "PASSWORD-hunter2"
 TOKEN = "tok-5ecr3t"
@@ -49,9 +50,7 @@ def test_tracker_password_never_shown(demo_quarter, tmp_path, monkeypatch):
     data["tracker"] = [{"kind": "mlflow", "tracking_uri": uri}]
     data["alerts"] = {"webhook_url_env": "COST_ALERT_WEBHOOK_URL", "timeout_seconds": 5}
     config.write_text(yaml.safe_dump(data))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = new_dagster_home(tmp_path / "dagster_home")
     receiver = Receiver()
     monkeypatch.setenv("COST_ALERT_WEBHOOK_URL", receiver.url)
     monkeypatch.setenv("DAGSTER_HOME", str(home))

@@ -32,6 +32,7 @@ from cost_pipeline import alerts
 from cost_pipeline.definitions import CHECK_KEYS, JOB_NAME, build_defs
 from cost_pipeline.defs.sensors import build_check_alert_sensor
 from tests.defs.test_sensors import RECONCILIATION, TIMEOUT, Clock, Receiver
+from tests.support.dagster_home import new_dagster_home
 from tests.support.warehouse_dump import copy_with_warehouse
 
 AUGUST = date(2026, 8, 1)
@@ -106,9 +107,7 @@ def test_pending_alert_survives_daemon_restarts_and_is_delivered_once(demo_quart
     data = yaml.safe_load(config.read_text())
     data["alerts"] = {"webhook_url_env": "COST_ALERT_WEBHOOK_URL", "timeout_seconds": TIMEOUT}
     config.write_text(yaml.safe_dump(data))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = new_dagster_home(tmp_path / "dagster_home")
     clock = Clock()
     daemon = RestartingDaemon(home, config, clock)
     assert "initialized" in daemon.tick()

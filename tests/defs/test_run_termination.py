@@ -15,6 +15,7 @@ from cost_pipeline.definitions import JOB_NAME, build_defs
 from cost_pipeline.defs.resources import COMMIT_TAG, ROLLED_BACK
 from tests.cli.test_kill import AUGUST, VOLATILE
 from tests.cli.test_signals import _restated
+from tests.support.dagster_home import new_dagster_home
 from tests.support.warehouse_dump import dump
 
 
@@ -27,9 +28,7 @@ def test_terminated_run_leaves_the_month_whole(demo_quarter, tmp_path):
     config = _restated(demo_quarter, tmp_path / "demo")
     warehouse = config.parent / "warehouse.duckdb"
     old = dump(warehouse, VOLATILE)
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = new_dagster_home(tmp_path / "dagster_home")
     job = build_defs(str(config)).resolve_job_def(JOB_NAME)
 
     with dg.DagsterInstance.from_config(str(home)) as instance:

@@ -21,6 +21,7 @@ from werkzeug import Response
 from cost_pipeline import alerts
 from cost_pipeline.definitions import CHECK_KEYS, JOB_NAME, build_defs
 from cost_pipeline.defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
+from tests.support.dagster_home import new_dagster_home
 
 AUGUST = date(2026, 8, 1)
 RECONCILIATION = "reconciliation.reconciliation_within_threshold"
@@ -79,9 +80,7 @@ def alert_env(tmp_path) -> AlertEnv:
     data["policy"]["reconciliation"]["max_untracked_share"] = 0.5
     lenient = strict.with_name("lenient.yaml")
     lenient.write_text(yaml.safe_dump(data))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = new_dagster_home(tmp_path / "dagster_home")
     return AlertEnv(home, strict, lenient)
 
 

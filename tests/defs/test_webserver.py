@@ -17,6 +17,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from tests.support.dagster_home import new_dagster_home
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 READY_SECONDS = 60
@@ -57,9 +59,7 @@ def graphql(port: int, query: str) -> dict:
 def instance_env(tmp_path) -> dict:
     from cost_pipeline.demo.generate import generate_demo
 
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = new_dagster_home(tmp_path / "dagster_home")
     # create the instance's SQLite storages once: the two processes started below would
     # otherwise race to create the same tables
     with dg.DagsterInstance.from_config(str(home)) as instance:

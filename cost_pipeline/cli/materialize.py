@@ -8,8 +8,9 @@ import fcntl
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -154,6 +155,8 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
             unchanged = MonthResult(month, True, None, None, recorded_checks, skipped)
         else:
             unchanged = None
+            if "monthly_report" not in skipped:
+                _warm_up_report()
             result = job.execute_in_process(
                 run_config={"loggers": {"progress": {}}} if progress else None,
                 partition_key=partition_key, instance=instance, raise_on_error=False,
@@ -188,6 +191,19 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
         error, detail, interrupted = _failure(result, commit)
     return MonthResult(month, success, result.run_id, error, recorded_checks + checks,
                        skipped, error_detail=detail, interrupted=interrupted)
+
+
+def _warm_up_report() -> None:
+    """The report's imports and template, prepared in a thread while the first steps keep
+    DuckDB busy (it releases the interpreter): the report step then only draws and writes.
+    A failure here is the report step's to raise, not this thread's."""
+    def warm() -> None:
+        with suppress(Exception):
+            from cost_pipeline.report.render import warm_up
+
+            warm_up()
+
+    threading.Thread(target=warm, name="report-warm-up", daemon=True).start()
 
 
 INTERRUPTS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")

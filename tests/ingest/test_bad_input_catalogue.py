@@ -115,7 +115,8 @@ def rows(con, sql: str, *params) -> list[tuple]:
 
 
 def spy_reads(monkeypatch) -> list[str]:
-    """The inputs the ingest step reads, in order ("runs", "listing")."""
+    """The inputs the ingest step reads ("runs", "listing"; read side by side, so in either
+    order)."""
     reads: list[str] = []
     runs, listing = ingest.runs_table, ingest.read_listing
     monkeypatch.setattr(ingest, "runs_table", lambda *a: reads.append("runs") or runs(*a))
@@ -218,12 +219,53 @@ def test_without_billing_facts_the_ingest_step_validates_its_inputs(tmp_path, da
         result = job.execute_in_process(
             partition_key="2026-07-01", instance=instance, raise_on_error=False,
             asset_selection=[dg.AssetKey("checkpoint_inventory"), dg.AssetKey("tracker_runs")])
-        # the one step reads the runs file first and fails on it: checkpoint_inventory (whose
-        # own listing is fine) is not written either, nor is anything else
+        # the one step reads the runs file and the listing side by side and fails on the
+        # runs file: checkpoint_inventory (whose own listing is fine) is not written either,
+        # nor is anything else
         failed = {e.step_key for e in result.all_events if e.is_step_failure}
         assert failed == {"ingest"}
-        assert reads == ["runs"]
+        assert sorted(reads) == ["listing", "runs"]
+        assert "end_time" in str(result.failure_data_for_node("ingest").error)
         assert not result.get_asset_materialization_events()
+
+
+def test_a_bad_runs_file_is_named_before_a_bad_bill(tmp_path, dagster_home):
+    # the runs file and the listing are read in threads while the bill loads; when the bill
+    # and the runs file are both bad, the runs file's error is the one reported, as when the
+    # inputs were read one after another, and the month is left as it was
+    cfg_path = project(tmp_path)
+    assert materialize_month(str(cfg_path), JULY, progress=False, force=True).success
+    (tmp_path / "runs.csv").write_text("run_id,status,start_time,end_time\n"
+                                       "r1,FINISHED,2026-07-02,2026-07-01\n")
+    doc = yaml.safe_load(cfg_path.read_text())
+    doc["billing"][0]["path"] = str(tmp_path / "no-such-export")
+    cfg_path.write_text(yaml.safe_dump(doc))
+    result = materialize_month(str(cfg_path), JULY, progress=False, force=True)
+    assert not result.success
+    assert "runs.csv row 2" in result.error and "end_time" in result.error
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        assert rows(con, "SELECT count(*) FROM tracker_runs WHERE month = ?", JULY) == [
+            (len(RUNS),)]
+
+
+def test_held_log_lines_are_written_in_order_after_the_bill():
+    held, written = ingest.HeldLog(), []
+
+    class Log:
+        def info(self, message):
+            written.append(("info", message))
+
+        def warning(self, message):
+            written.append(("warning", message))
+
+    held.info("runs_file: %d run(s)", 3)
+    held.warning("run r1 also comes from mlflow")
+    assert written == []
+    held.replay(Log())
+    assert written == [("info", "runs_file: 3 run(s)"),
+                       ("warning", "run r1 also comes from mlflow")]
+    with pytest.raises(AttributeError):
+        held.critical  # noqa: B018 - only the levels the readers use
 
 
 # ------------------------------------------------------------------ non-UTF-8 bytes

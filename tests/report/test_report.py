@@ -230,3 +230,16 @@ def test_report_renders_in_headless_chromium(warehouse, demo_warehouse, tmp_path
     share = demo_warehouse.execute("SELECT untracked_share FROM reconciliation WHERE month = ?",
                                    [FAILING]).fetchone()[0]
     assert f"${total:,}" in dom and f"{share * 100:.1f}%" in dom and "FAIL" in dom
+
+
+def test_warm_up_compiles_the_template_once_for_the_process():
+    # what a run prepares in a thread before its report step: the same environment and
+    # compiled template the report then renders with
+    from cost_pipeline.report import render
+
+    render.warm_up()
+    env = render._environment()
+    assert render._environment() is env
+    assert env.get_template("report.html.j2") is env.get_template("report.html.j2")
+    import sys
+    assert "matplotlib.backends.backend_svg" in sys.modules

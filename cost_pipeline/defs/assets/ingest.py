@@ -5,9 +5,15 @@ One subsettable multi-asset reads each selected input once and validates all of 
 writes anything, so a bad runs file or listing fails the materialization while every table
 still holds its previous rows; a run that selects only some of the three (the CLI skips an
 unchanged bill) reads only their sources. The three share no data with each other: the graph
-draws no edge between them."""
+draws no edge between them.
 
-from collections.abc import Iterator
+The runs and the listing are read in worker threads while the bill is loaded (DuckDB releases
+the interpreter while it works): at 100k runs and 1M objects that is ~1.2 s of reading hidden
+behind the bill's insert. Their log lines are held and written after the bill's, so the
+output keeps one order."""
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -88,15 +94,26 @@ def ingest(
 ) -> Iterator[dg.MaterializeResult]:
     cfg, month = settings.load(), month_of(context)
     selected = {key.to_user_string() for key in context.selected_asset_keys}
-    # every selected input is read (and so validated) before the first write
-    runs = runs_table(cfg, context.log) if TRACKER_RUNS in selected else None
-    listing = (read_listing(cfg, month, context.log)
-               if CHECKPOINT_INVENTORY in selected else None)
-    # a connection block per table: leaving it drops any result a step left unread
+    # every selected input is read (and so validated) before the month is committed: the
+    # run's one transaction rolls the bill back when the runs file or the listing is bad
+    runs_log, listing_log = HeldLog(), HeldLog()
+    try:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ingest-read") as pool:
+            runs_read = (pool.submit(runs_table, cfg, runs_log)
+                         if TRACKER_RUNS in selected else None)
+            listing_read = (pool.submit(read_listing, cfg, month, listing_log)
+                            if CHECKPOINT_INVENTORY in selected else None)
+            if BILLING_FACTS in selected:
+                # a connection block per table: leaving it drops any result left unread
+                with first_error(runs_read, listing_read), duckdb.get_connection() as con:
+                    summary = build_billing_facts(con, cfg, month, context.log)
+                    complete = billing_complete(con, month, datetime.now(UTC).date())
+            runs = runs_read.result() if runs_read else None
+            listing = listing_read.result() if listing_read else None
+    finally:
+        runs_log.replay(context.log)
+        listing_log.replay(context.log)
     if BILLING_FACTS in selected:
-        with duckdb.get_connection() as con:
-            summary = build_billing_facts(con, cfg, month, context.log)
-            complete = billing_complete(con, month, datetime.now(UTC).date())
         yield dg.MaterializeResult(
             asset_key=BILLING_FACTS,
             metadata=rounded({
@@ -126,3 +143,40 @@ def ingest(
                 [month]).fetchall()
         yield dg.MaterializeResult(asset_key=CHECKPOINT_INVENTORY,
                                    metadata={"objects": rows, "bytes": int(total)})
+
+
+class HeldLog:
+    """A logger for a worker thread: its lines are kept, then `replay`ed in order."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def __getattr__(self, level: str) -> Callable[[str], None]:
+        if level not in ("debug", "info", "warning", "error"):
+            raise AttributeError(level)
+        return lambda message, *args, **_: self.lines.append((level, message % args
+                                                              if args else message))
+
+    def replay(self, log) -> None:
+        for level, message in self.lines:
+            getattr(log, level)(message)
+
+
+class first_error:  # noqa: N801 - used as a context manager, like contextlib's
+    """When the block fails, the error of a read started before it (the runs file, the
+    listing) is raised instead, if there is one: the sources fail in the order they are
+    listed, as when they were read one after another."""
+
+    def __init__(self, *reads: Future | None) -> None:
+        self.reads = [r for r in reads if r is not None]
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, _traceback) -> bool:
+        if error is not None:
+            for read in self.reads:
+                earlier = read.exception()
+                if earlier is not None:
+                    raise earlier from None
+        return False

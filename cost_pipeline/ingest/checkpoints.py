@@ -71,7 +71,14 @@ def build_checkpoint_inventory(
     """Write the month's objects of `listing` (default: read the listings now)."""
     con.register("listing_arrow", read_listing(cfg, month, log) if listing is None else listing)
     try:
-        return replace_month(con, "checkpoint_inventory", month, sql_text("checkpoint_inventory"),
-                             {"month": month})
+        sql = sql_text("checkpoint_inventory")
+        # distinct hashes can only under-count: equal counts prove no object repeats
+        ((objects, distinct),) = con.execute(
+            "SELECT count(*), count(DISTINCT hash(bucket, key, snapshot_date)) "
+            "FROM listing_arrow").fetchall()
+        if objects != distinct:
+            sql = (f"SELECT * FROM ({sql}) QUALIFY row_number() OVER (PARTITION BY bucket, key, "
+                   "snapshot_date ORDER BY prefix IS NOT NULL DESC, source) = 1")
+        return replace_month(con, "checkpoint_inventory", month, sql, {"month": month})
     finally:
         con.unregister("listing_arrow")

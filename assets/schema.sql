@@ -143,6 +143,19 @@ CREATE TABLE IF NOT EXISTS attribution_runs (
     rows              BIGINT NOT NULL    -- the attribution rows summed
 );
 
+-- What each month's attribution was computed from (attribution.py, attribution_basis.sql):
+-- a row with run_id NULL carries `inputs` (a hash of the bill's and the listing's attributed
+-- columns, the parameters, the datasets and the attribution's code); a row per tracker run
+-- its key and the resources it claims. A re-run with the same `inputs` attributes again only
+-- the lines of the runs whose key changed.
+CREATE TABLE IF NOT EXISTS attribution_basis (
+    month      DATE NOT NULL,
+    run_id     VARCHAR,
+    inputs     VARCHAR NOT NULL,
+    run_key    UBIGINT,
+    claim_keys VARCHAR[]
+);
+
 CREATE TABLE IF NOT EXISTS reconciliation (
     month                    DATE NOT NULL,
     billed_gpu_hours         DOUBLE NOT NULL,

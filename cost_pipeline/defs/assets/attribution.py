@@ -21,7 +21,7 @@ from cost_pipeline.warehouse import month_params, replace_month, sql_text
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
     code_version=code_version(("attribution_prepare", "attribution_claims", "attribution",
-                               "attribution_runs"),
+                               "attribution_runs", "attribution_basis", "attribution_affected"),
                               ("cost_pipeline.attribution", "cost_pipeline.defs.checks")),
     check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
                                    description="attribution + untracked + unallocated = the "
@@ -33,15 +33,19 @@ def attribution(
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
-        rows = build_attribution(con, month, month_params(cfg, month),
+        # incremental: after only a new runs file, the lines of the runs it changed
+        done = build_attribution(con, month, month_params(cfg, month),
                                  [(n, d.bucket, d.region) for n, d in cfg.datasets.items()],
-                                 log=context.log)
+                                 log=context.log, incremental=True)
         check = conservation(con, month)
         split = dict(con.execute(
             "SELECT purpose_class, round(fsum(cost), 2) FROM attribution_runs WHERE month = ? "
             "GROUP BY 1 ORDER BY 1", [month]).fetchall())
     return dg.MaterializeResult(
-        metadata=rounded({"rows": rows, **{f"cost_{k}": v for k, v in split.items()}}),
+        metadata=rounded({"rows": done.rows, "mode": done.mode,
+                          "changed_runs": done.changed_runs,
+                          "lines_reattributed": done.lines_reattributed,
+                          **{f"cost_{k}": v for k, v in split.items()}}),
         check_results=[check],
     )
 

@@ -1,0 +1,192 @@
+"""An incremental re-run (attribution.py: only the lines of the runs that changed are
+attributed again) gives the same rows and per-run sums as attributing the month whole, on
+random bills, runs, listings and random changes to the runs; and anything else that changed
+(the bill, the listing, the parameters) makes the re-run whole."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cost_pipeline import attribution as attribution_module
+from cost_pipeline.attribution import build_attribution
+from cost_pipeline.config import parse_config
+from cost_pipeline.warehouse import month_params
+from tests.attribution.test_attribution_property import (
+    DATASETS,
+    INSTANCES,
+    MONTH,
+    RUN_IDS,
+    close,
+    hour,
+    keyed,
+    scenarios,
+)
+from tests.support import sql_backend
+from tests.support.warehouse_rows import (
+    BILLING_DEFAULTS,
+    INVENTORY_DEFAULTS,
+    RUN_DEFAULTS,
+    insert_inventory,
+    insert_lines,
+    insert_runs,
+)
+
+PARAMS = month_params(parse_config({"datasets": DATASETS}, __import__("pathlib").Path(".")),
+                      MONTH)
+DATASET_ROWS = [(name, ds["bucket"], ds["region"]) for name, ds in DATASETS.items()]
+RESOURCES = sorted(INSTANCES) + ["vol-1", "i-z", "job-a", "job-b"]
+
+
+@st.composite
+def changed_runs(draw, runs: list[dict]) -> list[dict]:
+    """The runs file of a later delivery: runs dropped, added, ended, re-listed, re-purposed."""
+    out = []
+    for run in runs:
+        change = draw(st.sampled_from(["same", "same", "drop", "end", "resources", "purpose",
+                                       "gpus", "status", "parent"]))
+        run = dict(run)
+        if change == "drop":
+            continue
+        if change == "end":
+            run["end_time"] = run["start_time"] + timedelta(hours=draw(st.sampled_from(
+                [0.5, 1, 3, 12])))
+        elif change == "resources":
+            run["resource_ids"] = draw(st.lists(st.sampled_from(RESOURCES), unique=True,
+                                                max_size=3))
+        elif change == "purpose":
+            run["purpose"] = draw(st.sampled_from([None, "production", "search", "preprocess"]))
+            run["search_id"] = draw(st.sampled_from([None, "s1", "s2"]))
+        elif change == "gpus":
+            run["gpus"] = draw(st.sampled_from([None, 1, 2, 4, 8]))
+        elif change == "status":
+            run["status"] = draw(st.sampled_from(["FINISHED", "RUNNING", "FAILED"]))
+        elif change == "parent" and runs:
+            run["parent_run_id"] = draw(st.sampled_from([None, runs[0]["run_id"]]))
+        out.append(run)
+    free = [r for r in RUN_IDS if r not in {run["run_id"] for run in out}]
+    added = draw(st.lists(st.sampled_from(free), unique=True, max_size=2)) if free else []
+    for run_id in added:
+        out.append({**RUN_DEFAULTS, "run_id": run_id, "status": "FINISHED",
+                    "start_time": hour(draw(st.integers(0, 10))),
+                    "end_time": hour(draw(st.integers(11, 14))),
+                    "resource_ids": draw(st.lists(st.sampled_from(RESOURCES), unique=True,
+                                                  max_size=2)),
+                    "dataset": draw(st.sampled_from([None, "ds1"])),
+                    "region": draw(st.sampled_from([None, "us-east-1"]))})
+    return out
+
+
+def month_of(lines, runs, inventory) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    insert_lines(con, MONTH, [{**BILLING_DEFAULTS, **ln} for ln in lines])
+    insert_runs(con, MONTH, [{**RUN_DEFAULTS, **r} for r in runs])
+    insert_inventory(con, MONTH, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
+    return con
+
+
+def new_runs(con, runs) -> None:
+    con.execute("DELETE FROM tracker_runs WHERE month = ?", [MONTH])
+    insert_runs(con, MONTH, [{**RUN_DEFAULTS, **r} for r in runs])
+
+
+def attribute(con, **kw):
+    return build_attribution(con, MONTH, PARAMS, DATASET_ROWS, incremental=True, **kw)
+
+
+def assert_same_attribution(got_con, want_con) -> None:
+    got = keyed(sql_backend.table_rows(got_con, "attribution"))
+    want = keyed(sql_backend.table_rows(want_con, "attribution"))
+    assert set(got) == set(want)
+    for key, row in want.items():
+        for field in ("cost", "share", "claimed_share", "hours", "accelerator_hours"):
+            assert close(got[key][field], row[field]), (key, field, got[key][field], row[field])
+        for field in ("purpose_class", "component", "rule", "kind"):
+            assert got[key][field] == row[field], (key, field)
+    group = ("run_id", "purpose_class", "component", "rule", "kind")
+    got_sums = {tuple(r[k] for k in group): r
+                for r in sql_backend.table_rows(got_con, "attribution_runs")}
+    want_sums = {tuple(r[k] for k in group): r
+                 for r in sql_backend.table_rows(want_con, "attribution_runs")}
+    assert set(got_sums) == set(want_sums)
+    for key, row in want_sums.items():
+        assert got_sums[key]["rows"] == row["rows"], key
+        for field in ("cost", "hours", "accelerator_hours"):
+            assert close(got_sums[key][field], row[field]), (key, field)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_re_run_after_the_runs_changed_is_the_whole_months_attribution(data):
+    lines, runs, inventory = data.draw(scenarios())
+    runs = [{**RUN_DEFAULTS, **r} for r in runs]
+    later = data.draw(changed_runs(runs))
+    con = month_of(lines, runs, inventory)
+    assert attribute(con).mode == "full"  # nothing stored yet
+    new_runs(con, later)
+    # a tiny month: let the re-run redo every line rather than give way to a whole one
+    with mock.patch.object(attribution_module, "INCREMENTAL_MAX_SHARE", 1.0):
+        outcome = attribute(con)
+    assert outcome.mode == "incremental"
+    whole = month_of(lines, later, inventory)
+    assert build_attribution(whole, MONTH, PARAMS, DATASET_ROWS).mode == "full"
+    assert_same_attribution(con, whole)
+    ((rows,),) = con.execute("SELECT count(*) FROM attribution_rows").fetchall()
+    assert outcome.rows == rows
+
+
+def test_unchanged_runs_keep_every_row_and_a_changed_run_redoes_only_its_lines():
+    lines = [
+        {"x_SourceLine": f"{resource}-{h}", "ResourceId": resource, "x_CostComponent": "gpu",
+         "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
+         "x_ResourceKind": "instance", "ChargeCategory": "Usage", "EffectiveCost": 10.0,
+         "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
+        for resource in ("i-a", "i-b", "i-c") for h in range(4)]
+    runs = [{**RUN_DEFAULTS, "run_id": f"run-{r}", "status": "FINISHED",
+             "start_time": hour(0), "end_time": hour(4), "resource_ids": [r]}
+            for r in ("i-a", "i-b", "i-c")]
+    con = month_of(lines, runs, [])
+    attribute(con)
+    new_runs(con, runs)  # the same runs again (a re-delivered file)
+    same = attribute(con)
+    assert (same.mode, same.changed_runs, same.lines_reattributed) == ("incremental", 0, 0)
+    # run-i-b now ended after 2 h: i-b's four lines are attributed again, nothing else
+    later = [dict(r, end_time=hour(2)) if r["run_id"] == "run-i-b" else r for r in runs]
+    new_runs(con, later)
+    done = attribute(con)
+    assert (done.mode, done.changed_runs, done.lines_reattributed) == ("incremental", 1, 4)
+    untracked = dict(con.execute(
+        "SELECT x_SourceLine, cost FROM attribution WHERE purpose_class = 'untracked'"
+    ).fetchall())
+    assert untracked == {"i-b-2": pytest.approx(10.0), "i-b-3": pytest.approx(10.0)}
+
+
+@pytest.mark.parametrize("change", ["bill", "listing", "run_tag"])
+def test_anything_but_the_runs_changed_attributes_the_month_whole(change):
+    line = {"x_SourceLine": "L1", "ResourceId": "i-a", "x_CostComponent": "gpu",
+            "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
+            "x_ResourceKind": "instance", "ChargeCategory": "Usage", "EffectiveCost": 10.0,
+            "ChargePeriodStart": hour(1), "ChargePeriodEnd": hour(2)}
+    run = {**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED", "start_time": hour(0),
+           "end_time": hour(3), "resource_ids": ["i-a"]}
+    obj = {"bucket": "ckpt", "key": "checkpoints/r1/c/w", "size": 5, "last_modified": hour(1),
+           "prefix": "checkpoints/", "run_id": "r1"}
+    con = month_of([line], [run], [obj])
+    attribute(con)
+    params = PARAMS
+    if change == "bill":  # a restated line: same id, another cost
+        con.execute("UPDATE billing_facts SET EffectiveCost = 12.0")
+    elif change == "listing":
+        con.execute("UPDATE checkpoint_inventory SET size = 6")
+    else:
+        params = {**PARAMS, "run_tag": "owner"}
+    new_runs(con, [dict(run, end_time=hour(2.5))])
+    done = build_attribution(con, MONTH, params, DATASET_ROWS, incremental=True)
+    assert done.mode == "full"
+    ((cost,),) = con.execute("SELECT sum(cost) FROM attribution").fetchall()
+    assert cost == pytest.approx(12.0 if change == "bill" else 10.0)

@@ -164,6 +164,7 @@ def _incremental(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, 
         return None
     con.execute("DELETE FROM attribution_rows WHERE month = ? AND line_key IN "
                 "(SELECT line_hash FROM attribution_affected)", [month])
+    run_script(con, sql_text("attribution_narrow"), params)
     _scope_lines(con, month, only_affected=True)
     _attribute(con, params, [(datetime.min, datetime.max)], log)
     if log is not None:
@@ -189,7 +190,7 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
         FROM checkpoint_inventory WHERE month = $month""", params).fetchall()
     code = [sql_text(name) for name in ("macros", "attribution_prepare", "attribution_claims",
                                         "attribution", "attribution_basis",
-                                        "attribution_affected")]
+                                        "attribution_affected", "attribution_narrow")]
     code.append(Path(__file__).read_text(encoding="utf-8"))
     basis = {
         "bill": [str(v) for v in bill[0]], "listing": [str(v) for v in listing[0]],

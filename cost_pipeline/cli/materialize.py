@@ -133,7 +133,7 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
 
     from cost_pipeline.cli.progress import progress_logger
     from cost_pipeline.defs.definitions import JOB_NAME, build_defs
-    from cost_pipeline.defs.resources import COMMIT_TAG, COMMITTED
+    from cost_pipeline.defs.resources import COMMIT_TAG, COMMITTED, WHOLE_TAG
 
     defs = build_defs(config_path)
     job = defs.resolve_job_def(JOB_NAME)
@@ -160,7 +160,8 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
             result = job.execute_in_process(
                 run_config={"loggers": {"progress": {}}} if progress else None,
                 partition_key=partition_key, instance=instance, raise_on_error=False,
-                tags={"cost_pipeline/launched_by": "cli"},
+                tags={"cost_pipeline/launched_by": "cli",
+                      **({WHOLE_TAG: "true"} if force else {})},
                 asset_selection=[dg.AssetKey(a) for a in wanted if a not in skipped]
                 if skipped else None,
             )

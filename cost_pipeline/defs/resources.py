@@ -66,6 +66,9 @@ def month_of(context: dg.AssetExecutionContext) -> date:
 # the outcome of a run's transaction, as a tag on the run: the CLI (and anyone reading the
 # run) knows whether the month reached the warehouse; a run is successful only with `committed`
 COMMIT_TAG = "cost_pipeline/commit"
+# a run tagged so recomputes every asset from its inputs (`materialize --force`): the
+# attribution too, not only the lines of the runs that changed
+WHOLE_TAG = "cost_pipeline/whole"
 COMMITTED = "committed"
 ROLLED_BACK = "rolled back"
 COMMIT_FAILED = "commit failed"

@@ -190,3 +190,46 @@ def test_anything_but_the_runs_changed_attributes_the_month_whole(change):
     assert done.mode == "full"
     ((cost,),) = con.execute("SELECT sum(cost) FROM attribution").fetchall()
     assert cost == pytest.approx(12.0 if change == "bill" else 10.0)
+
+
+def test_through_the_cli_a_new_runs_file_is_incremental_and_force_is_whole(
+        tmp_path, dagster_home):
+    import csv
+    import io
+
+    import dagster as dg
+
+    from cost_pipeline.cli.materialize import materialize_month
+    from tests.ingest.test_bad_input_catalogue import JULY, RUNS, project
+
+    def mode() -> tuple[str, int]:
+        with dg.DagsterInstance.get() as instance:
+            event = instance.get_latest_materialization_event(dg.AssetKey("attribution"))
+        metadata = event.asset_materialization.metadata
+        return metadata["mode"].value, metadata["changed_runs"].value
+
+    def rows() -> list[tuple]:
+        with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+            return con.execute(
+                "SELECT x_SourceLine, run_id, purpose_class, round(cost, 9), round(share, 12) "
+                "FROM attribution WHERE month = ? ORDER BY ALL", [JULY]).fetchall()
+
+    config = str(project(tmp_path))
+    assert materialize_month(config, JULY, progress=False).success
+    assert mode() == ("full", 0)
+    # a later runs file: r-noend has ended after all
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, ["run_id", "status", "start_time", "end_time",
+                                     "resource_ids", "gpus", "purpose", "model"],
+                            lineterminator="\n")
+    writer.writeheader()
+    writer.writerows([dict(r, end_time="2026-07-01T01:00:00Z") if r["run_id"] == "r-noend"
+                      else r for r in RUNS])
+    (tmp_path / "runs.csv").write_text(buffer.getvalue(), encoding="utf-8")
+    assert materialize_month(config, JULY, progress=False).success
+    assert mode() == ("incremental", 1)
+    incremental = rows()
+    assert any(run == "r-noend" for _, run, *_ in incremental)
+    assert materialize_month(config, JULY, progress=False, force=True).success
+    assert mode() == ("full", 0)
+    assert rows() == incremental

@@ -73,10 +73,17 @@ def test_the_pipeline_reruns_only_what_changed(tiny_bench):
     unchanged = pipeline["rerun_unchanged"]
     assert unchanged["returncode"] == 0 and unchanged["steps"] == {}
     assert set(unchanged["skipped_assets"]) >= _assets(first) | {"monthly_report"}
-    changed = pipeline["rerun_runs_changed"]
-    # the ingest step runs again, for tracker_runs alone
-    assert set(changed["skipped_assets"]) == {"billing_facts", "checkpoint_inventory"}
-    assert set(changed["steps"]) == first
+    for rerun in ("rerun_runs_touched", "rerun_runs_changed"):
+        # the ingest step runs again, for tracker_runs alone
+        assert set(pipeline[rerun]["skipped_assets"]) == {"billing_facts",
+                                                          "checkpoint_inventory"}, rerun
+        assert set(pipeline[rerun]["steps"]) == first, rerun
+    # 1% of the runs changed: the incremental re-run's totals are the whole month's (forced)
+    assert 0 < pipeline["runs_changed"]["changed"] < pipeline["runs_changed"]["runs"]
+    check = report["sizes"][0]["totals_check"]
+    assert check["incremental_vs_whole"]["max_rel_diff"] <= 1e-6
+    assert pipeline["rerun_runs_changed"]["totals"] != pipeline["totals"]
+    assert set(pipeline["rerun_forced"]["steps"]) == first
     assert report["sizes"][0]["ratios"]["rerun_unchanged/pipeline"]["time"] < 1
     assert pipeline["cli_help"]["returncode"] == 0
     assert "pipeline steps (s): ingest" in stdout and "cost-pipeline --help:" in stdout

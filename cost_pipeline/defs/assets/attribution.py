@@ -10,7 +10,7 @@ from cost_pipeline.defs.checks import conservation, reconciliation_outcome, trac
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
-from cost_pipeline.defs.resources import PipelineSettings, month_of
+from cost_pipeline.defs.resources import WHOLE_TAG, PipelineSettings, month_of
 from cost_pipeline.warehouse import month_params, replace_month, sql_text
 
 
@@ -21,7 +21,8 @@ from cost_pipeline.warehouse import month_params, replace_month, sql_text
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
     code_version=code_version(("attribution_prepare", "attribution_claims", "attribution",
-                               "attribution_runs", "attribution_basis", "attribution_affected"),
+                               "attribution_runs", "attribution_basis", "attribution_affected",
+                               "attribution_narrow"),
                               ("cost_pipeline.attribution", "cost_pipeline.defs.checks")),
     check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
                                    description="attribution + untracked + unallocated = the "
@@ -33,10 +34,12 @@ def attribution(
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
-        # incremental: after only a new runs file, the lines of the runs it changed
+        # incremental: after only a new runs file, the lines of the runs it changed (a
+        # `--force` run attributes the month whole)
         done = build_attribution(con, month, month_params(cfg, month),
                                  [(n, d.bucket, d.region) for n, d in cfg.datasets.items()],
-                                 log=context.log, incremental=True)
+                                 log=context.log,
+                                 incremental=context.run.tags.get(WHOLE_TAG) != "true")
         check = conservation(con, month)
         split = dict(con.execute(
             "SELECT purpose_class, round(fsum(cost), 2) FROM attribution_runs WHERE month = ? "

@@ -120,7 +120,7 @@ def assert_same_attribution(got_con, want_con) -> None:
             assert close(got_sums[key][field], row[field]), (key, field)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_re_run_after_the_runs_changed_is_the_whole_months_attribution(data):
     lines, runs, inventory = data.draw(scenarios())

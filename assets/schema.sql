@@ -145,15 +145,13 @@ CREATE TABLE IF NOT EXISTS attribution_runs (
 
 -- What each month's attribution was computed from (attribution.py, attribution_basis.sql):
 -- a row with run_id NULL carries `inputs` (a hash of the bill's and the listing's attributed
--- columns, the parameters, the datasets and the attribution's code); a row per tracker run
--- its key and the resources it claims. A re-run with the same `inputs` attributes again only
--- the lines of the runs whose key changed.
+-- columns, the parameters, the datasets and the attribution's code), a row per tracker run
+-- its key. A re-run with the same `inputs` and run keys keeps the month's rows.
 CREATE TABLE IF NOT EXISTS attribution_basis (
-    month      DATE NOT NULL,
-    run_id     VARCHAR,
-    inputs     VARCHAR NOT NULL,
-    run_key    UBIGINT,
-    claim_keys VARCHAR[]
+    month   DATE NOT NULL,
+    run_id  VARCHAR,
+    inputs  VARCHAR NOT NULL,
+    run_key UBIGINT
 );
 
 CREATE TABLE IF NOT EXISTS reconciliation (

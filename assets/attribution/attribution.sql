@@ -8,7 +8,7 @@ WITH
 lines AS NOT MATERIALIZED (
     -- read where used (three times): a scan of the month is cheaper than holding it
     SELECT
-        line_rowid AS line_key,
+        rowid AS line_key,
         hash(x_SourceLine) AS line_hash,  -- stored as attribution_rows.line_key
         ResourceId,
         coalesce(x_SplitParent, false) AS split_parent,
@@ -21,8 +21,9 @@ lines AS NOT MATERIALIZED (
             WHEN ChargeClass = 'Correction' THEN 'correction'
             ELSE lower(ChargeCategory)
         END AS non_usage_kind
-    FROM attribution_month_lines  -- the month's lines, or those a re-run attributes again
-    WHERE ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
+    FROM billing_facts
+    WHERE month = $month
+      AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
 ),
 run_rows AS (
     -- a run's purpose class is joined here, to the run rows only (the others have no run)

@@ -4,9 +4,7 @@
 --                       over-claimed lines are scaled down;
 --   attribution_claimed (line_key, claimed_share): S, the sum of a line's shares.
 -- A line is keyed by its `rowid` in billing_facts (the month's rows do not move while the
--- statements run), so the claims carry integers, not the long x_SourceLine. The lines are
--- read through the temp view `attribution_month_lines` (attribution.py): the month's lines,
--- or only those a re-run must attribute again.
+-- statements run), so the claims carry integers, not the long x_SourceLine.
 --
 -- A run *claims* a Usage line when it lists the line's resource or the line carries the run
 -- tag naming it, and the run's [start, end) overlaps the line's charge period. Its share is
@@ -32,15 +30,16 @@
 -- the usage lines, with only what the claims need
 CREATE OR REPLACE TEMP TABLE attribution_lines AS
 SELECT
-    line_rowid AS line_key,
+    rowid AS line_key,
     ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
     claim_key(ResourceId) AS claim_key,
     x_AcceleratorCount AS g, x_UsageHours AS usage_hours,
     coalesce(Tags[$run_tag], Tags['user_' || $run_tag], Tags['user:' || $run_tag]) AS tag_run,
     attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind, x_CostComponent)
         AS rule
-FROM attribution_month_lines
-WHERE ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
+FROM billing_facts
+WHERE month = $month
+  AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
   AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
                        x_CostComponent) <> 'non_usage';
 

@@ -67,7 +67,7 @@ def month_of(context: dg.AssetExecutionContext) -> date:
 # run) knows whether the month reached the warehouse; a run is successful only with `committed`
 COMMIT_TAG = "cost_pipeline/commit"
 # a run tagged so recomputes every asset from its inputs (`materialize --force`): the
-# attribution too, not only the lines of the runs that changed
+# attribution too, even when nothing it depends on changed
 WHOLE_TAG = "cost_pipeline/whole"
 COMMITTED = "committed"
 ROLLED_BACK = "rolled back"

@@ -1,19 +1,18 @@
-"""An incremental re-run (attribution.py: only the lines of the runs that changed are
-attributed again) gives the same rows and per-run sums as attributing the month whole, on
-random bills, runs, listings and random changes to the runs; and anything else that changed
-(the bill, the listing, the parameters) makes the re-run whole."""
+"""A re-run keeps the month's attribution only when nothing it depends on changed
+(attribution.py, `attribution_basis`): on random bills, runs, listings and random changes to
+the runs — some that move the rows, some that do not (a run's model, team, metric) — a kept
+month holds the same rows and per-run sums as attributing it whole; a changed bill, listing
+or parameter attributes it whole."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from unittest import mock
 
 import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cost_pipeline import attribution as attribution_module
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.warehouse import month_params
@@ -45,11 +44,12 @@ RESOURCES = sorted(INSTANCES) + ["vol-1", "i-z", "job-a", "job-b"]
 
 @st.composite
 def changed_runs(draw, runs: list[dict]) -> list[dict]:
-    """The runs file of a later delivery: runs dropped, added, ended, re-listed, re-purposed."""
+    """The runs file of a later delivery: runs dropped, added, ended, re-listed, re-purposed —
+    or only renamed models, teams and metrics, which the attribution does not read."""
     out = []
     for run in runs:
-        change = draw(st.sampled_from(["same", "same", "drop", "end", "resources", "purpose",
-                                       "gpus", "status", "parent"]))
+        change = draw(st.sampled_from(["same", "same", "unread", "drop", "end", "end",
+                                       "resources", "purpose", "gpus", "status", "parent"]))
         run = dict(run)
         if change == "drop":
             continue
@@ -68,9 +68,11 @@ def changed_runs(draw, runs: list[dict]) -> list[dict]:
             run["status"] = draw(st.sampled_from(["FINISHED", "RUNNING", "FAILED"]))
         elif change == "parent" and runs:
             run["parent_run_id"] = draw(st.sampled_from([None, runs[0]["run_id"]]))
+        elif change == "unread":
+            run.update(model="m2", team="t2", metric_value=0.5)
         out.append(run)
     free = [r for r in RUN_IDS if r not in {run["run_id"] for run in out}]
-    added = draw(st.lists(st.sampled_from(free), unique=True, max_size=2)) if free else []
+    added = draw(st.lists(st.sampled_from(free), unique=True, max_size=1)) if free else []
     for run_id in added:
         out.append({**RUN_DEFAULTS, "run_id": run_id, "status": "FINISHED",
                     "start_time": hour(draw(st.integers(0, 10))),
@@ -96,7 +98,7 @@ def new_runs(con, runs) -> None:
 
 
 def attribute(con, **kw):
-    return build_attribution(con, MONTH, PARAMS, DATASET_ROWS, incremental=True, **kw)
+    return build_attribution(con, MONTH, PARAMS, DATASET_ROWS, keep_unchanged=True, **kw)
 
 
 def assert_same_attribution(got_con, want_con) -> None:
@@ -122,25 +124,24 @@ def assert_same_attribution(got_con, want_con) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_a_re_run_after_the_runs_changed_is_the_whole_months_attribution(data):
+def test_a_kept_month_is_what_attributing_it_whole_would_write(data):
     lines, runs, inventory = data.draw(scenarios())
     runs = [{**RUN_DEFAULTS, **r} for r in runs]
     later = data.draw(changed_runs(runs))
     con = month_of(lines, runs, inventory)
     assert attribute(con).mode == "full"  # nothing stored yet
     new_runs(con, later)
-    # a tiny month: let the re-run redo every line rather than give way to a whole one
-    with mock.patch.object(attribution_module, "INCREMENTAL_MAX_SHARE", 1.0):
-        outcome = attribute(con)
-    assert outcome.mode == "incremental"
+    outcome = attribute(con)
     whole = month_of(lines, later, inventory)
     assert build_attribution(whole, MONTH, PARAMS, DATASET_ROWS).mode == "full"
     assert_same_attribution(con, whole)
     ((rows,),) = con.execute("SELECT count(*) FROM attribution_rows").fetchall()
     assert outcome.rows == rows
+    if later == runs:
+        assert (outcome.mode, outcome.changed_runs) == ("kept", 0)
 
 
-def test_unchanged_runs_keep_every_row_and_a_changed_run_redoes_only_its_lines():
+def test_unchanged_runs_keep_the_rows_and_a_changed_run_attributes_the_month_whole():
     lines = [
         {"x_SourceLine": f"{resource}-{h}", "ResourceId": resource, "x_CostComponent": "gpu",
          "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
@@ -152,18 +153,61 @@ def test_unchanged_runs_keep_every_row_and_a_changed_run_redoes_only_its_lines()
             for r in ("i-a", "i-b", "i-c")]
     con = month_of(lines, runs, [])
     attribute(con)
-    new_runs(con, runs)  # the same runs again (a re-delivered file)
+    # the same runs again (a re-delivered file), one with another model: nothing moves
+    new_runs(con, [dict(r, model="bigger") if r["run_id"] == "run-i-a" else r for r in runs])
     same = attribute(con)
-    assert (same.mode, same.changed_runs, same.lines_reattributed) == ("incremental", 0, 0)
-    # run-i-b now ended after 2 h: i-b's four lines are attributed again, nothing else
+    assert (same.mode, same.changed_runs, same.rows) == ("kept", 0, 12)
+    # run-i-b now ended after 2 h: the month is attributed again
     later = [dict(r, end_time=hour(2)) if r["run_id"] == "run-i-b" else r for r in runs]
     new_runs(con, later)
     done = attribute(con)
-    assert (done.mode, done.changed_runs, done.lines_reattributed) == ("incremental", 1, 4)
+    assert (done.mode, done.changed_runs) == ("full", 1)
     untracked = dict(con.execute(
         "SELECT x_SourceLine, cost FROM attribution WHERE purpose_class = 'untracked'"
     ).fetchall())
     assert untracked == {"i-b-2": pytest.approx(10.0), "i-b-3": pytest.approx(10.0)}
+    # keep_unchanged off (a `--force` run): attributed whole although nothing changed
+    again = build_attribution(con, MONTH, PARAMS, DATASET_ROWS)
+    assert (again.mode, again.changed_runs) == ("full", 0)
+
+
+BASE_RUN = {**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED", "start_time": hour(0),
+            "end_time": hour(3), "resource_ids": ["i-a"], "gpus": 4, "region": "us-east-1",
+            "dataset": "ds1"}
+SECOND_RUN = {**RUN_DEFAULTS, "run_id": "r2", "status": "FINISHED", "start_time": hour(0),
+              "end_time": hour(3), "resource_ids": ["i-b"]}
+
+
+@pytest.mark.parametrize("change", [
+    {"end_time": hour(2)}, {"start_time": hour(1)}, {"gpus": 8}, {"resource_ids": ["i-b"]},
+    {"purpose": "production"}, {"search_id": "s1"}, {"status": "RUNNING"},
+    {"region": "us-west-2"}, {"dataset": None}, "r2's parent", "dropped", "added"])
+def test_every_change_the_rows_read_attributes_the_month_again(change):
+    lines = [{"x_SourceLine": f"{r}-{h}", "ResourceId": r, "x_CostComponent": "gpu",
+              "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
+              "x_ResourceKind": "instance", "ChargeCategory": "Usage", "EffectiveCost": 8.0,
+              "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
+             for r in ("i-a", "i-b") for h in range(4)]
+    lines.append({"x_SourceLine": "pull", "ResourceId": "data", "x_CostComponent": "network",
+                  "x_ResourceKind": "bucket", "ChargeCategory": "Usage", "EffectiveCost": 3.0,
+                  "ChargePeriodStart": hour(1), "ChargePeriodEnd": hour(2)})
+    runs = [BASE_RUN, SECOND_RUN]
+    if change == "r2's parent":
+        later = [BASE_RUN, dict(SECOND_RUN, parent_run_id="r1")]  # r1 becomes a sweep parent
+    elif change == "dropped":
+        later = [SECOND_RUN]
+    elif change == "added":
+        later = [*runs, dict(SECOND_RUN, run_id="r3")]
+    else:
+        later = [dict(BASE_RUN, **change), SECOND_RUN]
+    con = month_of(lines, runs, [])
+    attribute(con)
+    new_runs(con, later)
+    done = attribute(con)
+    assert done.mode == "full" and done.changed_runs >= 1
+    whole = month_of(lines, later, [])
+    build_attribution(whole, MONTH, PARAMS, DATASET_ROWS)
+    assert_same_attribution(con, whole)
 
 
 @pytest.mark.parametrize("change", ["bill", "listing", "run_tag"])
@@ -185,17 +229,18 @@ def test_anything_but_the_runs_changed_attributes_the_month_whole(change):
         con.execute("UPDATE checkpoint_inventory SET size = 6")
     else:
         params = {**PARAMS, "run_tag": "owner"}
-    new_runs(con, [dict(run, end_time=hour(2.5))])
-    done = build_attribution(con, MONTH, params, DATASET_ROWS, incremental=True)
-    assert done.mode == "full"
+    new_runs(con, [run])  # the runs as they were
+    done = build_attribution(con, MONTH, params, DATASET_ROWS, keep_unchanged=True)
+    assert (done.mode, done.changed_runs) == ("full", 0)
     ((cost,),) = con.execute("SELECT sum(cost) FROM attribution").fetchall()
     assert cost == pytest.approx(12.0 if change == "bill" else 10.0)
 
 
-def test_through_the_cli_a_new_runs_file_is_incremental_and_force_is_whole(
+def test_through_the_cli_an_unchanged_runs_file_keeps_the_rows_and_force_does_not(
         tmp_path, dagster_home):
     import csv
     import io
+    import os
 
     import dagster as dg
 
@@ -214,22 +259,32 @@ def test_through_the_cli_a_new_runs_file_is_incremental_and_force_is_whole(
                 "SELECT x_SourceLine, run_id, purpose_class, round(cost, 9), round(share, 12) "
                 "FROM attribution WHERE month = ? ORDER BY ALL", [JULY]).fetchall()
 
+    def write_runs(runs) -> None:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, ["run_id", "status", "start_time", "end_time",
+                                         "resource_ids", "gpus", "purpose", "model"],
+                                lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(runs)
+        (tmp_path / "runs.csv").write_text(buffer.getvalue(), encoding="utf-8")
+
     config = str(project(tmp_path))
     assert materialize_month(config, JULY, progress=False).success
     assert mode() == ("full", 0)
-    # a later runs file: r-noend has ended after all
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, ["run_id", "status", "start_time", "end_time",
-                                     "resource_ids", "gpus", "purpose", "model"],
-                            lineterminator="\n")
-    writer.writeheader()
-    writer.writerows([dict(r, end_time="2026-07-01T01:00:00Z") if r["run_id"] == "r-noend"
-                      else r for r in RUNS])
-    (tmp_path / "runs.csv").write_text(buffer.getvalue(), encoding="utf-8")
+    first = rows()
+    # the same runs delivered again: tracker_runs is read again, the attribution kept
+    write_runs(RUNS)
+    os.utime(tmp_path / "runs.csv", (1e9, 2e9))
     assert materialize_month(config, JULY, progress=False).success
-    assert mode() == ("incremental", 1)
-    incremental = rows()
-    assert any(run == "r-noend" for _, run, *_ in incremental)
+    assert mode() == ("kept", 0)
+    assert rows() == first
+    # a later runs file: r-noend has ended after all
+    write_runs([dict(r, end_time="2026-07-01T01:00:00Z") if r["run_id"] == "r-noend"
+                else r for r in RUNS])
+    assert materialize_month(config, JULY, progress=False).success
+    assert mode() == ("full", 1)
+    changed = rows()
+    assert changed != first and any(run == "r-noend" for _, run, *_ in changed)
     assert materialize_month(config, JULY, progress=False, force=True).success
     assert mode() == ("full", 0)
-    assert rows() == incremental
+    assert rows() == changed

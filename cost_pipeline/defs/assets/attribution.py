@@ -21,8 +21,7 @@ from cost_pipeline.warehouse import month_params, replace_month, sql_text
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
     code_version=code_version(("attribution_prepare", "attribution_claims", "attribution",
-                               "attribution_runs", "attribution_basis", "attribution_affected",
-                               "attribution_narrow"),
+                               "attribution_runs", "attribution_basis"),
                               ("cost_pipeline.attribution", "cost_pipeline.defs.checks")),
     check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
                                    description="attribution + untracked + unallocated = the "
@@ -34,12 +33,12 @@ def attribution(
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
-        # incremental: after only a new runs file, the lines of the runs it changed (a
-        # `--force` run attributes the month whole)
+        # the rows are kept when nothing they depend on changed (an MLflow tracker read
+        # again, a runs file delivered again); a `--force` run attributes the month whole
         done = build_attribution(con, month, month_params(cfg, month),
                                  [(n, d.bucket, d.region) for n, d in cfg.datasets.items()],
                                  log=context.log,
-                                 incremental=context.run.tags.get(WHOLE_TAG) != "true")
+                                 keep_unchanged=context.run.tags.get(WHOLE_TAG) != "true")
         check = conservation(con, month)
         split = dict(con.execute(
             "SELECT purpose_class, round(fsum(cost), 2) FROM attribution_runs WHERE month = ? "
@@ -47,7 +46,6 @@ def attribution(
     return dg.MaterializeResult(
         metadata=rounded({"rows": done.rows, "mode": done.mode,
                           "changed_runs": done.changed_runs,
-                          "lines_reattributed": done.lines_reattributed,
                           **{f"cost_{k}": v for k, v in split.items()}}),
         check_results=[check],
     )

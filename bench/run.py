@@ -1,9 +1,10 @@
 """`make bench`: for each size, a generated month (cached in bench-data/) measured four ways
 side by side — the scan floor, the one-statement DuckDB reference, a hand-written pandas
 attribution, and the pipeline end to end (`cost-pipeline materialize`, fresh Dagster home
-and warehouse) — then the pipeline re-run on unchanged inputs and after the runs file
-changed. Each is a child process: wall time and peak RSS. Prints a table and the ratios,
-checks that every implementation's totals agree, writes bench-results.json.
+and warehouse) — then the pipeline re-run on unchanged inputs, after the same runs file is
+delivered again, after 1% of the runs changed, and with --force (whose totals the previous
+re-run's must equal). Each is a child process: wall time and peak RSS. Prints a table and
+the ratios, checks that every implementation's totals agree, writes bench-results.json.
 
     python bench/run.py --sizes "1m 5m 20m" [--runs 100000] [--objects 1000000]
 """
@@ -161,8 +162,8 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str) -> dict:
     result["rerun_runs_changed"] = _pipeline_result(changed, keep_checks=False)
     if changed.returncode == 0:
         result["rerun_runs_changed"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
-        # the same month attributed whole (every input read again): what the incremental
-        # re-run's totals must equal
+        # the same month recomputed from every input (--force): what the re-run after the
+        # runs changed must equal
         whole = run_measured([*cmd, "--force"], env=env, cwd=work, log_dir=logs,
                              name=f"{label}-pipeline-forced")
         result["rerun_forced"] = _pipeline_result(whole, keep_checks=False)

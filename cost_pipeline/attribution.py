@@ -29,7 +29,7 @@ from cost_pipeline.warehouse import (
     summarize_month,
 )
 
-# lines per slice: a slice's claims, periods and lines fit well inside the default 1200MB
+# lines per slice: a slice's claims, periods and lines fit well inside the default 1100MB
 SLICE_LINES = 2_000_000
 _SLICE_TABLES = ("attribution_lines", "attribution_compute_lines", "attribution_claims",
                  "attribution_claimed")

@@ -29,7 +29,7 @@ class WarehouseConfig(_Strict):
     # DuckDB's memory_limit: what it may hold before spilling to `<warehouse>.tmp/`. The default
     # keeps the whole process under 2 GiB at 20M billing lines; more is faster on big
     # machines; null leaves DuckDB's own default (80% of the RAM)
-    memory_limit: str | None = "1200MB"
+    memory_limit: str | None = "1100MB"
     threads: int | None = None
 
 

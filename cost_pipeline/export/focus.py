@@ -197,7 +197,7 @@ def _sql_string(text: str) -> str:
 
 def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
                  out: str | Path | None = None,
-                 memory_limit: str | None = "1200MB") -> tuple[Path, int]:
+                 memory_limit: str | None = "1100MB") -> tuple[Path, int]:
     """The month of the warehouse at `warehouse` as a FOCUS file; (path, rows). DuckDB holds
     at most `memory_limit` (the config's `warehouse.memory_limit`) and spills the rest to a
     temporary folder beside the export."""

@@ -27,14 +27,7 @@ from tests.attribution.test_attribution_property import (
     scenarios,
 )
 from tests.support import sql_backend
-from tests.support.warehouse_rows import (
-    BILLING_DEFAULTS,
-    INVENTORY_DEFAULTS,
-    RUN_DEFAULTS,
-    insert_inventory,
-    insert_lines,
-    insert_runs,
-)
+from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
 PARAMS = month_params(parse_config({"datasets": DATASETS}, __import__("pathlib").Path(".")),
                       MONTH)
@@ -85,11 +78,7 @@ def changed_runs(draw, runs: list[dict]) -> list[dict]:
 
 
 def month_of(lines, runs, inventory) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    insert_lines(con, MONTH, [{**BILLING_DEFAULTS, **ln} for ln in lines])
-    insert_runs(con, MONTH, [{**RUN_DEFAULTS, **r} for r in runs])
-    insert_inventory(con, MONTH, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
-    return con
+    return sql_backend.loaded(lines, runs, inventory, MONTH)
 
 
 def new_runs(con, runs) -> None:
@@ -122,7 +111,7 @@ def assert_same_attribution(got_con, want_con) -> None:
             assert close(got_sums[key][field], row[field]), (key, field)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_kept_month_is_what_attributing_it_whole_would_write(data):
     lines, runs, inventory = data.draw(scenarios())

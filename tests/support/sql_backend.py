@@ -27,15 +27,22 @@ def table_rows(con, table: str) -> list[dict]:
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
+def loaded(lines, runs, inventory, month: date) -> duckdb.DuckDBPyConnection:
+    """An in-memory warehouse holding the month's lines, runs and listed objects (each row
+    completed with the defaults)."""
+    con = duckdb.connect()
+    insert_lines(con, month, [{**BILLING_DEFAULTS, **ln} for ln in lines])
+    insert_runs(con, month, [{**RUN_DEFAULTS, **r} for r in runs])
+    insert_inventory(con, month, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
+    return con
+
+
 def run_month(lines, runs, inventory, datasets, month: date, run_tag="run_id",
               threshold=0.05, lines_per_slice=SLICE_LINES) -> duckdb.DuckDBPyConnection:
     cfg = parse_config({"run_tag": run_tag, "datasets": datasets or {},
                         "policy": {"reconciliation": {"max_untracked_share": threshold}}},
                        Path("."))
-    con = duckdb.connect()
-    insert_lines(con, month, [{**BILLING_DEFAULTS, **ln} for ln in lines])
-    insert_runs(con, month, [{**RUN_DEFAULTS, **r} for r in runs])
-    insert_inventory(con, month, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
+    con = loaded(lines, runs, inventory, month)
     params = month_params(cfg, month)
     build_attribution(con, month, params, [(name, ds["bucket"], ds["region"])
                                            for name, ds in (datasets or {}).items()],

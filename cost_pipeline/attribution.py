@@ -140,8 +140,9 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
     listing = query(con, """
         SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified))
         FROM checkpoint_inventory WHERE month = $month""", params).fetchall()
+    # attribution_runs too: a kept month keeps its per-run sums as well
     code = [sql_text(name) for name in ("macros", "attribution_prepare", "attribution_claims",
-                                        "attribution", "attribution_basis")]
+                                        "attribution", "attribution_runs", "attribution_basis")]
     code.append(Path(__file__).read_text(encoding="utf-8"))
     basis = {
         "bill": [str(v) for v in bill[0]], "listing": [str(v) for v in listing[0]],

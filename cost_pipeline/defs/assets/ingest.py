@@ -14,6 +14,7 @@ output keeps one order."""
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -162,21 +163,16 @@ class HeldLog:
             getattr(log, level)(message)
 
 
-class first_error:  # noqa: N801 - used as a context manager, like contextlib's
+@contextmanager
+def first_error(*reads: Future | None) -> Iterator[None]:
     """When the block fails, the error of a read started before it (the runs file, the
     listing) is raised instead, if there is one: the sources fail in the order they are
     listed, as when they were read one after another."""
-
-    def __init__(self, *reads: Future | None) -> None:
-        self.reads = [r for r in reads if r is not None]
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, error, _traceback) -> bool:
-        if error is not None:
-            for read in self.reads:
-                earlier = read.exception()
-                if earlier is not None:
-                    raise earlier from None
-        return False
+    try:
+        yield
+    except BaseException:
+        for read in reads:
+            earlier = read.exception() if read is not None else None
+            if earlier is not None:
+                raise earlier from None
+        raise

@@ -2,6 +2,6 @@
 
 import sys
 
-from cost_pipeline.cli.main import main
+from cost_pipeline.cli.main import run
 
-sys.exit(main())
+sys.exit(run())

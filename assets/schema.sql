@@ -105,25 +105,40 @@ CREATE TABLE IF NOT EXISTS checkpoint_inventory (
 -- characters of its id repeated on each of its rows. Readers use the view `attribution`
 -- below (SPEC §7's columns); the pipeline's own SQL joins `line_key` to
 -- hash(billing_facts.x_SourceLine).
+--
+-- Its three closed vocabularies are ENUMs: at 5M billing lines the slices' inserts take 5.0
+-- instead of 5.7 s and the per-run sums 0.54 instead of 0.62 s, VARCHAR's dictionary
+-- compression being redone per row group. Their values are listed in alphabetical order, so that ORDER BY, min
+-- and max see them as they would the strings; they compare with string literals as strings
+-- do. The view casts them back to VARCHAR. (`kind` stays VARCHAR: an unallocated line's kind
+-- is its ChargeCategory, whatever a FOCUS file says.)
+CREATE TYPE IF NOT EXISTS attribution_purpose_class AS ENUM (   -- SPEC §6
+    'other', 'preprocessing', 'production', 'search', 'unallocated', 'untracked');
+CREATE TYPE IF NOT EXISTS attribution_component AS ENUM (       -- SPEC §5 x_CostComponent
+    'cpu', 'gpu', 'network', 'other', 'storage');
+CREATE TYPE IF NOT EXISTS attribution_rule AS ENUM (            -- macros.sql attribution_rule
+    'bucket_storage', 'bucket_transfer', 'compute', 'non_usage');
+
 CREATE TABLE IF NOT EXISTS attribution_rows (
     month             DATE NOT NULL,
     line_key          UBIGINT NOT NULL,  -- hash(x_SourceLine) of the billing line
     run_id            VARCHAR,
-    purpose_class     VARCHAR NOT NULL,  -- production|search|preprocessing|other|untracked|unallocated
-    component         VARCHAR NOT NULL,
+    purpose_class     attribution_purpose_class NOT NULL,
+    component         attribution_component NOT NULL,
     cost              DOUBLE NOT NULL,
     hours             DOUBLE,
     accelerator_hours DOUBLE,
     share             DOUBLE NOT NULL,   -- the final share of the line this row carries
     claimed_share     DOUBLE,            -- S: the line's claimed shares before normalization
-    rule              VARCHAR NOT NULL,  -- compute | bucket_storage | bucket_transfer | non_usage
+    rule              attribution_rule NOT NULL,
     kind              VARCHAR            -- untracked: no_run|idle_capacity|shared; unallocated: tax|credit|purchase|unused_commitment|adjustment|correction
 );
 
 -- SPEC §7's `attribution`: one row per (billing line, run | untracked | unallocated)
 CREATE OR REPLACE VIEW attribution AS
-SELECT a.month, l.x_SourceLine, a.run_id, a.purpose_class, a.component, a.cost, a.hours,
-       a.accelerator_hours, a.share, a.claimed_share, a.rule, a.kind
+SELECT a.month, l.x_SourceLine, a.run_id, CAST(a.purpose_class AS VARCHAR) AS purpose_class,
+       CAST(a.component AS VARCHAR) AS component, a.cost, a.hours, a.accelerator_hours,
+       a.share, a.claimed_share, CAST(a.rule AS VARCHAR) AS rule, a.kind
 FROM attribution_rows AS a
 LEFT JOIN (SELECT month, x_SourceLine, hash(x_SourceLine) AS line_key FROM billing_facts) AS l
   ON l.month = a.month AND l.line_key = a.line_key;

@@ -4,6 +4,7 @@ read; a warehouse written before it existed gets it for every month it holds."""
 from datetime import date
 
 import duckdb
+import pytest
 
 from cost_pipeline.warehouse import ensure_schema, summarize_month, upgrade
 
@@ -116,3 +117,26 @@ def test_read_only_readers_upgrade_an_older_warehouse_first(tmp_path):
         assert con.execute("SELECT count(*) FROM attribution WHERE x_SourceLine IS NOT NULL"
                            ).fetchone() == (len(ROWS),)
     upgrade(path)  # a current warehouse: nothing to do
+
+
+def test_the_small_vocabularies_are_enums_that_read_as_strings(tmp_path):
+    con = _warehouse(tmp_path / "w.duckdb")
+    for enum in ("attribution_purpose_class", "attribution_component", "attribution_rule"):
+        (values,) = con.execute(f"SELECT enum_range(NULL::{enum})").fetchone()
+        # alphabetical: ORDER BY, min and max order them as they order the strings
+        assert values == sorted(values), enum
+    (purposes,) = con.execute("SELECT enum_range(NULL::attribution_purpose_class)").fetchone()
+    assert purposes == ["other", "preprocessing", "production", "search", "unallocated",
+                        "untracked"]
+    # the view keeps SPEC §7's VARCHAR columns
+    types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                             "WHERE table_name = 'attribution'").fetchall())
+    assert {types[c] for c in ("purpose_class", "component", "rule")} == {"VARCHAR"}
+    assert con.execute("SELECT purpose_class FROM attribution_rows WHERE month = ? "
+                       "ORDER BY purpose_class", [JULY]).fetchall() == [
+        ("search",), ("search",), ("search",), ("untracked",)]
+    # a value outside the vocabulary is refused, not stored
+    with pytest.raises(duckdb.ConversionException):
+        con.execute("INSERT INTO attribution_rows (month, line_key, purpose_class, component, "
+                    "cost, share, rule) VALUES (?, 1, 'research', 'gpu', 1, 1, 'compute')",
+                    [JULY])

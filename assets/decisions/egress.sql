@@ -40,41 +40,42 @@ network_lines AS (
 ),
 network AS (
     SELECT
-        a.run_id, a.purpose_class, a.rule, a.cost, a.line_key, l.ResourceId,
+        a.run_id, a.purpose_class, a.rule, a.cost, l.ResourceId,
         CASE WHEN upper(l.ConsumedUnit) = 'GB' THEN a.share * l.ConsumedQuantity END AS gb
     FROM attribution_rows AS a
     JOIN network_lines AS l ON l.line_key = a.line_key
     WHERE a.month = $month AND a.component = 'network'
 ),
-pulls AS (
+sums AS (
+    -- summed per run (or untracked bucket) and purpose class before the runs' attributes are
+    -- joined: those are one row per run, so the groups are the output's, and the join and
+    -- the grouping see a row per run rather than a row per (line, run)
     SELECT
-        n.run_id, r.model, n.purpose_class, r.dataset, r.dataset_bucket, r.dataset_region,
-        r.run_region, n.line_key, n.rule, n.gb, n.cost
-    FROM network AS n
-    JOIN runs AS r ON r.run_id = n.run_id
-    WHERE r.run_region IS NOT NULL AND r.dataset_region IS NOT NULL
-      AND r.run_region <> r.dataset_region
-    UNION ALL
-    SELECT
-        NULL, NULL, n.purpose_class, bd.dataset, bd.bucket, bd.dataset_region,
-        NULL, n.line_key, n.rule, n.gb, n.cost
-    FROM network AS n
-    JOIN bucket_datasets AS bd ON bd.bucket = n.ResourceId
-    WHERE n.run_id IS NULL AND n.rule = 'bucket_transfer'
+        run_id, purpose_class,
+        CASE WHEN run_id IS NULL THEN ResourceId END                     AS bucket,
+        CASE WHEN run_id IS NULL THEN rule = 'bucket_transfer' END       AS bucket_transfer,
+        count(*)                                                         AS lines,
+        fsum(gb)                                                         AS gigabytes,
+        coalesce(fsum(cost) FILTER (WHERE rule = 'bucket_transfer'), 0)  AS transfer_cost,
+        coalesce(fsum(cost) FILTER (WHERE rule <> 'bucket_transfer'), 0) AS other_network_cost,
+        fsum(cost)                                                       AS cost
+    FROM network  -- (no filter here: DuckDB would then hash the rows, not the lines)
+    GROUP BY ALL
 )
 SELECT
-    CAST($month AS DATE)                                     AS month,
-    run_id,
-    model,
-    purpose_class,
-    dataset,
-    dataset_bucket,
-    dataset_region,
-    run_region,
-    count(*)                                                 AS lines,  -- a row per (line, run)
-    fsum(gb)                                                  AS gigabytes,
-    coalesce(fsum(cost) FILTER (WHERE rule = 'bucket_transfer'), 0) AS transfer_cost,
-    coalesce(fsum(cost) FILTER (WHERE rule <> 'bucket_transfer'), 0) AS other_network_cost,
-    fsum(cost)                                                AS cost
-FROM pulls
-GROUP BY run_id, model, purpose_class, dataset, dataset_bucket, dataset_region, run_region
+    CAST($month AS DATE) AS month, s.run_id, r.model, s.purpose_class, r.dataset,
+    r.dataset_bucket, r.dataset_region, r.run_region,
+    s.lines,  -- a row per (line, run)
+    s.gigabytes, s.transfer_cost, s.other_network_cost, s.cost
+FROM sums AS s
+JOIN runs AS r ON r.run_id = s.run_id
+WHERE r.run_region IS NOT NULL AND r.dataset_region IS NOT NULL
+  AND r.run_region <> r.dataset_region
+UNION ALL
+SELECT
+    CAST($month AS DATE), NULL, NULL, s.purpose_class, bd.dataset, bd.bucket,
+    bd.dataset_region, NULL, s.lines, s.gigabytes, s.transfer_cost, s.other_network_cost,
+    s.cost
+FROM sums AS s
+JOIN bucket_datasets AS bd ON bd.bucket = s.bucket
+WHERE s.run_id IS NULL AND s.bucket_transfer

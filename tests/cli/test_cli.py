@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -106,3 +107,24 @@ def test_bad_month_argument(tmp_path, dagster_home):
     done = run_cli("materialize", "--config", str(tmp_path / "none.yaml"), "--month", "2026-13",
                    env_home=dagster_home)
     assert done.returncode == 1 and done.stderr.startswith("error:")
+
+
+def test_the_command_process_tunes_the_garbage_collector(tmp_path):
+    """`cost-pipeline` is `run`: `main` with Python's cyclic collector set for one short run
+    (fewer collections, the heap frozen at exit); `main` itself, which the tests call
+    in-process, leaves the collector alone."""
+    import tomllib
+
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert scripts["project"]["scripts"]["cost-pipeline"] == "cost_pipeline.cli:run"
+    probe = (
+        "import gc, sys; from cost_pipeline.cli.main import main, run; "
+        "before = gc.get_threshold(); sys.argv = ['cost-pipeline', 'report']; "
+        "main(['report']); assert gc.get_threshold() == before and gc.get_freeze_count() == 0; "
+        "code = run(); "
+        "print(code, gc.get_threshold()[0], gc.get_freeze_count() > 0)")
+    env = {k: v for k, v in os.environ.items() if k != "COST_PIPELINE_CONFIG"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "10000", "True"]  # no config: exit 1, still tuned

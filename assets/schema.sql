@@ -108,10 +108,10 @@ CREATE TABLE IF NOT EXISTS checkpoint_inventory (
 --
 -- Its three closed vocabularies are ENUMs: at 5M billing lines the slices' inserts take 5.0
 -- instead of 5.7 s and the per-run sums 0.54 instead of 0.62 s, VARCHAR's dictionary
--- compression being redone per row group. Their values are listed in alphabetical order, so that ORDER BY, min
--- and max see them as they would the strings; they compare with string literals as strings
--- do. The view casts them back to VARCHAR. (`kind` stays VARCHAR: an unallocated line's kind
--- is its ChargeCategory, whatever a FOCUS file says.)
+-- compression being redone per row group. Their values are listed in alphabetical order, so
+-- that ORDER BY, min and max see them as they would the strings; they compare with string
+-- literals as strings do. The view casts them back to VARCHAR. (`kind` stays VARCHAR: an
+-- unallocated line's kind is its ChargeCategory, whatever a FOCUS file says.)
 CREATE TYPE IF NOT EXISTS attribution_purpose_class AS ENUM (   -- SPEC §6
     'other', 'preprocessing', 'production', 'search', 'unallocated', 'untracked');
 CREATE TYPE IF NOT EXISTS attribution_component AS ENUM (       -- SPEC §5 x_CostComponent

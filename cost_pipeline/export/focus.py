@@ -23,7 +23,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from cost_pipeline.config import WarehouseConfig
 from cost_pipeline.warehouse import bind, connect_read_only, sql_text
+
+# the config's own default, for callers without a config
+DEFAULT_MEMORY_LIMIT = WarehouseConfig.model_fields["memory_limit"].default
 
 FORMATS = ("parquet", "csv")
 FOCUS_VERSION = "1.2"
@@ -197,7 +201,7 @@ def _sql_string(text: str) -> str:
 
 def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
                  out: str | Path | None = None,
-                 memory_limit: str | None = "1100MB") -> tuple[Path, int]:
+                 memory_limit: str | None = DEFAULT_MEMORY_LIMIT) -> tuple[Path, int]:
     """The month of the warehouse at `warehouse` as a FOCUS file; (path, rows). DuckDB holds
     at most `memory_limit` (the config's `warehouse.memory_limit`) and spills the rest to a
     temporary folder beside the export."""

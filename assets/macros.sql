@@ -51,6 +51,16 @@ CREATE OR REPLACE TEMP MACRO month_runs(for_month) AS TABLE
     WHERE month = for_month
     QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1;
 
+-- the `run_hash` that attribution_rows names a run by: hash(run_id) (ingest refuses a month
+-- where two run ids share one); NULL for no run, where hash(NULL) would be a number
+CREATE OR REPLACE TEMP MACRO run_hash_of(id) AS CASE WHEN id IS NOT NULL THEN hash(id) END;
+
+-- each run id of a month's tracker snapshot with its run_hash
+CREATE OR REPLACE TEMP MACRO run_hashes(for_month) AS TABLE
+    SELECT DISTINCT run_id, hash(run_id) AS run_hash
+    FROM tracker_runs
+    WHERE month = for_month;
+
 -- the runs that claim compute and transfer (SPEC §6): RUNNING or ended, not a sweep parent;
 -- `rs`/`re` their claim's start and end, a RUNNING run running until the month's end
 CREATE OR REPLACE TEMP MACRO claimant_runs(for_month, end_of_month) AS TABLE
@@ -94,7 +104,7 @@ CREATE OR REPLACE TEMP MACRO month_cost_totals(for_month) AS TABLE
               any_value(BillingCurrency)            AS currency
           FROM billing_facts WHERE month = for_month) AS bill,
          (SELECT
-              coalesce(fsum(cost) FILTER (WHERE run_id IS NOT NULL), 0)               AS attributed_cost,
+              coalesce(fsum(cost) FILTER (WHERE run_hash IS NOT NULL), 0)             AS attributed_cost,
               coalesce(fsum(cost) FILTER (WHERE purpose_class = 'untracked'), 0)      AS untracked_cost,
               coalesce(fsum(cost) FILTER (WHERE purpose_class = 'unallocated'), 0)    AS unallocated_cost
           FROM attribution_rows WHERE month = for_month) AS split;

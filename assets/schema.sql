@@ -100,11 +100,14 @@ CREATE TABLE IF NOT EXISTS checkpoint_inventory (
     checkpoint    VARCHAR          -- the next segment, or the object itself
 );
 
--- The attribution's rows as stored: a line is named by `line_key` = hash(x_SourceLine) (a
--- 64-bit integer; ingest refuses a month where two line ids share one), not by the 60-odd
--- characters of its id repeated on each of its rows. Readers use the view `attribution`
+-- The attribution's rows as stored: a line is named by `line_key` = hash(x_SourceLine) and
+-- a run by `run_hash` = hash(run_id) (64-bit integers; ingest refuses a month where two line
+-- ids, or two run ids, share one), not by their strings repeated on each of the month's
+-- tens of millions of rows: at 5M billing lines the rows are written in 2.4 instead of
+-- 3.7 s (12-character run ids; 4.6 s with MLflow's 32). Readers use the view `attribution`
 -- below (SPEC §7's columns); the pipeline's own SQL joins `line_key` to
--- hash(billing_facts.x_SourceLine).
+-- hash(billing_facts.x_SourceLine) and `run_hash` to hash(tracker_runs.run_id) — every run
+-- row's run is one of the month's tracker runs.
 --
 -- Its three closed vocabularies are ENUMs: at 5M billing lines the slices' inserts take 5.0
 -- instead of 5.7 s and the per-run sums 0.54 instead of 0.62 s, VARCHAR's dictionary
@@ -122,7 +125,7 @@ CREATE TYPE IF NOT EXISTS attribution_rule AS ENUM (            -- macros.sql at
 CREATE TABLE IF NOT EXISTS attribution_rows (
     month             DATE NOT NULL,
     line_key          UBIGINT NOT NULL,  -- hash(x_SourceLine) of the billing line
-    run_id            VARCHAR,
+    run_hash          UBIGINT,           -- hash(run_id) of the run; NULL: untracked, unallocated
     purpose_class     attribution_purpose_class NOT NULL,
     component         attribution_component NOT NULL,
     cost              DOUBLE NOT NULL,
@@ -131,17 +134,22 @@ CREATE TABLE IF NOT EXISTS attribution_rows (
     share             DOUBLE NOT NULL,   -- the final share of the line this row carries
     claimed_share     DOUBLE,            -- S: the line's claimed shares before normalization
     rule              attribution_rule NOT NULL,
-    kind              VARCHAR            -- untracked: no_run|idle_capacity|shared; unallocated: tax|credit|purchase|unused_commitment|adjustment|correction
+    -- untracked: no_run|idle_capacity|shared; unallocated: tax|credit|purchase|
+    -- unused_commitment|adjustment|correction; NULL on a run's row (nearly all rows): zstd
+    -- writes it in half the time of dictionary compression
+    kind              VARCHAR USING COMPRESSION zstd
 );
 
 -- SPEC §7's `attribution`: one row per (billing line, run | untracked | unallocated)
 CREATE OR REPLACE VIEW attribution AS
-SELECT a.month, l.x_SourceLine, a.run_id, CAST(a.purpose_class AS VARCHAR) AS purpose_class,
+SELECT a.month, l.x_SourceLine, r.run_id, CAST(a.purpose_class AS VARCHAR) AS purpose_class,
        CAST(a.component AS VARCHAR) AS component, a.cost, a.hours, a.accelerator_hours,
        a.share, a.claimed_share, CAST(a.rule AS VARCHAR) AS rule, a.kind
 FROM attribution_rows AS a
 LEFT JOIN (SELECT month, x_SourceLine, hash(x_SourceLine) AS line_key FROM billing_facts) AS l
-  ON l.month = a.month AND l.line_key = a.line_key;
+  ON l.month = a.month AND l.line_key = a.line_key
+LEFT JOIN (SELECT DISTINCT month, run_id, hash(run_id) AS run_hash FROM tracker_runs) AS r
+  ON r.month = a.month AND r.run_hash = a.run_hash;
 
 -- The month's attribution summed per run | untracked | unallocated × purpose class × component
 -- × rule × kind (attribution_runs.sql): written with each month's attribution, read by the

@@ -82,13 +82,23 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     if old_attribution:
         # a warehouse from before `attribution_rows`: its table makes way for the view
         con.execute("ALTER TABLE attribution RENAME TO attribution_before_line_keys")
+    old_run_ids = "attribution_rows" in before and _names_runs_by_id(con)
+    if old_run_ids:
+        # a warehouse from before `run_hash`: its rows are written again with the new columns
+        con.execute("ALTER TABLE attribution_rows RENAME TO attribution_rows_before_run_hashes")
     con.execute(sql_text("schema"))
     run_script(con, sql_text("macros"), {})
     if old_attribution:
         con.execute(
-            "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (x_SourceLine), "
-            "hash(x_SourceLine) AS line_key FROM attribution_before_line_keys")
+            "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (x_SourceLine, run_id), "
+            "hash(x_SourceLine) AS line_key, run_hash_of(run_id) AS run_hash "
+            "FROM attribution_before_line_keys")
         con.execute("DROP TABLE attribution_before_line_keys")
+    if old_run_ids:
+        con.execute(
+            "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (run_id), "
+            "run_hash_of(run_id) AS run_hash FROM attribution_rows_before_run_hashes")
+        con.execute("DROP TABLE attribution_rows_before_run_hashes")
     if "attribution_runs" not in before:
         # a warehouse from before the per-run sums: every month it holds gets them now, so
         # that the decisions reading them see earlier months (search_trend, search_costs)
@@ -97,6 +107,15 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
             summarize_month(con, month)
     if in_run_transaction(con):
         con.execute(f"SET VARIABLE {_SCHEMA_READY} = true")
+
+
+def _names_runs_by_id(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether `attribution_rows` is an older version's, naming each row's run by its run_id
+    rather than by `run_hash`."""
+    ((found,),) = con.execute(
+        "SELECT count(*) > 0 FROM information_schema.columns WHERE table_schema = 'main' "
+        "AND table_name = 'attribution_rows' AND column_name = 'run_id'").fetchall()
+    return found
 
 
 def summarize_month(con: duckdb.DuckDBPyConnection, month: date) -> None:
@@ -299,14 +318,17 @@ def connect_read_only(database: str | Path) -> duckdb.DuckDBPyConnection:
 
 def upgrade(database: str | Path) -> None:
     """Bring a warehouse an older version wrote to this version's tables — `attribution_rows`
-    under the `attribution` view, `attribution_runs` — with one short read-write open under
-    the writer lock, so that the read-only readers (report, estimate, export) find what they
-    query. Nothing happens for a current warehouse or a missing file."""
+    under the `attribution` view, naming runs by `run_hash`; `attribution_runs` — with one
+    short read-write open under the writer lock, so that the read-only readers (report,
+    estimate, export) find what they query. Nothing happens for a current warehouse or a
+    missing file."""
     if not Path(database).exists():
         return
     with duckdb.connect(str(database), read_only=True) as con:
         names = table_names(con)
-        if "billing_facts" not in names or {"attribution_rows", "attribution_runs"} <= names:
+        if "billing_facts" not in names or (
+                {"attribution_rows", "attribution_runs"} <= names
+                and not _names_runs_by_id(con)):
             return
     with exclusive_writer(str(database), "upgrade"), duckdb.connect(str(database)) as con:
         ensure_schema(con)

@@ -29,7 +29,7 @@ run_rows AS (
     -- a run's purpose class is joined here, to the run rows only (the others have no run)
     SELECT
         l.line_hash, l.component, l.c, l.usage_hours, l.g, l.rule,
-        cl.run_id, t.claimed_share,
+        hash(cl.run_id) AS run_hash, t.claimed_share,
         CASE WHEN t.claimed_share > 1 + 1e-12 THEN cl.raw_share / t.claimed_share
              ELSE cl.raw_share END AS share,
         CAST(NULL AS VARCHAR) AS kind,
@@ -48,7 +48,7 @@ run_rows AS (
 untracked_rows AS (
     SELECT
         l.line_hash, l.component, l.c, l.usage_hours, l.g, l.rule,
-        CAST(NULL AS VARCHAR) AS run_id, coalesce(t.claimed_share, 0) AS claimed_share,
+        CAST(NULL AS UBIGINT) AS run_hash, coalesce(t.claimed_share, 0) AS claimed_share,
         1 - coalesce(t.claimed_share, 0) AS share,
         CASE
             -- an instance whose pods took their split cost: what is left is its unused
@@ -64,7 +64,7 @@ untracked_rows AS (
 ),
 unallocated_rows AS (
     SELECT l.line_hash, l.component, l.c, l.usage_hours, l.g, l.rule,
-           CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS DOUBLE) AS claimed_share,
+           CAST(NULL AS UBIGINT) AS run_hash, CAST(NULL AS DOUBLE) AS claimed_share,
            1.0 AS share, l.non_usage_kind AS kind, 'unallocated' AS purpose_class
     FROM lines l
     WHERE l.rule = 'non_usage'
@@ -77,7 +77,7 @@ all_rows AS (
 SELECT
     CAST($month AS DATE) AS month,
     a.line_hash AS line_key,  -- the view `attribution` shows the line's x_SourceLine
-    a.run_id,
+    a.run_hash,  -- the view shows the run's run_id
     a.purpose_class,
     a.component,
     a.c * a.share AS cost,

@@ -5,12 +5,19 @@
 -- preprocessing_waste, preemption, cost_levers) read these rows instead of scanning and
 -- joining every attribution row. No line attribute is a key: a key per line would leave
 -- nearly a group per row. Parameters: $month.
-SELECT
-    month, run_id, purpose_class, component, rule, kind,
-    fsum(cost)              AS cost,
-    fsum(hours)             AS hours,
-    fsum(accelerator_hours) AS accelerator_hours,
-    count(*)                AS rows
-FROM attribution_rows
-WHERE month = $month
-GROUP BY ALL
+-- Summed per run_hash, then named by the run's run_id (macros.sql `run_hashes`).
+WITH sums AS (
+    SELECT
+        month, run_hash, purpose_class, component, rule, kind,
+        fsum(cost)              AS cost,
+        fsum(hours)             AS hours,
+        fsum(accelerator_hours) AS accelerator_hours,
+        count(*)                AS rows
+    FROM attribution_rows
+    WHERE month = $month
+    GROUP BY ALL
+)
+SELECT s.month, r.run_id, s.purpose_class, s.component, s.rule, s.kind,
+       s.cost, s.hours, s.accelerator_hours, s.rows
+FROM sums AS s
+LEFT JOIN run_hashes($month) AS r ON r.run_hash = s.run_hash

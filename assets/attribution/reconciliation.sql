@@ -11,7 +11,7 @@ lines AS NOT MATERIALIZED (
     FROM billing_facts WHERE month = $month
 ),
 att AS NOT MATERIALIZED (
-    SELECT run_id, purpose_class, component, cost, accelerator_hours, claimed_share, rule
+    SELECT run_hash, purpose_class, component, cost, accelerator_hours, claimed_share, rule
     FROM attribution_rows WHERE month = $month
 ),
 runs AS (SELECT * FROM tracker_runs WHERE month = $month),
@@ -49,7 +49,7 @@ over_claimed AS (
     -- an over-claimed line's run rows carry shares summing to 1, so their accelerator-hours
     -- add up to the line's GPU-hours: (S − 1) × those is the line's excess
     SELECT coalesce(fsum((claimed_share - 1) * accelerator_hours), 0) AS hours
-    FROM gpu_rows WHERE run_id IS NOT NULL AND claimed_share > 1 + 1e-12
+    FROM gpu_rows WHERE run_hash IS NOT NULL AND claimed_share > 1 + 1e-12
 ),
 unbilled AS (
     -- resources a run lists that no line of the month shows: wrong ids, other accounts
@@ -62,7 +62,7 @@ unbilled AS (
 totals AS (
     SELECT
         (SELECT coalesce(fsum(x_UsageHours * x_AcceleratorCount), 0) FROM gpu_lines) AS billed_gpu_hours,
-        (SELECT coalesce(fsum(accelerator_hours), 0) FROM gpu_rows WHERE run_id IS NOT NULL) AS tracked_gpu_hours,
+        (SELECT coalesce(fsum(accelerator_hours), 0) FROM gpu_rows WHERE run_hash IS NOT NULL) AS tracked_gpu_hours,
         (SELECT coalesce(fsum(cost), 0) FROM gpu_cost_rows) AS gpu_cost,
         (SELECT coalesce(fsum(cost), 0) FROM gpu_cost_rows WHERE purpose_class = 'untracked') AS untracked_gpu_cost,
         (SELECT count(*) = 0 OR bool_or(x_InvoiceId IS NULL) FROM lines) AS provisional,

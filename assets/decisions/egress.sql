@@ -18,7 +18,8 @@ WITH tr AS (
 ),
 runs AS (
     SELECT
-        r.run_id, r.model, r.dataset, r.region AS run_region,
+        r.run_id, hash(r.run_id) AS run_hash,  -- as attribution_rows names the run
+        r.model, r.dataset, r.region AS run_region,
         d.bucket                              AS dataset_bucket,
         coalesce(d.region, r.dataset_region)  AS dataset_region
     FROM tr AS r
@@ -40,7 +41,7 @@ network_lines AS (
 ),
 network AS (
     SELECT
-        a.run_id, a.purpose_class, a.rule, a.cost, l.ResourceId,
+        a.run_hash, a.purpose_class, a.rule, a.cost, l.ResourceId,
         CASE WHEN upper(l.ConsumedUnit) = 'GB' THEN a.share * l.ConsumedQuantity END AS gb
     FROM attribution_rows AS a
     JOIN network_lines AS l ON l.line_key = a.line_key
@@ -51,9 +52,9 @@ sums AS (
     -- joined: those are one row per run, so the groups are the output's, and the join and
     -- the grouping see a row per run rather than a row per (line, run)
     SELECT
-        run_id, purpose_class,
-        CASE WHEN run_id IS NULL THEN ResourceId END                     AS bucket,
-        CASE WHEN run_id IS NULL THEN rule = 'bucket_transfer' END       AS bucket_transfer,
+        run_hash, purpose_class,
+        CASE WHEN run_hash IS NULL THEN ResourceId END                   AS bucket,
+        CASE WHEN run_hash IS NULL THEN rule = 'bucket_transfer' END     AS bucket_transfer,
         count(*)                                                         AS lines,
         fsum(gb)                                                         AS gigabytes,
         coalesce(fsum(cost) FILTER (WHERE rule = 'bucket_transfer'), 0)  AS transfer_cost,
@@ -63,12 +64,12 @@ sums AS (
     GROUP BY ALL
 )
 SELECT
-    CAST($month AS DATE) AS month, s.run_id, r.model, s.purpose_class, r.dataset,
+    CAST($month AS DATE) AS month, r.run_id, r.model, s.purpose_class, r.dataset,
     r.dataset_bucket, r.dataset_region, r.run_region,
     s.lines,  -- a row per (line, run)
     s.gigabytes, s.transfer_cost, s.other_network_cost, s.cost
 FROM sums AS s
-JOIN runs AS r ON r.run_id = s.run_id
+JOIN runs AS r ON r.run_hash = s.run_hash
 WHERE r.run_region IS NOT NULL AND r.dataset_region IS NOT NULL
   AND r.run_region <> r.dataset_region
 UNION ALL
@@ -78,4 +79,4 @@ SELECT
     s.cost
 FROM sums AS s
 JOIN bucket_datasets AS bd ON bd.bucket = s.bucket
-WHERE s.run_id IS NULL AND s.bucket_transfer
+WHERE s.run_hash IS NULL AND s.bucket_transfer

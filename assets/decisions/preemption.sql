@@ -26,7 +26,8 @@
 --   spot_cost_more_than_on_demand  cost > last_run_on_demand_cost
 WITH RECURSIVE runs AS (
     SELECT run_id, model, start_time, resumed_from,
-           CASE WHEN restart_of <> run_id THEN restart_of END AS restart_of
+           CASE WHEN restart_of <> run_id THEN restart_of END AS restart_of,
+           hash(run_id) AS run_hash  -- as attribution_rows names the run
     FROM month_runs($month)
 ),
 walk AS (
@@ -71,14 +72,14 @@ spot_chains AS (
     SELECT DISTINCT m.chain_id
     FROM spot_lines AS l
     JOIN attribution_rows AS a ON a.line_key = l.line_key
-    JOIN members AS m ON m.run_id = a.run_id
+    JOIN members AS m ON m.run_hash = a.run_hash
     WHERE a.month = $month AND a.rule = 'compute'
       AND EXISTS (SELECT 1 FROM spot_lines)
 ),
 compute_rows AS (
-    SELECT m.chain_id, a.run_id, a.line_key, a.share
+    SELECT m.chain_id, m.run_id, a.line_key, a.share
     FROM (SELECT * FROM members WHERE chain_id IN (SELECT chain_id FROM spot_chains)) AS m
-    JOIN attribution_rows AS a ON a.run_id = m.run_id
+    JOIN attribution_rows AS a ON a.run_hash = m.run_hash
     WHERE a.month = $month AND a.rule = 'compute'
 ),
 line_keys AS MATERIALIZED (

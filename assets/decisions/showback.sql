@@ -27,16 +27,22 @@ tagged_lines AS (
       AND nullif(trim(coalesce(Tags['team'], Tags['user_team'], Tags['user:team'])), '')
           IS NOT NULL
 ),
-on_tagged AS (
+on_tagged_by_hash AS (
     -- the rows of tagged lines, by run | untracked | unallocated, group and line team
     SELECT
-        a.run_id, a.purpose_class, a.component, t.tag_team,
+        a.run_hash, a.purpose_class, a.component, t.tag_team,
         fsum(a.cost) AS cost, fsum(a.hours) AS hours,
         fsum(a.accelerator_hours) AS accelerator_hours, count(*) AS rows
     FROM attribution_rows AS a
     JOIN tagged_lines AS t ON t.line_key = a.line_key
     WHERE a.month = $month
     GROUP BY ALL
+),
+on_tagged AS (
+    -- each run named by its run_id, as attribution_runs names it
+    SELECT h.run_id, t.* EXCLUDE (run_hash)
+    FROM on_tagged_by_hash AS t
+    LEFT JOIN run_hashes($month) AS h ON h.run_hash = t.run_hash
 ),
 on_tagged_sums AS (
     SELECT run_id, purpose_class, component, fsum(cost) AS cost, fsum(hours) AS hours,

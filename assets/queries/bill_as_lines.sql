@@ -23,6 +23,6 @@ SELECT
     END AS line,
     coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
     coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
-    count(DISTINCT run_id) AS runs,
+    count(DISTINCT run_hash) AS runs,  -- hash(run_id)
     fsum(cost) AS cost
 FROM a GROUP BY 1 ORDER BY cost DESC, line

@@ -153,14 +153,17 @@ service_subcategory AS (
 ),
 parts AS (
     SELECT
-        a.line_key, a.run_id, a.purpose_class, a.kind, a.rule, a.share,
+        a.line_key, h.run_id, a.purpose_class, a.kind, a.rule, a.share,
         a.hours, a.accelerator_hours,
         row_number() OVER line_rows AS part,
         count(*) OVER (PARTITION BY a.line_key) AS parts
     FROM attribution_rows a
+    -- the run's run_id from its run_hash = hash(run_id)
+    LEFT JOIN (SELECT DISTINCT run_id, hash(run_id) AS run_hash
+               FROM tracker_runs WHERE month = $month) h ON h.run_hash = a.run_hash
     WHERE a.month = $month
     WINDOW line_rows AS (PARTITION BY a.line_key
-                         ORDER BY a.run_id NULLS LAST, a.purpose_class, a.kind NULLS FIRST)
+                         ORDER BY h.run_id NULLS LAST, a.purpose_class, a.kind NULLS FIRST)
 ),
 split AS (
     SELECT

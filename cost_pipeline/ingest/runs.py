@@ -61,9 +61,25 @@ def build_tracker_runs(
     """Write the month's snapshot of `runs` (default: read the trackers now)."""
     con.register("runs_arrow", runs_table(cfg, log) if runs is None else runs)
     try:
+        _refuse_shared_hashes(con)
         return replace_month(
             con, "tracker_runs", month,
             "SELECT CAST($month AS DATE) AS month, * FROM runs_arrow", {"month": month},
         )
     finally:
         con.unregister("runs_arrow")
+
+
+def _refuse_shared_hashes(con: duckdb.DuckDBPyConnection) -> None:
+    """attribution_rows names a run by hash(run_id): two run ids sharing one (about a
+    one-in-a-hundred-million chance for a month of 100,000 runs) would mix their rows."""
+    ((ids, hashes),) = con.execute(
+        "SELECT count(DISTINCT run_id), count(DISTINCT hash(run_id)) FROM runs_arrow").fetchall()
+    if ids == hashes:
+        return
+    ((source, run_ids),) = con.execute(
+        "SELECT min(source), list(DISTINCT run_id ORDER BY run_id) FROM runs_arrow "
+        "GROUP BY hash(run_id) HAVING count(DISTINCT run_id) > 1 ORDER BY 2 LIMIT 1").fetchall()
+    raise SourceError(source or "tracker", "run_id",
+                      f"run ids {' and '.join(run_ids[:2])} share a 64-bit hash, which the "
+                      "attribution keys runs by: this month cannot be attributed")

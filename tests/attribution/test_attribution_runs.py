@@ -18,13 +18,22 @@ ROWS = [  # month, line, run, purpose class, component, cost, hours, accelerator
 ]
 
 
+def _runs(con) -> None:
+    """The tracker runs the rows name (attribution_rows names a run by hash(run_id))."""
+    con.executemany(
+        "INSERT INTO tracker_runs (month, run_id, status, start_time, keep, deleted) "
+        "VALUES (?, ?, 'FINISHED', ?, false, false)",
+        [(JULY, "r1", "2026-07-02"), (AUGUST, "r2", "2026-08-02")])
+
+
 def _warehouse(path) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(path))
     ensure_schema(con)
+    _runs(con)
     con.executemany(
-        "INSERT INTO attribution_rows (month, line_key, run_id, purpose_class, component, cost, "
-        "hours, accelerator_hours, share, rule, kind) "
-        "VALUES (?, hash(?), ?, ?, ?, ?, ?, ?, 1.0, 'compute', ?)", ROWS)
+        "INSERT INTO attribution_rows (month, line_key, run_hash, purpose_class, component, "
+        "cost, hours, accelerator_hours, share, rule, kind) "
+        "VALUES (?, hash(?), run_hash_of(?), ?, ?, ?, ?, ?, 1.0, 'compute', ?)", ROWS)
     return con
 
 
@@ -92,6 +101,32 @@ def _older_warehouse(path) -> None:
     con.executemany(
         "INSERT INTO billing_facts (month, x_SourceLine, EffectiveCost) VALUES (?, ?, 1.0)",
         sorted({(m, line) for m, line, *_ in ROWS}))
+    _runs(con)
+    con.close()
+
+
+def _warehouse_naming_runs_by_id(path) -> None:
+    """A warehouse as written before `run_hash`: attribution_rows carrying each row's run_id
+    (and VARCHAR vocabularies, as before the ENUMs)."""
+    con = duckdb.connect(str(path))
+    ensure_schema(con)
+    con.execute("DROP TABLE attribution_rows")
+    con.execute(
+        "CREATE TABLE attribution_rows (month DATE NOT NULL, line_key UBIGINT NOT NULL, "
+        "run_id VARCHAR, purpose_class VARCHAR NOT NULL, component VARCHAR NOT NULL, "
+        "cost DOUBLE NOT NULL, hours DOUBLE, accelerator_hours DOUBLE, share DOUBLE NOT NULL, "
+        "claimed_share DOUBLE, rule VARCHAR NOT NULL, kind VARCHAR)")
+    con.executemany(
+        "INSERT INTO attribution_rows VALUES (?, hash(?), ?, ?, ?, ?, ?, ?, 1.0, NULL, "
+        "'compute', ?)", ROWS)
+    con.executemany(
+        "INSERT INTO billing_facts (month, x_SourceLine, EffectiveCost) VALUES (?, ?, 1.0)",
+        sorted({(m, line) for m, line, *_ in ROWS}))
+    _runs(con)
+    con.executemany(  # its per-run sums, as that version wrote them
+        "INSERT INTO attribution_runs (month, run_id, purpose_class, component, rule, cost, "
+        "hours, accelerator_hours, rows) VALUES (?, ?, ?, ?, 'compute', ?, ?, ?, ?)",
+        EXPECTED)
     con.close()
 
 
@@ -117,6 +152,28 @@ def test_read_only_readers_upgrade_an_older_warehouse_first(tmp_path):
         assert con.execute("SELECT count(*) FROM attribution WHERE x_SourceLine IS NOT NULL"
                            ).fetchone() == (len(ROWS),)
     upgrade(path)  # a current warehouse: nothing to do
+
+
+def test_rows_naming_runs_by_id_are_rewritten_with_run_hashes(tmp_path):
+    path = tmp_path / "old.duckdb"
+    _warehouse_naming_runs_by_id(path)
+    upgrade(path)  # what a read-only reader does first
+    with duckdb.connect(str(path), read_only=True) as con:
+        columns = [c for (c,) in con.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_name = 'attribution_rows' ORDER BY ordinal_position").fetchall()]
+        assert "run_id" not in columns and "run_hash" in columns
+        # NULL for the untracked row: no run, not hash(NULL)
+        assert con.execute("SELECT count(*) FROM attribution_rows WHERE run_hash IS NULL"
+                           ).fetchone() == (1,)
+        assert set(con.execute(
+            "SELECT month, x_SourceLine, run_id, purpose_class, component, cost, hours, "
+            "accelerator_hours, kind FROM attribution").fetchall()) == set(ROWS)
+        assert _sums(con) == EXPECTED
+    upgrade(path)  # a current warehouse: nothing to do
+    con = duckdb.connect(str(path))
+    ensure_schema(con)  # and a writer's open finds it current too
+    assert _sums(con) == EXPECTED
 
 
 def test_the_small_vocabularies_are_enums_that_read_as_strings(tmp_path):

@@ -107,9 +107,10 @@ def attr(con, line, run_id, purpose_class, cost, component="gpu", hours=None, ac
          kind=None, month=MARCH):
     con.execute(
         """INSERT INTO attribution_rows BY NAME
+           SELECT * EXCLUDE (run_id), run_hash_of(run_id) AS run_hash FROM (
            SELECT ? AS month, hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
                   ? AS component, ? AS cost, ? AS hours, ? AS accelerator_hours,
-                  1.0 AS share, 'compute' AS rule, ? AS kind""",
+                  1.0 AS share, 'compute' AS rule, ? AS kind)""",
         [month, line, run_id, purpose_class, component, cost, hours, acc_hours, kind],
     )
     summarize_month(con, month)  # the per-run sums the attribution step writes with it

@@ -40,9 +40,11 @@ def approve(cfg, search_id, configs, at, *, price=1.0, **kw):
 
 
 def months(con, month=MARCH) -> None:
+    x1 = {"run_id": "x1", "status": "FINISHED", "start_time": d(20, 2), "end_time": d(2),
+          "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}
+    insert_runs(con, FEB, [x1])  # February's snapshot: x1 ran then too
     insert_runs(con, month, [
-        {"run_id": "x1", "status": "FINISHED", "start_time": d(20, 2), "end_time": d(2),
-         "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"},
+        x1,
         {"run_id": "y1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
          "model": "churn", "purpose": "search", "search_id": "SY", "config_id": "c1"}])
     put_costs(con, [(FEB, "x1", 60.0), (MARCH, "x1", 50.0), (MARCH, "y1", 7.0)])

@@ -80,9 +80,9 @@ def trial(run_id, search_id, config_id, seed, start, cost, metric=None, *, model
 
 def put_costs(con, costs) -> None:
     con.executemany(
-        "INSERT INTO attribution_rows (month, line_key, run_id, purpose_class, component, cost, "
-        "hours, accelerator_hours, share, rule) VALUES (?, hash('L-' || ?), ?, 'search', 'gpu', "
-        "?, 1.0, 4.0, 1.0, 'compute')",
+        "INSERT INTO attribution_rows (month, line_key, run_hash, purpose_class, component, "
+        "cost, hours, accelerator_hours, share, rule) VALUES (?, hash('L-' || ?), "
+        "run_hash_of(?), 'search', 'gpu', ?, 1.0, 4.0, 1.0, 'compute')",
         [(m, r, r, c) for m, r, c in costs if c])
     for month in sorted({m for m, _, c in costs if c}):
         summarize_month(con, month)  # the per-run sums the attribution step writes with it

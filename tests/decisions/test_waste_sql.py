@@ -66,9 +66,10 @@ def attr(con, line_name, run_id, purpose_class, cost, *, component="gpu", hours=
          acc=None, share=1.0, rule="compute", kind=None, month=MARCH):
     con.execute(
         """INSERT INTO attribution_rows BY NAME
+           SELECT * EXCLUDE (run_id), run_hash_of(run_id) AS run_hash FROM (
            SELECT ? AS month, hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
                   ? AS component, ? AS cost, ? AS hours, ? AS accelerator_hours,
-                  ? AS share, ? AS rule, ? AS kind""",
+                  ? AS share, ? AS rule, ? AS kind)""",
         [month, line_name, run_id, purpose_class, component, cost, hours, acc, share, rule,
          kind])
     summarize_month(con, month)  # the per-run sums the attribution step writes with it
@@ -103,6 +104,10 @@ def trend_months(con):
     runs(con, {"run_id": "s5-a", "model": "fraud", "search_id": "S5",
                "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 2),
                "metric_name": "val_auc", "metric_value": 0.7})
+    # each month's snapshot holds the runs its attribution rows name (by hash(run_id))
+    for month in (JAN, FEB, APRIL):
+        con.execute("INSERT INTO tracker_runs SELECT * REPLACE (CAST(? AS DATE) AS month) "
+                    "FROM tracker_runs WHERE month = ?", [month, MARCH])
     attr(con, "J1", "s1-a", "search", 30.0, acc=8.0, month=JAN)
     attr(con, "J2", "s1-b", "search", 10.0, acc=8.0, month=JAN)
     attr(con, "F1", "s1-a", "search", 4.0, component="storage", month=FEB)
@@ -444,6 +449,7 @@ def test_cost_levers_evidence_is_in_the_bills_currency(con):
         "ChargeCategory": "Usage", "ChargePeriodStart": d(2024, 3, 2),
         "ChargePeriodEnd": d(2024, 3, 2, 1), "x_InstanceType": "g5.xlarge"}])
     attr(con, "U1", None, "untracked", 0.1, hours=1.0, acc=1.0, kind="no_run")
+    runs(con, {"run_id": "s-a", "purpose": "search", "start_time": d(2024, 3, 2)})
     attr(con, "S1", "s-a", "search", -1234.5)
     put(con, "retention_violations", bucket="b", key="k1", reason="dead_run",
         bytes=1 << 30, monthly_cost=30.0)

@@ -12,10 +12,13 @@ lines AS NOT MATERIALIZED (
         hash(x_SourceLine) AS line_hash,  -- stored as attribution_rows.line_key
         ResourceId,
         coalesce(x_SplitParent, false) AS split_parent,
-        EffectiveCost AS c, x_CostComponent AS component, x_AcceleratorCount AS g,
+        EffectiveCost AS c, x_AcceleratorCount AS g,
         x_UsageHours AS usage_hours, x_ResourceKind AS resource_kind,
-        attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
-                         x_CostComponent) AS rule,
+        -- the ENUMs of attribution_rows, cast here once per line rather than per row (about
+        -- 3 rows a line): 0.2 s a slice of 1.6M lines
+        CAST(x_CostComponent AS attribution_component) AS component,
+        CAST(attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
+                              x_CostComponent) AS attribution_rule) AS rule,
         CASE
             WHEN CommitmentDiscountStatus = 'Unused' THEN 'unused_commitment'
             WHEN ChargeClass = 'Correction' THEN 'correction'
@@ -29,21 +32,23 @@ run_rows AS (
     -- a run's purpose class is joined here, to the run rows only (the others have no run)
     SELECT
         l.line_hash, l.component, l.c, l.usage_hours, l.g, l.rule,
-        hash(cl.run_id) AS run_hash, t.claimed_share,
+        cl.run_hash, t.claimed_share,
         CASE WHEN t.claimed_share > 1 + 1e-12 THEN cl.raw_share / t.claimed_share
              ELSE cl.raw_share END AS share,
         CAST(NULL AS VARCHAR) AS kind,
         CASE  -- (claims are on usage lines only: a run row is never unallocated)
-            WHEN r.purpose = 'search' OR r.search_id IS NOT NULL THEN 'search'
-            WHEN r.purpose = 'production' THEN 'production'
-            WHEN r.purpose = 'preprocess' THEN 'preprocessing'
-            ELSE 'other'
+            WHEN r.purpose = 'search' OR r.search_id IS NOT NULL
+                THEN 'search'::attribution_purpose_class
+            WHEN r.purpose = 'production' THEN 'production'::attribution_purpose_class
+            WHEN r.purpose = 'preprocess' THEN 'preprocessing'::attribution_purpose_class
+            ELSE 'other'::attribution_purpose_class
         END AS purpose_class
     FROM attribution_claims cl
     JOIN attribution_claimed t USING (line_key)
     JOIN lines l USING (line_key)
-    LEFT JOIN (SELECT run_id, purpose, search_id FROM tracker_runs WHERE month = $month) r
-      ON r.run_id = cl.run_id
+    LEFT JOIN (SELECT hash(run_id) AS run_hash, purpose, search_id
+               FROM tracker_runs WHERE month = $month) r
+      ON r.run_hash = cl.run_hash
 ),
 untracked_rows AS (
     SELECT
@@ -57,7 +62,7 @@ untracked_rows AS (
             WHEN l.ResourceId IS NULL OR l.resource_kind = 'shared' THEN 'shared'
             ELSE 'no_run'
         END AS kind,
-        'untracked' AS purpose_class
+        'untracked'::attribution_purpose_class AS purpose_class
     FROM lines l
     LEFT JOIN attribution_claimed t USING (line_key)
     WHERE l.rule <> 'non_usage' AND 1 - coalesce(t.claimed_share, 0) > 1e-12
@@ -65,7 +70,8 @@ untracked_rows AS (
 unallocated_rows AS (
     SELECT l.line_hash, l.component, l.c, l.usage_hours, l.g, l.rule,
            CAST(NULL AS UBIGINT) AS run_hash, CAST(NULL AS DOUBLE) AS claimed_share,
-           1.0 AS share, l.non_usage_kind AS kind, 'unallocated' AS purpose_class
+           1.0 AS share, l.non_usage_kind AS kind,
+           'unallocated'::attribution_purpose_class AS purpose_class
     FROM lines l
     WHERE l.rule = 'non_usage'
 ),

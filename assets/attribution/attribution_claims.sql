@@ -1,7 +1,9 @@
 -- The claims of one slice of the month (SPEC §6): the lines whose charge period starts in
 -- [$slice_start, $slice_end), as temp tables for `attribution.sql` to turn into rows:
---   attribution_claims (line_key, run_id, raw_share): each run's share of a line before
---                       over-claimed lines are scaled down;
+--   attribution_claims (line_key, run_hash, raw_share): each run's share of a line before
+--                       over-claimed lines are scaled down, the run named by hash(run_id)
+--                       as attribution_rows names it (computed once per run in
+--                       attribution_prepare.sql);
 --   attribution_claimed (line_key, claimed_share): S, the sum of a line's shares.
 -- A line is keyed by its `rowid` in billing_facts (the month's rows do not move while the
 -- statements run), so the claims carry integers, not the long x_SourceLine.
@@ -79,18 +81,18 @@ run_hours AS (
     FROM attribution_run_resources rr CROSS JOIN span
     WHERE greatest(rr.rs, span.s0) < least(rr.re, span.e0)
 )
-SELECT l.line_key, h.run_id, compute_share(l.s, l.e, l.g, l.d, h.rs, h.re, h.gpus) AS raw_share
+SELECT l.line_key, h.run_hash, compute_share(l.s, l.e, l.g, l.d, h.rs, h.re, h.gpus) AS raw_share
 FROM attribution_compute_lines l
 JOIN run_hours h ON h.resource_id = l.claim_key AND h.hour = l.hour
 WHERE l.in_hour AND h.rs < l.e AND h.re > l.s AND l.s < l.e
 UNION ALL
-SELECT l.line_key, rr.run_id, compute_share(l.s, l.e, l.g, l.d, rr.rs, rr.re, rr.gpus)
+SELECT l.line_key, rr.run_hash, compute_share(l.s, l.e, l.g, l.d, rr.rs, rr.re, rr.gpus)
 FROM attribution_compute_lines l
 JOIN attribution_run_resources rr ON rr.resource_id = l.claim_key
 WHERE NOT l.in_hour AND rr.rs < l.e AND rr.re > l.s AND l.s < l.e
 UNION ALL
 -- the run tag on the line, unless the run lists the resource too (counted above)
-SELECT l.line_key, k.run_id, compute_share(l.s, l.e, l.g, l.d, k.rs, k.re, k.gpus)
+SELECT l.line_key, k.run_hash, compute_share(l.s, l.e, l.g, l.d, k.rs, k.re, k.gpus)
 FROM attribution_compute_lines l
 JOIN attribution_claimants k ON k.run_id = l.tag_run
 WHERE k.rs < l.e AND k.re > l.s AND l.s < l.e
@@ -104,7 +106,7 @@ storage_lines AS (
     SELECT * FROM attribution_lines WHERE rule = 'bucket_storage'
 ),
 storage_tagged AS (
-    SELECT l.line_key, l.tag_run AS run_id, 1.0 AS raw_share
+    SELECT l.line_key, hash(l.tag_run) AS run_hash, 1.0 AS raw_share
     FROM storage_lines l
     WHERE l.tag_run IN (SELECT run_id FROM tracker_runs WHERE month = $month)
 ),
@@ -122,9 +124,9 @@ line_snapshots AS (
     FROM storage_lines l
     WHERE l.line_key NOT IN (SELECT line_key FROM storage_tagged)
 )
-SELECT line_key, run_id, raw_share FROM storage_tagged
+SELECT line_key, run_hash, raw_share FROM storage_tagged
 UNION ALL
-SELECT ls.line_key, rb.run_id, rb.bytes / lb.bytes AS raw_share
+SELECT ls.line_key, rb.run_hash, rb.bytes / lb.bytes AS raw_share
 FROM line_snapshots ls
 JOIN attribution_listed_bytes lb
   ON lb.bucket = ls.bucket AND lb.snapshot_date IS NOT DISTINCT FROM ls.snapshot_date
@@ -135,7 +137,7 @@ WHERE lb.bytes > 0;
 -- Rule 5: cross-region reads billed on a dataset's bucket --------------------------------
 INSERT INTO attribution_claims
 WITH transfer_overlaps AS (
-    SELECT l.line_key, k.run_id,
+    SELECT l.line_key, k.run_hash,
            epoch(least(l.e, k.re) - greatest(l.s, k.rs)) / 3600.0 AS overlap_hours
     FROM attribution_lines l
     JOIN config_datasets ds ON ds.bucket = l.ResourceId
@@ -143,7 +145,7 @@ WITH transfer_overlaps AS (
       ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
     WHERE l.rule = 'bucket_transfer' AND k.rs < l.e AND k.re > l.s AND l.s < l.e
 )
-SELECT line_key, run_id,
+SELECT line_key, run_hash,
        overlap_hours / fsum(overlap_hours) OVER (PARTITION BY line_key) AS raw_share
 FROM transfer_overlaps;
 

@@ -6,11 +6,11 @@
 -- compute or transfer; a RUNNING run is taken to run until the end of the month.
 -- (macros.sql `claimant_runs`, which reconciliation reads too).
 CREATE OR REPLACE TEMP TABLE attribution_claimants AS
-SELECT run_id, gpus, resource_ids, region, dataset, rs, re
+SELECT run_id, hash(run_id) AS run_hash, gpus, resource_ids, region, dataset, rs, re
 FROM claimant_runs($month, $month_end);
 
 CREATE OR REPLACE TEMP TABLE attribution_run_resources AS
-SELECT DISTINCT k.run_id, claim_key(listed) AS resource_id, k.rs, k.re, k.gpus
+SELECT DISTINCT k.run_id, k.run_hash, claim_key(listed) AS resource_id, k.rs, k.re, k.gpus
 FROM (SELECT *, unnest(resource_ids) AS listed FROM attribution_claimants) k;
 
 -- Rule 4's bytes: per bucket and snapshot, all listed bytes and each known run's
@@ -30,7 +30,7 @@ SELECT bucket, snapshot_date, sum(size) AS bytes
 FROM attribution_snapshot_objects GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE attribution_run_bytes AS
-SELECT bucket, snapshot_date, run_id, sum(size) AS bytes
+SELECT bucket, snapshot_date, hash(run_id) AS run_hash, sum(size) AS bytes
 FROM attribution_snapshot_objects
 WHERE prefix IS NOT NULL
   AND run_id IN (SELECT run_id FROM tracker_runs WHERE month = $month)

@@ -331,4 +331,6 @@ def upgrade(database: str | Path) -> None:
                 and not _names_runs_by_id(con)):
             return
     with exclusive_writer(str(database), "upgrade"), duckdb.connect(str(database)) as con:
+        # no progress bar: rewriting the rows takes seconds, under a command's own output
+        con.execute("SET enable_progress_bar = false")
         ensure_schema(con)

@@ -158,7 +158,8 @@ parts AS (
         row_number() OVER line_rows AS part,
         count(*) OVER (PARTITION BY a.line_key) AS parts
     FROM attribution_rows a
-    -- the run's run_id from its run_hash = hash(run_id)
+    -- the run's run_id from its run_hash = hash(run_id) (macros.sql `run_hashes`, inlined:
+    -- the export's read-only connection has no macros)
     LEFT JOIN (SELECT DISTINCT run_id, hash(run_id) AS run_hash
                FROM tracker_runs WHERE month = $month) h ON h.run_hash = a.run_hash
     WHERE a.month = $month

@@ -22,9 +22,13 @@ demo: install
 demo-services: install
 	$(BIN)/python -m cost_pipeline.demo.services --out demo-services
 
+# the suite on TEST_WORKERS processes (pytest-xdist), each test module on one of them: its
+# module fixtures are built once; the session's (the demo quarter) once per worker
+TEST_WORKERS ?= 2
+
 test: install
 	@mkdir -p $(DAGSTER_HOME)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope
 
 dev: install
 	@mkdir -p $(DAGSTER_HOME)

@@ -1,10 +1,11 @@
-"""`make bench`: for each size, a generated month (cached in bench-data/) measured four ways
-side by side — the scan floor, the one-statement DuckDB reference, a hand-written pandas
-attribution, and the pipeline end to end (`cost-pipeline materialize`, fresh Dagster home
-and warehouse) — then the pipeline re-run on unchanged inputs, after the same runs file is
-delivered again, after 1% of the runs changed, and with --force (whose totals the previous
-re-run's must equal). Each is a child process: wall time and peak RSS. Prints a table and
-the ratios, checks that every implementation's totals agree, writes bench-results.json.
+"""`make bench`: for each size, a generated month (cached in bench-data/) measured five ways
+side by side — the scan floor, the one-statement DuckDB reference, every table by the
+pipeline's own SQL in memory, a hand-written pandas attribution, and the pipeline end to end
+(`cost-pipeline materialize`, fresh Dagster home and warehouse) — then the pipeline re-run on
+unchanged inputs, after the same runs file is delivered again, after 1% of the runs changed,
+and with --force (whose totals the previous re-run's must equal). Each is a child process:
+wall time and peak RSS. Prints a table and the ratios, checks that every implementation's
+totals agree, writes bench-results.json.
 
     python bench/run.py --sizes "1m 5m 20m" [--runs 100000] [--objects 1000000]
 """
@@ -32,7 +33,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 MONTH = "2026-07"
 STEP_LINE = re.compile(r"^✓ (\S+) \(([\d.]+) s\)$", re.MULTILINE)
-SIMPLE = {"scan_floor": "scan_floor.py", "reference": "reference.py", "pandas": "pandas_impl.py"}
+SIMPLE = {"scan_floor": "scan_floor.py", "reference": "reference.py",
+          "in_memory": "in_memory.py", "pandas": "pandas_impl.py"}
 
 
 def parse_size(text: str) -> int:
@@ -209,8 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="billing lines per month, e.g. '1m 5m 20m' (default: all three)")
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--objects", type=int, default=1_000_000)
-    parser.add_argument("--impls", default="scan_floor,reference,pandas,pipeline",
-                        help="comma-separated subset of scan_floor,reference,pandas,pipeline")
+    parser.add_argument("--impls", default="scan_floor,reference,in_memory,pandas,pipeline",
+                        help="comma-separated subset of scan_floor,reference,in_memory,pandas,"
+                        "pipeline")
     parser.add_argument("--data-dir", type=Path, default=ROOT / "bench-data")
     parser.add_argument("--results", type=Path, default=ROOT / "bench-results.json")
     parser.add_argument("--keep-warehouse", action="store_true",

@@ -1,5 +1,5 @@
 """The benchmark harness (`make bench`) at a tiny size, end to end: a generated month measured
-four ways plus the pipeline's re-runs, every row in the JSON, the totals in agreement. The
+five ways plus the pipeline's re-runs, every row in the JSON, the totals in agreement. The
 benchmark itself (1M+ lines) is not part of the test suite."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
-IMPLS = {"scan_floor", "reference", "pandas", "pipeline"}
+IMPLS = {"scan_floor", "reference", "in_memory", "pandas", "pipeline"}
 
 pytest.importorskip("pandas")
 pytest.importorskip("psutil")
@@ -45,11 +45,13 @@ def test_every_implementation_is_measured_and_agrees(tiny_bench):
         assert result["peak_rss_bytes"] >= result["child_maxrss_bytes"] > 10 * 2**20, name
     check = size["totals_check"]
     assert check["agree"] and not check["warnings"] and check["against"] == "pipeline"
-    assert check["reference"]["max_rel_diff"] <= 1e-6 and check["pandas"]["max_rel_diff"] <= 1e-6
+    for other in ("reference", "in_memory", "pandas"):
+        assert check[other]["max_rel_diff"] <= 1e-6, other
     pipeline = check["pipeline"]
     assert pipeline["attributed"] > 0 and pipeline["untracked"] > 0
     assert pipeline["unallocated"] == pytest.approx(1234.56 - 500.0)  # tax + credit lines
-    for key in ("pipeline/reference", "pipeline/scan_floor", "pipeline/pandas"):
+    for key in ("pipeline/reference", "pipeline/in_memory", "pipeline/scan_floor",
+                "pipeline/pandas"):
         assert size["ratios"][key]["time"] > 0 and size["ratios"][key]["rss"] > 0
     machine = report["machine"]
     assert machine["logical_cores"] >= 1 and machine["memory_bytes"] > 0
@@ -102,3 +104,21 @@ def test_a_disagreeing_total_is_a_warning_row():
                             "pandas": {"totals": drifted}})
     assert not check["agree"] and check["reference"]["max_rel_diff"] == 0
     assert len(check["warnings"]) == 1 and check["warnings"][0].startswith("pandas: untracked")
+
+
+def test_in_memory_computes_every_table_of_the_job():
+    """bench/in_memory.py's tables are the job's decision tables and the reconciliation, each
+    after the tables it reads."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from in_memory import TABLES
+    finally:
+        sys.path.remove(str(BENCH))
+    from cost_pipeline.defs.assets.decisions import DERIVED
+
+    assert set(TABLES) == set(DERIVED) | {"reconciliation"}
+    assert len(TABLES) == len(set(TABLES))
+    reads = {name: spec[0] for name, spec in DERIVED.items()}
+    reads["reconciliation"] = ["attribution", "untracked_usage"]  # (defs/assets/attribution.py)
+    for i, table in enumerate(TABLES):
+        assert all(t not in TABLES or TABLES.index(t) < i for t in reads[table]), table

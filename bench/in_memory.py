@@ -1,5 +1,5 @@
 """Every table, nothing persisted: the pipeline's own readers and SQL run once on an in-memory
-DuckDB — the bill, runs and listing read as `ingest` reads them, the attribution, the 14
+DuckDB — the bill, runs and listing read as `ingest` reads them, the attribution, the 15
 decision tables, the reconciliation — with no Dagster, no warehouse file, no transaction to
 commit, no check and no report. What the pipeline costs beyond this is its orchestration and
 persistence; this is the floor that issue 14's "reference" stands for (one in-memory DuckDB

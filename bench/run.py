@@ -177,6 +177,19 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str) -> dict:
     return result
 
 
+# the in-memory run holds every table uncompressed: measured 2.0 / 3.0 / 5.5 GiB at 1M / 2M /
+# 5M lines (100k runs, 1M objects), about 0.85 GiB per million lines on top of ~1.2 GiB
+IN_MEMORY_GIB = (1.2, 0.85)
+IN_MEMORY_SHARE = 0.6  # of the machine's memory: above it the run is skipped, not swapped
+
+
+def in_memory_fits(lines: int, memory_bytes: int) -> tuple[bool, float]:
+    """Whether bench/in_memory.py's month of `lines` fits the machine, and its estimate."""
+    base, per_million = IN_MEMORY_GIB
+    need = base + per_million * lines / 1e6
+    return need * 2**30 <= IN_MEMORY_SHARE * memory_bytes, need
+
+
 def measure_size(label: str, lines: int, args, logs: Path) -> dict:
     data, generated = ensure_month(args.data_dir, label, lines, args.runs, args.objects, logs)
     print(f"[{label}] month in {data} ({'cached' if generated['cached'] else 'generated'}, "
@@ -184,6 +197,13 @@ def measure_size(label: str, lines: int, args, logs: Path) -> dict:
           file=sys.stderr, flush=True)
     results: dict[str, dict] = {}
     for name in args.impls:
+        if name == "in_memory":
+            fits, need = in_memory_fits(lines, args.memory_bytes)
+            if not fits:
+                print(f"[{label}] in_memory: skipped (needs ~{need:.0f} GiB, more than "
+                      f"{IN_MEMORY_SHARE:.0%} of this machine's "
+                      f"{args.memory_bytes / 2**30:.1f} GiB)", file=sys.stderr, flush=True)
+                continue
         if name == "pipeline":
             results[name] = measure_pipeline(data, data / "work", logs, label)
             if not args.keep_warehouse:
@@ -224,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     defaults = args.runs == 100_000 and args.objects == 1_000_000
     logs = args.data_dir / "logs"
     report = {"machine": machine_facts(), "month": MONTH, "sizes": []}
+    args.memory_bytes = report["machine"]["memory_bytes"]
     for text, lines in sizes:
         label = text.lower() if defaults else f"{text.lower()}-{args.runs}r-{args.objects}o"
         report["sizes"].append(measure_size(label, lines, args, logs))

@@ -131,7 +131,7 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
                             for c in records[a].checks], skipped)
     import dagster as dg
 
-    from cost_pipeline.cli.progress import progress_logger
+    from cost_pipeline.cli.progress import direct_stderr, progress_logger
     from cost_pipeline.defs.definitions import JOB_NAME, build_defs
     from cost_pipeline.defs.resources import COMMIT_TAG, COMMITTED, WHOLE_TAG
 
@@ -157,14 +157,15 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
             unchanged = None
             if "monthly_report" not in skipped:
                 _warm_up_report()
-            result = job.execute_in_process(
-                run_config={"loggers": {"progress": {}}} if progress else None,
-                partition_key=partition_key, instance=instance, raise_on_error=False,
-                tags={"cost_pipeline/launched_by": "cli",
-                      **({WHOLE_TAG: "true"} if force else {})},
-                asset_selection=[dg.AssetKey(a) for a in wanted if a not in skipped]
-                if skipped else None,
-            )
+            with direct_stderr():
+                result = job.execute_in_process(
+                    run_config={"loggers": {"progress": {}}} if progress else None,
+                    partition_key=partition_key, instance=instance, raise_on_error=False,
+                    tags={"cost_pipeline/launched_by": "cli",
+                          **({WHOLE_TAG: "true"} if force else {})},
+                    asset_selection=[dg.AssetKey(a) for a in wanted if a not in skipped]
+                    if skipped else None,
+                )
             checks = [
                 CheckOutcome(
                     asset=e.asset_key.to_user_string(), name=e.check_name, passed=e.passed,

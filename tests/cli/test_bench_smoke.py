@@ -122,3 +122,15 @@ def test_in_memory_computes_every_table_of_the_job():
     reads["reconciliation"] = ["attribution", "untracked_usage"]  # (defs/assets/attribution.py)
     for i, table in enumerate(TABLES):
         assert all(t not in TABLES or TABLES.index(t) < i for t in reads[table]), table
+
+
+def test_in_memory_is_skipped_where_it_would_not_fit():
+    sys.path.insert(0, str(BENCH))
+    try:
+        from run import in_memory_fits
+    finally:
+        sys.path.remove(str(BENCH))
+    machine = 24 * 2**30
+    assert in_memory_fits(5_000_000, machine) == (True, pytest.approx(5.45))
+    fits, need = in_memory_fits(20_000_000, machine)
+    assert not fits and need == pytest.approx(18.2)

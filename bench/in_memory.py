@@ -10,16 +10,14 @@ statement set computing the same tables), measured with our SQL rather than anot
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 
 import duckdb
+import impl_cli
 
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import load_config
@@ -74,12 +72,5 @@ def run(data: Path) -> dict:
             "seconds": {k: round(v, 3) for k, v in seconds.items()}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", type=Path, help="a folder written by bench/generate.py")
-    json.dump(run(parser.parse_args().data), sys.stdout)
-    print()
-
-
 if __name__ == "__main__":
-    main()
+    impl_cli.main(run, __doc__)

@@ -12,12 +12,10 @@ lines: tens of GB at once), which is what a team ends up doing after the first M
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
+import impl_cli
 import numpy as np
 import pandas as pd
 from reference import MONTH_END, month_inputs
@@ -148,12 +146,5 @@ def run(data: Path) -> dict:
             "seconds": round(time.perf_counter() - t0, 3), "claims": len(claims)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", type=Path, help="a folder written by bench/generate.py")
-    json.dump(run(parser.parse_args().data), sys.stdout)
-    print()
-
-
 if __name__ == "__main__":
-    main()
+    impl_cli.main(run, __doc__)

@@ -14,13 +14,11 @@ sweep parents, daily inventory snapshots, savings plans and reservations.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
 import duckdb
+import impl_cli
 import yaml
 
 MONTH_END = "2026-08-01"  # the generated month is 2026-07
@@ -171,13 +169,5 @@ def run(data: Path) -> dict:
             "query_seconds": round(seconds, 3), "cur_files": len(inputs["cur_files"])}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", type=Path, help="a folder written by bench/generate.py")
-    args = parser.parse_args()
-    json.dump(run(args.data), sys.stdout)
-    print()
-
-
 if __name__ == "__main__":
-    main()
+    impl_cli.main(run, __doc__)

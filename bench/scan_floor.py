@@ -7,13 +7,11 @@ can be faster than this on the machine; the distance to it is the headroom.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
 import duckdb
+import impl_cli
 from reference import month_inputs
 
 CUR_SCAN = """
@@ -58,12 +56,5 @@ def run(data: Path) -> dict:
             "cur_query_seconds": round(time.perf_counter() - t0, 3)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", type=Path, help="a folder written by bench/generate.py")
-    json.dump(run(parser.parse_args().data), sys.stdout)
-    print()
-
-
 if __name__ == "__main__":
-    main()
+    impl_cli.main(run, __doc__)

@@ -24,7 +24,14 @@ from cost_pipeline.config import load_config
 from cost_pipeline.ingest.billing import build_billing_facts
 from cost_pipeline.ingest.checkpoints import build_checkpoint_inventory, read_listing
 from cost_pipeline.ingest.runs import build_tracker_runs, runs_table
-from cost_pipeline.warehouse import ensure_schema, month_params, replace_month, sql_text
+from cost_pipeline.warehouse import (
+    dataset_rows,
+    ensure_schema,
+    month_params,
+    register_datasets,
+    replace_month,
+    sql_text,
+)
 
 MONTH = date(2026, 7, 1)
 # the decision tables in an order their dependencies allow (cost_levers reads the others,
@@ -52,14 +59,11 @@ def run(data: Path) -> dict:
         build_checkpoint_inventory(con, cfg, MONTH, log, listing=listing.result())
     seconds["ingest"] = time.perf_counter() - t0
     params = month_params(cfg, MONTH)
-    datasets = [(n, d.bucket, d.region) for n, d in cfg.datasets.items()]
+    datasets = dataset_rows(cfg)
     t = time.perf_counter()
     build_attribution(con, MONTH, params, datasets)
     seconds["attribution"] = time.perf_counter() - t
-    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-    if datasets:
-        con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)", datasets)
+    register_datasets(con, datasets)  # as each decision step does
     for table in TABLES:
         t = time.perf_counter()
         replace_month(con, table, MONTH, sql_text(table), params)

@@ -24,6 +24,7 @@ from cost_pipeline.warehouse import (
     in_run_transaction,
     month_transaction,
     query,
+    register_datasets,
     run_script,
     sql_text,
     summarize_month,
@@ -74,11 +75,7 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
     region). With `keep_unchanged`, a month whose stored basis is what it would be now keeps
     its rows (they are what attributing it again would write)."""
     ensure_schema(con)
-    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-    rows = list(datasets)
-    if rows:   # DuckDB's executemany refuses an empty list
-        con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)", rows)
+    rows = register_datasets(con, datasets)
     try:
         with month_transaction(con):
             run_script(con, sql_text("attribution_prepare"), params)

@@ -4,7 +4,7 @@ month is written (delete the month, insert the month, in one transaction)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import date
 from functools import cache
@@ -188,6 +188,23 @@ def begin_run_transaction(con: duckdb.DuckDBPyConnection) -> None:
 def in_run_transaction(con: duckdb.DuckDBPyConnection) -> bool:
     ((held,),) = con.execute(f"SELECT getvariable('{_RUN_TRANSACTION}')").fetchall()
     return bool(held)
+
+
+def dataset_rows(cfg: PipelineConfig) -> list[tuple[str, str, str]]:
+    """The config's `datasets` as (name, bucket, region) rows."""
+    return [(name, d.bucket, d.region) for name, d in cfg.datasets.items()]
+
+
+def register_datasets(con: duckdb.DuckDBPyConnection,
+                      rows: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """(name, bucket, region) rows as the connection's temp table `config_datasets`, which the
+    SQL joins (the attribution's transfer claims, egress); returns them as a list."""
+    rows = list(rows)
+    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    if rows:   # DuckDB's executemany refuses an empty list
+        con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)", rows)
+    return rows
 
 
 def month_params(cfg: PipelineConfig, month: date) -> dict[str, Any]:

@@ -4,6 +4,7 @@ benchmark itself (1M+ lines) is not part of the test suite."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -106,30 +107,31 @@ def test_a_disagreeing_total_is_a_warning_row():
     assert len(check["warnings"]) == 1 and check["warnings"][0].startswith("pandas: untracked")
 
 
+def _bench_module(name: str):
+    """A module of bench/, imported as the scripts import each other (bench/ on the path)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
 def test_in_memory_computes_every_table_of_the_job():
     """bench/in_memory.py's tables are the job's decision tables and the reconciliation, each
     after the tables it reads."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        from in_memory import TABLES
-    finally:
-        sys.path.remove(str(BENCH))
+    tables = _bench_module("in_memory").TABLES
     from cost_pipeline.defs.assets.decisions import DERIVED
 
-    assert set(TABLES) == set(DERIVED) | {"reconciliation"}
-    assert len(TABLES) == len(set(TABLES))
+    assert set(tables) == set(DERIVED) | {"reconciliation"}
+    assert len(tables) == len(set(tables))
     reads = {name: spec[0] for name, spec in DERIVED.items()}
     reads["reconciliation"] = ["attribution", "untracked_usage"]  # (defs/assets/attribution.py)
-    for i, table in enumerate(TABLES):
-        assert all(t not in TABLES or TABLES.index(t) < i for t in reads[table]), table
+    for i, table in enumerate(tables):
+        assert all(t not in tables or tables.index(t) < i for t in reads[table]), table
 
 
 def test_in_memory_is_skipped_where_it_would_not_fit():
-    sys.path.insert(0, str(BENCH))
-    try:
-        from run import in_memory_fits
-    finally:
-        sys.path.remove(str(BENCH))
+    in_memory_fits = _bench_module("run").in_memory_fits
     machine = 24 * 2**30
     assert in_memory_fits(5_000_000, machine) == (True, pytest.approx(5.45))
     fits, need = in_memory_fits(20_000_000, machine)

@@ -11,7 +11,7 @@ from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import WHOLE_TAG, PipelineSettings, month_of
-from cost_pipeline.warehouse import month_params, replace_month, sql_text
+from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
 
 
 @dg.asset(
@@ -36,7 +36,7 @@ def attribution(
         # the rows are kept when nothing they depend on changed (an MLflow tracker read
         # again, a runs file delivered again); a `--force` run attributes the month whole
         done = build_attribution(con, month, month_params(cfg, month),
-                                 [(n, d.bucket, d.region) for n, d in cfg.datasets.items()],
+                                 dataset_rows(cfg),
                                  log=context.log,
                                  keep_unchanged=context.run.tags.get(WHOLE_TAG) != "true")
         check = conservation(con, month)

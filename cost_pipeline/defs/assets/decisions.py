@@ -13,7 +13,13 @@ from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
-from cost_pipeline.warehouse import month_params, replace_month, sql_text
+from cost_pipeline.warehouse import (
+    dataset_rows,
+    month_params,
+    register_datasets,
+    replace_month,
+    sql_text,
+)
 
 DERIVED = {
     "untracked_usage": (
@@ -117,15 +123,6 @@ def _headline(con, table: str, month) -> dict:
     return {"cost": round(float(cost), 2)}
 
 
-def _register_datasets(con, cfg) -> None:
-    """The config's `datasets` as the temp table `config_datasets` the SQL joins (egress)."""
-    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-    if cfg.datasets:
-        con.executemany("INSERT INTO config_datasets VALUES (?, ?, ?)",
-                        [(n, d.bucket, d.region) for n, d in cfg.datasets.items()])
-
-
 def _sql_asset(table: str, deps: list[str], owner: str, description: str,
                check: tuple | None = None) -> dg.AssetsDefinition:
     @dg.asset(
@@ -146,7 +143,7 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
     ) -> dg.MaterializeResult:
         cfg, month = settings.load(), month_of(context)
         with duckdb.get_connection() as con:
-            _register_datasets(con, cfg)
+            register_datasets(con, dataset_rows(cfg))
             rows = replace_month(con, table, month, sql_text(table), month_params(cfg, month))
             headline = _headline(con, table, month)
             results = [check[1](con, cfg, month)] if check else []

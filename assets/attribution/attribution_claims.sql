@@ -29,24 +29,24 @@
 -- tables: config_datasets(name, bucket, region) and those of `attribution_prepare.sql`; the
 -- macros of `macros.sql`.
 
--- the usage lines, with only what the claims need
-CREATE OR REPLACE TEMP TABLE attribution_lines AS
-SELECT
-    rowid AS line_key,
-    ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
-    claim_key(ResourceId) AS claim_key,
-    x_AcceleratorCount AS g, x_UsageHours AS usage_hours,
-    coalesce(Tags[$run_tag], Tags['user_' || $run_tag], Tags['user:' || $run_tag]) AS tag_run,
-    attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind, x_CostComponent)
-        AS rule
-FROM billing_facts
-WHERE month = $month
-  AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
-  AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
-                       x_CostComponent) <> 'non_usage';
-
--- Rule 1–3: compute and every other Usage line of a resource ---------------------------
+-- Rule 1–3: compute and every other Usage line of a resource, read from the bill straight
+-- into the table the claims join (one pass: staging all usage lines first and filtering them
+-- again cost 1.0–1.4 s more at 5M lines) ----------------------------------------------------
 CREATE OR REPLACE TEMP TABLE attribution_compute_lines AS
+WITH usage_lines AS (
+    SELECT
+        rowid AS line_key,
+        ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
+        claim_key(ResourceId) AS claim_key,
+        x_AcceleratorCount AS g, x_UsageHours AS usage_hours,
+        coalesce(Tags[$run_tag], Tags['user_' || $run_tag], Tags['user:' || $run_tag])
+            AS tag_run
+    FROM billing_facts
+    WHERE month = $month
+      AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
+      AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
+                           x_CostComponent) = 'compute'
+)
 SELECT
     line_key, claim_key, s, e, g, tag_run,
     date_trunc('hour', s) AS hour,
@@ -59,8 +59,7 @@ SELECT
     -- d: how long the resource ran in the period; a line without a resource is its own
     CASE WHEN coalesce(fsum(usage_hours) OVER period, 0) > 0 THEN fsum(usage_hours) OVER period
          ELSE epoch(e - s) / 3600.0 END AS d
-FROM attribution_lines
-WHERE rule = 'compute'
+FROM usage_lines
 WINDOW period AS (PARTITION BY coalesce(ResourceId, '#' || line_key), s, e);
 
 CREATE OR REPLACE TEMP TABLE attribution_claims AS
@@ -98,6 +97,20 @@ JOIN attribution_claimants k ON k.run_id = l.tag_run
 WHERE k.rs < l.e AND k.re > l.s AND l.s < l.e
   AND NOT EXISTS (SELECT 1 FROM attribution_run_resources rr
                   WHERE rr.run_id = k.run_id AND rr.resource_id = l.claim_key);
+
+-- the usage lines of buckets (rules 4 and 5), with only what their claims need
+CREATE OR REPLACE TEMP TABLE attribution_lines AS
+SELECT
+    rowid AS line_key,
+    ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
+    coalesce(Tags[$run_tag], Tags['user_' || $run_tag], Tags['user:' || $run_tag]) AS tag_run,
+    attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind, x_CostComponent)
+        AS rule
+FROM billing_facts
+WHERE month = $month
+  AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
+  AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
+                       x_CostComponent) IN ('bucket_storage', 'bucket_transfer');
 
 -- Rule 4: bucket storage, by tag, else by the runs' share of the bucket's listed bytes -----
 INSERT INTO attribution_claims

@@ -76,11 +76,15 @@ class StagedSource:
     locate: Callable[[str], str | None] = lambda _message: None
     delivery: object | None = None
     metadata: dict = field(default_factory=dict)
+    # file → its row count, when every row of each file becomes one line (CUR 2.0 read
+    # through DuckDB's parquet reader): load_month checks that each file's rows all arrived
+    file_rows: dict[str, int] | None = None
 
 
 def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, month: date,
                 log: logging.Logger) -> StagedSource:
     start, _end = month_bounds(month)
+    file_rows = None  # S3 rows are copied into a table first: no file statistics read after
     if s3.is_s3(source.path):
         fs = s3.filesystem(source.endpoint_url, source.region)
         delivery = cur2_s3.find_delivery(name, source.path, month, fs)
@@ -104,6 +108,7 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         else:
             cur2.inspect_schema(delivery)
             cur2.register_raw(con, delivery, "cur_raw")
+            file_rows = cur2.footer_rows(con, delivery)
         cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
         # net columns are used when the export carries them with values
         delivery.has_net_columns = delivery.has_net_columns and con.execute(
@@ -118,7 +123,7 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
     }
     return StagedSource(sql_text("billing_facts_cur2"), params, where,
                         lambda message: cur2.locate_bad_file(delivery, message), delivery,
-                        metadata=cur2_s3.read_metadata(delivery))
+                        metadata=cur2_s3.read_metadata(delivery), file_rows=file_rows)
 
 
 def _stage_gcp(con, name: str, source: GcpBillingExportSource, cfg: PipelineConfig,
@@ -187,6 +192,8 @@ def load_month(
         # the sources loaded before were complete: a line lacking a value is this source's
         _check_required(con, name)
         _check_amounts(con, name, source.kind)
+        if staged.file_rows is not None:  # (each line now has its x_SourceLine)
+            _check_rows_arrived(con, name, staged.file_rows)
         if staged.delivery is not None:
             summary.deliveries.append(staged.delivery)
         if staged.metadata:
@@ -229,6 +236,22 @@ def _check_required(con: duckdb.DuckDBPyConnection, name: str) -> None:
         raise SourceError(name, f"{bad[0]} row {bad[1]}",
                           f"{raw} is empty or not a timestamp" if "date" in raw
                           else f"{raw} is empty")
+
+
+def _check_rows_arrived(con: duckdb.DuckDBPyConnection, name: str,
+                        file_rows: dict[str, int]) -> None:
+    """Raise naming the first file of which not every row became a line. DuckDB skips a
+    row group whose footer statistics rule out a filter's values, so statistics that
+    contradict the data (a damaged footer: a minimum above the maximum) would otherwise
+    drop the group's rows from the month without an error."""
+    arrived = dict(con.execute(f"SELECT x_File, count(*) FROM {STAGE} "
+                               "WHERE starts_with(x_SourceLine, ?) GROUP BY x_File",
+                               [name + ":"]).fetchall())
+    for file in sorted(file_rows):
+        if arrived.get(file, 0) != file_rows[file]:
+            raise SourceError(name, file, f"{arrived.get(file, 0)} of its {file_rows[file]} "
+                              "rows could be read: the file's statistics contradict its data "
+                              "(a damaged footer?)")
 
 
 # the figures of a line, and where each kind of source takes them from (for the message)

@@ -115,3 +115,23 @@ def test_a_corrupted_file_on_s3_is_a_clean_error_naming_the_object(pristine, s3_
         message = str(caught.value)
         assert message.startswith(f"aws_cur2: s3://{bucket}/{DATA}/victim.parquet: "
                                   "not a readable parquet file"), (name, message)
+
+
+def test_statistics_that_contradict_the_data_are_an_error_not_lost_rows(pristine, tmp_path):
+    """A footer whose minimum of a column exceeds its maximum (one damaged byte, as the
+    property above once drew): DuckDB skipped the row group for the join on usage types, so
+    the file's 60 rows vanished from the month without an error. Now it is one."""
+    export, original = pristine
+    footer = len(original) - 8 - int.from_bytes(original[-8:-4], "little")
+    value = b"BoxUsage:m5.large"  # every row's usage type: minimum = maximum
+    last = original.rindex(value, footer)  # the footer's last statistic: min_value
+    damaged = bytearray(original)
+    damaged[last + len(value) - 1] = ord("f")  # "…largf": above the maximum "…large"
+    copy = shutil.copytree(export, tmp_path / "ml-cur")
+    victim = month_dir(copy) / "victim.parquet"
+    victim.write_bytes(bytes(damaged))
+    with duckdb.connect() as con, pytest.raises(SourceError) as error:
+        build(con, config(tmp_path, copy))
+    message = str(error.value)
+    assert message.startswith("aws_cur2: ") and str(victim) in message, message
+    assert "0 of its 60 rows" in message and "statistics" in message, message

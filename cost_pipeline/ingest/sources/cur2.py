@@ -280,6 +280,15 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     )
 
 
+def footer_rows(con: duckdb.DuckDBPyConnection, delivery: Delivery) -> dict[str, int]:
+    """Each local file's row count as its footer states it (`_file` spells the path alike)."""
+    if not delivery.files:
+        return {}
+    files = "[" + ", ".join(_literal(f) for f in delivery.files) + "]"
+    return dict(con.execute(
+        f"SELECT file_name, num_rows FROM parquet_file_metadata({files})").fetchall())
+
+
 def raw_columns(delivery: Delivery) -> list[str]:
     """The `cur_raw` select list over a relation holding the export's own columns."""
     return [

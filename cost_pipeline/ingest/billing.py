@@ -108,7 +108,7 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         else:
             cur2.inspect_schema(delivery)
             cur2.register_raw(con, delivery, "cur_raw")
-            file_rows = cur2.footer_rows(con, delivery)
+            file_rows = cur2.footer_rows(delivery)
         cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
         # net columns are used when the export carries them with values
         delivery.has_net_columns = delivery.has_net_columns and con.execute(

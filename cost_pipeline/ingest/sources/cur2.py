@@ -280,13 +280,19 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     )
 
 
-def footer_rows(con: duckdb.DuckDBPyConnection, delivery: Delivery) -> dict[str, int]:
-    """Each local file's row count as its footer states it (`_file` spells the path alike)."""
-    if not delivery.files:
-        return {}
-    files = "[" + ", ".join(_literal(f) for f in delivery.files) + "]"
-    return dict(con.execute(
-        f"SELECT file_name, num_rows FROM parquet_file_metadata({files})").fetchall())
+def footer_rows(delivery: Delivery) -> dict[str, int]:
+    """Each local file's row count as its footer states it (`_file` spells the path alike).
+    Read by pyarrow, which decodes no other field: DuckDB's `parquet_file_metadata` fails on
+    a damaged `created_by` string that reading the data never looks at."""
+    rows = {}
+    for file in delivery.files:
+        try:
+            rows[file] = pq.read_metadata(file).num_rows
+        except Exception as exc:  # pyarrow raises several types for broken files
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SourceError(delivery.source, file,
+                              f"not a readable parquet file ({reason})") from None
+    return rows
 
 
 def raw_columns(delivery: Delivery) -> list[str]:

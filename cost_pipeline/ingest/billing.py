@@ -84,7 +84,6 @@ class StagedSource:
 def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, month: date,
                 log: logging.Logger) -> StagedSource:
     start, _end = month_bounds(month)
-    file_rows = None  # S3 rows are copied into a table first: no file statistics read after
     if s3.is_s3(source.path):
         fs = s3.filesystem(source.endpoint_url, source.region)
         delivery = cur2_s3.find_delivery(name, source.path, month, fs)
@@ -108,7 +107,6 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         else:
             cur2.inspect_schema(delivery)
             cur2.register_raw(con, delivery, "cur_raw")
-            file_rows = cur2.footer_rows(delivery)
         cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
         # net columns are used when the export carries them with values
         delivery.has_net_columns = delivery.has_net_columns and con.execute(
@@ -123,7 +121,8 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
     }
     return StagedSource(sql_text("billing_facts_cur2"), params, where,
                         lambda message: cur2.locate_bad_file(delivery, message), delivery,
-                        metadata=cur2_s3.read_metadata(delivery), file_rows=file_rows)
+                        metadata=cur2_s3.read_metadata(delivery),
+                        file_rows=delivery.file_rows)
 
 
 def _stage_gcp(con, name: str, source: GcpBillingExportSource, cfg: PipelineConfig,

@@ -100,6 +100,9 @@ class Delivery:
     # file → (bytes, modification time): the delivery's fingerprint when it has no executionId
     stats: dict[str, tuple[int, str]] = field(default_factory=dict)
     bytes_read: int | None = None  # measured where the read is remote (S3)
+    # file → its row count as its footer states it, for local files (`inspect_schema`); S3
+    # rows are copied into a table before any filter reads them: None there
+    file_rows: dict[str, int] | None = None
 
 
 def _month_folder(month: date) -> str:
@@ -194,14 +197,24 @@ _NUMERIC = (pa.types.is_floating, pa.types.is_integer, pa.types.is_decimal)
 
 
 def inspect_schema(delivery: Delivery,
-                   read_schema: Callable[[str], pa.Schema] = pq.read_schema) -> None:
+                   read_schema: Callable[[str], pa.Schema] | None = None) -> None:
     """Read every file's footer: a truncated or non-parquet file, a missing required column
-    or a wrongly typed one is a SourceError naming the file and the column."""
+    or a wrongly typed one is a SourceError naming the file and the column. Local files (no
+    `read_schema`) also leave their row counts in `delivery.file_rows`, read by pyarrow,
+    which decodes no other field: DuckDB's `parquet_file_metadata` fails on a damaged
+    `created_by` string that reading the data never looks at."""
     seen: set[str] = set()
     wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
+    if read_schema is None:
+        delivery.file_rows = {}
     for file in delivery.files:
         try:
-            schema = read_schema(file)
+            if read_schema is None:
+                footer = pq.read_metadata(file)
+                schema = footer.schema.to_arrow_schema()
+                delivery.file_rows[file] = footer.num_rows
+            else:
+                schema = read_schema(file)
         except SourceError:
             raise
         except Exception as exc:  # pyarrow raises several types for broken files
@@ -278,21 +291,6 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
         f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} FROM read_parquet("
         f"{files}, union_by_name = true, filename = true, file_row_number = true)"
     )
-
-
-def footer_rows(delivery: Delivery) -> dict[str, int]:
-    """Each local file's row count as its footer states it (`_file` spells the path alike).
-    Read by pyarrow, which decodes no other field: DuckDB's `parquet_file_metadata` fails on
-    a damaged `created_by` string that reading the data never looks at."""
-    rows = {}
-    for file in delivery.files:
-        try:
-            rows[file] = pq.read_metadata(file).num_rows
-        except Exception as exc:  # pyarrow raises several types for broken files
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise SourceError(delivery.source, file,
-                              f"not a readable parquet file ({reason})") from None
-    return rows
 
 
 def raw_columns(delivery: Delivery) -> list[str]:

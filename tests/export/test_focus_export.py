@@ -23,7 +23,7 @@ from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import load_config, parse_config
 from cost_pipeline.demo.tool_venvs import ToolUnavailable
 from cost_pipeline.export.focus import FocusExportError, export_focus, focus_rows, write_focus
-from cost_pipeline.warehouse import ensure_schema, month_params
+from cost_pipeline.warehouse import dataset_rows, ensure_schema, month_params
 from tests.support.warehouse_rows import RUN_DEFAULTS, insert_lines, insert_runs
 
 LOG = logging.getLogger("test")
@@ -56,8 +56,7 @@ def demo_warehouse(tmp_path_factory) -> Path:
             build_billing_facts(con, cfg, month, LOG)
             build_tracker_runs(con, cfg, month, LOG)
             build_checkpoint_inventory(con, cfg, month, LOG)
-            build_attribution(con, month, month_params(cfg, month),
-                              [(n, d.bucket, d.region) for n, d in cfg.datasets.items()])
+            build_attribution(con, month, month_params(cfg, month), dataset_rows(cfg))
     return Path(cfg.warehouse_path)
 
 

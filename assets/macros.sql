@@ -19,6 +19,11 @@ CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
          THEN lower(split_part(resource_id, ':training-job/', 2))
          ELSE resource_id END;
 
+-- the run a line's tags name: under the configured tag key itself, or as CUR 2.0 (`user_…`) or
+-- FOCUS-style exports (`user:…`) spell a user tag (docs/attribution.md)
+CREATE OR REPLACE TEMP MACRO tagged_run(tags, run_tag) AS
+    coalesce(tags[run_tag], tags['user_' || run_tag], tags['user:' || run_tag]);
+
 -- rule 1: a run's share of a compute line before over-claimed lines are scaled down
 CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
     least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)

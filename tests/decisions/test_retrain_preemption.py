@@ -15,6 +15,7 @@ from cost_pipeline.config import parse_config
 from cost_pipeline.warehouse import (
     ensure_schema,
     month_params,
+    register_datasets,
     replace_month,
     sql_text,
     summarize_month,
@@ -30,7 +31,7 @@ TOL = 1e-9
 def con():
     c = duckdb.connect(":memory:")
     ensure_schema(c)
-    c.execute("CREATE TEMP TABLE config_datasets (name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    register_datasets(c, [])  # the SQL joins the config's datasets: none here
     yield c
     c.close()
 

@@ -44,7 +44,7 @@ WITH usage_types AS (
         regexp_matches(usage_type, '(^|-)(SpotUsage(:|$)|Train-Spot:)') AS spot_usage
     FROM (SELECT DISTINCT coalesce(line_item_usage_type, '') AS usage_type FROM cur_raw)
 ),
-raw AS (
+raw AS NOT MATERIALIZED (
     SELECT
         cur_raw.*,
         coalesce(line_item_line_item_type, '') AS line_type,
@@ -61,7 +61,7 @@ raw AS (
     FROM cur_raw
     JOIN usage_types AS u ON u.usage_type = coalesce(cur_raw.line_item_usage_type, '')
 ),
-classified AS (
+classified AS NOT MATERIALIZED (
     SELECT
         raw.*,
         -- instance usage: EC2 Box/Spot/Host usage and SageMaker training instances, on the
@@ -95,7 +95,7 @@ job_instances AS (
       AND line_item_usage_end_date > line_item_usage_start_date
     GROUP BY ALL
 ),
-component AS (
+component AS NOT MATERIALIZED (
     SELECT
         c.*,
         CASE
@@ -120,7 +120,7 @@ component AS (
     LEFT JOIN job_instances j
       ON j.job = c.line_item_resource_id AND j.job_usage_type = c.line_item_usage_type
 ),
-normalized AS (
+normalized AS NOT MATERIALIZED (
 SELECT
     CAST($month AS DATE) AS month,
     coalesce(bill_billing_period_start_date, CAST($month_start AS TIMESTAMP)) AS BillingPeriodStart,
@@ -230,8 +230,11 @@ SELECT
         AS pod_split_cost
 FROM component
 ),
--- The split. $has_split (the export has split_line_item_parent_resource_id) is false for
--- most exports: DuckDB then folds everything below to nothing and streams the month once.
+-- The split. $has_split (a line of the export names a parent instance) is false for most
+-- exports: DuckDB then folds everything below to nothing and streams the month once. When it
+-- is true, `parent_rows` is a second consumer of the chain above: its CTEs are NOT
+-- MATERIALIZED, so that pass recomputes the few columns it reads (2M lines: 4.0 s) where
+-- DuckDB would otherwise buffer every column of every line, spilling (6.4 s).
 pod_hours AS (
     -- the pods' split costs per parent hour, from a narrow pass over cur_raw (the same
     -- pod_parent and pod_split_cost as above); an identical duplicate row counts once

@@ -108,9 +108,17 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
             cur2.inspect_schema(delivery)
             cur2.register_raw(con, delivery, "cur_raw")
         cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
-        # net columns are used when the export carries them with values
-        delivery.has_net_columns = delivery.has_net_columns and con.execute(
-            "SELECT count(line_item_net_unblended_cost) > 0 FROM cur_raw").fetchone()[0]
+        # net columns are used when the export carries them with values; the split path (a
+        # second pass over the month's normalized lines) only when a line names a parent
+        # instance: exports that select every column carry the split ones, empty, without
+        # split cost allocation data
+        if delivery.has_net_columns or delivery.has_split_columns:
+            has_net, has_split = con.execute(
+                "SELECT count(line_item_net_unblended_cost) > 0, "
+                "count(nullif(trim(split_line_item_parent_resource_id), '')) > 0 FROM cur_raw"
+            ).fetchone()
+            delivery.has_net_columns = delivery.has_net_columns and has_net
+            delivery.has_split_columns = delivery.has_split_columns and has_split
     except duckdb.Error as exc:
         raise SourceError(name, cur2.locate_bad_file(delivery, str(exc)) or where,
                           _short(exc)) from None

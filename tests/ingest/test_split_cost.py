@@ -229,3 +229,28 @@ def test_an_export_without_split_columns_is_unchanged(tmp_path, con):
     assert node["EffectiveCost"] == pytest.approx(6.24) and node["x_SplitParent"] is False
     by_owner = attribute(con, config(tmp_path, export), [])
     assert by_owner == {"no_run": pytest.approx(6.24)}
+
+
+def test_empty_split_columns_take_the_single_pass(tmp_path):
+    """An export selecting every column carries the split ones, empty, when the account has
+    no split cost allocation data: the month is read in one pass (no `parent_rows` pass over
+    the month), with the same lines as an export without the columns. One row naming a
+    parent turns the split path on."""
+    rows = [node_hour("node10"), node_hour("node11", start=HOUR + timedelta(hours=1),
+                                           split_line_item_parent_resource_id="  ")]
+    months = {}
+    for name, extra in (("with", SPLIT_COLUMNS), ("without", None)):
+        export = write_export(tmp_path / name, {"p.parquet": rows}, extra=extra)
+        with duckdb.connect() as con:
+            summary = build(con, config(tmp_path / name, export))
+            assert [d.has_split_columns for d in summary.deliveries] == [False]
+            months[name] = {k: {c: v for c, v in row.items() if c not in ("x_File",)}
+                            for k, row in facts(con).items()}
+    assert months["with"] == months["without"]
+
+    split = write_export(tmp_path / "split", {"p.parquet": [*rows, *two_pods()]},
+                         extra=SPLIT_COLUMNS)
+    with duckdb.connect() as con:
+        summary = build(con, config(tmp_path / "split", split))
+        assert [d.has_split_columns for d in summary.deliveries] == [True]
+        assert facts(con)["node10"]["x_SplitParent"] is True

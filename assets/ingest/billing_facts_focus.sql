@@ -38,9 +38,30 @@
 -- * ListCost is the file's own (NULL when absent). x_PricingCategory from PricingCategory:
 --   Dynamic → spot, Committed → committed, Standard → on_demand, anything else (Other, empty,
 --   a non-usage row) → other.
-WITH hints AS (
+WITH tag_hints AS (
+    -- the JSON columns are parsed once per distinct text, not once a line (a run's lines, a
+    -- SKU's lines share theirs): each line joins its own
     SELECT
-        *,
+        Tags AS tags_text,
+        tag_map,
+        -- a tag naming the machine type, else a TPU slice's accelerator type (`v5litepod-8`)
+        coalesce(
+            list_filter(map_entries(tag_map),
+                        lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])machine_(spec|type)$'))[1].value,
+            list_filter(map_entries(tag_map),
+                        lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])accelerator[_-]type$')
+                                  AND regexp_matches(lower(e.value), '^(v[2-6][a-z]*|v5litepod)-[0-9]+$'))[1].value
+        ) AS tag_machine_type
+    FROM (
+        SELECT Tags, CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"') AS MAP(VARCHAR, VARCHAR))
+            AS tag_map
+        FROM (SELECT DISTINCT Tags FROM focus_raw)
+    )
+),
+detail_hints AS (
+    SELECT
+        SkuPriceDetails AS price_text,
+        x_SkuDetails AS sku_text,
         -- SkuPriceDetails / x_SkuDetails keys naming the instance, whatever their spelling
         coalesce(
             list_filter(map_entries(CAST(json_transform(SkuPriceDetails, '"MAP(VARCHAR, VARCHAR)"')
@@ -52,19 +73,23 @@ WITH hints AS (
                         lambda e: regexp_replace(lower(e.key), '^x_|[^a-z]', '', 'g')
                                   IN ('instancetype', 'vmsize', 'servicetype', 'machinetype'))[1].value
         ) AS detail_instance_type,
+        coalesce(TRY_CAST(json_extract_string(SkuPriceDetails, '$.x_AcceleratorCount') AS DOUBLE),
+                 TRY_CAST(json_extract_string(SkuPriceDetails, '$.AcceleratorCount') AS DOUBLE),
+                 TRY_CAST(json_extract_string(SkuPriceDetails, '$.GpuCount') AS DOUBLE),
+                 TRY_CAST(json_extract_string(SkuPriceDetails, '$.x_GpuCount') AS DOUBLE))
+            AS detail_accelerators
+    FROM (SELECT DISTINCT SkuPriceDetails, x_SkuDetails FROM focus_raw)
+),
+hints AS (
+    SELECT
+        f.*,
+        t.tag_map,
+        d.detail_instance_type,
+        d.detail_accelerators,
         CASE WHEN regexp_matches(coalesce(x_UsageType, ''),
                                  '(^|-)(BoxUsage|SpotUsage|HostUsage|DedicatedUsage|Train(-Spot)?|Notebk|Host|Processing):')
              THEN nullif(split_part(x_UsageType, ':', 2), '') END AS usage_type_instance,
-        coalesce(nullif(trim(x_MachineType), ''),
-                 list_filter(map_entries(CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"')
-                                              AS MAP(VARCHAR, VARCHAR))),
-                             lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])machine_(spec|type)$'))[1].value,
-                 -- a TPU slice's accelerator type (`v5litepod-8`, `v4-32`)
-                 list_filter(map_entries(CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"')
-                                              AS MAP(VARCHAR, VARCHAR))),
-                             lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])accelerator[_-]type$')
-                                       AND regexp_matches(lower(e.value), '^(v[2-6][a-z]*|v5litepod)-[0-9]+$'))[1].value
-        ) AS machine_type,
+        coalesce(nullif(trim(x_MachineType), ''), t.tag_machine_type) AS machine_type,
         CASE WHEN regexp_matches(concat_ws(' ', x_SkuMeterCategory, ServiceName), '(?i)virtual machines')
               AND regexp_matches(coalesce(x_SkuMeterName, ''), '(?i)^[a-z]{1,4}[0-9]+[a-z]*( [a-z0-9]+)*$')
              THEN 'Standard_' || replace(regexp_replace(trim(x_SkuMeterName),
@@ -73,7 +98,11 @@ WITH hints AS (
         nullif(regexp_extract(coalesce(ChargeDescription, ''),
             '(^|[^A-Za-z0-9.-])((ml\.)?[a-z][a-z0-9-]*[0-9][a-z0-9-]*\.([0-9]*x?large|medium|small|micro|nano|metal[a-z0-9-]*))([^A-Za-z0-9.-]|$)',
             2), '') AS description_instance_type
-    FROM focus_raw
+    FROM focus_raw f
+    LEFT JOIN tag_hints t ON t.tags_text IS NOT DISTINCT FROM f.Tags
+    LEFT JOIN detail_hints d
+      ON d.price_text IS NOT DISTINCT FROM f.SkuPriceDetails
+     AND d.sku_text IS NOT DISTINCT FROM f.x_SkuDetails
 ),
 raw AS (
     SELECT
@@ -91,11 +120,7 @@ raw AS (
         regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
                        '(?i)\b(gpu|tpu)\b') AND NOT regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
                        '(?i)(instance|core|ram|vm)\b') AS accelerator_sku,
-        coalesce(x_AcceleratorCount,
-                 TRY_CAST(json_extract_string(SkuPriceDetails, '$.x_AcceleratorCount') AS DOUBLE),
-                 TRY_CAST(json_extract_string(SkuPriceDetails, '$.AcceleratorCount') AS DOUBLE),
-                 TRY_CAST(json_extract_string(SkuPriceDetails, '$.GpuCount') AS DOUBLE),
-                 TRY_CAST(json_extract_string(SkuPriceDetails, '$.x_GpuCount') AS DOUBLE))
+        coalesce(x_AcceleratorCount, detail_accelerators)
             AS provider_accelerators,
         CASE
             WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(1 ?)?(hours?|hrs?|h)$') THEN 1.0
@@ -182,7 +207,7 @@ SELECT
         WHEN 'dynamic' THEN 'spot' WHEN 'committed' THEN 'committed'
         WHEN 'standard' THEN 'on_demand' ELSE 'other'
     END AS x_PricingCategory,
-    CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"') AS MAP(VARCHAR, VARCHAR)) AS Tags,
+    tag_map AS Tags,
     cost_component AS x_CostComponent,
     accelerators AS x_AcceleratorCount,
     CASE WHEN instance_usage AND accelerator_sku AND accelerators > 0

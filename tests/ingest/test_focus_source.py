@@ -151,6 +151,30 @@ def test_rows_of_the_billing_period_with_their_components(con, tmp_path):
     assert facts["p4d"]["BillingPeriodStart"].isoformat() == "2026-05-01T00:00:00"
 
 
+def test_lines_sharing_tags_and_details_each_keep_their_own(con, tmp_path):
+    """The tags and the SKU details are read once per distinct text and joined back: lines
+    that share them (a run's hours, a SKU's lines) each arrive once with their hints, lines
+    without them keep none, and a tag naming the machine still names it."""
+    run = json.dumps({"user:run_id": "r7", "team": "ml"})
+    gcp = json.dumps({"goog-gke-node-pool": "a", "compute.googleapis.com/machine_spec":
+                      "a2-highgpu-2g"})
+    rows = [*(vm(f"p4d-{h}", "p4d.24xlarge", Tags=run) for h in range(3)),
+            vm("m6i", "m6i.large", Tags=run),
+            vm("g5-untagged", "g5.xlarge"),
+            vm("gcp-tagged", "", SkuPriceDetails="", ProviderName="Google Cloud", Tags=gcp),
+            vm("gcp-same-tags", "", SkuPriceDetails="", ProviderName="Google Cloud", Tags=gcp)]
+    facts = load(con, write_csv(tmp_path / "focus" / "may.csv", rows))
+    assert sorted(facts) == sorted(r["SkuId"] for r in rows)
+    got = {k: (f["x_InstanceType"], f["x_AcceleratorCount"], f["Tags"])
+           for k, f in facts.items()}
+    tags = {"user:run_id": "r7", "team": "ml"}
+    assert got == {**{f"p4d-{h}": ("p4d.24xlarge", 8, tags) for h in range(3)},
+                   "m6i": ("m6i.large", 0, tags),
+                   "g5-untagged": ("g5.xlarge", 1, None),
+                   **{k: ("a2-highgpu-2g", 2, json.loads(gcp))
+                      for k in ("gcp-tagged", "gcp-same-tags")}}
+
+
 def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path):
     csv_facts = load(con, write_csv(tmp_path / "csv" / "may.csv", ROWS))
     table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS + ("x_InstanceType",)}

@@ -8,6 +8,12 @@ The month is 2026-07 (744 hours). ~85% of the lines are instance-hours of GPU an
 instances (each instance runs all month, several runs per instance, two runs sharing a
 p4d.24xlarge half of the time), the rest EBS volume-hours, daily bucket storage, hourly
 cross-region dataset transfer, NAT gateway hours, tax and credits.
+
+`--shape wide` writes the same lines with the columns an export that selects every CUR 2.0
+column carries: a `product` map of 35 attributes, `cost_category` and `discount` maps, the
+pricing, reservation and savings-plan columns, the split cost allocation columns (empty: the
+account has no split data) and, on every resource's lines, three resource tags (team,
+project, creator). The runs claim the same lines, so every implementation agrees on it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,67 @@ HOURS = 744
 MONTH_START = "2026-07-01 00:00:00"
 
 
-def generate(out: Path, lines: int, runs: int, objects: int) -> Path:
+# the `product` attributes of a wide export beyond the ones the normalization reads
+PRODUCT_KEYS = ("instance_family", "current_generation", "clock_speed", "ecu", "gpu_memory",
+                "instancesku", "intel_avx2_available", "intel_avx_available",
+                "intel_turbo_available", "license_model", "location_type", "marketoption",
+                "network_performance", "normalization_size_factor", "operating_system",
+                "physical_processor", "pre_installed_sw", "processor_architecture",
+                "processor_features", "storage", "tenancy", "dedicated_ebs_throughput",
+                "enhanced_networking_supported", "classicnetworkingsupport",
+                "availabilityzone", "region", "servicecode", "usagetype", "operation",
+                "vcpu_count")
+
+WIDE_COLUMNS = f"""
+        map(['servicename', 'product_name', 'gpu', 'vcpu', 'memory',
+             {", ".join(repr(k) for k in PRODUCT_KEYS)}],
+            [CASE product WHEN 'AmazonEC2' THEN 'Amazon Elastic Compute Cloud'
+                          WHEN 'AmazonS3' THEN 'Amazon Simple Storage Service' ELSE product END,
+             product,
+             CASE itype WHEN 'p4d.24xlarge' THEN '8' WHEN 'g5.12xlarge' THEN '4' ELSE '0' END,
+             '96', '1152 GiB',
+             {", ".join(f"'{k}-' || (hash(usage_type) % 7)::VARCHAR" for k in PRODUCT_KEYS)}])
+            AS product,
+        CAST(map([], []) AS MAP(VARCHAR, VARCHAR)) AS cost_category,
+        CAST(map([], []) AS MAP(VARCHAR, DOUBLE)) AS discount,
+        'RunInstances' AS line_item_operation,
+        'us-east-1a' AS line_item_availability_zone,
+        '123456789012' AS line_item_usage_account_id,
+        '123456789012' AS bill_payer_account_id,
+        'Anniversary' AS bill_bill_type,
+        'AWS' AS bill_billing_entity,
+        CAST('2026-08-01' AS TIMESTAMP) AS bill_billing_period_end_date,
+        amount * rate AS line_item_blended_cost,
+        rate AS line_item_blended_rate,
+        rate AS line_item_unblended_rate,
+        'Hrs' AS pricing_unit,
+        'OnDemand' AS pricing_term,
+        amount * rate AS pricing_public_on_demand_cost,
+        rate AS pricing_public_on_demand_rate,
+        md5(usage_type)[:16] AS product_sku,
+        product AS product_servicecode,
+        CAST(NULL AS VARCHAR) AS reservation_reservation_a_r_n,
+        CAST(NULL AS DOUBLE) AS reservation_effective_cost,
+        CAST(NULL AS DOUBLE) AS reservation_unused_recurring_fee,
+        CAST(NULL AS VARCHAR) AS savings_plan_savings_plan_a_r_n,
+        CAST(NULL AS DOUBLE) AS savings_plan_savings_plan_effective_cost,
+        CAST(NULL AS DOUBLE) AS savings_plan_total_commitment_to_date,
+        CAST(NULL AS DOUBLE) AS savings_plan_used_commitment,
+        CAST(NULL AS VARCHAR) AS split_line_item_parent_resource_id,
+        CAST(NULL AS DOUBLE) AS split_line_item_split_cost,
+        CAST(NULL AS DOUBLE) AS split_line_item_net_split_cost,
+        CAST(NULL AS DOUBLE) AS split_line_item_unused_cost,
+        CASE WHEN rid IS NOT NULL
+             THEN map(['user_team', 'user_project', 'aws_createdBy'],
+                      ['ml-' || (hash(rid) % 5)::VARCHAR, 'project-' || (hash(rid) % 40)::VARCHAR,
+                       'AssumedRole:AROAEXAMPLE:karpenter']) END AS resource_tags"""
+
+NARROW_TAGS = """
+        CASE WHEN rid IS NOT NULL AND hash(id) % 50 = 0
+             THEN map(['user_team'], ['ml']) END AS resource_tags"""
+
+
+def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
@@ -112,9 +178,7 @@ def generate(out: Path, lines: int, runs: int, objects: int) -> Path:
         'USD' AS line_item_currency_code,
         itype AS product_instance_type,
         family AS product_product_family,
-        'us-east-1' AS product_region_code,
-        CASE WHEN rid IS NOT NULL AND hash(id) % 50 = 0
-             THEN map(['user_team'], ['ml']) END AS resource_tags
+        'us-east-1' AS product_region_code,{WIDE_COLUMNS if shape == "wide" else NARROW_TAGS}
       FROM all_lines
     ) TO '{data}' (FORMAT parquet, FILE_SIZE_BYTES '2MB', FILENAME_PATTERN 'bench-cur-{{i}}',
                    OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
@@ -179,8 +243,10 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--objects", type=int, default=1_000_000)
+    parser.add_argument("--shape", choices=("narrow", "wide"), default="narrow",
+                        help="wide: every CUR 2.0 column an export selecting all of them has")
     args = parser.parse_args()
-    generate(args.out, args.lines, args.runs, args.objects)
+    generate(args.out, args.lines, args.runs, args.objects, args.shape)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,33 @@ def test_in_memory_is_skipped_where_it_would_not_fit():
     assert in_memory_fits(5_000_000, machine) == (True, pytest.approx(5.45))
     fits, need = in_memory_fits(20_000_000, machine)
     assert not fits and need == pytest.approx(18.2)
+
+
+def test_the_wide_shape_is_the_same_month_with_every_column(tmp_path):
+    """`--shape wide` writes the narrow month's lines with every CUR 2.0 column (a 35-key
+    `product` map, empty split columns, three tags on each resource): ingest reads the same
+    lines, costs and classification from it, and takes the single pass (no split data)."""
+    import duckdb
+
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    generate = _bench_module("generate").generate
+    months = {}
+    for shape in ("narrow", "wide"):
+        config = generate(tmp_path / shape, 3000, 200, 500, shape)
+        with duckdb.connect() as con:
+            summary = build_billing_facts(con, load_config(config), date(2026, 7, 1),
+                                          logging.getLogger("test"))
+            assert [d.has_split_columns for d in summary.deliveries] == [False]
+            months[shape] = con.execute(
+                "SELECT x_SourceLine, EffectiveCost, BilledCost, ListCost, x_CostComponent, "
+                "x_AcceleratorCount, x_UsageHours, x_ResourceKind, ServiceName, Tags "
+                "FROM billing_facts ORDER BY x_SourceLine").fetchall()
+    narrow, wide = months["narrow"], months["wide"]
+    assert len(wide) == len(narrow) > 2500
+    assert [r[:3] + r[4:8] for r in wide] == [r[:3] + r[4:8] for r in narrow]
+    assert {r[3] for r in narrow} == {None} and all(r[3] == r[1] for r in wide)  # list price
+    assert {r[8] for r in wide} >= {"Amazon Elastic Compute Cloud"}  # from `product`
+    tagged = [r[9] for r in wide if r[9]]
+    assert len(tagged) > 0.9 * len(wide) and all(len(t) == 3 for t in tagged)

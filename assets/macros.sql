@@ -19,6 +19,14 @@ CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
          THEN lower(split_part(resource_id, ':training-job/', 2))
          ELSE resource_id END;
 
+-- a CUR 2.0 line's id (x_SourceLine): the source, the line item and its period, as the
+-- export's identity columns give them (the period from the usage dates when the export lacks
+-- identity_time_interval)
+CREATE OR REPLACE TEMP MACRO cur_source_line(source, line_item_id, time_interval, s, e) AS
+    source || ':' || line_item_id || ':' ||
+        coalesce(time_interval,
+                 strftime(s, '%Y-%m-%dT%H:%M:%SZ') || '/' || strftime(e, '%Y-%m-%dT%H:%M:%SZ'));
+
 -- the run a line's tags name: under the configured tag key itself, or as CUR 2.0 (`user_…`) or
 -- FOCUS-style exports (`user:…`) spell a user tag (docs/attribution.md)
 CREATE OR REPLACE TEMP MACRO tagged_run(tags, run_tag) AS

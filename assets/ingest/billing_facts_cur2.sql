@@ -2,8 +2,7 @@
 -- Reads the temp view `cur_raw` (one delivery of one month, columns already typed) and the
 -- temp table `accelerator_counts(instance_type, accelerators)`.
 -- Parameters: $month, $month_start, $source, $has_net (the export carries the net columns),
--- $has_split (it carries split cost allocation data), $known_buckets (bucket names the
--- config lists: checkpoint buckets and dataset buckets).
+-- $known_buckets (bucket names the config lists: checkpoint buckets and dataset buckets).
 --
 -- Split cost allocation data (EKS pods, ECS tasks on EC2; SPEC §3): AWS adds rows for each
 -- pod and hour (a vCPU row and a memory row; resource = the pod,
@@ -12,7 +11,10 @@
 -- own rows still bill all of it. So a pod row
 -- becomes a line of its own costing its split cost (net when present), and that amount is
 -- taken out of the parent instance's rows of the same hour, which keep the rest: the
--- unused capacity, marked x_SplitParent. The month's EffectiveCost and BilledCost are
+-- unused capacity, marked x_SplitParent. This statement inserts the lines as the export
+-- bills them, a pod row at its split cost; billing_facts_cur2_split.sql then moves the
+-- split costs, for an export with split rows only. (A pass of the pods inside this
+-- statement had to read every line's normalized values twice: 5.6 s more at 5M lines.) The month's EffectiveCost and BilledCost are
 -- unchanged; the pod rows' own line_item cost columns are never added (the instance's rows
 -- already bill them).
 -- Hours: pods carry no x_UsageHours (their usage is vCPU- or GB-hours, not instance hours)
@@ -44,7 +46,7 @@ WITH usage_types AS (
         regexp_matches(usage_type, '(^|-)(SpotUsage(:|$)|Train-Spot:)') AS spot_usage
     FROM (SELECT DISTINCT coalesce(line_item_usage_type, '') AS usage_type FROM cur_raw)
 ),
-raw AS NOT MATERIALIZED (
+raw AS (
     SELECT
         cur_raw.*,
         coalesce(line_item_line_item_type, '') AS line_type,
@@ -61,7 +63,7 @@ raw AS NOT MATERIALIZED (
     FROM cur_raw
     JOIN usage_types AS u ON u.usage_type = coalesce(cur_raw.line_item_usage_type, '')
 ),
-classified AS NOT MATERIALIZED (
+classified AS (
     SELECT
         raw.*,
         -- instance usage: EC2 Box/Spot/Host usage and SageMaker training instances, on the
@@ -95,7 +97,7 @@ job_instances AS (
       AND line_item_usage_end_date > line_item_usage_start_date
     GROUP BY ALL
 ),
-component AS NOT MATERIALIZED (
+component AS (
     SELECT
         c.*,
         CASE
@@ -120,7 +122,7 @@ component AS NOT MATERIALIZED (
     LEFT JOIN job_instances j
       ON j.job = c.line_item_resource_id AND j.job_usage_type = c.line_item_usage_type
 ),
-normalized AS NOT MATERIALIZED (
+normalized AS (
 SELECT
     CAST($month AS DATE) AS month,
     coalesce(bill_billing_period_start_date, CAST($month_start AS TIMESTAMP)) AS BillingPeriodStart,
@@ -214,10 +216,8 @@ SELECT
     END AS x_ResourceKind,
     line_type AS x_LineItemType,
     nullif(bill_invoice_id, '') AS x_InvoiceId,
-    $source || ':' || identity_line_item_id || ':' ||
-        coalesce(identity_time_interval,
-                 strftime(line_item_usage_start_date, '%Y-%m-%dT%H:%M:%SZ') || '/' ||
-                 strftime(line_item_usage_end_date, '%Y-%m-%dT%H:%M:%SZ')) AS x_SourceLine,
+    cur_source_line($source, identity_line_item_id, identity_time_interval,
+                    line_item_usage_start_date, line_item_usage_end_date) AS x_SourceLine,
     _file AS x_File,
     _row AS x_Row,
     (cost_component = 'gpu' AND table_accelerators IS NULL
@@ -229,102 +229,17 @@ SELECT
     greatest(coalesce(split_line_item_net_split_cost, split_line_item_split_cost, 0), 0)
         AS pod_split_cost
 FROM component
-),
--- The split. $has_split (a line of the export names a parent instance) is false for most
--- exports: DuckDB then folds everything below to nothing and streams the month once. When it
--- is true, `parent_rows` is a second consumer of the chain above: its CTEs are NOT
--- MATERIALIZED, so that pass recomputes the few columns it reads (2M lines: 4.0 s) where
--- DuckDB would otherwise buffer every column of every line, spilling (6.4 s).
-pod_hours AS (
-    -- the pods' split costs per parent hour, from a narrow pass over cur_raw (the same
-    -- pod_parent and pod_split_cost as above); an identical duplicate row counts once
-    SELECT parent, s, e, fsum(split_cost) AS split_cost
-    FROM (
-        SELECT DISTINCT ON (identity_line_item_id, identity_time_interval,
-                            line_item_usage_start_date, line_item_usage_end_date)
-            trim(split_line_item_parent_resource_id) AS parent,
-            line_item_usage_start_date AS s, line_item_usage_end_date AS e,
-            greatest(coalesce(split_line_item_net_split_cost, split_line_item_split_cost, 0), 0)
-                AS split_cost
-        FROM cur_raw
-        WHERE $has_split AND nullif(trim(split_line_item_parent_resource_id), '') IS NOT NULL
-          AND line_item_line_item_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
-                                           'SavingsPlanNegation')
-    )
-    GROUP BY ALL
-),
-parent_rows AS (
-    -- the instance-usage rows of a parent's hour (covered, negation, on-demand …)
-    SELECT n.ResourceId AS parent, n.ChargePeriodStart AS s, n.ChargePeriodEnd AS e,
-           n.EffectiveCost, n.BilledCost, n.ListCost, n.x_PricingCategory, n.x_CostComponent,
-           n.x_InstanceType
-    FROM normalized n
-    SEMI JOIN pod_hours p
-      ON p.parent = n.ResourceId AND p.s = n.ChargePeriodStart AND p.e = n.ChargePeriodEnd
-    WHERE $has_split AND n.x_InstanceUsage AND n.pod_parent IS NULL
-    QUALIFY row_number() OVER (PARTITION BY n.x_SourceLine ORDER BY n.x_File, n.x_Row) = 1
-),
-split_hours AS (
-    -- moved: what the pods take from the parent's hour, never more than the hour cost (a
-    -- pod whose parent row is absent from the export takes nothing: conservation first)
-    SELECT
-        p.parent, p.s, p.e, p.split_cost, h.cost, h.billed, h.list, h.pricing, h.component,
-        h.instance_type,
-        CASE WHEN h.cost > 0 THEN least(p.split_cost, h.cost) ELSE 0 END AS moved
-    FROM pod_hours p
-    LEFT JOIN (
-        SELECT parent, s, e, fsum(EffectiveCost) AS cost, fsum(BilledCost) AS billed,
-               fsum(ListCost) AS list, max(x_PricingCategory) AS pricing,
-               max(x_CostComponent) AS component, max(x_InstanceType) AS instance_type
-        FROM parent_rows GROUP BY ALL
-    ) h USING (parent, s, e)
 )
+-- A pod's split row carries its split cost here; when the export has split rows,
+-- billing_facts_cur2_split.sql then moves that cost out of its parent instance's hour.
 SELECT
     n.* EXCLUDE (pod_parent, pod_split_cost) REPLACE (
-        CASE
-            WHEN pod.parent IS NOT NULL THEN
-                CASE WHEN pod.split_cost > 0
-                     THEN n.pod_split_cost * pod.moved / pod.split_cost ELSE 0 END
-            WHEN par.moved > 0 THEN n.EffectiveCost * (1 - par.moved / par.cost)
-            ELSE n.EffectiveCost
-        END AS EffectiveCost,
-        -- the invoice's share moves with the amortized one: a pod bills its fraction of
-        -- what the instance's hour billed
-        CASE
-            WHEN pod.parent IS NOT NULL THEN
-                CASE WHEN pod.split_cost > 0 AND pod.cost > 0
-                     THEN pod.billed * (pod.moved / pod.cost) * (n.pod_split_cost / pod.split_cost)
-                     ELSE 0 END
-            WHEN par.moved > 0 THEN n.BilledCost * (1 - par.moved / par.cost)
-            ELSE n.BilledCost
-        END AS BilledCost,
-        -- and so does the price at list
-        CASE
-            WHEN pod.parent IS NOT NULL THEN
-                CASE WHEN pod.split_cost > 0 AND pod.cost > 0
-                     THEN pod.list * (pod.moved / pod.cost) * (n.pod_split_cost / pod.split_cost)
-                     ELSE 0 END
-            WHEN par.moved > 0 THEN n.ListCost * (1 - par.moved / par.cost)
-            ELSE n.ListCost
-        END AS ListCost,
-        -- a pod runs on its instance's pricing (spot node, savings plan …)
-        coalesce(pod.pricing, n.x_PricingCategory) AS x_PricingCategory,
-        -- a pod's cost is part of its instance's: same component (gpu on a GPU node)
-        CASE coalesce(pod.component, n.x_CostComponent)
-            WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
-            WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
-        END AS ServiceCategory,
-        coalesce(pod.component, n.x_CostComponent) AS x_CostComponent,
-        CASE WHEN pod.parent IS NOT NULL THEN 0 ELSE n.x_AcceleratorCount END
+        CASE WHEN n.pod_parent IS NOT NULL THEN n.pod_split_cost ELSE n.EffectiveCost END
+            AS EffectiveCost,
+        CASE WHEN n.pod_parent IS NOT NULL THEN 0 ELSE n.x_AcceleratorCount END
             AS x_AcceleratorCount,
-        coalesce(pod.instance_type, n.x_InstanceType) AS x_InstanceType,
         CASE WHEN n.pod_parent IS NOT NULL THEN 'container' ELSE n.x_ResourceKind END
             AS x_ResourceKind
     ),
-    par.parent IS NOT NULL AS x_SplitParent
+    false AS x_SplitParent
 FROM normalized n
-LEFT JOIN split_hours pod
-  ON pod.parent = n.pod_parent AND pod.s = n.ChargePeriodStart AND pod.e = n.ChargePeriodEnd
-LEFT JOIN split_hours par
-  ON n.x_InstanceUsage AND n.pod_parent IS NULL
-     AND par.parent = n.ResourceId AND par.s = n.ChargePeriodStart AND par.e = n.ChargePeriodEnd

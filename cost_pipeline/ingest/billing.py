@@ -79,6 +79,8 @@ class StagedSource:
     # file → its row count, when every row of each file becomes one line (CUR 2.0 read
     # through DuckDB's parquet reader): load_month checks that each file's rows all arrived
     file_rows: dict[str, int] | None = None
+    # a statement run after the insert, with the same parameters (the CUR split)
+    after: str | None = None
 
 
 def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, month: date,
@@ -108,10 +110,9 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
             cur2.inspect_schema(delivery)
             cur2.register_raw(con, delivery, "cur_raw")
         cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
-        # net columns are used when the export carries them with values; the split path (a
-        # second pass over the month's normalized lines) only when a line names a parent
-        # instance: exports that select every column carry the split ones, empty, without
-        # split cost allocation data
+        # net columns are used when the export carries them with values; the split (a
+        # statement after the insert) only when a line names a parent instance: exports that
+        # select every column carry the split ones, empty, without split cost allocation data
         if delivery.has_net_columns or delivery.has_split_columns:
             has_net, has_split = con.execute(
                 "SELECT count(line_item_net_unblended_cost) > 0, "
@@ -124,13 +125,14 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
                           _short(exc)) from None
     params = {
         "month": month, "month_start": start, "source": name,
-        "has_net": delivery.has_net_columns, "has_split": delivery.has_split_columns,
-        "known_buckets": known_buckets(cfg),
+        "has_net": delivery.has_net_columns, "known_buckets": known_buckets(cfg),
     }
     return StagedSource(sql_text("billing_facts_cur2"), params, where,
                         lambda message: cur2.locate_bad_file(delivery, message), delivery,
                         metadata=cur2_s3.read_metadata(delivery),
-                        file_rows=delivery.file_rows)
+                        file_rows=delivery.file_rows,
+                        after=(sql_text("billing_facts_cur2_split")
+                               if delivery.has_split_columns else None))
 
 
 def _stage_gcp(con, name: str, source: GcpBillingExportSource, cfg: PipelineConfig,
@@ -194,6 +196,8 @@ def load_month(
         staged = reader(con, name, source, cfg, month, log)
         try:
             query(con, f"INSERT INTO billing_facts BY NAME ({staged.sql})", staged.params)
+            if staged.after:
+                query(con, staged.after, staged.params)
         except duckdb.Error as exc:
             raise SourceError(name, staged.locate(str(exc)) or staged.where, _short(exc)) from None
         # the sources loaded before were complete: a line lacking a value is this source's

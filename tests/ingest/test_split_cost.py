@@ -21,6 +21,8 @@ from datetime import date, datetime, timedelta
 import duckdb
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.warehouse import month_params
@@ -254,3 +256,71 @@ def test_empty_split_columns_take_the_single_pass(tmp_path):
         summary = build(con, config(tmp_path / "split", split))
         assert [d.has_split_columns for d in summary.deliveries] == [True]
         assert facts(con)["node10"]["x_SplitParent"] is True
+
+
+# nodes × hours, each node hour: its row (absent / on demand / covered + negation) and pods
+NODE_HOURS = st.lists(
+    st.tuples(
+        st.sampled_from(["none", "usage", "covered"]),
+        st.floats(0.5, 20, allow_nan=False).map(lambda c: round(c, 4)),
+        st.lists(st.tuples(st.floats(0, 30, allow_nan=False).map(lambda c: round(c, 4)),
+                           st.booleans(), st.sampled_from(["", " "])),
+                 max_size=4),
+        st.booleans(),  # the node row delivered twice (an identical duplicate)
+    ),
+    min_size=1, max_size=6)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(node_hours=NODE_HOURS)
+def test_the_split_moves_cost_and_adds_none(tmp_path_factory, node_hours):
+    """Random node hours with pods: each node hour's pods take at most what the hour cost
+    (all of their split cost when it fits, in proportion when it does not, nothing without
+    the node's row), the node keeps the rest, and the month bills what the export bills
+    without split data."""
+    base = tmp_path_factory.mktemp("split")
+    rows, expected = [], {}
+    for k, (kind, cost, pods, twice) in enumerate(node_hours):
+        node, start = f"i-node{k % 3}", HOUR + timedelta(hours=k // 3)
+        if kind == "usage":
+            rows.append(line(cost, start=start, identity_line_item_id=f"n{k}",
+                             line_item_usage_type="USE1-BoxUsage:g5.12xlarge",
+                             line_item_resource_id=node, product_instance_type="g5.12xlarge"))
+        elif kind == "covered":
+            for name, amount, kind_of_line in ((f"n{k}", cost, "SavingsPlanCoveredUsage"),
+                                               (f"neg{k}", -cost, "SavingsPlanNegation")):
+                rows.append(line(amount, start=start, identity_line_item_id=name,
+                                 line_item_usage_type="USE1-BoxUsage:g5.12xlarge",
+                                 line_item_resource_id=node, product_instance_type="g5.12xlarge",
+                                 line_item_line_item_type=kind_of_line,
+                                 savings_plan_savings_plan_effective_cost=cost))
+        if twice and kind != "none":
+            rows.append(dict(rows[-1]))
+        for p, (split, net, pad) in enumerate(pods):
+            rows.append(pod_row(f"p{k}_{p}", f"{CLUSTER}/pod-{k}-{p}", "vCPU", 1, 0.1, split,
+                                0.0, round(split * 0.9, 4) if net else None, start,
+                                parent=pad + node + pad))
+        claimed = sum(round(s * 0.9, 4) if net else s for s, net, _ in pods)
+        billed = 0.0 if kind == "none" else cost
+        expected[f"n{k}"] = (billed, min(claimed, billed) if billed > 0 else 0.0)
+    with_split = write_export(base / "with", {"p.parquet": rows}, extra=SPLIT_COLUMNS)
+    without = write_export(base / "without", {"p.parquet": rows})
+    totals = {}
+    for name, export in (("with", with_split), ("without", without)):
+        with duckdb.connect() as con:
+            summary = build(con, config(base / name, export))
+            totals[name] = (summary.total_effective_cost, summary.total_billed_cost)
+            if name == "with":
+                got = facts(con)
+    assert totals["with"] == pytest.approx(totals["without"], abs=1e-9)
+    for k, (kind, _cost, pods, _twice) in enumerate(node_hours):
+        billed, moved = expected[f"n{k}"]
+        pod_costs = sum(got[f"p{k}_{p}"]["EffectiveCost"] for p in range(len(pods)))
+        assert pod_costs == pytest.approx(moved, abs=1e-9)
+        if kind != "none":
+            node = got[f"n{k}"]
+            assert node["x_SplitParent"] is bool(pods)
+            if kind == "usage":
+                assert node["EffectiveCost"] == pytest.approx(billed - moved, abs=1e-9)
+        assert all(got[f"p{k}_{p}"]["x_ResourceKind"] == "container" for p in range(len(pods)))

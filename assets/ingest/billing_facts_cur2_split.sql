@@ -1,0 +1,134 @@
+-- Split cost allocation data (SPEC §3; billing_facts_cur2.sql describes the rule): after the
+-- delivery's lines are inserted, each pod's split cost is moved out of its parent instance's
+-- hour. Run only when a line of the delivery names a parent instance.
+-- Reads the temp view `cur_raw` (the delivery) and the month's billing_facts rows that
+-- billing_facts_cur2.sql inserted from it, where a pod's split row (x_ResourceKind
+-- 'container') still holds its split cost as EffectiveCost.
+-- Parameters: $month, $source.
+--
+-- For each parent instance and hour: split_cost = what its pods' split rows claim (an
+-- identical duplicate row counts once), cost / billed / list = what the instance's usage rows
+-- of that hour bill (each line once), moved = least(split_cost, cost) when cost > 0, else 0
+-- (a pod whose parent row is absent from the export takes nothing: conservation first).
+-- A pod row then costs its split cost × moved / split_cost, bills billed × moved / cost of its
+-- share, and takes its parent's pricing, component and instance type; each of the parent's
+-- rows keeps its cost × (1 − moved / cost) and is marked x_SplitParent.
+UPDATE billing_facts AS b
+SET
+    EffectiveCost = CASE
+        WHEN m.pod THEN
+            CASE WHEN m.split_cost > 0 THEN b.EffectiveCost * m.moved / m.split_cost ELSE 0 END
+        WHEN m.moved > 0 THEN b.EffectiveCost * (1 - m.moved / m.cost)
+        ELSE b.EffectiveCost
+    END,
+    -- the invoice's share moves with the amortized one: a pod bills its fraction of what the
+    -- instance's hour billed (its EffectiveCost still holds its split cost here)
+    BilledCost = CASE
+        WHEN m.pod THEN
+            CASE WHEN m.split_cost > 0 AND m.cost > 0
+                 THEN m.billed * (m.moved / m.cost) * (b.EffectiveCost / m.split_cost)
+                 ELSE 0 END
+        WHEN m.moved > 0 THEN b.BilledCost * (1 - m.moved / m.cost)
+        ELSE b.BilledCost
+    END,
+    -- and so does the price at list
+    ListCost = CASE
+        WHEN m.pod THEN
+            CASE WHEN m.split_cost > 0 AND m.cost > 0
+                 THEN m.list * (m.moved / m.cost) * (b.EffectiveCost / m.split_cost)
+                 ELSE 0 END
+        WHEN m.moved > 0 THEN b.ListCost * (1 - m.moved / m.cost)
+        ELSE b.ListCost
+    END,
+    -- a pod runs on its instance's pricing (spot node, savings plan …) and its cost is part
+    -- of the instance's: same component (gpu on a GPU node), same instance type
+    x_PricingCategory = CASE WHEN m.pod THEN coalesce(m.pricing, b.x_PricingCategory)
+                             ELSE b.x_PricingCategory END,
+    ServiceCategory = CASE
+        WHEN NOT m.pod THEN b.ServiceCategory
+        ELSE CASE coalesce(m.component, b.x_CostComponent)
+            WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
+            WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
+        END
+    END,
+    x_CostComponent = CASE WHEN m.pod THEN coalesce(m.component, b.x_CostComponent)
+                           ELSE b.x_CostComponent END,
+    x_InstanceType = CASE WHEN m.pod THEN coalesce(m.instance_type, b.x_InstanceType)
+                          ELSE b.x_InstanceType END,
+    x_SplitParent = NOT m.pod
+FROM (
+    WITH pod_rows AS (
+        -- the delivery's pod rows: their line id and parent hour (narrow: cur_raw's columns)
+        SELECT DISTINCT ON (line)
+            cur_source_line($source, identity_line_item_id, identity_time_interval,
+                            line_item_usage_start_date, line_item_usage_end_date) AS line,
+            trim(split_line_item_parent_resource_id) AS parent,
+            line_item_usage_start_date AS s, line_item_usage_end_date AS e,
+            greatest(coalesce(split_line_item_net_split_cost, split_line_item_split_cost, 0), 0)
+                AS split_cost
+        FROM cur_raw
+        WHERE nullif(trim(split_line_item_parent_resource_id), '') IS NOT NULL
+          AND line_item_line_item_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
+                                           'SavingsPlanNegation')
+        ORDER BY line, parent, s, e, split_cost
+    ),
+    pod_hours AS (
+        -- the pods' split costs per parent hour; an identical duplicate row counts once
+        SELECT parent, s, e, fsum(split_cost) AS split_cost
+        FROM (
+            SELECT DISTINCT ON (identity_line_item_id, identity_time_interval,
+                                line_item_usage_start_date, line_item_usage_end_date)
+                trim(split_line_item_parent_resource_id) AS parent,
+                line_item_usage_start_date AS s, line_item_usage_end_date AS e,
+                greatest(coalesce(split_line_item_net_split_cost, split_line_item_split_cost, 0),
+                         0) AS split_cost
+            FROM cur_raw
+            WHERE nullif(trim(split_line_item_parent_resource_id), '') IS NOT NULL
+              AND line_item_line_item_type IN ('Usage', 'DiscountedUsage',
+                                               'SavingsPlanCoveredUsage', 'SavingsPlanNegation')
+        )
+        GROUP BY ALL
+    ),
+    parent_lines AS (
+        -- the delivery's lines on a parent's resource in one of its pods' hours
+        SELECT DISTINCT
+            cur_source_line($source, identity_line_item_id, identity_time_interval,
+                            line_item_usage_start_date, line_item_usage_end_date) AS line
+        FROM cur_raw
+        SEMI JOIN pod_hours p
+          ON p.parent = nullif(trim(line_item_resource_id), '')
+         AND p.s = line_item_usage_start_date AND p.e = line_item_usage_end_date
+    ),
+    parent_rows AS (
+        -- of those, the instance-usage rows (covered, negation, on-demand …), each line once
+        SELECT f.x_SourceLine AS line, f.ResourceId AS parent, f.ChargePeriodStart AS s,
+               f.ChargePeriodEnd AS e, f.EffectiveCost, f.BilledCost, f.ListCost,
+               f.x_PricingCategory, f.x_CostComponent, f.x_InstanceType
+        FROM billing_facts f
+        SEMI JOIN parent_lines l ON l.line = f.x_SourceLine
+        WHERE f.month = $month AND f.x_InstanceUsage AND f.x_ResourceKind <> 'container'
+        QUALIFY row_number() OVER (PARTITION BY f.x_SourceLine ORDER BY f.x_File, f.x_Row) = 1
+    ),
+    split_hours AS (
+        SELECT
+            p.parent, p.s, p.e, p.split_cost, h.cost, h.billed, h.list, h.pricing, h.component,
+            h.instance_type,
+            CASE WHEN h.cost > 0 THEN least(p.split_cost, h.cost) ELSE 0 END AS moved
+        FROM pod_hours p
+        LEFT JOIN (
+            SELECT parent, s, e, fsum(EffectiveCost) AS cost, fsum(BilledCost) AS billed,
+                   fsum(ListCost) AS list, max(x_PricingCategory) AS pricing,
+                   max(x_CostComponent) AS component, max(x_InstanceType) AS instance_type
+            FROM parent_rows GROUP BY ALL
+        ) h USING (parent, s, e)
+    )
+    SELECT r.line, true AS pod, h.* EXCLUDE (parent, s, e)
+    FROM pod_rows r
+    JOIN split_hours h USING (parent, s, e)
+    UNION ALL
+    SELECT r.line, false AS pod, h.* EXCLUDE (parent, s, e)
+    FROM (SELECT DISTINCT line, parent, s, e FROM parent_rows) r
+    JOIN split_hours h USING (parent, s, e)
+) AS m
+WHERE b.month = $month AND b.x_SourceLine = m.line
+  AND (b.x_ResourceKind = 'container') = m.pod

@@ -27,6 +27,20 @@ CREATE OR REPLACE TEMP MACRO cur_source_line(source, line_item_id, time_interval
         coalesce(time_interval,
                  strftime(s, '%Y-%m-%dT%H:%M:%SZ') || '/' || strftime(e, '%Y-%m-%dT%H:%M:%SZ'));
 
+-- what a row of a split parent hour bills of `own` (its BilledCost or ListCost) once the pods'
+-- split costs are moved out of the hour (billing_facts_cur2_split.sql): a pod's row, the
+-- hour's `hour_amount` in the share the pods take (moved / cost) and of that its split cost's
+-- share (split / split_cost); a parent's row, `own` less the moved share
+CREATE OR REPLACE TEMP MACRO split_amount(pod, own, hour_amount, split, split_cost, moved,
+                                          cost) AS
+    CASE
+        WHEN pod THEN
+            CASE WHEN split_cost > 0 AND cost > 0
+                 THEN hour_amount * (moved / cost) * (split / split_cost) ELSE 0 END
+        WHEN moved > 0 THEN own * (1 - moved / cost)
+        ELSE own
+    END;
+
 -- the run a line's tags name: under the configured tag key itself, or as CUR 2.0 (`user_…`) or
 -- FOCUS-style exports (`user:…`) spell a user tag (docs/attribution.md)
 CREATE OR REPLACE TEMP MACRO tagged_run(tags, run_tag) AS

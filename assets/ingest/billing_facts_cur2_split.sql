@@ -21,25 +21,13 @@ SET
         WHEN m.moved > 0 THEN b.EffectiveCost * (1 - m.moved / m.cost)
         ELSE b.EffectiveCost
     END,
-    -- the invoice's share moves with the amortized one: a pod bills its fraction of what the
-    -- instance's hour billed (its EffectiveCost still holds its split cost here)
-    BilledCost = CASE
-        WHEN m.pod THEN
-            CASE WHEN m.split_cost > 0 AND m.cost > 0
-                 THEN m.billed * (m.moved / m.cost) * (b.EffectiveCost / m.split_cost)
-                 ELSE 0 END
-        WHEN m.moved > 0 THEN b.BilledCost * (1 - m.moved / m.cost)
-        ELSE b.BilledCost
-    END,
-    -- and so does the price at list
-    ListCost = CASE
-        WHEN m.pod THEN
-            CASE WHEN m.split_cost > 0 AND m.cost > 0
-                 THEN m.list * (m.moved / m.cost) * (b.EffectiveCost / m.split_cost)
-                 ELSE 0 END
-        WHEN m.moved > 0 THEN b.ListCost * (1 - m.moved / m.cost)
-        ELSE b.ListCost
-    END,
+    -- the invoice's share moves with the amortized one, and so does the price at list: a pod
+    -- bills its fraction of what the instance's hour billed (its EffectiveCost still holds
+    -- its split cost here)
+    BilledCost = split_amount(m.pod, b.BilledCost, m.billed, b.EffectiveCost, m.split_cost,
+                              m.moved, m.cost),
+    ListCost = split_amount(m.pod, b.ListCost, m.list, b.EffectiveCost, m.split_cost,
+                            m.moved, m.cost),
     -- a pod runs on its instance's pricing (spot node, savings plan …) and its cost is part
     -- of the instance's: same component (gpu on a GPU node), same instance type
     x_PricingCategory = CASE WHEN m.pod THEN coalesce(m.pricing, b.x_PricingCategory)

@@ -41,6 +41,14 @@ CREATE OR REPLACE TEMP MACRO split_amount(pod, own, hour_amount, split, split_co
         ELSE own
     END;
 
+-- the FOCUS ServiceCategory of a cost component (x_CostComponent), as the normalizations
+-- that derive it (CUR 2.0, the GCP export) and the CUR split give it
+CREATE OR REPLACE TEMP MACRO service_category(component) AS
+    CASE component
+        WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
+        WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
+    END;
+
 -- the run a line's tags name: under the configured tag key itself, or as CUR 2.0 (`user_…`) or
 -- FOCUS-style exports (`user:…`) spell a user tag (docs/attribution.md)
 CREATE OR REPLACE TEMP MACRO tagged_run(tags, run_tag) AS

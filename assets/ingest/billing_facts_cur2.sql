@@ -8,15 +8,15 @@
 -- pod and hour (a vCPU row and a memory row; resource = the pod,
 -- `split_line_item_parent_resource_id` = its EC2 instance) whose `split_line_item_split_cost`
 -- (+ `split_line_item_unused_cost`) re-divide the instance's amortized cost; the instance's
--- own rows still bill all of it. So a pod row
--- becomes a line of its own costing its split cost (net when present), and that amount is
--- taken out of the parent instance's rows of the same hour, which keep the rest: the
--- unused capacity, marked x_SplitParent. This statement inserts the lines as the export
--- bills them, a pod row at its split cost; billing_facts_cur2_split.sql then moves the
--- split costs, for an export with split rows only. (A pass of the pods inside this
--- statement had to read every line's normalized values twice: 5.6 s more at 5M lines.) The month's EffectiveCost and BilledCost are
--- unchanged; the pod rows' own line_item cost columns are never added (the instance's rows
--- already bill them).
+-- own rows still bill all of it. So a pod row becomes a line of its own costing its split
+-- cost (net when present), and that amount is taken out of the parent instance's rows of the
+-- same hour, which keep the rest: the unused capacity, marked x_SplitParent. This statement
+-- inserts the lines as the export bills them, a pod row at its split cost;
+-- billing_facts_cur2_split.sql then moves the split costs, for an export with split rows
+-- only (a pass of the pods inside this statement read every line's normalized values
+-- twice: 5.6 s more at 5M lines). The month's EffectiveCost and BilledCost are unchanged;
+-- the pod rows' own line_item cost columns are never added (the instance's rows already
+-- bill them).
 -- Hours: pods carry no x_UsageHours (their usage is vCPU- or GB-hours, not instance hours)
 -- and no accelerator count (their split cost is already their share of the instance, so a
 -- run's `gpus` must not shrink it again); the parent rows keep the instance's hours, so d
@@ -131,10 +131,7 @@ SELECT
     'AWS' AS ProviderName,
     coalesce(nullif(product['servicename'], ''), nullif(product['product_name'], ''),
              nullif(product_servicecode, ''), line_item_product_code) AS ServiceName,
-    CASE cost_component
-        WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
-        WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
-    END AS ServiceCategory,
+    service_category(cost_component) AS ServiceCategory,
     CASE
         WHEN line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
                            'SavingsPlanNegation', 'Refund') THEN 'Usage'

@@ -32,13 +32,9 @@ SET
     -- of the instance's: same component (gpu on a GPU node), same instance type
     x_PricingCategory = CASE WHEN m.pod THEN coalesce(m.pricing, b.x_PricingCategory)
                              ELSE b.x_PricingCategory END,
-    ServiceCategory = CASE
-        WHEN NOT m.pod THEN b.ServiceCategory
-        ELSE CASE coalesce(m.component, b.x_CostComponent)
-            WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
-            WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
-        END
-    END,
+    ServiceCategory = CASE WHEN m.pod THEN service_category(coalesce(m.component,
+                                                                     b.x_CostComponent))
+                           ELSE b.ServiceCategory END,
     x_CostComponent = CASE WHEN m.pod THEN coalesce(m.component, b.x_CostComponent)
                            ELSE b.x_CostComponent END,
     x_InstanceType = CASE WHEN m.pod THEN coalesce(m.instance_type, b.x_InstanceType)
@@ -46,7 +42,8 @@ SET
     x_SplitParent = NOT m.pod
 FROM (
     WITH pod_rows AS (
-        -- the delivery's pod rows: their line id and parent hour (narrow: cur_raw's columns)
+        -- the delivery's pod rows, each line once: its id and parent hour (narrow: cur_raw's
+        -- columns)
         SELECT DISTINCT ON (line)
             cur_source_line($source, identity_line_item_id, identity_time_interval,
                             line_item_usage_start_date, line_item_usage_end_date) AS line,
@@ -61,20 +58,10 @@ FROM (
         ORDER BY line, parent, s, e, split_cost
     ),
     pod_hours AS (
-        -- the pods' split costs per parent hour; an identical duplicate row counts once
+        -- the pods' split costs per parent hour (each line once: an identical duplicate row
+        -- counts once; ingest refuses a conflicting one)
         SELECT parent, s, e, fsum(split_cost) AS split_cost
-        FROM (
-            SELECT DISTINCT ON (identity_line_item_id, identity_time_interval,
-                                line_item_usage_start_date, line_item_usage_end_date)
-                trim(split_line_item_parent_resource_id) AS parent,
-                line_item_usage_start_date AS s, line_item_usage_end_date AS e,
-                greatest(coalesce(split_line_item_net_split_cost, split_line_item_split_cost, 0),
-                         0) AS split_cost
-            FROM cur_raw
-            WHERE nullif(trim(split_line_item_parent_resource_id), '') IS NOT NULL
-              AND line_item_line_item_type IN ('Usage', 'DiscountedUsage',
-                                               'SavingsPlanCoveredUsage', 'SavingsPlanNegation')
-        )
+        FROM pod_rows
         GROUP BY ALL
     ),
     parent_lines AS (

@@ -145,10 +145,7 @@ SELECT
     e AS ChargePeriodEnd,
     'Google Cloud' AS ProviderName,
     service_description AS ServiceName,
-    CASE cost_component
-        WHEN 'gpu' THEN 'AI and Machine Learning' WHEN 'cpu' THEN 'Compute'
-        WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
-    END AS ServiceCategory,
+    service_category(cost_component) AS ServiceCategory,
     CASE
         WHEN credit_type IS NOT NULL THEN 'Credit'
         WHEN cost_type = 'tax' THEN 'Tax'

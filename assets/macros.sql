@@ -49,10 +49,10 @@ CREATE OR REPLACE TEMP MACRO service_category(component) AS
         WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
     END;
 
--- the run a line's tags name: under the configured tag key itself, or as CUR 2.0 (`user_…`) or
+-- a line's tag `key` (the run tag, the team): under the key itself, or as CUR 2.0 (`user_…`) or
 -- FOCUS-style exports (`user:…`) spell a user tag (docs/attribution.md)
-CREATE OR REPLACE TEMP MACRO tagged_run(tags, run_tag) AS
-    coalesce(tags[run_tag], tags['user_' || run_tag], tags['user:' || run_tag]);
+CREATE OR REPLACE TEMP MACRO user_tag(tags, key) AS
+    coalesce(tags[key], tags['user_' || key], tags['user:' || key]);
 
 -- rule 1: a run's share of a compute line before over-claimed lines are scaled down
 CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS

@@ -131,7 +131,7 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
                                   ChargeCategory, ChargeClass, CommitmentDiscountStatus,
                                   x_ResourceKind, x_CostComponent, x_AcceleratorCount,
                                   x_UsageHours, EffectiveCost, x_SplitParent,
-                                  tagged_run(Tags, $run_tag)))
+                                  user_tag(Tags, $run_tag)))
         FROM billing_facts WHERE month = $month""", params).fetchall()
     listing = query(con, """
         SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified))

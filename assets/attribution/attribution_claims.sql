@@ -39,7 +39,7 @@ WITH usage_lines AS (
         ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
         claim_key(ResourceId) AS claim_key,
         x_AcceleratorCount AS g, x_UsageHours AS usage_hours,
-        tagged_run(Tags, $run_tag) AS tag_run
+        user_tag(Tags, $run_tag) AS tag_run
     FROM billing_facts
     WHERE month = $month
       AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
@@ -102,7 +102,7 @@ CREATE OR REPLACE TEMP TABLE attribution_lines AS
 SELECT
     rowid AS line_key,
     ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
-    tagged_run(Tags, $run_tag) AS tag_run,
+    user_tag(Tags, $run_tag) AS tag_run,
     attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind, x_CostComponent)
         AS rule
 FROM billing_facts

@@ -18,14 +18,12 @@ WITH runs AS (
 tagged_lines AS (
     SELECT
         hash(x_SourceLine) AS line_key,
-        nullif(trim(coalesce(Tags['team'], Tags['user_team'], Tags['user:team'])), '')
-            AS tag_team
+        nullif(trim(user_tag(Tags, 'team')), '') AS tag_team
     FROM billing_facts
     WHERE month = $month
       -- the NULL test first: most lines carry no tags, and the map lookups cost 5× more
       AND Tags IS NOT NULL
-      AND nullif(trim(coalesce(Tags['team'], Tags['user_team'], Tags['user:team'])), '')
-          IS NOT NULL
+      AND nullif(trim(user_tag(Tags, 'team')), '') IS NOT NULL
 ),
 on_tagged_by_hash AS (
     -- the rows of tagged lines, by run | untracked | unallocated, group and line team

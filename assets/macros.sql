@@ -77,14 +77,14 @@ CREATE OR REPLACE TEMP MACRO bill_currency(for_month) AS
 -- Table macros: blocks several SQL files read the same way. Parameters are named apart from
 -- the columns (a macro parameter would shadow a column of the same name).
 
--- one row per run of a month's tracker snapshot: a run two tracker sources (or one source
--- twice) report is read from the first source by name, then by its earliest start, so a
--- dollar is never counted twice
+-- one row per run of a month's tracker snapshot: ingest writes a run once (a run two
+-- tracker sources, or one source twice, report is kept as the first source by name tells it,
+-- then by its earliest start: ingest/runs.py), so a dollar is never counted twice and no
+-- reader needs to pick one row per run again
 CREATE OR REPLACE TEMP MACRO month_runs(for_month) AS TABLE
     SELECT *
     FROM tracker_runs
-    WHERE month = for_month
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, start_time) = 1;
+    WHERE month = for_month;
 
 -- the `run_hash` that attribution_rows names a run by: hash(run_id) (ingest refuses a month
 -- where two run ids share one); NULL for no run, where hash(NULL) would be a number

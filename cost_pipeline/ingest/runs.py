@@ -61,22 +61,28 @@ def build_tracker_runs(
     """Write the month's snapshot of `runs` (default: read the trackers now)."""
     con.register("runs_arrow", runs_table(cfg, log) if runs is None else runs)
     try:
-        _refuse_shared_hashes(con)
+        once = _check_run_ids(con)
+        # one row per run (SPEC §4), which every reader relies on (macros.sql `month_runs`):
+        # the readers above already keep a run once, so this only guards the table
         return replace_month(
             con, "tracker_runs", month,
-            "SELECT CAST($month AS DATE) AS month, * FROM runs_arrow", {"month": month},
+            "SELECT CAST($month AS DATE) AS month, * FROM runs_arrow" + ("" if once else
+            " QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, "
+            "start_time) = 1"), {"month": month},
         )
     finally:
         con.unregister("runs_arrow")
 
 
-def _refuse_shared_hashes(con: duckdb.DuckDBPyConnection) -> None:
+def _check_run_ids(con: duckdb.DuckDBPyConnection) -> bool:
     """attribution_rows names a run by hash(run_id): two run ids sharing one (about a
-    one-in-a-hundred-million chance for a month of 100,000 runs) would mix their rows."""
-    ((ids, hashes),) = con.execute(
-        "SELECT count(DISTINCT run_id), count(DISTINCT hash(run_id)) FROM runs_arrow").fetchall()
+    one-in-a-hundred-million chance for a month of 100,000 runs) would mix their rows.
+    Whether every run id comes once."""
+    ((rows, ids, hashes),) = con.execute(
+        "SELECT count(*), count(DISTINCT run_id), count(DISTINCT hash(run_id)) "
+        "FROM runs_arrow").fetchall()
     if ids == hashes:
-        return
+        return rows == ids
     ((source, run_ids),) = con.execute(
         "SELECT min(source), list(DISTINCT run_id ORDER BY run_id) FROM runs_arrow "
         "GROUP BY hash(run_id) HAVING count(DISTINCT run_id) > 1 ORDER BY 2 LIMIT 1").fetchall()

@@ -289,6 +289,27 @@ def test_the_same_run_from_two_trackers_is_kept_once(tmp_path, con, caplog):
     assert "r1" in caplog.text
 
 
+def test_the_table_holds_a_run_once_whoever_hands_it_over(con):
+    """Every reader takes tracker_runs as one row per run (SPEC §4): runs handed over twice
+    are written once, the first source by name, then the earliest start."""
+    from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
+
+    def run(source, start, model):
+        return {"run_id": "r1", "source": source, "status": "FINISHED", "start_time": start,
+                "model": model, "keep": False, "deleted": False}
+
+    runs = pa.Table.from_pylist(
+        [run("wandb", datetime(2026, 7, 1, tzinfo=UTC), "b"),
+         run("mlflow", datetime(2026, 7, 2, tzinfo=UTC), "c"),
+         run("mlflow", datetime(2026, 7, 1, 12, tzinfo=UTC), "a"),
+         run("mlflow", datetime(2026, 7, 3, tzinfo=UTC), "d") | {"run_id": "r2"}],
+        schema=RUN_SCHEMA)
+    cfg = parse_config({"tracker": []}, Path("."))
+    assert build_tracker_runs(con, cfg, JULY, LOG, runs=runs) == 2
+    assert con.execute("SELECT run_id, source, model FROM tracker_runs ORDER BY run_id"
+                       ).fetchall() == [("r1", "mlflow", "a"), ("r2", "mlflow", "d")]
+
+
 def test_a_rebuild_replaces_the_snapshot(tmp_path, con):
     path = write_csv(tmp_path / "runs.csv", CSV_RUNS)
     load(con, tmp_path, path)

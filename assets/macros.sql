@@ -12,6 +12,11 @@ CREATE OR REPLACE TEMP MACRO attribution_rule(charge_category, commitment_status
         ELSE 'compute'
     END;
 
+-- whether the attribution reads a line of billing_facts (by rowid): every line; a re-run that
+-- attributes again only the lines some changed runs claim (attribution.py) replaces it, for
+-- its statements, by a test against `attribution_affected`
+CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS true;
+
 -- the key a resource is claimed by, the same on the bill's side and the run's: a SageMaker
 -- training job's ARN counts as the job's name, lowercased as SageMaker writes it in ARNs
 CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
@@ -85,6 +90,15 @@ CREATE OR REPLACE TEMP MACRO month_runs(for_month) AS TABLE
     SELECT *
     FROM tracker_runs
     WHERE month = for_month;
+
+-- the purpose class of a run's cost (SPEC §6): a search_id makes it search whatever the purpose
+CREATE OR REPLACE TEMP MACRO run_purpose_class(purpose, search_id) AS
+    CASE
+        WHEN purpose = 'search' OR search_id IS NOT NULL THEN 'search'
+        WHEN purpose = 'production' THEN 'production'
+        WHEN purpose = 'preprocess' THEN 'preprocessing'
+        ELSE 'other'
+    END;
 
 -- the `run_hash` that attribution_rows names a run by: hash(run_id) (ingest refuses a month
 -- where two run ids share one); NULL for no run, where hash(NULL) would be a number

@@ -4,7 +4,9 @@ the month's lines at a time, so that memory holds a slice, not the month.
 A re-run keeps the month's rows when nothing they depend on changed: the bill, the listing,
 the parameters, the datasets, this code (`inputs`) and every run's key (`attribution_basis`:
 an MLflow tracker is read again on every run, and a runs file delivered again with the same
-runs, re-run the attribution's parents without changing them)."""
+runs, re-run the attribution's parents without changing them). When only some runs changed,
+it attributes again only the lines those runs claimed or claim now (`attribution_affected`),
+unless they are a large part of the month."""
 
 from __future__ import annotations
 
@@ -36,7 +38,16 @@ _SLICE_TABLES = ("attribution_lines", "attribution_compute_lines", "attribution_
                  "attribution_claimed")
 _MONTH_TABLES = ("attribution_claimants", "attribution_run_resources",
                  "attribution_dated_snapshots", "attribution_listed_bytes",
-                 "attribution_run_bytes", "attribution_basis_now", "attribution_changed_runs")
+                 "attribution_run_bytes", "attribution_basis_now", "attribution_changed_runs",
+                 "attribution_affected")
+# a re-run attributes the month whole when the changed runs' lines are more than this share
+# of its lines (or than a slice): deleting and writing again most of the month in place is
+# no quicker, and holds the deleted rows until the commit
+PARTIAL_MAX_SHARE = 0.25
+# the statements' scope (macros.sql `in_attribution_scope`): every line, or the affected ones
+_EVERY_LINE = "CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS true"
+_AFFECTED_LINES = ("CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS "
+                   "line_rowid IN (SELECT line_key FROM attribution_affected)")
 
 
 def slices(con: duckdb.DuckDBPyConnection, month: date,
@@ -63,17 +74,21 @@ class Outcome:
     """What `build_attribution` did: the rows the month holds, and how."""
 
     rows: int
-    mode: str              # "full": attributed whole | "kept": nothing changed, rows kept
-    changed_runs: int = 0  # the runs whose key changed since the stored basis (same inputs)
+    mode: str                    # "full": attributed whole | "kept": nothing changed, rows
+    #                              kept | "partial": the changed runs' lines attributed again
+    changed_runs: int = 0        # the runs whose key changed since the stored basis (same inputs)
+    lines_reattributed: int = 0  # partial: the lines attributed again
 
 
 def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
                       datasets: Iterable[tuple[str, str, str]] = (),
                       log: logging.Logger | None = None,
-                      lines_per_slice: int = SLICE_LINES, keep_unchanged: bool = False) -> Outcome:
+                      lines_per_slice: int = SLICE_LINES, keep_unchanged: bool = False,
+                      partial_max_share: float = PARTIAL_MAX_SHARE) -> Outcome:
     """Replace the month's attribution, atomically; `datasets` are the config's (name, bucket,
     region). With `keep_unchanged`, a month whose stored basis is what it would be now keeps
-    its rows (they are what attributing it again would write)."""
+    its rows (they are what attributing it again would write), and one where only some runs
+    changed has only their lines attributed again (the same rows as attributing it whole)."""
     ensure_schema(con)
     rows = register_datasets(con, datasets)
     try:
@@ -87,15 +102,17 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
             ((changed,),) = con.execute(
                 "SELECT count(*) FROM attribution_changed_runs").fetchall()
             kept = keep_unchanged and same_inputs and changed == 0
+            redone = None
             if kept:
                 if log is not None:
                     log.info("attribution: the bill, the listing and every run are as when the "
                              "month was attributed: its rows are kept")
             else:
-                if log is not None and keep_unchanged and same_inputs:
-                    log.info(f"attribution: {changed} run(s) changed since the month was "
-                             "attributed: attributing it again")
-                _attribute_month(con, month, params, lines_per_slice, log)
+                if keep_unchanged and same_inputs:
+                    redone = _attribute_changed(con, month, params, changed, log,
+                                                lines_per_slice, partial_max_share)
+                if redone is None:
+                    _attribute_month(con, month, params, lines_per_slice, log)
                 summarize_month(con, month)
                 _store_basis(con, month, inputs)
             ((written,),) = con.execute(
@@ -104,8 +121,9 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
         # an error inside a run's transaction aborts it: only its rollback may run then
         if not in_run_transaction(con) or not _aborted(con):
             _drop(con, _SLICE_TABLES + _MONTH_TABLES)
-    return Outcome(int(written), "kept" if kept else "full",
-                   int(changed) if same_inputs else 0)
+            con.execute(_EVERY_LINE)
+    return Outcome(int(written), "kept" if kept else "full" if redone is None else "partial",
+                   int(changed) if same_inputs else 0, redone or 0)
 
 
 def _attribute_month(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
@@ -120,6 +138,41 @@ def _attribute_month(con: duckdb.DuckDBPyConnection, month: date, params: dict[s
         _drop(con, _SLICE_TABLES)
         if log is not None and len(parts) > 1:
             log.info(f"attribution: slice {number} of {len(parts)} written")
+
+
+def _attribute_changed(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
+                       changed: int, log: logging.Logger | None, lines_per_slice: int,
+                       max_share: float) -> int | None:
+    """Attribute again only the lines the changed runs claimed or claim now, with the lines
+    sharing their resource and period (`attribution_affected.sql`); the others keep their
+    rows. The lines attributed again, or None — having changed nothing — when they are more
+    than `max_share` of the month's or than a slice, and the month is to be attributed
+    whole."""
+    run_script(con, sql_text("attribution_affected"), params)
+    ((affected,),) = con.execute("SELECT count(*) FROM attribution_affected").fetchall()
+    ((lines,),) = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
+                              [month]).fetchall()
+    if affected > min(lines_per_slice, max_share * lines):
+        if log is not None:
+            log.info(f"attribution: {changed} run(s) changed since the month was attributed, "
+                     f"{affected:,} of its {lines:,} lines theirs: attributing it whole")
+        return None
+    # their claims need only the run resources these lines are of: the rest are not
+    # expanded to hours
+    con.execute("DELETE FROM attribution_run_resources WHERE resource_id NOT IN "
+                "(SELECT claim_key FROM attribution_affected WHERE claim_key IS NOT NULL)")
+    con.execute("DELETE FROM attribution_rows WHERE month = ? AND line_key IN "
+                "(SELECT line_hash FROM attribution_affected)", [month])
+    con.execute(_AFFECTED_LINES)
+    bounds = {**params, "slice_start": datetime.min, "slice_end": datetime.max}
+    run_script(con, sql_text("attribution_claims"), bounds)
+    query(con, f"INSERT INTO attribution_rows BY NAME ({sql_text('attribution')})", bounds)
+    _drop(con, _SLICE_TABLES)
+    con.execute(_EVERY_LINE)
+    if log is not None:
+        log.info(f"attribution: {changed} run(s) changed since the month was attributed: "
+                 f"{affected:,} of its {lines:,} lines attributed again, the rest kept")
+    return int(affected)
 
 
 def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
@@ -138,7 +191,8 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
         FROM checkpoint_inventory WHERE month = $month""", params).fetchall()
     # attribution_runs too: a kept month keeps its per-run sums as well
     code = [sql_text(name) for name in ("macros", "attribution_prepare", "attribution_claims",
-                                        "attribution", "attribution_runs", "attribution_basis")]
+                                        "attribution", "attribution_runs", "attribution_basis",
+                                        "attribution_affected")]
     code.append(Path(__file__).read_text(encoding="utf-8"))
     basis = {
         "bill": [str(v) for v in bill[0]], "listing": [str(v) for v in listing[0]],

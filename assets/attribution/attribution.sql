@@ -3,7 +3,8 @@
 -- scaled down (over-claimed); what is left below 1 is `untracked`. Lines that are not usage
 -- (tax, credits, purchases, unused commitment) are `unallocated`.
 -- One slice of the month at a time (the lines whose charge period starts in
--- [$slice_start, $slice_end)). Parameters: $month, $slice_start, $slice_end.
+-- [$slice_start, $slice_end)), of those `in_attribution_scope` (macros.sql).
+-- Parameters: $month, $slice_start, $slice_end.
 WITH
 lines AS NOT MATERIALIZED (
     -- read where used (three times): a scan of the month is cheaper than holding it
@@ -27,6 +28,7 @@ lines AS NOT MATERIALIZED (
     FROM billing_facts
     WHERE month = $month
       AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
+      AND in_attribution_scope(rowid)
 ),
 run_rows AS (
     -- a run's purpose class is joined here, to the run rows only (the others have no run)
@@ -36,17 +38,14 @@ run_rows AS (
         CASE WHEN t.claimed_share > 1 + 1e-12 THEN cl.raw_share / t.claimed_share
              ELSE cl.raw_share END AS share,
         CAST(NULL AS VARCHAR) AS kind,
-        CASE  -- (claims are on usage lines only: a run row is never unallocated)
-            WHEN r.purpose = 'search' OR r.search_id IS NOT NULL
-                THEN 'search'::attribution_purpose_class
-            WHEN r.purpose = 'production' THEN 'production'::attribution_purpose_class
-            WHEN r.purpose = 'preprocess' THEN 'preprocessing'::attribution_purpose_class
-            ELSE 'other'::attribution_purpose_class
-        END AS purpose_class
+        -- (claims are on usage lines only: a run row is never unallocated)
+        coalesce(r.purpose_class, 'other'::attribution_purpose_class) AS purpose_class
     FROM attribution_claims cl
     JOIN attribution_claimed t USING (line_key)
     JOIN lines l USING (line_key)
-    LEFT JOIN (SELECT hash(run_id) AS run_hash, purpose, search_id
+    LEFT JOIN (SELECT hash(run_id) AS run_hash,
+                      CAST(run_purpose_class(purpose, search_id) AS attribution_purpose_class)
+                          AS purpose_class
                FROM tracker_runs WHERE month = $month) r
       ON r.run_hash = cl.run_hash
 ),

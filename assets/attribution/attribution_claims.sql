@@ -25,6 +25,8 @@
 -- table, where a single statement held several at once and spilled gigabytes; and a large
 -- month goes by slices of its lines (a line's claims, and the lines sharing its resource and
 -- period, all fall in the line's slice), so each hash table holds a slice, not the month.
+-- Only the lines `in_attribution_scope` (macros.sql) are read: all of them, or those a re-run
+-- attributes again (attribution_affected.sql).
 -- Parameters: $month, $month_start, $month_end, $run_tag, $slice_start, $slice_end. Temp
 -- tables: config_datasets(name, bucket, region) and those of `attribution_prepare.sql`; the
 -- macros of `macros.sql`.
@@ -45,6 +47,7 @@ WITH usage_lines AS (
       AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
       AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
                            x_CostComponent) = 'compute'
+      AND in_attribution_scope(rowid)
 )
 SELECT
     line_key, claim_key, s, e, g, tag_run,
@@ -109,7 +112,8 @@ FROM billing_facts
 WHERE month = $month
   AND ChargePeriodStart >= $slice_start AND ChargePeriodStart < $slice_end
   AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
-                       x_CostComponent) IN ('bucket_storage', 'bucket_transfer');
+                       x_CostComponent) IN ('bucket_storage', 'bucket_transfer')
+  AND in_attribution_scope(rowid);
 
 -- Rule 4: bucket storage, by tag, else by the runs' share of the bucket's listed bytes -----
 INSERT INTO attribution_claims

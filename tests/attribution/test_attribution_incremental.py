@@ -1,8 +1,9 @@
-"""A re-run keeps the month's attribution only when nothing it depends on changed
-(attribution.py, `attribution_basis`): on random bills, runs, listings and random changes to
-the runs — some that move the rows, some that do not (a run's model, team, metric) — a kept
-month holds the same rows and per-run sums as attributing it whole; a changed bill, listing
-or parameter attributes it whole."""
+"""A re-run keeps the month's attribution when nothing it depends on changed, and attributes
+again only the changed runs' lines when only runs changed (attribution.py,
+`attribution_basis`, `attribution_affected`): on random bills, runs, listings and random
+changes to the runs — some that move the rows, some that do not (a run's model, team,
+metric) — a kept or partly redone month holds the same rows and per-run sums as attributing
+it whole; a changed bill, listing or parameter attributes it whole."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cost_pipeline.attribution import build_attribution
+from cost_pipeline.attribution import PARTIAL_MAX_SHARE, build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.warehouse import month_params
 from tests.attribution.test_attribution_property import (
@@ -90,6 +91,12 @@ def attribute(con, **kw):
     return build_attribution(con, MONTH, PARAMS, DATASET_ROWS, keep_unchanged=True, **kw)
 
 
+# the bills here are small: any changed run holds a large share of their lines, which would
+# send most re-runs to the whole month; the property tests take the partial path whatever
+# the share
+ANY_SHARE = {"partial_max_share": 1.0}
+
+
 def assert_same_attribution(got_con, want_con) -> None:
     got = keyed(sql_backend.table_rows(got_con, "attribution"))
     want = keyed(sql_backend.table_rows(want_con, "attribution"))
@@ -111,16 +118,17 @@ def assert_same_attribution(got_con, want_con) -> None:
             assert close(got_sums[key][field], row[field]), (key, field)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_a_kept_month_is_what_attributing_it_whole_would_write(data):
+def test_a_kept_or_partly_redone_month_is_what_attributing_it_whole_would_write(data):
     lines, runs, inventory = data.draw(scenarios())
     runs = [{**RUN_DEFAULTS, **r} for r in runs]
     later = data.draw(changed_runs(runs))
     con = month_of(lines, runs, inventory)
     assert attribute(con).mode == "full"  # nothing stored yet
     new_runs(con, later)
-    outcome = attribute(con)
+    outcome = attribute(con, **ANY_SHARE)
+    assert outcome.mode == ("kept" if outcome.changed_runs == 0 else "partial")
     whole = month_of(lines, later, inventory)
     assert build_attribution(whole, MONTH, PARAMS, DATASET_ROWS).mode == "full"
     assert_same_attribution(con, whole)
@@ -128,9 +136,19 @@ def test_a_kept_month_is_what_attributing_it_whole_would_write(data):
     assert outcome.rows == rows
     if later == runs:
         assert (outcome.mode, outcome.changed_runs) == ("kept", 0)
+    # and a third delivery, back to the first runs: the partial path again, from its own rows
+    new_runs(con, runs)
+    attribute(con, **ANY_SHARE)
+    assert_same_attribution(con, _whole(lines, runs, inventory))
 
 
-def test_unchanged_runs_keep_the_rows_and_a_changed_run_attributes_the_month_whole():
+def _whole(lines, runs, inventory) -> duckdb.DuckDBPyConnection:
+    con = month_of(lines, runs, inventory)
+    build_attribution(con, MONTH, PARAMS, DATASET_ROWS)
+    return con
+
+
+def test_unchanged_runs_keep_the_rows_and_a_changed_run_redoes_its_lines_or_the_month():
     lines = [
         {"x_SourceLine": f"{resource}-{h}", "ResourceId": resource, "x_CostComponent": "gpu",
          "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
@@ -146,11 +164,22 @@ def test_unchanged_runs_keep_the_rows_and_a_changed_run_attributes_the_month_who
     new_runs(con, [dict(r, model="bigger") if r["run_id"] == "run-i-a" else r for r in runs])
     same = attribute(con)
     assert (same.mode, same.changed_runs, same.rows) == ("kept", 0, 12)
-    # run-i-b now ended after 2 h: the month is attributed again
+    # run-i-b now ended after 2 h: its 4 lines are a third of the month's, more than the
+    # share a re-run redoes alone, so the month is attributed again
     later = [dict(r, end_time=hour(2)) if r["run_id"] == "run-i-b" else r for r in runs]
     new_runs(con, later)
     done = attribute(con)
     assert (done.mode, done.changed_runs) == ("full", 1)
+    # ended after 1 h: with a larger share allowed only the 2 lines it claimed before (hours
+    # 0 and 1) or claims now (hour 0) are attributed again
+    new_runs(con, [dict(r, end_time=hour(1)) if r["run_id"] == "run-i-b" else r
+                   for r in runs])
+    done = attribute(con, partial_max_share=0.5)
+    assert (done.mode, done.changed_runs, done.lines_reattributed) == ("partial", 1, 2)
+    assert con.execute("SELECT sum(cost) FROM attribution WHERE purpose_class = 'untracked'"
+                       ).fetchall() == [(pytest.approx(30.0),)]
+    new_runs(con, later)
+    attribute(con)
     untracked = dict(con.execute(
         "SELECT x_SourceLine, cost FROM attribution WHERE purpose_class = 'untracked'"
     ).fetchall())
@@ -171,7 +200,8 @@ SECOND_RUN = {**RUN_DEFAULTS, "run_id": "r2", "status": "FINISHED", "start_time"
     {"end_time": hour(2)}, {"start_time": hour(1)}, {"gpus": 8}, {"resource_ids": ["i-b"]},
     {"purpose": "production"}, {"search_id": "s1"}, {"status": "RUNNING"},
     {"region": "us-west-2"}, {"dataset": None}, "r2's parent", "dropped", "added"])
-def test_every_change_the_rows_read_attributes_the_month_again(change):
+@pytest.mark.parametrize("share", [PARTIAL_MAX_SHARE, 1.0])
+def test_every_change_the_rows_read_attributes_the_month_again(change, share):
     lines = [{"x_SourceLine": f"{r}-{h}", "ResourceId": r, "x_CostComponent": "gpu",
               "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
               "x_ResourceKind": "instance", "ChargeCategory": "Usage", "EffectiveCost": 8.0,
@@ -192,8 +222,9 @@ def test_every_change_the_rows_read_attributes_the_month_again(change):
     con = month_of(lines, runs, [])
     attribute(con)
     new_runs(con, later)
-    done = attribute(con)
-    assert done.mode == "full" and done.changed_runs >= 1
+    done = attribute(con, partial_max_share=share)
+    # a run's 4 lines of 9 are more than the default share: the month whole, else its lines
+    assert done.mode == ("full" if share < 1 else "partial") and done.changed_runs >= 1
     whole = month_of(lines, later, [])
     build_attribution(whole, MONTH, PARAMS, DATASET_ROWS)
     assert_same_attribution(con, whole)
@@ -276,7 +307,7 @@ def test_through_the_cli_an_unchanged_runs_file_keeps_the_rows_and_force_does_no
     write_runs([dict(r, end_time="2026-07-01T01:00:00Z") if r["run_id"] == "r-noend"
                 else r for r in RUNS])
     assert materialize_month(config, JULY, progress=False).success
-    assert mode() == ("full", 1)
+    assert mode() == ("partial", 1)  # r-noend's lines attributed again, the rest kept
     changed = rows()
     assert changed != first and any(run == "r-noend" for _, run, *_ in changed)
     assert materialize_month(config, JULY, progress=False, force=True).success

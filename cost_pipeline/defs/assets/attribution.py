@@ -21,7 +21,8 @@ from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, s
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
     code_version=code_version(("attribution_prepare", "attribution_claims", "attribution",
-                               "attribution_runs", "attribution_basis"),
+                               "attribution_runs", "attribution_basis",
+                               "attribution_affected"),
                               ("cost_pipeline.attribution", "cost_pipeline.defs.checks")),
     check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
                                    description="attribution + untracked + unallocated = the "
@@ -46,6 +47,7 @@ def attribution(
     return dg.MaterializeResult(
         metadata=rounded({"rows": done.rows, "mode": done.mode,
                           "changed_runs": done.changed_runs,
+                          "lines_reattributed": done.lines_reattributed,
                           **{f"cost_{k}": v for k, v in split.items()}}),
         check_results=[check],
     )

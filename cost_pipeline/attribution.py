@@ -39,6 +39,7 @@ _SLICE_TABLES = ("attribution_lines", "attribution_compute_lines", "attribution_
 _MONTH_TABLES = ("attribution_claimants", "attribution_run_resources",
                  "attribution_dated_snapshots", "attribution_listed_bytes",
                  "attribution_run_bytes", "attribution_basis_now", "attribution_changed_runs",
+                 "attribution_changed", "attribution_before", "attribution_storage_changed",
                  "attribution_affected")
 # a re-run attributes the month whole when the changed runs' lines are more than this share
 # of its lines (or than a slice): deleting and writing again most of the month in place is

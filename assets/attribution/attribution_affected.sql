@@ -42,13 +42,15 @@ WHERE n.run_hash IS NULL
 
 CREATE OR REPLACE TEMP TABLE attribution_affected AS
 WITH
-changed_resources AS (
-    SELECT resource_id, rs, re
+windows AS (
+    -- what the changed runs claim now by resource and time: the resources they list
+    -- (compute lines) and the buckets of the datasets they read from another region
+    -- (transfer lines; a bucket's claim_key is its id)
+    SELECT resource_id AS claim_key, 'compute' AS rule, rs, re
     FROM attribution_run_resources
     WHERE run_id IN (SELECT run_id FROM attribution_changed)
-),
-changed_transfer AS (
-    SELECT ds.bucket, k.rs, k.re
+    UNION ALL
+    SELECT ds.bucket, 'bucket_transfer', k.rs, k.re
     FROM attribution_claimants AS k
     JOIN config_datasets AS ds
       ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
@@ -65,10 +67,10 @@ seeds AS (
     UNION
     SELECT b.rowid
     FROM billing_facts AS b
-    JOIN changed_resources AS rr ON rr.resource_id = claim_key(b.ResourceId)
-    WHERE b.month = $month AND rr.rs < b.ChargePeriodEnd AND rr.re > b.ChargePeriodStart
+    JOIN windows AS w ON w.claim_key = claim_key(b.ResourceId)
+    WHERE b.month = $month AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
       AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
-                           b.x_CostComponent) = 'compute'
+                           b.x_CostComponent) = w.rule
     UNION
     SELECT rowid
     FROM billing_facts
@@ -80,13 +82,6 @@ seeds AS (
               WHEN 'bucket_storage'
                   THEN user_tag(Tags, $run_tag) IN (SELECT run_id FROM attribution_storage_changed)
               ELSE true END
-    UNION
-    SELECT b.rowid
-    FROM billing_facts AS b
-    JOIN changed_transfer AS t ON t.bucket = b.ResourceId
-    WHERE b.month = $month AND t.rs < b.ChargePeriodEnd AND t.re > b.ChargePeriodStart
-      AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
-                           b.x_CostComponent) = 'bucket_transfer'
     UNION
     SELECT rowid
     FROM billing_facts

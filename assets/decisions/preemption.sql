@@ -89,10 +89,12 @@ spot_members AS MATERIALIZED (
     WHERE chain_id IN (SELECT chain_id FROM spot_chains)
 ),
 compute_rows AS (
+    -- (the EXISTS: with no chain listed, the join would still scan every compute row)
     SELECT m.chain_id, m.run_id, a.line_key, a.share
     FROM spot_members AS m
     JOIN attribution_rows AS a ON a.run_hash = m.run_hash
     WHERE a.month = $month AND a.rule = 'compute'
+      AND EXISTS (SELECT 1 FROM spot_members)
 ),
 line_keys AS MATERIALIZED (
     -- materialized: the semi-join below then hashes these keys, not the month's lines (it

@@ -168,8 +168,7 @@ def _attribute_changed(con: duckdb.DuckDBPyConnection, month: date, params: dict
     bounds = {**params, "slice_start": datetime.min, "slice_end": datetime.max}
     run_script(con, sql_text("attribution_claims"), bounds)
     query(con, f"INSERT INTO attribution_rows BY NAME ({sql_text('attribution')})", bounds)
-    _drop(con, _SLICE_TABLES)
-    con.execute(_EVERY_LINE)
+    _drop(con, _SLICE_TABLES)  # (build_attribution's `finally` sets the scope back)
     if log is not None:
         log.info(f"attribution: {changed} run(s) changed since the month was attributed: "
                  f"{affected:,} of its {lines:,} lines attributed again, the rest kept")

@@ -179,6 +179,17 @@ CREATE TABLE IF NOT EXISTS attribution_basis (
     run_key UBIGINT
 );
 
+-- What a decision table's month was computed from, for the tables that read few of a run's
+-- fields (decisions.py `KEPT_WHEN_SAME`): `inputs` hashes those inputs, the parameters and
+-- the SQL; `rows` the rows written. A re-run with the same `inputs` whose table still holds
+-- `rows` rows for the month keeps them (warehouse.py `replace_month_unless_same`).
+CREATE TABLE IF NOT EXISTS decision_basis (
+    month      DATE NOT NULL,
+    table_name VARCHAR NOT NULL,
+    inputs     VARCHAR NOT NULL,
+    rows       BIGINT NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS reconciliation (
     month                    DATE NOT NULL,
     billed_gpu_hours         DOUBLE NOT NULL,

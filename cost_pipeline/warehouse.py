@@ -3,6 +3,8 @@ month is written (delete the month, insert the month, in one transaction)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -176,6 +178,44 @@ def replace_month(
         ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
                                  [month]).fetchall()
     return int(rows)
+
+
+def replace_month_unless_same(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    month: date,
+    select_sql: str,
+    params: dict[str, Any],
+    basis_sql: str,
+    force: bool = False,
+) -> tuple[int, bool]:
+    """`replace_month`, unless what the rows are computed from is what it was when they were
+    written — `basis_sql`'s one text, the parameters `select_sql` names, its text and the
+    macros', against the month's `decision_basis` row — and the table still holds the rows
+    written then. Returns (rows,
+    kept). `force` recomputes them whatever the basis says."""
+    ensure_schema(con)
+    ((found,),) = query(con, basis_sql, params).fetchall()
+    inputs = hashlib.sha256(json.dumps(
+        [found, select_sql, sql_text("macros"),
+         {k: str(v) for k, v in sorted(bind(select_sql, params).items())}]
+    ).encode()).hexdigest()
+    with month_transaction(con):
+        stored = con.execute("SELECT inputs, rows FROM decision_basis "
+                             "WHERE month = ? AND table_name = ?", [month, table]).fetchall()
+        ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
+                                 [month]).fetchall()
+        kept = not force and stored == [(inputs, rows)]
+        if not kept:
+            con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
+            query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
+            ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
+                                     [month]).fetchall()
+            con.execute("DELETE FROM decision_basis WHERE month = ? AND table_name = ?",
+                        [month, table])
+            con.execute("INSERT INTO decision_basis VALUES (?, ?, ?, ?)",
+                        [month, table, inputs, rows])
+    return int(rows), kept
 
 
 def begin_run_transaction(con: duckdb.DuckDBPyConnection) -> None:

@@ -65,16 +65,29 @@ def test_a_changed_runs_file_reruns_only_what_depends_on_it(demo_copy):
     result = materialize_month(str(demo_copy), JULY, progress=False)
     assert result.success and result.run_id
     assert set(result.skipped) == {"billing_facts", "checkpoint_inventory"}
-    with dg.DagsterInstance.get() as instance:
-        ran = {e.dagster_event.asset_key.to_user_string() for e in instance.all_logs(
-            result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)}
+    materialized = _materialized(result.run_id)
+    ran = set(materialized)
     assert ran == _assets(demo_copy) - {"billing_facts", "checkpoint_inventory"}
+    # the same runs: the checkpoint tables keep their rows (as the attribution does)
+    assert {a: meta["kept"] for a, meta in materialized.items() if "kept" in meta} == {
+        "retention_violations": True, "storage_by_run_status": True}
     assert materialize_month(str(demo_copy), JULY, progress=False).run_id is None
+
+
+def _materialized(run_id: str) -> dict[str, dict]:
+    """Each asset a run materialized, with its materialization's metadata values."""
+    with dg.DagsterInstance.get() as instance:
+        return {e.dagster_event.asset_key.to_user_string():
+                {k: v.value for k, v in e.asset_materialization.metadata.items()}
+                for e in instance.all_logs(
+                    run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)}
 
 
 def test_force_and_a_changed_config_recompute_everything(demo_copy):
     forced = materialize_month(str(demo_copy), JULY, progress=False, force=True)
     assert forced.run_id and forced.skipped == []
+    assert {a: m["kept"] for a, m in _materialized(forced.run_id).items() if "kept" in m} == {
+        "retention_violations": False, "storage_by_run_status": False}
     demo_copy.write_text(demo_copy.read_text() + "\n# a comment changes the config file\n")
     changed = materialize_month(str(demo_copy), JULY, progress=False)
     assert changed.run_id and changed.skipped == []

@@ -11,7 +11,14 @@ from datetime import date, datetime, timedelta
 import duckdb
 import pytest
 
-from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text, summarize_month
+from cost_pipeline.defs.assets.decisions import KEPT_WHEN_SAME
+from cost_pipeline.warehouse import (
+    ensure_schema,
+    replace_month,
+    replace_month_unless_same,
+    sql_text,
+    summarize_month,
+)
 
 MARCH = date(2024, 3, 1)
 FEB = date(2024, 2, 1)
@@ -510,3 +517,93 @@ def test_every_derived_table_is_idempotent_per_month(con):
     for t in DERIVED:
         run(con, t)
     assert snapshot() == first
+
+
+# ---------------------------------------------- kept rows: the checkpoint tables' own inputs
+
+CHECKPOINT_TABLES = ("retention_violations", "storage_by_run_status")
+
+
+def run_unless_same(con, table: str, force: bool = False) -> tuple[int, bool]:
+    return replace_month_unless_same(con, table, MARCH, sql_text(table), params(),
+                                     sql_text(KEPT_WHEN_SAME[table]), force=force)
+
+
+def recomputed(con, table: str) -> list:
+    """The month's rows as computing them afresh writes them (the stored ones put back)."""
+    stored = rows(con, f"SELECT * FROM {table} WHERE month = ? ORDER BY ALL", MARCH)
+    run(con, table)
+    fresh = rows(con, f"SELECT * FROM {table} WHERE month = ? ORDER BY ALL", MARCH)
+    con.execute(f"DELETE FROM {table} WHERE month = ?", [MARCH])
+    if stored:
+        con.execute(f"INSERT INTO {table} SELECT * FROM (VALUES "
+                    + ", ".join(["(" + ", ".join(["?"] * len(stored[0])) + ")"] * len(stored))
+                    + ")", [v for row in stored for v in row])
+    return fresh
+
+
+# each change to what the checkpoint tables read, made after their rows were written
+CHANGES = {
+    "a run's status": "UPDATE tracker_runs SET status = 'FAILED' WHERE run_id = 'prod1'",
+    "a run's purpose": "UPDATE tracker_runs SET purpose = 'production' WHERE run_id = 'other1'",
+    "a run's keep": "UPDATE tracker_runs SET keep = false WHERE run_id = 'keep1'",
+    "a run deleted in the tracker": "UPDATE tracker_runs SET deleted = true "
+                                    "WHERE run_id = 'live1'",
+    "a run added": "INSERT INTO tracker_runs BY NAME SELECT DATE '2024-03-01' AS month, "
+                   "'ghost' AS run_id, 'RUNNING' AS status, TIMESTAMP '2024-02-01' AS start_time, "
+                   "false AS keep, false AS deleted",
+    "a run removed": "DELETE FROM tracker_runs WHERE run_id = 'failed1'",
+    "an object's size": "UPDATE checkpoint_inventory SET size = 11 "
+                        "WHERE key = 'checkpoints/live1/ck-a/shard0'",
+    "an object's time": "UPDATE checkpoint_inventory SET last_modified = TIMESTAMP "
+                        "'2024-03-20' WHERE key = 'checkpoints/live1/ck-e/shard0'",
+    "an object added": "INSERT INTO checkpoint_inventory BY NAME SELECT DATE '2024-03-01' "
+                       "AS month, 't' AS source, 'ckpt' AS bucket, 'checkpoints/x/ck-1' AS "
+                       "key, 5 AS size, TIMESTAMP '2024-03-01' AS last_modified, "
+                       "'checkpoints/' AS prefix, 'x' AS run_id, 'ck-1' AS checkpoint",
+    "the bucket's storage bill": "UPDATE billing_facts SET EffectiveCost = 80 "
+                                 "WHERE x_SourceLine = 'S1'",
+}
+
+
+@pytest.mark.parametrize("table", CHECKPOINT_TABLES)
+def test_checkpoint_tables_keep_their_rows_when_only_run_times_change(con, table):
+    retention_month(con)
+    assert run_unless_same(con, table) == (rows(con, f"SELECT count(*) FROM {table}")[0][0],
+                                           False)
+    written = rows(con, f"SELECT * FROM {table} ORDER BY ALL")
+    # what a re-delivered runs file changes without touching these tables: times, metrics
+    con.execute("UPDATE tracker_runs SET end_time = end_time - INTERVAL 1 HOUR, "
+                "start_time = start_time - INTERVAL 1 HOUR, metric_value = 0.5")
+    assert run_unless_same(con, table) == (len(written), True)
+    assert rows(con, f"SELECT * FROM {table} ORDER BY ALL") == written == recomputed(con, table)
+    # --force writes them again
+    assert run_unless_same(con, table, force=True) == (len(written), False)
+    # rows lost since (a month deleted by hand) are written again, not kept
+    con.execute(f"DELETE FROM {table}")
+    assert run_unless_same(con, table) == (len(written), False)
+    assert rows(con, f"SELECT * FROM {table} ORDER BY ALL") == written
+
+
+@pytest.mark.parametrize("change", CHANGES)
+@pytest.mark.parametrize("table", CHECKPOINT_TABLES)
+def test_checkpoint_tables_are_written_again_when_what_they_read_changes(con, table, change):
+    retention_month(con)
+    run_unless_same(con, table)
+    con.execute(CHANGES[change])
+    count, kept = run_unless_same(con, table)
+    assert not kept, change
+    after = rows(con, f"SELECT * FROM {table} ORDER BY ALL")
+    assert after == recomputed(con, table)
+    assert count == len(after)
+
+
+def test_a_parameter_change_writes_the_rows_again(con):
+    retention_month(con)
+    run_unless_same(con, "retention_violations")
+    changed = {**params(), "keep_last_live": 1}
+    count, kept = replace_month_unless_same(
+        con, "retention_violations", MARCH, sql_text("retention_violations"), changed,
+        sql_text("checkpoint_basis"))
+    assert not kept
+    assert count == 9   # live1 now keeps 1 of its 5 checkpoints: ck-a, ck-d and the 2 above

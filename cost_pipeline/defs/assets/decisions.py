@@ -12,12 +12,13 @@ from cost_pipeline.defs.checks import (
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
-from cost_pipeline.defs.resources import PipelineSettings, month_of
+from cost_pipeline.defs.resources import WHOLE_TAG, PipelineSettings, month_of
 from cost_pipeline.warehouse import (
     dataset_rows,
     month_params,
     register_datasets,
     replace_month,
+    replace_month_unless_same,
     sql_text,
 )
 
@@ -108,6 +109,12 @@ DERIVED_CHECKS = {
 }
 # the queries a table's check runs besides the table's own SQL (part of its code_version)
 CHECK_SQL = {"cost_per_model_monthly": ("model_cost_trend",)}
+# tables that read few of a run's fields, each with the query (assets/queries/) naming what
+# they read: when it, the parameters and the SQL are as when the month's rows were written,
+# the rows are kept — a runs file delivered again with moved end times, a tracker read again
+# (warehouse.py `replace_month_unless_same`); a `--force` run writes them again
+KEPT_WHEN_SAME = {"retention_violations": "checkpoint_basis",
+                  "storage_by_run_status": "checkpoint_basis"}
 COST_COLUMNS = ("cost", "monthly_cost")  # summed into the asset's `cost` headline in the UI
 
 
@@ -133,7 +140,8 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
         owners=[f"team:{owner}"],
         deps=deps,
         description=description,
-        code_version=code_version((table, *CHECK_SQL.get(table, ())),
+        code_version=code_version((table, *CHECK_SQL.get(table, ()),
+                                   *([KEPT_WHEN_SAME[table]] if table in KEPT_WHEN_SAME else [])),
                                   ("cost_pipeline.defs.assets.decisions",
                                    "cost_pipeline.defs.checks")),
         check_specs=[check[0]] if check else None,
@@ -144,11 +152,24 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
         cfg, month = settings.load(), month_of(context)
         with duckdb.get_connection() as con:
             register_datasets(con, dataset_rows(cfg))
-            rows = replace_month(con, table, month, sql_text(table), month_params(cfg, month))
+            params = month_params(cfg, month)
+            kept = False
+            if table in KEPT_WHEN_SAME:
+                rows, kept = replace_month_unless_same(
+                    con, table, month, sql_text(table), params, sql_text(KEPT_WHEN_SAME[table]),
+                    force=context.run.tags.get(WHOLE_TAG) == "true")
+                if kept:
+                    context.log.info(f"{table}: what it is computed from "
+                                     f"({KEPT_WHEN_SAME[table]}.sql) is as when the month was "
+                                     "written: its rows are kept")
+            else:
+                rows = replace_month(con, table, month, sql_text(table), params)
             headline = _headline(con, table, month)
             results = [check[1](con, cfg, month)] if check else []
-        return dg.MaterializeResult(metadata=rounded({"rows": rows, **headline}),
-                                    check_results=results)
+        return dg.MaterializeResult(
+            metadata=rounded({"rows": rows, **headline,
+                              **({"kept": kept} if table in KEPT_WHEN_SAME else {})}),
+            check_results=results)
 
     return _asset
 

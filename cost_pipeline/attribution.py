@@ -40,7 +40,7 @@ _MONTH_TABLES = ("attribution_claimants", "attribution_run_resources",
                  "attribution_dated_snapshots", "attribution_listed_bytes",
                  "attribution_run_bytes", "attribution_basis_now", "attribution_changed_runs",
                  "attribution_changed", "attribution_before", "attribution_storage_changed",
-                 "attribution_affected")
+                 "attribution_affected_seeds", "attribution_affected")
 # a re-run attributes the month whole when the changed runs' lines are more than this share
 # of its lines (or than a slice): deleting and writing again most of the month in place is
 # no quicker, and holds the deleted rows until the commit

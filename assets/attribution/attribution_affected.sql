@@ -40,7 +40,9 @@ WHERE n.run_hash IS NULL
    OR NOT EXISTS (SELECT 1 FROM attribution_before AS b
                   WHERE b.run_hash = c.run_hash AND b.purpose_class = n.pc);
 
-CREATE OR REPLACE TEMP TABLE attribution_affected AS
+-- the lines a changed run has rows on or claims now, each with its resource and period
+-- (a table: its real row count plans the joins below, a CTE's estimate did not)
+CREATE OR REPLACE TEMP TABLE attribution_affected_seeds AS
 WITH
 windows AS (
     -- what the changed runs claim now by resource and time: the resources they list
@@ -55,50 +57,50 @@ windows AS (
     JOIN config_datasets AS ds
       ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
     WHERE k.run_id IN (SELECT run_id FROM attribution_changed)
-),
-seeds AS (
-    SELECT rowid AS line_key
-    FROM billing_facts
-    WHERE month = $month
-      AND hash(x_SourceLine) IN (
-          SELECT line_hash FROM attribution_before
-          WHERE rule <> 'bucket_storage'
-             OR run_hash IN (SELECT run_hash FROM attribution_storage_changed))
-    UNION
-    SELECT b.rowid
-    FROM billing_facts AS b
-    JOIN windows AS w ON w.claim_key = claim_key(b.ResourceId)
-    WHERE b.month = $month AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
-      AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
-                           b.x_CostComponent) = w.rule
-    UNION
-    SELECT rowid
-    FROM billing_facts
-    WHERE month = $month AND Tags IS NOT NULL
-      AND user_tag(Tags, $run_tag) IN (SELECT run_id FROM attribution_changed)
-      AND CASE attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
-                                x_CostComponent)
-              WHEN 'non_usage' THEN false
-              WHEN 'bucket_storage'
-                  THEN user_tag(Tags, $run_tag) IN (SELECT run_id FROM attribution_storage_changed)
-              ELSE true END
-    UNION
-    SELECT rowid
-    FROM billing_facts
-    WHERE month = $month
-      AND ResourceId IN (SELECT bucket FROM attribution_run_bytes
-                         WHERE run_hash IN (SELECT run_hash FROM attribution_storage_changed))
-      AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
-                           x_CostComponent) = 'bucket_storage'
-),
+)
+SELECT rowid AS line_key, ResourceId, ChargePeriodStart, ChargePeriodEnd
+FROM billing_facts
+WHERE month = $month
+  AND hash(x_SourceLine) IN (
+      SELECT line_hash FROM attribution_before
+      WHERE rule <> 'bucket_storage'
+         OR run_hash IN (SELECT run_hash FROM attribution_storage_changed))
+UNION
+SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd
+FROM billing_facts AS b
+JOIN windows AS w ON w.claim_key = claim_key(b.ResourceId)
+WHERE b.month = $month AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
+  AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
+                       b.x_CostComponent) = w.rule
+UNION
+SELECT rowid, ResourceId, ChargePeriodStart, ChargePeriodEnd
+FROM billing_facts
+WHERE month = $month AND Tags IS NOT NULL
+  AND user_tag(Tags, $run_tag) IN (SELECT run_id FROM attribution_changed)
+  AND CASE attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
+                            x_CostComponent)
+          WHEN 'non_usage' THEN false
+          WHEN 'bucket_storage'
+              THEN user_tag(Tags, $run_tag) IN (SELECT run_id FROM attribution_storage_changed)
+          ELSE true END
+UNION
+SELECT rowid, ResourceId, ChargePeriodStart, ChargePeriodEnd
+FROM billing_facts
+WHERE month = $month
+  AND ResourceId IN (SELECT bucket FROM attribution_run_bytes
+                     WHERE run_hash IN (SELECT run_hash FROM attribution_storage_changed))
+  AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
+                       x_CostComponent) = 'bucket_storage';
+
+CREATE OR REPLACE TEMP TABLE attribution_affected AS
+WITH
 periods AS (
     SELECT DISTINCT ResourceId, ChargePeriodStart, ChargePeriodEnd
-    FROM billing_facts
-    WHERE month = $month AND ResourceId IS NOT NULL
-      AND rowid IN (SELECT line_key FROM seeds)
+    FROM attribution_affected_seeds
+    WHERE ResourceId IS NOT NULL
 ),
 lines AS (
-    SELECT line_key FROM seeds
+    SELECT line_key FROM attribution_affected_seeds
     UNION
     SELECT b.rowid
     FROM billing_facts AS b

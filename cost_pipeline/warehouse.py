@@ -172,11 +172,21 @@ def replace_month(
     """
     ensure_schema(con)
     with month_transaction(con):
-        con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
-        query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
-        # fetchall: no unread result may stay on a connection the next step reuses
-        ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
-                                 [month]).fetchall()
+        return _write_month(con, table, month, select_sql, params)
+
+
+def _write_month(con: duckdb.DuckDBPyConnection, table: str, month: date, select_sql: str,
+                 params: dict[str, Any]) -> int:
+    """`replace_month`'s writes, in the caller's transaction: the rows written."""
+    con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
+    query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
+    return _month_rows(con, table, month)
+
+
+def _month_rows(con: duckdb.DuckDBPyConnection, table: str, month: date) -> int:
+    # fetchall: no unread result may stay on a connection the next step reuses
+    ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
+                             [month]).fetchall()
     return int(rows)
 
 
@@ -192,8 +202,7 @@ def replace_month_unless_same(
     """`replace_month`, unless what the rows are computed from is what it was when they were
     written — `basis_sql`'s one text, the parameters `select_sql` names, its text and the
     macros', against the month's `decision_basis` row — and the table still holds the rows
-    written then. Returns (rows,
-    kept). `force` recomputes them whatever the basis says."""
+    written then. Returns (rows, kept). `force` recomputes them whatever the basis says."""
     ensure_schema(con)
     ((found,),) = query(con, basis_sql, params).fetchall()
     inputs = hashlib.sha256(json.dumps(
@@ -203,19 +212,15 @@ def replace_month_unless_same(
     with month_transaction(con):
         stored = con.execute("SELECT inputs, rows FROM decision_basis "
                              "WHERE month = ? AND table_name = ?", [month, table]).fetchall()
-        ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
-                                 [month]).fetchall()
+        rows = _month_rows(con, table, month)
         kept = not force and stored == [(inputs, rows)]
         if not kept:
-            con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
-            query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
-            ((rows,),) = con.execute(f"SELECT count(*) FROM {table} WHERE month = ?",
-                                     [month]).fetchall()
+            rows = _write_month(con, table, month, select_sql, params)
             con.execute("DELETE FROM decision_basis WHERE month = ? AND table_name = ?",
                         [month, table])
             con.execute("INSERT INTO decision_basis VALUES (?, ?, ?, ?)",
                         [month, table, inputs, rows])
-    return int(rows), kept
+    return rows, kept
 
 
 def begin_run_transaction(con: duckdb.DuckDBPyConnection) -> None:

@@ -63,6 +63,11 @@ def month_of(context: dg.AssetExecutionContext) -> date:
     return parse_month(context.partition_key[:7])
 
 
+def forced(context: dg.AssetExecutionContext) -> bool:
+    """Whether the run is to recompute every asset whole (`WHOLE_TAG`, `materialize --force`)."""
+    return context.run.tags.get(WHOLE_TAG) == "true"
+
+
 # the outcome of a run's transaction, as a tag on the run: the CLI (and anyone reading the
 # run) knows whether the month reached the warehouse; a run is successful only with `committed`
 COMMIT_TAG = "cost_pipeline/commit"

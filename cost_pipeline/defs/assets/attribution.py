@@ -10,7 +10,7 @@ from cost_pipeline.defs.checks import conservation, reconciliation_outcome, trac
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
-from cost_pipeline.defs.resources import WHOLE_TAG, PipelineSettings, month_of
+from cost_pipeline.defs.resources import PipelineSettings, forced, month_of
 from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
 
 
@@ -39,7 +39,7 @@ def attribution(
         done = build_attribution(con, month, month_params(cfg, month),
                                  dataset_rows(cfg),
                                  log=context.log,
-                                 keep_unchanged=context.run.tags.get(WHOLE_TAG) != "true")
+                                 keep_unchanged=not forced(context))
         check = conservation(con, month)
         split = dict(con.execute(
             "SELECT purpose_class, round(fsum(cost), 2) FROM attribution_runs WHERE month = ? "

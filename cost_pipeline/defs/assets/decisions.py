@@ -12,7 +12,7 @@ from cost_pipeline.defs.checks import (
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
-from cost_pipeline.defs.resources import WHOLE_TAG, PipelineSettings, month_of
+from cost_pipeline.defs.resources import PipelineSettings, forced, month_of
 from cost_pipeline.warehouse import (
     dataset_rows,
     month_params,
@@ -157,7 +157,7 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
             if table in KEPT_WHEN_SAME:
                 rows, kept = replace_month_unless_same(
                     con, table, month, sql_text(table), params, sql_text(KEPT_WHEN_SAME[table]),
-                    force=context.run.tags.get(WHOLE_TAG) == "true")
+                    force=forced(context))
                 if kept:
                     context.log.info(f"{table}: what it is computed from "
                                      f"({KEPT_WHEN_SAME[table]}.sql) is as when the month was "

@@ -178,6 +178,12 @@ CREATE TABLE IF NOT EXISTS attribution_basis (
     inputs  VARCHAR NOT NULL,
     run_key UBIGINT
 );
+-- per run, what its key hashes but its window (`shape_key`), and that window [rs, re): a run
+-- whose shape is the same and only its window moved changed the claims of the lines in the
+-- window's moved ends alone (attribution_affected.sql)
+ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS shape_key UBIGINT;
+ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS rs TIMESTAMP;
+ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS re TIMESTAMP;
 
 -- What a decision table's month was computed from, for the tables that read few of a run's
 -- fields (decisions.py `KEPT_WHEN_SAME`): `inputs` hashes those inputs, the parameters and

@@ -39,7 +39,8 @@ _SLICE_TABLES = ("attribution_lines", "attribution_compute_lines", "attribution_
 _MONTH_TABLES = ("attribution_claimants", "attribution_run_resources",
                  "attribution_dated_snapshots", "attribution_listed_bytes",
                  "attribution_run_bytes", "attribution_basis_now", "attribution_changed_runs",
-                 "attribution_changed", "attribution_before", "attribution_storage_changed",
+                 "attribution_changed", "attribution_changed_spans", "attribution_before",
+                 "attribution_storage_changed",
                  "attribution_affected_seeds", "attribution_affected")
 # a re-run attributes the month whole when the changed runs' lines are more than this share
 # of its lines (or than a slice): deleting and writing again most of the month in place is
@@ -206,8 +207,9 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
 def _store_basis(con: duckdb.DuckDBPyConnection, month: date, inputs: str) -> None:
     """What the month's rows were computed from, for the next re-run."""
     con.execute("DELETE FROM attribution_basis WHERE month = ?", [month])
-    con.execute("INSERT INTO attribution_basis VALUES (?, NULL, ?, NULL)", [month, inputs])
-    con.execute("INSERT INTO attribution_basis SELECT ?, run_id, ?, run_key "
+    con.execute("INSERT INTO attribution_basis (month, inputs) VALUES (?, ?)", [month, inputs])
+    con.execute("INSERT INTO attribution_basis (month, run_id, inputs, run_key, shape_key, rs, "
+                "re) SELECT ?, run_id, ?, run_key, shape_key, rs, re "
                 "FROM attribution_basis_now ORDER BY run_id", [month, inputs])
 
 

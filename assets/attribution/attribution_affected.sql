@@ -8,7 +8,11 @@
 --            another region, within its [start, end); the storage lines of the buckets it
 --            holds bytes in;
 -- and with each line every other usage line of its resource and charge period, which its `d`
--- (the resource's usage hours in that period) is summed over. A bucket's storage lines are
+-- (the resource's usage hours in that period) is summed over. A run whose window alone moved
+-- (attribution_basis.sql `moved`: its end came, or moved, or its start did) claims by
+-- overlap with that window, so of its lines only those meeting the moved ends of its window
+-- (`attribution_changed_spans`) can have other claims: most of a finished run's lines keep
+-- their rows. A bucket's storage lines are
 -- split among every run holding bytes in it (often most of the month's runs): they depend
 -- on a run only through its being known, its bytes (the listing's, unchanged) and its
 -- purpose class, so they are redone only for a run added, removed or with another purpose
@@ -19,7 +23,17 @@
 -- Parameters: $month, $run_tag.
 
 CREATE OR REPLACE TEMP TABLE attribution_changed AS
-SELECT run_id, hash(run_id) AS run_hash FROM attribution_changed_runs;
+SELECT *, hash(run_id) AS run_hash FROM attribution_changed_runs;
+
+-- when each changed run's claims may have changed: always, unless only its window moved;
+-- then where its start moved and where its end moved
+CREATE OR REPLACE TEMP TABLE attribution_changed_spans AS
+SELECT run_id, run_hash, TIMESTAMP '-infinity' AS ws, TIMESTAMP 'infinity' AS we
+FROM attribution_changed WHERE NOT moved
+UNION ALL
+SELECT run_id, run_hash, a0, a1 FROM attribution_changed WHERE moved AND a0 < a1
+UNION ALL
+SELECT run_id, run_hash, b0, b1 FROM attribution_changed WHERE moved AND b0 < b1;
 
 -- the changed runs' rows before
 CREATE OR REPLACE TEMP TABLE attribution_before AS
@@ -47,24 +61,33 @@ WITH
 windows AS (
     -- what the changed runs claim now by resource and time: the resources they list
     -- (compute lines) and the buckets of the datasets they read from another region
-    -- (transfer lines; a bucket's claim_key is its id)
-    SELECT resource_id AS claim_key, 'compute' AS rule, rs, re
-    FROM attribution_run_resources
-    WHERE run_id IN (SELECT run_id FROM attribution_changed)
-    UNION ALL
-    SELECT ds.bucket, 'bucket_transfer', k.rs, k.re
-    FROM attribution_claimants AS k
-    JOIN config_datasets AS ds
-      ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
-    WHERE k.run_id IN (SELECT run_id FROM attribution_changed)
+    -- (transfer lines; a bucket's claim_key is its id), within their spans
+    SELECT * FROM (
+        SELECT rr.resource_id AS claim_key, 'compute' AS rule,
+               greatest(rr.rs, sp.ws) AS rs, least(rr.re, sp.we) AS re
+        FROM attribution_run_resources AS rr
+        JOIN attribution_changed_spans AS sp ON sp.run_id = rr.run_id
+        UNION ALL
+        SELECT ds.bucket, 'bucket_transfer', greatest(k.rs, sp.ws), least(k.re, sp.we)
+        FROM attribution_claimants AS k
+        JOIN attribution_changed_spans AS sp ON sp.run_id = k.run_id
+        JOIN config_datasets AS ds
+          ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
+    )
+    WHERE rs < re
+),
+before_spans AS (
+    -- the lines the changed runs have rows on, within their spans
+    SELECT b.line_hash, sp.ws, sp.we
+    FROM attribution_before AS b
+    JOIN attribution_changed_spans AS sp ON sp.run_hash = b.run_hash
+    WHERE b.rule <> 'bucket_storage'
+       OR b.run_hash IN (SELECT run_hash FROM attribution_storage_changed)
 )
-SELECT rowid AS line_key, ResourceId, ChargePeriodStart, ChargePeriodEnd
-FROM billing_facts
-WHERE month = $month
-  AND hash(x_SourceLine) IN (
-      SELECT line_hash FROM attribution_before
-      WHERE rule <> 'bucket_storage'
-         OR run_hash IN (SELECT run_hash FROM attribution_storage_changed))
+SELECT f.rowid AS line_key, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd
+FROM billing_facts AS f
+JOIN before_spans AS b ON b.line_hash = hash(f.x_SourceLine)
+WHERE f.month = $month AND b.ws < f.ChargePeriodEnd AND b.we > f.ChargePeriodStart
 UNION
 SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd
 FROM billing_facts AS b
@@ -73,16 +96,17 @@ WHERE b.month = $month AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodSta
   AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
                        b.x_CostComponent) = w.rule
 UNION
-SELECT rowid, ResourceId, ChargePeriodStart, ChargePeriodEnd
-FROM billing_facts
-WHERE month = $month AND Tags IS NOT NULL
-  AND user_tag(Tags, $run_tag) IN (SELECT run_id FROM attribution_changed)
-  AND CASE attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
-                            x_CostComponent)
+SELECT f.rowid, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd
+FROM billing_facts AS f
+JOIN attribution_changed_spans AS sp ON sp.run_id = user_tag(f.Tags, $run_tag)
+WHERE f.month = $month AND f.Tags IS NOT NULL
+  AND CASE attribution_rule(f.ChargeCategory, f.CommitmentDiscountStatus, f.x_ResourceKind,
+                            f.x_CostComponent)
           WHEN 'non_usage' THEN false
+          -- a tagged storage line is the run's whatever its window
           WHEN 'bucket_storage'
-              THEN user_tag(Tags, $run_tag) IN (SELECT run_id FROM attribution_storage_changed)
-          ELSE true END
+              THEN sp.run_id IN (SELECT run_id FROM attribution_storage_changed)
+          ELSE sp.ws < f.ChargePeriodEnd AND sp.we > f.ChargePeriodStart END
 UNION
 SELECT rowid, ResourceId, ChargePeriodStart, ChargePeriodEnd
 FROM billing_facts

@@ -38,18 +38,25 @@ RESOURCES = sorted(INSTANCES) + ["vol-1", "i-z", "job-a", "job-b"]
 
 @st.composite
 def changed_runs(draw, runs: list[dict]) -> list[dict]:
-    """The runs file of a later delivery: runs dropped, added, ended, re-listed, re-purposed —
+    """The runs file of a later delivery: runs dropped, added, ended, started earlier or later,
+    re-listed, re-purposed —
     or only renamed models, teams and metrics, which the attribution does not read."""
     out = []
     for run in runs:
         change = draw(st.sampled_from(["same", "same", "unread", "drop", "end", "end",
-                                       "resources", "purpose", "gpus", "status", "parent"]))
+                                       "start", "resources", "purpose", "gpus", "status",
+                                       "parent"]))
         run = dict(run)
         if change == "drop":
             continue
         if change == "end":
             run["end_time"] = run["start_time"] + timedelta(hours=draw(st.sampled_from(
                 [0.5, 1, 3, 12])))
+        elif change == "start":  # earlier or later, still before its end
+            moved = run["start_time"] + timedelta(hours=draw(st.sampled_from(
+                [-3, -1, -0.25, 0.5, 1, 2])))
+            if run.get("end_time") is None or moved < run["end_time"]:
+                run["start_time"] = moved
         elif change == "resources":
             run["resource_ids"] = draw(st.lists(st.sampled_from(RESOURCES), unique=True,
                                                 max_size=3))
@@ -164,29 +171,58 @@ def test_unchanged_runs_keep_the_rows_and_a_changed_run_redoes_its_lines_or_the_
     new_runs(con, [dict(r, model="bigger") if r["run_id"] == "run-i-a" else r for r in runs])
     same = attribute(con)
     assert (same.mode, same.changed_runs, same.rows) == ("kept", 0, 12)
-    # run-i-b now ended after 2 h: its 4 lines are a third of the month's, more than the
-    # share a re-run redoes alone, so the month is attributed again
+    # run-i-b now ended after 2 h: only its window moved, so only the lines in what it left
+    # (hours 2 and 3) can have other claims; the other 10 lines keep their rows
     later = [dict(r, end_time=hour(2)) if r["run_id"] == "run-i-b" else r for r in runs]
     new_runs(con, later)
     done = attribute(con)
-    assert (done.mode, done.changed_runs) == ("full", 1)
-    # ended after 1 h: with a larger share allowed only the 2 lines it claimed before (hours
-    # 0 and 1) or claims now (hour 0) are attributed again
-    new_runs(con, [dict(r, end_time=hour(1)) if r["run_id"] == "run-i-b" else r
-                   for r in runs])
-    done = attribute(con, partial_max_share=0.5)
     assert (done.mode, done.changed_runs, done.lines_reattributed) == ("partial", 1, 2)
-    assert con.execute("SELECT sum(cost) FROM attribution WHERE purpose_class = 'untracked'"
-                       ).fetchall() == [(pytest.approx(30.0),)]
-    new_runs(con, later)
-    attribute(con)
     untracked = dict(con.execute(
         "SELECT x_SourceLine, cost FROM attribution WHERE purpose_class = 'untracked'"
     ).fetchall())
     assert untracked == {"i-b-2": pytest.approx(10.0), "i-b-3": pytest.approx(10.0)}
+    # re-listed on i-c: the lines it had rows on and those it claims now, 4 of the 12, are
+    # more than the share a re-run redoes alone, so the month is attributed again
+    relisted = [dict(r, resource_ids=["i-c"]) if r["run_id"] == "run-i-b" else r
+                for r in later]
+    new_runs(con, relisted)
+    done = attribute(con)
+    assert (done.mode, done.changed_runs) == ("full", 1)
+    # back on i-b: with a larger share allowed, those 4 lines alone are attributed again
+    new_runs(con, later)
+    done = attribute(con, partial_max_share=0.5)
+    assert (done.mode, done.changed_runs, done.lines_reattributed) == ("partial", 1, 4)
+    assert con.execute("SELECT sum(cost) FROM attribution WHERE purpose_class = 'untracked'"
+                       ).fetchall() == [(pytest.approx(20.0),)]
     # keep_unchanged off (a `--force` run): attributed whole although nothing changed
     again = build_attribution(con, MONTH, PARAMS, DATASET_ROWS)
     assert (again.mode, again.changed_runs) == ("full", 0)
+
+
+def test_a_basis_without_windows_redoes_every_line_of_a_changed_run():
+    """A basis stored before windows were (shape_key, rs, re NULL) cannot tell a moved window
+    from another change: the run's lines before and now are all attributed again."""
+    lines = [
+        {"x_SourceLine": f"{resource}-{h}", "ResourceId": resource, "x_CostComponent": "gpu",
+         "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
+         "x_ResourceKind": "instance", "ChargeCategory": "Usage", "EffectiveCost": 10.0,
+         "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
+        for resource in ("i-a", "i-b") for h in range(4)]
+    runs = [{**RUN_DEFAULTS, "run_id": f"run-{r}", "status": "FINISHED",
+             "start_time": hour(0), "end_time": hour(4), "resource_ids": [r]}
+            for r in ("i-a", "i-b")]
+    con = month_of(lines, runs, [])
+    attribute(con)
+    stored = con.execute("SELECT count(*) FROM attribution_basis WHERE run_id IS NOT NULL "
+                         "AND shape_key IS NOT NULL AND rs = ? AND re = ?",
+                         [hour(0), hour(4)]).fetchall()
+    assert stored == [(2,)]
+    con.execute("UPDATE attribution_basis SET shape_key = NULL, rs = NULL, re = NULL")
+    later = [dict(r, end_time=hour(3)) if r["run_id"] == "run-i-b" else r for r in runs]
+    new_runs(con, later)
+    done = attribute(con, **ANY_SHARE)
+    assert (done.mode, done.changed_runs, done.lines_reattributed) == ("partial", 1, 4)
+    assert_same_attribution(con, _whole(lines, later, []))
 
 
 BASE_RUN = {**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED", "start_time": hour(0),
@@ -223,8 +259,14 @@ def test_every_change_the_rows_read_attributes_the_month_again(change, share):
     attribute(con)
     new_runs(con, later)
     done = attribute(con, partial_max_share=share)
-    # a run's 4 lines of 9 are more than the default share: the month whole, else its lines
-    assert done.mode == ("full" if share < 1 else "partial") and done.changed_runs >= 1
+    # a run's 4 lines of 9 are more than the default share: the month whole, else its lines;
+    # a window that moved (ended earlier, started later, running again: to the month's end)
+    # redoes the one line of i-a its moved end meets
+    moved = isinstance(change, dict) and set(change) <= {"start_time", "end_time", "status"}
+    assert done.mode == ("full" if share < 1 and not moved else "partial")
+    assert done.changed_runs >= 1
+    if moved:
+        assert done.lines_reattributed == 1
     whole = month_of(lines, later, [])
     build_attribution(whole, MONTH, PARAMS, DATASET_ROWS)
     assert_same_attribution(con, whole)

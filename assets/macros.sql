@@ -17,6 +17,11 @@ CREATE OR REPLACE TEMP MACRO attribution_rule(charge_category, commitment_status
 -- its statements, by a test against `attribution_affected`
 CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS true;
 
+-- whether attribution_runs.sql sums a run's rows (by run_hash; NULL: untracked, unallocated):
+-- every run's; a re-run that attributed again only some lines replaces it, for that
+-- statement, by a test against the runs with rows on those lines (attribution.py)
+CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash) AS true;
+
 -- the key a resource is claimed by, the same on the bill's side and the run's: a SageMaker
 -- training job's ARN counts as the job's name, lowercased as SageMaker writes it in ARNs
 CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS

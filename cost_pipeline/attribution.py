@@ -22,6 +22,7 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.warehouse import (
+    SUM_EVERY_RUN,
     ensure_schema,
     in_run_transaction,
     month_transaction,
@@ -41,7 +42,11 @@ _MONTH_TABLES = ("attribution_claimants", "attribution_run_resources",
                  "attribution_run_bytes", "attribution_basis_now", "attribution_changed_runs",
                  "attribution_changed", "attribution_changed_spans", "attribution_before",
                  "attribution_storage_changed",
-                 "attribution_affected_seeds", "attribution_affected")
+                 "attribution_affected_seeds", "attribution_affected", "attribution_resummed")
+# a partial re-run's runs whose per-run sums are summed again (warehouse.summarize_month)
+_RESUMMED = "attribution_resummed"
+_RUNS_ON_AFFECTED = ("SELECT DISTINCT run_hash FROM attribution_rows WHERE month = ? "
+                     "AND line_key IN (SELECT line_hash FROM attribution_affected)")
 # a re-run attributes the month whole when the changed runs' lines are more than this share
 # of its lines (or than a slice): deleting and writing again most of the month in place is
 # no quicker, and holds the deleted rows until the commit
@@ -115,7 +120,7 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
                                                 lines_per_slice, partial_max_share)
                 if redone is None:
                     _attribute_month(con, month, params, lines_per_slice, log)
-                summarize_month(con, month)
+                summarize_month(con, month, None if redone is None else _RESUMMED)
                 _store_basis(con, month, inputs)
             ((written,),) = con.execute(
                 "SELECT count(*) FROM attribution_rows WHERE month = ?", [month]).fetchall()
@@ -124,6 +129,7 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
         if not in_run_transaction(con) or not _aborted(con):
             _drop(con, _SLICE_TABLES + _MONTH_TABLES)
             con.execute(_EVERY_LINE)
+            con.execute(SUM_EVERY_RUN)
     return Outcome(int(written), "kept" if kept else "full" if redone is None else "partial",
                    int(changed) if same_inputs else 0, redone or 0)
 
@@ -163,12 +169,15 @@ def _attribute_changed(con: duckdb.DuckDBPyConnection, month: date, params: dict
     # expanded to hours
     con.execute("DELETE FROM attribution_run_resources WHERE resource_id NOT IN "
                 "(SELECT claim_key FROM attribution_affected WHERE claim_key IS NOT NULL)")
+    # the runs whose sums change: those with rows on these lines, before and after
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_RESUMMED} AS {_RUNS_ON_AFFECTED}", [month])
     con.execute("DELETE FROM attribution_rows WHERE month = ? AND line_key IN "
                 "(SELECT line_hash FROM attribution_affected)", [month])
     con.execute(_AFFECTED_LINES)
     bounds = {**params, "slice_start": datetime.min, "slice_end": datetime.max}
     run_script(con, sql_text("attribution_claims"), bounds)
     query(con, f"INSERT INTO attribution_rows BY NAME ({sql_text('attribution')})", bounds)
+    con.execute(f"INSERT INTO {_RESUMMED} {_RUNS_ON_AFFECTED}", [month])
     _drop(con, _SLICE_TABLES)  # (build_attribution's `finally` sets the scope back)
     if log is not None:
         log.info(f"attribution: {changed} run(s) changed since the month was attributed: "

@@ -120,12 +120,27 @@ def _names_runs_by_id(con: duckdb.DuckDBPyConnection) -> bool:
     return found
 
 
-def summarize_month(con: duckdb.DuckDBPyConnection, month: date) -> None:
+# macros.sql's `in_summary_scope` as it is outside a partial re-run
+SUM_EVERY_RUN = "CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash) AS true"
+
+
+def summarize_month(con: duckdb.DuckDBPyConnection, month: date,
+                    runs: str | None = None) -> None:
     """Replace the month's `attribution_runs` by its attribution rows summed per run and
-    group (`attribution_runs.sql`), in the caller's transaction."""
-    con.execute("DELETE FROM attribution_runs WHERE month = ?", [month])
+    group (`attribution_runs.sql`), in the caller's transaction: every run's, or only those
+    of the runs (by run_hash) in the temp table `runs` and of no run (untracked,
+    unallocated), the others' sums being those of their unchanged rows."""
+    if runs is None:
+        con.execute("DELETE FROM attribution_runs WHERE month = ?", [month])
+    else:
+        con.execute(f"DELETE FROM attribution_runs WHERE month = ? AND (run_id IS NULL OR "
+                    f"hash(run_id) IN (SELECT run_hash FROM {runs}))", [month])
+        con.execute(f"CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash) AS "
+                    f"row_run_hash IS NULL OR row_run_hash IN (SELECT run_hash FROM {runs})")
     query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
           {"month": month})
+    if runs is not None:
+        con.execute(SUM_EVERY_RUN)
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None):

@@ -7,16 +7,17 @@
 --            tagged with it; the transfer lines of the buckets of the datasets it reads from
 --            another region, within its [start, end); the storage lines of the buckets it
 --            holds bytes in;
--- and with each line every other usage line of its resource and charge period, which its `d`
--- (the resource's usage hours in that period) is summed over. A run whose window alone moved
--- (attribution_basis.sql `moved`: its end came, or moved, or its start did) claims by
--- overlap with that window, so of its lines only those meeting the moved ends of its window
+-- and with each compute line every other compute line of its resource and charge period,
+-- which its `d` (the resource's usage hours in that period) is summed over (a bucket's lines
+-- share nothing: each storage line is split by bytes, each transfer line by overlap).
+-- A bucket's storage lines are split among every run holding bytes in it (often most of the
+-- month's runs): they depend on a run only through its being known, its bytes (the
+-- listing's, unchanged) and its purpose class, so they are redone only for a run added,
+-- removed or with another purpose class. A run whose window alone moved (its end came, or
+-- moved, or its start did: attribution_basis.sql `moved`) claims by the overlap of a line's
+-- period with its window, so only its lines meeting where the window's ends moved
 -- (`attribution_changed_spans`) can have other claims: most of a finished run's lines keep
--- their rows. A bucket's storage lines are
--- split among every run holding bytes in it (often most of the month's runs): they depend
--- on a run only through its being known, its bytes (the listing's, unchanged) and its
--- purpose class, so they are redone only for a run added, removed or with another purpose
--- class. Lines that are not usage never depend on a run.
+-- their rows. Lines that are not usage never depend on a run.
 -- Each set is a narrow pass over the month's lines (holding every usage line with what the
 -- sets test spilled gigabytes at 20M lines). Reads the temp tables of
 -- attribution_prepare.sql and attribution_basis.sql, and config_datasets.
@@ -54,8 +55,8 @@ WHERE n.run_hash IS NULL
    OR NOT EXISTS (SELECT 1 FROM attribution_before AS b
                   WHERE b.run_hash = c.run_hash AND b.purpose_class = n.pc);
 
--- the lines a changed run has rows on or claims now, each with its resource and period
--- (a table: its real row count plans the joins below, a CTE's estimate did not)
+-- the lines a changed run has rows on or claims now, each with its resource, period and
+-- rule (a table: its real row count plans the joins below, a CTE's estimate did not)
 CREATE OR REPLACE TEMP TABLE attribution_affected_seeds AS
 WITH
 windows AS (
@@ -84,19 +85,23 @@ before_spans AS (
     WHERE b.rule <> 'bucket_storage'
        OR b.run_hash IN (SELECT run_hash FROM attribution_storage_changed)
 )
-SELECT f.rowid AS line_key, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd
+SELECT f.rowid AS line_key, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd,
+       attribution_rule(f.ChargeCategory, f.CommitmentDiscountStatus, f.x_ResourceKind,
+                        f.x_CostComponent) AS rule
 FROM billing_facts AS f
 JOIN before_spans AS b ON b.line_hash = hash(f.x_SourceLine)
 WHERE f.month = $month AND b.ws < f.ChargePeriodEnd AND b.we > f.ChargePeriodStart
 UNION
-SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd
+SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd, w.rule
 FROM billing_facts AS b
 JOIN windows AS w ON w.claim_key = claim_key(b.ResourceId)
 WHERE b.month = $month AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
   AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
                        b.x_CostComponent) = w.rule
 UNION
-SELECT f.rowid, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd
+SELECT f.rowid, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd,
+       attribution_rule(f.ChargeCategory, f.CommitmentDiscountStatus, f.x_ResourceKind,
+                        f.x_CostComponent)
 FROM billing_facts AS f
 JOIN attribution_changed_spans AS sp ON sp.run_id = user_tag(f.Tags, $run_tag)
 WHERE f.month = $month AND f.Tags IS NOT NULL
@@ -108,7 +113,7 @@ WHERE f.month = $month AND f.Tags IS NOT NULL
               THEN sp.run_id IN (SELECT run_id FROM attribution_storage_changed)
           ELSE sp.ws < f.ChargePeriodEnd AND sp.we > f.ChargePeriodStart END
 UNION
-SELECT rowid, ResourceId, ChargePeriodStart, ChargePeriodEnd
+SELECT rowid, ResourceId, ChargePeriodStart, ChargePeriodEnd, 'bucket_storage'
 FROM billing_facts
 WHERE month = $month
   AND ResourceId IN (SELECT bucket FROM attribution_run_bytes
@@ -121,7 +126,7 @@ WITH
 periods AS (
     SELECT DISTINCT ResourceId, ChargePeriodStart, ChargePeriodEnd
     FROM attribution_affected_seeds
-    WHERE ResourceId IS NOT NULL
+    WHERE ResourceId IS NOT NULL AND rule = 'compute'
 ),
 lines AS (
     SELECT line_key FROM attribution_affected_seeds
@@ -133,7 +138,7 @@ lines AS (
      AND p.ChargePeriodEnd = b.ChargePeriodEnd
     WHERE b.month = $month
       AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
-                           b.x_CostComponent) <> 'non_usage'
+                           b.x_CostComponent) = 'compute'
 )
 SELECT rowid AS line_key, hash(x_SourceLine) AS line_hash, claim_key(ResourceId) AS claim_key
 FROM billing_facts

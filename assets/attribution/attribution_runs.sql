@@ -4,8 +4,10 @@
 -- search_shape, cost_per_model_monthly, retrain_cadence, gpu_utilization,
 -- preprocessing_waste, preemption, cost_levers) read these rows instead of scanning and
 -- joining every attribution row. No line attribute is a key: a key per line would leave
--- nearly a group per row. Parameters: $month.
--- Summed per run_hash, then named by the run's run_id (macros.sql `run_hashes`).
+-- nearly a group per row.
+-- Summed per run_hash, then named by the run's run_id (macros.sql `run_hashes`); a re-run
+-- that attributed again only some lines sums only the runs with rows on them, and the rows
+-- of no run (macros.sql `in_summary_scope`). Parameters: $month.
 WITH sums AS (
     SELECT
         month, run_hash, purpose_class, component, rule, kind,
@@ -14,7 +16,7 @@ WITH sums AS (
         fsum(accelerator_hours) AS accelerator_hours,
         count(*)                AS rows
     FROM attribution_rows
-    WHERE month = $month
+    WHERE month = $month AND in_summary_scope(run_hash)
     GROUP BY ALL
 )
 SELECT s.month, r.run_id, s.purpose_class, s.component, s.rule, s.kind,

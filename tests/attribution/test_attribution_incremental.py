@@ -225,6 +225,41 @@ def test_a_basis_without_windows_redoes_every_line_of_a_changed_run():
     assert_same_attribution(con, _whole(lines, later, []))
 
 
+def test_a_run_that_ended_earlier_redoes_the_lines_of_its_last_hour_alone():
+    """r1 ran on i-a reading ds1 (bucket `data`) from another region over hours 0-3; it now
+    ends at hour 2. Its claims on hours 0 and 1 are as before: only i-a's line of hour 2 and
+    the bucket's transfer line of hour 2 are attributed again — not the bucket's storage line
+    of that hour (a bucket's lines share no `d`), whose rows r2's bytes decide. Only the
+    runs with rows on those lines, and the untracked rows, are summed again."""
+    def line(name, resource, h, kind, component):
+        return {"x_SourceLine": name, "ResourceId": resource, "x_CostComponent": component,
+                "x_AcceleratorCount": 8 if kind == "instance" else 0,
+                "x_UsageHours": 1.0 if kind == "instance" else None,
+                "x_InstanceUsage": kind == "instance", "x_ResourceKind": kind,
+                "ChargeCategory": "Usage", "EffectiveCost": 8.0,
+                "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
+    lines = [line(f"i-a-{h}", "i-a", h, "instance", "gpu") for h in range(4)]
+    lines += [line(f"i-b-{h}", "i-b", h, "instance", "gpu") for h in range(4)]
+    lines += [line("pull-2", "data", 2, "bucket", "network"),
+              line("store-2", "data", 2, "bucket", "storage")]
+    r1 = {**BASE_RUN, "end_time": hour(3)}
+    r2 = {**SECOND_RUN, "end_time": hour(4)}
+    inventory = [{"bucket": "data", "key": "checkpoints/r2/c/w", "size": 5,
+                  "last_modified": hour(1), "prefix": "checkpoints/", "run_id": "r2"}]
+    con = month_of(lines, [r1, r2], inventory)
+    attribute(con)
+    later = [dict(r1, end_time=hour(2)), r2]
+    new_runs(con, later)
+    # a mark on r2's sums: they are not summed again, so it stays
+    con.execute("UPDATE attribution_runs SET rows = rows + 1000 WHERE run_id = 'r2'")
+    done = attribute(con, **ANY_SHARE)
+    assert (done.mode, done.changed_runs, done.lines_reattributed) == ("partial", 1, 2)
+    assert con.execute("SELECT min(rows) >= 1000 FROM attribution_runs WHERE run_id = 'r2'"
+                       ).fetchall() == [(True,)]
+    con.execute("UPDATE attribution_runs SET rows = rows - 1000 WHERE run_id = 'r2'")
+    assert_same_attribution(con, _whole(lines, later, inventory))
+
+
 BASE_RUN = {**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED", "start_time": hour(0),
             "end_time": hour(3), "resource_ids": ["i-a"], "gpus": 4, "region": "us-east-1",
             "dataset": "ds1"}

@@ -60,9 +60,12 @@ CREATE OR REPLACE TEMP MACRO service_category(component) AS
     END;
 
 -- a line's tag `key` (the run tag, the team): under the key itself, or as CUR 2.0 (`user_…`) or
--- FOCUS-style exports (`user:…`) spell a user tag (docs/attribution.md)
+-- FOCUS-style exports (`user:…`) spell a user tag (docs/attribution.md). Most lines carry no
+-- tags: tested first, the three lookups are skipped for them (at 5M lines, the compute lines'
+-- run tags 0.095 → 0.035 s)
 CREATE OR REPLACE TEMP MACRO user_tag(tags, key) AS
-    coalesce(tags[key], tags['user_' || key], tags['user:' || key]);
+    CASE WHEN tags IS NOT NULL
+         THEN coalesce(tags[key], tags['user_' || key], tags['user:' || key]) END;
 
 -- rule 1: a run's share of a compute line before over-claimed lines are scaled down
 CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS

@@ -149,6 +149,15 @@ def test_a_kept_or_partly_redone_month_is_what_attributing_it_whole_would_write(
     assert_same_attribution(con, _whole(lines, runs, inventory))
 
 
+def gpu_lines(resources, hours, cost: float) -> list[dict]:
+    """Hourly usage lines of 8-GPU instances, `{resource}-{hour}`, each at `cost`."""
+    return [{"x_SourceLine": f"{resource}-{h}", "ResourceId": resource,
+             "x_CostComponent": "gpu", "x_AcceleratorCount": 8, "x_UsageHours": 1.0,
+             "x_InstanceUsage": True, "x_ResourceKind": "instance", "ChargeCategory": "Usage",
+             "EffectiveCost": cost, "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
+            for resource in resources for h in hours]
+
+
 def _whole(lines, runs, inventory) -> duckdb.DuckDBPyConnection:
     con = month_of(lines, runs, inventory)
     build_attribution(con, MONTH, PARAMS, DATASET_ROWS)
@@ -156,12 +165,7 @@ def _whole(lines, runs, inventory) -> duckdb.DuckDBPyConnection:
 
 
 def test_unchanged_runs_keep_the_rows_and_a_changed_run_redoes_its_lines_or_the_month():
-    lines = [
-        {"x_SourceLine": f"{resource}-{h}", "ResourceId": resource, "x_CostComponent": "gpu",
-         "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
-         "x_ResourceKind": "instance", "ChargeCategory": "Usage", "EffectiveCost": 10.0,
-         "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
-        for resource in ("i-a", "i-b", "i-c") for h in range(4)]
+    lines = gpu_lines(("i-a", "i-b", "i-c"), range(4), 10.0)
     runs = [{**RUN_DEFAULTS, "run_id": f"run-{r}", "status": "FINISHED",
              "start_time": hour(0), "end_time": hour(4), "resource_ids": [r]}
             for r in ("i-a", "i-b", "i-c")]
@@ -202,12 +206,7 @@ def test_unchanged_runs_keep_the_rows_and_a_changed_run_redoes_its_lines_or_the_
 def test_a_basis_without_windows_redoes_every_line_of_a_changed_run():
     """A basis stored before windows were (shape_key, rs, re NULL) cannot tell a moved window
     from another change: the run's lines before and now are all attributed again."""
-    lines = [
-        {"x_SourceLine": f"{resource}-{h}", "ResourceId": resource, "x_CostComponent": "gpu",
-         "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
-         "x_ResourceKind": "instance", "ChargeCategory": "Usage", "EffectiveCost": 10.0,
-         "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
-        for resource in ("i-a", "i-b") for h in range(4)]
+    lines = gpu_lines(("i-a", "i-b"), range(4), 10.0)
     runs = [{**RUN_DEFAULTS, "run_id": f"run-{r}", "status": "FINISHED",
              "start_time": hour(0), "end_time": hour(4), "resource_ids": [r]}
             for r in ("i-a", "i-b")]
@@ -231,17 +230,13 @@ def test_a_run_that_ended_earlier_redoes_the_lines_of_its_last_hour_alone():
     the bucket's transfer line of hour 2 are attributed again — not the bucket's storage line
     of that hour (a bucket's lines share no `d`), whose rows r2's bytes decide. Only the
     runs with rows on those lines, and the untracked rows, are summed again."""
-    def line(name, resource, h, kind, component):
-        return {"x_SourceLine": name, "ResourceId": resource, "x_CostComponent": component,
-                "x_AcceleratorCount": 8 if kind == "instance" else 0,
-                "x_UsageHours": 1.0 if kind == "instance" else None,
-                "x_InstanceUsage": kind == "instance", "x_ResourceKind": kind,
-                "ChargeCategory": "Usage", "EffectiveCost": 8.0,
-                "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
-    lines = [line(f"i-a-{h}", "i-a", h, "instance", "gpu") for h in range(4)]
-    lines += [line(f"i-b-{h}", "i-b", h, "instance", "gpu") for h in range(4)]
-    lines += [line("pull-2", "data", 2, "bucket", "network"),
-              line("store-2", "data", 2, "bucket", "storage")]
+    def bucket_line(name, component):  # of `data`, in hour 2
+        return {"x_SourceLine": name, "ResourceId": "data", "x_CostComponent": component,
+                "x_AcceleratorCount": 0, "x_UsageHours": None, "x_InstanceUsage": False,
+                "x_ResourceKind": "bucket", "ChargeCategory": "Usage", "EffectiveCost": 8.0,
+                "ChargePeriodStart": hour(2), "ChargePeriodEnd": hour(3)}
+    lines = gpu_lines(("i-a", "i-b"), range(4), 8.0)
+    lines += [bucket_line("pull-2", "network"), bucket_line("store-2", "storage")]
     r1 = {**BASE_RUN, "end_time": hour(3)}
     r2 = {**SECOND_RUN, "end_time": hour(4)}
     inventory = [{"bucket": "data", "key": "checkpoints/r2/c/w", "size": 5,
@@ -273,11 +268,7 @@ SECOND_RUN = {**RUN_DEFAULTS, "run_id": "r2", "status": "FINISHED", "start_time"
     {"region": "us-west-2"}, {"dataset": None}, "r2's parent", "dropped", "added"])
 @pytest.mark.parametrize("share", [PARTIAL_MAX_SHARE, 1.0])
 def test_every_change_the_rows_read_attributes_the_month_again(change, share):
-    lines = [{"x_SourceLine": f"{r}-{h}", "ResourceId": r, "x_CostComponent": "gpu",
-              "x_AcceleratorCount": 8, "x_UsageHours": 1.0, "x_InstanceUsage": True,
-              "x_ResourceKind": "instance", "ChargeCategory": "Usage", "EffectiveCost": 8.0,
-              "ChargePeriodStart": hour(h), "ChargePeriodEnd": hour(h + 1)}
-             for r in ("i-a", "i-b") for h in range(4)]
+    lines = gpu_lines(("i-a", "i-b"), range(4), 8.0)
     lines.append({"x_SourceLine": "pull", "ResourceId": "data", "x_CostComponent": "network",
                   "x_ResourceKind": "bucket", "ChargeCategory": "Usage", "EffectiveCost": 3.0,
                   "ChargePeriodStart": hour(1), "ChargePeriodEnd": hour(2)})

@@ -196,6 +196,35 @@ def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path):
             == {k: {c: v for c, v in f.items() if c not in drop} for k, f in csv_facts.items()})
 
 
+def test_a_local_parquet_file_numbers_its_rows_across_row_groups(con, tmp_path, monkeypatch):
+    """DuckDB reads a local parquet file itself (sources/focus.py `_native`): each line's
+    x_SourceLine names its 1-based row in the file, across row groups, a bad value names its
+    row, and the month is what the streamed read (the path of a file on S3) gives."""
+    from cost_pipeline.ingest.sources import focus
+
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in ROWS])
+    path = tmp_path / "p" / "may.parquet"
+    path.parent.mkdir()
+    pq.write_table(table, path, row_group_size=3)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 2
+    native = load(con, path)
+    assert {k: f["x_SourceLine"] for k, f in native.items()} == {
+        r["SkuId"]: f"focus:may.parquet:{i}" for i, r in enumerate(ROWS, start=1)
+        if r["SkuId"] != "june"}
+    with monkeypatch.context() as patch:
+        patch.setattr(focus, "_native", lambda *_: False)
+        assert load(con, path) == native
+
+    bad = table.set_column(table.schema.get_field_index("EffectiveCost"), "EffectiveCost",
+                           pa.array([str(r["EffectiveCost"]) if i != 7 else "12,5"
+                                     for i, r in enumerate(ROWS, start=1)]))
+    pq.write_table(bad, path, row_group_size=3)
+    with pytest.raises(SourceError) as error:
+        load(con, path)
+    assert (error.value.where, error.value.problem) == (
+        f"{path} row 7", 'EffectiveCost "12,5" is not a number')
+
+
 def test_a_folder_skips_other_focus_datasets_and_reads_gzip(con, tmp_path):
     import gzip
     folder = tmp_path / "exports"

@@ -9,8 +9,9 @@ the current one (`ChargeClass = Correction`), so selecting by billing period mak
 add up to its invoice and keeps a closed month closed — as CUR's `BILLING_PERIOD=` folders
 do. Selecting by charge period would move late corrections into months already reported.
 
-Files are streamed with pyarrow, only the columns the normalization reads, and loaded into
-DuckDB already filtered to the month. A value that does not parse fails the month with the
+CSV files and files on S3 are streamed with pyarrow; DuckDB reads a local parquet file
+itself, in parallel, numbering its rows. Only the columns the normalization reads are read,
+and loaded already filtered to the month. A value that does not parse fails the month with the
 file, the row (CSV: the record's line when no cell spans lines, the header being row 1;
 parquet: the 1-based row) and the column. Files of other FOCUS datasets (e.g. 1.3's
 contract commitments) in the folder are skipped. An `s3://` path is listed and read through

@@ -215,6 +215,13 @@ def test_a_local_parquet_file_numbers_its_rows_across_row_groups(con, tmp_path, 
         patch.setattr(focus, "_native", lambda *_: False)
         assert load(con, path) == native
 
+    # a name DuckDB would read as a glob pattern (`a*` also matching `ab`) is streamed
+    folder = tmp_path / "glob"
+    folder.mkdir()
+    pq.write_table(table.slice(0, 2), folder / "a*.parquet")
+    pq.write_table(table.slice(2, 1), folder / "ab.parquet")
+    assert sorted(load(con, folder)) == sorted(r["SkuId"] for r in ROWS[:3])
+
     bad = table.set_column(table.schema.get_field_index("EffectiveCost"), "EffectiveCost",
                            pa.array([str(r["EffectiveCost"]) if i != 7 else "12,5"
                                      for i, r in enumerate(ROWS, start=1)]))

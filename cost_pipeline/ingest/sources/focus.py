@@ -267,9 +267,10 @@ def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | s
 
 def _native(found: FocusFiles, path: Path | str, header: list[str]) -> bool:
     """Whether DuckDB reads the file itself: a local parquet file (one on S3 is read through
-    pyarrow's ranged reads) without a column of the name DuckDB gives its row numbers."""
+    pyarrow's ranged reads) without a column of the name DuckDB gives its row numbers, and
+    whose path DuckDB would not read as a glob pattern."""
     return (found.remote is None and str(path).lower().endswith(".parquet")
-            and "file_row_number" not in header)
+            and "file_row_number" not in header and not any(c in str(path) for c in "*?[]{}"))
 
 
 def _display_name(found: FocusFiles, path: Path | str) -> str:

@@ -79,7 +79,8 @@ class StagedSource:
     # file → its row count, when every row of each file becomes one line (CUR 2.0 read
     # through DuckDB's parquet reader): load_month checks that each file's rows all arrived
     file_rows: dict[str, int] | None = None
-    # a statement run after the insert, with the same parameters (the CUR split)
+    # a statement run after the insert, with the same parameters (the CUR split; FOCUS's
+    # read rows dropped)
     after: str | None = None
 
 
@@ -164,7 +165,10 @@ def _stage_focus(con, name: str, source: FocusSource, cfg: PipelineConfig, month
     if found.remote:  # what column pruning left on the server
         metadata |= {"file_bytes": found.remote.file_bytes,
                      "bytes_read": found.remote.bytes_read}
-    return StagedSource(sql_text("billing_facts_focus"), params, path, metadata=metadata)
+    # the rows as read are not needed once inserted: a temp table left to the run's COMMIT
+    # costs it ~3 s at 2M rows when DuckDB read the file itself (focus.py `_native`)
+    return StagedSource(sql_text("billing_facts_focus"), params, path, metadata=metadata,
+                        after=f"DROP TABLE {focus.RAW_TABLE}")
 
 
 # billing source kind → reader; each reader registers its views and returns a StagedSource
@@ -412,9 +416,6 @@ def build_billing_facts(
             "SELECT count(*), coalesce(fsum(EffectiveCost), 0), coalesce(fsum(BilledCost), 0) "
             "FROM billing_facts WHERE month = ?", [month]).fetchone()
         con.execute(f"DROP VIEW IF EXISTS {STAGE}")
-        # the FOCUS rows as read: a temp table left to the run's COMMIT costs it ~3 s at 2M rows
-        # when DuckDB read the file itself (focus.py `_native`)
-        con.execute(f"DROP TABLE IF EXISTS {focus.RAW_TABLE}")
     for record in summary.delivery_records:
         summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))
     return summary

@@ -208,6 +208,9 @@ def test_a_local_parquet_file_numbers_its_rows_across_row_groups(con, tmp_path, 
     pq.write_table(table, path, row_group_size=3)
     assert pq.ParquetFile(path).metadata.num_row_groups > 2
     native = load(con, path)
+    # the rows as read are dropped once inserted, not left to the commit
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary "
+                       "AND table_name = ?", [focus.RAW_TABLE]).fetchall() == [(0,)]
     assert {k: f["x_SourceLine"] for k, f in native.items()} == {
         r["SkuId"]: f"focus:may.parquet:{i}" for i, r in enumerate(ROWS, start=1)
         if r["SkuId"] != "june"}

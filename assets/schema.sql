@@ -50,6 +50,19 @@ ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_SplitParent BOOLEAN;
 ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS ListCost DOUBLE;
 ALTER TABLE billing_facts ADD COLUMN IF NOT EXISTS x_PricingCategory VARCHAR;
 
+-- Each month's whole bill, as the reports show it (period_month_totals.sql, which also sums a
+-- month missing here from its lines): written with the month's lines, in their transaction
+-- (billing.py), so that the 6-month strip and the period report read a row a month instead
+-- of every line of every month again.
+CREATE TABLE IF NOT EXISTS billing_months (
+    month          DATE NOT NULL,
+    lines          BIGINT NOT NULL,
+    effective_cost DECIMAL(38, 10),   -- Σ EffectiveCost, each line's cast to DECIMAL first
+    billed_cost    DECIMAL(38, 10),
+    currencies     BIGINT NOT NULL,   -- distinct BillingCurrency (1, SPEC §5)
+    currency       VARCHAR NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS tracker_runs (
     month             DATE NOT NULL,
     run_id            VARCHAR NOT NULL,
@@ -165,8 +178,14 @@ CREATE TABLE IF NOT EXISTS attribution_runs (
     cost              DOUBLE NOT NULL,
     hours             DOUBLE,            -- NULL when no row of the group has hours
     accelerator_hours DOUBLE,
-    rows              BIGINT NOT NULL    -- the attribution rows summed
+    rows              BIGINT NOT NULL,   -- the attribution rows summed
+    -- Σ cost as DECIMAL, each row's cost cast first: the months' figures the reports sum
+    -- from these rows (period_purpose_component.sql) are then those of summing every
+    -- attribution row as DECIMAL, exactly, without reading the rows again
+    cost_exact        DECIMAL(38, 10)
 );
+-- (a warehouse written before it: ensure_schema sums its months again)
+ALTER TABLE attribution_runs ADD COLUMN IF NOT EXISTS cost_exact DECIMAL(38, 10);
 
 -- What each month's attribution was computed from (attribution.py, attribution_basis.sql):
 -- a row with run_id NULL carries `inputs` (a hash of the bill's and the listing's attributed

@@ -85,6 +85,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         # a warehouse from before `attribution_rows`: its table makes way for the view
         con.execute("ALTER TABLE attribution RENAME TO attribution_before_line_keys")
     old_run_ids = "attribution_rows" in before and _names_runs_by_id(con)
+    # per-run sums written before their exact DECIMAL cost: summed again below
+    inexact_sums = ("attribution_runs" in before
+                    and not _has_column(con, "attribution_runs", "cost_exact"))
     if old_run_ids:
         # a warehouse from before `run_hash`: its rows are written again with the new columns
         con.execute("ALTER TABLE attribution_rows RENAME TO attribution_rows_before_run_hashes")
@@ -101,12 +104,17 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
             "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (run_id), "
             "run_hash_of(run_id) AS run_hash FROM attribution_rows_before_run_hashes")
         con.execute("DROP TABLE attribution_rows_before_run_hashes")
-    if "attribution_runs" not in before:
-        # a warehouse from before the per-run sums: every month it holds gets them now, so
-        # that the decisions reading them see earlier months (search_trend, search_costs)
+    if "attribution_runs" not in before or inexact_sums:
+        # a warehouse from before the per-run sums (or their `cost_exact`): every month it
+        # holds gets them now, so that the decisions reading them see earlier months
+        # (search_trend, search_costs), and the reports' months their exact costs
         for (month,) in con.execute(
                 "SELECT DISTINCT month FROM attribution_rows ORDER BY month").fetchall():
             summarize_month(con, month)
+    if "billing_months" not in before and "billing_facts" in before:
+        # a warehouse from before the months' bills: every month it holds gets its row
+        query(con, f"INSERT INTO billing_months BY NAME ({sql_text('period_month_totals')})",
+              {"first": date.min, "last": date.max})
     if in_run_transaction(con):
         con.execute(f"SET VARIABLE {_SCHEMA_READY} = true")
 
@@ -114,9 +122,13 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
 def _names_runs_by_id(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether `attribution_rows` is an older version's, naming each row's run by its run_id
     rather than by `run_hash`."""
+    return _has_column(con, "attribution_rows", "run_id")
+
+
+def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
     ((found,),) = con.execute(
         "SELECT count(*) > 0 FROM information_schema.columns WHERE table_schema = 'main' "
-        "AND table_name = 'attribution_rows' AND column_name = 'run_id'").fetchall()
+        "AND table_name = ? AND column_name = ?", [table, column]).fetchall()
     return found
 
 
@@ -395,17 +407,18 @@ def connect_read_only(database: str | Path) -> duckdb.DuckDBPyConnection:
 
 def upgrade(database: str | Path) -> None:
     """Bring a warehouse an older version wrote to this version's tables — `attribution_rows`
-    under the `attribution` view, naming runs by `run_hash`; `attribution_runs` — with one
-    short read-write open under the writer lock, so that the read-only readers (report,
-    estimate, export) find what they query. Nothing happens for a current warehouse or a
-    missing file."""
+    under the `attribution` view, naming runs by `run_hash`; `attribution_runs` with its
+    `cost_exact`; `billing_months` — with one short read-write open under the writer lock,
+    so that the read-only readers (report, estimate, export) find what they query. Nothing
+    happens for a current warehouse or a missing file."""
     if not Path(database).exists():
         return
     with duckdb.connect(str(database), read_only=True) as con:
         names = table_names(con)
         if "billing_facts" not in names or (
-                {"attribution_rows", "attribution_runs"} <= names
-                and not _names_runs_by_id(con)):
+                {"attribution_rows", "attribution_runs", "billing_months"} <= names
+                and not _names_runs_by_id(con)
+                and _has_column(con, "attribution_runs", "cost_exact")):
             return
     with exclusive_writer(str(database), "upgrade"), duckdb.connect(str(database)) as con:
         # no progress bar: rewriting the rows takes seconds, under a command's own output

@@ -12,6 +12,7 @@ WITH sums AS (
     SELECT
         month, run_hash, purpose_class, component, rule, kind,
         fsum(cost)              AS cost,
+        sum(CAST(cost AS DECIMAL(38, 10))) AS cost_exact,
         fsum(hours)             AS hours,
         fsum(accelerator_hours) AS accelerator_hours,
         count(*)                AS rows
@@ -20,6 +21,6 @@ WITH sums AS (
     GROUP BY ALL
 )
 SELECT s.month, r.run_id, s.purpose_class, s.component, s.rule, s.kind,
-       s.cost, s.hours, s.accelerator_hours, s.rows
+       s.cost, s.hours, s.accelerator_hours, s.rows, s.cost_exact
 FROM sums AS s
 LEFT JOIN run_hashes($month) AS r ON r.run_hash = s.run_hash

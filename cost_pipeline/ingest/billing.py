@@ -412,6 +412,10 @@ def build_billing_facts(
                 "x_SourceLine ORDER BY x_File, x_Row) > 1)", [month, month])
         # the delivery is recorded in the transaction that writes its rows: both or neither
         summary.delivery_records = record_deliveries(con, month, summary.deliveries)
+        # the month's whole bill for the reports: its row summed from the lines just written
+        con.execute("DELETE FROM billing_months WHERE month = ?", [month])
+        query(con, f"INSERT INTO billing_months BY NAME ({sql_text('period_month_totals')})",
+              {"first": month, "last": month})
         summary.rows, summary.total_effective_cost, summary.total_billed_cost = con.execute(
             "SELECT count(*), coalesce(fsum(EffectiveCost), 0), coalesce(fsum(BilledCost), 0) "
             "FROM billing_facts WHERE month = ?", [month]).fetchone()

@@ -138,11 +138,13 @@ def levers(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
         FROM cost_levers WHERE month = ? ORDER BY rank""", [month])
 
 
-def bridge(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
+def bridge(con: duckdb.DuckDBPyConnection, month: date,
+           head: dict[str, Any] | None = None) -> dict[str, Any]:
     """BilledCost (the invoice) → EffectiveCost (amortized): one step per line item type
-    whose Σ(EffectiveCost − BilledCost) is not zero. Exact: start + Σ steps = end."""
+    whose Σ(EffectiveCost − BilledCost) is not zero. Exact: start + Σ steps = end. `head`:
+    the month's `headline`, when the caller has it already."""
     steps = rows_of(con, sql_text("report_bridge"), {"month": month})
-    head = headline(con, month)
+    head = head or headline(con, month)
     start, end = head["billed_cost"], head["effective_cost"]
     if start + sum((s["amount"] for s in steps), Decimal(0)) != end:  # cannot happen: exact
         raise ReportError(f"{month:%Y-%m}: the BilledCost → EffectiveCost bridge does not close")
@@ -158,9 +160,10 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     def section(table: str, read):
         return read(con, month) if table in have else None
 
+    head = headline(con, month)
     return {
         "month": month,
-        "headline": headline(con, month),
+        "headline": head,
         "reconciliation": section("reconciliation", reconciliation),
         "bill": section("attribution_runs", bill_matrix),
         "models": section("cost_per_model_monthly", cost_per_model),
@@ -172,7 +175,7 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "levers": section("cost_levers", levers),
         "retrains": section("retrain_cadence", retrains),
         "preemption": section("preemption", preemption),
-        "bridge": bridge(con, month),
+        "bridge": bridge(con, month, head),
         "strip": six_months(con, month),  # the 6 months ending with this one
         "tables": have,
     }

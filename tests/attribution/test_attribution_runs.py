@@ -197,3 +197,66 @@ def test_the_small_vocabularies_are_enums_that_read_as_strings(tmp_path):
         con.execute("INSERT INTO attribution_rows (month, line_key, purpose_class, component, "
                     "cost, share, rule) VALUES (?, 1, 'research', 'gpu', 1, 1, 'compute')",
                     [JULY])
+
+
+# costs whose doubles do not add up exactly: 0.1 + 0.2 is not 0.3 as a double
+# (and a million and a tenth of a billionth, thrice: its sum needs more digits than a double)
+AWKWARD = [0.1, 0.2, 0.7, 1e-10, 33.333333333333336, 1234567.8901234567, 0.30000000000000004,
+           1000000.0000000001, 1000000.0000000001, 1000000.0000000001]
+
+
+def _awkward_warehouse(path) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(str(path))
+    ensure_schema(con)
+    _runs(con)
+    rows = [(month, f"{month:%m}-l{i}", run, purpose, component, cost)
+            for month, run, purpose in ((JULY, "r1", "search"), (JULY, None, "untracked"),
+                                        (AUGUST, "r2", "production"))
+            for i, (component, cost) in enumerate(
+                (c, v) for c in ("gpu", "storage") for v in AWKWARD)]
+    con.executemany(
+        "INSERT INTO attribution_rows (month, line_key, run_hash, purpose_class, component, "
+        "cost, hours, accelerator_hours, share, rule) "
+        "VALUES (?, hash(?), run_hash_of(?), ?, ?, ?, 1.0, 1.0, 1.0, 'compute')", rows)
+    summarize_month(con, JULY)
+    summarize_month(con, AUGUST)
+    return con
+
+
+ROW_SUMS = """
+    SELECT month, purpose_class::VARCHAR, component::VARCHAR,
+           sum(CAST(cost AS DECIMAL(38, 10))) AS cost
+    FROM attribution_rows GROUP BY ALL ORDER BY ALL"""
+
+
+def test_the_months_exact_costs_from_the_sums_equal_every_row_summed_as_decimal(tmp_path):
+    from cost_pipeline.report.strip import read_rows
+
+    con = _awkward_warehouse(tmp_path / "w.duckdb")
+    cells = read_rows(con, "period_purpose_component", JULY, AUGUST)
+    assert [(c["month"], c["purpose_class"], c["component"], c["cost"]) for c in cells] \
+        == con.execute(ROW_SUMS).fetchall()
+    # and not merely close: the per-run sums as doubles miss it in the last digit
+    doubles = con.execute("SELECT sum(CAST(cost AS DECIMAL(38, 10))) FROM attribution_runs "
+                          "WHERE month = ? AND component = 'gpu' AND run_id = 'r1'",
+                          [JULY]).fetchone()[0]
+    exact = con.execute("SELECT sum(cost_exact) FROM attribution_runs WHERE month = ? "
+                        "AND component = 'gpu' AND run_id = 'r1'", [JULY]).fetchone()[0]
+    rows = con.execute("SELECT sum(CAST(cost AS DECIMAL(38, 10))) FROM attribution "
+                       "WHERE month = ? AND component = 'gpu' AND run_id = 'r1'",
+                       [JULY]).fetchone()[0]
+    assert exact == rows != doubles
+
+
+def test_sums_written_before_their_exact_cost_are_summed_again_on_upgrade(tmp_path):
+    path = tmp_path / "w.duckdb"
+    con = _awkward_warehouse(path)
+    con.execute("ALTER TABLE attribution_runs DROP COLUMN cost_exact")  # as written before
+    con.close()
+    upgrade(path)  # what a read-only reader (the report) does first
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM attribution_runs WHERE cost_exact IS NULL"
+                           ).fetchone() == (0,)
+        assert con.execute(
+            "SELECT month, purpose_class, component, sum(cost_exact) FROM attribution_runs "
+            "GROUP BY ALL ORDER BY ALL").fetchall() == con.execute(ROW_SUMS).fetchall()

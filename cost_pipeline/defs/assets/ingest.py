@@ -44,7 +44,7 @@ INPUT_SPECS = [
         code_version=code_version(
             ("billing_facts_cur2", "billing_facts_cur2_split", "billing_facts_focus",
              "billing_facts_gcp", "gcp_billing_export.bq", "billing_delivery_upsert",
-             "billing_delivery_changes"),
+             "billing_delivery_changes", "period_month_totals"),
             ("cost_pipeline.ingest.billing", "cost_pipeline.ingest.deliveries",
              "cost_pipeline.ingest.accelerators", f"{_SOURCES}.cur2", f"{_SOURCES}.cur2_s3",
              f"{_SOURCES}.focus", f"{_SOURCES}.gcp_billing", f"{_SOURCES}.s3")),

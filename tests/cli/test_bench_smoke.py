@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,38 @@ def test_the_wide_shape_is_the_same_month_with_every_column(tmp_path):
     assert {r[8] for r in wide} >= {"Amazon Elastic Compute Cloud"}  # from `product`
     tagged = [r[9] for r in wide if r[9]]
     assert len(tagged) > 0.9 * len(wide) and all(len(t) == 3 for t in tagged)
+
+
+def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):
+    """bench/history.py: a warehouse with earlier months of the same size, for timing a
+    month's run against its history."""
+    import duckdb
+
+    from cost_pipeline.report.strip import read_rows
+    from cost_pipeline.warehouse import ensure_schema, summarize_month
+
+    july, path = date(2026, 7, 1), str(tmp_path / "w.duckdb")
+    with duckdb.connect(path) as con:
+        ensure_schema(con)
+        con.execute("INSERT INTO tracker_runs (month, run_id, search_id, status, start_time, "
+                    "keep, deleted) VALUES (?, 'r1', 's1', 'FINISHED', '2026-07-02', false, "
+                    "false)", [july])
+        con.execute("INSERT INTO billing_facts (month, x_SourceLine, EffectiveCost, BilledCost, "
+                    "BillingCurrency) VALUES (?, 'l1', 2.5, 2.5, 'USD')", [july])
+        con.execute("INSERT INTO attribution_rows (month, line_key, run_hash, purpose_class, "
+                    "component, cost, share, rule) VALUES (?, hash('l1'), run_hash_of('r1'), "
+                    "'search', 'gpu', 2.5, 1.0, 'compute')", [july])
+        summarize_month(con, july)
+    months = _bench_module("history").copy_back(path, july, 2)
+    assert months == [(date(2026, 5, 1), 1), (date(2026, 6, 1), 1), (july, 1)]
+    with duckdb.connect(path, read_only=True) as con:
+        assert con.execute("SELECT month, run_id, search_id FROM tracker_runs ORDER BY month"
+                           ).fetchall() == [(date(2026, 5, 1), "r1@2", "s1@2"),
+                                            (date(2026, 6, 1), "r1@1", "s1@1"),
+                                            (july, "r1", "s1")]
+        # each month's rows name its own run: the view finds it by its renamed id
+        assert con.execute("SELECT month, run_id FROM attribution ORDER BY month").fetchall() \
+            == [(date(2026, 5, 1), "r1@2"), (date(2026, 6, 1), "r1@1"), (july, "r1")]
+        totals = read_rows(con, "period_month_totals", date(2026, 5, 1), july)
+        assert [(r["month"], r["effective_cost"]) for r in totals] == [
+            (m, Decimal("2.5")) for m, _ in months]

@@ -15,15 +15,17 @@ trials AS (
       AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.run_id)
 ),
 spend AS (
-    SELECT a.run_hash,  -- hash(run_id): attribution_rows' name of the run
+    -- from the per-run sums of every month (attribution_runs.sql), not every attribution row:
+    -- a warehouse of many months holds hundreds of millions of those
+    SELECT a.run_id,
         fsum(a.accelerator_hours) FILTER (WHERE a.component = 'gpu') AS gpu_hours,
         fsum(a.cost) FILTER (WHERE a.component = 'gpu') AS gpu_cost,
         fsum(a.cost) FILTER (WHERE a.component = 'storage') AS storage_cost,
         fsum(a.cost) FILTER (WHERE a.component = 'network') AS transfer_cost,
         fsum(a.cost) FILTER (WHERE a.component NOT IN ('gpu', 'storage', 'network')) AS other_cost
-    FROM attribution_rows a
-    WHERE a.run_hash IN (SELECT hash(run_id) FROM trials)
-    GROUP BY a.run_hash
+    FROM attribution_runs a
+    WHERE a.run_id IN (SELECT run_id FROM trials)
+    GROUP BY a.run_id
 ),
 recent AS (
     SELECT t.run_id, t.start_time, t.end_time,
@@ -35,7 +37,7 @@ recent AS (
         coalesce(s.storage_cost, 0) AS storage_cost,
         coalesce(s.transfer_cost, 0) AS transfer_cost,
         coalesce(s.other_cost, 0) AS other_cost
-    FROM trials t JOIN spend s ON s.run_hash = hash(t.run_id)
+    FROM trials t JOIN spend s ON s.run_id = t.run_id
     WHERE s.gpu_hours > 0
     ORDER BY t.start_time DESC, t.run_id
     LIMIT $sample
@@ -49,7 +51,7 @@ preprocessing AS (
             AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.run_id)
             AND r.start_time BETWEEN (SELECT min(start_time) FROM recent)
                                  AND (SELECT max(start_time) FROM recent)) AS training_runs
-    FROM attribution_rows a JOIN runs r ON a.run_hash = hash(r.run_id)
+    FROM attribution_runs a JOIN runs r ON a.run_id = r.run_id
     WHERE r.model = $model AND r.purpose = 'preprocess'
       AND r.start_time >= (SELECT min(start_time) FROM recent) - INTERVAL 2 DAY
       AND r.start_time <= (SELECT max(start_time) FROM recent)

@@ -144,7 +144,7 @@ def bridge(con: duckdb.DuckDBPyConnection, month: date,
     whose Σ(EffectiveCost − BilledCost) is not zero. Exact: start + Σ steps = end. `head`:
     the month's `headline`, when the caller has it already."""
     steps = rows_of(con, sql_text("report_bridge"), {"month": month})
-    head = head or headline(con, month)
+    head = head if head is not None else headline(con, month)
     start, end = head["billed_cost"], head["effective_cost"]
     if start + sum((s["amount"] for s in steps), Decimal(0)) != end:  # cannot happen: exact
         raise ReportError(f"{month:%Y-%m}: the BilledCost → EffectiveCost bridge does not close")

@@ -123,6 +123,23 @@ def assert_same_attribution(got_con, want_con) -> None:
         assert got_sums[key]["rows"] == row["rows"], key
         for field in ("cost", "hours", "accelerator_hours"):
             assert close(got_sums[key][field], row[field]), (key, field)
+    # the kept and the summed-again groups alike: each one's exact cost is its rows' DECIMAL sum
+    assert got_con.execute(EXACT_SUMS_DIFFER).fetchall() == []
+
+
+EXACT_SUMS_DIFFER = """
+    WITH rows AS (
+        SELECT month, run_id, purpose_class, component, rule, kind,
+               sum(CAST(cost AS DECIMAL(38, 10))) AS cost_exact
+        FROM attribution GROUP BY ALL
+    )
+    SELECT r.*, s.cost_exact AS summed
+    FROM rows AS r
+    FULL JOIN attribution_runs AS s
+      ON s.month = r.month AND s.run_id IS NOT DISTINCT FROM r.run_id
+     AND s.purpose_class = r.purpose_class AND s.component = r.component
+     AND s.rule = r.rule AND s.kind IS NOT DISTINCT FROM r.kind
+    WHERE s.cost_exact IS DISTINCT FROM r.cost_exact"""
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

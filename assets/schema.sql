@@ -204,15 +204,27 @@ ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS shape_key UBIGINT;
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS rs TIMESTAMP;
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS re TIMESTAMP;
 
--- What a decision table's month was computed from, for the tables that read few of a run's
--- fields (decisions.py `KEPT_WHEN_SAME`): `inputs` hashes those inputs, the parameters and
--- the SQL; `rows` the rows written. A re-run with the same `inputs` whose table still holds
--- `rows` rows for the month keeps them (warehouse.py `replace_month_unless_same`).
+-- What a decision table's month was computed from, written with its rows: `inputs` hashes
+-- what its basis query reads (assets/queries/checkpoint_basis.sql for the tables that read
+-- few of a run's fields, decisions.py `KEPT_WHEN_SAME`; decision_inputs.sql for the others),
+-- the parameters and the SQL; `rows` the rows written. A re-run with the same `inputs` whose
+-- table still holds `rows` rows for the month keeps them (warehouse.py
+-- `replace_month_unless_same`).
 CREATE TABLE IF NOT EXISTS decision_basis (
     month      DATE NOT NULL,
     table_name VARCHAR NOT NULL,
     inputs     VARCHAR NOT NULL,
     rows       BIGINT NOT NULL
+);
+
+-- What each month's bill, runs and attribution are, as their writers leave it in the
+-- transaction that writes them (warehouse.py `note_input`), for decision_inputs.sql: the
+-- runs (`tracker`) and the attribution as hashes of what the month holds — the same rows
+-- read again give the same token — and the bill as a chain that moves on every write.
+CREATE TABLE IF NOT EXISTS input_tokens (
+    month DATE NOT NULL,
+    input VARCHAR NOT NULL,   -- billing | tracker | attribution
+    token VARCHAR NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS reconciliation (

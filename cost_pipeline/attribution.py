@@ -26,6 +26,7 @@ from cost_pipeline.warehouse import (
     ensure_schema,
     in_run_transaction,
     month_transaction,
+    note_input,
     query,
     register_datasets,
     run_script,
@@ -122,6 +123,9 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
                     _attribute_month(con, month, params, lines_per_slice, log)
                 summarize_month(con, month, None if redone is None else _RESUMMED)
                 _store_basis(con, month, inputs)
+            # what the rows are computed from, for the decision tables' bases (kept rows too:
+            # a warehouse from before the tokens gets its month's)
+            note_input(con, month, "attribution", _basis_token(con, month))
             ((written,),) = con.execute(
                 "SELECT count(*) FROM attribution_rows WHERE month = ?", [month]).fetchall()
     finally:
@@ -220,6 +224,14 @@ def _store_basis(con: duckdb.DuckDBPyConnection, month: date, inputs: str) -> No
     con.execute("INSERT INTO attribution_basis (month, run_id, inputs, run_key, shape_key, rs, "
                 "re) SELECT ?, run_id, ?, run_key, shape_key, rs, re "
                 "FROM attribution_basis_now ORDER BY run_id", [month, inputs])
+
+
+def _basis_token(con: duckdb.DuckDBPyConnection, month: date) -> str:
+    """The month's stored basis as one text: the rows are what it determines."""
+    ((rows, hashes),) = con.execute(
+        "SELECT count(*), coalesce(sum(hash(run_id, inputs, run_key, shape_key, rs, re)), 0) "
+        "FROM attribution_basis WHERE month = ?", [month]).fetchall()
+    return f"{rows}:{hashes}"
 
 
 def _drop(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> None:

@@ -191,15 +191,21 @@ def replace_month(
     month: date,
     select_sql: str,
     params: dict[str, Any],
+    input_name: str | None = None,
 ) -> int:
     """Replace `table`'s rows of `month` by the rows of `select_sql`, atomically.
 
     The SELECT must produce the table's columns by name (`month` included). On any error the
     transaction rolls back and the month keeps its previous rows. Returns the rows written.
+    With `input_name`, the month's rows are an input of the decision tables: their hash is
+    noted as its token, in the same transaction (`note_input`).
     """
     ensure_schema(con)
     with month_transaction(con):
-        return _write_month(con, table, month, select_sql, params)
+        rows = _write_month(con, table, month, select_sql, params)
+        if input_name is not None:
+            note_input(con, month, input_name, content_token(con, table, month))
+        return rows
 
 
 def _write_month(con: duckdb.DuckDBPyConnection, table: str, month: date, select_sql: str,
@@ -217,6 +223,33 @@ def _month_rows(con: duckdb.DuckDBPyConnection, table: str, month: date) -> int:
     return int(rows)
 
 
+def note_input(con: duckdb.DuckDBPyConnection, month: date, name: str, token: str) -> None:
+    """Note what the month's input `name` (billing, tracker, attribution) is now, in the
+    caller's transaction: the decision tables keep their rows while every month's tokens are
+    as when they were written (assets/queries/decision_inputs.sql)."""
+    con.execute("DELETE FROM input_tokens WHERE month = ? AND input = ?", [month, name])
+    con.execute("INSERT INTO input_tokens VALUES (?, ?, ?)", [month, name, token])
+
+
+def content_token(con: duckdb.DuckDBPyConnection, table: str, month: date) -> str:
+    """The month's rows of `table` as one text: their count and the sum of their hashes (the
+    order they are stored in does not matter)."""
+    ((rows, hashes),) = con.execute(
+        f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {table} AS t WHERE month = ?",
+        [month]).fetchall()
+    return f"{rows}:{hashes}"
+
+
+def next_write_token(con: duckdb.DuckDBPyConnection, month: date, name: str) -> str:
+    """A token for a write of the month's input `name` whose content is not hashed (the bill:
+    2M lines take ~0.13 s): the previous token's hash, so it moves on every write, and two
+    warehouses written alike hold the same."""
+    ((previous,),) = con.execute("SELECT max(token) FROM input_tokens WHERE month = ? "
+                                 "AND input = ?", [month, name]).fetchall()
+    text = f"{month}/{name}/{previous or ''}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def replace_month_unless_same(
     con: duckdb.DuckDBPyConnection,
     table: str,
@@ -225,13 +258,15 @@ def replace_month_unless_same(
     params: dict[str, Any],
     basis_sql: str,
     force: bool = False,
+    basis_params: dict[str, Any] | None = None,
 ) -> tuple[int, bool]:
     """`replace_month`, unless what the rows are computed from is what it was when they were
-    written — `basis_sql`'s one text, the parameters `select_sql` names, its text and the
-    macros', against the month's `decision_basis` row — and the table still holds the rows
-    written then. Returns (rows, kept). `force` recomputes them whatever the basis says."""
+    written — `basis_sql`'s one text (run with `params` and `basis_params`), the parameters
+    `select_sql` names, its text and the macros', against the month's `decision_basis` row —
+    and the table still holds the rows written then. Returns (rows, kept). `force` recomputes
+    them whatever the basis says."""
     ensure_schema(con)
-    ((found,),) = query(con, basis_sql, params).fetchall()
+    ((found,),) = query(con, basis_sql, {**params, **(basis_params or {})}).fetchall()
     inputs = hashlib.sha256(json.dumps(
         [found, select_sql, sql_text("macros"),
          {k: str(v) for k, v in sorted(bind(select_sql, params).items())}]

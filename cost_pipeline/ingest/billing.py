@@ -30,7 +30,14 @@ from cost_pipeline.ingest.sources import (
     source_names,
 )
 from cost_pipeline.months import month_bounds
-from cost_pipeline.warehouse import ensure_schema, month_transaction, query, sql_text
+from cost_pipeline.warehouse import (
+    ensure_schema,
+    month_transaction,
+    next_write_token,
+    note_input,
+    query,
+    sql_text,
+)
 
 STAGE = "month_billing"  # a view of the month being loaded, for the checks
 
@@ -416,6 +423,8 @@ def build_billing_facts(
         con.execute("DELETE FROM billing_months WHERE month = ?", [month])
         query(con, f"INSERT INTO billing_months BY NAME ({sql_text('period_month_totals')})",
               {"first": month, "last": month})
+        # a new write of the month's bill, for the decision tables' bases
+        note_input(con, month, "billing", next_write_token(con, month, "billing"))
         summary.rows, summary.total_effective_cost, summary.total_billed_cost = con.execute(
             "SELECT count(*), coalesce(fsum(EffectiveCost), 0), coalesce(fsum(BilledCost), 0) "
             "FROM billing_facts WHERE month = ?", [month]).fetchone()

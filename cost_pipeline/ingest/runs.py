@@ -68,7 +68,7 @@ def build_tracker_runs(
             con, "tracker_runs", month,
             "SELECT CAST($month AS DATE) AS month, * FROM runs_arrow" + ("" if once else
             " QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, "
-            "start_time) = 1"), {"month": month},
+            "start_time) = 1"), {"month": month}, input_name="tracker",
         )
     finally:
         con.unregister("runs_arrow")

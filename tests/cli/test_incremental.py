@@ -15,10 +15,12 @@ from cost_pipeline.cli.incremental import fingerprints
 from cost_pipeline.cli.materialize import materialize_month
 from cost_pipeline.config import load_config, parse_config
 from cost_pipeline.definitions import JOB_NAME, build_defs
+from cost_pipeline.defs.assets.decisions import DERIVED
 from tests.cli.test_cli import copy_demo
 
 JULY = date(2026, 7, 1)
 SOURCES = {"billing_facts", "tracker_runs", "checkpoint_inventory"}
+KEEPING = {*DERIVED, "reconciliation"}  # the assets that keep their rows when their basis is
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +70,11 @@ def test_a_changed_runs_file_reruns_only_what_depends_on_it(demo_copy):
     materialized = _materialized(result.run_id)
     ran = set(materialized)
     assert ran == _assets(demo_copy) - {"billing_facts", "checkpoint_inventory"}
-    # the same runs: the checkpoint tables keep their rows (as the attribution does)
+    # the same runs: every decision table and the reconciliation keep their rows, as the
+    # attribution does
     assert {a: meta["kept"] for a, meta in materialized.items() if "kept" in meta} == {
-        "retention_violations": True, "storage_by_run_status": True}
+        a: True for a in KEEPING}
+    assert materialized["attribution"]["mode"] == "kept"
     assert materialize_month(str(demo_copy), JULY, progress=False).run_id is None
 
 
@@ -87,7 +91,7 @@ def test_force_and_a_changed_config_recompute_everything(demo_copy):
     forced = materialize_month(str(demo_copy), JULY, progress=False, force=True)
     assert forced.run_id and forced.skipped == []
     assert {a: m["kept"] for a, m in _materialized(forced.run_id).items() if "kept" in m} == {
-        "retention_violations": False, "storage_by_run_status": False}
+        a: False for a in KEEPING}
     demo_copy.write_text(demo_copy.read_text() + "\n# a comment changes the config file\n")
     changed = materialize_month(str(demo_copy), JULY, progress=False)
     assert changed.run_id and changed.skipped == []

@@ -6,12 +6,13 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from cost_pipeline.attribution import build_attribution
+from cost_pipeline.defs.assets.decisions import DECISION_INPUTS, write_unless_same
 from cost_pipeline.defs.checks import conservation, reconciliation_outcome, tracker_claims_billed
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, forced, month_of
-from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
+from cost_pipeline.warehouse import dataset_rows, month_params, register_datasets
 
 
 @dg.asset(
@@ -53,13 +54,17 @@ def attribution(
     )
 
 
+RECONCILIATION_READS = ["attribution", "untracked_usage"]
+
+
 @dg.asset(
     partitions_def=monthly,
     group_name="attribution",
     kinds={"duckdb"},
     owners=["team:finops"],
-    deps=["attribution", "untracked_usage"],  # the check names untracked_usage's top resources
-    code_version=code_version(("reconciliation", "top_untracked", "unbilled_resources"),
+    deps=RECONCILIATION_READS,  # the check names untracked_usage's top resources
+    code_version=code_version(("reconciliation", "top_untracked", "unbilled_resources",
+                               DECISION_INPUTS),
                               ("cost_pipeline.defs.checks", "cost_pipeline.report.data")),
     check_specs=[dg.AssetCheckSpec("reconciliation_within_threshold", asset="reconciliation",
                                    blocking=False, description="untracked GPU-hour share ≤ "
@@ -74,8 +79,10 @@ def reconciliation(
 ) -> dg.MaterializeResult:
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
+        register_datasets(con, dataset_rows(cfg))  # the basis reads them (decision_inputs.sql)
         params = month_params(cfg, month)
-        replace_month(con, "reconciliation", month, sql_text("reconciliation"), params)
+        _, kept = write_unless_same(context, con, "reconciliation", RECONCILIATION_READS, params)
         check, figures = reconciliation_outcome(con, month)
         claims = tracker_claims_billed(con, month, params)
-    return dg.MaterializeResult(metadata=rounded(figures), check_results=[check, claims])
+    return dg.MaterializeResult(metadata=rounded({**figures, "kept": kept}),
+                                check_results=[check, claims])

@@ -17,7 +17,6 @@ from cost_pipeline.warehouse import (
     dataset_rows,
     month_params,
     register_datasets,
-    replace_month,
     replace_month_unless_same,
     sql_text,
 )
@@ -109,12 +108,27 @@ DERIVED_CHECKS = {
 }
 # the queries a table's check runs besides the table's own SQL (part of its code_version)
 CHECK_SQL = {"cost_per_model_monthly": ("model_cost_trend",)}
-# tables that read few of a run's fields, each with the query (assets/queries/) naming what
-# they read: when it, the parameters and the SQL are as when the month's rows were written,
-# the rows are kept — a runs file delivered again with moved end times, a tracker read again
-# (warehouse.py `replace_month_unless_same`); a `--force` run writes them again
+# Every table keeps its month's rows when what it is computed from (a query in
+# assets/queries/), the parameters and the SQL are as when they were written
+# (warehouse.py `replace_month_unless_same`); a `--force` run writes them again. The tables
+# that read few of a run's fields name exactly what they read: a runs file delivered again
+# with moved end times keeps them. The others read the runs' costs: every month's bill, runs
+# and attribution as noted when written, the approvals, the datasets and the tables they read
+# (`DECISION_INPUTS`): an MLflow tracker read again, a runs file delivered again with the
+# same runs, keep them.
 KEPT_WHEN_SAME = {"retention_violations": "checkpoint_basis",
                   "storage_by_run_status": "checkpoint_basis"}
+DECISION_INPUTS = "decision_inputs"
+
+
+def basis_of(table: str, reads: list[str]) -> tuple[str, dict[str, str]]:
+    """The basis query of `table`, and the parameters it needs beside the month's: the decision
+    tables among `reads` (its dependencies)."""
+    if table in KEPT_WHEN_SAME:
+        return KEPT_WHEN_SAME[table], {}
+    return DECISION_INPUTS, {"parents": ",".join(sorted(d for d in reads if d in DERIVED))}
+
+
 COST_COLUMNS = ("cost", "monthly_cost")  # summed into the asset's `cost` headline in the UI
 
 
@@ -130,6 +144,20 @@ def _headline(con, table: str, month) -> dict:
     return {"cost": round(float(cost), 2)}
 
 
+def write_unless_same(context: dg.AssetExecutionContext, con, table: str, reads: list[str],
+                      params: dict) -> tuple[int, bool]:
+    """Write the month of `table` (its `assets/<table>.sql`) unless its basis is as when its rows
+    were written (`basis_of`): (rows, kept)."""
+    basis, extra = basis_of(table, reads)
+    rows, kept = replace_month_unless_same(con, table, params["month"], sql_text(table), params,
+                                           sql_text(basis), force=forced(context),
+                                           basis_params=extra)
+    if kept:
+        context.log.info(f"{table}: what it is computed from ({basis}.sql) is as when the "
+                         "month was written: its rows are kept")
+    return rows, kept
+
+
 def _sql_asset(table: str, deps: list[str], owner: str, description: str,
                check: tuple | None = None) -> dg.AssetsDefinition:
     @dg.asset(
@@ -140,8 +168,7 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
         owners=[f"team:{owner}"],
         deps=deps,
         description=description,
-        code_version=code_version((table, *CHECK_SQL.get(table, ()),
-                                   *([KEPT_WHEN_SAME[table]] if table in KEPT_WHEN_SAME else [])),
+        code_version=code_version((table, *CHECK_SQL.get(table, ()), basis_of(table, deps)[0]),
                                   ("cost_pipeline.defs.assets.decisions",
                                    "cost_pipeline.defs.checks")),
         check_specs=[check[0]] if check else None,
@@ -152,24 +179,11 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
         cfg, month = settings.load(), month_of(context)
         with duckdb.get_connection() as con:
             register_datasets(con, dataset_rows(cfg))
-            params = month_params(cfg, month)
-            kept = False
-            if table in KEPT_WHEN_SAME:
-                rows, kept = replace_month_unless_same(
-                    con, table, month, sql_text(table), params, sql_text(KEPT_WHEN_SAME[table]),
-                    force=forced(context))
-                if kept:
-                    context.log.info(f"{table}: what it is computed from "
-                                     f"({KEPT_WHEN_SAME[table]}.sql) is as when the month was "
-                                     "written: its rows are kept")
-            else:
-                rows = replace_month(con, table, month, sql_text(table), params)
+            rows, kept = write_unless_same(context, con, table, deps, month_params(cfg, month))
             headline = _headline(con, table, month)
             results = [check[1](con, cfg, month)] if check else []
-        return dg.MaterializeResult(
-            metadata=rounded({"rows": rows, **headline,
-                              **({"kept": kept} if table in KEPT_WHEN_SAME else {})}),
-            check_results=results)
+        return dg.MaterializeResult(metadata=rounded({"rows": rows, **headline, "kept": kept}),
+                                    check_results=results)
 
     return _asset
 

@@ -1,0 +1,172 @@
+"""Every decision table and the reconciliation keep their month's rows when nothing they are
+computed from changed (assets/queries/decision_inputs.sql), and only then: after each change
+below, a re-run's tables are what `--force` computes from every input again."""
+
+from __future__ import annotations
+
+import csv
+import re
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from cost_pipeline.cli.materialize import materialize_month
+from cost_pipeline.config import load_config
+from cost_pipeline.defs.assets.decisions import DERIVED, KEPT_WHEN_SAME
+from cost_pipeline.estimate import estimate_search, record_approval
+from cost_pipeline.warehouse import content_token, next_write_token, note_input, sql_text
+from tests.cli.test_cli import copy_demo
+from tests.cli.test_incremental import KEEPING, _materialized
+
+JULY = date(2026, 7, 1)
+READING_COSTS = sorted({*DERIVED, "reconciliation"} - set(KEPT_WHEN_SAME))
+
+
+@pytest.fixture
+def demo(demo_quarter, tmp_path, dagster_home) -> Path:
+    """A copy of the demo quarter with July materialized once."""
+    config = copy_demo(demo_quarter, tmp_path)
+    assert materialize_month(str(config), JULY, progress=False).success
+    return config
+
+
+def tables(config: Path) -> dict[str, list[str]]:
+    """July's rows of each table that may keep them, as exact reprs, sorted."""
+    with duckdb.connect(load_config(config).warehouse_path, read_only=True) as con:
+        return {t: sorted(repr(r) for r in con.execute(
+                    f"SELECT * FROM {t} WHERE month = ?", [JULY]).fetchall())
+                for t in sorted(KEEPING)}
+
+
+def rerun_then_force(config: Path) -> tuple[dict, dict[str, dict]]:
+    """(each asset's materialization metadata of a re-run, its tables equal to a forced run's)"""
+    again = materialize_month(str(config), JULY, progress=False)
+    assert again.success and again.run_id, again.error
+    after = tables(config)
+    forced = materialize_month(str(config), JULY, progress=False, force=True)
+    assert forced.success, forced.error
+    whole = tables(config)
+    for table in KEEPING:
+        assert after[table] == whole[table], f"{table}: the re-run's rows are stale"
+    return _materialized(again.run_id), after
+
+
+def edit_runs(config: Path, change) -> None:
+    path = config.parent / "runs.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    change(rows)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_the_same_runs_again_keep_every_table(demo):
+    before = tables(demo)
+    edit_runs(demo, lambda rows: None)  # the same runs, written again
+    meta, after = rerun_then_force(demo)
+    assert meta["attribution"]["mode"] == "kept"
+    assert {a: meta[a]["kept"] for a in KEEPING} == {a: True for a in KEEPING}
+    assert after == before
+
+
+def test_a_changed_metric_writes_the_tables_that_read_runs_again(demo):
+    def better(rows):  # a July search trial's metric: the attribution does not read it
+        trial = next(r for r in rows if r["search_id"] and r["metric_value"]
+                     and r["start_time"].startswith("2026-07"))
+        trial["metric_value"] = str(float(trial["metric_value"]) + 0.25)
+
+    before = tables(demo)
+    edit_runs(demo, better)
+    meta, after = rerun_then_force(demo)
+    assert meta["attribution"]["mode"] == "kept"
+    assert not any(meta[a]["kept"] for a in READING_COSTS)
+    assert after["search_costs"] != before["search_costs"]  # the change is seen
+
+
+def test_a_bill_delivered_again_writes_them_again(demo):
+    # one line's region changed: not an attributed column, so the attribution keeps its rows
+    data = demo.parent / "exports/cur/ml-cur/data/BILLING_PERIOD=2026-07"
+    path = sorted(data.glob("*.parquet"))[0]
+    table = pq.read_table(path)
+    column = table.schema.get_field_index("product_region_code")
+    regions = table.column(column).to_pylist()
+    regions[0] = "eu-north-1" if regions[0] != "eu-north-1" else "eu-west-3"
+    table = table.set_column(column, table.field(column),
+                             pc.cast(regions, table.field(column).type))
+    pq.write_table(table, path)
+    meta, _ = rerun_then_force(demo)
+    assert meta["attribution"]["mode"] == "kept"
+    assert not any(meta[a]["kept"] for a in READING_COSTS)
+
+
+def test_an_approval_writes_them_again(demo):
+    cfg = load_config(demo)
+    with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
+        ((search, model),) = con.execute(
+            "SELECT search_id, model FROM tracker_runs WHERE month = ? AND search_id IS NOT "
+            "NULL AND model IS NOT NULL ORDER BY search_id LIMIT 1", [JULY]).fetchall()
+    est = estimate_search(cfg, model, 2, 1, gpus=1, hours=1, price=1.0)
+    # later than the demo's own approvals: the latest recording counts
+    row = record_approval(cfg, est, search, recorded_at=datetime(2026, 7, 30, tzinfo=UTC))
+    meta, _ = rerun_then_force(demo)
+    assert not meta["search_costs"]["kept"]
+    with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
+        assert con.execute("SELECT estimated_cost FROM search_costs WHERE month = ? AND "
+                           "search_id = ?", [JULY, search]).fetchall() == [
+                               (row["estimated_cost"],)]
+
+
+def test_the_tokens(tmp_path):
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        con.execute(sql_text("schema"))
+        con.execute("CREATE TABLE t (month DATE, a INTEGER, b VARCHAR)")
+        con.execute("INSERT INTO t VALUES (?, 1, 'x'), (?, 2, NULL)", [JULY, JULY])
+        same = content_token(con, "t", JULY)
+        con.execute("DELETE FROM t")
+        con.execute("INSERT INTO t VALUES (?, 2, NULL), (?, 1, 'x')", [JULY, JULY])
+        assert content_token(con, "t", JULY) == same  # the same rows, in another order
+        con.execute("UPDATE t SET b = 'y' WHERE a = 1")
+        assert content_token(con, "t", JULY) != same  # any column of any row
+        chain = []
+        for _ in range(3):  # a write the content of which is not hashed moves on each time
+            chain.append(next_write_token(con, JULY, "billing"))
+            note_input(con, JULY, "billing", chain[-1])
+        assert len(set(chain)) == 3
+        assert con.execute("SELECT count(*) FROM input_tokens").fetchone() == (1,)
+    with duckdb.connect(str(tmp_path / "other.duckdb")) as con:  # written alike: the same
+        con.execute(sql_text("schema"))
+        assert next_write_token(con, JULY, "billing") == chain[0]
+
+
+BASE_TABLES = {"billing_facts", "tracker_runs", "checkpoint_inventory", "attribution_rows",
+               "attribution_runs", "attribution_basis", "search_approvals", "billing_months",
+               "billing_deliveries", "materializations", "decision_basis", "input_tokens"}
+# what decision_inputs.sql covers: the tokens' tables, the approvals, and the decision tables
+# the table depends on (their decision_basis rows)
+COVERED = {"billing_facts", "tracker_runs", "attribution_rows", "attribution_runs",
+           "search_approvals"}
+
+
+def _reads(text: str, macros: dict[str, str], seen: frozenset = frozenset()) -> set[str]:
+    """The warehouse tables a SQL text reads, through the macros it calls."""
+    words = set(re.findall(r"\b[a-z_]+\b", re.sub(r"--[^\n]*", "", text)))
+    found = words & (BASE_TABLES | set(DERIVED))
+    for name in sorted(words & macros.keys() - seen):
+        found |= _reads(macros[name], macros, seen | {name})
+    return found
+
+
+def test_the_basis_covers_every_table_they_read():
+    parts = re.split(r"CREATE OR REPLACE TEMP MACRO (\w+)", sql_text("macros"))
+    macros = dict(zip(parts[1::2], parts[2::2], strict=True))  # name → its text
+    assert {"month_runs", "search_identity", "checkpoint_objects"} <= macros.keys()
+    for table in READING_COSTS:
+        deps = DERIVED[table][0] if table in DERIVED else ["attribution", "untracked_usage"]
+        reads = _reads(sql_text(table), macros) - {table}
+        assert reads <= COVERED | set(deps), (table, reads - COVERED - set(deps))

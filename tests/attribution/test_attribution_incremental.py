@@ -272,6 +272,30 @@ def test_a_run_that_ended_earlier_redoes_the_lines_of_its_last_hour_alone():
     assert_same_attribution(con, _whole(lines, later, inventory))
 
 
+def test_a_partial_re_run_sums_every_run_again_when_most_runs_have_rows_on_its_lines():
+    """As above, but at the default share: r1 and r2 both have rows on the transfer line
+    attributed again, two of the month's three runs, more than a quarter, so every run's
+    sums are written again, r3's too (filtering the rows by so many runs costs more than
+    summing them all); they are the same sums."""
+    lines = gpu_lines(("i-a", "i-b", "i-c"), range(4), 8.0)
+    lines.append({"x_SourceLine": "pull-2", "ResourceId": "data", "x_CostComponent": "network",
+                  "x_AcceleratorCount": 0, "x_UsageHours": None, "x_InstanceUsage": False,
+                  "x_ResourceKind": "bucket", "ChargeCategory": "Usage", "EffectiveCost": 8.0,
+                  "ChargePeriodStart": hour(2), "ChargePeriodEnd": hour(3)})
+    r1 = {**BASE_RUN, "end_time": hour(3)}
+    r2 = {**SECOND_RUN, "end_time": hour(4), "region": "us-east-1", "dataset": "ds1"}
+    r3 = {**SECOND_RUN, "run_id": "r3", "end_time": hour(4), "resource_ids": ["i-c"]}
+    con = month_of(lines, [r1, r2, r3], [])
+    attribute(con)
+    later = [dict(r1, end_time=hour(2)), r2, r3]
+    new_runs(con, later)
+    con.execute("UPDATE attribution_runs SET rows = rows + 1000")  # a mark on every sum
+    done = attribute(con)
+    assert (done.mode, done.changed_runs, done.lines_reattributed) == ("partial", 1, 2)
+    assert con.execute("SELECT max(rows) < 1000 FROM attribution_runs").fetchall() == [(True,)]
+    assert_same_attribution(con, _whole(lines, later, []))
+
+
 BASE_RUN = {**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED", "start_time": hour(0),
             "end_time": hour(3), "resource_ids": ["i-a"], "gpus": 4, "region": "us-east-1",
             "dataset": "ds1"}

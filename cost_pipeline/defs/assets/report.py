@@ -1,17 +1,101 @@
 """The monthly report as an asset: the month's HTML page next to the warehouse, and its key
-figures, tables and a chart as metadata the Dagster UI shows."""
+figures, tables and a chart as metadata the Dagster UI shows.
 
+The page is kept (neither drawn nor written again) when what it shows is as when it was
+written: the bases of the tables it reads, every month's input tokens, the reconciliations of
+the strip's months, the report's code and its path (`page_inputs`), with the page still in
+place (`report_pages`)."""
+
+import hashlib
+import json
+from datetime import date
+from pathlib import Path
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from cost_pipeline.defs.assets.decisions import DECISION_INPUTS
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
-from cost_pipeline.defs.resources import PipelineSettings, Warehouse, month_of
+from cost_pipeline.defs.resources import PipelineSettings, Warehouse, forced, month_of
+from cost_pipeline.report.strip import STRIP_MONTHS, months_back
+from cost_pipeline.warehouse import (
+    dataset_rows,
+    month_transaction,
+    query,
+    register_datasets,
+    sql_text,
+)
 
 READS = ["billing_facts", "attribution", "reconciliation", "untracked_usage",
          "cost_per_model_monthly", "search_costs", "search_trend", "retention_violations",
-         "cost_levers"]
+         "cost_levers", "retrain_cadence", "preemption"]
+# the tables among READS whose month has a decision_basis row
+SHOWN = sorted(set(READS) - {"billing_facts", "attribution"})
+CODE = code_version(("report_headline", "report_models", "report_bridge", "top_untracked",
+                     "period_month_totals", "period_purpose_component",
+                     "period_untracked_share", DECISION_INPUTS),
+                    ("cost_pipeline.report.data", "cost_pipeline.report.render",
+                     "cost_pipeline.report.charts", "cost_pipeline.report.markdown",
+                     "cost_pipeline.report.strip", "cost_pipeline.defs.assets.report"),
+                    ("report/templates/report.html.j2", "report/templates/page.css"))
+
+
+def page_inputs(con, month: date, path: Path) -> str:
+    """What the month's page is computed from, as one hash: the bases of the tables it shows
+    and every month's input tokens (`decision_inputs.sql`), the strip's months'
+    reconciliations (their `decision_basis` rows), the report's code and the page's path."""
+    ((tables,),) = query(con, sql_text(DECISION_INPUTS),
+                         {"month": month, "parents": ",".join(SHOWN)}).fetchall()
+    strip = con.execute(
+        "SELECT coalesce(string_agg(month || '=' || inputs || '/' || rows, ',' ORDER BY month),"
+        " '') FROM decision_basis WHERE table_name = 'reconciliation' AND month BETWEEN ? AND ?",
+        [months_back(month, STRIP_MONTHS), month]).fetchone()[0]
+    return hashlib.sha256(json.dumps([tables, strip, CODE, str(path)]).encode()).hexdigest()
+
+
+def kept_page(con, month: date, inputs: str, path: Path) -> dict | None:
+    """The metadata of the month's page when it was written from `inputs` and is still at
+    `path` with the size it was written with; else None."""
+    stored = con.execute("SELECT path, html_bytes, metadata FROM report_pages "
+                         "WHERE month = ? AND inputs = ?", [month, inputs]).fetchall()
+    if len(stored) != 1 or stored[0][0] != str(path):
+        return None
+    _, size, metadata = stored[0]
+    try:
+        if path.stat().st_size != size:
+            return None
+    except OSError:  # deleted since: drawn again
+        return None
+    return _metadata_of(json.loads(metadata))
+
+
+def store_page(con, month: date, inputs: str, path: Path, html_bytes: int,
+               metadata: dict) -> None:
+    with month_transaction(con):
+        con.execute("DELETE FROM report_pages WHERE month = ?", [month])
+        con.execute("INSERT INTO report_pages VALUES (?, ?, ?, ?, ?)",
+                    [month, inputs, str(path), html_bytes,
+                     json.dumps(_plain(metadata), sort_keys=True)])
+
+
+def _plain(metadata: dict) -> dict:
+    """The metadata as JSON values: [kind, value], kind `path`, `md` or `value`."""
+    out = {}
+    for key, value in metadata.items():
+        if isinstance(value, dg.PathMetadataValue):
+            out[key] = ["path", value.path]
+        elif isinstance(value, dg.MarkdownMetadataValue):
+            out[key] = ["md", value.md_str]
+        else:
+            out[key] = ["value", value]
+    return out
+
+
+def _metadata_of(plain: dict) -> dict:
+    makers = {"path": dg.MetadataValue.path, "md": dg.MetadataValue.md}
+    return {key: makers[kind](value) if kind in makers else value
+            for key, (kind, value) in plain.items()}
 
 
 @dg.asset(
@@ -20,15 +104,7 @@ READS = ["billing_facts", "attribution", "reconciliation", "untracked_usage",
     kinds={"html"},
     owners=["team:finops"],
     deps=READS,
-    code_version=code_version(("report_headline", "report_models", "report_bridge",
-                               "top_untracked", "period_month_totals",
-                               "period_purpose_component", "period_untracked_share"),
-                              ("cost_pipeline.report.data", "cost_pipeline.report.render",
-                               "cost_pipeline.report.charts",
-                               "cost_pipeline.report.markdown",
-                               "cost_pipeline.report.strip"),
-                              ("report/templates/report.html.j2",
-                               "report/templates/page.css")),
+    code_version=CODE,
     description="The month's cost report for a finance director: one self-contained HTML "
     "file in <warehouse folder>/reports/.",
 )
@@ -49,32 +125,41 @@ def monthly_report(
             context.log.warning(f"no billing lines for {month:%Y-%m}: no report written")
             return dg.MaterializeResult(metadata={"report": "none (no billing lines)",
                                                   "total_effective_cost": 0.0})
-        # written beside its place, moved there only once the run's writes commit
         path = report_path(cfg.warehouse_path, month)
+        register_datasets(con, dataset_rows(cfg))  # decision_inputs.sql reads them
+        inputs = page_inputs(con, month, path)
+        kept = None if forced(context) else kept_page(con, month, inputs, path)
+        if kept is not None:
+            context.log.info(f"monthly_report: what the page shows is as when it was written: "
+                             f"{path} is kept")
+            return dg.MaterializeResult(metadata={**kept, "kept": True})
+        # written beside its place, moved there only once the run's writes commit
         staged, data = write_report(cfg.warehouse_path, month, con=con,
                                  out=path.with_name(f".{path.name}.pending"))
-    html_bytes = staged.stat().st_size
+        html_bytes = staged.stat().st_size
+        rec = data["reconciliation"]
+        metadata = {
+            "report": dg.MetadataValue.path(str(path)),
+            "html_bytes": html_bytes,
+            "total_effective_cost": float(cents(data["headline"]["effective_cost"])),
+            "billed_cost": float(cents(data["headline"]["billed_cost"])),
+            "currency": data["headline"]["currency"],
+            "bill_as_lines": dg.MetadataValue.md(bill_markdown(data["bill"],
+                                                               data["headline"]["currency"])),
+            "top_levers": dg.MetadataValue.md(levers_markdown(data["levers"],
+                                                              data["headline"]["currency"])),
+        }
+        if rec:
+            metadata.update(untracked_share_pct=round(rec["untracked_share"] * 100, 1),
+                            reconciliation_status=rec["status"], provisional=rec["provisional"])
+        if data["bill"] and data["bill"]["cost"]:
+            # a small PNG inline: the UI renders data-URI images inside markdown metadata
+            chart = png_data_uri(bill_figure, data["bill"],
+                                 symbol_of(data["headline"]["currency"]))
+            metadata["chart"] = dg.MetadataValue.md(f"![cost by purpose and component]({chart})")
+        store_page(con, month, inputs, path, html_bytes, metadata)
     if isinstance(duckdb, Warehouse):
         duckdb.publish_on_commit(staged, path)
     else:
         staged.replace(path)
-    rec = data["reconciliation"]
-    metadata = {
-        "report": dg.MetadataValue.path(str(path)),
-        "html_bytes": html_bytes,
-        "total_effective_cost": float(cents(data["headline"]["effective_cost"])),
-        "billed_cost": float(cents(data["headline"]["billed_cost"])),
-        "currency": data["headline"]["currency"],
-        "bill_as_lines": dg.MetadataValue.md(bill_markdown(data["bill"],
-                                                           data["headline"]["currency"])),
-        "top_levers": dg.MetadataValue.md(levers_markdown(data["levers"],
-                                                          data["headline"]["currency"])),
-    }
-    if rec:
-        metadata.update(untracked_share_pct=round(rec["untracked_share"] * 100, 1),
-                        reconciliation_status=rec["status"], provisional=rec["provisional"])
-    if data["bill"] and data["bill"]["cost"]:
-        # a small PNG inline: the UI renders data-URI images inside markdown metadata
-        chart = png_data_uri(bill_figure, data["bill"], symbol_of(data["headline"]["currency"]))
-        metadata["chart"] = dg.MetadataValue.md(f"![cost by purpose and component]({chart})")
-    return dg.MaterializeResult(metadata=metadata)
+    return dg.MaterializeResult(metadata={**metadata, "kept": False})

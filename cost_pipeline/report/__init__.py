@@ -1,9 +1,17 @@
 """The monthly report: the warehouse's figures for one month as one self-contained HTML page
 a finance director reads in two minutes (data.py → charts.py → render.py)."""
 
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 __all__ = ["ReportError", "report_path", "write_report"]
+
+
+def report_path(warehouse: str | Path, month: date) -> Path:
+    """`<warehouse folder>/reports/cost-report-YYYY-MM.html` (here: naming it imports neither
+    jinja2 nor matplotlib, and the report asset that keeps its page needs no more)."""
+    return Path(warehouse).resolve().parent / "reports" / f"cost-report-{month:%Y-%m}.html"
 
 
 def __getattr__(name: str) -> Any:
@@ -12,8 +20,8 @@ def __getattr__(name: str) -> Any:
         from cost_pipeline.report.data import ReportError
 
         return ReportError
-    if name in ("report_path", "write_report"):
-        from cost_pipeline.report import render
+    if name == "write_report":
+        from cost_pipeline.report.render import write_report
 
-        return getattr(render, name)
+        return write_report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 import jinja2
 
+from cost_pipeline.report import report_path
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import cents, money, symbol_of  # noqa: F401 (re-exported)
@@ -127,11 +128,6 @@ def render_html(data: dict, source: str) -> str:
         summary=summary(data, symbol), charts=charts(data, LINE_ITEM_LABELS),
         source=source, generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )
-
-
-def report_path(warehouse: str | Path, month: date) -> Path:
-    """`<warehouse folder>/reports/cost-report-YYYY-MM.html`."""
-    return Path(warehouse).resolve().parent / "reports" / f"cost-report-{month:%Y-%m}.html"
 
 
 def write_report(warehouse: str | Path, month: date, out: str | Path | None = None,

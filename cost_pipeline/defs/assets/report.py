@@ -18,6 +18,7 @@ from cost_pipeline.defs.assets.decisions import DECISION_INPUTS
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, Warehouse, forced, month_of
+from cost_pipeline.report import report_path
 from cost_pipeline.report.strip import STRIP_MONTHS, months_back
 from cost_pipeline.warehouse import (
     dataset_rows,
@@ -111,12 +112,6 @@ def _metadata_of(plain: dict) -> dict:
 def monthly_report(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
-    # imported here: matplotlib costs a second, and loading the code location needs none of it
-    from cost_pipeline.report import report_path, write_report
-    from cost_pipeline.report.charts import bill_figure, png_data_uri
-    from cost_pipeline.report.markdown import bill_markdown, levers_markdown
-    from cost_pipeline.report.money import cents, symbol_of
-
     cfg, month = settings.load(), month_of(context)
     with duckdb.get_connection() as con:
         (lines,) = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
@@ -133,6 +128,13 @@ def monthly_report(
             context.log.info(f"monthly_report: what the page shows is as when it was written: "
                              f"{path} is kept")
             return dg.MaterializeResult(metadata={**kept, "kept": True})
+        # imported here: matplotlib costs a second, and neither loading the code location
+        # nor a kept page needs it
+        from cost_pipeline.report import write_report
+        from cost_pipeline.report.charts import bill_figure, png_data_uri
+        from cost_pipeline.report.markdown import bill_markdown, levers_markdown
+        from cost_pipeline.report.money import cents, symbol_of
+
         # written beside its place, moved there only once the run's writes commit
         staged, data = write_report(cfg.warehouse_path, month, con=con,
                                  out=path.with_name(f".{path.name}.pending"))

@@ -56,13 +56,13 @@ def page_inputs(con, month: date, path: Path) -> str:
 
 
 def kept_page(con, month: date, inputs: str, path: Path) -> dict | None:
-    """The metadata of the month's page when it was written from `inputs` and is still at
-    `path` with the size it was written with; else None."""
-    stored = con.execute("SELECT path, html_bytes, metadata FROM report_pages "
+    """The metadata of the month's page when it was written from `inputs` (which name its
+    `path`) and is still there with the size it was written with; else None."""
+    stored = con.execute("SELECT html_bytes, metadata FROM report_pages "
                          "WHERE month = ? AND inputs = ?", [month, inputs]).fetchall()
-    if len(stored) != 1 or stored[0][0] != str(path):
+    if len(stored) != 1:
         return None
-    _, size, metadata = stored[0]
+    ((size, metadata),) = stored
     try:
         if path.stat().st_size != size:
             return None

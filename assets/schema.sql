@@ -220,15 +220,19 @@ CREATE TABLE IF NOT EXISTS decision_basis (
 -- The monthly report's page of each month as the monthly_report asset last wrote it: what it
 -- was computed from (`inputs`: defs/assets/report.py `page_inputs` — the bases of the tables
 -- it shows, every month's input tokens, the strip's months' reconciliations, the report's
--- code and the page's path), its size, and the asset's metadata (JSON). A run whose inputs
--- are the same, the page still there with that size, keeps the page and its metadata.
+-- code and the page's path), its size and SHA-256, and the asset's metadata (JSON). A run whose
+-- inputs are the same, the page still there with those bytes, keeps the page and its metadata.
 CREATE TABLE IF NOT EXISTS report_pages (
-    month      DATE NOT NULL,
-    inputs     VARCHAR NOT NULL,
-    path       VARCHAR NOT NULL,
-    html_bytes BIGINT NOT NULL,
-    metadata   VARCHAR NOT NULL
+    month       DATE NOT NULL,
+    inputs      VARCHAR NOT NULL,
+    path        VARCHAR NOT NULL,
+    html_bytes  BIGINT NOT NULL,
+    metadata    VARCHAR NOT NULL,
+    html_sha256 VARCHAR
 );
+-- a warehouse written before the pages' hashes: its rows have none, and their pages are drawn
+-- once more
+ALTER TABLE report_pages ADD COLUMN IF NOT EXISTS html_sha256 VARCHAR;
 
 -- What each month's bill, runs and attribution are, as their writers leave it in the
 -- transaction that writes them (warehouse.py `note_input`), for decision_inputs.sql: the

@@ -68,6 +68,42 @@ def test_a_deleted_page_is_drawn_again(demo):
     assert without_time(page.read_text(encoding="utf-8")) == without_time(before)
 
 
+def test_a_page_edited_in_place_is_drawn_again(demo):
+    """The same size is not enough: the page must be the bytes it was written with."""
+    config, first = demo
+    page = page_of(config)
+    before = page.read_text(encoding="utf-8")
+    edited = before.replace("<title>", "<title>X", 1)[:-1]  # one byte in, one byte out
+    assert len(edited.encode()) == len(before.encode()) and edited != before
+    page.write_text(edited, encoding="utf-8")
+    edit_runs(config, lambda rows: None)
+    meta = rerun(config)
+    assert meta["kept"] is False and meta["html_bytes"] == first["html_bytes"]
+    assert without_time(page.read_text(encoding="utf-8")) == without_time(before)
+
+
+def test_a_row_from_before_the_hashes_draws_the_page_once_more(demo):
+    config, _ = demo
+    warehouse = load_config(config).warehouse_path
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("UPDATE report_pages SET html_sha256 = NULL")
+    edit_runs(config, lambda rows: None)
+    assert rerun(config)["kept"] is False
+    edit_runs(config, lambda rows: None)
+    assert rerun(config)["kept"] is True
+
+
+def test_an_older_report_pages_table_gets_the_hash_column(tmp_path):
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        con.execute("CREATE TABLE report_pages (month DATE NOT NULL, inputs VARCHAR NOT NULL, "
+                    "path VARCHAR NOT NULL, html_bytes BIGINT NOT NULL, "
+                    "metadata VARCHAR NOT NULL)")
+        con.execute("INSERT INTO report_pages VALUES (?, 'i', 'p', 1, '{}')", [JULY])
+        ensure_schema(con)
+        assert con.execute("SELECT inputs, html_sha256 FROM report_pages").fetchall() == [
+            ("i", None)]
+
+
 def test_a_changed_metric_draws_the_page_again_as_force_does(demo):
     config, _ = demo
     page = page_of(config)

@@ -57,38 +57,29 @@ def test_the_same_runs_again_keep_the_page_and_its_metadata(demo):
     assert page.read_bytes() == before and page.stat().st_mtime_ns == written
 
 
-def test_a_deleted_page_is_drawn_again(demo):
+def test_a_page_not_as_written_is_drawn_again(demo):
+    """Edited in place (the same size, other bytes), deleted, or its row from before the
+    pages' hashes: each time the page is drawn again as it was; then it is kept."""
     config, first = demo
     page = page_of(config)
     before = page.read_text(encoding="utf-8")
-    page.unlink()
-    edit_runs(config, lambda rows: None)
-    meta = rerun(config)
-    assert meta["kept"] is False and meta["html_bytes"] == first["html_bytes"]
-    assert without_time(page.read_text(encoding="utf-8")) == without_time(before)
 
+    def edit_in_place() -> None:
+        edited = before.replace("<title>", "<title>X", 1)[:-1]  # one byte in, one byte out
+        assert len(edited.encode()) == len(before.encode()) and edited != before
+        page.write_text(edited, encoding="utf-8")
 
-def test_a_page_edited_in_place_is_drawn_again(demo):
-    """The same size is not enough: the page must be the bytes it was written with."""
-    config, first = demo
-    page = page_of(config)
-    before = page.read_text(encoding="utf-8")
-    edited = before.replace("<title>", "<title>X", 1)[:-1]  # one byte in, one byte out
-    assert len(edited.encode()) == len(before.encode()) and edited != before
-    page.write_text(edited, encoding="utf-8")
-    edit_runs(config, lambda rows: None)
-    meta = rerun(config)
-    assert meta["kept"] is False and meta["html_bytes"] == first["html_bytes"]
-    assert without_time(page.read_text(encoding="utf-8")) == without_time(before)
+    def forget_hashes() -> None:
+        with duckdb.connect(str(load_config(config).warehouse_path)) as con:
+            con.execute("UPDATE report_pages SET html_sha256 = NULL")
 
-
-def test_a_row_from_before_the_hashes_draws_the_page_once_more(demo):
-    config, _ = demo
-    warehouse = load_config(config).warehouse_path
-    with duckdb.connect(str(warehouse)) as con:
-        con.execute("UPDATE report_pages SET html_sha256 = NULL")
-    edit_runs(config, lambda rows: None)
-    assert rerun(config)["kept"] is False
+    for damage in (edit_in_place, page.unlink, forget_hashes):
+        damage()
+        edit_runs(config, lambda rows: None)
+        meta = rerun(config)
+        assert meta["kept"] is False, damage
+        assert meta["html_bytes"] == first["html_bytes"]
+        assert without_time(page.read_text(encoding="utf-8")) == without_time(before)
     edit_runs(config, lambda rows: None)
     assert rerun(config)["kept"] is True
 

@@ -32,6 +32,7 @@ from cost_pipeline.warehouse import (
     run_script,
     sql_text,
     summarize_month,
+    transaction_aborted,
 )
 
 # lines per slice: a slice's claims, periods and lines fit well inside the default 1100MB
@@ -132,7 +133,7 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
                 "SELECT count(*) FROM attribution_rows WHERE month = ?", [month]).fetchall()
     finally:
         # an error inside a run's transaction aborts it: only its rollback may run then
-        if not in_run_transaction(con) or not _aborted(con):
+        if not in_run_transaction(con) or not transaction_aborted(con):
             _drop(con, _SLICE_TABLES + _MONTH_TABLES)
             con.execute(_EVERY_LINE)
             con.execute(SUM_EVERY_RUN)
@@ -255,10 +256,3 @@ def _drop(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> None:
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def _aborted(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the connection's transaction failed (nothing but a rollback runs then)."""
-    try:
-        con.execute("SELECT 1").fetchall()
-    except duckdb.Error:
-        return True
-    return False

@@ -208,6 +208,53 @@ def replace_month(
         return rows
 
 
+def replace_month_unless_identical(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    month: date,
+    select_sql: str,
+    params: dict[str, Any],
+    input_name: str,
+) -> tuple[int, bool]:
+    """`replace_month` with `input_name`, unless the month already holds exactly the rows of
+    `select_sql` (the same count and sum of row hashes, `content_token`): then the rows stay
+    as they are, unwritten. Returns (rows, kept). For a table of one row per run, smaller than
+    a row group: its rows go through the WAL at the commit, then into the file at the
+    checkpoint — for 100,000 runs read again unchanged, ~0.45 s of deleting, inserting and
+    committing what was there (an MLflow tracker is read on every run)."""
+    ensure_schema(con)
+    with month_transaction(con):
+        if not _month_rows(con, table, month):  # a first write: nothing to compare with
+            rows = _write_month(con, table, month, select_sql, params)
+            note_input(con, month, input_name, content_token(con, table, month))
+            return rows, False
+        staged = f"{table}_staged"
+        # the table's own column types: the same values hash the same
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {staged} AS FROM {table} LIMIT 0")
+        try:
+            query(con, f"INSERT INTO {staged} BY NAME ({select_sql})", params)
+            token = content_token(con, staged, month)
+            kept = token == content_token(con, table, month)
+            if not kept:
+                con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
+                con.execute(f"INSERT INTO {table} BY NAME FROM {staged}")
+            note_input(con, month, input_name, token)
+            return _month_rows(con, table, month), kept
+        finally:
+            # after an error only the rollback may run, and it drops the table with the rest
+            if not transaction_aborted(con):
+                con.execute(f"DROP TABLE IF EXISTS {staged}")
+
+
+def transaction_aborted(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the connection's transaction failed (nothing but a rollback runs then)."""
+    try:
+        con.execute("SELECT 1").fetchall()
+    except duckdb.Error:
+        return True
+    return False
+
+
 def _write_month(con: duckdb.DuckDBPyConnection, table: str, month: date, select_sql: str,
                  params: dict[str, Any]) -> int:
     """`replace_month`'s writes, in the caller's transaction: the rows written."""

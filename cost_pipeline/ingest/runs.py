@@ -15,7 +15,7 @@ from cost_pipeline.ingest.sources import SourceError, source_names
 from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
 from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
 from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
-from cost_pipeline.warehouse import replace_month
+from cost_pipeline.warehouse import replace_month, replace_month_unless_identical
 
 
 def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
@@ -58,18 +58,32 @@ def build_tracker_runs(
     con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
     runs: pa.Table | None = None,
 ) -> int:
-    """Write the month's snapshot of `runs` (default: read the trackers now)."""
+    """Write the month's snapshot of `runs` (default: read the trackers now); the rows."""
+    return write_tracker_runs(con, cfg, month, log, runs)[0]
+
+
+def write_tracker_runs(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
+    runs: pa.Table | None = None, keep_identical: bool = True,
+) -> tuple[int, bool]:
+    """`build_tracker_runs`, and whether the month already held exactly these runs and kept
+    them unwritten (`keep_identical`: `materialize --force` writes them again)."""
     con.register("runs_arrow", runs_table(cfg, log) if runs is None else runs)
     try:
         once = _check_run_ids(con)
         # one row per run (SPEC §4), which every reader relies on (macros.sql `month_runs`):
         # the readers above already keep a run once, so this only guards the table
-        return replace_month(
-            con, "tracker_runs", month,
-            "SELECT CAST($month AS DATE) AS month, * FROM runs_arrow" + ("" if once else
-            " QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, "
-            "start_time) = 1"), {"month": month}, input_name="tracker",
-        )
+        select = ("SELECT CAST($month AS DATE) AS month, * FROM runs_arrow" + ("" if once else
+                  " QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, "
+                  "start_time) = 1"))
+        if not keep_identical:
+            return replace_month(con, "tracker_runs", month, select, {"month": month},
+                                 input_name="tracker"), False
+        rows, kept = replace_month_unless_identical(con, "tracker_runs", month, select,
+                                                    {"month": month}, input_name="tracker")
+        if kept:
+            log.info(f"tracker_runs: the month's {rows} run(s) are as stored: kept")
+        return rows, kept
     finally:
         con.unregister("runs_arrow")
 

@@ -70,10 +70,10 @@ def test_a_changed_runs_file_reruns_only_what_depends_on_it(demo_copy):
     materialized = _materialized(result.run_id)
     ran = set(materialized)
     assert ran == _assets(demo_copy) - {"billing_facts", "checkpoint_inventory"}
-    # the same runs: every decision table and the reconciliation keep their rows, as the
-    # attribution does, and the report its page
+    # the same runs: they stay unwritten, every decision table and the reconciliation keep
+    # their rows, as the attribution does, and the report its page
     assert {a: meta["kept"] for a, meta in materialized.items() if "kept" in meta} == {
-        a: True for a in {*KEEPING, "monthly_report"}}
+        a: True for a in {*KEEPING, "monthly_report", "tracker_runs"}}
     assert materialized["attribution"]["mode"] == "kept"
     assert materialize_month(str(demo_copy), JULY, progress=False).run_id is None
 
@@ -91,7 +91,7 @@ def test_force_and_a_changed_config_recompute_everything(demo_copy):
     forced = materialize_month(str(demo_copy), JULY, progress=False, force=True)
     assert forced.run_id and forced.skipped == []
     assert {a: m["kept"] for a, m in _materialized(forced.run_id).items() if "kept" in m} == {
-        a: False for a in {*KEEPING, "monthly_report"}}
+        a: False for a in {*KEEPING, "monthly_report", "tracker_runs"}}
     demo_copy.write_text(demo_copy.read_text() + "\n# a comment changes the config file\n")
     changed = materialize_month(str(demo_copy), JULY, progress=False)
     assert changed.run_id and changed.skipped == []

@@ -310,6 +310,38 @@ def test_the_table_holds_a_run_once_whoever_hands_it_over(con):
                        ).fetchall() == [("r1", "mlflow", "a"), ("r2", "mlflow", "d")]
 
 
+def test_the_same_runs_again_stay_unwritten_and_a_change_rewrites_them(tmp_path, con):
+    """An MLflow tracker is read on every run: runs read again unchanged are neither deleted
+    nor inserted again (their row ids stay) and their token stays; one changed metric
+    rewrites the month, as a first write of the new runs writes it."""
+    from cost_pipeline.ingest.runs import write_tracker_runs
+
+    def state(connection):
+        return connection.execute(
+            "SELECT (SELECT list(rowid ORDER BY rowid) FROM tracker_runs WHERE month = $m), "
+            "(SELECT token FROM input_tokens WHERE month = $m AND input = 'tracker'), "
+            "(SELECT count(*) FROM duckdb_tables() WHERE table_name = 'tracker_runs_staged')",
+            {"m": JULY}).fetchall()[0]
+
+    path = write_csv(tmp_path / "runs.csv", CSV_RUNS)
+    cfg = parse_config({"tracker": [{"kind": "runs_file", "path": path.name}]}, tmp_path)
+    first = load(con, tmp_path, path)
+    before = state(con)
+    assert write_tracker_runs(con, cfg, JULY, LOG) == (3, True)
+    assert load(con, tmp_path, path) == first and state(con) == before
+    assert write_tracker_runs(con, cfg, JULY, LOG, keep_identical=False) == (3, False)
+    rewritten = state(con)
+    assert rewritten[0] != before[0] and rewritten[1:] == before[1:]  # the same runs
+    write_csv(tmp_path / "runs.csv", [{**CSV_RUNS[0], "metric_value": "0.95"}, *CSV_RUNS[1:]])
+    assert write_tracker_runs(con, cfg, JULY, LOG) == (3, False)
+    after = state(con)
+    assert after[0] != rewritten[0] and after[1] != before[1] and after[2] == 0
+    with duckdb.connect() as fresh:  # the new runs written into an empty warehouse
+        assert load(fresh, tmp_path, path) == load(con, tmp_path, path)
+        assert state(fresh)[1] == after[1]
+    assert load(con, tmp_path, path)["churn-001"]["metric_value"] == 0.95
+
+
 def test_a_rebuild_replaces_the_snapshot(tmp_path, con):
     path = write_csv(tmp_path / "runs.csv", CSV_RUNS)
     load(con, tmp_path, path)

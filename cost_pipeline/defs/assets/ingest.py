@@ -25,10 +25,10 @@ from cost_pipeline.defs.checks import billing_complete
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
-from cost_pipeline.defs.resources import PipelineSettings, month_of
+from cost_pipeline.defs.resources import PipelineSettings, forced, month_of
 from cost_pipeline.ingest.billing import build_billing_facts
 from cost_pipeline.ingest.checkpoints import build_checkpoint_inventory, read_listing
-from cost_pipeline.ingest.runs import build_tracker_runs, runs_table
+from cost_pipeline.ingest.runs import runs_table, write_tracker_runs
 
 BILLING_FACTS, TRACKER_RUNS, CHECKPOINT_INVENTORY = (
     "billing_facts", "tracker_runs", "checkpoint_inventory")
@@ -136,8 +136,9 @@ def ingest(
         )
     if runs is not None:
         with duckdb.get_connection() as con:
-            rows = build_tracker_runs(con, cfg, month, context.log, runs=runs)
-        yield dg.MaterializeResult(asset_key=TRACKER_RUNS, metadata={"runs": rows})
+            rows, kept = write_tracker_runs(con, cfg, month, context.log, runs=runs,
+                                            keep_identical=not forced(context))
+        yield dg.MaterializeResult(asset_key=TRACKER_RUNS, metadata={"runs": rows, "kept": kept})
     if listing is not None:
         with duckdb.get_connection() as con:
             rows = build_checkpoint_inventory(con, cfg, month, context.log, listing=listing)

@@ -118,6 +118,8 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
                     log.info("attribution: the bill, the listing and every run are as when the "
                              "month was attributed: its rows are kept")
             else:
+                # rule 4's bytes: only for a month attributed again, whole or in part
+                run_script(con, sql_text("attribution_storage"), params)
                 if keep_unchanged and same_inputs:
                     redone = _attribute_changed(con, month, params, changed, log,
                                                 lines_per_slice, partial_max_share)
@@ -221,9 +223,9 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
         SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified))
         FROM checkpoint_inventory WHERE month = $month""", params).fetchall()
     # attribution_runs too: a kept month keeps its per-run sums as well
-    code = [sql_text(name) for name in ("macros", "attribution_prepare", "attribution_claims",
-                                        "attribution", "attribution_runs", "attribution_basis",
-                                        "attribution_affected")]
+    code = [sql_text(name) for name in ("macros", "attribution_prepare", "attribution_storage",
+                                        "attribution_claims", "attribution", "attribution_runs",
+                                        "attribution_basis", "attribution_affected")]
     code.append(Path(__file__).read_text(encoding="utf-8"))
     basis = {
         "bill": [str(v) for v in bill[0]], "listing": [str(v) for v in listing[0]],

@@ -21,9 +21,9 @@ from cost_pipeline.warehouse import dataset_rows, month_params, register_dataset
     kinds={"duckdb"},
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "checkpoint_inventory"],
-    code_version=code_version(("attribution_prepare", "attribution_claims", "attribution",
-                               "attribution_runs", "attribution_basis",
-                               "attribution_affected"),
+    code_version=code_version(("attribution_prepare", "attribution_storage",
+                               "attribution_claims", "attribution", "attribution_runs",
+                               "attribution_basis", "attribution_affected"),
                               ("cost_pipeline.attribution", "cost_pipeline.defs.checks")),
     check_specs=[dg.AssetCheckSpec("cost_conserved", asset="attribution", blocking=False,
                                    description="attribution + untracked + unallocated = the "

@@ -17,9 +17,11 @@ from cost_pipeline.demo.generate import generate_demo
 from cost_pipeline.months import parse_month
 
 MONTH = parse_month("2026-09")  # the demo's savings-plan month: the most line item types
-# the columns that record the materialization itself, not the data: when, by which run
+# the columns that record the materialization itself, not the data: when, by which run (the
+# page's hash covers its "generated" minute)
 RUN_RECORD = {"materializations": {"materialized_at", "run_id"},
-              "billing_deliveries": {"first_seen", "last_seen"}}
+              "billing_deliveries": {"first_seen", "last_seen"},
+              "report_pages": {"html_sha256"}}
 
 
 def tables(warehouse: str) -> dict[str, list[str]]:

@@ -175,6 +175,13 @@ def gpu_lines(resources, hours, cost: float) -> list[dict]:
             for resource in resources for h in hours]
 
 
+def one_run_per_resource(resources, hours: int) -> list[dict]:
+    """A finished run on each resource, from hour 0 for `hours` hours."""
+    return [{**RUN_DEFAULTS, "run_id": f"run-{r}", "status": "FINISHED",
+             "start_time": hour(0), "end_time": hour(hours), "resource_ids": [r]}
+            for r in resources]
+
+
 def _whole(lines, runs, inventory) -> duckdb.DuckDBPyConnection:
     con = month_of(lines, runs, inventory)
     build_attribution(con, MONTH, PARAMS, DATASET_ROWS)
@@ -183,9 +190,7 @@ def _whole(lines, runs, inventory) -> duckdb.DuckDBPyConnection:
 
 def test_unchanged_runs_keep_the_rows_and_a_changed_run_redoes_its_lines_or_the_month():
     lines = gpu_lines(("i-a", "i-b", "i-c"), range(4), 10.0)
-    runs = [{**RUN_DEFAULTS, "run_id": f"run-{r}", "status": "FINISHED",
-             "start_time": hour(0), "end_time": hour(4), "resource_ids": [r]}
-            for r in ("i-a", "i-b", "i-c")]
+    runs = one_run_per_resource(("i-a", "i-b", "i-c"), 4)
     con = month_of(lines, runs, [])
     attribute(con)
     # the same runs again (a re-delivered file), one with another model: nothing moves
@@ -238,9 +243,7 @@ def test_rule_4s_bytes_are_computed_only_for_a_month_attributed_again():
     """attribution_storage.sql reads the listing for the buckets' per-run bytes: a kept month
     does not need them (0.2 s of a re-run at 2M lines with 1M objects)."""
     lines = gpu_lines(("i-a", "i-b"), range(2), 10.0)
-    runs = [{**RUN_DEFAULTS, "run_id": f"run-{r}", "status": "FINISHED",
-             "start_time": hour(0), "end_time": hour(2), "resource_ids": [r]}
-            for r in ("i-a", "i-b")]
+    runs = one_run_per_resource(("i-a", "i-b"), 2)
     con = month_of(lines, runs, [])
     attribute(con)
 
@@ -258,9 +261,7 @@ def test_a_basis_without_windows_redoes_every_line_of_a_changed_run():
     """A basis stored before windows were (shape_key, rs, re NULL) cannot tell a moved window
     from another change: the run's lines before and now are all attributed again."""
     lines = gpu_lines(("i-a", "i-b"), range(4), 10.0)
-    runs = [{**RUN_DEFAULTS, "run_id": f"run-{r}", "status": "FINISHED",
-             "start_time": hour(0), "end_time": hour(4), "resource_ids": [r]}
-            for r in ("i-a", "i-b")]
+    runs = one_run_per_resource(("i-a", "i-b"), 4)
     con = month_of(lines, runs, [])
     attribute(con)
     stored = con.execute("SELECT count(*) FROM attribution_basis WHERE run_id IS NOT NULL "

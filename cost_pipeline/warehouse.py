@@ -202,10 +202,7 @@ def replace_month(
     """
     ensure_schema(con)
     with month_transaction(con):
-        rows = _write_month(con, table, month, select_sql, params)
-        if input_name is not None:
-            note_input(con, month, input_name, content_token(con, table, month))
-        return rows
+        return _write_month(con, table, month, select_sql, params, input_name)
 
 
 def replace_month_unless_identical(
@@ -215,19 +212,19 @@ def replace_month_unless_identical(
     select_sql: str,
     params: dict[str, Any],
     input_name: str,
+    keep_identical: bool = True,
 ) -> tuple[int, bool]:
     """`replace_month` with `input_name`, unless the month already holds exactly the rows of
     `select_sql` (the same count and sum of row hashes, `content_token`): then the rows stay
-    as they are, unwritten. Returns (rows, kept). For a table of one row per run, smaller than
-    a row group: its rows go through the WAL at the commit, then into the file at the
-    checkpoint — for 100,000 runs read again unchanged, ~0.45 s of deleting, inserting and
-    committing what was there (an MLflow tracker is read on every run)."""
+    as they are, unwritten (not without `keep_identical`). Returns (rows, kept). For a table
+    of one row per run, smaller than a row group: its rows go through the WAL at the commit,
+    then into the file at the checkpoint — for 100,000 runs read again unchanged, ~0.45 s of
+    deleting, inserting and committing what was there (an MLflow tracker is read on every
+    run)."""
     ensure_schema(con)
     with month_transaction(con):
-        if not _month_rows(con, table, month):  # a first write: nothing to compare with
-            rows = _write_month(con, table, month, select_sql, params)
-            note_input(con, month, input_name, content_token(con, table, month))
-            return rows, False
+        if not keep_identical or not _month_rows(con, table, month):  # (a first write)
+            return _write_month(con, table, month, select_sql, params, input_name), False
         staged = f"{table}_staged"
         # the table's own column types: the same values hash the same
         con.execute(f"CREATE OR REPLACE TEMP TABLE {staged} AS FROM {table} LIMIT 0")
@@ -256,10 +253,12 @@ def transaction_aborted(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def _write_month(con: duckdb.DuckDBPyConnection, table: str, month: date, select_sql: str,
-                 params: dict[str, Any]) -> int:
+                 params: dict[str, Any], input_name: str | None = None) -> int:
     """`replace_month`'s writes, in the caller's transaction: the rows written."""
     con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
     query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
+    if input_name is not None:
+        note_input(con, month, input_name, content_token(con, table, month))
     return _month_rows(con, table, month)
 
 

@@ -15,7 +15,7 @@ from cost_pipeline.ingest.sources import SourceError, source_names
 from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
 from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
 from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
-from cost_pipeline.warehouse import replace_month, replace_month_unless_identical
+from cost_pipeline.warehouse import replace_month_unless_identical
 
 
 def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
@@ -76,11 +76,9 @@ def write_tracker_runs(
         select = ("SELECT CAST($month AS DATE) AS month, * FROM runs_arrow" + ("" if once else
                   " QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, "
                   "start_time) = 1"))
-        if not keep_identical:
-            return replace_month(con, "tracker_runs", month, select, {"month": month},
-                                 input_name="tracker"), False
         rows, kept = replace_month_unless_identical(con, "tracker_runs", month, select,
-                                                    {"month": month}, input_name="tracker")
+                                                    {"month": month}, "tracker",
+                                                    keep_identical)
         if kept:
             log.info(f"tracker_runs: the month's {rows} run(s) are as stored: kept")
         return rows, kept

@@ -1,0 +1,97 @@
+"""`ensure_schema` on a connection that already has the tables and macros checks that nothing
+undid them (~2 ms) instead of creating them again; whatever undid them — a dropped or altered
+table, another connection's change, a rolled-back transaction, another zone — makes it run
+again."""
+
+from datetime import date
+
+import duckdb
+
+from cost_pipeline.warehouse import ensure_schema
+
+JULY = date(2026, 7, 1)
+
+
+class Recording:
+    """A connection that records the statements it is given."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con, self.statements = con, []
+
+    def execute(self, sql, *args):
+        self.statements.append(sql)
+        return self.con.execute(sql, *args)
+
+
+def _creates(con: duckdb.DuckDBPyConnection) -> list[str]:
+    recording = Recording(con)
+    ensure_schema(recording)
+    return [s for s in recording.statements if "CREATE" in s.upper().split("(")[0]
+            or s.lstrip().upper().startswith("CREATE")]
+
+
+def _macro_works(con) -> bool:
+    return con.execute("SELECT run_hash_of('r1') = hash('r1')").fetchall() == [(True,)]
+
+
+def test_a_second_call_creates_nothing():
+    con = duckdb.connect()
+    assert _creates(con)  # the tables and macros
+    assert _creates(con) == []
+    assert _macro_works(con)
+
+
+def test_a_table_dropped_or_altered_since_is_made_again(tmp_path):
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    ensure_schema(con)
+    con.execute("DROP TABLE billing_months")
+    assert _creates(con)
+    assert "billing_months" in {t for (t,) in con.execute("SHOW TABLES").fetchall()}
+    # an older version's attribution_runs (no cost_exact): the sums are made again
+    con.execute("ALTER TABLE attribution_runs DROP COLUMN cost_exact")
+    ensure_schema(con)
+    ((found,),) = con.execute(
+        "SELECT count(*) FROM information_schema.columns "
+        "WHERE table_name = 'attribution_runs' AND column_name = 'cost_exact'").fetchall()
+    assert found == 1
+
+
+def test_another_connections_change_is_seen(tmp_path):
+    db = duckdb.connect(str(tmp_path / "w.duckdb"))
+    one, other = db.cursor(), db.cursor()
+    ensure_schema(one)
+    ensure_schema(other)
+    other.execute("DROP TABLE input_tokens")
+    assert _creates(one)
+    assert one.execute("SELECT count(*) FROM input_tokens").fetchall() == [(0,)]
+
+
+def test_a_rolled_back_first_call_is_done_again(tmp_path):
+    path = str(tmp_path / "w.duckdb")
+    with duckdb.connect(path) as writer:
+        ensure_schema(writer)  # the tables, committed
+    con = duckdb.connect(path)
+    con.execute("BEGIN TRANSACTION")
+    ensure_schema(con)  # the tables as they were; this connection's macros
+    con.execute("ROLLBACK")  # the macros are gone, the tables are not
+    assert _creates(con)
+    assert _macro_works(con)
+
+
+def test_a_rolled_back_later_call_keeps_what_was_committed():
+    con = duckdb.connect()
+    ensure_schema(con)
+    con.execute("BEGIN TRANSACTION")
+    con.execute("DROP TABLE billing_months")
+    ensure_schema(con)  # makes it again, in the transaction
+    con.execute("ROLLBACK")  # the table as committed, with the macros and mark
+    assert _creates(con) == []
+    assert _macro_works(con)
+
+
+def test_another_zone_is_set_back_to_utc():
+    con = duckdb.connect()
+    ensure_schema(con)
+    con.execute("SET TimeZone = 'Asia/Tokyo'")
+    ensure_schema(con)
+    assert con.execute("SELECT current_setting('TimeZone')").fetchall() == [("UTC",)]

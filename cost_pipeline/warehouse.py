@@ -80,10 +80,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     once: every step of the run shares the connection, and the run commits or rolls back as
     a whole. On any other connection it is done again only when something undid it
     (`_schema_unchanged`)."""
-    ((ready,),) = con.execute(
+    ((ready, seen),) = con.execute(
         f"SELECT getvariable('{_RUN_TRANSACTION}') IS TRUE "
-        f"AND getvariable('{_SCHEMA_READY}') IS TRUE").fetchall()
-    if ready or _schema_unchanged(con):
+        f"AND getvariable('{_SCHEMA_READY}') IS TRUE, getvariable('{_SCHEMA_MARK}')").fetchall()
+    if ready or (seen is not None and _schema_unchanged(con, seen)):
         return
     con.execute("SET TimeZone = 'UTC'")
     before = dict(con.execute(  # table or view name → its type
@@ -130,16 +130,15 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"SET VARIABLE {_SCHEMA_MARK} = ({_SCHEMA_STATE})")
 
 
-def _schema_unchanged(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether `ensure_schema` already ran on this connection and nothing undid it since: its
-    mark (a temp table, which a rolled-back transaction takes away with the macros created in
-    it) is there, and the tables are defined as it left them (~2 ms, against ~60 ms to
-    create them and the macros again). A table dropped, renamed or altered since, or the zone
-    set otherwise, runs it again."""
+def _schema_unchanged(con: duckdb.DuckDBPyConnection, seen: int) -> bool:
+    """Whether nothing undid what `ensure_schema` did on this connection, when it saw the
+    tables' state `seen`: its mark (a temp table, which a rolled-back transaction takes away
+    with the macros created in it) is there, and the tables are defined as it left them
+    (~2 ms, against ~60 ms to create them and the macros again). A table dropped, renamed or
+    altered since, or the zone set otherwise, runs it again."""
     ((unchanged,),) = con.execute(
-        f"SELECT getvariable('{_SCHEMA_MARK}') = ({_SCHEMA_STATE}) AND EXISTS ("
-        f"SELECT 1 FROM duckdb_tables() WHERE temporary AND table_name = '{_SCHEMA_MARK}')"
-    ).fetchall()
+        f"SELECT ({_SCHEMA_STATE}) = ? AND EXISTS (SELECT 1 FROM duckdb_tables() "
+        f"WHERE temporary AND table_name = '{_SCHEMA_MARK}')", [seen]).fetchall()
     return bool(unchanged)
 
 

@@ -38,6 +38,8 @@ def test_a_second_call_creates_nothing():
     con = duckdb.connect()
     assert _creates(con)  # the tables and macros
     assert _creates(con) == []
+    con.execute("INSERT INTO input_tokens VALUES (?, 'tracker', 't')", [JULY])  # rows: no change
+    assert _creates(con) == []
     assert _macro_works(con)
 
 

@@ -134,7 +134,7 @@ def _schema_unchanged(con: duckdb.DuckDBPyConnection, seen: int) -> bool:
     """Whether nothing undid what `ensure_schema` did on this connection, when it saw the
     tables' state `seen`: its mark (a temp table, which a rolled-back transaction takes away
     with the macros created in it) is there, and the tables are defined as it left them
-    (~2 ms, against ~60 ms to create them and the macros again). A table dropped, renamed or
+    (~3 ms, against ~60 ms to create them and the macros again). A table dropped, renamed or
     altered since, or the zone set otherwise, runs it again."""
     ((unchanged,),) = con.execute(
         f"SELECT ({_SCHEMA_STATE}) = ? AND EXISTS (SELECT 1 FROM duckdb_tables() "

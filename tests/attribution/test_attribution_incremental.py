@@ -28,6 +28,7 @@ from tests.attribution.test_attribution_property import (
     scenarios,
 )
 from tests.support import sql_backend
+from tests.support.recording import Recording
 from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
 PARAMS = month_params(parse_config({"datasets": DATASETS}, __import__("pathlib").Path(".")),
@@ -223,20 +224,6 @@ def test_unchanged_runs_keep_the_rows_and_a_changed_run_redoes_its_lines_or_the_
     # keep_unchanged off (a `--force` run): attributed whole although nothing changed
     again = build_attribution(con, MONTH, PARAMS, DATASET_ROWS)
     assert (again.mode, again.changed_runs) == ("full", 0)
-
-
-class Recording:
-    """A connection that notes every statement it is given."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.con, self.statements = con, []
-
-    def execute(self, sql, *args):
-        self.statements.append(sql)
-        return self.con.execute(sql, *args)
-
-    def __getattr__(self, name):
-        return getattr(self.con, name)
 
 
 def test_rule_4s_bytes_are_computed_only_for_a_month_attributed_again():

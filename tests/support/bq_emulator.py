@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cost_pipeline.demo.tool_venvs import install
+
 PINS = ("bqemulator==1.4.0", "duckdb==1.5.5", "duckdb-extension-spatial==1.5.5",
         "numpy>=2,<3")  # numpy: the emulator's UDFs need it, its metadata does not say so
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "bq-venv"
@@ -67,8 +69,10 @@ def ensure_venv(cache: Path = CACHE) -> tuple[Path, Path]:
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir()
         _run([sys.executable, "-m", "venv", str(venv)])
-        _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-              "--disable-pip-version-check", *PINS])
+        done = install(venv / "bin" / "python", list(PINS))
+        if done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+            raise EmulatorUnavailable(f"installing {' '.join(PINS)} failed: {tail}")
         _run([str(venv / "bin" / "python"), "-c", _INSTALL_SPATIAL],
              env={**os.environ, "HOME": str(home)})
         stamp.write_text("\n".join(PINS))

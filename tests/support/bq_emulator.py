@@ -50,10 +50,15 @@ class Emulator:
 
 
 def _run(args: list[str], env: dict | None = None, timeout: float = 900) -> None:
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+    _succeeded(subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout),
+               f"{' '.join(args[:4])}…")
+
+
+def _succeeded(done: subprocess.CompletedProcess, what: str) -> None:
+    """Raise `EmulatorUnavailable` with the last lines of its output when `done` failed."""
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-        raise EmulatorUnavailable(f"{' '.join(args[:4])}… failed: {tail}")
+        raise EmulatorUnavailable(f"{what} failed: {tail}")
 
 
 def ensure_venv(cache: Path = CACHE) -> tuple[Path, Path]:
@@ -69,10 +74,7 @@ def ensure_venv(cache: Path = CACHE) -> tuple[Path, Path]:
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir()
         _run([sys.executable, "-m", "venv", str(venv)])
-        done = install(venv / "bin" / "python", list(PINS))
-        if done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-            raise EmulatorUnavailable(f"installing {' '.join(PINS)} failed: {tail}")
+        _succeeded(install(venv / "bin" / "python", list(PINS)), f"installing {' '.join(PINS)}")
         _run([str(venv / "bin" / "python"), "-c", _INSTALL_SPATIAL],
              env={**os.environ, "HOME": str(home)})
         stamp.write_text("\n".join(PINS))

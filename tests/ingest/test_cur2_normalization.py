@@ -547,6 +547,35 @@ def test_naive_timestamps_are_read_as_utc(tmp_path, con):
     assert facts(con)["a"]["ChargePeriodStart"] == datetime(2026, 7, 3, 5)
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kathmandu", "-03:30"])
+def test_zoned_timestamps_of_any_unit_are_the_utc_instant(tmp_path, con, unit, zone):
+    # a writer's zone only labels the stored UTC instant; the unit sets the precision kept
+    zoned = pa.timestamp(unit, tz=zone)
+    start = datetime(2026, 7, 3, 5, 0, 0, 0 if unit == "s" else 250_000, tzinfo=UTC)
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", line_item_usage_start_date=start, line_item_usage_end_date=start + HOUR),
+    ]}, types={"line_item_usage_start_date": zoned, "line_item_usage_end_date": zoned,
+               "bill_billing_period_start_date": zoned})
+    con.execute("SET TimeZone = 'America/New_York'")  # the reader's own zone plays no part
+    build(con, config(tmp_path, export))
+    row = facts(con)["a"]
+    naive = start.replace(tzinfo=None)
+    assert (row["ChargePeriodStart"], row["ChargePeriodEnd"]) == (naive, naive + HOUR)
+
+
+def test_an_infinite_timestamp_names_the_row(tmp_path, con):
+    # int64's maximum is DuckDB's `infinity`: no charge period ends there
+    stamp = pa.timestamp("us", tz="UTC")
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a"), L("b", line_item_usage_end_date=pa.scalar(2**63 - 1, stamp)),
+    ]}, types={"line_item_usage_end_date": stamp})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "x.parquet row 2" in str(err.value)
+    assert "line_item_usage_end_date is empty or not a timestamp" in str(err.value)
+
+
 def test_empty_month_is_zero_rows(tmp_path, con, caplog):
     export = write_export(tmp_path, {"x.parquet": [L("a")]}, month="2026-06")
     with caplog.at_level(logging.WARNING, logger="test"):

@@ -287,6 +287,8 @@ def test_attribution_of_focus_lines(con, tmp_path):
 
 @pytest.mark.parametrize(("change", "column", "message"), [
     ({"ChargePeriodStart": "yesterday"}, None, 'ChargePeriodStart "yesterday" is not a timestamp'),
+    # DuckDB parses it, but no charge period ends there
+    ({"ChargePeriodEnd": "infinity"}, None, 'ChargePeriodEnd "infinity" is not a timestamp'),
     ({"EffectiveCost": "12,5"}, None, 'EffectiveCost "12,5" is not a number'),
     ({"EffectiveCost": ""}, None, "EffectiveCost is empty"),
     ({"Tags": "{not json"}, None, 'Tags "{not json" is not a JSON object'),

@@ -67,6 +67,14 @@ MAX_AMOUNT_TEXT = "1e28"
 MAX_ACCELERATORS = 1_000_000
 
 
+def utc_wall_clock_sql(instant: str) -> str:
+    """SQL for a TIMESTAMPTZ `instant` as the naive UTC timestamp the tables hold. Its epoch
+    read back: exact, and without `timezone('UTC', …)`'s calendar arithmetic, which costs
+    ~0.1 s per column per 2M lines. An infinite instant has no epoch: it becomes NULL, which
+    the required-value checks then name."""
+    return f"make_timestamp(epoch_us({instant}))"
+
+
 def bad_amount_sql(expr: str) -> str:
     """SQL true when `expr` (a DOUBLE) is not a finite amount below MAX_AMOUNT."""
     return f"(NOT isfinite({expr}) OR abs({expr}) >= {MAX_AMOUNT_TEXT})"

@@ -21,7 +21,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import SourceError, utc_wall_clock_sql
 from cost_pipeline.ingest.sources.local_files import confined, walk_files
 
 # column → DuckDB type used when the export lacks it (optional columns only)
@@ -264,7 +264,7 @@ def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
     ones (`…Z`, `…+02:00`) are converted, naive ones are taken as UTC."""
     name = _q(column)
     if kind == "TIMESTAMP" and column in delivery.zoned_timestamps:
-        return f"timezone('UTC', TRY_CAST({name} AS TIMESTAMPTZ)) AS {name}"
+        return f"{utc_wall_clock_sql(f'TRY_CAST({name} AS TIMESTAMPTZ)')} AS {name}"
     if kind.startswith("MAP") or kind == "TIMESTAMP":
         return f"TRY_CAST({name} AS {kind}) AS {name}"
     return f"CAST({name} AS {kind}) AS {name}"

@@ -39,6 +39,7 @@ from cost_pipeline.ingest.sources import (
     MAX_AMOUNT_TEXT,
     SourceError,
     bad_amount_sql,
+    utc_wall_clock_sql,
 )
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
 from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
@@ -182,10 +183,10 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
     text = pa.types.is_string(arrow) or pa.types.is_large_string(arrow)
     if kind == "TIMESTAMP":
         if text:
-            value = f"timezone('UTC', TRY_CAST(nullif(trim({c}), '') AS TIMESTAMPTZ))"
+            value = utc_wall_clock_sql(f"TRY_CAST(nullif(trim({c}), '') AS TIMESTAMPTZ)")
             return value, f"nullif(trim({c}), '') IS NOT NULL AND {value} IS NULL"
         if pa.types.is_timestamp(arrow) and arrow.tz is not None:
-            return f"timezone('UTC', {c})", None
+            return utc_wall_clock_sql(f"CAST({c} AS TIMESTAMPTZ)"), None
         return f"CAST({c} AS TIMESTAMP)", None
     if kind == "DOUBLE":
         if text:

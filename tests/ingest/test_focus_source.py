@@ -175,14 +175,15 @@ def test_lines_sharing_tags_and_details_each_keep_their_own(con, tmp_path):
                       for k in ("gcp-tagged", "gcp-same-tags")}}
 
 
-def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path):
+@pytest.mark.parametrize(("unit", "zone"), [("ms", "UTC"), ("ns", "Asia/Kathmandu")])
+def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path, unit, zone):
     csv_facts = load(con, write_csv(tmp_path / "csv" / "may.csv", ROWS))
     table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS + ("x_InstanceType",)}
                                   for r in ROWS])
     for column in ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd"):
         stamps = pa.compute.strptime(table[column], "%Y-%m-%dT%H:%M:%SZ", "s")
         table = table.set_column(table.schema.get_field_index(column), column,
-                                 stamps.cast(pa.timestamp("ms", tz="UTC")))
+                                 stamps.cast(pa.timestamp(unit, tz=zone)))
     tags = pa.array([[(k, str(v)) for k, v in json.loads(r["Tags"]).items()] if r.get("Tags")
                      else None
                      for r in ROWS], pa.map_(pa.string(), pa.string()))

@@ -28,10 +28,10 @@
 WITH raw AS (
     SELECT
         *,
-        timezone('UTC', hour_start) AS s,
-        CASE WHEN timezone('UTC', usage_end) > timezone('UTC', hour_start)
-             THEN timezone('UTC', usage_end)
-             ELSE timezone('UTC', hour_start) + INTERVAL 1 HOUR END AS e,
+        utc_wall_clock(hour_start) AS s,
+        CASE WHEN utc_wall_clock(usage_end) > utc_wall_clock(hour_start)
+             THEN utc_wall_clock(usage_end)
+             ELSE utc_wall_clock(hour_start) + INTERVAL 1 HOUR END AS e,
         nullif(trim(global_name), '') AS resource,
         coalesce(sku_description, '') AS sku_text,
         coalesce(service_description, '') AS service_text,

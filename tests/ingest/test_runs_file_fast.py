@@ -77,7 +77,11 @@ def test_the_whitespace_is_what_str_strip_removes():
     ("resource_ids", ["i-1,i-2", "i-1, i-2 ", '["i-1","i-2"]', "['i-1', 'i-2']", "i-1;i-2",
                       " 'i-1' ;\"i-2\" ", '[" i-1 ", "", "vol-é"]', "[]", "", "'i-1',\"i-2\"",
                       "x]", "[['a'], 'b']", "[i-1, vol-2]", "[ i-1 ]", "[true, i-1]",
-                      "[arn:aws:sagemaker:us-east-1:1:training-job/j1]"]),
+                      "[arn:aws:sagemaker:us-east-1:1:training-job/j1]",
+                      # plain ids: split as they are (`_PLAIN_IDS`)
+                      "i-1", "arn:aws:ec2:us-east-1:1:instance/i-1;vol-0a",
+                      "//compute.googleapis.com/projects/p/zones/z/instances/vm-1,gs://b/k@v=1+x",
+                      "I_1.2,A-b"]),
     ("gpus", ["4", "4.0", "4.", "0", "007", "", " 8 "]),
     ("metric_value", ["0.91", "-0.0", "1e-3", ".5", "5.", "+2", "", "0.1000000000000000055511"]),
     ("gpu_utilization", ["0", "100", "100.0", "47.5", ""]),

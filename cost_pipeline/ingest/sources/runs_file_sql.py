@@ -68,6 +68,9 @@ _JSON_STRINGS = (r'\[[ \t\n\r]*(?:"[^"\\\x00-\x1f]*"(?:[ \t\n\r]*,[ \t\n\r]*"[^"
 # a list of unquoted ids, each starting with a letter: `[i-0a, vol-0b]`
 _BARE_ITEM = r"[A-Za-z][A-Za-z0-9._:/@+=-]*"
 _BARE_LIST = rf"\[ *(?:{_BARE_ITEM}(?: *, *{_BARE_ITEM})*)? *\]"
+# ids without blanks, quotes or brackets, `,` or `;` between them (nearly every file): what
+# `split_resource_ids` returns is the split itself, with nothing to strip or to doubt
+_PLAIN_IDS = r"[A-Za-z0-9._:/@+=-]+(?:[,;][A-Za-z0-9._:/@+=-]+)*"
 # printable ASCII, tab included: there RE2's \s is Python's, and no case mapping surprises
 _ASCII = r"[\x20-\x7e\t]*"
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -111,6 +114,7 @@ CREATE MACRO py_split(x) AS CASE
                      lambda part: part <> '') END;
 CREATE MACRO resource_list(t) AS CASE
     WHEN t IS NULL THEN []::VARCHAR[]
+    WHEN regexp_full_match(t, '{_PLAIN_IDS}') THEN regexp_split_to_array(t, '[,;]')
     WHEN regexp_full_match(t, '{_JSON_STRINGS}')
         THEN py_list(regexp_extract_all(t, '"([^"]*)"', 1))
     WHEN regexp_full_match(t, '{_ASCII}') AND NOT starts_with(t, '[') THEN py_split(t)
@@ -233,9 +237,24 @@ def _normalize_sql(kinds: dict[str, str]) -> str:
         FROM runs ORDER BY n"""
 
 
-# a quoted CSV field as Python's csv module and DuckDB both read it: opening a field, quotes
-# inside doubled, closing the field
-_QUOTED_FIELD = re.compile(r'(?:^|(?<=[,\n]))"(?:[^"]|"")*+"(?=,|\r?\n|\Z)')
+# a quoted CSV field as Python's csv module and DuckDB both read it: quotes inside doubled,
+# closing the field (`_unquoted` checks that it opens one). Starting on the quote itself lets
+# the scan jump from quote to quote: 0.11 s for a 9 MB runs file, where a look-behind for the
+# field's start in the pattern took 0.52 s
+_QUOTED_FIELD = re.compile(r'"(?:[^"]|"")*+"(?=,|\r?\n|\Z)')
+
+
+def _unquoted(text: str) -> str | None:
+    """`text` without its quoted fields, or None when one does not open its field (at the
+    start of the text, or after `,` or a line break)."""
+    kept, last = [], 0
+    for field in _QUOTED_FIELD.finditer(text):
+        if field.start() and text[field.start() - 1] not in ",\n":
+            return None
+        kept.append(text[last:field.start()])
+        last = field.end()
+    kept.append(text[last:])
+    return "".join(kept)
 
 
 def _csv_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | None:
@@ -243,8 +262,8 @@ def _csv_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | Non
     if '"' in text or "\r" in text:
         # DuckDB reads a quote after a blank, a quote ending a field early or a lone \r
         # otherwise than Python does
-        unquoted = _QUOTED_FIELD.sub("", text)
-        if '"' in unquoted or re.search(r"\r(?!\n)", unquoted):
+        unquoted = _unquoted(text)
+        if unquoted is None or '"' in unquoted or re.search(r"\r(?!\n)", unquoted):
             return None
     header = next(csv.reader(io.StringIO(text, newline="")), [])
     names = [h.strip().lower() for h in header]
@@ -261,8 +280,9 @@ def _csv_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | Non
     if [[cell or "" for cell in row] for row in first] != [header]:
         return None
     # csv refuses a field of csv.field_size_limit() characters; DuckDB keeps it
-    odd = " OR ".join(f"strlen({c}) >= {csv.field_size_limit()} OR regexp_matches({c}, '[\\r\\n]')"
-                      for c in cells)
+    # (a line break by `contains`, not a regular expression: 0.05 s against 0.13 at 100k runs)
+    odd = " OR ".join(f"strlen({c}) >= {csv.field_size_limit()} OR contains({c}, chr(13)) "
+                      f"OR contains({c}, chr(10))" for c in cells)
     if con.execute(f"SELECT coalesce(bool_or({odd}), false) FROM cells").fetchall()[0][0]:
         return None
     blank = " AND ".join(f"coalesce(py_strip({c}), '') = ''" for c in cells)

@@ -166,47 +166,60 @@ parts AS (
     WINDOW line_rows AS (PARTITION BY a.line_key
                          ORDER BY h.run_id NULLS LAST, a.purpose_class, a.kind NULLS FIRST)
 ),
-split AS (
-    SELECT
-        p.*,
-        coalesce(s.part, 1) AS part_no,
-        coalesce(s.parts, 1) AS part_count,
-        coalesce(s.share, 1.0) AS line_share,
-        s.run_id, coalesce(s.purpose_class, 'unallocated') AS purpose_class,
-        s.kind AS allocation_kind, coalesce(s.rule, 'non_usage') AS allocation_rule,
-        s.hours AS usage_hours, s.accelerator_hours,
-        r.model, r.search_id
-    FROM priced p
-    LEFT JOIN parts s USING (line_key)
-    LEFT JOIN tracker_runs r ON r.month = $month AND r.run_id = s.run_id
+line_amounts AS (
+    -- the metrics a line's rows split: only these and the keys go through the window below,
+    -- which sorts what it reads (the whole wide row there took ~40 s of CPU at 8.4M rows)
+    SELECT line_key, billed, effective, list, consumed, pricing FROM priced
 ),
 shared_out AS (
     -- each metric × share, rounded to the metric's scale; the line's last row takes the rest
     SELECT
-        *,
-        CAST(billed * line_share AS DECIMAL(38, 10)) AS billed_part,
-        CAST(effective * line_share AS DECIMAL(38, 10)) AS effective_part,
-        CAST(list * line_share AS DECIMAL(38, 10)) AS list_part,
-        CAST(consumed * line_share AS DECIMAL(38, 10)) AS consumed_part,
-        CAST(pricing * line_share AS DECIMAL(38, 10)) AS pricing_part
-    FROM split
+        m.*,
+        coalesce(s.part, 1) AS part_no,
+        coalesce(s.parts, 1) AS part_count,
+        coalesce(s.share, 1.0) AS line_share,
+        s.run_id, s.purpose_class, s.kind, s.rule, s.hours, s.accelerator_hours,
+        CAST(m.billed * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS billed_part,
+        CAST(m.effective * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS effective_part,
+        CAST(m.list * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS list_part,
+        CAST(m.consumed * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS consumed_part,
+        CAST(m.pricing * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS pricing_part
+    FROM line_amounts m
+    LEFT JOIN parts s USING (line_key)
+),
+allocated_amounts AS (
+    -- the last row takes the line's metric less the other rows' parts: the line's total of the
+    -- parts less the row's own (exact in DECIMAL), a window with no frame to slide
+    SELECT
+        line_key, part_no, part_count, line_share, run_id, purpose_class, kind, rule, hours,
+        accelerator_hours,
+        CASE WHEN part_no < part_count THEN billed_part
+             ELSE billed - (sum(billed_part) OVER line - billed_part) END AS BilledCost,
+        CASE WHEN part_no < part_count THEN effective_part
+             ELSE effective - (sum(effective_part) OVER line - effective_part) END
+            AS EffectiveCost,
+        CASE WHEN part_no < part_count THEN list_part
+             ELSE list - (sum(list_part) OVER line - list_part) END AS ListCost,
+        CASE WHEN part_no < part_count THEN consumed_part
+             ELSE consumed - (sum(consumed_part) OVER line - consumed_part) END
+            AS ConsumedQuantity,
+        CASE WHEN part_no < part_count THEN pricing_part
+             ELSE pricing - (sum(pricing_part) OVER line - pricing_part) END AS PricingQuantity
+    FROM shared_out
+    WINDOW line AS (PARTITION BY line_key)
 ),
 allocated AS (
     SELECT
-        *,
-        CASE WHEN part_no < part_count THEN billed_part
-             ELSE billed - coalesce(sum(billed_part) OVER earlier, 0) END AS BilledCost,
-        CASE WHEN part_no < part_count THEN effective_part
-             ELSE effective - coalesce(sum(effective_part) OVER earlier, 0) END AS EffectiveCost,
-        CASE WHEN part_no < part_count THEN list_part
-             ELSE list - coalesce(sum(list_part) OVER earlier, 0) END AS ListCost,
-        CASE WHEN part_no < part_count THEN consumed_part
-             ELSE consumed - coalesce(sum(consumed_part) OVER earlier, 0) END AS ConsumedQuantity,
-        CASE WHEN part_no < part_count THEN pricing_part
-             ELSE pricing - coalesce(sum(pricing_part) OVER earlier, 0) END AS PricingQuantity
-    FROM shared_out
-    WINDOW earlier AS (PARTITION BY x_SourceLine ORDER BY part_no
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+        p.*,
+        a.part_no, a.part_count, a.line_share,
+        a.run_id, coalesce(a.purpose_class, 'unallocated') AS purpose_class,
+        a.kind AS allocation_kind, coalesce(a.rule, 'non_usage') AS allocation_rule,
+        a.hours AS usage_hours, a.accelerator_hours,
+        r.model, r.search_id,
+        a.BilledCost, a.EffectiveCost, a.ListCost, a.ConsumedQuantity, a.PricingQuantity
+    FROM allocated_amounts a
+    JOIN priced p USING (line_key)
+    LEFT JOIN tracker_runs r ON r.month = $month AND r.run_id = a.run_id
 ),
 pieces AS (
     -- FOCUS: a Purchase's EffectiveCost is 0 (it covers future charges). What a commitment
@@ -253,16 +266,25 @@ SELECT
     pricing_unit AS PricingUnit,
     CASE WHEN piece = 1 THEN 'Unused' WHEN charge_category = 'Usage' THEN commitment_status
     END AS CommitmentDiscountStatus,
-    CAST(to_json(map_from_entries(list_sort(list_concat(
-        list_filter(map_entries(coalesce(Tags, MAP {})),
-                    lambda e: NOT starts_with(e.key, 'cost-pipeline/')),
+    CASE WHEN Tags IS NULL OR cardinality(Tags) = 0 THEN
+        -- most lines carry no tags of their own: the same JSON object, its keys in the
+        -- sorted order below, written directly (the lists and lambdas cost ~20 s of CPU at
+        -- 8.4M rows)
+        '{' || concat_ws(',',
+            '"cost-pipeline/allocation_rule":' || to_json(allocation_rule),
+            '"cost-pipeline/model":' || to_json(model),
+            '"cost-pipeline/purpose_class":' || to_json(purpose_class),
+            '"cost-pipeline/run_id":' || to_json(run_id),
+            '"cost-pipeline/search_id":' || to_json(search_id)) || '}'
+    ELSE CAST(to_json(map_from_entries(list_sort(list_concat(
+        list_filter(map_entries(Tags), lambda e: NOT starts_with(e.key, 'cost-pipeline/')),
         list_filter([
             {'key': 'cost-pipeline/run_id', 'value': run_id},
             {'key': 'cost-pipeline/model', 'value': model},
             {'key': 'cost-pipeline/purpose_class', 'value': purpose_class},
             {'key': 'cost-pipeline/search_id', 'value': search_id},
             {'key': 'cost-pipeline/allocation_rule', 'value': allocation_rule}],
-            lambda e: e.value IS NOT NULL))))) AS VARCHAR) AS Tags,
+            lambda e: e.value IS NOT NULL))))) AS VARCHAR) END AS Tags,
     run_id AS x_RunId,
     model AS x_Model,
     purpose_class AS x_PurposeClass,

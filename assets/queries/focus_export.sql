@@ -171,21 +171,26 @@ line_amounts AS (
     -- which sorts what it reads (the whole wide row there took ~40 s of CPU at 8.4M rows)
     SELECT line_key, billed, effective, list, consumed, pricing FROM priced
 ),
-shared_out AS (
-    -- each metric × share, rounded to the metric's scale; the line's last row takes the rest
+split AS (
     SELECT
         m.*,
         coalesce(s.part, 1) AS part_no,
         coalesce(s.parts, 1) AS part_count,
         coalesce(s.share, 1.0) AS line_share,
-        s.run_id, s.purpose_class, s.kind, s.rule, s.hours, s.accelerator_hours,
-        CAST(m.billed * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS billed_part,
-        CAST(m.effective * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS effective_part,
-        CAST(m.list * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS list_part,
-        CAST(m.consumed * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS consumed_part,
-        CAST(m.pricing * coalesce(s.share, 1.0) AS DECIMAL(38, 10)) AS pricing_part
+        s.run_id, s.purpose_class, s.kind, s.rule, s.hours, s.accelerator_hours
     FROM line_amounts m
     LEFT JOIN parts s USING (line_key)
+),
+shared_out AS (
+    -- each metric × share, rounded to the metric's scale; the line's last row takes the rest
+    SELECT
+        *,
+        CAST(billed * line_share AS DECIMAL(38, 10)) AS billed_part,
+        CAST(effective * line_share AS DECIMAL(38, 10)) AS effective_part,
+        CAST(list * line_share AS DECIMAL(38, 10)) AS list_part,
+        CAST(consumed * line_share AS DECIMAL(38, 10)) AS consumed_part,
+        CAST(pricing * line_share AS DECIMAL(38, 10)) AS pricing_part
+    FROM split
 ),
 allocated_amounts AS (
     -- the last row takes the line's metric less the other rows' parts: the line's total of the
@@ -211,7 +216,7 @@ allocated_amounts AS (
 allocated AS (
     SELECT
         p.*,
-        a.part_no, a.part_count, a.line_share,
+        a.part_no, a.line_share,
         a.run_id, coalesce(a.purpose_class, 'unallocated') AS purpose_class,
         a.kind AS allocation_kind, coalesce(a.rule, 'non_usage') AS allocation_rule,
         a.hours AS usage_hours, a.accelerator_hours,

@@ -65,12 +65,14 @@ _ISO_PARTS = "['y', 'mo', 'd', 'h', 'mi', 's', 'f', 'zone', 'sign', 'zh', 'zm']"
 # a JSON array of strings without escapes or control characters, read as json.loads reads it
 _JSON_STRINGS = (r'\[[ \t\n\r]*(?:"[^"\\\x00-\x1f]*"(?:[ \t\n\r]*,[ \t\n\r]*"[^"\\\x00-\x1f]*")*)?'
                  r"[ \t\n\r]*\]")
+# a character of an id written without quotes
+_ID_CHAR = r"[A-Za-z0-9._:/@+=-]"
 # a list of unquoted ids, each starting with a letter: `[i-0a, vol-0b]`
-_BARE_ITEM = r"[A-Za-z][A-Za-z0-9._:/@+=-]*"
+_BARE_ITEM = rf"[A-Za-z]{_ID_CHAR}*"
 _BARE_LIST = rf"\[ *(?:{_BARE_ITEM}(?: *, *{_BARE_ITEM})*)? *\]"
 # ids without blanks, quotes or brackets, `,` or `;` between them (nearly every file): what
 # `split_resource_ids` returns is the split itself, with nothing to strip or to doubt
-_PLAIN_IDS = r"[A-Za-z0-9._:/@+=-]+(?:[,;][A-Za-z0-9._:/@+=-]+)*"
+_PLAIN_IDS = rf"{_ID_CHAR}+(?:[,;]{_ID_CHAR}+)*"
 # printable ASCII, tab included: there RE2's \s is Python's, and no case mapping surprises
 _ASCII = r"[\x20-\x7e\t]*"
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"

@@ -4,7 +4,12 @@
 -- summable metric (BilledCost, EffectiveCost, ListCost, ContractedCost, ConsumedQuantity,
 -- PricingQuantity) multiplied by the row's share, in DECIMAL(38, 10), the last row of a line
 -- taking the rest: the rows of a line sum back to the origin line exactly.
--- Parameters: $month. Read by cost_pipeline/export/focus.py; docs/focus-export.md says why
+-- One slice of the month: the lines whose x_SourceLine is in [$line_from, $line_to) (NULL:
+-- unbounded), in the file's order; the export writes the slices one after the other
+-- (cost_pipeline/export/focus.py). What is the month's, not the slice's — one category and
+-- subcategory per service, whether the month is invoiced — comes from the temp tables of
+-- focus_export_prepare.sql.
+-- Parameters: $month, $line_from, $line_to. docs/focus-export.md says why
 -- each derived column holds what it holds.
 --
 -- Columns billing_facts does not carry (docs/focus-export.md):
@@ -49,18 +54,7 @@ WITH origin AS (
         CASE WHEN b.ChargeCategory IN ('Usage', 'Purchase', 'Tax', 'Credit', 'Adjustment')
              THEN b.ChargeCategory ELSE 'Adjustment' END AS charge_category,
         CASE WHEN b.ChargeClass = 'Correction' THEN 'Correction' END AS charge_class,
-        CASE WHEN b.ServiceCategory IN (
-                 'AI and Machine Learning', 'Analytics', 'Business Applications', 'Compute',
-                 'Databases', 'Developer Tools', 'Multicloud', 'Identity', 'Integration',
-                 'Internet of Things', 'Management and Governance', 'Media', 'Migration',
-                 'Mobile', 'Networking', 'Security', 'Storage', 'Web', 'Other')
-             THEN b.ServiceCategory
-             WHEN b.x_CostComponent IN ('gpu', 'cpu') THEN 'Compute'
-             WHEN b.x_CostComponent = 'storage' THEN 'Storage'
-             WHEN b.x_CostComponent = 'network' THEN 'Networking'
-             ELSE 'Other' END AS line_category,
         nullif(trim(b.ResourceId), '') AS resource_id,
-        b.x_InstanceUsage, b.x_ResourceKind,
         upper(trim(b.BillingCurrency)) AS BillingCurrency,
         b.Tags,
         b.x_CostComponent, b.x_AcceleratorCount, b.x_InstanceType, b.SkuId, b.x_PricingCategory,
@@ -69,7 +63,6 @@ WITH origin AS (
              THEN b.CommitmentDiscountStatus END AS commitment_status,
         b.ConsumedQuantity AS consumed_raw,
         b.x_LineItemType, b.x_InvoiceId,
-        count(b.x_InvoiceId) OVER () = count(*) OVER () AS invoiced,
         -- FOCUS UnitFormat (the validator's pattern): known spellings first, else kept when
         -- it already conforms, else `Units`
         CASE
@@ -91,6 +84,8 @@ WITH origin AS (
         CAST(b.ListCost AS DECIMAL(38, 10)) AS list_raw
     FROM billing_facts b
     WHERE b.month = $month
+      AND ($line_from IS NULL OR b.x_SourceLine >= $line_from)
+      AND ($line_to IS NULL OR b.x_SourceLine < $line_to)
 ),
 priced AS (
     SELECT
@@ -112,20 +107,6 @@ priced AS (
              THEN CASE WHEN consumed_raw IS NULL THEN 'Units'
                        ELSE coalesce(consumed_unit, 'Units') END END AS pricing_unit
     FROM (SELECT *,
-                 CASE line_category
-                     WHEN 'Compute' THEN CASE
-                         WHEN x_InstanceUsage OR x_ResourceKind = 'instance'
-                             THEN 'Virtual Machines'
-                         WHEN x_ResourceKind = 'container' THEN 'Containers'
-                         ELSE 'Other (Compute)' END
-                     WHEN 'Storage' THEN CASE x_ResourceKind
-                         WHEN 'bucket' THEN 'Object Storage'
-                         WHEN 'volume' THEN 'Block Storage'
-                         ELSE 'Other (Storage)' END
-                     WHEN 'Networking' THEN 'Network Connectivity'
-                     WHEN 'AI and Machine Learning' THEN 'Machine Learning'
-                     ELSE 'Other (' || line_category || ')'
-                 END AS line_subcategory,
                  CASE WHEN unit_spelled IS NULL OR regexp_matches(unit_spelled,
                       '^([A-Za-z][A-Za-z0-9]*(\s+[A-Za-z][A-Za-z0-9]*)*'
                       || '(-(Years|Months|Days|Hours|Minutes|Seconds)'
@@ -134,22 +115,6 @@ priced AS (
                       || '|[0-9]+ [A-Za-z][A-Za-z0-9]*(\s+[A-Za-z][A-Za-z0-9]*)*)$')
                       THEN unit_spelled ELSE 'Units' END AS consumed_unit
           FROM origin) o
-),
-service_category AS (
-    -- FOCUS: a ServiceName has one ServiceCategory and one ServiceSubcategory: the ones most
-    -- of its lines have (ties: the first by name)
-    SELECT service, first(line_category ORDER BY lines DESC, line_category) AS category
-    FROM (SELECT service, line_category, count(*) AS lines FROM priced GROUP BY ALL)
-    GROUP BY service
-),
-service_subcategory AS (
-    SELECT service, first(line_subcategory ORDER BY lines DESC, line_subcategory)
-               AS subcategory
-    FROM (SELECT p.service, p.line_subcategory, count(*) AS lines
-          FROM priced p JOIN service_category c
-            ON c.service = p.service AND c.category = p.line_category
-          GROUP BY ALL)
-    GROUP BY service
 ),
 parts AS (
     SELECT
@@ -163,6 +128,10 @@ parts AS (
     LEFT JOIN (SELECT DISTINCT run_id, hash(run_id) AS run_hash
                FROM tracker_runs WHERE month = $month) h ON h.run_hash = a.run_hash
     WHERE a.month = $month
+      AND a.line_key IN (SELECT hash(x_SourceLine) FROM billing_facts
+                         WHERE month = $month
+                           AND ($line_from IS NULL OR x_SourceLine >= $line_from)
+                           AND ($line_to IS NULL OR x_SourceLine < $line_to))
     WINDOW line_rows AS (PARTITION BY a.line_key
                          ORDER BY h.run_id NULLS LAST, a.purpose_class, a.kind NULLS FIRST)
 ),
@@ -255,8 +224,8 @@ SELECT
     provider AS InvoiceIssuerName,
     a.service AS ServiceName,
     c.category AS ServiceCategory,
-    coalesce(sc.subcategory, 'Other (' || c.category || ')') AS ServiceSubcategory,
-    CASE WHEN invoiced THEN x_InvoiceId END AS InvoiceId,
+    coalesce(c.subcategory, 'Other (' || c.category || ')') AS ServiceSubcategory,
+    CASE WHEN (SELECT invoiced FROM focus_invoicing) THEN x_InvoiceId END AS InvoiceId,
     resource_id AS ResourceId,
     CASE WHEN piece = 1 THEN CAST(0 AS DECIMAL(38, 10)) ELSE BilledCost END AS BilledCost,
     CASE WHEN charge_category = 'Purchase' AND piece = 0 THEN CAST(0 AS DECIMAL(38, 10))
@@ -305,6 +274,5 @@ SELECT
     accelerator_hours AS x_AcceleratorHours,
     x_SourceLine
 FROM pieces a
-JOIN service_category c USING (service)
-LEFT JOIN service_subcategory sc USING (service)
+JOIN focus_services c USING (service)
 ORDER BY x_SourceLine, part_no, piece

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import unicodedata
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from cost_pipeline.config import WarehouseConfig
-from cost_pipeline.warehouse import bind, connect_read_only, sql_text
+from cost_pipeline.warehouse import bind, connect_read_only, run_script, sql_text
 
 # the config's own default, for callers without a config
 DEFAULT_MEMORY_LIMIT = WarehouseConfig.model_fields["memory_limit"].default
@@ -59,12 +61,24 @@ def _require_attribution(con: duckdb.DuckDBPyConnection, month: date) -> None:
                                "materialize the month first")
 
 
+def _prepare(con: duckdb.DuckDBPyConnection, month: date) -> None:
+    """The month-wide facts every slice reads and where the slices start
+    (`focus_export_prepare.sql`), as temp tables."""
+    run_script(con, sql_text("focus_export_prepare"), {"month": month, "slice_rows": SLICE_ROWS})
+
+
+def _slice_query(month: date, line_from: str | None = None, line_to: str | None = None):
+    sql = sql_text("focus_export")
+    return sql, bind(sql, {"month": month, "line_from": line_from, "line_to": line_to})
+
+
 def focus_rows(con: duckdb.DuckDBPyConnection, month: date) -> pa.Table:
     """The month as FOCUS 1.2 rows in memory, checked to sum to `billing_facts` (for small
     months and tests; `stream_focus` writes any month in bounded memory)."""
     _require_attribution(con, month)
-    sql = sql_text("focus_export")
-    rows = con.sql(sql, params=bind(sql, {"month": month})).to_arrow_table()
+    _prepare(con, month)
+    sql, params = _slice_query(month)
+    rows = con.sql(sql, params=params).to_arrow_table()
     _check_totals(con, month, rows)
     return _ascii_strings(rows)
 
@@ -146,6 +160,45 @@ def default_focus_path(warehouse: str | Path, month: date, fmt: str = "parquet")
 # rows per batch the export streams: DuckDB hands the ordered rows over in batches that are
 # made ASCII, summed and written one at a time, so memory stays bounded by a batch, not the month
 BATCH_ROWS = 100_000
+# FOCUS rows per slice: the month's rows are built and sorted a slice of its lines at a time
+# (consecutive ranges of x_SourceLine, so the slices' rows follow each other in the file's
+# order). Sorting the whole month at once spilled gigabytes through zstd and the disk even at
+# 4 GB of memory; a slice of this size stays within `warehouse.memory_limit`'s default.
+SLICE_ROWS = 1_000_000
+
+
+def _slice_bounds(con: duckdb.DuckDBPyConnection) -> list[tuple[str | None, str | None]]:
+    """[from, to) ranges of x_SourceLine, in order, that cover the month (None: unbounded),
+    from `focus_slice_starts` (`_prepare`)."""
+    starts = [line for (line,) in con.execute(
+        "SELECT line_from FROM focus_slice_starts ORDER BY line_from").fetchall()]
+    edges = [None, *starts, None]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _batches(con: duckdb.DuckDBPyConnection, month: date) -> Iterator[pa.Table]:
+    """The month's rows in order as tables of BATCH_ROWS rows (the last may be shorter), slice
+    after slice: the same batches, and so the same file, whatever the slicing. A month without
+    rows is one empty table (the dataset's columns)."""
+    pending: list[pa.RecordBatch] = []
+    held, written = 0, False
+    for line_from, line_to in _slice_bounds(con):
+        sql, params = _slice_query(month, line_from, line_to)
+        with con.sql(sql, params=params).to_arrow_reader(BATCH_ROWS) as reader:
+            schema = reader.schema
+            for batch in reader:
+                pending.append(batch)
+                held += batch.num_rows
+                while held >= BATCH_ROWS:
+                    table = pa.Table.from_batches(pending).combine_chunks()
+                    yield table.slice(0, BATCH_ROWS)
+                    written = True
+                    rest = table.slice(BATCH_ROWS)
+                    pending, held = rest.to_batches(), rest.num_rows
+    if held:
+        yield pa.Table.from_batches(pending).combine_chunks()
+    elif not written:
+        yield schema.empty_table()
 
 
 def stream_focus(con: duckdb.DuckDBPyConnection, month: date, path: str | Path,
@@ -159,26 +212,37 @@ def stream_focus(con: duckdb.DuckDBPyConnection, month: date, path: str | Path,
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
-    sql = sql_text("focus_export")
-    reader = con.sql(sql, params=bind(sql, {"month": month})).fetch_record_batch(BATCH_ROWS)
+    _prepare(con, month)
     sums = {"BilledCost": Decimal(0), "EffectiveCost": Decimal(0)}
-    rows, runs, writer = 0, set(), None
+    rows, runs, writer, empty = 0, set(), None, None
     try:
-        for batch in reader:
-            table = _ascii_strings(pa.Table.from_batches([batch]))
-            for column in sums:
-                sums[column] += Decimal(str(pc.sum(table[column]).as_py() or 0))
-            runs.update(r for r in table.column("x_RunId").to_pylist() if r is not None)
-            rows += table.num_rows
-            if fmt == "csv":
-                table = _csv_ready(table)
-                writer = writer or pacsv.CSVWriter(partial, table.schema)
-            else:
-                writer = writer or pq.ParquetWriter(partial, table.schema, compression="zstd",
-                                                    write_statistics=True)
-            writer.write_table(table)
+        # a batch is written (pyarrow, without the GIL) while DuckDB hands over the next one;
+        # one write at a time, in order, and the batch after it waits for it
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="focus-writer") as pool:
+            written = None
+            for batch in _batches(con, month):
+                if not batch.num_rows:
+                    empty = batch
+                    continue
+                table = _ascii_strings(batch)
+                for column in sums:
+                    sums[column] += Decimal(str(pc.sum(table[column]).as_py() or 0))
+                runs.update(pc.unique(table.column("x_RunId").drop_null()).to_pylist())
+                rows += table.num_rows
+                if fmt == "csv":
+                    table = _csv_ready(table)
+                    writer = writer or pacsv.CSVWriter(partial, table.schema)
+                else:
+                    writer = writer or pq.ParquetWriter(partial, table.schema,
+                                                        compression="zstd",
+                                                        write_statistics=True)
+                if written is not None:
+                    written.result()
+                written = pool.submit(writer.write_table, table)
+            if written is not None:
+                written.result()
         if writer is None:  # no rows: still a file with the dataset's columns
-            write_focus(reader.schema.empty_table(), partial, fmt)
+            write_focus(empty, partial, fmt)
     except BaseException:
         if writer is not None:
             writer.close()

@@ -289,3 +289,34 @@ def test_a_month_streamed_in_many_batches_is_the_month_in_memory(demo_warehouse,
     csv_path, csv_rows = export_focus(demo_warehouse, month, "csv", tmp_path / "a.csv")
     assert csv_rows == rows
     assert len(csv_path.read_text(encoding="utf-8").splitlines()) == rows + 1
+
+
+def test_a_month_built_in_slices_is_the_month_built_whole(demo_warehouse, tmp_path,
+                                                          monkeypatch):
+    # a large month is built and sorted a slice of its lines at a time (ranges of
+    # x_SourceLine of about SLICE_ROWS rows): many small slices give the same bytes as one
+    # slice, the batches stay BATCH_ROWS long across the slices' edges, and the month-wide
+    # facts (one category per service, the invoice ids) do not depend on the slicing
+    from cost_pipeline.export import focus
+
+    month = DEMO_MONTHS[-1]
+    monkeypatch.setattr(focus, "BATCH_ROWS", 500)
+    whole, rows = export_focus(demo_warehouse, month, "parquet", tmp_path / "whole.parquet")
+    seen = []
+    bounds = focus._slice_bounds
+    monkeypatch.setattr(focus, "_slice_bounds", lambda con: seen.append(bounds(con)) or seen[-1])
+    monkeypatch.setattr(focus, "SLICE_ROWS", 700)
+    sliced, sliced_rows = export_focus(demo_warehouse, month, "parquet",
+                                       tmp_path / "sliced.parquet")
+    (slices,) = seen
+    assert sliced_rows == rows and len(slices) >= rows // 700 > 3
+    assert slices[0][0] is None and slices[-1][1] is None
+    assert all(a[1] == b[0] for a, b in zip(slices, slices[1:], strict=False))
+    assert sliced.read_bytes() == whole.read_bytes()
+    meta = pq.read_metadata(sliced)
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == (
+        [500] * (rows // 500) + ([rows % 500] if rows % 500 else []))
+    csv_whole, _ = export_focus(demo_warehouse, month, "csv", tmp_path / "sliced.csv")
+    monkeypatch.setattr(focus, "SLICE_ROWS", 10**9)
+    csv_one, _ = export_focus(demo_warehouse, month, "csv", tmp_path / "whole.csv")
+    assert csv_whole.read_bytes() == csv_one.read_bytes()

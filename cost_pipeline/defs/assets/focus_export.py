@@ -16,7 +16,8 @@ from cost_pipeline.defs.resources import PipelineSettings, Warehouse, month_of
     kinds={"parquet"},
     owners=["team:finops"],
     deps=["billing_facts", "tracker_runs", "attribution"],
-    code_version=code_version(("focus_export",), ("cost_pipeline.export.focus",)),
+    code_version=code_version(("focus_export", "focus_export_prepare"),
+                              ("cost_pipeline.export.focus",)),
     description="The month's bill as a FOCUS 1.2 dataset: one row per billing line × run | "
     "untracked | unallocated (FOCUS 1.3 allocation), metrics split to sum back to each line "
     "exactly, the run, model, purpose and search in x_ columns and cost-pipeline/* tags. "

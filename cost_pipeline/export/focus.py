@@ -14,6 +14,7 @@ import os
 import unicodedata
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -164,7 +165,7 @@ BATCH_ROWS = 100_000
 # (consecutive ranges of x_SourceLine, so the slices' rows follow each other in the file's
 # order). Sorting the whole month at once spilled gigabytes through zstd and the disk even at
 # 4 GB of memory; a slice of this size stays within `warehouse.memory_limit`'s default.
-SLICE_ROWS = 1_000_000
+SLICE_ROWS = 250_000
 
 
 def _slice_bounds(con: duckdb.DuckDBPyConnection) -> list[tuple[str | None, str | None]]:
@@ -218,9 +219,10 @@ def stream_focus(con: duckdb.DuckDBPyConnection, month: date, path: str | Path,
     try:
         # a batch is written (pyarrow, without the GIL) while DuckDB hands over the next one;
         # one write at a time, in order, and the batch after it waits for it
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="focus-writer") as pool:
+        with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="focus-writer") as pool,
+              closing(_batches(con, month)) as batches):  # a failure ends DuckDB's result
             written = None
-            for batch in _batches(con, month):
+            for batch in batches:
                 if not batch.num_rows:
                     empty = batch
                     continue

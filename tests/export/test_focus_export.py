@@ -320,3 +320,31 @@ def test_a_month_built_in_slices_is_the_month_built_whole(demo_warehouse, tmp_pa
     monkeypatch.setattr(focus, "SLICE_ROWS", 10**9)
     csv_one, _ = export_focus(demo_warehouse, month, "csv", tmp_path / "whole.csv")
     assert csv_whole.read_bytes() == csv_one.read_bytes()
+
+
+def test_a_failure_mid_month_leaves_no_file_and_the_connection_usable(demo_warehouse, tmp_path,
+                                                                      monkeypatch):
+    # a batch that fails (here: its conversion, after two were written) leaves neither the
+    # file nor its partial copy, and ends DuckDB's result: the same connection exports again
+    from cost_pipeline.export import focus
+
+    month = DEMO_MONTHS[-1]
+    monkeypatch.setattr(focus, "BATCH_ROWS", 500)
+    monkeypatch.setattr(focus, "SLICE_ROWS", 700)
+    convert, calls = focus._ascii_strings, []
+
+    def failing(rows):
+        calls.append(rows.num_rows)
+        if len(calls) == 3:
+            raise RuntimeError("disk full")
+        return convert(rows)
+
+    target = tmp_path / "out" / "focus.parquet"
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        monkeypatch.setattr(focus, "_ascii_strings", failing)
+        with pytest.raises(RuntimeError, match="disk full"):
+            focus.stream_focus(con, month, target)
+        assert list(target.parent.iterdir()) == []
+        monkeypatch.setattr(focus, "_ascii_strings", convert)
+        path, rows, runs = focus.stream_focus(con, month, target)
+    assert rows == pq.read_metadata(path).num_rows > 1500 and runs > 0

@@ -196,6 +196,9 @@ def print_report(report: dict) -> None:
                       res["pipeline"][k])
                      for k in ("rerun_unchanged", "rerun_runs_touched", "rerun_runs_changed",
                                "rerun_forced") if k in res["pipeline"]]
+        if "focus_export" in res.get("pipeline", {}):
+            focus = res["pipeline"]["focus_export"]
+            rows.append((f"FOCUS export, {focus.get('rows', 0):,} rows", focus))
         for name, r in rows:
             ratio = s["ratios"].get(f"pipeline/{name}", {}).get("time")
             failed = "" if not r.get("returncode") else f"  FAILED (rc {r['returncode']})"

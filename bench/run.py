@@ -133,7 +133,8 @@ def change_runs(path: Path, every: int = 100) -> dict:
     return {"runs": runs, "changed": moved}
 
 
-def measure_pipeline(data: Path, work: Path, logs: Path, label: str) -> dict:
+def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
+                     focus_export: bool = False) -> dict:
     config, env = pipeline_workspace(data, work)
     cmd = [*_cli(), "materialize", "--config", str(config), "--month", MONTH]
     first = run_measured(cmd, env=env, cwd=work, log_dir=logs, name=f"{label}-pipeline")
@@ -175,6 +176,18 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str) -> dict:
         result["rerun_forced"] = _pipeline_result(whole, keep_checks=False)
         if whole.returncode == 0:
             result["rerun_forced"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
+    if focus_export:  # `cost-pipeline export focus` of the month (not part of the job)
+        out = work / "focus.parquet"
+        exported = run_measured([*_cli(), "export", "focus", "--config", str(config),
+                                 "--month", MONTH, "--out", str(out)], env=env, cwd=work,
+                                log_dir=logs, name=f"{label}-focus-export")
+        result["focus_export"] = exported.as_json()
+        if exported.returncode == 0:
+            with duckdb.connect() as con:  # the file's footer only
+                ((rows,),) = con.execute("SELECT num_rows FROM parquet_file_metadata(?)",
+                                         [str(out)]).fetchall()
+            result["focus_export"]["rows"] = rows
+            out.unlink()
     # start-up alone: the command line parsing its arguments
     result["cli_help"] = _median_of([
         run_measured([*_cli(), "--help"], env=env, cwd=work, log_dir=logs,
@@ -228,7 +241,8 @@ def measure_size(label: str, lines: int, args, logs: Path) -> dict:
                       f"{args.memory_bytes / 2**30:.1f} GiB)", file=sys.stderr, flush=True)
                 continue
         if name == "pipeline":
-            results[name] = measure_pipeline(data, data / "work", logs, label)
+            results[name] = measure_pipeline(data, data / "work", logs, label,
+                                             args.focus_export)
             if not args.keep_warehouse:
                 shutil.rmtree(data / "work", ignore_errors=True)
         else:
@@ -262,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(bench/generate.py); its data is kept as <size>-wide")
     parser.add_argument("--data-dir", type=Path, default=ROOT / "bench-data")
     parser.add_argument("--results", type=Path, default=ROOT / "bench-results.json")
+    parser.add_argument("--focus-export", action="store_true",
+                        help="also time `cost-pipeline export focus` of the pipeline's month "
+                        "(a row per line × attribution row; ~50 s at 2M lines)")
     parser.add_argument("--keep-warehouse", action="store_true",
                         help="keep bench-data/<size>/work (warehouse, Dagster home, logs)")
     args = parser.parse_args(argv)

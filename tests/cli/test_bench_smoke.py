@@ -33,7 +33,8 @@ def tiny_bench(tmp_path_factory) -> tuple[dict, str]:
                                                             "COST_PIPELINE_CONFIG")}
     done = subprocess.run(
         [sys.executable, str(BENCH / "run.py"), "--sizes", "20k", "--runs", "1000",
-         "--objects", "5000", "--data-dir", str(out / "data"), "--results", str(results)],
+         "--objects", "5000", "--data-dir", str(out / "data"), "--results", str(results),
+         "--focus-export"],
         capture_output=True, text=True, timeout=180, env=env, cwd=out)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(results.read_text()), done.stdout
@@ -62,6 +63,11 @@ def test_every_implementation_is_measured_and_agrees(tiny_bench):
     assert machine["logical_cores"] >= 1 and machine["memory_bytes"] > 0
     assert machine["versions"]["duckdb"] and machine["versions"]["pandas"].startswith("2.")
     assert "totals agree" in stdout and "pipeline ÷ it" in stdout
+    # --focus-export: the month's FOCUS export timed, a row per line × attribution row
+    focus = size["results"]["pipeline"]["focus_export"]
+    assert focus["returncode"] == 0 and focus["wall_seconds"] > 0
+    assert focus["rows"] >= size["results"]["pipeline"]["persist_floor"]["rows"]["billing_facts"]
+    assert f"FOCUS export, {focus['rows']:,} rows" in stdout
 
 
 INPUTS = {"billing_facts", "tracker_runs", "checkpoint_inventory"}  # the one `ingest` step

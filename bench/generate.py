@@ -14,6 +14,10 @@ column carries: a `product` map of 35 attributes, `cost_category` and `discount`
 pricing, reservation and savings-plan columns, the split cost allocation columns (empty: the
 account has no split data) and, on every resource's lines, three resource tags (team,
 project, creator). The runs claim the same lines, so every implementation agrees on it.
+
+`--timestamps zoned` writes the CUR's timestamps as AWS's exports type them, instants in UTC
+(parquet `TIMESTAMP(isAdjustedToUTC=true)`, Arrow `timestamp[us, tz=UTC]`) instead of naive
+wall-clock times: the same lines, read through the zoned path.
 """
 
 from __future__ import annotations
@@ -90,7 +94,13 @@ NARROW_TAGS = """
              THEN map(['user_team'], ['ml']) END AS resource_tags"""
 
 
-def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow") -> Path:
+# the CUR's timestamp columns (`--timestamps zoned` types them as instants in UTC)
+TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_date",
+                     "line_item_usage_end_date")
+
+
+def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
+             timestamps: str = "naive") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
@@ -103,9 +113,15 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     con.execute("SET preserve_insertion_order = false")
     params = {"instances": instances, "volumes": volumes, "runs": runs, "hours": HOURS,
               "start": MONTH_START}
+    zoned = [*TIMESTAMP_COLUMNS, *(("bill_billing_period_end_date",) if shape == "wide" else ())]
+    opening, closing = "", ""
+    if timestamps == "zoned":
+        opening = ("SELECT * REPLACE (" + ", ".join(f"CAST({c} AS TIMESTAMPTZ) AS {c}"
+                                                      for c in zoned) + ") FROM (")
+        closing = ")"
     t0 = time.perf_counter()
     query(con, f"""
-    COPY (
+    COPY ({opening}
       WITH inst AS (
         SELECT i,
           'i-' || lpad(i::VARCHAR, 12, '0') AS rid,
@@ -179,7 +195,7 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         itype AS product_instance_type,
         family AS product_product_family,
         'us-east-1' AS product_region_code,{WIDE_COLUMNS if shape == "wide" else NARROW_TAGS}
-      FROM all_lines
+      FROM all_lines{closing}
     ) TO '{data}' (FORMAT parquet, FILE_SIZE_BYTES '2MB', FILENAME_PATTERN 'bench-cur-{{i}}',
                    OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
     """, params)
@@ -245,8 +261,10 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=1_000_000)
     parser.add_argument("--shape", choices=("narrow", "wide"), default="narrow",
                         help="wide: every CUR 2.0 column an export selecting all of them has")
+    parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
+                        help="zoned: the CUR's timestamps as instants in UTC, as AWS types them")
     args = parser.parse_args()
-    generate(args.out, args.lines, args.runs, args.objects, args.shape)
+    generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps)
 
 
 if __name__ == "__main__":

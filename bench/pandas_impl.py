@@ -36,6 +36,9 @@ def read_lines(inputs: dict) -> pd.DataFrame:
                     ignore_index=True)
     cur = cur.rename(columns={"line_item_usage_start_date": "s", "line_item_usage_end_date": "e",
                               "line_item_resource_id": "rid"})
+    for column in ("s", "e"):  # zoned timestamps (AWS's typing) as UTC wall-clock times
+        if isinstance(cur[column].dtype, pd.DatetimeTZDtype):
+            cur[column] = cur[column].dt.tz_convert(None)
     cur["c"] = cur.line_item_net_unblended_cost.fillna(cur.line_item_unblended_cost).fillna(0)
     usage_type = cur.line_item_usage_type.fillna("")
     box = usage_type.str.contains(r"(?:^|-)(?:BoxUsage|SpotUsage|HostUsage)(?::|$)")

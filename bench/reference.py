@@ -32,7 +32,9 @@ datasets AS (
 raw AS (
     SELECT
         line_item_line_item_type AS line_type,
-        line_item_usage_start_date AS s, line_item_usage_end_date AS e,
+        -- UTC wall-clock times from naive or zoned columns alike (the instant's epoch)
+        make_timestamp(epoch_us(line_item_usage_start_date)) AS s,
+        make_timestamp(epoch_us(line_item_usage_end_date)) AS e,
         nullif(line_item_resource_id, '') AS rid,
         coalesce(line_item_net_unblended_cost, line_item_unblended_cost, 0) AS c,
         line_item_usage_type AS usage_type,

@@ -46,11 +46,13 @@ def parse_size(text: str) -> int:
 
 
 def ensure_month(root: Path, label: str, lines: int, runs: int, objects: int,
-                 logs: Path, shape: str = "narrow") -> tuple[Path, dict]:
+                 logs: Path, shape: str = "narrow",
+                 timestamps: str = "naive") -> tuple[Path, dict]:
     """The generated month of this size, reused when the same generator made it."""
     generator = hashlib.sha256((BENCH / "generate.py").read_bytes()).hexdigest()[:16]
     wanted = {"lines": lines, "runs": runs, "objects": objects, "generator": generator,
-              **({"shape": shape} if shape != "narrow" else {})}
+              **({"shape": shape} if shape != "narrow" else {}),
+              **({"timestamps": timestamps} if timestamps != "naive" else {})}
     data = root / label
     stamp = data / "generated.json"
     if stamp.exists() and json.loads(stamp.read_text()).get("params") == wanted:
@@ -58,7 +60,8 @@ def ensure_month(root: Path, label: str, lines: int, runs: int, objects: int,
     shutil.rmtree(data, ignore_errors=True)
     measured = run_measured(
         [sys.executable, str(BENCH / "generate.py"), str(data), "--lines", str(lines),
-         "--runs", str(runs), "--objects", str(objects), "--shape", shape], log_dir=logs,
+         "--runs", str(runs), "--objects", str(objects), "--shape", shape,
+         "--timestamps", timestamps], log_dir=logs,
         name=f"{label}-generate")
     if measured.returncode != 0:
         raise SystemExit(f"generating {label} failed:\n{measured.stderr[-2000:]}")
@@ -227,7 +230,7 @@ def in_memory_fits(lines: int, memory_bytes: int) -> tuple[bool, float]:
 
 def measure_size(label: str, lines: int, args, logs: Path) -> dict:
     data, generated = ensure_month(args.data_dir, label, lines, args.runs, args.objects, logs,
-                                   args.shape)
+                                   args.shape, args.timestamps)
     print(f"[{label}] month in {data} ({'cached' if generated['cached'] else 'generated'}, "
           f"{generated['cur_files']} CUR files, {generated['cur_bytes'] / 1e6:,.0f} MB)",
           file=sys.stderr, flush=True)
@@ -274,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", choices=("narrow", "wide"), default="narrow",
                         help="wide: the month as an export selecting every CUR 2.0 column "
                         "(bench/generate.py); its data is kept as <size>-wide")
+    parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
+                        help="zoned: the CUR's timestamps as instants in UTC, as AWS's exports "
+                        "type them; its data is kept as <size>-zoned")
     parser.add_argument("--data-dir", type=Path, default=ROOT / "bench-data")
     parser.add_argument("--results", type=Path, default=ROOT / "bench-results.json")
     parser.add_argument("--focus-export", action="store_true",
@@ -291,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     for text, lines in sizes:
         label = text.lower() if defaults else f"{text.lower()}-{args.runs}r-{args.objects}o"
         label += "-wide" if args.shape == "wide" else ""
+        label += "-zoned" if args.timestamps == "zoned" else ""
         report["sizes"].append(measure_size(label, lines, args, logs))
         report["scaling"] = scaling(report["sizes"])
         report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]

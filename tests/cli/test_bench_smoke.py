@@ -241,3 +241,27 @@ def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):
         totals = read_rows(con, "period_month_totals", date(2026, 5, 1), july)
         assert [(r["month"], r["effective_cost"]) for r in totals] == [
             (m, Decimal("2.5")) for m, _ in months]
+
+
+def test_a_month_with_zoned_timestamps_is_the_same_month(tmp_path):
+    # `--timestamps zoned` types the CUR's times as AWS's exports do (instants in UTC): the
+    # same lines, so the reference and pandas attribute it exactly as the naive month
+    import pyarrow.parquet as pq
+
+    totals = {}
+    for kind in ("naive", "zoned"):
+        out = tmp_path / kind
+        subprocess.run([sys.executable, str(BENCH / "generate.py"), str(out), "--lines", "5000",
+                        "--runs", "300", "--objects", "1000", "--timestamps", kind],
+                       check=True, capture_output=True, timeout=120)
+        (cur,) = sorted(out.glob("cur/**/*.parquet"))
+        field = pq.read_schema(cur).field("line_item_usage_start_date")
+        assert field.type.tz == ("UTC" if kind == "zoned" else None)
+        for impl in ("reference.py", "pandas_impl.py"):
+            done = subprocess.run([sys.executable, str(BENCH / impl), str(out)], check=True,
+                                  capture_output=True, text=True, timeout=120)
+            totals[kind, impl] = json.loads(done.stdout.strip().splitlines()[-1])["totals"]
+    for impl in ("reference.py", "pandas_impl.py"):
+        naive, zoned = totals["naive", impl], totals["zoned", impl]
+        assert naive.keys() == zoned.keys() and naive["search"] > 0
+        assert all(zoned[k] == pytest.approx(naive[k], rel=1e-12) for k in naive), impl

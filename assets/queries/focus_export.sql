@@ -90,6 +90,7 @@ WITH origin AS (
 priced AS (
     SELECT
         o.*,
+        -- spelled as focus_export_prepare.sql spells it: focus_services is joined on it
         coalesce(o.service_name, o.provider) AS service,
         CASE WHEN charge_category IN ('Usage', 'Purchase') THEN coalesce(list_raw, billed)
              ELSE billed END AS list,

@@ -16,6 +16,7 @@
 CREATE OR REPLACE TEMP TABLE focus_services AS
 WITH lines AS (
     SELECT
+        -- the slices' `service` (focus_export.sql `priced`), which joins on it
         coalesce(nullif(trim(ServiceName), ''), nullif(trim(ProviderName), ''),
                  split_part(x_SourceLine, ':', 1)) AS service,
         CASE WHEN ServiceCategory IN (

@@ -217,6 +217,10 @@ def print_report(report: dict) -> None:
         if changed:
             print(f"{s['size']:<{w}}runs changed: {changed['changed']:,} of {changed['runs']:,} "
                   "runs end an hour earlier in the second delivery")
+        runs = res.get("pipeline", {}).get("runs_file")
+        if runs and runs["format"] != "parquet":  # --runs-format csv
+            print(f"{s['size']:<{w}}runs file: the pipeline read the runs as {runs['format']} "
+                  f"({runs['bytes'] / 1e6:,.1f} MB), the other rows as parquet")
         floor = res.get("pipeline", {}).get("persist_floor")
         if floor:
             both = s["ratios"].get("pipeline/(reference+persist_floor)", {}).get("time")

@@ -79,9 +79,12 @@ def _cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "cost_pipeline.cli"]
 
 
-def pipeline_workspace(data: Path, work: Path) -> tuple[Path, dict]:
+def pipeline_workspace(data: Path, work: Path, runs_format: str = "parquet"
+                       ) -> tuple[Path, dict]:
     """A fresh Dagster home, warehouse and config (absolute paths) for one pipeline series;
-    the runs file is a copy so that changing it leaves the cached month alone."""
+    the runs file is a copy so that changing it leaves the cached month alone. With
+    `runs_format` csv the pipeline reads the same runs from a CSV written from it
+    (`runs_csv`); the parquet copy stays the one `change_runs` edits."""
     shutil.rmtree(work, ignore_errors=True)
     (work / "dagster_home").mkdir(parents=True)
     (work / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -89,7 +92,7 @@ def pipeline_workspace(data: Path, work: Path) -> tuple[Path, dict]:
     shutil.copy2(data / config["tracker"][0]["path"], work / "runs.parquet")
     config["warehouse"]["path"] = str(work / "warehouse.duckdb")
     config["billing"][0]["path"] = str((data / config["billing"][0]["path"]).resolve())
-    config["tracker"][0]["path"] = str(work / "runs.parquet")
+    config["tracker"][0]["path"] = str(runs_file(work, runs_format))
     config["checkpoints"][0]["path"] = str((data / config["checkpoints"][0]["path"]).resolve())
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k != "COST_PIPELINE_CONFIG"}
@@ -120,6 +123,18 @@ def warehouse_totals(warehouse: Path) -> dict[str, float]:
     return {cls: float(cost) for cls, cost in rows}
 
 
+def runs_file(work: Path, runs_format: str) -> Path:
+    """The runs file the pipeline reads; a CSV is (re)written from the parquet copy."""
+    if runs_format != "csv":
+        return work / "runs.parquet"
+    out = work / "runs.csv"
+    with duckdb.connect() as con:  # the runs-file CSV spelling: ids comma-separated (SPEC §4)
+        con.execute(f"COPY (SELECT * REPLACE (array_to_string(resource_ids, ',') AS "
+                    f"resource_ids) FROM read_parquet('{work / 'runs.parquet'}')) "
+                    f"TO '{out}' (FORMAT csv, HEADER true)")
+    return out
+
+
 def change_runs(path: Path, every: int = 100) -> dict:
     """A later delivery of the runs file: one run in `every` (by its id's hash) ended an hour
     earlier than the last delivery said, the rest as they were."""
@@ -137,11 +152,13 @@ def change_runs(path: Path, every: int = 100) -> dict:
 
 
 def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
-                     focus_export: bool = False) -> dict:
-    config, env = pipeline_workspace(data, work)
+                     focus_export: bool = False, runs_format: str = "parquet") -> dict:
+    config, env = pipeline_workspace(data, work, runs_format)
+    runs = Path(yaml.safe_load(config.read_text(encoding="utf-8"))["tracker"][0]["path"])
     cmd = [*_cli(), "materialize", "--config", str(config), "--month", MONTH]
     first = run_measured(cmd, env=env, cwd=work, log_dir=logs, name=f"{label}-pipeline")
     result = _pipeline_result(first)
+    result["runs_file"] = {"format": runs_format, "bytes": runs.stat().st_size}
     if first.returncode != 0:
         result["error"] = first.stderr.strip().splitlines()[-1:] or ["failed"]
         return result
@@ -160,13 +177,14 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
         _pipeline_result(run_measured(cmd, env=env, cwd=work, log_dir=logs,
                                       name=f"{label}-pipeline-rerun-{n}"), keep_checks=False)
         for n in range(1, QUICK_REPEATS + 1)])
-    os.utime(work / "runs.parquet")  # a new delivery of the runs file: same rows, new mtime
+    os.utime(runs)  # a new delivery of the runs file: the same rows, a new mtime
     touched = run_measured(cmd, env=env, cwd=work, log_dir=logs,
                            name=f"{label}-pipeline-runs-touched")
     result["rerun_runs_touched"] = _pipeline_result(touched, keep_checks=False)
     if touched.returncode == 0:
         result["rerun_runs_touched"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
     result["runs_changed"] = change_runs(work / "runs.parquet")
+    runs_file(work, runs_format)  # the CSV delivered again from the changed runs
     changed = run_measured(cmd, env=env, cwd=work, log_dir=logs,
                            name=f"{label}-pipeline-runs-changed")
     result["rerun_runs_changed"] = _pipeline_result(changed, keep_checks=False)
@@ -245,7 +263,7 @@ def measure_size(label: str, lines: int, args, logs: Path) -> dict:
                 continue
         if name == "pipeline":
             results[name] = measure_pipeline(data, data / "work", logs, label,
-                                             args.focus_export)
+                                             args.focus_export, args.runs_format)
             if not args.keep_warehouse:
                 shutil.rmtree(data / "work", ignore_errors=True)
         else:
@@ -280,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
                         help="zoned: the CUR's timestamps as instants in UTC, as AWS's exports "
                         "type them; its data is kept as <size>-zoned")
+    parser.add_argument("--runs-format", choices=("parquet", "csv"), default="parquet",
+                        help="csv: the pipeline reads the month's runs from a CSV runs file "
+                        "(the same runs; the other rows read the parquet one)")
     parser.add_argument("--data-dir", type=Path, default=ROOT / "bench-data")
     parser.add_argument("--results", type=Path, default=ROOT / "bench-results.json")
     parser.add_argument("--focus-export", action="store_true",

@@ -34,7 +34,7 @@ def tiny_bench(tmp_path_factory) -> tuple[dict, str]:
     done = subprocess.run(
         [sys.executable, str(BENCH / "run.py"), "--sizes", "20k", "--runs", "1000",
          "--objects", "5000", "--data-dir", str(out / "data"), "--results", str(results),
-         "--focus-export"],
+         "--focus-export", "--runs-format", "csv"],
         capture_output=True, text=True, timeout=180, env=env, cwd=out)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(results.read_text()), done.stdout
@@ -68,6 +68,10 @@ def test_every_implementation_is_measured_and_agrees(tiny_bench):
     assert focus["returncode"] == 0 and focus["wall_seconds"] > 0
     assert focus["rows"] >= size["results"]["pipeline"]["persist_floor"]["rows"]["billing_facts"]
     assert f"FOCUS export, {focus['rows']:,} rows" in stdout
+    # --runs-format csv: the pipeline read the runs as CSV, and its totals agreed above
+    runs = size["results"]["pipeline"]["runs_file"]
+    assert runs["format"] == "csv" and runs["bytes"] > 0
+    assert "the pipeline read the runs as csv" in stdout
 
 
 INPUTS = {"billing_facts", "tracker_runs", "checkpoint_inventory"}  # the one `ingest` step
@@ -105,6 +109,27 @@ def test_the_pipeline_reruns_only_what_changed(tiny_bench):
         assert all(r["returncode"] == 0 and r["steps"] == 0 for r in quick["repeats"])
     assert re.search(r"met   \S+: unchanged-month skip < 1.5 s +[\d.]+ s \(median of 3: ", stdout)
     assert "pipeline steps (s): ingest" in stdout and "cost-pipeline --help:" in stdout
+
+
+def test_the_runs_csv_holds_the_runs_parquet_holds(tmp_path):
+    # `--runs-format csv`: the same runs, resource ids comma-separated (SPEC §4); the parquet
+    # copy stays the file the bench edits and the CSV is written again from it
+    import duckdb
+
+    runs_file = _bench_module("run").runs_file
+    subprocess.run([sys.executable, str(BENCH / "generate.py"), str(tmp_path), "--lines",
+                    "5000", "--runs", "300", "--objects", "1000"],
+                   check=True, capture_output=True, timeout=120)
+    assert runs_file(tmp_path, "parquet") == tmp_path / "runs.parquet"
+    csv = runs_file(tmp_path, "csv")
+    with duckdb.connect() as con:
+        columns = "run_id, start_time, end_time, resource_ids, gpus, purpose, search_id"
+        parquet = con.execute(f"SELECT {columns} FROM read_parquet('{tmp_path}/runs.parquet') "
+                              "ORDER BY run_id").fetchall()
+        split = columns.replace("resource_ids", "string_split(resource_ids, ',')")
+        text = con.execute(f"SELECT {split} FROM read_csv('{csv}', header = true) "
+                           "ORDER BY run_id").fetchall()
+    assert len(parquet) == 300 and text == parquet
 
 
 def test_a_disagreeing_total_is_a_warning_row():

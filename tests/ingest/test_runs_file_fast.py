@@ -112,6 +112,32 @@ def test_csv_layouts_that_take_the_sql_path(tmp_path):
     assert runs["model"].to_pylist() == ["a, b", None, None]
 
 
+def test_times_to_the_second_without_a_zone_read_alike(tmp_path):
+    # the commonest spelling (`_PLAIN_TIME`, read without the general pattern's captures):
+    # every valid one of a grid of dates and times, both separators, as read_runs reads them
+    days = [f"{y}-{m}-{d}" for y in ("1000", "1969", "2024", "2026", "8999")
+            for m in ("01", "02", "12") for d in ("01", "28", "29", "31")]
+    times = [f"{day}{sep}{h}:{mi}:{sec}" for day in days for sep in "T "
+             for h in ("00", "09", "23") for mi in ("00", "59") for sec in ("00", "59")]
+    valid = [t for t in times if not (t[5:7] == "02" and t[8:10] in ("29", "31")
+                                      and not t.startswith("2024")) and t[5:10] != "02-31"]
+    rows = [REQUIRED | {"run_id": f"r{i}", "start_time": t, "end_time": "8999-12-31 23:59:59"}
+            for i, t in enumerate(valid)]
+    runs = check(write_csv(tmp_path / "runs.csv", rows), fast_expected=True)
+    assert runs.num_rows == len(valid) > 1000
+    assert str(runs["start_time"][0].as_py()) == "1000-01-01 00:00:00"
+
+
+@pytest.mark.parametrize("value", [
+    "2026-07-01 24:00:00", "2026-07-01T23:60:00", "2026-07-01 23:59:60", "2026-07-01T99:99:99",
+    "2026-02-29 00:00:00", "2026-02-30T12:00:00", "2026-13-01 00:00:00", "2026-00-10 00:00:00",
+    "2026-07-00T00:00:00", "2026-07-32 00:00:00", "0000-01-01 00:00:00", "9999-12-31 23:59:59",
+])
+def test_impossible_times_to_the_second_are_read_record_by_record(tmp_path, value):
+    path = write_csv(tmp_path / "runs.csv", [REQUIRED | {"start_time": value}])
+    check(path, fast_expected=False)
+
+
 @pytest.mark.parametrize("text", [
     'run_id,status,start_time,model\nr1,RUNNING,2026-07-01, "x"\n',      # quote after a blank
     'run_id,status,start_time,model\nr1,RUNNING,2026-07-01,"x" y\n',

@@ -84,7 +84,7 @@ def pipeline_workspace(data: Path, work: Path, runs_format: str = "parquet"
     """A fresh Dagster home, warehouse and config (absolute paths) for one pipeline series;
     the runs file is a copy so that changing it leaves the cached month alone. With
     `runs_format` csv the pipeline reads the same runs from a CSV written from it
-    (`runs_csv`); the parquet copy stays the one `change_runs` edits."""
+    (`runs_file`); the parquet copy stays the one `change_runs` edits."""
     shutil.rmtree(work, ignore_errors=True)
     (work / "dagster_home").mkdir(parents=True)
     (work / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")

@@ -84,7 +84,7 @@ def pipeline_workspace(data: Path, work: Path, runs_format: str = "parquet"
     """A fresh Dagster home, warehouse and config (absolute paths) for one pipeline series;
     the runs file is a copy so that changing it leaves the cached month alone. With
     `runs_format` csv the pipeline reads the same runs from a CSV written from it
-    (`runs_file`); the parquet copy stays the one `change_runs` edits."""
+    (`deliver_runs`); the parquet copy stays the one `change_runs` edits."""
     shutil.rmtree(work, ignore_errors=True)
     (work / "dagster_home").mkdir(parents=True)
     (work / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -92,7 +92,7 @@ def pipeline_workspace(data: Path, work: Path, runs_format: str = "parquet"
     shutil.copy2(data / config["tracker"][0]["path"], work / "runs.parquet")
     config["warehouse"]["path"] = str(work / "warehouse.duckdb")
     config["billing"][0]["path"] = str((data / config["billing"][0]["path"]).resolve())
-    config["tracker"][0]["path"] = str(runs_file(work, runs_format))
+    config["tracker"][0]["path"] = str(deliver_runs(work, runs_format))
     config["checkpoints"][0]["path"] = str((data / config["checkpoints"][0]["path"]).resolve())
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k != "COST_PIPELINE_CONFIG"}
@@ -123,16 +123,20 @@ def warehouse_totals(warehouse: Path) -> dict[str, float]:
     return {cls: float(cost) for cls, cost in rows}
 
 
-def runs_file(work: Path, runs_format: str) -> Path:
-    """The runs file the pipeline reads; a CSV is (re)written from the parquet copy."""
-    if runs_format != "csv":
-        return work / "runs.parquet"
-    out = work / "runs.csv"
-    with duckdb.connect() as con:  # the runs-file CSV spelling: ids comma-separated (SPEC §4)
-        con.execute(f"COPY (SELECT * REPLACE (array_to_string(resource_ids, ',') AS "
-                    f"resource_ids) FROM read_parquet('{work / 'runs.parquet'}')) "
-                    f"TO '{out}' (FORMAT csv, HEADER true)")
-    return out
+def runs_path(work: Path, runs_format: str) -> Path:
+    """The runs file the pipeline reads."""
+    return work / ("runs.csv" if runs_format == "csv" else "runs.parquet")
+
+
+def deliver_runs(work: Path, runs_format: str) -> Path:
+    """`runs_path`, delivered: a CSV is (re)written from the parquet copy."""
+    path = runs_path(work, runs_format)
+    if runs_format == "csv":  # the runs-file CSV spelling: ids comma-separated (SPEC §4)
+        with duckdb.connect() as con:
+            con.execute(f"COPY (SELECT * REPLACE (array_to_string(resource_ids, ',') AS "
+                        f"resource_ids) FROM read_parquet('{work / 'runs.parquet'}')) "
+                        f"TO '{path}' (FORMAT csv, HEADER true)")
+    return path
 
 
 def change_runs(path: Path, every: int = 100) -> dict:
@@ -154,7 +158,7 @@ def change_runs(path: Path, every: int = 100) -> dict:
 def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
                      focus_export: bool = False, runs_format: str = "parquet") -> dict:
     config, env = pipeline_workspace(data, work, runs_format)
-    runs = Path(yaml.safe_load(config.read_text(encoding="utf-8"))["tracker"][0]["path"])
+    runs = runs_path(work, runs_format)
     cmd = [*_cli(), "materialize", "--config", str(config), "--month", MONTH]
     first = run_measured(cmd, env=env, cwd=work, log_dir=logs, name=f"{label}-pipeline")
     result = _pipeline_result(first)
@@ -184,7 +188,7 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
     if touched.returncode == 0:
         result["rerun_runs_touched"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
     result["runs_changed"] = change_runs(work / "runs.parquet")
-    runs_file(work, runs_format)  # the CSV delivered again from the changed runs
+    deliver_runs(work, runs_format)  # the CSV delivered again from the changed runs
     changed = run_measured(cmd, env=env, cwd=work, log_dir=logs,
                            name=f"{label}-pipeline-runs-changed")
     result["rerun_runs_changed"] = _pipeline_result(changed, keep_checks=False)

@@ -116,12 +116,12 @@ def test_the_runs_csv_holds_the_runs_parquet_holds(tmp_path):
     # copy stays the file the bench edits and the CSV is written again from it
     import duckdb
 
-    runs_file = _bench_module("run").runs_file
+    deliver_runs = _bench_module("run").deliver_runs
     subprocess.run([sys.executable, str(BENCH / "generate.py"), str(tmp_path), "--lines",
                     "5000", "--runs", "300", "--objects", "1000"],
                    check=True, capture_output=True, timeout=120)
-    assert runs_file(tmp_path, "parquet") == tmp_path / "runs.parquet"
-    csv = runs_file(tmp_path, "csv")
+    assert deliver_runs(tmp_path, "parquet") == tmp_path / "runs.parquet"
+    csv = deliver_runs(tmp_path, "csv")
     with duckdb.connect() as con:
         columns = "run_id, start_time, end_time, resource_ids, gpus, purpose, search_id"
         parquet = con.execute(f"SELECT {columns} FROM read_parquet('{tmp_path}/runs.parquet') "

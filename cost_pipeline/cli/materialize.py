@@ -82,11 +82,11 @@ def dagster_instance() -> Iterator[dg.DagsterInstance]:
     """The instance of $DAGSTER_HOME. Its set-up (the folder, `dagster.yaml`, the SQLite
     storages and their schema) is serialized by a file lock: two first-ever runs on a fresh
     home otherwise race creating the same tables."""
-    import dagster as dg
+    from cost_pipeline.cli.sqlite_storage import instance_of_home
 
     home = ensure_dagster_home_locked()
     with _setup_lock(home):
-        instance = dg.DagsterInstance.get()
+        instance = instance_of_home()
         # the storages create their tables on first use: do it while holding the lock
         instance.get_runs(limit=1)
         instance.event_log_storage.get_asset_records([])

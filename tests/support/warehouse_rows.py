@@ -38,6 +38,9 @@ def insert(con: duckdb.DuckDBPyConnection, table: str, month: date, rows: list[d
     columns = [c for (c,) in con.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
         "ORDER BY ordinal_position", [table]).fetchall()]
+    # rows naming the same columns (and each a Tags map, or none) go in one multi-row
+    # INSERT (a statement costs ~3 ms, whatever its rows), in their order within it
+    batches: dict[tuple, list[list]] = {}
     for row in rows:
         full = {**defaults, **row, "month": month}
         if "BilledCost" in columns and "BilledCost" not in row:
@@ -45,18 +48,26 @@ def insert(con: duckdb.DuckDBPyConnection, table: str, month: date, rows: list[d
         if table == "billing_facts" and full.get("Tags") is not None:
             tags = full["Tags"]
             full["Tags"] = {"key": list(tags.keys()), "value": list(tags.values())}
-        names = [c for c in columns if c in full]
-        values = [full[c] for c in names]
-        placeholders = ", ".join(
-            "MAP(?::VARCHAR[], ?::VARCHAR[])" if c == "Tags" and full[c] is not None else "?"
-            for c in names)
-        flat: list = []
-        for c, v in zip(names, values, strict=True):
-            if c == "Tags" and v is not None:
-                flat += [v["key"], v["value"]]
+        names = tuple(c for c in columns if c in full)
+        tagged = "Tags" in names and full["Tags"] is not None
+        values: list = []
+        for c in names:
+            if c == "Tags" and tagged:
+                values += [full[c]["key"], full[c]["value"]]
             else:
-                flat.append(v)
-        con.execute(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({placeholders})", flat)
+                values.append(full[c])
+        batches.setdefault((names, tagged), []).append(values)
+    for key, batch in batches.items():
+        _insert_rows(con, table, key, batch)
+
+
+def _insert_rows(con: duckdb.DuckDBPyConnection, table: str, key: tuple,
+                 batch: list[list]) -> None:
+    names, tagged = key
+    one = "(" + ", ".join("MAP(?::VARCHAR[], ?::VARCHAR[])" if c == "Tags" and tagged else "?"
+                          for c in names) + ")"
+    con.execute(f"INSERT INTO {table} ({', '.join(names)}) VALUES "
+                + ", ".join(one for _ in batch), [v for values in batch for v in values])
 
 
 def _insert_attribution(con: duckdb.DuckDBPyConnection, row: dict) -> None:

@@ -4,7 +4,7 @@ Dagster's SQLite storages create a new SQLAlchemy engine for every connection th
 dispose of it after one transaction: a new `sqlite3` connection each time, and every
 statement compiled again (an engine's compiled-statement cache goes with it). A month's run
 stores ~140 events, each in its own connection (asset events twice, in the run's file and the
-index), and reads the index for each step's input data versions: ~1.6 s of a command-line
+index), and reads the index for each step's input data versions: ~1.5 s of a command-line
 run that computes nothing large. Here each database file keeps one engine with a small
 connection pool, disposed of with the instance. The files, their schema and every query are
 Dagster's own: `dagster dev`, the daemon and a plain `DagsterInstance.get()` read what these

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.abc
 import signal
 import sys
 import traceback
@@ -247,10 +248,23 @@ def run() -> int:
     objects are still released by the exit; nothing is left open by then (the run's warehouse
     connection is closed by its resource, the files by their `with`)."""
     gc.set_threshold(10_000, 10, 10)
+    sys.meta_path.insert(0, _WithoutPandas())
     try:
         return main()
     finally:
         gc.freeze()
+
+
+class _WithoutPandas(importlib.abc.MetaPathFinder):
+    """pandas, as if it were not installed. pyarrow imports it, when it is, at its first
+    conversion of a Python value (~0.3 s a run), and so do clients that merely check for it.
+    Nothing here uses pandas, which is not a dependency: the process runs as it does where
+    pandas is not installed."""
+
+    def find_spec(self, name, path, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
 
 
 def _interrupt(signum, frame) -> None:

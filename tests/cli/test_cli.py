@@ -128,3 +128,31 @@ def test_the_command_process_tunes_the_garbage_collector(tmp_path):
                           cwd=tmp_path, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "10000", "True"]  # no config: exit 1, still tuned
+
+
+def test_the_command_process_runs_as_where_pandas_is_not_installed(demo_quarter, tmp_path,
+                                                                   dagster_home):
+    """pyarrow imports pandas, when installed, at its first conversion of a Python value
+    (~0.3 s a run; the checkpoint listing's reader makes one). pandas is not a dependency:
+    `run` hides it, and a whole month materializes without it; `main` leaves it alone."""
+    import importlib.util
+
+    assert importlib.util.find_spec("pandas") is not None  # installed here (the bench extra)
+    config = copy_demo(demo_quarter, tmp_path)
+    probe = (
+        "import sys; from cost_pipeline.cli.main import run; "
+        f"sys.argv = ['cost-pipeline', 'materialize', '--config', {str(config)!r}, "
+        "'--month', '2026-08']; code = run(); loaded = 'pandas' in sys.modules\n"
+        "try:\n    import pandas\nexcept ModuleNotFoundError:\n    hidden = True\n"
+        "else:\n    hidden = False\n"
+        "print(code, loaded, hidden)")
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-3:] == ["0", "False", "True"], done.stdout
+    in_process = subprocess.run(
+        [sys.executable, "-c", "import sys, pyarrow as pa; import cost_pipeline.cli.main; "
+                               "pa.array(['a']); print('pandas' in sys.modules)"],
+        capture_output=True, text=True, timeout=60)
+    assert in_process.stdout.split() == ["True"], in_process.stderr  # only `run` hides it

@@ -46,7 +46,8 @@ def _records(instance: dg.DagsterInstance, run_id: str) -> list[tuple]:
             for e in instance.all_logs(run_id)]
 
 
-def _materialization(instance: dg.DagsterInstance, partition: str):
+def _latest_materialization(instance: dg.DagsterInstance):
+    """(run, partition, rows) of tally's latest materialization."""
     event = instance.get_latest_materialization_event(dg.AssetKey("tally"))
     return (event.run_id, event.asset_materialization.partition,
             event.asset_materialization.metadata["rows"].value) if event else None
@@ -100,7 +101,7 @@ def test_what_one_writes_the_other_reads(home):
     with dg.DagsterInstance.get() as plain:
         assert type(plain.event_log_storage) is SqliteEventLogStorage
         assert plain.get_run_by_id(first.run_id).is_success
-        assert _materialization(plain, "a") == (first.run_id, "a", 3)
+        assert _latest_materialization(plain) == (first.run_id, "a", 3)
         check = plain.event_log_storage.get_asset_check_execution_history(
             dg.AssetCheckKey(dg.AssetKey("tally"), "positive"), limit=5)
         assert [c.run_id for c in check] == [first.run_id]
@@ -111,7 +112,7 @@ def test_what_one_writes_the_other_reads(home):
     with instance_of_home() as pooled:
         assert _records(pooled, first.run_id) == plain_records
         assert pooled.get_run_by_id(second.run_id).is_success
-        assert _materialization(pooled, "b") == (second.run_id, "b", 3)
+        assert _latest_materialization(pooled) == (second.run_id, "b", 3)
         assert {r.run_id for r in pooled.get_runs()} == {first.run_id, second.run_id}
 
 
@@ -160,7 +161,7 @@ def test_wipe_deletes_the_run_files_and_the_next_run_starts_afresh(home):
         assert not shard.exists()
         assert instance.all_logs(first) == []
         second = dg.materialize([tally], instance=instance, partition_key="b").run_id
-        assert _materialization(instance, "b") == (second, "b", 3)
+        assert _latest_materialization(instance) == (second, "b", 3)
 
 
 def test_threads_share_the_pooled_storage(home):

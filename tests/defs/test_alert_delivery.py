@@ -106,7 +106,8 @@ def test_timeout_bounds_the_whole_request():
         took = time.monotonic() - started
     finally:
         stop.set()
-    assert took < 2.0, took  # not one timeout per byte (the answer would take 50 s)
+    # not one timeout per byte (the answer would take 50 s); the margin is for a loaded machine
+    assert took < 10, took
 
 
 def test_slack_markup_from_the_data_is_escaped():

@@ -71,7 +71,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         for build in builds:
             try:
                 build()
-            except Exception:  # noqa: BLE001 — the test that needs it reports it
+            except Exception:  # the test that needs it builds it again and reports it
                 pass
 
     if builds:

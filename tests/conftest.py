@@ -17,17 +17,15 @@ os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
 
 
 def _mlflow() -> None:
-    from cost_pipeline.demo.mlflow_server import mlflow_requirement
-    from cost_pipeline.demo.tool_venvs import tool_executable
+    from cost_pipeline.demo.mlflow_server import mlflow_executable
 
-    tool_executable("mlflow", mlflow_requirement(), "mlflow")
+    mlflow_executable()
 
 
 def _focus_toolkit() -> None:
-    from cost_pipeline.demo.tool_venvs import tool_executable
-    from tests.ingest.test_focus_toolkit import TOOLKIT
+    from tests.ingest.test_focus_toolkit import toolkit_executable
 
-    tool_executable("focus", TOOLKIT, "focus-toolkit")
+    toolkit_executable()
 
 
 def _focus_validator() -> None:

@@ -112,13 +112,18 @@ def mlflow_requirement() -> str:
     return f"mlflow=={version('mlflow-skinny')}"
 
 
+def mlflow_executable() -> Path:
+    """`mlflow` from its own virtual environment (`.cache/mlflow-venv`, built on first use)."""
+    return tool_executable("mlflow", mlflow_requirement(), "mlflow")
+
+
 @contextmanager
 def mlflow_server(store_dir: Path, seed_store: Path | None = None,
                   ready_timeout: float = 90.0) -> Iterator[str]:
     """A local `mlflow server` on 127.0.0.1 (a free port) over the sqlite store
     `store_dir/mlflow.db` (a copy of `seed_store` when given), run from its own virtual
     environment; yields its tracking URI and stops it (its whole process group) on exit."""
-    exe = tool_executable("mlflow", mlflow_requirement(), "mlflow")
+    exe = mlflow_executable()
     store_dir.mkdir(parents=True, exist_ok=True)
     if seed_store is not None:
         shutil.copyfile(seed_store, store_dir / "mlflow.db")

@@ -30,10 +30,15 @@ REL = 1e-9          # "exactly": float sums of the same decimals in another orde
 INSTANCE_TYPES = ("EC2 Instance", "Virtual Machine", "Compute Instance")
 
 
+def toolkit_executable() -> Path:
+    """`focus-toolkit` from its own virtual environment (`.cache/focus-venv`)."""
+    return tool_executable("focus", TOOLKIT, "focus-toolkit")
+
+
 @pytest.fixture(scope="session")
 def focus_toolkit() -> Path:
     try:
-        return tool_executable("focus", TOOLKIT, "focus-toolkit")
+        return toolkit_executable()
     except ToolUnavailable as exc:
         pytest.skip(f"focus-data-toolkit unavailable (its own venv could not be built): {exc}")
 

@@ -115,8 +115,8 @@ def assert_same_attribution(got_con, want_con) -> None:
     """`got_con`'s attribution is `want_con`'s (a connection, or `attribution_of` one)."""
     want_rows, want_runs = (want_con if isinstance(want_con, tuple)
                             else attribution_of(want_con))
-    got = keyed(sql_backend.table_rows(got_con, "attribution"))
-    want = keyed(want_rows)
+    got_rows, got_runs = attribution_of(got_con)
+    got, want = keyed(got_rows), keyed(want_rows)
     assert set(got) == set(want)
     for key, row in want.items():
         for field in ("cost", "share", "claimed_share", "hours", "accelerator_hours"):
@@ -124,8 +124,7 @@ def assert_same_attribution(got_con, want_con) -> None:
         for field in ("purpose_class", "component", "rule", "kind"):
             assert got[key][field] == row[field], (key, field)
     group = ("run_id", "purpose_class", "component", "rule", "kind")
-    got_sums = {tuple(r[k] for k in group): r
-                for r in sql_backend.table_rows(got_con, "attribution_runs")}
+    got_sums = {tuple(r[k] for k in group): r for r in got_runs}
     want_sums = {tuple(r[k] for k in group): r for r in want_runs}
     assert set(got_sums) == set(want_sums)
     for key, row in want_sums.items():

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import date
@@ -361,70 +359,6 @@ def begin_run_transaction(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"SET VARIABLE {_RUN_TRANSACTION} = true")
     con.execute(f"SET VARIABLE {_SCHEMA_READY} = false")
     con.execute("BEGIN TRANSACTION")
-
-
-class WriteBack:
-    """Hands the warehouse file's written pages to the disk while a run computes, so that
-    its commit finds little left to sync.
-
-    A run's big tables are written into the file as their inserts run, but the kernel keeps
-    those pages in its cache (it writes back pages older than ~30 s, or past ~10% of the
-    memory), and DuckDB's checkpoint at the commit then waits for all of them at once: at
-    2M lines 0.57 s of a first run's commit on this project's bench machine, seconds at
-    20M. A thread here calls `fdatasync` every `interval` seconds (the GIL released) on the
-    descriptor DuckDB itself holds on the file, found in Linux's /proc/self/fd: opening and
-    closing a descriptor of our own would release DuckDB's POSIX lock on the file (a close
-    drops every lock the process holds on it), letting another program open it mid-run.
-    It changes only when bytes reach the disk, never what is written or committed: DuckDB
-    still syncs at its checkpoint. Elsewhere than Linux, or on any OS error, the thread does
-    nothing more (the commit then syncs as before). Stop it before the connection closes."""
-
-    def __init__(self, path: str | os.PathLike[str], interval: float = 0.5) -> None:
-        self.path = Path(path)
-        self.interval = interval
-        self.syncs = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> WriteBack:
-        fd = _descriptor_of(self.path)
-        if fd is not None:
-            self._thread = threading.Thread(target=self._run, args=(fd,),
-                                            name="warehouse-writeback", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop, after any sync under way (before the run commits or rolls back)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self, fd: int) -> None:
-        sync = getattr(os, "fdatasync", os.fsync)
-        try:
-            while not self._stop.wait(self.interval):
-                sync(fd)
-                self.syncs += 1
-        except OSError:
-            pass
-
-
-def _descriptor_of(path: Path) -> int | None:
-    """A descriptor this process holds open on `path` (Linux's /proc/self/fd), or None."""
-    target = os.path.realpath(path)
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return None
-    for name in sorted(names, key=int):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") == target:
-                return int(name)
-        except OSError:
-            continue
-    return None
 
 
 def in_run_transaction(con: duckdb.DuckDBPyConnection) -> bool:

@@ -34,7 +34,6 @@ from cost_pipeline.months import parse_month
 # WarehouseBusyError is re-exported: a run's wait for the writer lock ran out
 from cost_pipeline.warehouse import WarehouseBusyError as WarehouseBusyError
 from cost_pipeline.warehouse import (
-    WriteBack,
     acquire_writer_lock,
     begin_run_transaction,
     lock_path,
@@ -105,7 +104,6 @@ class Warehouse(DuckDBResource):
     _failed: bool = PrivateAttr(default=False)
     _staged: list = PrivateAttr(default_factory=list)
     _run: Any = PrivateAttr(default=None)  # (instance, run id) of the run holding the lock
-    _writeback: Any = PrivateAttr(default=None)  # WriteBack of the run's file, while it runs
 
     @property
     def lock_path(self) -> Path | None:
@@ -138,8 +136,6 @@ class Warehouse(DuckDBResource):
                 raise
             begin_run_transaction(self._run_con)
             self._failed = False
-            if Path(self.database).is_file():  # (not `:memory:`)
-                self._writeback = WriteBack(self.database).start()
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         """The run's own connection. Another process holding the file (a notebook, a BI tool,
@@ -172,9 +168,6 @@ class Warehouse(DuckDBResource):
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         failure: WarehouseCommitError | None = None
-        if self._writeback is not None:
-            self._writeback.stop()
-            self._writeback = None
         if self._run_con is not None:
             reason = self._rollback_reason(context)
             outcome = ROLLED_BACK if reason else COMMITTED

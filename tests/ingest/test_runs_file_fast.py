@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import tempfile
 from datetime import UTC, date, datetime
@@ -81,7 +82,11 @@ def test_the_whitespace_is_what_str_strip_removes():
                       # plain ids: split as they are (`_PLAIN_IDS`)
                       "i-1", "arn:aws:ec2:us-east-1:1:instance/i-1;vol-0a",
                       "//compute.googleapis.com/projects/p/zones/z/instances/vm-1,gs://b/k@v=1+x",
-                      "I_1.2,A-b"]),
+                      "I_1.2,A-b",
+                      # blanks around the separators, Python's list repr, DuckDB's list: by
+                      # pattern (`_SPACED_IDS`, `_REPR_LIST`, `_BARE_LIST`)
+                      "i-1 , i-2", "i-1 ;vol-2", "[ 'i-1' , 'vol-2' ]", "['i-1']",
+                      "[i-1,vol-2]", "[NaN, i-1]", "[Infinity1]", "[nullx]"]),
     ("gpus", ["4", "4.0", "4.", "0", "007", "", " 8 "]),
     ("metric_value", ["0.91", "-0.0", "1e-3", ".5", "5.", "+2", "", "0.1000000000000000055511"]),
     ("gpu_utilization", ["0", "100", "100.0", "47.5", ""]),
@@ -153,6 +158,8 @@ def test_impossible_times_to_the_second_are_read_record_by_record(tmp_path, valu
     "run_id,status,start_time,gpus\nr1,RUNNING,2026-07-01,1_0\n",
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,[1]\n",
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,[true]\n",   # JSON
+    "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,[NaN]\n",    # to Python
+    "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,\"[Infinity, null]\"\n",
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,i-1\u3000i-2\n",
     # a blank or `|` inside a part: kept whole (an Azure id) or ambiguous, never split
     "run_id,status,start_time,resource_ids\nr1,RUNNING,2026-07-01,/subscriptions/s/"
@@ -277,7 +284,8 @@ VALID = {
     "start_time": TIMES,
     "end_time": st.sampled_from(["", " ", "2200-01-01T00:00:00+01:00", "7258118400"]),
     "resource_ids": st.sampled_from(["i-1, i-2", '["a", " b ", ""]', "['a', 'b']", "a;b,c",
-                                     "", "[]", "x]", "[' a ']", '"a"; b']),
+                                     "", "[]", "x]", "[' a ']", '"a"; b', "[a, b1]",
+                                     "a ; b"]),
     "gpus": st.sampled_from(["4", "4.0", "0", " 8 ", "", "007", "16."]),
     "metric_value": st.one_of(st.floats(allow_nan=False, allow_infinity=False).map(repr),
                               st.sampled_from(["0.91", "-0.0", "1e-3", ".5", "", " 3 "])),
@@ -418,3 +426,138 @@ def test_generated_parquet_files_read_alike(table):
         path = Path(folder) / "runs.parquet"
         pq.write_table(table, path)
         check(path)
+
+
+# ------------------------------------------------------------------------ JSONL and JSON
+# The records json reads, column by column in the Arrow types a parquet file would hold them
+# in (text, 64-bit integers, floats, booleans, lists of text): the parquet rules then apply.
+
+def write_jsonl(path: Path, records: list, *, array: bool = False) -> Path:
+    if array:
+        path.write_text(json.dumps(records), encoding="utf-8")
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_a_clean_jsonl_file_takes_the_sql_path(tmp_path):
+    records = [{"run_id": f"r{i}", "status": "FINISHED", "model": "m", "seed": i,
+                "start_time": "2026-07-01T00:00:00.000Z", "end_time": 1782950400000 + i,
+                "resource_ids": ["i-1", " vol-2 ", None, ""], "gpus": 8, "keep": False,
+                "deleted": i == 1, "metric_value": [0.5, 1, None][i], "search_id": None}
+               for i in range(3)]
+    records[2].pop("model")                               # a key missing: NULL
+    runs = check(write_jsonl(tmp_path / "runs.jsonl", records), fast_expected=True)
+    assert runs["metric_value"].to_pylist() == [0.5, 1.0, None]
+    assert runs["resource_ids"].to_pylist() == [["i-1", "vol-2"]] * 3
+    assert runs["seed"].to_pylist() == ["0", "1", "2"]
+    check(write_jsonl(tmp_path / "runs.json", records, array=True), fast_expected=True)
+    check(write_jsonl(tmp_path / "runs.ndjson", records + records[:1]), fast_expected=True)
+
+
+@pytest.mark.parametrize("value", [
+    {"a": 1}, [1, "i-1"], True, 2**63, "\udcff", float("nan"),
+])
+def test_json_values_the_sql_path_leaves_alone(tmp_path, value):
+    records = [REQUIRED | {"resource_ids": "i-1", "model": value},
+               REQUIRED | {"run_id": "r2", "model": "m", "resource_ids": value}]
+    check(write_jsonl(tmp_path / "runs.jsonl", records), fast_expected=False)
+
+
+@pytest.mark.parametrize("text", [
+    '{"run_id": "r1", "status": "RUNNING", "start_time": "2026-07-01"} {"run_id": "r2"}\n',
+    '{"run_id": "r1", "status": "RUNNING",\n "start_time": "2026-07-01"}\n',
+    '{"run_id": "r1", "status": "RUNNING", "start_time": "2026-07-01", "model": "a\u2028b"}\n',
+    '["r1", "RUNNING", "2026-07-01"]\n',
+    '{"run_id": "r1", "status": "RUNNING"}\n',
+    '{"run_id": "r1", "status": "RUNNING", "start_time": "2026-07-01", "gpus": 1}\n'
+    '{"run_id": "r2", "status": "RUNNING", "start_time": "2026-07-01", "gpus": "1"}\n',
+    "",
+])
+def test_json_files_the_sql_path_leaves_to_read_runs(tmp_path, text):
+    path = tmp_path / "runs.jsonl"
+    path.write_text(text, encoding="utf-8")
+    check(path, fast_expected=False)
+
+
+JSON_VALUES = st.one_of(
+    st.none(), TEXT, st.integers(-2**64, 2**64), st.floats(), st.booleans(),
+    st.lists(st.one_of(st.none(), TEXT), max_size=3), st.just({"k": 1}),
+    st.sampled_from([[1], [True], "\udcff"]))
+
+
+@st.composite
+def json_files(draw) -> tuple[str, bytes]:
+    columns = ["run_id", "status", "start_time"] + draw(
+        st.lists(st.sampled_from(OPTIONAL), unique=True, max_size=6))
+    # one type per column mostly (as a writer of typed runs has it), at times any value
+    typed = {c: draw(st.sampled_from(list(TYPED.get(c, {})) + ["text", "text"]
+                                     + (["null"] if c in OPTIONAL else [])))
+             if draw(st.integers(0, 7)) else "any" for c in columns}
+    records = []
+    for i in range(draw(st.integers(1, 5))):
+        if records and draw(st.integers(0, 4)) == 0:
+            records.append(dict(draw(st.sampled_from(records))))   # a run listed twice alike
+            continue
+        record = {}
+        for c in columns:
+            kind = typed[c]
+            if c in OPTIONAL and draw(st.integers(0, 5)) == 0:
+                continue                                            # the key left out
+            if c == "run_id":
+                record[c] = f"r{i}"
+            elif kind == "any":
+                record[c] = draw(JSON_VALUES)
+            elif kind == "null":
+                record[c] = None
+            elif kind == "text":
+                record[c] = draw(VALID.get(c, TEXT))
+            else:
+                value = draw(TYPED[c][kind])
+                record[c] = value.isoformat() if isinstance(value, datetime | date) else value
+        records.append(record)
+    if draw(st.booleans()):
+        return "runs.json", json.dumps(records).encode()
+    ascii_only = draw(st.booleans())
+    return "runs.jsonl", "".join(
+        json.dumps(r, ensure_ascii=ascii_only) + "\n" for r in records).encode(
+        "utf-8", "surrogatepass")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(json_files())
+def test_generated_json_files_read_alike(file):
+    name, data = file
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / name
+        path.write_bytes(data)
+        check(path)
+
+
+# ------------------------------------------------------------------- zoned ISO 8601 times
+
+def test_times_with_a_fraction_or_a_zone_read_alike(tmp_path):
+    # `_COMMON_TIME` (read by place, not by the general pattern): fractions of 1-6 digits,
+    # `Z` and ±hh:mm offsets up to a day, both separators, as read_runs reads them
+    days = ["1000-01-02", "2024-02-29", "2026-07-01", "2026-12-31", "8999-12-31"]
+    clocks = ["00:00:00", "09:05:07", "23:59:59"]
+    tails = ["", ".1", ".05", ".123", ".1234", ".12345", ".123456", ".000"]
+    zones = ["", "Z", "+00:00", "-00:00", "+05:30", "-07:45", "+23:59", "-23:59", "+14:00"]
+    times = [f"{d}{sep}{c}{f}{z}" for d in days for sep in "T " for c in clocks
+             for f in tails for z in zones]
+    rows = [REQUIRED | {"run_id": f"r{i}", "start_time": t} for i, t in enumerate(times)]
+    runs = check(write_csv(tmp_path / "runs.csv", rows), fast_expected=True)
+    assert runs.num_rows == len(times) > 2000
+    read = dict(zip(times, runs["start_time"].to_pylist(), strict=True))
+    assert read["2026-07-01T09:05:07.05+05:30"] == datetime(2026, 7, 1, 3, 35, 7, 50000)
+    assert read["1000-01-02 00:00:00-23:59"] == datetime(1000, 1, 2, 23, 59)
+
+
+@pytest.mark.parametrize("value", [
+    "2026-07-01T12:00:00+24:00", "2026-07-01T12:00:00+05:60", "2026-07-01T24:00:00Z",
+    "2026-07-01T12:60:00.5Z", "2026-02-29T12:00:00Z", "2026-07-01T12:00:00.1234567Z",
+    "2026-07-01T12:00:00z", "2026-07-01T12:00:00.Z", "2026-07-01T12:00:00+05:30:00",
+])
+def test_odd_zoned_times_are_read_record_by_record(tmp_path, value):
+    path = write_csv(tmp_path / "runs.csv", [REQUIRED | {"start_time": value}])
+    check(path, fast_expected=False)

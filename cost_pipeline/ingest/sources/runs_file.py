@@ -114,10 +114,13 @@ def _json_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
             except ValueError as exc:
                 raise SourceError(source, f"{path} line {number}", f"bad JSON: {exc}") from None
     columns: dict[str, None] = {}
+    keys = None
     for where, item in located:
         if not isinstance(item, dict):
             raise SourceError(source, f"{path} {where}", "expected a JSON object per run")
-        columns.update(dict.fromkeys(item))
+        if item.keys() != keys:     # a new set of keys (rarely): the columns in first-seen order
+            columns.update(dict.fromkeys(item))
+            keys = item.keys()
         records.append((where, item))
     return list(columns), records
 

@@ -83,7 +83,7 @@ def pipeline_workspace(data: Path, work: Path, runs_format: str = "parquet"
                        ) -> tuple[Path, dict]:
     """A fresh Dagster home, warehouse and config (absolute paths) for one pipeline series;
     the runs file is a copy so that changing it leaves the cached month alone. With
-    `runs_format` csv the pipeline reads the same runs from a CSV written from it
+    `runs_format` csv or jsonl the pipeline reads the same runs from a CSV or JSONL written from it
     (`deliver_runs`); the parquet copy stays the one `change_runs` edits."""
     shutil.rmtree(work, ignore_errors=True)
     (work / "dagster_home").mkdir(parents=True)
@@ -125,17 +125,23 @@ def warehouse_totals(warehouse: Path) -> dict[str, float]:
 
 def runs_path(work: Path, runs_format: str) -> Path:
     """The runs file the pipeline reads."""
-    return work / ("runs.csv" if runs_format == "csv" else "runs.parquet")
+    return work / {"csv": "runs.csv", "jsonl": "runs.jsonl"}.get(runs_format, "runs.parquet")
 
 
 def deliver_runs(work: Path, runs_format: str) -> Path:
-    """`runs_path`, delivered: a CSV is (re)written from the parquet copy."""
+    """`runs_path`, delivered: a CSV or JSONL file is (re)written from the parquet copy."""
     path = runs_path(work, runs_format)
     if runs_format == "csv":  # the runs-file CSV spelling: ids comma-separated (SPEC §4)
         with duckdb.connect() as con:
             con.execute(f"COPY (SELECT * REPLACE (array_to_string(resource_ids, ',') AS "
                         f"resource_ids) FROM read_parquet('{work / 'runs.parquet'}')) "
                         f"TO '{path}' (FORMAT csv, HEADER true)")
+    elif runs_format == "jsonl":  # one object a run, times as JavaScript writes them (…Z)
+        iso = "strftime({0}, '%Y-%m-%dT%H:%M:%S.%gZ') AS {0}"
+        with duckdb.connect() as con:
+            con.execute(f"COPY (SELECT * REPLACE ({iso.format('start_time')}, "
+                        f"{iso.format('end_time')}) FROM read_parquet('{work / 'runs.parquet'}')) "
+                        f"TO '{path}' (FORMAT json)")
     return path
 
 
@@ -188,7 +194,7 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
     if touched.returncode == 0:
         result["rerun_runs_touched"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
     result["runs_changed"] = change_runs(work / "runs.parquet")
-    deliver_runs(work, runs_format)  # the CSV delivered again from the changed runs
+    deliver_runs(work, runs_format)  # a CSV or JSONL delivered again from the changed runs
     changed = run_measured(cmd, env=env, cwd=work, log_dir=logs,
                            name=f"{label}-pipeline-runs-changed")
     result["rerun_runs_changed"] = _pipeline_result(changed, keep_checks=False)
@@ -302,9 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
                         help="zoned: the CUR's timestamps as instants in UTC, as AWS's exports "
                         "type them; its data is kept as <size>-zoned")
-    parser.add_argument("--runs-format", choices=("parquet", "csv"), default="parquet",
-                        help="csv: the pipeline reads the month's runs from a CSV runs file "
-                        "(the same runs; the other rows read the parquet one)")
+    parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
+                        help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
+                        "JSONL runs file (the same runs; the other rows read the parquet one)")
     parser.add_argument("--data-dir", type=Path, default=ROOT / "bench-data")
     parser.add_argument("--results", type=Path, default=ROOT / "bench-results.json")
     parser.add_argument("--focus-export", action="store_true",

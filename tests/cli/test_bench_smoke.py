@@ -111,7 +111,7 @@ def test_the_pipeline_reruns_only_what_changed(tiny_bench):
     assert "pipeline steps (s): ingest" in stdout and "cost-pipeline --help:" in stdout
 
 
-def test_the_runs_csv_holds_the_runs_parquet_holds(tmp_path):
+def test_the_runs_csv_and_jsonl_hold_the_runs_parquet_holds(tmp_path):
     # `--runs-format csv`: the same runs, resource ids comma-separated (SPEC §4); the parquet
     # copy stays the file the bench edits and the CSV is written again from it
     import duckdb
@@ -130,6 +130,14 @@ def test_the_runs_csv_holds_the_runs_parquet_holds(tmp_path):
         text = con.execute(f"SELECT {split} FROM read_csv('{csv}', header = true) "
                            "ORDER BY run_id").fetchall()
     assert len(parquet) == 300 and text == parquet
+    # `--runs-format jsonl`: one object a run, times written as JavaScript writes them; the
+    # pipeline reads from it the runs it reads from the parquet file
+    from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
+
+    jsonl = deliver_runs(tmp_path, "jsonl")
+    assert jsonl.read_text().splitlines()[0].count('.000Z"') == 2
+    assert read_runs_table(jsonl, "runs").equals(
+        read_runs_table(tmp_path / "runs.parquet", "runs"))
 
 
 def test_a_disagreeing_total_is_a_warning_row():

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from cost_pipeline.ingest.sources import SourceError, s3
 from cost_pipeline.ingest.sources.listing_arrow import (
+    CSV_BLOCK,
     PY_WHITESPACE,
     NotClean,
     arrow_times,
@@ -205,7 +206,7 @@ class _Inventory:
         with self.fs.open_input_stream(path, compression="gzip"
                                        if path.endswith(".gz") else None) as raw:
             yield wanted, pacsv.open_csv(
-                raw, read_options=pacsv.ReadOptions(column_names=columns),
+                raw, read_options=pacsv.ReadOptions(column_names=columns, block_size=CSV_BLOCK),
                 convert_options=pacsv.ConvertOptions(
                     column_types=dict.fromkeys(columns, "string"), strings_can_be_null=False))
 

@@ -348,10 +348,12 @@ def _csv_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | Non
                       f"OR contains({c}, chr(10))" for c in cells)
     if con.execute(f"SELECT coalesce(bool_or({odd}), false) FROM cells").fetchall()[0][0]:
         return None
-    blank = " AND ".join(f"coalesce(py_strip({c}), '') = ''" for c in cells)
+    # a row with a cell that is not blank (an OR: the first such cell decides, 0.3 s against
+    # 0.5-0.7 s for NOT of every cell blank at 100k runs)
+    filled = " OR ".join(f"coalesce(py_strip({c}), '') <> ''" for c in cells)
     con.execute(f"""CREATE TABLE raw AS
         SELECT rowid AS n, {", ".join(f"{cells[i]} AS {name}" for name, i in places.items())}
-        FROM cells WHERE rowid > 0 AND NOT ({blank}) ORDER BY rowid""")
+        FROM cells WHERE rowid > 0 AND ({filled}) ORDER BY rowid""")
     return dict.fromkeys(places, "text")
 
 

@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,7 +24,12 @@ from cost_pipeline.config import parse_config
 from cost_pipeline.ingest.runs import runs_table
 from cost_pipeline.ingest.sources import SourceError
 from cost_pipeline.ingest.sources.runs_file import RUN_COLUMNS, RUN_SCHEMA, read_runs
-from cost_pipeline.ingest.sources.runs_file_sql import _PY_WHITESPACE, _fast_runs, read_runs_table
+from cost_pipeline.ingest.sources.runs_file_sql import (
+    _PY_WHITESPACE,
+    _fast_runs,
+    _json_column,
+    read_runs_table,
+)
 
 REQUIRED = {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-01T00:00:00Z"}
 
@@ -456,12 +462,26 @@ def test_a_clean_jsonl_file_takes_the_sql_path(tmp_path):
 
 
 @pytest.mark.parametrize("value", [
-    {"a": 1}, [1, "i-1"], True, 2**63, "\udcff", float("nan"),
+    {"a": 1}, [1, "i-1"], True, 2**63, -2**63 - 1, 2**64 + 1, 1e19, "\udcff", float("nan"),
+    float("inf"),
 ])
 def test_json_values_the_sql_path_leaves_alone(tmp_path, value):
     records = [REQUIRED | {"resource_ids": "i-1", "model": value},
                REQUIRED | {"run_id": "r2", "model": "m", "resource_ids": value}]
     check(write_jsonl(tmp_path / "runs.jsonl", records), fast_expected=False)
+
+
+def test_orjson_reads_what_json_reads_or_nothing():
+    # orjson parses the SQL path's JSON; an integer beyond 64 bits becomes a float there (an
+    # integer to json), so a float of 2^63 or more is not vouched for
+    assert orjson.loads("-9223372036854775809") == float(-2**63 - 1)
+    assert _json_column([1.5, 2**53 - 1, None])[0] == "float"
+    assert _json_column([2**63 - 1, -2**63])[0] == "int"
+    assert _json_column([float(2**63)]) is None and _json_column([-1e19, 1]) is None
+    for text in ("NaN", "1e400", '"\\udcff"'):
+        json.loads(text)
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(text)
 
 
 @pytest.mark.parametrize("text", [

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,12 +96,13 @@ def _csv_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
     return header, records
 
 
-def _json_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
+def _json_records(path: Path, source: str, loads: Callable[[str], Any] = json.loads
+                  ) -> tuple[list[str], list[Record]]:
     text = _decode(path, source)
     records: list[Record] = []
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         try:
-            items = json.loads(text)
+            items = loads(text)
         except ValueError as exc:
             raise SourceError(source, str(path), f"bad JSON: {exc}") from None
         located = [(f"row {i}", item) for i, item in enumerate(items, start=1)]
@@ -110,7 +112,7 @@ def _json_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
             if not line.strip():
                 continue
             try:
-                located.append((f"line {number}", json.loads(line)))
+                located.append((f"line {number}", loads(line)))
             except ValueError as exc:
                 raise SourceError(source, f"{path} line {number}", f"bad JSON: {exc}") from None
     columns: dict[str, None] = {}
@@ -135,13 +137,15 @@ def _parquet_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
     return table.column_names, [(f"row {i}", r) for i, r in enumerate(table.to_pylist(), 1)]
 
 
-def read_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
-    """The file's column names and its records, each with its place in the file."""
+def read_records(path: Path, source: str, loads: Callable[[str], Any] = json.loads
+                 ) -> tuple[list[str], list[Record]]:
+    """The file's column names and its records, each with its place in the file (JSON parsed
+    by `loads`)."""
     suffix = "".join(path.suffixes[-2:]).lower()
     if suffix.endswith(".parquet"):
         return _parquet_records(path, source)
     if suffix.endswith((".jsonl", ".ndjson", ".json")):
-        return _json_records(path, source)
+        return _json_records(path, source, loads)
     return _csv_records(path, source)
 
 

@@ -462,13 +462,23 @@ def test_a_clean_jsonl_file_takes_the_sql_path(tmp_path):
 
 
 @pytest.mark.parametrize("value", [
-    {"a": 1}, [1, "i-1"], True, 2**63, -2**63 - 1, 2**64 + 1, 1e19, "\udcff", float("nan"),
-    float("inf"),
+    {"a": 1}, [1, "i-1"], True, 2**63, -2**63 - 1, 2**64 + 1, 1e19, "\udcff", float("inf"),
 ])
 def test_json_values_the_sql_path_leaves_alone(tmp_path, value):
     records = [REQUIRED | {"resource_ids": "i-1", "model": value},
                REQUIRED | {"run_id": "r2", "model": "m", "resource_ids": value}]
     check(write_jsonl(tmp_path / "runs.jsonl", records), fast_expected=False)
+
+
+def test_nan_as_pythons_json_writes_it_takes_the_sql_path(tmp_path):
+    # json.dumps writes a missing metric as NaN, which orjson refuses: json parses the file
+    nan = float("nan")
+    records = [REQUIRED | {"run_id": f"r{i}", "metric_value": m, "gpu_utilization": u,
+                           "seed": seed}
+               for i, (m, u, seed) in enumerate([(0.5, 50, 7), (nan, nan, nan), (None,) * 3])]
+    runs = check(write_jsonl(tmp_path / "runs.jsonl", records), fast_expected=True)
+    assert runs["metric_value"].to_pylist() == [0.5, None, None]
+    assert runs["seed"].to_pylist() == ["7", None, None]
 
 
 def test_orjson_reads_what_json_reads_or_nothing():

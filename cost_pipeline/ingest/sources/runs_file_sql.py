@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import gc
 import io
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -406,11 +407,16 @@ def _json_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | No
     """A JSONL file (or a JSON array) as `raw`: the records `read_runs` reads, column by
     column in the types a parquet file would give them, so the parquet rules apply. orjson
     parses them (2.5× json's speed): where it parses a line at all, it gives what json gives
-    but for integers beyond 64 bits (`_json_column` refuses those), and it refuses what json
-    alone reads (`NaN`, `1e400`, lone surrogates), which then goes record by record."""
-    try:
-        names, records = read_records(path, "", loads=orjson.loads)
-    except SourceError:             # bad JSON (to orjson): `read_runs` reads it or words why
+    but for integers beyond 64 bits (`_json_column` refuses those). What it refuses but json
+    reads (`NaN`, which Python's json writes for a missing metric; `1e400`; lone surrogates)
+    json parses again here."""
+    for loads in (orjson.loads, json.loads):
+        try:
+            names, records = read_records(path, "", loads=loads)
+            break
+        except SourceError:
+            continue
+    else:                           # bad JSON: `read_runs` words the error
         return None
     present = set(names)
     if not records or any(c not in present for c in REQUIRED):

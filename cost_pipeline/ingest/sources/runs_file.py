@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -137,16 +138,23 @@ def _parquet_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
     return table.column_names, [(f"row {i}", r) for i, r in enumerate(table.to_pylist(), 1)]
 
 
+def file_format(path: Path) -> str:
+    """How a runs file is read, by its name: `parquet`, `json` (JSON or JSONL) or `csv`."""
+    suffix = "".join(path.suffixes[-2:]).lower()
+    if suffix.endswith(".parquet"):
+        return "parquet"
+    if suffix.endswith((".jsonl", ".ndjson", ".json")):
+        return "json"
+    return "csv"
+
+
 def read_records(path: Path, source: str, loads: Callable[[str], Any] = json.loads
                  ) -> tuple[list[str], list[Record]]:
     """The file's column names and its records, each with its place in the file (JSON parsed
     by `loads`)."""
-    suffix = "".join(path.suffixes[-2:]).lower()
-    if suffix.endswith(".parquet"):
-        return _parquet_records(path, source)
-    if suffix.endswith((".jsonl", ".ndjson", ".json")):
-        return _json_records(path, source, loads)
-    return _csv_records(path, source)
+    read = {"parquet": _parquet_records, "json": partial(_json_records, loads=loads),
+            "csv": _csv_records}[file_format(path)]
+    return read(path, source)
 
 
 def _is_nan(value: Any) -> bool:

@@ -31,6 +31,7 @@ from cost_pipeline.ingest.sources.runs_file import (
     STATUSES,
     TRIGGERS,
     TRUE_WORDS,
+    file_format,
     read_records,
     read_runs,
 )
@@ -439,9 +440,7 @@ def _json_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | No
 
 def _fast_runs(path: Path, source: str) -> pa.Table | None:
     """The file's runs by SQL, or None when SQL cannot vouch for every row (or the file)."""
-    suffix = "".join(path.suffixes[-2:]).lower()
-    raw = (_json_raw if suffix.endswith((".jsonl", ".ndjson", ".json"))
-           else _parquet_raw if suffix.endswith(".parquet") else _csv_raw)
+    raw = {"json": _json_raw, "parquet": _parquet_raw, "csv": _csv_raw}[file_format(path)]
     with duckdb.connect() as con:
         try:
             con.execute(f"SET memory_limit = '{_MEMORY_LIMIT}'; SET TimeZone = 'UTC';")

@@ -1,5 +1,5 @@
-"""A real HTTP proxy in front of a real MLflow server that answers 503 to the requests a test
-chooses (the first N, or every write) and forwards the rest: transient and lasting outages."""
+"""A real HTTP proxy in front of a real MLflow server that answers 503 (or another status) to
+the requests a test chooses (the first N, every write, one endpoint) and forwards the rest."""
 
 from __future__ import annotations
 
@@ -12,17 +12,19 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def failing_proxy(target: str, refuse: Callable[[str, int], bool]) -> Iterator[tuple[str, list]]:
+def failing_proxy(target: str, refuse: Callable[[str, int], bool],
+                  refused: int = 503) -> Iterator[tuple[str, list]]:
     """(the proxy's URI, the log of (path, status) answered). `refuse(path, n)` — n the
-    requests answered so far — says which requests get a 503 instead of the server's answer."""
+    requests answered so far — says which requests get `refused` (503: the server is down;
+    404: it has no such endpoint) instead of the server's answer."""
     answered: list[tuple[str, int]] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def _handle(self):
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
             if refuse(self.path, len(answered)):
-                answered.append((self.path, 503))
-                self.send_response(503)
+                answered.append((self.path, refused))
+                self.send_response(refused)
                 self.end_headers()
                 return
             request = urllib.request.Request(target + self.path, data=body, method=self.command,

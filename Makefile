@@ -62,4 +62,4 @@ lint: install
 	$(BIN)/ruff check cost_pipeline tests bench  # incl. the layers rule: dagster only in defs/ and cli/
 
 clean:
-	rm -rf $(VENV) demo demo-services .dagster_home .cache bench-data bench-results.json
+	rm -rf $(VENV) demo demo-services .dagster_home .cache bench-data bench-results.json bench-mlflow.json

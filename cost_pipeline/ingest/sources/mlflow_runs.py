@@ -35,8 +35,9 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
 
 PAGE_SIZE = 1000                       # runs per search_runs call (MLflow allows up to 50,000)
 HISTORY_BATCH_RUNS = 5000              # runs per metric-history query of a SQL store
+HISTORY_ROWS_PER_FETCH = 20_000        # rows a SQL store's history query hands over at once
 HISTORY_THREADS = 8                    # concurrent metric-history requests to a server
-HISTORY_GROUP = 2000                   # runs whose history values are held at once
+HISTORY_GROUP = 800                    # runs whose history values a server's read holds at once
 SERVER_BULK_RUNS = 100                 # runs per get-history-bulk request (the server's limit)
 SERVER_BULK_POINTS = 25_000            # values per get-history-bulk answer (the server's limit)
 RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)   # seconds before each retry of a call
@@ -200,11 +201,11 @@ def _batch_runs(uri: str) -> int:
     return HISTORY_BATCH_RUNS
 
 
-def _sql_histories(store, keys_of: dict[str, list[str]], source: str, uri: str,
-                   ) -> Iterator[tuple[str, list[float]]]:
-    """(run id, every value of its GPU utilization histories) from an MLflow SQL store, a
-    batch of runs per query, the rows streamed in run order (one run's values held at a
-    time). Read as plain columns through the store's own session and table model: MLflow's
+def _sql_means(store, keys_of: dict[str, list[str]], source: str, uri: str,
+               ) -> Iterator[tuple[str, float]]:
+    """(run id, the mean of its GPU utilization histories) from an MLflow SQL store, a batch
+    of runs per query, the rows streamed in run order (one run's values held at a time).
+    Read as plain columns through the store's own session and table model: MLflow's
     `get_metric_history_bulk` builds an ORM object per value (~37 µs each, 4.5 s for 120,000
     values) and its per-run query scans the metric's whole key in a SQLite store."""
     from mlflow.store.tracking.dbmodels.models import SqlMetric
@@ -217,10 +218,11 @@ def _sql_histories(store, keys_of: dict[str, list[str]], source: str, uri: str,
         keys = sorted({key for run_id in ids for key in keys_of[run_id]})
         query = (select(SqlMetric.run_uuid, SqlMetric.key, SqlMetric.value, SqlMetric.is_nan)
                  .where(SqlMetric.run_uuid.in_(ids), SqlMetric.key.in_(keys))
-                 .order_by(SqlMetric.run_uuid))
+                 .order_by(SqlMetric.run_uuid)
+                 .execution_options(yield_per=HISTORY_ROWS_PER_FETCH))   # else buffered whole
 
-        def read(query=query, ids=ids) -> list[tuple[str, list[float]]]:
-            found: list[tuple[str, list[float]]] = []
+        def read(query=query) -> list[tuple[str, float]]:
+            found: list[tuple[str, float]] = []
             with store.ManagedSessionMaker() as session:
                 current, values = None, []
                 for run_id, key, value, is_nan in session.execute(query):
@@ -228,11 +230,11 @@ def _sql_histories(store, keys_of: dict[str, list[str]], source: str, uri: str,
                         continue          # another run's key, asked for in the same batch
                     if run_id != current:
                         if values:
-                            found.append((current, values))
+                            found.append((current, _mean(values)))
                         current, values = run_id, []
                     values.append(float("nan") if is_nan else value)
                 if values:
-                    found.append((current, values))
+                    found.append((current, _mean(values)))
             return found
 
         yield from call_with_retries(read, source, uri,
@@ -245,9 +247,9 @@ def _history(client, run_id: str, key: str, source: str, uri: str) -> list[float
     return [m.value for m in history]
 
 
-def _threaded_histories(client, keys_of: dict[str, list[str]], source: str, uri: str,
-                        ) -> Iterator[tuple[str, list[float]]]:
-    """(run id, every value of its GPU utilization histories) asked one run and metric at a
+def _threaded_means(client, keys_of: dict[str, list[str]], source: str, uri: str,
+                    ) -> Iterator[tuple[str, float]]:
+    """(run id, the mean of its GPU utilization histories) asked one run and metric at a
     time through MLflow's public API, HISTORY_THREADS requests at once, HISTORY_GROUP runs'
     values held at a time."""
     from concurrent.futures import ThreadPoolExecutor
@@ -261,7 +263,8 @@ def _threaded_histories(client, keys_of: dict[str, list[str]], source: str, uri:
             answers = pool.map(lambda pair: _history(client, *pair, source, uri), asked)
             for (run_id, _key), history in zip(asked, answers, strict=True):
                 values.setdefault(run_id, []).extend(history)
-            yield from values.items()
+            yield from ((run_id, _mean(run_values)) for run_id, run_values in values.items()
+                        if run_values)
 
 
 def _bulk_request(store, key: str, run_ids: list[str], source: str, uri: str
@@ -309,9 +312,9 @@ def _bulk_histories(client, store, key: str, run_ids: list[str], source: str, ur
     return found
 
 
-def _server_histories(client, store, keys_of: dict[str, list[str]], source: str, uri: str,
-                      log: logging.Logger) -> Iterator[tuple[str, list[float]]]:
-    """(run id, every value of its GPU utilization histories) from a tracking server, by its
+def _server_means(client, store, keys_of: dict[str, list[str]], source: str, uri: str,
+                  log: logging.Logger) -> Iterator[tuple[str, float]]:
+    """(run id, the mean of its GPU utilization histories) from a tracking server, by its
     bulk endpoint (SERVER_BULK_RUNS runs per request, HISTORY_THREADS requests at once,
     HISTORY_GROUP runs' values held at a time); a server without that endpoint is asked one
     run and metric at a time."""
@@ -325,7 +328,7 @@ def _server_histories(client, store, keys_of: dict[str, list[str]], source: str,
             raise
         log.info(f"{source}: {redact(uri)} has no bulk metric-history endpoint "
                  f"({exc.problem}); asking one run at a time")
-        yield from _threaded_histories(client, keys_of, source, uri)
+        yield from _threaded_means(client, keys_of, source, uri)
         return
     run_ids = list(keys_of)
     with ThreadPoolExecutor(HISTORY_THREADS, thread_name_prefix="mlflow-history") as pool:
@@ -343,7 +346,8 @@ def _server_histories(client, store, keys_of: dict[str, list[str]], source: str,
             for answer in answers:
                 for run_id, history in answer:
                     values.setdefault(run_id, []).extend(history)
-            yield from values.items()
+            yield from ((run_id, _mean(run_values)) for run_id, run_values in values.items()
+                        if run_values)
 
 
 def _mean(values: list[float]) -> float:
@@ -360,10 +364,10 @@ def gpu_utilizations(client, runs: list, source: str, uri: str, *,
     """MLflow run id → the mean of its `system/gpu_N_utilization_percentage` histories, all
     GPUs' values together, for the runs that logged any (their latest values name the keys).
 
-    An MLflow SQL store is read a batch of runs per query (`_sql_histories`); asked one run
-    at a time, a SQLite store scans the metric's whole key for each (its key-first primary
-    key), which made 2,000 runs of 4 GPUs take 113 s. Any other store (a tracking server) is
-    asked one run and metric at a time, HISTORY_THREADS requests at once."""
+    An MLflow SQL store is read a batch of runs per query (`_sql_means`): asked one run at a
+    time, a SQLite store scans the metric's whole key for each (its key-first primary key),
+    which made 2,000 runs of 4 GPUs take 113 s. A tracking server is asked through its bulk
+    endpoint (`_server_means`), any other store one run and metric at a time."""
     log = log or logging.getLogger(__name__)
     keys_of = {run.info.run_id: sorted(k for k in run.data.metrics if GPU_UTILIZATION.match(k))
                for run in runs}
@@ -379,12 +383,11 @@ def gpu_utilizations(client, runs: list, source: str, uri: str, *,
     from mlflow.store.tracking.rest_store import RestStore
 
     if isinstance(store, SqlAlchemyStore):
-        histories = _sql_histories(store, keys_of, source, uri)
+        means = dict(_sql_means(store, keys_of, source, uri))
     elif isinstance(store, RestStore):
-        histories = _server_histories(client, store, keys_of, source, uri, log)
+        means = dict(_server_means(client, store, keys_of, source, uri, log))
     else:
-        histories = _threaded_histories(client, keys_of, source, uri)
-    means = {run_id: _mean(values) for run_id, values in histories if values}
+        means = dict(_threaded_means(client, keys_of, source, uri))
     log.info(f"{source}: GPU utilization histories of {len(means)} run(s) "
              f"({sum(map(len, keys_of.values()))} metric(s)) read in "
              f"{time.monotonic() - started:.1f} s")

@@ -359,18 +359,16 @@ def _mean(values: list[float]) -> float:
         return float("nan")
 
 
-def gpu_utilizations(client, runs: list, source: str, uri: str, *,
+def gpu_utilizations(client, keys_of: dict[str, list[str]], source: str, uri: str, *,
                      log: logging.Logger | None = None) -> dict[str, float]:
     """MLflow run id → the mean of its `system/gpu_N_utilization_percentage` histories, all
-    GPUs' values together, for the runs that logged any (their latest values name the keys).
+    GPUs' values together; `keys_of` names each run's keys (those its latest values have).
 
     An MLflow SQL store is read a batch of runs per query (`_sql_means`): asked one run at a
     time, a SQLite store scans the metric's whole key for each (its key-first primary key),
     which made 2,000 runs of 4 GPUs take 113 s. A tracking server is asked through its bulk
     endpoint (`_server_means`), any other store one run and metric at a time."""
     log = log or logging.getLogger(__name__)
-    keys_of = {run.info.run_id: sorted(k for k in run.data.metrics if GPU_UTILIZATION.match(k))
-               for run in runs}
     keys_of = {run_id: keys for run_id, keys in keys_of.items() if keys}
     if not keys_of:
         return {}
@@ -432,25 +430,35 @@ def read_mlflow_runs(
     client = call_with_retries(lambda: _client(tracking_uri, source), source, tracking_uri,
                                "connect")
     names = _experiments(client, experiments, source, tracking_uri)
-    mlflow_runs, pages = [], 0
+    # each page's runs become records at once: MLflow's run objects (every tag, param and
+    # metric) are several times their size and are not kept
+    mlflow_ids: list[str] = []
+    raws: list[dict[str, Any]] = []
+    gpu_keys: dict[str, list[str]] = {}
+    pages = 0
     for page in search_all_runs(client, list(names), source, tracking_uri, page_size):
         pages += 1
-        mlflow_runs.extend(page)
+        for run in page:
+            mlflow_ids.append(run.info.run_id)
+            raws.append(raw_run(run, names[run.info.experiment_id], tags_of, metric, None))
+            keys = sorted(k for k in run.data.metrics if GPU_UTILIZATION.match(k))
+            if keys:
+                gpu_keys[run.info.run_id] = keys
+    utilizations = gpu_utilizations(client, gpu_keys, source, tracking_uri, log=log)
+    for mlflow_id, raw in zip(mlflow_ids, raws, strict=True):
+        raw["gpu_utilization"] = utilizations.get(mlflow_id)
     # a parent is named like its children name runs (MLflow id → the chosen run_id)
-    utilizations = gpu_utilizations(client, mlflow_runs, source, tracking_uri, log=log)
-    raws = [raw_run(run, names[run.info.experiment_id], tags_of, metric,
-                    utilizations.get(run.info.run_id))
-            for run in mlflow_runs]
-    chosen = {run.info.run_id: raw["run_id"] for run, raw in zip(mlflow_runs, raws, strict=True)}
+    chosen = {mlflow_id: raw["run_id"] for mlflow_id, raw in zip(mlflow_ids, raws, strict=True)}
+    chosen_ids = set(chosen.values())
     rows: dict[str, dict[str, Any]] = {}
-    for run, raw in zip(mlflow_runs, raws, strict=True):
+    for mlflow_id, raw in zip(mlflow_ids, raws, strict=True):
         if raw["parent_run_id"] in chosen and tags_of["parent_run_id"] == PARENT_TAG:
             raw["parent_run_id"] = chosen[raw["parent_run_id"]]
         # a restart may name the interrupted run by its MLflow id: named as runs are named
         restart_of = raw.get("restart_of")
-        if restart_of in chosen and restart_of not in chosen.values():
+        if restart_of in chosen and restart_of not in chosen_ids:
             raw["restart_of"] = chosen[restart_of]
-        where = f"{redact(tracking_uri)} run {run.info.run_id}"
+        where = f"{redact(tracking_uri)} run {mlflow_id}"
         if raw["start_time"] is None:
             log.warning(f"{source}: {where} never started (no start time): skipped")
             continue

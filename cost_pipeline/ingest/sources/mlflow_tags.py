@@ -129,30 +129,35 @@ def write_cost_tags(
                            password, log)
     names = _with_retries(lambda: _experiments(client, experiments, tracker, uri), tracker,
                           uri, "list experiments", password, log)
-    # the tracker's runs under the ids the warehouse uses (as mlflow_runs reads them)
-    found: dict[str, object] = {}
-    for page in _with_retries(lambda: list(search_all_runs(client, list(names), tracker, uri)),
-                              tracker, uri, "list runs", password, log):
-        for run in page:
-            run_tags = run.data.tags
-            run_id = run_tags.get(tags_of["run_id"])
-            if not run_id and tags_of["run_id"] == RUN_NAME_TAG:
-                run_id = run.info.run_name
-            found.setdefault(run_id or run.info.run_id, run)
+    # the tracker's runs under the ids the warehouse uses (as mlflow_runs reads them): the
+    # MLflow id, whether deleted, and the cost tags it holds (not the whole run: every tag,
+    # param and metric of a tracker's every run would be kept until the end)
+    def listing() -> dict[str, tuple[str, bool, dict[str, str]]]:
+        found: dict[str, tuple[str, bool, dict[str, str]]] = {}
+        for page in search_all_runs(client, list(names), tracker, uri):
+            for run in page:
+                run_tags = run.data.tags
+                run_id = run_tags.get(tags_of["run_id"])
+                if not run_id and tags_of["run_id"] == RUN_NAME_TAG:
+                    run_id = run.info.run_name
+                found.setdefault(run_id or run.info.run_id, (
+                    run.info.run_id, run.info.lifecycle_stage == "deleted",
+                    {k: v for k, v in run_tags.items() if k.startswith(TAG_PREFIX)}))
+        return found
+
+    found = _with_retries(listing, tracker, uri, "list runs", password, log)
     for run_id in sorted(costs):
-        run = found.get(run_id)
-        if run is None:
+        if run_id not in found:
             done.runs_skipped_not_in_tracker += 1
             continue
-        if run.info.lifecycle_stage == "deleted":
+        mlflow_id, deleted, current = found[run_id]
+        if deleted:
             done.runs_skipped_deleted += 1
             continue
-        current = run.data.tags
         changed = [RunTag(k, v) for k, v in costs[run_id].items() if current.get(k) != v]
         if not changed:
             done.runs_unchanged += 1
             continue
-        mlflow_id = run.info.run_id
         where = f"run {run_id}" + (f" (MLflow {mlflow_id})" if mlflow_id != run_id else "")
         for batch in _batches(changed):
             _with_retries(lambda b=batch, r=mlflow_id: client.log_batch(r, tags=b), tracker, uri,

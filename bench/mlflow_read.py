@@ -1,6 +1,7 @@
 """Reading runs from MLflow at scale: `read_mlflow_runs` against the previous way of reading
 GPU utilization (one `get_metric_history` call per run and metric), on the same store, in
-the same run, from a sqlite store and (`--server`) through a local `mlflow server`.
+the same run, from a sqlite store and (`--server`) through a local `mlflow server`, each
+read in its own process (its wall time and peak RSS).
 
     .venv/bin/python bench/mlflow_read.py --runs 2000 --gpus 4 --values 60 [--server]
 
@@ -16,7 +17,9 @@ import json
 import logging
 import math
 import random
+import resource
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -108,15 +111,41 @@ def timed(call):
     return result, round(time.perf_counter() - started, 2)
 
 
-def measure(uri: str, where: str, baseline: bool) -> dict:
-    rows, seconds = timed(lambda: mlflow_runs.read_mlflow_runs(uri, "bench"))
-    result = {"where": where, "runs": len(rows), "read_mlflow_runs_s": seconds}
+def _read(uri: str, way: str, out: Path) -> None:
+    """In a child process: one way of reading, its means written to `out` with its time."""
+    if way == "batched":
+        rows, seconds = timed(lambda: mlflow_runs.read_mlflow_runs(uri, "bench"))
+        means = {r["run_id"]: r["gpu_utilization"] for r in rows
+                 if r["gpu_utilization"] is not None}
+        extra = {"runs": len(rows)}
+    else:
+        means, seconds = timed(lambda: per_run_means(uri))
+        extra = {}
+    peak_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    out.write_text(json.dumps({"seconds": seconds, "peak_mib": peak_mib, "means": means,
+                               **extra}))
+
+
+def read_in_child(uri: str, way: str, folder: Path) -> dict:
+    """`_read` as its own process: its wall time and peak RSS (its own `ru_maxrss`)."""
+    out = folder / f"{way}.json"
+    done = subprocess.run([sys.executable, __file__, "--read", uri, way, str(out)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"reading {uri} ({way}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(out.read_text())
+
+
+def measure(uri: str, where: str, baseline: bool, folder: Path) -> dict:
+    new = read_in_child(uri, "batched", folder)
+    result = {"where": where, "runs": new["runs"], "read_mlflow_runs_s": new["seconds"],
+              "read_mlflow_runs_peak_mib": new["peak_mib"]}
     if baseline:
-        means, base = timed(lambda: per_run_means(uri))
-        got = {r["run_id"]: r["gpu_utilization"] for r in rows if r["gpu_utilization"] is not None}
-        result["per_run_histories_s"] = base
-        result["ratio"] = round(seconds / base, 3)
-        result["means_equal"] = got == means
+        old = read_in_child(uri, "per_run", folder)
+        result["per_run_histories_s"] = old["seconds"]
+        result["per_run_histories_peak_mib"] = old["peak_mib"]
+        result["ratio"] = round(new["seconds"] / old["seconds"], 3)
+        result["means_equal"] = new["means"] == old["means"]
     return result
 
 
@@ -136,14 +165,17 @@ def main(argv: list[str] | None = None) -> int:
         _uri, build_s = timed(lambda: build_store(store, args.runs, args.gpus, args.values))
         print(f"store: {args.runs:,} runs × {args.gpus} GPUs × {args.values} values "
               f"built in {build_s} s", flush=True)
-        results = [measure(f"sqlite:///{store}", "sqlite store", not args.no_baseline)]
+        results = [measure(f"sqlite:///{store}", "sqlite store", not args.no_baseline,
+                           Path(folder))]
         if args.server:
             from cost_pipeline.demo.mlflow_server import mlflow_server
 
             with mlflow_server(Path(folder) / "server", seed_store=store) as uri:
-                results.append(measure(uri, "mlflow server", not args.no_baseline))
+                results.append(measure(uri, "mlflow server", not args.no_baseline,
+                                       Path(folder)))
     for r in results:
         line = f"{r['where']:>14}: {r['runs']:,} runs read in {r['read_mlflow_runs_s']} s"
+        line += f" (peak {r['read_mlflow_runs_peak_mib']:,} MiB)"
         if "ratio" in r:
             line += (f"; per-run histories {r['per_run_histories_s']} s; ratio {r['ratio']}×; "
                      f"means equal: {r['means_equal']}")
@@ -154,4 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--read"]:
+        _read(sys.argv[2], sys.argv[3], Path(sys.argv[4]))
+        raise SystemExit(0)
     raise SystemExit(main())

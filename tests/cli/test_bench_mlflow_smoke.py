@@ -23,6 +23,7 @@ def test_the_mlflow_bench_builds_a_store_mlflow_reads_and_agrees_with_its_baseli
     assert store["runs"] == 41                    # the 40 built and MLflow's deleted template
     assert store["means_equal"] is True
     assert store["read_mlflow_runs_s"] > 0 and store["per_run_histories_s"] > 0
+    assert store["read_mlflow_runs_peak_mib"] > 50 and store["per_run_histories_peak_mib"] > 50
     assert "40 runs × 3 GPUs × 5 values" in done.stdout
 
 

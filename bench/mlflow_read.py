@@ -111,6 +111,16 @@ def timed(call):
     return result, round(time.perf_counter() - started, 2)
 
 
+def _peak_kib() -> int:
+    """This process's peak RSS since it began this program: Linux's VmHWM. (`ru_maxrss` is
+    kept across fork and exec, so a child would report the bench's own peak at its fork.)"""
+    try:
+        status = Path("/proc/self/status").read_text()
+        return int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmHWM:")))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def _read(uri: str, way: str, out: Path) -> None:
     """In a child process: one way of reading, its means written to `out` with its time."""
     if way == "batched":
@@ -121,13 +131,13 @@ def _read(uri: str, way: str, out: Path) -> None:
     else:
         means, seconds = timed(lambda: per_run_means(uri))
         extra = {}
-    peak_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    peak_mib = round(_peak_kib() / 1024)
     out.write_text(json.dumps({"seconds": seconds, "peak_mib": peak_mib, "means": means,
                                **extra}))
 
 
 def read_in_child(uri: str, way: str, folder: Path) -> dict:
-    """`_read` as its own process: its wall time and peak RSS (its own `ru_maxrss`)."""
+    """`_read` as its own process: its wall time and peak RSS."""
     out = folder / f"{way}.json"
     done = subprocess.run([sys.executable, __file__, "--read", uri, way, str(out)],
                           capture_output=True, text=True)

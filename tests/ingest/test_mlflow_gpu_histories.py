@@ -80,6 +80,22 @@ def server(store):
         pytest.skip(f"mlflow server unavailable (its own venv could not be built): {exc}")
 
 
+@pytest.fixture
+def statements():
+    """Every SQL statement any SQLAlchemy engine runs while the test does."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args):
+        seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    yield seen
+    event.remove(Engine, "before_cursor_execute", record)
+
+
 def utilizations(uri: str, ids: dict[str, str]) -> dict[str, float | None]:
     names = {run_id: name for name, run_id in ids.items()}
     return {names[r["run_id"]]: r["gpu_utilization"] for r in read_mlflow_runs(uri, "mlflow")}
@@ -89,7 +105,8 @@ def expected() -> dict[str, float | None]:
     return {name: expected_mean(name) for name in HISTORIES}
 
 
-def test_a_sql_store_is_read_a_batch_of_runs_per_query(store, monkeypatch, caplog):
+def test_a_sql_store_is_read_a_batch_of_runs_per_query(store, monkeypatch, caplog,
+                                                       statements):
     _folder, uri, ids = store
     monkeypatch.setattr(mlflow_runs, "HISTORY_BATCH_RUNS", 2)   # 6 runs: 3 queries
     asked = []
@@ -98,6 +115,8 @@ def test_a_sql_store_is_read_a_batch_of_runs_per_query(store, monkeypatch, caplo
         got = utilizations(uri, ids)
     assert got == expected()
     assert not asked                      # no run asked one at a time
+    hinted = [q for q in statements if "INDEXED BY index_metrics_run_uuid_key_step" in q]
+    assert len(hinted) == 3               # SQLite told to seek each run's rows
     assert "GPU utilization histories of 6 run(s) (10 metric(s))" in caplog.text
     # the sum correctly rounded, not added up in whatever order the rows came
     inexact = [0.1, 0.2, 0.3, 0.7, 0.1]
@@ -138,3 +157,16 @@ def test_the_store_and_the_server_agree_to_the_bit(server, store):
     from_server = read_mlflow_runs(server, "mlflow")
     assert {r["run_id"]: r for r in from_store} == {r["run_id"]: r for r in from_server}
     assert len(from_store) == len(HISTORIES)
+
+
+def test_a_store_without_mlflow_s_run_index_is_read_by_the_plain_query(store, monkeypatch,
+                                                                      statements):
+    """The SQLite query names MLflow's (run, key, step) index; a schema without it (the
+    model does not declare that name) gets the query without the hint, and the same means."""
+    _folder, uri, ids = store
+    monkeypatch.setattr(mlflow_runs, "_RUN_INDEX", "no_such_index")
+    monkeypatch.setattr(mlflow_runs, "HISTORY_BATCH_RUNS", 4)
+    assert utilizations(uri, ids) == expected()
+    assert not any("INDEXED BY" in q for q in statements)
+    assert sum("FROM metrics" in q and "ORDER BY metrics.run_uuid" in q
+               for q in statements) == 2  # 6 runs in batches of 4

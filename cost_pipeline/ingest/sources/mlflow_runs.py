@@ -201,6 +201,9 @@ def _batch_runs(uri: str) -> int:
     return HISTORY_BATCH_RUNS
 
 
+_RUN_INDEX = "index_metrics_run_uuid_key_step"   # MLflow's metrics index on (run, key, step)
+
+
 def _sql_means(store, keys_of: dict[str, list[str]], source: str, uri: str,
                ) -> Iterator[tuple[str, float]]:
     """(run id, the mean of its GPU utilization histories) from an MLflow SQL store, a batch
@@ -209,27 +212,39 @@ def _sql_means(store, keys_of: dict[str, list[str]], source: str, uri: str,
     `get_metric_history_bulk` builds an ORM object per value (~37 µs each, 4.5 s for 120,000
     values) and its per-run query scans the metric's whole key in a SQLite store."""
     from mlflow.store.tracking.dbmodels.models import SqlMetric
-    from sqlalchemy import select
+    from sqlalchemy import bindparam, select, text
 
+    engine = getattr(store, "read_engine", None) or store.engine   # a read replica, if any
+    query = (select(SqlMetric.run_uuid, SqlMetric.key, SqlMetric.value, SqlMetric.is_nan)
+             .where(SqlMetric.run_uuid.in_(bindparam("ids", expanding=True)),
+                    SqlMetric.key.in_(bindparam("keys", expanding=True)))
+             .order_by(SqlMetric.run_uuid))
+    if engine.dialect.name == "sqlite" and _RUN_INDEX in {i.name for i in
+                                                         SqlMetric.__table__.indexes}:
+        # SQLite would scan the metric's whole key (the primary key starts with it) for
+        # every batch and sort the rows; told to use the run index it seeks each run's rows,
+        # already in run order (100,000 runs × 4 GPUs × 60 values: 18.9 s against 51.5 s
+        # for the scan in batches of 30,000 runs)
+        query = text("SELECT run_uuid, key, value, is_nan FROM metrics INDEXED BY "
+                     f"{_RUN_INDEX} WHERE run_uuid IN :ids AND key IN :keys "
+                     "ORDER BY run_uuid").bindparams(bindparam("ids", expanding=True),
+                                                      bindparam("keys", expanding=True))
     run_ids = sorted(run_id for run_id, keys in keys_of.items() if keys)
     batch = _batch_runs(uri)
     for at in range(0, len(run_ids), batch):
         ids = run_ids[at:at + batch]
         keys = sorted({key for run_id in ids for key in keys_of[run_id]})
-        query = (select(SqlMetric.run_uuid, SqlMetric.key, SqlMetric.value, SqlMetric.is_nan)
-                 .where(SqlMetric.run_uuid.in_(ids), SqlMetric.key.in_(keys))
-                 .order_by(SqlMetric.run_uuid))
 
-        def read(query=query) -> list[tuple[str, float]]:
+        def read(ids=ids, keys=keys) -> list[tuple[str, float]]:
             found: list[tuple[str, float]] = []
             # a plain connection: an ORM session buffers the whole answer (+450 MiB at 20,000
             # runs) or, told to yield it in parts, takes twice as long; stream_results keeps
             # PostgreSQL's and MySQL's drivers from fetching it all at once
-            engine = getattr(store, "read_engine", None) or store.engine   # a read replica
             with engine.connect().execution_options(
                     stream_results=True, max_row_buffer=HISTORY_ROWS_PER_FETCH) as connection:
                 current, values = None, []
-                for run_id, key, value, is_nan in connection.execute(query):
+                for run_id, key, value, is_nan in connection.execute(
+                        query, {"ids": ids, "keys": keys}):
                     if key not in keys_of.get(run_id, ()):
                         continue          # another run's key, asked for in the same batch
                     if run_id != current:

@@ -191,12 +191,12 @@ def params_hash(params: dict[str, str]) -> str | None:
     return "params:" + digest[:16]
 
 
-def _batch_runs(uri: str) -> int:
+def _batch_runs(dialect: str) -> int:
     """Runs per SQL history query: each run id is one bound variable, and SQLite before
     3.32 allows 999 of them."""
     import sqlite3
 
-    if uri.startswith("sqlite:") and sqlite3.sqlite_version_info < (3, 32):
+    if dialect == "sqlite" and sqlite3.sqlite_version_info < (3, 32):
         return 900
     return HISTORY_BATCH_RUNS
 
@@ -215,12 +215,8 @@ def _sql_means(store, keys_of: dict[str, list[str]], source: str, uri: str,
     from sqlalchemy import bindparam, select, text
 
     engine = getattr(store, "read_engine", None) or store.engine   # a read replica, if any
-    query = (select(SqlMetric.run_uuid, SqlMetric.key, SqlMetric.value, SqlMetric.is_nan)
-             .where(SqlMetric.run_uuid.in_(bindparam("ids", expanding=True)),
-                    SqlMetric.key.in_(bindparam("keys", expanding=True)))
-             .order_by(SqlMetric.run_uuid))
-    if engine.dialect.name == "sqlite" and _RUN_INDEX in {i.name for i in
-                                                         SqlMetric.__table__.indexes}:
+    dialect = engine.dialect.name
+    if dialect == "sqlite" and _RUN_INDEX in {i.name for i in SqlMetric.__table__.indexes}:
         # SQLite would scan the metric's whole key (the primary key starts with it) for
         # every batch and sort the rows; told to use the run index it seeks each run's rows,
         # already in run order (100,000 runs × 4 GPUs × 60 values: 18.9 s against 51.5 s
@@ -229,8 +225,13 @@ def _sql_means(store, keys_of: dict[str, list[str]], source: str, uri: str,
                      f"{_RUN_INDEX} WHERE run_uuid IN :ids AND key IN :keys "
                      "ORDER BY run_uuid").bindparams(bindparam("ids", expanding=True),
                                                       bindparam("keys", expanding=True))
-    run_ids = sorted(run_id for run_id, keys in keys_of.items() if keys)
-    batch = _batch_runs(uri)
+    else:
+        query = (select(SqlMetric.run_uuid, SqlMetric.key, SqlMetric.value, SqlMetric.is_nan)
+                 .where(SqlMetric.run_uuid.in_(bindparam("ids", expanding=True)),
+                        SqlMetric.key.in_(bindparam("keys", expanding=True)))
+                 .order_by(SqlMetric.run_uuid))
+    run_ids = sorted(keys_of)
+    batch = _batch_runs(dialect)
     for at in range(0, len(run_ids), batch):
         ids = run_ids[at:at + batch]
         keys = sorted({key for run_id in ids for key in keys_of[run_id]})
@@ -266,24 +267,32 @@ def _history(client, run_id: str, key: str, source: str, uri: str) -> list[float
     return [m.value for m in history]
 
 
+def _grouped_means(run_ids: list[str], tasks: Callable[[list[str]], list[T]],
+                   ask: Callable[[T], list[tuple[str, list[float]]]],
+                   ) -> Iterator[tuple[str, float]]:
+    """(run id, the mean of its values) for HISTORY_GROUP runs at a time: `tasks(group)` the
+    requests a group needs, `ask(task)` one request's (run id, values), HISTORY_THREADS
+    requests at once; a run's values may come from several requests."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(HISTORY_THREADS, thread_name_prefix="mlflow-history") as pool:
+        for at in range(0, len(run_ids), HISTORY_GROUP):
+            values: dict[str, list[float]] = {}
+            for answer in pool.map(ask, tasks(run_ids[at:at + HISTORY_GROUP])):
+                for run_id, history in answer:
+                    values.setdefault(run_id, []).extend(history)
+            yield from ((run_id, _mean(run_values)) for run_id, run_values in values.items()
+                        if run_values)
+
+
 def _threaded_means(client, keys_of: dict[str, list[str]], source: str, uri: str,
                     ) -> Iterator[tuple[str, float]]:
     """(run id, the mean of its GPU utilization histories) asked one run and metric at a
-    time through MLflow's public API, HISTORY_THREADS requests at once, HISTORY_GROUP runs'
-    values held at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    run_ids = list(keys_of)
-    with ThreadPoolExecutor(HISTORY_THREADS, thread_name_prefix="mlflow-history") as pool:
-        for at in range(0, len(run_ids), HISTORY_GROUP):
-            asked = [(run_id, key) for run_id in run_ids[at:at + HISTORY_GROUP]
-                     for key in keys_of[run_id]]
-            values: dict[str, list[float]] = {}
-            answers = pool.map(lambda pair: _history(client, *pair, source, uri), asked)
-            for (run_id, _key), history in zip(asked, answers, strict=True):
-                values.setdefault(run_id, []).extend(history)
-            yield from ((run_id, _mean(run_values)) for run_id, run_values in values.items()
-                        if run_values)
+    time through MLflow's public API (`_grouped_means`)."""
+    return _grouped_means(
+        list(keys_of),
+        lambda group: [(run_id, key) for run_id in group for key in keys_of[run_id]],
+        lambda pair: [(pair[0], _history(client, *pair, source, uri))])
 
 
 def _bulk_request(store, key: str, run_ids: list[str], source: str, uri: str
@@ -307,38 +316,35 @@ def _bulk_request(store, key: str, run_ids: list[str], source: str, uri: str
 
 def _bulk_histories(client, store, key: str, run_ids: list[str], source: str, uri: str,
                     ) -> list[tuple[str, list[float]]]:
-    """(run id, its `key` history) for runs of `run_ids`, SERVER_BULK_RUNS per request. An
-    answer cut off at SERVER_BULK_POINTS values holds its runs whole but the last one it
-    reached; the rest are asked again, and a run whose history alone fills an answer is
-    read by itself, paged by MLflow."""
+    """(run id, its `key` history) for up to SERVER_BULK_RUNS runs. An answer cut off at
+    SERVER_BULK_POINTS values holds its runs whole but the last one it reached; the rest
+    are asked again, and a run whose history alone fills an answer is read by itself, paged
+    by MLflow."""
     found: list[tuple[str, list[float]]] = []
-    for at in range(0, len(run_ids), SERVER_BULK_RUNS):
-        pending = run_ids[at:at + SERVER_BULK_RUNS]
-        while pending:
-            rows = _bulk_request(store, key, pending, source, uri)
-            by_run: dict[str, list[float]] = {}
-            for run_id, value in rows:
-                by_run.setdefault(run_id, []).append(value)
-            if len(rows) < SERVER_BULK_POINTS:
-                found.extend((run_id, by_run.get(run_id, [])) for run_id in pending)
-                break
-            whole = [run_id for run_id in by_run if run_id != rows[-1][0]]
-            if not whole:                 # one run's history fills an answer by itself
-                by_run[rows[-1][0]] = _history(client, rows[-1][0], key, source, uri)
-                whole = [rows[-1][0]]
-            found.extend((run_id, by_run[run_id]) for run_id in whole)
-            pending = [run_id for run_id in pending if run_id not in set(whole)]
+    pending = run_ids
+    while pending:
+        rows = _bulk_request(store, key, pending, source, uri)
+        by_run: dict[str, list[float]] = {}
+        for run_id, value in rows:
+            by_run.setdefault(run_id, []).append(value)
+        if len(rows) < SERVER_BULK_POINTS:
+            found.extend((run_id, by_run.get(run_id, [])) for run_id in pending)
+            break
+        whole = [run_id for run_id in by_run if run_id != rows[-1][0]]
+        if not whole:                     # one run's history fills an answer by itself
+            by_run[rows[-1][0]] = _history(client, rows[-1][0], key, source, uri)
+            whole = [rows[-1][0]]
+        found.extend((run_id, by_run[run_id]) for run_id in whole)
+        done = set(whole)
+        pending = [run_id for run_id in pending if run_id not in done]
     return found
 
 
 def _server_means(client, store, keys_of: dict[str, list[str]], source: str, uri: str,
                   log: logging.Logger) -> Iterator[tuple[str, float]]:
     """(run id, the mean of its GPU utilization histories) from a tracking server, by its
-    bulk endpoint (SERVER_BULK_RUNS runs per request, HISTORY_THREADS requests at once,
-    HISTORY_GROUP runs' values held at a time); a server without that endpoint is asked one
-    run and metric at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    bulk endpoint (SERVER_BULK_RUNS runs per request, `_grouped_means`); a server without
+    that endpoint is asked one run and metric at a time."""
     probe = next(iter(keys_of))
     try:
         _bulk_request(store, keys_of[probe][0], [probe], source, uri)
@@ -349,24 +355,19 @@ def _server_means(client, store, keys_of: dict[str, list[str]], source: str, uri
                  f"({exc.problem}); asking one run at a time")
         yield from _threaded_means(client, keys_of, source, uri)
         return
-    run_ids = list(keys_of)
-    with ThreadPoolExecutor(HISTORY_THREADS, thread_name_prefix="mlflow-history") as pool:
-        for at in range(0, len(run_ids), HISTORY_GROUP):
-            group = run_ids[at:at + HISTORY_GROUP]
-            runs_of: dict[str, list[str]] = {}
-            for run_id in group:
-                for key in keys_of[run_id]:
-                    runs_of.setdefault(key, []).append(run_id)
-            asked = [(key, ids[i:i + SERVER_BULK_RUNS]) for key, ids in sorted(runs_of.items())
-                     for i in range(0, len(ids), SERVER_BULK_RUNS)]
-            values: dict[str, list[float]] = {}
-            answers = pool.map(
-                lambda task: _bulk_histories(client, store, *task, source, uri), asked)
-            for answer in answers:
-                for run_id, history in answer:
-                    values.setdefault(run_id, []).extend(history)
-            yield from ((run_id, _mean(run_values)) for run_id, run_values in values.items()
-                        if run_values)
+
+    def tasks(group: list[str]) -> list[tuple[str, list[str]]]:
+        """(key, up to SERVER_BULK_RUNS runs having it) for the group's runs."""
+        runs_of: dict[str, list[str]] = {}
+        for run_id in group:
+            for key in keys_of[run_id]:
+                runs_of.setdefault(key, []).append(run_id)
+        return [(key, ids[i:i + SERVER_BULK_RUNS]) for key, ids in sorted(runs_of.items())
+                for i in range(0, len(ids), SERVER_BULK_RUNS)]
+
+    yield from _grouped_means(
+        list(keys_of), tasks,
+        lambda task: _bulk_histories(client, store, *task, source, uri))
 
 
 def _mean(values: list[float]) -> float:

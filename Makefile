@@ -25,7 +25,11 @@ $(BIN)/cost-pipeline: pyproject.toml
 	$(call install_package,test)
 	@touch $@
 
+# the package's own modules as bytecode: an editable install leaves them as source, and where
+# PYTHONDONTWRITEBYTECODE is set every `cost-pipeline` would compile them again (~0.13 s a
+# command); run on every install so that an edited module is compiled again
 install: $(BIN)/cost-pipeline
+	@$(BIN)/python -m compileall -q cost_pipeline
 
 demo: install
 	$(BIN)/cost-pipeline demo
@@ -55,7 +59,7 @@ $(VENV)/bench.stamp: $(BIN)/cost-pipeline pyproject.toml
 	$(call install_package,test$(comma)bench)
 	@touch $@
 
-bench: $(VENV)/bench.stamp
+bench: $(VENV)/bench.stamp install
 	$(BIN)/python bench/run.py --sizes "$(SIZES)"
 
 lint: install

@@ -8,9 +8,8 @@ import fcntl
 import os
 import re
 import sys
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -132,13 +131,12 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     import dagster as dg
 
     from cost_pipeline.cli.progress import direct_stderr, progress_logger
+    from cost_pipeline.cli.warm_up import report_warm_up_logger
     from cost_pipeline.defs.definitions import JOB_NAME, build_defs
     from cost_pipeline.defs.resources import COMMIT_TAG, COMMITTED, WHOLE_TAG
 
     defs = build_defs(config_path)
     job = defs.resolve_job_def(JOB_NAME)
-    if progress:
-        job = job.with_logger_defs({"progress": progress_logger})
     partition_key = f"{month:%Y-%m}-01"
     in_job = {key.to_user_string() for key in job.asset_layer.executable_asset_keys}
     graph = [(name, parents) for name, parents in incremental.graph_of(defs.resolve_asset_graph())
@@ -155,11 +153,14 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
             unchanged = MonthResult(month, True, None, None, recorded_checks, skipped)
         else:
             unchanged = None
-            if "monthly_report" not in skipped:
-                _warm_up_report()
+            loggers = {}
+            if progress:
+                loggers["progress"] = progress_logger
+                if "monthly_report" not in skipped:
+                    loggers["report_warm_up"] = report_warm_up_logger
             with direct_stderr():
-                result = job.execute_in_process(
-                    run_config={"loggers": {"progress": {}}} if progress else None,
+                result = (job.with_logger_defs(loggers) if loggers else job).execute_in_process(
+                    run_config={"loggers": dict.fromkeys(loggers, {})} if loggers else None,
                     partition_key=partition_key, instance=instance, raise_on_error=False,
                     tags={"cost_pipeline/launched_by": "cli",
                           **({WHOLE_TAG: "true"} if force else {})},
@@ -193,19 +194,6 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
         error, detail, interrupted = _failure(result, commit)
     return MonthResult(month, success, result.run_id, error, recorded_checks + checks,
                        skipped, error_detail=detail, interrupted=interrupted)
-
-
-def _warm_up_report() -> None:
-    """The report's imports and template, prepared in a thread while the first steps keep
-    DuckDB busy (it releases the interpreter): the report step then only draws and writes.
-    A failure here is the report step's to raise, not this thread's."""
-    def warm() -> None:
-        with suppress(Exception):
-            from cost_pipeline.report.render import warm_up
-
-            warm_up()
-
-    threading.Thread(target=warm, name="report-warm-up", daemon=True).start()
 
 
 INTERRUPTS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")

@@ -1,0 +1,80 @@
+"""The command line prepares the report's imports in a thread only once a run has written new
+rows (cli/warm_up.py): not at the start of every run, and not in a run that keeps every table
+and the page."""
+
+from __future__ import annotations
+
+import csv
+import os
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from cost_pipeline.cli import warm_up
+from cost_pipeline.cli.materialize import materialize_month
+from tests.cli.test_cli import copy_demo
+
+JULY = date(2026, 7, 1)
+
+
+def _meta(**values) -> dict:
+    return {k: dg.MetadataValue.text(v) if isinstance(v, str) else dg.MetadataValue.bool(v)
+            for k, v in values.items()}
+
+
+@pytest.mark.parametrize(("metadata", "new"), [
+    (_meta(kept=False, rows="3"), True),       # a decision table written again
+    (_meta(kept=True), False),                 # kept rows, a kept page
+    (_meta(mode="partial"), True),             # the attribution, partly redone
+    (_meta(mode="full"), True),
+    (_meta(mode="kept"), False),
+    (_meta(trackers="none with write_back: true"), False),  # says nothing about rows
+])
+def test_which_materializations_say_they_wrote_new_rows(metadata, new):
+    assert warm_up.wrote_new_rows(metadata) is new
+
+
+@pytest.fixture
+def started(monkeypatch) -> list[str]:
+    """The warm-ups the runs start (recorded, not run)."""
+    calls: list[str] = []
+    monkeypatch.setattr(warm_up, "start_report_warm_up", lambda: calls.append("started"))
+    return calls
+
+
+def _end_an_hour_earlier(runs: Path) -> str:
+    """A later delivery of the runs file in which one finished run ended an hour earlier."""
+    with runs.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    row = next(r for r in rows if r["end_time"] and r["status"] == "FINISHED")
+    end = datetime.fromisoformat(row["end_time"].replace("Z", "+00:00")) - timedelta(hours=1)
+    row["end_time"] = end.strftime("%Y-%m-%dT%H:%M:%SZ")
+    with runs.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return row["run_id"]
+
+
+def test_the_warm_up_starts_once_a_run_writes_new_rows(demo_quarter, tmp_path, dagster_home,
+                                                       started):
+    config = copy_demo(demo_quarter, tmp_path)
+    first = materialize_month(str(config), JULY)
+    assert first.success and started == ["started"]  # once, though every table is new
+
+    # the same runs delivered again: every table and the page are kept, nothing to prepare
+    runs = config.parent / "runs.csv"
+    os.utime(runs, (runs.stat().st_atime, runs.stat().st_mtime + 10))
+    same = materialize_month(str(config), JULY)
+    assert same.success and same.run_id and started == ["started"]
+
+    # one run ended earlier: the attribution is redone and the page drawn again
+    _end_an_hour_earlier(runs)
+    changed = materialize_month(str(config), JULY)
+    assert changed.success and started == ["started", "started"]
+
+    # without the progress output (the library's callers) no thread is started at all
+    again = materialize_month(str(config), JULY, progress=False, force=True)
+    assert again.success and started == ["started", "started"]

@@ -42,27 +42,28 @@ def wrote_new_rows(metadata: dict) -> bool:
 
 
 class WarmUpTrigger(logging.Handler):
-    """Calls `start` once, at the first materialization that `wrote_new_rows`."""
+    """Calls `start` once, at the first materialization that `wrote_new_rows` (`handle` holds
+    the handler's lock around `emit`). Whatever goes wrong here is logging's to report, never
+    the run's."""
 
     def __init__(self, start=None):
         super().__init__(logging.DEBUG)
         self.start = start  # None: `start_report_warm_up`, looked up when it fires
         self.started = False
-        self._lock = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.started:
             return
-        event = (getattr(record, LOG_RECORD_METADATA_ATTR, None) or {}).get("dagster_event")
-        if event is None or event.event_type_value != "ASSET_MATERIALIZATION":
-            return
-        if not wrote_new_rows(event.event_specific_data.materialization.metadata):
-            return
-        with self._lock:
-            if self.started:
+        try:
+            event = (getattr(record, LOG_RECORD_METADATA_ATTR, None) or {}).get("dagster_event")
+            if event is None or event.event_type_value != "ASSET_MATERIALIZATION":
+                return
+            if not wrote_new_rows(event.event_specific_data.materialization.metadata):
                 return
             self.started = True
-        (self.start or start_report_warm_up)()
+            (self.start or start_report_warm_up)()
+        except Exception:
+            self.handleError(record)
 
 
 @dg.logger(description="Starts preparing the report once a materialization wrote new rows.")

@@ -5,12 +5,15 @@ and the page."""
 from __future__ import annotations
 
 import csv
+import logging
 import os
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import dagster as dg
 import pytest
+from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
 
 from cost_pipeline.cli import warm_up
 from cost_pipeline.cli.materialize import materialize_month
@@ -78,3 +81,30 @@ def test_the_warm_up_starts_once_a_run_writes_new_rows(demo_quarter, tmp_path, d
     # without the progress output (the library's callers) no thread is started at all
     again = materialize_month(str(config), JULY, progress=False, force=True)
     assert again.success and started == ["started", "started"]
+
+
+def _record(kind: str, **metadata) -> logging.LogRecord:
+    """A log record as Dagster's log manager hands it to a logger: the event in its metadata."""
+    event = SimpleNamespace(event_type_value=kind, event_specific_data=SimpleNamespace(
+        materialization=SimpleNamespace(metadata=_meta(**metadata))))
+    record = logging.LogRecord("run", logging.DEBUG, __file__, 1, "event", None, None)
+    setattr(record, LOG_RECORD_METADATA_ATTR, {"dagster_event": event})
+    return record
+
+
+def test_the_trigger_fires_once_and_never_breaks_the_run(capsys):
+    calls: list[int] = []
+    trigger = warm_up.WarmUpTrigger(start=lambda: calls.append(1))
+    trigger.handle(_record("STEP_START"))
+    trigger.handle(_record("ASSET_MATERIALIZATION", kept=True))
+    assert calls == []
+    trigger.handle(_record("ASSET_MATERIALIZATION", mode="partial"))
+    trigger.handle(_record("ASSET_MATERIALIZATION", kept=False))
+    assert calls == [1]
+
+    def broken():
+        raise RuntimeError("no thread today")
+
+    failing = warm_up.WarmUpTrigger(start=broken)
+    failing.handle(_record("ASSET_MATERIALIZATION", kept=False))  # reported, not raised
+    assert "no thread today" in capsys.readouterr().err

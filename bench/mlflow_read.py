@@ -82,26 +82,20 @@ def build_store(path: Path, runs: int, gpus: int, values: int, seed: int = 7) ->
 
 
 def per_run_means(uri: str) -> dict[str, float]:
-    """The previous way: every run's GPU histories one `get_metric_history` call at a time."""
+    """The previous way: every run's GPU histories one `get_metric_history` call at a time,
+    over the runs listed as `read_mlflow_runs` lists them."""
     from mlflow import MlflowClient
-    from mlflow.entities import ViewType
 
     client = MlflowClient(uri)
+    experiments = mlflow_runs._experiments(client, None, "bench", uri)
     means = {}
-    for experiment in client.search_experiments(view_type=ViewType.ALL):
-        token = None
-        while True:
-            page = client.search_runs([experiment.experiment_id], max_results=1000,
-                                      page_token=token)
-            for run in page:
-                keys = sorted(k for k in run.data.metrics if mlflow_runs.GPU_UTILIZATION.match(k))
-                values = [m.value for k in keys
-                          for m in client.get_metric_history(run.info.run_id, k)]
-                if values:
-                    means[run.info.run_id] = math.fsum(values) / len(values)
-            token = page.token
-            if not token:
-                break
+    for page in mlflow_runs.search_all_runs(client, list(experiments), "bench", uri):
+        for run in page:
+            keys = sorted(k for k in run.data.metrics if mlflow_runs.GPU_UTILIZATION.match(k))
+            values = [m.value for k in keys
+                      for m in client.get_metric_history(run.info.run_id, k)]
+            if values:
+                means[run.info.run_id] = math.fsum(values) / len(values)
     return means
 
 

@@ -203,6 +203,11 @@ CREATE TABLE IF NOT EXISTS attribution_basis (
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS shape_key UBIGINT;
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS rs TIMESTAMP;
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS re TIMESTAMP;
+-- on the run_id NULL row: the bill's part of `inputs` (its count and sum of hashes, as JSON)
+-- and its key — the bill's write token in input_tokens, the run tag and the hash's query —
+-- so that a re-run whose bill was not written again reuses it instead of hashing every line
+ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS bill_key VARCHAR;
+ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS bill_hash VARCHAR;
 
 -- What a decision table's month was computed from, written with its rows: `inputs` hashes
 -- what its basis query reads (assets/queries/checkpoint_basis.sql for the tables that read

@@ -295,3 +295,26 @@ def test_demo_runs_in_mlflow_attribute_like_the_runs_file(demo_quarter, fast_dir
     from_file, from_mlflow = figures
     assert len(from_mlflow[1]) == 3 * 292 and from_mlflow[0]
     assert from_mlflow == from_file
+
+
+@pytest.mark.parametrize(("id_tag", "tags", "run_name", "expected"), [
+    ("team_run", {"team_run": "tr-7"}, "trial-3", "tr-7"),
+    ("team_run", {}, "trial-3", "mlflow-id"),
+    ("mlflow.runName", {}, "trial-3", "trial-3"),  # MLflow keeps the name in the run's info
+    ("mlflow.runName", {"mlflow.runName": "named"}, "trial-3", "named"),
+    ("mlflow.runName", {"mlflow.runName": ""}, "trial-3", "mlflow-id"),
+    ("mlflow.runName", {}, None, "mlflow-id"),
+])
+def test_a_runs_warehouse_id_is_the_same_for_reading_and_writing_back(id_tag, tags, run_name,
+                                                                       expected):
+    """`warehouse_run_id` names a run for the read (`raw_run`) and the cost write-back
+    (mlflow_tags) alike: a run the warehouse knows by one id is found again by it."""
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(
+        info=SimpleNamespace(run_id="mlflow-id", run_name=run_name, status="FINISHED",
+                             start_time=0, end_time=1, lifecycle_stage="active"),
+        data=SimpleNamespace(tags=tags, params={}, metrics={}))
+    assert mlflow_runs.warehouse_run_id(run, id_tag) == expected
+    tags_of = mlflow_runs.tag_names({"run_id": id_tag}, "mlflow")
+    assert mlflow_runs.raw_run(run, "exp", tags_of, None, None)["run_id"] == expected

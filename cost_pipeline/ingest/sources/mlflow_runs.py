@@ -412,6 +412,16 @@ def gpu_utilizations(client, keys_of: dict[str, list[str]], source: str, uri: st
     return means
 
 
+def warehouse_run_id(run, id_tag: str) -> str:
+    """The id the warehouse knows an MLflow run by: its `id_tag` tag (`tags: run_id:`), its
+    run name when that tag is `mlflow.runName` and the run has no such tag (MLflow keeps the
+    name in the run's info too), else its MLflow run id."""
+    tags = run.data.tags
+    found = run.info.run_name if id_tag == RUN_NAME_TAG and id_tag not in tags \
+        else tags.get(id_tag)
+    return found or run.info.run_id
+
+
 def raw_run(run, experiment: str, tags_of: dict[str, str], metric: str | None,
             gpu_utilization: float | None) -> dict[str, Any]:
     """An MLflow run → a runs-file-shaped record (before normalization)."""
@@ -419,7 +429,7 @@ def raw_run(run, experiment: str, tags_of: dict[str, str], metric: str | None,
     if run.info.run_name and RUN_NAME_TAG not in tags:
         tags[RUN_NAME_TAG] = run.info.run_name
     raw: dict[str, Any] = {column: tags.get(tag) for column, tag in tags_of.items()}
-    raw["run_id"] = raw["run_id"] or run.info.run_id
+    raw["run_id"] = warehouse_run_id(run, tags_of["run_id"])
     raw["experiment"] = experiment
     raw["status"] = run.info.status
     raw["start_time"] = run.info.start_time

@@ -25,12 +25,12 @@ import duckdb
 
 from cost_pipeline.ingest.sources import redact
 from cost_pipeline.ingest.sources.mlflow_runs import (
-    RUN_NAME_TAG,
     _client,
     _experiments,
     call_with_retries,
     search_all_runs,
     tag_names,
+    warehouse_run_id,
 )
 from cost_pipeline.warehouse import sql_text
 
@@ -137,10 +137,7 @@ def write_cost_tags(
         for page in search_all_runs(client, list(names), tracker, uri):
             for run in page:
                 run_tags = run.data.tags
-                run_id = run_tags.get(tags_of["run_id"])
-                if not run_id and tags_of["run_id"] == RUN_NAME_TAG:
-                    run_id = run.info.run_name
-                found.setdefault(run_id or run.info.run_id, (
+                found.setdefault(warehouse_run_id(run, tags_of["run_id"]), (
                     run.info.run_id, run.info.lifecycle_stage == "deleted",
                     {k: v for k, v in run_tags.items() if k.startswith(TAG_PREFIX)}))
         return found

@@ -289,8 +289,8 @@ def _store_basis(con: duckdb.DuckDBPyConnection, month: date, inputs: str,
 
 def _remember_bill(con: duckdb.DuckDBPyConnection, month: date, bill: _Bill) -> None:
     """The bill's hash under its key in the month's kept basis, unless it was read from
-    there."""
-    if not bill.reused:
+    there (or has no key to be found by)."""
+    if not bill.reused and bill.key is not None:
         con.execute("UPDATE attribution_basis SET bill_key = ?, bill_hash = ? WHERE month = ? "
                     "AND run_id IS NULL", [bill.key, json.dumps(bill.hash), month])
 

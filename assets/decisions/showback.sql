@@ -6,14 +6,20 @@
 -- resource itself is tagged. Every attribution row counts once: the rows add up to the
 -- month's EffectiveCost.
 --
--- How, without grouping every attribution row: only the rows of team-tagged lines (few) are
--- read one by one; the rest of each run's (or untracked / unallocated) cost is its per-run
--- sum (attribution_runs) less those rows, and its team is the run's.
+-- How, without grouping every attribution row: a run naming a team takes it for all of its
+-- cost, its per-run sums (attribution_runs) as they are. Only the rows of team-tagged lines
+-- that take their team from the line — those of no run (untracked, unallocated) or of a
+-- run naming none — are read one by one; the rest of such a run's (or untracked /
+-- unallocated) cost is its per-run sum less those rows, and its team the run's (none).
 WITH runs AS (
     SELECT run_id, min(nullif(trim(team), '')) AS team
     FROM tracker_runs
     WHERE month = $month
     GROUP BY run_id
+),
+teamed AS (
+    -- the runs whose every row takes the run's team: their rows are not read one by one
+    SELECT hash(run_id) AS run_hash FROM runs WHERE team IS NOT NULL
 ),
 tagged_lines AS (
     SELECT
@@ -26,7 +32,8 @@ tagged_lines AS (
       AND nullif(trim(user_tag(Tags, 'team')), '') IS NOT NULL
 ),
 on_tagged_by_hash AS (
-    -- the rows of tagged lines, by run | untracked | unallocated, group and line team
+    -- the rows of tagged lines of no run or of a run naming no team, by run | untracked |
+    -- unallocated, group and line team
     SELECT
         a.run_hash, a.purpose_class, a.component, t.tag_team,
         fsum(a.cost) AS cost, fsum(a.hours) AS hours,
@@ -34,6 +41,7 @@ on_tagged_by_hash AS (
     FROM attribution_rows AS a
     JOIN tagged_lines AS t ON t.line_key = a.line_key
     WHERE a.month = $month
+      AND (a.run_hash IS NULL OR a.run_hash NOT IN (SELECT run_hash FROM teamed))
     GROUP BY ALL
 ),
 on_tagged AS (

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cost_pipeline.config import parse_config
 from cost_pipeline.warehouse import (
@@ -356,6 +358,57 @@ def test_showback_by_team_adds_up_to_the_month(con):
         (None, "untracked", "storage", 1.0, 0.0, 0),
     ]
     assert sum(r[3] for r in got) == pytest.approx(26.5)   # = the attribution total
+
+
+NAIVE_SHOWBACK = """
+    SELECT coalesce(r.team, nullif(trim(user_tag(b.Tags, 'team')), '')) AS team,
+           CAST(a.purpose_class AS VARCHAR), CAST(a.component AS VARCHAR), fsum(a.cost),
+           count(DISTINCT r.run_id)
+    FROM attribution AS a
+    JOIN billing_facts AS b ON b.x_SourceLine = a.x_SourceLine
+    LEFT JOIN (SELECT run_id, min(nullif(trim(team), '')) AS team FROM tracker_runs
+               GROUP BY run_id) AS r ON r.run_id = a.run_id
+    GROUP BY ALL ORDER BY ALL"""
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_showback_gives_every_row_its_runs_team_else_its_lines_tag(data):
+    """On random months: showback (which reads only some rows one by one, the rest as per-run
+    sums) equals taking every attribution row's team from its run, else from its line."""
+    teams = data.draw(st.lists(st.sampled_from([None, "", " ", "risk", "ml"]), min_size=4,
+                               max_size=4))
+    tags = data.draw(st.lists(st.sampled_from(
+        [None, {"user_team": "ml"}, {"team": "fraud"}, {"user_team": " "}, {"other": "x"}]),
+        min_size=5, max_size=5))
+    rows = data.draw(st.lists(st.tuples(
+        st.integers(0, 4), st.sampled_from([None, 0, 1, 2, 3]),
+        st.sampled_from(["gpu", "storage"]), st.integers(1, 400)), min_size=1, max_size=14))
+    c = duckdb.connect(":memory:")
+    ensure_schema(c)
+    register_datasets(c, [])
+    runs(c, *[{"run_id": f"r{i}", "purpose": "production", "team": team,
+               "start_time": d(2024, 3, 1)} for i, team in enumerate(teams)])
+    for i, tag in enumerate(tags):
+        line(c, f"L{i}", resource=f"i-{i}", component="gpu", tags=tag)
+    for n, (line_no, run_no, component, cents) in enumerate(rows):
+        c.execute(
+            "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (run_id), "
+            "run_hash_of(run_id) AS run_hash FROM (SELECT ? AS month, hash(?) AS line_key, "
+            "? AS run_id, ? AS purpose_class, ? AS component, ? AS cost, 1.0 AS share, "
+            "'compute' AS rule)",
+            [MARCH, f"L{line_no}", None if run_no is None else f"r{run_no}",
+             "untracked" if run_no is None else "production", component,
+             cents / 100 + n / 1000])
+    summarize_month(c, MARCH)
+    run(c, "showback")
+    got = c.execute("SELECT team, CAST(purpose_class AS VARCHAR), CAST(component AS VARCHAR), "
+                    "cost, runs FROM showback ORDER BY ALL").fetchall()
+    want = c.execute(NAIVE_SHOWBACK).fetchall()
+    assert [(t, p, k, r) for t, p, k, _, r in got] == [(t, p, k, r) for t, p, k, _, r in want]
+    for (*_, cost, _), (*_, expected, _) in zip(got, want, strict=True):
+        assert cost == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    c.close()
 
 
 # -------------------------------------------------------------------------- cost_levers

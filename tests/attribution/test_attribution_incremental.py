@@ -144,6 +144,12 @@ def assert_same_attribution(got_con, want_con) -> None:
     assert got_con.execute(EXACT_SUMS_DIFFER).fetchall() == []
 
 
+def basis_of(con) -> list[tuple]:
+    """The month's stored attribution basis, every row, in one order."""
+    return con.execute("SELECT run_id, inputs, run_key, shape_key, rs, re FROM "
+                       "attribution_basis ORDER BY ALL").fetchall()
+
+
 EXACT_SUMS_DIFFER = """
     WITH rows AS (
         SELECT month, run_id, purpose_class, component, rule, kind,
@@ -168,12 +174,16 @@ def test_a_kept_or_partly_redone_month_is_what_attributing_it_whole_would_write(
     con = month_of(lines, runs, inventory)
     assert attribute(con).mode == "full"  # nothing stored yet
     first = attribution_of(con)  # the month attributed whole from the first runs
+    first_basis = basis_of(con)
     new_runs(con, later)
     outcome = attribute(con, **ANY_SHARE)
     assert outcome.mode == ("kept" if outcome.changed_runs == 0 else "partial")
     whole = month_of(lines, later, inventory)
     assert build_attribution(whole, MONTH, PARAMS, DATASET_ROWS).mode == "full"
     assert_same_attribution(con, whole)
+    # a partial re-run writes again only the basis rows of the runs that changed: the basis
+    # is the one a whole attribution stores
+    assert basis_of(con) == basis_of(whole)
     ((rows,),) = con.execute("SELECT count(*) FROM attribution_rows").fetchall()
     assert outcome.rows == rows
     if later == runs:
@@ -182,6 +192,7 @@ def test_a_kept_or_partly_redone_month_is_what_attributing_it_whole_would_write(
     new_runs(con, runs)
     attribute(con, **ANY_SHARE)
     assert_same_attribution(con, first)
+    assert basis_of(con) == first_basis
 
 
 def gpu_lines(resources, hours, cost: float) -> list[dict]:

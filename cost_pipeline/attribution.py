@@ -27,6 +27,7 @@ from cost_pipeline.warehouse import (
     in_run_transaction,
     month_transaction,
     note_input,
+    noted_input,
     query,
     register_datasets,
     run_script,
@@ -240,8 +241,7 @@ def _bill_hash(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, An
     stored under the same key gives the hash without reading the bill: the bill was not
     written since it was hashed. No key without a write token (a warehouse from before
     them)."""
-    ((token,),) = con.execute("SELECT max(token) FROM input_tokens WHERE month = ? AND "
-                              "input = 'billing'", [month]).fetchall()
+    token = noted_input(con, month, "billing")
     key = None if token is None else hashlib.sha256("\0".join(
         (token, str(params["run_tag"]), _BILL_HASH)).encode()).hexdigest()
     if remembered and key is not None:

@@ -300,6 +300,13 @@ def note_input(con: duckdb.DuckDBPyConnection, month: date, name: str, token: st
     con.execute("INSERT INTO input_tokens VALUES (?, ?, ?)", [month, name, token])
 
 
+def noted_input(con: duckdb.DuckDBPyConnection, month: date, name: str) -> str | None:
+    """The token `note_input` noted last for the month's input `name`, or None."""
+    ((token,),) = con.execute("SELECT max(token) FROM input_tokens WHERE month = ? "
+                              "AND input = ?", [month, name]).fetchall()
+    return token
+
+
 def content_token(con: duckdb.DuckDBPyConnection, table: str, month: date) -> str:
     """The month's rows of `table` as one text: their count and the sum of their hashes (the
     order they are stored in does not matter)."""
@@ -313,9 +320,7 @@ def next_write_token(con: duckdb.DuckDBPyConnection, month: date, name: str) -> 
     """A token for a write of the month's input `name` whose content is not hashed (the bill:
     2M lines take ~0.13 s): the previous token's hash, so it moves on every write, and two
     warehouses written alike hold the same."""
-    ((previous,),) = con.execute("SELECT max(token) FROM input_tokens WHERE month = ? "
-                                 "AND input = ?", [month, name]).fetchall()
-    text = f"{month}/{name}/{previous or ''}"
+    text = f"{month}/{name}/{noted_input(con, month, name) or ''}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -290,6 +290,8 @@ def _store_basis(con: duckdb.DuckDBPyConnection, month: date, inputs: str, bill:
     if every_run:
         con.execute("DELETE FROM attribution_basis WHERE month = ?", [month])
     else:
+        # every column, not only the run key `attribution_changed_runs` compares: a row
+        # stored before windows has the same key, and gets its window here
         con.execute(f"CREATE OR REPLACE TEMP TABLE {_STALE} AS "
                     "SELECT coalesce(n.run_id, b.run_id) AS run_id FROM "
                     "(SELECT * FROM attribution_basis WHERE month = ? AND run_id IS NOT NULL) "

@@ -98,7 +98,18 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
         self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._tables_found: set[str] = set()
         super().__init__(base_dir, inst_data)
+
+    def has_table(self, table_name: str) -> bool:
+        """Dagster's answer, remembered once a table is found: it asks before storing each
+        asset event's tags, each time through a new engine and connection; a table does not go
+        away while the storage lives, but with `wipe`."""
+        if table_name not in self._tables_found:
+            if not super().has_table(table_name):
+                return False
+            self._tables_found.add(table_name)
+        return True
 
     def _engine_for(self, shard: str) -> Engine:
         engine = self._engines.get(shard)
@@ -131,6 +142,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def wipe(self) -> None:
         with self._db_lock:  # no pooled connection to a file about to be deleted
             self._dispose_engines()
+            self._tables_found.clear()
         super().wipe()
 
     def dispose(self) -> None:

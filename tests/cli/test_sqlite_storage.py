@@ -183,3 +183,27 @@ def test_threads_share_the_pooled_storage(home):
         for thread in threads:
             thread.join()
     assert errors == []
+
+
+def test_the_index_tables_are_looked_up_once_not_per_asset_event(home, monkeypatch):
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+
+    with instance_of_home() as instance:
+        dg.materialize([tally], instance=instance, partition_key="a")  # the files exist
+        engines: list[str] = []
+        real = sqlite_event_log.create_engine
+
+        def counting(conn_string, **kwargs):
+            engines.append(conn_string)
+            return real(conn_string, **kwargs)
+
+        monkeypatch.setattr(sqlite_event_log, "create_engine", counting)
+        runs = [dg.materialize([tally], instance=instance, partition_key=key).run_id
+                for key in ("b", "a", "b")]
+        # Dagster's own has_table opens an engine for each materialization's tags; the
+        # pooled storage asked once already and remembers the answer
+        assert engines == []
+        assert _latest_materialization(instance) == (runs[-1], "b", 3)
+        assert instance.event_log_storage.has_table("asset_event_tags")
+        assert not instance.event_log_storage.has_table("no_such_table")
+        assert engines == [instance.event_log_storage.conn_string_for_shard("index")]

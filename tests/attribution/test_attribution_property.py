@@ -21,8 +21,9 @@ from tests.support.warehouse_rows import (
 MONTH = date(2026, 7, 1)
 T0 = datetime(2026, 7, 1)
 JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333:training-job/job-a"  # runs may list "job-a"
-# resource → accelerators (0: a CPU box)
+# resource → accelerators (0: a CPU box), and instance type (None: a line without one)
 INSTANCES = {"i-a": 8, "i-b": 4, "i-c": 0, JOB_ARN: 8}
+INSTANCE_TYPES = {"i-a": "p4d.24xlarge", "i-b": "g5.12xlarge", "i-c": "m5.large", JOB_ARN: None}
 BUCKETS = ("ckpt", "data")
 RUN_IDS = [f"r{i}" for i in range(6)]
 DATASETS = {"ds1": {"bucket": "data", "region": "us-west-2"}}
@@ -58,7 +59,7 @@ def scenarios(draw):
                 lines.append({**base, "x_SourceLine": f"L{i}.{j}", "ResourceId": resource,
                               "x_CostComponent": "gpu" if g else "cpu", "x_AcceleratorCount": g,
                               "x_UsageHours": hours_part, "x_InstanceUsage": True,
-                              "x_InstanceType": "p4d.24xlarge" if g else "m5.large",
+                              "x_InstanceType": INSTANCE_TYPES[resource],
                               "x_ResourceKind": "instance",
                               "x_SplitParent": split_parent,
                               "EffectiveCost": round(cost * hours_part, 6)})
@@ -179,3 +180,11 @@ def test_sql_agrees_with_oracle(case, lines_per_slice):
                   "over_claimed_gpu_hours", "unbilled_claim_gpu_hours"):
         a, b = recon[field], want_recon[field]
         assert (a == b) if isinstance(b, str) else close(a, b), (field, a, b)
+    types = recon["by_accelerator_type"]
+    assert [t["instance_type"] for t in types] == [
+        t["instance_type"] for t in want_recon["by_accelerator_type"]]
+    for got_type, want_type in zip(types, want_recon["by_accelerator_type"], strict=True):
+        for field in ("billed_gpu_hours", "untracked_gpu_hours", "untracked_share",
+                      "gpu_cost", "untracked_cost_share"):
+            assert close(got_type[field], want_type[field]), (
+                got_type["instance_type"], field, got_type[field], want_type[field])

@@ -323,7 +323,30 @@ def reconcile(
         return sum(r["cost"] for r in attribution_rows if pred(r["purpose_class"]))
 
     attributed = cost_of(lambda p: p not in ("untracked", "unallocated"))
+    # per instance type of the GPU lines (a line without one is a type of its own, last)
+    types: dict[str | None, dict[str, float]] = {}
+    for line in lines:
+        if is_gpu(line):
+            acc = types.setdefault(line.get("x_InstanceType"), dict.fromkeys(
+                ("billed", "untracked", "cost", "untracked_cost"), 0.0))
+            acc["billed"] += gpu_hours(line)
+            acc["cost"] += line["EffectiveCost"]
+    for row in attribution_rows:
+        line = by_line[row["x_SourceLine"]]
+        if is_gpu(line) and row["purpose_class"] == "untracked":
+            acc = types[line.get("x_InstanceType")]
+            acc["untracked"] += row["share"] * gpu_hours(line)
+            acc["untracked_cost"] += row["cost"]
+    by_type = [{
+        "instance_type": kind,
+        "billed_gpu_hours": acc["billed"],
+        "untracked_gpu_hours": acc["untracked"],
+        "untracked_share": acc["untracked"] / acc["billed"] if acc["billed"] else 0.0,
+        "gpu_cost": acc["cost"],
+        "untracked_cost_share": acc["untracked_cost"] / acc["cost"] if acc["cost"] else 0.0,
+    } for kind, acc in sorted(types.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))]
     return {
+        "by_accelerator_type": by_type,
         "billed_gpu_hours": billed,
         "tracked_gpu_hours": tracked,
         "untracked_gpu_hours": untracked,

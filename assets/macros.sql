@@ -17,10 +17,10 @@ CREATE OR REPLACE TEMP MACRO attribution_rule(charge_category, commitment_status
 -- its statements, by a test against `attribution_affected`
 CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS true;
 
--- whether attribution_runs.sql sums a run's rows (by run_hash; NULL: untracked, unallocated):
--- every run's; a re-run that attributed again only some lines replaces it, for that
--- statement, by a test against the runs with rows on those lines (attribution.py)
-CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash) AS true;
+-- whether attribution_runs.sql sums a row (by its run_hash — NULL: untracked, unallocated —
+-- and rule): every row; a re-run that attributed again only some lines replaces it, for that
+-- statement, by a test against the (run, rule) pairs with rows on those lines (attribution.py)
+CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash, row_rule) AS true;
 
 -- a zoned timestamp (or a naive one, taken in the connection's zone: UTC) as the naive UTC
 -- timestamp the tables hold: its epoch read back, exact, without timezone()'s calendar

@@ -49,15 +49,19 @@ _MONTH_TABLES = ("attribution_claimants", "attribution_run_resources",
                  "attribution_basis_stale")
 # a partial re-run's runs whose stored basis row is not now's (`_store_basis`)
 _STALE = "attribution_basis_stale"
-# a partial re-run's runs whose per-run sums are summed again (warehouse.summarize_month)
+# a partial re-run's (run, rule) pairs whose per-run sums are summed again
+# (warehouse.summarize_month): those with rows on the lines attributed again, before and after
 _RESUMMED = "attribution_resummed"
-_RUNS_ON_AFFECTED = ("SELECT DISTINCT run_hash FROM attribution_rows WHERE month = ? "
-                     "AND line_key IN (SELECT line_hash FROM attribution_affected)")
+_GROUPS_ON_AFFECTED = ("SELECT DISTINCT run_hash, rule FROM attribution_rows WHERE month = ? "
+                       "AND line_key IN (SELECT line_hash FROM attribution_affected)")
 # a re-run attributes the month whole when the changed runs' lines are more than this share
 # of its lines (or than a slice): deleting and writing again most of the month in place is
-# no quicker, and holds the deleted rows until the commit; and sums every run again when the
-# runs with rows on those lines are more than this share of the month's (`_resummed`)
+# no quicker, and holds the deleted rows until the commit
 PARTIAL_MAX_SHARE = 0.25
+# and sums every run again when those lines' (run, rule) pairs are more than this share of the
+# month's (`_resummed`): at 2M lines, summing the rows of 35% of the pairs took 0.18 s, of
+# half of them 0.24 s, and summing every row 0.26 s
+RESUM_MAX_SHARE = 0.4
 # the statements' scope (macros.sql `in_attribution_scope`): every line, or the affected ones
 _EVERY_LINE = "CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS true"
 _AFFECTED_LINES = ("CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS "
@@ -98,7 +102,8 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
                       datasets: Iterable[tuple[str, str, str]] = (),
                       log: logging.Logger | None = None,
                       lines_per_slice: int = SLICE_LINES, keep_unchanged: bool = False,
-                      partial_max_share: float = PARTIAL_MAX_SHARE) -> Outcome:
+                      partial_max_share: float = PARTIAL_MAX_SHARE,
+                      resum_max_share: float = RESUM_MAX_SHARE) -> Outcome:
     """Replace the month's attribution, atomically; `datasets` are the config's (name, bucket,
     region). With `keep_unchanged`, a month whose stored basis is what it would be now keeps
     its rows (they are what attributing it again would write), and one where only some runs
@@ -132,7 +137,7 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
                 if redone is None:
                     _attribute_month(con, month, params, lines_per_slice, log)
                 summarize_month(con, month, None if redone is None
-                                else _resummed(con, month, partial_max_share))
+                                else _resummed(con, month, resum_max_share))
                 _store_basis(con, month, inputs, bill, every_run=redone is None)
             # what the rows are computed from, for the decision tables' bases (kept rows too:
             # a warehouse from before the tokens gets its month's)
@@ -184,15 +189,17 @@ def _attribute_changed(con: duckdb.DuckDBPyConnection, month: date, params: dict
     # expanded to hours
     con.execute("DELETE FROM attribution_run_resources WHERE resource_id NOT IN "
                 "(SELECT claim_key FROM attribution_affected WHERE claim_key IS NOT NULL)")
-    # the runs whose sums change: those with rows on these lines, before and after
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {_RESUMMED} AS {_RUNS_ON_AFFECTED}", [month])
+    # the sums that change: those of the (run, rule) pairs with rows on these lines, before
+    # and after (a run's end moved changes its share of the transfer lines it overlaps, and
+    # the other overlapping runs' transfer sums; not their compute or storage sums)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_RESUMMED} AS {_GROUPS_ON_AFFECTED}", [month])
     con.execute("DELETE FROM attribution_rows WHERE month = ? AND line_key IN "
                 "(SELECT line_hash FROM attribution_affected)", [month])
     con.execute(_AFFECTED_LINES)
     bounds = {**params, "slice_start": datetime.min, "slice_end": datetime.max}
     run_script(con, sql_text("attribution_claims"), bounds)
     query(con, f"INSERT INTO attribution_rows BY NAME ({sql_text('attribution')})", bounds)
-    con.execute(f"INSERT INTO {_RESUMMED} {_RUNS_ON_AFFECTED}", [month])
+    con.execute(f"INSERT INTO {_RESUMMED} {_GROUPS_ON_AFFECTED}", [month])
     _drop(con, _SLICE_TABLES)  # (build_attribution's `finally` sets the scope back)
     if log is not None:
         log.info(f"attribution: {changed} run(s) changed since the month was attributed: "
@@ -201,17 +208,15 @@ def _attribute_changed(con: duckdb.DuckDBPyConnection, month: date, params: dict
 
 
 def _resummed(con: duckdb.DuckDBPyConnection, month: date, max_share: float) -> str | None:
-    """The temp table of the runs whose sums a partial re-run changed, or None — every run's
-    sums written again — when they are more than `max_share` of the runs with sums: keeping
-    the others' costs more than summing them all (a run's end moved changes its share of the
-    period's cross-region transfer lines, which every run overlapping them shares: at 2M lines
-    the 100,000 runs' 8.4M rows filtered by run took 0.68 s, summed whole 0.31 s). The sums
-    are the same either way."""
-    ((resummed, runs),) = con.execute(
-        f"SELECT (SELECT count(DISTINCT run_hash) FROM {_RESUMMED}), "
-        "(SELECT count(DISTINCT run_id) FROM attribution_runs WHERE month = ?)",
-        [month]).fetchall()
-    return None if resummed > max_share * runs else _RESUMMED
+    """The temp table of the (run, rule) pairs whose sums a partial re-run changed, or None —
+    every run's sums written again — when they are more than `max_share` of the month's pairs
+    (filtering the rows by so many pairs costs more than summing them all). The sums are the
+    same either way."""
+    ((resummed, pairs),) = con.execute(
+        f"SELECT (SELECT count(*) FROM (SELECT DISTINCT run_hash, rule FROM {_RESUMMED})), "
+        "(SELECT count(*) FROM (SELECT DISTINCT run_id, rule FROM attribution_runs "
+        "WHERE month = ?))", [month]).fetchall()
+    return None if resummed > max_share * pairs else _RESUMMED
 
 
 # the bill's columns the rows read, as one count and sum of hashes (~0.13 s at 2M lines)

@@ -156,25 +156,32 @@ def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool
 
 
 # macros.sql's `in_summary_scope` as it is outside a partial re-run
-SUM_EVERY_RUN = "CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash) AS true"
+SUM_EVERY_RUN = "CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash, row_rule) AS true"
 
 
 def summarize_month(con: duckdb.DuckDBPyConnection, month: date,
-                    runs: str | None = None) -> None:
+                    groups: str | None = None) -> None:
     """Replace the month's `attribution_runs` by its attribution rows summed per run and
-    group (`attribution_runs.sql`), in the caller's transaction: every run's, or only those
-    of the runs (by run_hash) in the temp table `runs` and of no run (untracked,
-    unallocated), the others' sums being those of their unchanged rows."""
-    if runs is None:
+    group (`attribution_runs.sql`), in the caller's transaction: every run's, or only the
+    sums of the (run_hash, rule) pairs in the temp table `groups` (a NULL run_hash: the rows
+    of no run — untracked, unallocated — under that rule), the others' sums being those of
+    their unchanged rows."""
+    if groups is None:
         con.execute("DELETE FROM attribution_runs WHERE month = ?", [month])
     else:
-        con.execute(f"DELETE FROM attribution_runs WHERE month = ? AND (run_id IS NULL OR "
-                    f"hash(run_id) IN (SELECT run_hash FROM {runs}))", [month])
-        con.execute(f"CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash) AS "
-                    f"row_run_hash IS NULL OR row_run_hash IN (SELECT run_hash FROM {runs})")
+        # hash(NULL) is not NULL: the rows of no run match their pair by CASE
+        con.execute(f"DELETE FROM attribution_runs AS s WHERE month = ? AND EXISTS ("
+                    f"SELECT 1 FROM {groups} AS g WHERE g.rule = s.rule AND g.run_hash IS NOT "
+                    f"DISTINCT FROM CASE WHEN s.run_id IS NULL THEN NULL ELSE hash(s.run_id) "
+                    f"END)", [month])
+        # the pairs' columns named apart: a caller's bare `run_hash` must bind to its own row
+        con.execute(f"CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash, row_rule) AS "
+                    f"EXISTS (SELECT 1 FROM (SELECT run_hash AS scope_run_hash, rule AS "
+                    f"scope_rule FROM {groups}) WHERE scope_rule = row_rule "
+                    f"AND scope_run_hash IS NOT DISTINCT FROM row_run_hash)")
     query(con, f"INSERT INTO attribution_runs BY NAME ({sql_text('attribution_runs')})",
           {"month": month})
-    if runs is not None:
+    if groups is not None:
         con.execute(SUM_EVERY_RUN)
 
 

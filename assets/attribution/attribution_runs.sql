@@ -6,8 +6,8 @@
 -- joining every attribution row. No line attribute is a key: a key per line would leave
 -- nearly a group per row.
 -- Summed per run_hash, then named by the run's run_id (macros.sql `run_hashes`); a re-run
--- that attributed again only some lines sums only the runs with rows on them, and the rows
--- of no run (macros.sql `in_summary_scope`). Parameters: $month.
+-- that attributed again only some lines sums only the (run, rule) pairs with rows on them
+-- (macros.sql `in_summary_scope`; a rule is part of every group). Parameters: $month.
 WITH sums AS (
     SELECT
         month, run_hash, purpose_class, component, rule, kind,
@@ -17,7 +17,7 @@ WITH sums AS (
         fsum(accelerator_hours) AS accelerator_hours,
         count(*)                AS rows
     FROM attribution_rows
-    WHERE month = $month AND in_summary_scope(run_hash)
+    WHERE month = $month AND in_summary_scope(run_hash, rule)
     GROUP BY ALL
 )
 SELECT s.month, r.run_id, s.purpose_class, s.component, s.rule, s.kind,

@@ -169,11 +169,11 @@ def summarize_month(con: duckdb.DuckDBPyConnection, month: date,
     if groups is None:
         con.execute("DELETE FROM attribution_runs WHERE month = ?", [month])
     else:
-        # hash(NULL) is not NULL: the rows of no run match their pair by CASE
+        # hash(NULL) is not NULL: the rows of no run match their pair by macros.sql
+        # `run_hash_of`
         con.execute(f"DELETE FROM attribution_runs AS s WHERE month = ? AND EXISTS ("
                     f"SELECT 1 FROM {groups} AS g WHERE g.rule = s.rule AND g.run_hash IS NOT "
-                    f"DISTINCT FROM CASE WHEN s.run_id IS NULL THEN NULL ELSE hash(s.run_id) "
-                    f"END)", [month])
+                    f"DISTINCT FROM run_hash_of(s.run_id))", [month])
         # the pairs' columns named apart: a caller's bare `run_hash` must bind to its own row
         con.execute(f"CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash, row_rule) AS "
                     f"EXISTS (SELECT 1 FROM (SELECT run_hash AS scope_run_hash, rule AS "

@@ -235,6 +235,11 @@ def replace_month(
         return _write_month(con, table, month, select_sql, params, input_name)
 
 
+# a re-delivery whose changed rows are more than this share of the month's is written whole:
+# deleting most rows in place is no quicker than writing them again
+REWRITE_CHANGED_MAX_SHARE = 0.25
+
+
 def replace_month_unless_identical(
     con: duckdb.DuckDBPyConnection,
     table: str,
@@ -243,6 +248,7 @@ def replace_month_unless_identical(
     params: dict[str, Any],
     input_name: str,
     keep_identical: bool = True,
+    key: str | None = None,
 ) -> tuple[int, bool]:
     """`replace_month` with `input_name`, unless the month already holds exactly the rows of
     `select_sql` (the same count and sum of row hashes, `content_token`): then the rows stay
@@ -250,7 +256,8 @@ def replace_month_unless_identical(
     of one row per run, smaller than a row group: its rows go through the WAL at the commit,
     then into the file at the checkpoint — for 100,000 runs read again unchanged, ~0.45 s of
     deleting, inserting and committing what was there (an MLflow tracker is read on every
-    run)."""
+    run). With `key`, a column naming one row of the month (a run's id), only the rows whose
+    key's row changed, came or went are deleted and written (`_rewrite_changed`)."""
     ensure_schema(con)
     with month_transaction(con):
         if not keep_identical or not _month_rows(con, table, month):  # (a first write)
@@ -262,7 +269,7 @@ def replace_month_unless_identical(
             query(con, f"INSERT INTO {staged} BY NAME ({select_sql})", params)
             token = content_token(con, staged, month)
             kept = token == content_token(con, table, month)
-            if not kept:
+            if not kept and not (key and _rewrite_changed(con, table, staged, month, key)):
                 con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
                 con.execute(f"INSERT INTO {table} BY NAME FROM {staged}")
             note_input(con, month, input_name, token)
@@ -271,6 +278,35 @@ def replace_month_unless_identical(
             # after an error only the rollback may run, and it drops the table with the rest
             if not transaction_aborted(con):
                 con.execute(f"DROP TABLE IF EXISTS {staged}")
+                con.execute(f"DROP TABLE IF EXISTS {staged}_changed")
+
+
+def _rewrite_changed(con: duckdb.DuckDBPyConnection, table: str, staged: str, month: date,
+                     key: str) -> bool:
+    """Replace the month's rows of `table` by `staged`'s where a `key`'s row differs (by its
+    hash, as `content_token` compares them), is new or is gone; False — nothing written —
+    when they are more than `REWRITE_CHANGED_MAX_SHARE` of the month's rows. The rows a
+    re-delivery did not change stay where they are: at 2M lines, 1% of 100,000 runs changed,
+    `tracker_runs` then puts ~0.3 MB through the commit instead of 26.7 MB (0.09 + 0.003 s
+    against 0.10 + 0.14 s of statements and commit). Every reader orders what it reads
+    (tests/cli/test_runs_order.py): where a row lies does not change what they compute."""
+    changed = f"{staged}_changed"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {changed} AS "
+                f"SELECT coalesce(o.k, n.k) AS k FROM "
+                f"(SELECT {key} AS k, hash(t) AS h FROM {table} AS t WHERE month = ?) AS o "
+                f"FULL JOIN (SELECT {key} AS k, hash(s) AS h FROM {staged} AS s) AS n "
+                f"ON n.k = o.k WHERE o.h IS DISTINCT FROM n.h", [month])
+    ((rows, nameless, before),) = con.execute(
+        f"SELECT (SELECT count(*) FROM {changed}), "
+        f"(SELECT count(*) FROM {changed} WHERE k IS NULL), "
+        f"(SELECT count(*) FROM {table} WHERE month = ?)", [month]).fetchall()
+    if nameless or rows > REWRITE_CHANGED_MAX_SHARE * before:  # (a NULL key names no row)
+        return False
+    con.execute(f"DELETE FROM {table} WHERE month = ? AND {key} IN (SELECT k FROM {changed})",
+                [month])
+    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {staged} "
+                f"WHERE {key} IN (SELECT k FROM {changed})")
+    return True
 
 
 def transaction_aborted(con: duckdb.DuckDBPyConnection) -> bool:

@@ -78,7 +78,7 @@ def write_tracker_runs(
                   "start_time) = 1"))
         rows, kept = replace_month_unless_identical(con, "tracker_runs", month, select,
                                                     {"month": month}, "tracker",
-                                                    keep_identical)
+                                                    keep_identical, key="run_id")
         if kept:
             log.info(f"tracker_runs: the month's {rows} run(s) are as stored: kept")
         return rows, kept

@@ -342,6 +342,44 @@ def test_the_same_runs_again_stay_unwritten_and_a_change_rewrites_them(tmp_path,
     assert load(con, tmp_path, path)["churn-001"]["metric_value"] == 0.95
 
 
+def test_a_few_changed_runs_are_written_again_alone(tmp_path, con):
+    """Of sixteen runs, one changed, one gone and one new are deleted or written; the
+    other fourteen keep their rows (their row ids) and the month is what a first write of
+    the new runs writes. More changed runs than `REWRITE_CHANGED_MAX_SHARE` of the month's,
+    and the month is written whole."""
+    from cost_pipeline.ingest.runs import write_tracker_runs
+    from cost_pipeline.warehouse import REWRITE_CHANGED_MAX_SHARE
+
+    def rowids(connection) -> dict[str, int]:
+        return dict(connection.execute("SELECT run_id, rowid FROM tracker_runs "
+                                       "WHERE month = ?", [JULY]).fetchall())
+
+    runs = [{**CSV_RUNS[0], "run_id": f"r{i}"} for i in range(16)]
+    path = write_csv(tmp_path / "runs.csv", runs)
+    cfg = parse_config({"tracker": [{"kind": "runs_file", "path": path.name}]}, tmp_path)
+    load(con, tmp_path, path)
+    before = rowids(con)
+    later = [{**runs[0], "metric_value": "0.5"}, *runs[1:15], {**runs[0], "run_id": "r99"}]
+    write_csv(tmp_path / "runs.csv", later)
+    assert write_tracker_runs(con, cfg, JULY, LOG) == (16, False)
+    after = rowids(con)
+    assert {r: after[r] for r in after if after.get(r) == before.get(r)} == {
+        f"r{i}": before[f"r{i}"] for i in range(1, 15)}
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE "
+                       "'tracker_runs_staged%'").fetchall() == [(0,)]
+    with duckdb.connect() as fresh:
+        assert load(fresh, tmp_path, path) == load(con, tmp_path, path)
+        tokens = "SELECT token FROM input_tokens WHERE input = 'tracker'"
+        assert fresh.execute(tokens).fetchall() == con.execute(tokens).fetchall()
+    # five of sixteen changed: more than the share, every row written again
+    assert 5 > REWRITE_CHANGED_MAX_SHARE * 16
+    write_csv(tmp_path / "runs.csv", [{**r, "metric_value": "0.6"} if r["run_id"] in
+                                      ("r1", "r2", "r3", "r4", "r5") else r for r in later])
+    kept = rowids(con)
+    assert write_tracker_runs(con, cfg, JULY, LOG) == (16, False)
+    assert not set(kept.values()) & set(rowids(con).values())
+
+
 def test_a_rebuild_replaces_the_snapshot(tmp_path, con):
     path = write_csv(tmp_path / "runs.csv", CSV_RUNS)
     load(con, tmp_path, path)

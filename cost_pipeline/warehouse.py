@@ -286,9 +286,9 @@ def _rewrite_changed(con: duckdb.DuckDBPyConnection, table: str, staged: str, mo
     """Replace the month's rows of `table` by `staged`'s where a `key`'s row differs (by its
     hash, as `content_token` compares them), is new or is gone; False — nothing written —
     when they are more than `REWRITE_CHANGED_MAX_SHARE` of the month's rows. The rows a
-    re-delivery did not change stay where they are: at 2M lines, 1% of 100,000 runs changed,
-    `tracker_runs` then puts ~0.3 MB through the commit instead of 26.7 MB (0.09 + 0.003 s
-    against 0.10 + 0.14 s of statements and commit). Every reader orders what it reads
+    re-delivery did not change stay where they are: at 2M lines with 1% of 100,000 runs
+    changed, the run's WAL shrinks from 60.5 to 44.5 MB and its commit (before the
+    checkpoint) from 0.20 to 0.14 s. Every reader orders what it reads
     (tests/cli/test_runs_order.py): where a row lies does not change what they compute."""
     changed = f"{staged}_changed"
     con.execute(f"CREATE OR REPLACE TEMP TABLE {changed} AS "

@@ -354,11 +354,19 @@ def test_a_run_that_ended_earlier_redoes_the_lines_of_its_last_hour_alone():
     assert_same_attribution(con, _whole(lines, later, inventory))
 
 
-def test_a_partial_re_run_sums_again_only_the_rules_a_run_has_rows_on_the_lines_under():
+@pytest.mark.parametrize(("shares", "still_marked"), [
+    (ANY_SHARE, [("r2", "compute"), ("r3", "compute")]),
+    ({}, []),
+])
+def test_a_partial_re_run_sums_again_the_rules_its_lines_have_rows_of(shares, still_marked):
     """r1 ends an hour earlier: i-a's line of hour 2 and the transfer line of hour 2 are
     attributed again. r2 reads ds1 from another region too: its share of that transfer line
     moves, so its transfer sums are summed again — not its compute sums, on i-b's lines,
-    whose rows did not change; nor r3's, which has no row on those lines."""
+    whose rows did not change; nor r3's, which has no row on those lines. At the default
+    shares those (run, rule) pairs — r1's compute and transfer rows, r2's transfer rows, the
+    untracked rows of i-a — are four of the month's six, more than `RESUM_MAX_SHARE`, so
+    every run's sums are written again, r3's too (filtering the rows by so many pairs costs
+    more than summing them all). The sums are the same either way."""
     lines = gpu_lines(("i-a", "i-b", "i-c"), range(4), 8.0)
     lines.append({"x_SourceLine": "pull-2", "ResourceId": "data", "x_CostComponent": "network",
                   "x_AcceleratorCount": 0, "x_UsageHours": None, "x_InstanceUsage": False,
@@ -372,37 +380,12 @@ def test_a_partial_re_run_sums_again_only_the_rules_a_run_has_rows_on_the_lines_
     later = [dict(r1, end_time=hour(2)), r2, r3]
     new_runs(con, later)
     con.execute("UPDATE attribution_runs SET rows = rows + 1000")  # a mark on every sum
-    done = attribute(con, **ANY_SHARE)
+    done = attribute(con, **shares)
     assert (done.mode, done.changed_runs, done.lines_reattributed) == ("partial", 1, 2)
     marked = con.execute("SELECT coalesce(run_id, '-'), rule FROM attribution_runs "
                          "WHERE rows >= 1000 ORDER BY ALL").fetchall()
-    assert marked == [("r2", "compute"), ("r3", "compute")]
+    assert marked == still_marked
     con.execute("UPDATE attribution_runs SET rows = rows - 1000 WHERE rows >= 1000")
-    assert_same_attribution(con, _whole(lines, later, []))
-
-
-def test_a_partial_re_run_sums_every_run_again_when_most_runs_have_rows_on_its_lines():
-    """As above, but at the default shares: the (run, rule) pairs with rows on the lines
-    attributed again — r1's compute and transfer rows, r2's transfer rows, the untracked
-    rows of i-a — are four of the month's six, more than `RESUM_MAX_SHARE`, so every run's
-    sums are written again, r3's too (filtering the rows by so many pairs costs more than
-    summing them all); they are the same sums."""
-    lines = gpu_lines(("i-a", "i-b", "i-c"), range(4), 8.0)
-    lines.append({"x_SourceLine": "pull-2", "ResourceId": "data", "x_CostComponent": "network",
-                  "x_AcceleratorCount": 0, "x_UsageHours": None, "x_InstanceUsage": False,
-                  "x_ResourceKind": "bucket", "ChargeCategory": "Usage", "EffectiveCost": 8.0,
-                  "ChargePeriodStart": hour(2), "ChargePeriodEnd": hour(3)})
-    r1 = {**BASE_RUN, "end_time": hour(3)}
-    r2 = {**SECOND_RUN, "end_time": hour(4), "region": "us-east-1", "dataset": "ds1"}
-    r3 = {**SECOND_RUN, "run_id": "r3", "end_time": hour(4), "resource_ids": ["i-c"]}
-    con = month_of(lines, [r1, r2, r3], [])
-    attribute(con)
-    later = [dict(r1, end_time=hour(2)), r2, r3]
-    new_runs(con, later)
-    con.execute("UPDATE attribution_runs SET rows = rows + 1000")  # a mark on every sum
-    done = attribute(con)
-    assert (done.mode, done.changed_runs, done.lines_reattributed) == ("partial", 1, 2)
-    assert con.execute("SELECT max(rows) < 1000 FROM attribution_runs").fetchall() == [(True,)]
     assert_same_attribution(con, _whole(lines, later, []))
 
 

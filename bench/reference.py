@@ -14,6 +14,7 @@ sweep parents, daily inventory snapshots, savings plans and reservations.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import yaml
 
 MONTH_END = "2026-08-01"  # the generated month is 2026-07
 
-REFERENCE_SQL = """
+_CTES = """
 WITH
 datasets AS (
     SELECT unnest($dataset_names) AS name, unnest($dataset_buckets) AS bucket,
@@ -47,7 +48,7 @@ raw AS (
 ),
 lines AS (
     SELECT
-        row_number() OVER () AS k, s, e, rid, c, hours,
+        row_number() OVER () AS k, s, e, rid, c, hours{line_extra},
         CASE WHEN hours IS NOT NULL
                   AND regexp_matches(coalesce(itype, ''), '^(p|g|gr|trn|inf|dl)\\d')
              THEN CASE itype WHEN 'p4d.24xlarge' THEN 8 WHEN 'p5.48xlarge' THEN 8
@@ -131,6 +132,10 @@ claims AS (
     UNION ALL SELECT * FROM transfer_shares
 ),
 claimed AS (SELECT k, sum(share) AS claimed FROM claims GROUP BY k)
+"""
+
+# the month's cost per purpose class, untracked and unallocated
+REFERENCE_SQL = _CTES.replace("{line_extra}", "") + """
 SELECT cl.cls AS purpose_class, sum(l.c * cl.share / greatest(t.claimed, 1.0)) AS cost
 FROM claims cl JOIN claimed t USING (k) JOIN lines l USING (k)
 GROUP BY 1
@@ -142,6 +147,30 @@ UNION ALL
 SELECT 'unallocated', sum(c) FROM lines WHERE rule = 'non_usage'
 """
 
+
+# the month's reconciliation (SPEC §7) from the same claims, untimed (bench/run.py compares it
+# with the pipeline's `reconciliation` row): per GPU instance-usage line, its GPU-hours
+# (usage hours × G) and S, the shares the runs claim of it. A run's final shares sum to
+# min(S, 1): tracked = Σ GPU-hours × min(S, 1), the untracked cost c × (1 − min(S, 1)), an
+# over-claimed line's excess (S − 1) × GPU-hours; in all (`all`) and per instance type
+RECONCILIATION_SQL = _CTES.replace("{line_extra}", ", itype") + """,
+gpu_lines AS (
+    SELECT l.itype, l.hours * l.g AS gpu_hours, l.c, coalesce(t.claimed, 0) AS s
+    FROM lines l LEFT JOIN claimed t USING (k)
+    WHERE l.rule = 'compute' AND l.g > 0
+)
+SELECT
+    CASE WHEN grouping(itype) = 1 THEN 'all' ELSE itype END AS instance_type,
+    sum(gpu_hours) AS billed_gpu_hours,
+    sum(gpu_hours * least(s, 1.0)) AS tracked_gpu_hours,
+    sum(gpu_hours * (1 - least(s, 1.0))) AS untracked_gpu_hours,
+    sum(c) AS gpu_cost,
+    sum(c * (1 - least(s, 1.0))) AS untracked_gpu_cost,
+    sum(CASE WHEN s > 1 THEN (s - 1) * gpu_hours ELSE 0 END) AS over_claimed_gpu_hours
+FROM gpu_lines
+GROUP BY GROUPING SETS ((), (itype))
+ORDER BY grouping(itype) DESC, itype
+"""
 
 def month_inputs(data: Path) -> dict:
     """The generated month's files and the config facts the attribution needs."""
@@ -171,5 +200,20 @@ def run(data: Path) -> dict:
             "query_seconds": round(seconds, 3), "cur_files": len(inputs["cur_files"])}
 
 
+def reconciliation(data: Path) -> dict:
+    """The reconciliation's figures: the month's (`all`) and each accelerator type's."""
+    inputs = month_inputs(data)
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    cursor = con.execute(RECONCILIATION_SQL, {**inputs, "month_end": MONTH_END})
+    names = [d[0] for d in cursor.description][1:]
+    return {"reconciliation": {kind: {n: float(v or 0.0) for n, v in zip(names, row, strict=True)}
+                               for kind, *row in cursor.fetchall()}}
+
+
 if __name__ == "__main__":
-    impl_cli.main(run, __doc__)
+    if "--reconciliation" in sys.argv:
+        sys.argv.remove("--reconciliation")
+        impl_cli.main(reconciliation, __doc__)
+    else:
+        impl_cli.main(run, __doc__)

@@ -1,5 +1,5 @@
-"""The benchmark's arithmetic and its printout: ratios, the totals cross-check, the issue's
-targets."""
+"""The benchmark's arithmetic and its printout: ratios, the totals and reconciliation
+cross-checks, the issue's targets."""
 
 from __future__ import annotations
 
@@ -63,6 +63,57 @@ def compare_totals(results: dict) -> dict:
                 check["agree"] = False
                 check["warnings"].append(f"re-run after the runs changed: {g} {mine[g]:,.4f} "
                                          f"vs --force's {truth[g]:,.4f} (relative {diff:.2e})")
+    return check
+
+
+def _close(a: float, b: float) -> bool:
+    """Equal within TOLERANCE of the larger, or both within 1e-9 of each other (an
+    over-claimed excess of 0 against 1e-13)."""
+    return abs(a - b) <= max(TOLERANCE * max(abs(a), abs(b)), 1e-9)
+
+
+def compare_reconciliation(results: dict) -> dict:
+    """The pipeline's `reconciliation` (the month's figures and each accelerator type's)
+    against the reference's, computed from its own claims (bench/reference.py
+    `RECONCILIATION_SQL`); and after the runs changed, against the --force re-run's."""
+    pipeline = results.get("pipeline", {})
+    check: dict = {"tolerance": TOLERANCE, "agree": True, "warnings": [], "compared": 0}
+    reference = results.get("reference", {}).get("reconciliation")
+    pairs = []
+    if reference is not None and pipeline.get("reconciliation") is not None:
+        pairs.append(("reference", reference, pipeline["reconciliation"]))
+    after = pipeline.get("rerun_runs_changed", {}).get("reconciliation")
+    whole = pipeline.get("rerun_forced", {}).get("reconciliation")
+    if after is not None and whole is not None:
+        pairs.append(("--force re-run", whole, after))
+    for name, truth, mine in pairs:
+        if "error" in truth:
+            check["warnings"].append(f"{name}: no reconciliation ({truth['error']})")
+            continue
+        check[name] = sorted(truth)
+        for kind in sorted(set(truth) | set(mine)):
+            theirs, ours = truth.get(kind), mine.get(kind)
+            if theirs is None or ours is None:
+                check["warnings"].append(f"{name}: {kind} only in "
+                                         f"{'the pipeline' if theirs is None else name}")
+                continue
+            # the reference gives costs; the pipeline's row their shares
+            if "gpu_cost" in theirs and "untracked_gpu_cost" in theirs:
+                theirs = {**theirs, "untracked_cost_share": (
+                    theirs["untracked_gpu_cost"] / theirs["gpu_cost"] if theirs["gpu_cost"]
+                    else 0.0)}
+            if "untracked_share" in ours and "untracked_share" not in theirs:
+                theirs = {**theirs, "untracked_share": (
+                    theirs["untracked_gpu_hours"] / theirs["billed_gpu_hours"]
+                    if theirs["billed_gpu_hours"] else 0.0)}
+            for figure in sorted(set(ours) & set(theirs)):
+                check["compared"] += 1
+                if not _close(ours[figure], theirs[figure]):
+                    check["warnings"].append(f"{kind} {figure}: pipeline {ours[figure]:,.6f} "
+                                             f"vs {name} {theirs[figure]:,.6f}")
+    check["agree"] = bool(pairs) and not check["warnings"]
+    if not pairs:
+        check["warnings"].append("no reconciliation to compare")
     return check
 
 
@@ -213,6 +264,18 @@ def print_report(report: dict) -> None:
                   f"{check['tolerance']:g} relative of the {check['against']})"
                   + ("; after the runs changed, equal to a --force re-run's"
                      if "runs_changed_vs_forced" in check else ""))
+        recon = s.get("reconciliation_check")
+        if recon is not None:
+            for warning in recon["warnings"]:
+                print(f"{s['size']:<{w}}WARNING reconciliation differs: {warning}")
+            if recon["agree"]:
+                types = [k for k in recon.get("reference", []) if k != "all"]
+                print(f"{s['size']:<{w}}reconciliation equals the reference's (billed, tracked "
+                      "and untracked GPU-hours, the shares, over-claimed hours; the month and "
+                      f"{len(types)} accelerator types: {recon['compared']} figures within "
+                      f"{recon['tolerance']:g})" + ("; after the runs changed, the --force "
+                                                    "re-run's" if "--force re-run" in recon
+                                                    else ""))
         changed = res.get("pipeline", {}).get("runs_changed")
         if changed:
             print(f"{s['size']:<{w}}runs changed: {changed['changed']:,} of {changed['runs']:,} "

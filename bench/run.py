@@ -5,7 +5,8 @@ pipeline's own SQL in memory, a hand-written pandas attribution, and the pipelin
 unchanged inputs, after the same runs file is delivered again, after 1% of the runs changed,
 and with --force (whose totals the previous re-run's must equal). Each is a child process:
 wall time and peak RSS. Prints a table and the ratios, checks that every implementation's
-totals agree, writes bench-results.json.
+totals agree and that the pipeline's `reconciliation` is the reference's, writes
+bench-results.json.
 
     python bench/run.py --sizes "1m 5m 20m" [--runs 100000] [--objects 1000000]
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 import duckdb
 import yaml
 from measure import machine_facts, run_measured
-from report import compare_totals, print_report, ratios, scaling
+from report import compare_reconciliation, compare_totals, print_report, ratios, scaling
 
 from cost_pipeline.config import load_config
 
@@ -173,6 +174,7 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
         result["error"] = first.stderr.strip().splitlines()[-1:] or ["failed"]
         return result
     result["totals"] = warehouse_totals(work / "warehouse.duckdb")
+    result["reconciliation"] = warehouse_reconciliation(work / "warehouse.duckdb")
     result["warehouse_bytes"] = (work / "warehouse.duckdb").stat().st_size
     # what writing the two big tables costs alone, in the same engine and memory limit
     limit = load_config(str(config)).warehouse.memory_limit
@@ -200,6 +202,8 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
     result["rerun_runs_changed"] = _pipeline_result(changed, keep_checks=False)
     if changed.returncode == 0:
         result["rerun_runs_changed"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
+        result["rerun_runs_changed"]["reconciliation"] = warehouse_reconciliation(
+            work / "warehouse.duckdb")
         # the same month recomputed from every input (--force): what the re-run after the
         # runs changed must equal
         whole = run_measured([*cmd, "--force"], env=env, cwd=work, log_dir=logs,
@@ -207,6 +211,8 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
         result["rerun_forced"] = _pipeline_result(whole, keep_checks=False)
         if whole.returncode == 0:
             result["rerun_forced"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
+            result["rerun_forced"]["reconciliation"] = warehouse_reconciliation(
+                work / "warehouse.duckdb")
     if focus_export:  # `cost-pipeline export focus` of the month (not part of the job)
         out = work / "focus.parquet"
         exported = run_measured([*_cli(), "export", "focus", "--config", str(config),
@@ -249,11 +255,43 @@ IN_MEMORY_GIB = (1.2, 0.85)
 IN_MEMORY_SHARE = 0.6  # of the machine's memory: above it the run is skipped, not swapped
 
 
+# the `reconciliation` figures compared with the reference's (report.py
+# `compare_reconciliation`): the month's, and per accelerator type those the list holds
+RECONCILED = ("billed_gpu_hours", "tracked_gpu_hours", "untracked_gpu_hours", "untracked_share",
+              "untracked_cost_share", "over_claimed_gpu_hours")
+RECONCILED_PER_TYPE = ("billed_gpu_hours", "untracked_gpu_hours", "untracked_share", "gpu_cost",
+                       "untracked_cost_share")
+
+
+def warehouse_reconciliation(warehouse: Path) -> dict[str, dict[str, float]]:
+    """The month's `reconciliation` row: {"all": its figures, instance type: the type's}."""
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        row = con.execute(f"SELECT {', '.join(RECONCILED)}, by_accelerator_type "
+                          "FROM reconciliation WHERE month = DATE '2026-07-01'").fetchone()
+    if row is None:
+        return {}
+    *figures, types = row
+    out = {"all": {n: float(v) for n, v in zip(RECONCILED, figures, strict=True)}}
+    for t in types:
+        out[t["instance_type"]] = {n: float(t[n]) for n in RECONCILED_PER_TYPE}
+    return out
+
+
 def in_memory_fits(lines: int, memory_bytes: int) -> tuple[bool, float]:
     """Whether bench/in_memory.py's month of `lines` fits the machine, and its estimate."""
     base, per_million = IN_MEMORY_GIB
     need = base + per_million * lines / 1e6
     return need * 2**30 <= IN_MEMORY_SHARE * memory_bytes, need
+
+
+def reference_reconciliation(data: Path, logs: Path, label: str) -> dict:
+    """bench/reference.py's reconciliation of the month (not part of its timed run)."""
+    done = run_measured([sys.executable, str(BENCH / "reference.py"), str(data),
+                         "--reconciliation"], log_dir=logs,
+                        name=f"{label}-reference-reconciliation")
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1:] or ["failed"]}
+    return json.loads(done.stdout.strip().splitlines()[-1])["reconciliation"]
 
 
 def measure_size(label: str, lines: int, args, logs: Path) -> dict:
@@ -282,6 +320,9 @@ def measure_size(label: str, lines: int, args, logs: Path) -> dict:
             results[name] = measured.as_json()
             if measured.returncode == 0:
                 results[name].update(json.loads(measured.stdout.strip().splitlines()[-1]))
+            if name == "reference":
+                # its reconciliation figures from the same claims: another process, untimed
+                results[name]["reconciliation"] = reference_reconciliation(data, logs, label)
         r = results[name]
         print(f"[{label}] {name}: {r['wall_seconds']:.2f} s, "
               f"{r['peak_rss_bytes'] / 2**20:,.0f} MiB (load {r['load_average'][0]})"
@@ -290,6 +331,7 @@ def measure_size(label: str, lines: int, args, logs: Path) -> dict:
     return {"size": label, "lines": lines, "runs": args.runs, "objects": args.objects,
             "data": {k: v for k, v in generated.items() if k != "params"},
             "results": results, "totals_check": compare_totals(results),
+            "reconciliation_check": compare_reconciliation(results),
             "ratios": ratios(results)}
 
 
@@ -335,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         args.results.write_text(json.dumps(report, indent=2))  # partial results survive
     print_report(report)
     print(f"\nresults: {args.results}")
-    agree = all(s["totals_check"]["agree"] for s in report["sizes"])
+    agree = all(s["totals_check"]["agree"] and s["reconciliation_check"]["agree"]
+                for s in report["sizes"])
     failed = any(r.get("returncode") for s in report["sizes"] for r in s["results"].values())
     return 1 if failed or not agree else 0
 

@@ -63,6 +63,18 @@ def test_every_implementation_is_measured_and_agrees(tiny_bench):
     assert machine["logical_cores"] >= 1 and machine["memory_bytes"] > 0
     assert machine["versions"]["duckdb"] and machine["versions"]["pandas"].startswith("2.")
     assert "totals agree" in stdout and "pipeline ÷ it" in stdout
+    # the pipeline's reconciliation row against the reference's, computed from its claims:
+    # the month's figures and each accelerator type's (the generated month has two)
+    recon = size["reconciliation_check"]
+    assert recon["agree"] and not recon["warnings"], recon["warnings"]
+    reference = size["results"]["reference"]["reconciliation"]
+    assert {"all", "p4d.24xlarge", "g5.12xlarge"} <= set(reference) == set(recon["reference"])
+    mine = size["results"]["pipeline"]["reconciliation"]["all"]
+    assert 0 < mine["tracked_gpu_hours"] < mine["billed_gpu_hours"]
+    assert mine["billed_gpu_hours"] == pytest.approx(reference["all"]["billed_gpu_hours"])
+    assert recon["compared"] >= 2 * (6 + 5 * 2)  # vs the reference, then vs --force
+    assert "reconciliation equals the reference's" in stdout
+    assert "after the runs changed, the --force re-run's" in stdout
     # --focus-export: the month's FOCUS export timed, a row per line × attribution row
     focus = size["results"]["pipeline"]["focus_export"]
     assert focus["returncode"] == 0 and focus["wall_seconds"] > 0
@@ -153,6 +165,39 @@ def test_a_disagreeing_total_is_a_warning_row():
                             "pandas": {"totals": drifted}})
     assert not check["agree"] and check["reference"]["max_rel_diff"] == 0
     assert len(check["warnings"]) == 1 and check["warnings"][0].startswith("pandas: untracked")
+
+
+def test_a_disagreeing_reconciliation_is_a_warning_row():
+    compare_reconciliation = _bench_module("report").compare_reconciliation
+    reference = {"all": {"billed_gpu_hours": 100.0, "tracked_gpu_hours": 80.0,
+                         "untracked_gpu_hours": 20.0, "gpu_cost": 50.0,
+                         "untracked_gpu_cost": 10.0, "over_claimed_gpu_hours": 0.0},
+                 "p5.48xlarge": {"billed_gpu_hours": 100.0, "tracked_gpu_hours": 80.0,
+                                 "untracked_gpu_hours": 20.0, "gpu_cost": 50.0,
+                                 "untracked_gpu_cost": 10.0, "over_claimed_gpu_hours": 0.0}}
+    pipeline = {"all": {"billed_gpu_hours": 100.0, "tracked_gpu_hours": 80.0,
+                        "untracked_gpu_hours": 20.0, "untracked_share": 0.2,
+                        "untracked_cost_share": 0.2, "over_claimed_gpu_hours": 1e-13},
+                "p5.48xlarge": {"billed_gpu_hours": 100.0, "untracked_gpu_hours": 20.0,
+                                "untracked_share": 0.2, "gpu_cost": 50.0,
+                                "untracked_cost_share": 0.2}}
+    check = compare_reconciliation({"reference": {"reconciliation": reference},
+                                    "pipeline": {"reconciliation": pipeline}})
+    assert check["agree"] and check["compared"] == 11, check
+    # a share off in the sixth digit, and a type the reference does not know
+    drifted = {**pipeline, "all": {**pipeline["all"], "untracked_share": 0.2000005},
+               "g5.xlarge": pipeline["p5.48xlarge"]}
+    check = compare_reconciliation({"reference": {"reconciliation": reference},
+                                    "pipeline": {"reconciliation": drifted}})
+    assert not check["agree"]
+    assert [w.split(":")[0] for w in check["warnings"]] == ["all untracked_share",
+                                                            "reference"]
+    assert "g5.xlarge only in the pipeline" in check["warnings"][1]
+    # a re-run after the runs changed must equal the --force re-run's row
+    runs = {"pipeline": {"rerun_runs_changed": {"reconciliation": pipeline},
+                         "rerun_forced": {"reconciliation": drifted}}}
+    assert not compare_reconciliation(runs)["agree"]
+    assert not compare_reconciliation({})["agree"]  # nothing compared is not agreement
 
 
 def _bench_module(name: str):

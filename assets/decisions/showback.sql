@@ -21,7 +21,9 @@ teamed AS (
     -- the runs whose every row takes the run's team: their rows are not read one by one
     SELECT hash(run_id) AS run_hash FROM runs WHERE team IS NOT NULL
 ),
-tagged_lines AS (
+line_tags AS MATERIALIZED (
+    -- every tagged line's team tag, looked up once: a filter on the lookup would be pushed
+    -- into the scan and the lookup evaluated twice (0.84 -> 0.74 s at 2M, every line tagged)
     SELECT
         hash(x_SourceLine) AS line_key,
         nullif(trim(user_tag(Tags, 'team')), '') AS tag_team
@@ -29,7 +31,9 @@ tagged_lines AS (
     WHERE month = $month
       -- the NULL test first: most lines carry no tags, and the map lookups cost 5× more
       AND Tags IS NOT NULL
-      AND nullif(trim(user_tag(Tags, 'team')), '') IS NOT NULL
+),
+tagged_lines AS (
+    SELECT line_key, tag_team FROM line_tags WHERE tag_team IS NOT NULL
 ),
 on_tagged_by_hash AS (
     -- the rows of tagged lines of no run or of a run naming no team, by run | untracked |

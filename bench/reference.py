@@ -3,6 +3,7 @@ straight from the generated files (CUR 2.0 parquet, runs parquet, inventory CSV)
 interval join of SPEC §6 and the aggregation per purpose class, nothing persisted.
 
     python bench/reference.py DATA_DIR        # prints {"totals": {class: cost}, ...} as JSON
+    python bench/reference.py DATA_DIR --reconciliation   # {"reconciliation": {...}}, untimed
 
 A faithful but minimal subset of `assets/attribution.sql`: compute claims by the runs'
 listed resources (a range join on resource + overlapping periods), d from the usage hours,
@@ -171,6 +172,7 @@ FROM gpu_lines
 GROUP BY GROUPING SETS ((), (itype))
 ORDER BY grouping(itype) DESC, itype
 """
+
 
 def month_inputs(data: Path) -> dict:
     """The generated month's files and the config facts the attribution needs."""

@@ -197,7 +197,12 @@ def test_a_disagreeing_reconciliation_is_a_warning_row():
     runs = {"pipeline": {"rerun_runs_changed": {"reconciliation": pipeline},
                          "rerun_forced": {"reconciliation": drifted}}}
     assert not compare_reconciliation(runs)["agree"]
-    assert not compare_reconciliation({})["agree"]  # nothing compared is not agreement
+    # a reference beside a pipeline that wrote no row; no pipeline at all compares nothing
+    check = compare_reconciliation({"reference": {"reconciliation": reference},
+                                    "pipeline": {"reconciliation": {}}})
+    assert not check["agree"] and len(check["warnings"]) == 2
+    assert compare_reconciliation({"reference": {"reconciliation": reference}}) == {
+        "tolerance": 1e-6, "agree": True, "warnings": [], "compared": 0}
 
 
 def _bench_module(name: str):

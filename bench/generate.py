@@ -18,6 +18,11 @@ project, creator). The runs claim the same lines, so every implementation agrees
 `--timestamps zoned` writes the CUR's timestamps as AWS's exports type them, instants in UTC
 (parquet `TIMESTAMP(isAdjustedToUTC=true)`, Arrow `timestamp[us, tz=UTC]`) instead of naive
 wall-clock times: the same lines, read through the zoned path.
+
+`--run-tags` tags every instance and volume line `user_run_id` (SPEC §6's run tag) with the
+first run listing that resource (run N lists instance N and volume N). The rule drops a tag's
+claim when the run lists the resource too, so the month is attributed as without the tags —
+through the tag join and its anti-join on every compute line.
 """
 
 from __future__ import annotations
@@ -100,7 +105,7 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
 
 
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
-             timestamps: str = "naive") -> Path:
+             timestamps: str = "naive", run_tags: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
@@ -119,6 +124,13 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         opening = ("SELECT * REPLACE (" + ", ".join(f"CAST({c} AS TIMESTAMPTZ) AS {c}"
                                                       for c in zoned) + ") FROM (")
         closing = ")"
+    if run_tags:  # run N's tag on instance N's and volume N's lines (N's digits, unpadded)
+        opening = ("SELECT * REPLACE (CASE WHEN regexp_matches(coalesce(line_item_resource_id, "
+                   "''), '^(i|vol)-[0-9]+$') THEN map_concat(coalesce(resource_tags, "
+                   "MAP {}::MAP(VARCHAR, VARCHAR)), map(['user_run_id'], ['run-' || lpad("
+                   "CAST(CAST(split_part(line_item_resource_id, '-', 2) AS BIGINT) AS VARCHAR), "
+                   "8, '0')])) ELSE resource_tags END AS resource_tags) FROM (" + opening)
+        closing += ")"
     t0 = time.perf_counter()
     query(con, f"""
     COPY ({opening}
@@ -263,8 +275,11 @@ def main() -> None:
                         help="wide: every CUR 2.0 column an export selecting all of them has")
     parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
                         help="zoned: the CUR's timestamps as instants in UTC, as AWS types them")
+    parser.add_argument("--run-tags", action="store_true",
+                        help="tag instance and volume lines with the first run listing them")
     args = parser.parse_args()
-    generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps)
+    generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
+             args.run_tags)
 
 
 if __name__ == "__main__":

@@ -291,6 +291,31 @@ def test_the_wide_shape_is_the_same_month_with_every_column(tmp_path):
     assert len(tagged) > 0.9 * len(wide) and all(len(t) == 3 for t in tagged)
 
 
+def test_run_tags_take_the_tag_path_to_the_same_attribution(tmp_path):
+    """`--run-tags` tags each instance and volume line with the first run listing it: the
+    pipeline's SQL (bench/in_memory.py) claims them through the tag join, drops those claims
+    (the run lists the resource too) and attributes the month as without the tags."""
+    import duckdb
+
+    generate, in_memory = _bench_module("generate").generate, _bench_module("in_memory").run
+    totals = {}
+    for tagged in (False, True):
+        out = tmp_path / ("tagged" if tagged else "plain")
+        generate(out, 3000, 200, 500, run_tags=tagged)
+        totals[tagged] = in_memory(out)["totals"]
+        with duckdb.connect() as con:
+            tags = con.execute(
+                "SELECT line_item_resource_id, resource_tags['user_run_id'] FROM "
+                "read_parquet(?) WHERE line_item_resource_id SIMILAR TO '(i|vol)-[0-9]+'",
+                [[str(f) for f in out.glob("cur/**/*.parquet")]]).fetchall()
+        assert len(tags) > 2500
+        assert all((run == f"run-{int(rid.split('-')[1]):08d}") if tagged else run is None
+                   for rid, run in tags)
+    assert totals[True].keys() == totals[False].keys() and totals[False]["search"] > 0
+    assert all(totals[True][k] == pytest.approx(totals[False][k], rel=1e-12)
+               for k in totals[False])
+
+
 def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):
     """bench/history.py: a warehouse with earlier months of the same size, for timing a
     month's run against its history."""

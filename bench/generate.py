@@ -20,7 +20,8 @@ project, creator). The runs claim the same lines, so every implementation agrees
 wall-clock times: the same lines, read through the zoned path.
 
 `--run-tags` tags every instance and volume line `user_run_id` (SPEC §6's run tag) with the
-first run listing that resource (run N lists instance N and volume N). The rule drops a tag's
+first run listing that resource: run N for instance N and volume N (a run the file does not
+hold when there are fewer runs than resources, which claims nothing). The rule drops a tag's
 claim when the run lists the resource too, so the month is attributed as without the tags —
 through the tag join and its anti-join on every compute line.
 """

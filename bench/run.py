@@ -116,15 +116,6 @@ def _pipeline_result(measured, keep_checks: bool = True) -> dict:
     return result
 
 
-def warehouse_totals(warehouse: Path) -> dict[str, float]:
-    with duckdb.connect(str(warehouse), read_only=True) as con:
-        # the stored rows, not the `attribution` view: its join would grow this process,
-        # and every child forked after it inherits that resident memory in ru_maxrss
-        rows = con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
-                           "WHERE month = DATE '2026-07-01' GROUP BY 1").fetchall()
-    return {cls: float(cost) for cls, cost in rows}
-
-
 def runs_path(work: Path, runs_format: str) -> Path:
     """The runs file the pipeline reads."""
     return work / {"csv": "runs.csv", "jsonl": "runs.jsonl"}.get(runs_format, "runs.parquet")
@@ -174,8 +165,7 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
     if first.returncode != 0:
         result["error"] = first.stderr.strip().splitlines()[-1:] or ["failed"]
         return result
-    result["totals"] = warehouse_totals(work / "warehouse.duckdb")
-    result["reconciliation"] = warehouse_reconciliation(work / "warehouse.duckdb")
+    result.update(warehouse_figures(work / "warehouse.duckdb"))
     result["warehouse_bytes"] = (work / "warehouse.duckdb").stat().st_size
     # what writing the two big tables costs alone, in the same engine and memory limit
     limit = load_config(str(config)).warehouse.memory_limit
@@ -195,25 +185,21 @@ def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
                            name=f"{label}-pipeline-runs-touched")
     result["rerun_runs_touched"] = _pipeline_result(touched, keep_checks=False)
     if touched.returncode == 0:
-        result["rerun_runs_touched"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
+        result["rerun_runs_touched"].update(warehouse_figures(work / "warehouse.duckdb"))
     result["runs_changed"] = change_runs(work / "runs.parquet")
     deliver_runs(work, runs_format)  # a CSV or JSONL delivered again from the changed runs
     changed = run_measured(cmd, env=env, cwd=work, log_dir=logs,
                            name=f"{label}-pipeline-runs-changed")
     result["rerun_runs_changed"] = _pipeline_result(changed, keep_checks=False)
     if changed.returncode == 0:
-        result["rerun_runs_changed"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
-        result["rerun_runs_changed"]["reconciliation"] = warehouse_reconciliation(
-            work / "warehouse.duckdb")
+        result["rerun_runs_changed"].update(warehouse_figures(work / "warehouse.duckdb"))
         # the same month recomputed from every input (--force): what the re-run after the
         # runs changed must equal
         whole = run_measured([*cmd, "--force"], env=env, cwd=work, log_dir=logs,
                              name=f"{label}-pipeline-forced")
         result["rerun_forced"] = _pipeline_result(whole, keep_checks=False)
         if whole.returncode == 0:
-            result["rerun_forced"]["totals"] = warehouse_totals(work / "warehouse.duckdb")
-            result["rerun_forced"]["reconciliation"] = warehouse_reconciliation(
-                work / "warehouse.duckdb")
+            result["rerun_forced"].update(warehouse_figures(work / "warehouse.duckdb"))
     if focus_export:  # `cost-pipeline export focus` of the month (not part of the job)
         out = work / "focus.parquet"
         exported = run_measured([*_cli(), "export", "focus", "--config", str(config),
@@ -264,18 +250,25 @@ RECONCILED_PER_TYPE = ("billed_gpu_hours", "untracked_gpu_hours", "untracked_sha
                        "untracked_cost_share")
 
 
-def warehouse_reconciliation(warehouse: Path) -> dict[str, dict[str, float]]:
-    """The month's `reconciliation` row: {"all": its figures, instance type: the type's}."""
+def warehouse_figures(warehouse: Path) -> dict[str, dict]:
+    """What a run left in the warehouse, read back once: `totals`, the attribution's cost per
+    purpose class; `reconciliation`, the month's row as {"all": its figures, instance type:
+    the type's} ({} without a row)."""
     with duckdb.connect(str(warehouse), read_only=True) as con:
+        # the stored rows, not the `attribution` view: its join would grow this process,
+        # and every child forked after it inherits that resident memory in ru_maxrss
+        rows = con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
+                           "WHERE month = DATE '2026-07-01' GROUP BY 1").fetchall()
         row = con.execute(f"SELECT {', '.join(RECONCILED)}, by_accelerator_type "
                           "FROM reconciliation WHERE month = DATE '2026-07-01'").fetchone()
-    if row is None:
-        return {}
-    *figures, types = row
-    out = {"all": {n: float(v) for n, v in zip(RECONCILED, figures, strict=True)}}
-    for t in types:
-        out[t["instance_type"]] = {n: float(t[n]) for n in RECONCILED_PER_TYPE}
-    return out
+    reconciliation = {}
+    if row is not None:
+        *figures, types = row
+        reconciliation["all"] = {n: float(v) for n, v in zip(RECONCILED, figures, strict=True)}
+        for t in types:
+            reconciliation[t["instance_type"]] = {n: float(t[n]) for n in RECONCILED_PER_TYPE}
+    return {"totals": {cls: float(cost) for cls, cost in rows},
+            "reconciliation": reconciliation}
 
 
 def in_memory_fits(lines: int, memory_bytes: int) -> tuple[bool, float]:

@@ -21,8 +21,9 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-9) if abs(a - b) > 1e-9 else 0.0
 
 
-def compare_totals(results: dict) -> dict:
-    """Every implementation's three sums against the pipeline's (else the reference's)."""
+def compare_totals(results: dict, rounds: list[dict] | None = None) -> dict:
+    """Every implementation's three sums against the pipeline's (else the reference's), the
+    later `--repeat` rounds' too."""
     truth_name = next((n for n in ("pipeline", "reference")
                        if results.get(n, {}).get("totals")), None)
     check: dict = {"tolerance": TOLERANCE, "against": truth_name, "agree": truth_name is not None,
@@ -37,6 +38,9 @@ def compare_totals(results: dict) -> dict:
     touched = results.get("pipeline", {}).get("rerun_runs_touched", {}).get("totals")
     if touched is not None:  # the same rows delivered again: the same totals
         others["pipeline_after_runs_touched"] = touched
+    for number, this in enumerate(rounds or [], start=1):
+        if number > 1:  # the first round is `results` itself
+            others |= {f"{n} (round {number})": r.get("totals") for n, r in this.items()}
     for name, totals in others.items():
         if not totals:
             check["agree"] = False
@@ -123,12 +127,27 @@ def _ratio(a: dict | None, b: dict | None, key: str) -> float | None:
     return round(a[key] / b[key], 2)
 
 
-def ratios(results: dict) -> dict:
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def ratios(results: dict, rounds: list[dict] | None = None) -> dict:
+    """Each ratio of the pipeline's first run to another row. With `--repeat` rounds, the
+    pipeline's time ÷ the reference's and the in-memory run's is the median of the rounds'
+    ratios (each round's pipeline ÷ the same round's other), the rounds' own under `rounds`."""
     p = results.get("pipeline")
     out = {}
     for other in ("reference", "in_memory", "scan_floor", "pandas"):
         out[f"pipeline/{other}"] = {"time": _ratio(p, results.get(other), "wall_seconds"),
                                     "rss": _ratio(p, results.get(other), "peak_rss_bytes")}
+        per_round = [_ratio(r.get("pipeline"), r.get(other), "wall_seconds")
+                     for r in rounds or [] if other in r and "pipeline" in r]
+        if per_round and None not in per_round:
+            out[f"pipeline/{other}"].update(time=round(_median(per_round), 2),
+                                            rounds=per_round,
+                                            first_round=out[f"pipeline/{other}"]["time"])
     floor = (p or {}).get("persist_floor")
     reference = results.get("reference")
     if floor and reference and not reference.get("returncode") and p.get("wall_seconds"):
@@ -162,9 +181,9 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     """The issue's targets that this run's sizes can speak to: (target, measured, met)."""
     by_size = {s["size"].split("-")[0]: s for s in report["sizes"]}
     rows: list[tuple[str, str, bool | None]] = []
-    five = by_size.get("5m", {}).get("ratios", {}).get("pipeline/reference", {}).get("time")
-    if five is not None:
-        rows.append(("5M: pipeline ≤ 1.5 × reference", f"{five:.2f}×", five <= 1.5))
+    five = by_size.get("5m", {}).get("ratios", {}).get("pipeline/reference", {})
+    if five.get("time") is not None:
+        rows.append(("5M: pipeline ≤ 1.5 × reference", _ratio_text(five), five["time"] <= 1.5))
     for s in report["sizes"]:
         r = s["ratios"].get("pipeline/pandas", {}).get("time")
         if r is not None:
@@ -173,16 +192,15 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     if twenty and not twenty.get("returncode"):
         rss = twenty["peak_rss_bytes"] / GIB
         rows.append(("20M: pipeline peak RSS < 2 GiB", f"{rss:.2f} GiB", rss < 2))
-    two = by_size.get("2m", {}).get("ratios", {}).get("pipeline/reference", {}).get("time")
-    if two is not None:
-        rows.append(("2M: pipeline ≤ 2.0 × reference", f"{two:.2f}×", two <= 2.0))
+    two = by_size.get("2m", {}).get("ratios", {}).get("pipeline/reference", {})
+    if two.get("time") is not None:
+        rows.append(("2M: pipeline ≤ 2.0 × reference", _ratio_text(two), two["time"] <= 2.0))
     # the issue's own reference computes every table in memory: in_memory stands for it
     for size, limit in (("2m", 2.0), ("5m", 1.5), ("20m", 1.5)):
-        ratio = (by_size.get(size, {}).get("ratios", {}).get("pipeline/in_memory", {})
-                 .get("time"))
-        if ratio is not None:
+        ratio = by_size.get(size, {}).get("ratios", {}).get("pipeline/in_memory", {})
+        if ratio.get("time") is not None:
             rows.append((f"{size.upper()}: pipeline ≤ {limit} × in-memory (every table)",
-                         f"{ratio:.2f}×", ratio <= limit))
+                         _ratio_text(ratio), ratio["time"] <= limit))
     for s in report["sizes"]:
         ratio = s["ratios"].get("rerun_runs_changed/pipeline", {}).get("time")
         if ratio is not None:
@@ -208,6 +226,15 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     return rows
 
 
+def _ratio_text(ratio: dict) -> str:
+    """`5.23×`, or with `--repeat` rounds `5.21× (median of 3 rounds: 5.10–5.40)`."""
+    rounds = sorted(ratio.get("rounds") or [])
+    if len(rounds) < 2:
+        return f"{ratio['time']:.2f}×"
+    return (f"{ratio['time']:.2f}× (median of {len(rounds)} rounds: "
+            f"{rounds[0]:.2f}–{rounds[-1]:.2f})")
+
+
 def _median_text(run: dict) -> str:
     """A row timed several times (run.py `_median_of`): `0.41 s (median of 3: 0.39–1.78)`."""
     walls = sorted(r["wall_seconds"] for r in run["repeats"])
@@ -224,6 +251,27 @@ def print_steps(label: str, width: int, name: str, run: dict) -> None:
     outside = run["wall_seconds"] - sum(s for _, s in steps)
     shown = ", ".join(f"{step} {seconds:.1f}" for step, seconds in steps)
     print(f"{label:<{width}}{name} steps (s): {shown}; outside steps {outside:.1f}")
+
+
+def print_rounds(size: dict, width: int) -> None:
+    """`--repeat`: each alternated row's wall times and peaks over the rounds, then the
+    pipeline's ratio to each other row, round by round."""
+    rounds = size.get("rounds") or []
+    if not rounds:
+        return
+    label = f"{size['size']:<{width}}"
+    print(f"{label}{len(rounds)} rounds, alternating {', '.join(rounds[0])}:")
+    for name in rounds[0]:
+        runs = [r[name] for r in rounds if name in r]
+        walls = ", ".join(f"{r['wall_seconds']:.2f}" for r in runs)
+        peaks = [r["peak_rss_bytes"] for r in runs]
+        print(f"{label}  {name}: {walls} s; peak {_mib(min(peaks))}–{_mib(max(peaks))} MiB")
+    for other in ("reference", "in_memory"):
+        ratio = size["ratios"].get(f"pipeline/{other}", {})
+        if ratio.get("rounds"):
+            print(f"{label}  pipeline ÷ {other}: "
+                  f"{', '.join(f'{x:.2f}×' for x in ratio['rounds'])} "
+                  f"(median {ratio['time']:.2f}×)")
 
 
 def _mib(value: int | None) -> str:
@@ -251,7 +299,9 @@ def print_report(report: dict) -> None:
             focus = res["pipeline"]["focus_export"]
             rows.append((f"FOCUS export, {focus.get('rows', 0):,} rows", focus))
         for name, r in rows:
-            ratio = s["ratios"].get(f"pipeline/{name}", {}).get("time")
+            # this row's own ratio: with `--repeat` rounds, the first round's
+            ratio = s["ratios"].get(f"pipeline/{name}", {})
+            ratio = ratio.get("first_round", ratio.get("time"))
             failed = "" if not r.get("returncode") else f"  FAILED (rc {r['returncode']})"
             print(f"{s['size']:<{w}}{name:<30}{r['wall_seconds']:>9.2f}"
                   f"{_mib(r['peak_rss_bytes']):>10}{r['load_average'][0]:>7.2f}"
@@ -291,6 +341,7 @@ def print_report(report: dict) -> None:
                   f"({', '.join(f'{n:,}' for n in floor['rows'].values())} rows) takes "
                   f"{floor['write_seconds']:.2f} s; pipeline ÷ (reference + that) = "
                   f"{f'{both:.2f}×' if both else '-'}")
+        print_rounds(s, w)
         pipeline = res.get("pipeline", {})
         print_steps(s["size"], w, "pipeline", pipeline)
         print_steps(s["size"], w, "re-run, 1% of runs changed,",

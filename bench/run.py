@@ -6,7 +6,8 @@ unchanged inputs, after the same runs file is delivered again, after 1% of the r
 and with --force (whose totals the previous re-run's must equal). Each is a child process:
 wall time and peak RSS. Prints a table and the ratios, checks that every implementation's
 totals agree and that the pipeline's `reconciliation` is the reference's, writes
-bench-results.json.
+bench-results.json. `--repeat N` times the reference, the in-memory run and the pipeline's
+first run N times each, alternately, and reads the median of the rounds' ratios.
 
     python bench/run.py --sizes "1m 5m 20m" [--runs 100000] [--objects 1000000]
 """
@@ -152,6 +153,30 @@ def change_runs(path: Path, every: int = 100) -> dict:
             f"FROM read_parquet('{path}')) TO '{changed}' (FORMAT parquet)")
     changed.replace(path)
     return {"runs": runs, "changed": moved}
+
+
+def measure_first_run(data: Path, work: Path, logs: Path, label: str,
+                      runs_format: str = "parquet") -> dict:
+    """One more first run of the pipeline (a later round of `--repeat`): a fresh Dagster home
+    and warehouse, its totals read back, the workspace removed."""
+    config, env = pipeline_workspace(data, work, runs_format)
+    cmd = [*_cli(), "materialize", "--config", str(config), "--month", MONTH]
+    result = _pipeline_result(run_measured(cmd, env=env, cwd=work, log_dir=logs,
+                                           name=f"{label}-pipeline"), keep_checks=False)
+    if result["returncode"] == 0:
+        result.update(warehouse_figures(work / "warehouse.duckdb"))
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def run_simple(name: str, data: Path, logs: Path, label: str) -> dict:
+    """One of the implementations that are a script given the month's folder."""
+    measured = run_measured([sys.executable, str(BENCH / SIMPLE[name]), str(data)],
+                            log_dir=logs, name=f"{label}-{name}")
+    result = measured.as_json()
+    if measured.returncode == 0:
+        result.update(json.loads(measured.stdout.strip().splitlines()[-1]))
+    return result
 
 
 def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
@@ -309,24 +334,58 @@ def measure_size(label: str, lines: int, args, logs: Path) -> dict:
             if not args.keep_warehouse:
                 shutil.rmtree(data / "work", ignore_errors=True)
         else:
-            measured = run_measured([sys.executable, str(BENCH / SIMPLE[name]), str(data)],
-                                    log_dir=logs, name=f"{label}-{name}")
-            results[name] = measured.as_json()
-            if measured.returncode == 0:
-                results[name].update(json.loads(measured.stdout.strip().splitlines()[-1]))
+            results[name] = run_simple(name, data, logs, label)
             if name == "reference":
                 # its reconciliation figures from the same claims: another process, untimed
                 results[name]["reconciliation"] = reference_reconciliation(data, logs, label)
-        r = results[name]
-        print(f"[{label}] {name}: {r['wall_seconds']:.2f} s, "
-              f"{r['peak_rss_bytes'] / 2**20:,.0f} MiB (load {r['load_average'][0]})"
-              + ("" if r["returncode"] == 0 else f"  FAILED rc={r['returncode']}"),
-              file=sys.stderr, flush=True)
+        _say(label, name, results[name])
+    rounds = repeat_rounds(data, label, args, logs, results)
     return {"size": label, "lines": lines, "runs": args.runs, "objects": args.objects,
             "data": {k: v for k, v in generated.items() if k != "params"},
-            "results": results, "totals_check": compare_totals(results),
+            "results": results, "totals_check": compare_totals(results, rounds),
             "reconciliation_check": compare_reconciliation(results),
-            "ratios": ratios(results)}
+            "ratios": ratios(results, rounds), "rounds": rounds}
+
+
+def _say(label: str, name: str, r: dict) -> None:
+    print(f"[{label}] {name}: {r['wall_seconds']:.2f} s, "
+          f"{r['peak_rss_bytes'] / 2**20:,.0f} MiB (load {r['load_average'][0]})"
+          + ("" if r["returncode"] == 0 else f"  FAILED rc={r['returncode']}"),
+          file=sys.stderr, flush=True)
+
+
+# the implementations `--repeat` times again, in this order within a round: the issue's
+# check runs the pipeline alternately with the reference and reads the median ratio
+ALTERNATED = ("reference", "in_memory", "pipeline")
+
+
+def repeat_rounds(data: Path, label: str, args, logs: Path, results: dict) -> list[dict]:
+    """`--repeat N`: the first round is what `measure_size` measured; N − 1 more rounds run the
+    reference, the in-memory run and a pipeline first run (each of them measured in the first
+    round and successful there) once each, in that order. Each round: name → its run."""
+    alternated = [n for n in ALTERNATED if results.get(n, {}).get("returncode") == 0]
+    rounds = [{n: _round_entry(results[n]) for n in alternated}]
+    for number in range(2, args.repeat + 1):
+        this = {}
+        for name in alternated:
+            tag = f"{label}-round-{number}"
+            this[name] = (measure_first_run(data, data / f"work-round-{number}", logs, tag,
+                                            args.runs_format)
+                          if name == "pipeline" else run_simple(name, data, logs, tag))
+            _say(f"{label} round {number}", name, this[name])
+            this[name] = _round_entry(this[name])
+        rounds.append(this)
+    return rounds if len(rounds) > 1 else []
+
+
+def _round_entry(result: dict) -> dict:
+    """What the JSON keeps of a round's run (the first round's whole runs are in `results`)."""
+    keep = ("wall_seconds", "peak_rss_bytes", "returncode", "load_average", "totals",
+            "steps_seconds")
+    entry = {k: result[k] for k in keep if k in result}
+    if "steps" in result:  # a pipeline run: how many steps ran (a first run: every one)
+        entry["steps_run"] = len(result["steps"])
+    return entry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,9 +415,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--focus-export", action="store_true",
                         help="also time `cost-pipeline export focus` of the pipeline's month "
                         "(a row per line × attribution row; ~50 s at 2M lines)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="time the reference, the in-memory run and the pipeline's first "
+                        "run N times each, alternately (the pipeline's re-runs once); the "
+                        "ratios and targets read the median of the rounds' ratios")
     parser.add_argument("--keep-warehouse", action="store_true",
                         help="keep bench-data/<size>/work (warehouse, Dagster home, logs)")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     sizes = [(s, parse_size(s)) for s in re.split(r"[,\s]+", args.sizes.strip()) if s]
     defaults = args.runs == 100_000 and args.objects == 1_000_000
@@ -378,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nresults: {args.results}")
     agree = all(s["totals_check"]["agree"] and s["reconciliation_check"]["agree"]
                 for s in report["sizes"])
-    failed = any(r.get("returncode") for s in report["sizes"] for r in s["results"].values())
+    failed = any(r.get("returncode") for s in report["sizes"]
+                 for r in [*s["results"].values(), *(x for rd in s["rounds"] for x in rd.values())])
     return 1 if failed or not agree else 0
 
 

@@ -34,7 +34,7 @@ def tiny_bench(tmp_path_factory) -> tuple[dict, str]:
     done = subprocess.run(
         [sys.executable, str(BENCH / "run.py"), "--sizes", "20k", "--runs", "1000",
          "--objects", "5000", "--data-dir", str(out / "data"), "--results", str(results),
-         "--focus-export", "--runs-format", "csv"],
+         "--focus-export", "--runs-format", "csv", "--repeat", "2"],
         capture_output=True, text=True, timeout=180, env=env, cwd=out)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(results.read_text()), done.stdout
@@ -84,6 +84,60 @@ def test_every_implementation_is_measured_and_agrees(tiny_bench):
     runs = size["results"]["pipeline"]["runs_file"]
     assert runs["format"] == "csv" and runs["bytes"] > 0
     assert "the pipeline read the runs as csv" in stdout
+
+
+def test_repeat_alternates_the_first_runs_and_reads_the_median_ratio(tiny_bench):
+    """`--repeat 2`: the reference, the in-memory run and a pipeline first run once more each,
+    in that order; every round's totals agree; the ratio is the median of the rounds'."""
+    report, stdout = tiny_bench
+    (size,) = report["sizes"]
+    assert [list(r) for r in size["rounds"]] == [["reference", "in_memory", "pipeline"]] * 2
+    first, second = size["rounds"]
+    pipeline = size["results"]["pipeline"]
+    assert first["pipeline"]["wall_seconds"] == pipeline["wall_seconds"]
+    again = second["pipeline"]
+    assert again["returncode"] == 0 and set(again) >= {"wall_seconds", "peak_rss_bytes"}
+    # a first run on a fresh warehouse: every step ran, as in the first round (the same
+    # command on the first round's warehouse would have skipped them all)
+    assert again["steps_run"] == first["pipeline"]["steps_run"] == len(pipeline["steps"]) > 10
+    for name in ("reference", "in_memory", "pipeline"):
+        assert size["totals_check"][f"{name} (round 2)"]["max_rel_diff"] <= 1e-6
+    ratio = size["ratios"]["pipeline/reference"]
+    assert ratio["rounds"] == [
+        round(r["pipeline"]["wall_seconds"] / r["reference"]["wall_seconds"], 2)
+        for r in size["rounds"]]
+    assert ratio["time"] == pytest.approx(sum(ratio["rounds"]) / 2, abs=0.006)
+    assert ratio["first_round"] == ratio["rounds"][0]
+    assert "2 rounds, alternating reference, in_memory, pipeline:" in stdout
+    assert re.search(r"pipeline ÷ reference: [\d.]+×, [\d.]+× \(median [\d.]+×\)", stdout)
+
+
+def test_the_median_ratio_decides_the_target():
+    """Three rounds: the middle ratio is the measured one, a stalled round does not decide."""
+    report_module = _bench_module("report")
+
+    def round_(pipeline: float, reference: float) -> dict:
+        return {name: {"wall_seconds": wall, "peak_rss_bytes": 1, "returncode": 0}
+                for name, wall in (("reference", reference), ("pipeline", pipeline))}
+
+    rounds = [round_(30.0, 10.0), round_(14.0, 10.0), round_(19.0, 10.0)]
+    ratios = report_module.ratios(rounds[0], rounds)
+    assert ratios["pipeline/reference"] == {"time": 1.9, "rss": 1.0, "rounds": [3.0, 1.4, 1.9],
+                                            "first_round": 3.0}
+    report = {"sizes": [{"size": "2m", "ratios": ratios, "results": rounds[0]}]}
+    rows = {target: (measured, met) for target, measured, met in report_module.targets(report)}
+    assert rows["2M: pipeline ≤ 2.0 × reference"] == ("1.90× (median of 3 rounds: 1.40–3.00)",
+                                                      True)
+    # an even count takes the mean of the middle two; a round that failed gives no median
+    assert report_module.ratios(rounds[0], rounds[:2])["pipeline/reference"]["time"] == 2.2
+    failed = [*rounds[:2], {**rounds[2], "pipeline": {"returncode": 1}}]
+    assert "rounds" not in report_module.ratios(rounds[0], failed)["pipeline/reference"]
+    # a later round whose totals drift from the first pipeline's is a warning
+    totals = {"search": 10.0, "untracked": 2.0, "unallocated": 1.0}
+    check = report_module.compare_totals(
+        {"pipeline": {"totals": totals}},
+        [{"pipeline": {"totals": totals}}, {"pipeline": {"totals": {**totals, "search": 10.1}}}])
+    assert not check["agree"] and check["warnings"][0].startswith("pipeline (round 2): attributed")
 
 
 INPUTS = {"billing_facts", "tracker_runs", "checkpoint_inventory"}  # the one `ingest` step

@@ -190,7 +190,10 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
             rows.append((f"{s['size']}: pipeline faster than pandas", f"{r:.2f}×", r < 1))
     twenty = by_size.get("20m", {}).get("results", {}).get("pipeline")
     if twenty and not twenty.get("returncode"):
-        rss = twenty["peak_rss_bytes"] / GIB
+        # the highest of every first run's (`--repeat` rounds)
+        rss = max([twenty["peak_rss_bytes"],
+                   *(r["pipeline"]["peak_rss_bytes"] for r in by_size["20m"].get("rounds", [])
+                     if "pipeline" in r)]) / GIB
         rows.append(("20M: pipeline peak RSS < 2 GiB", f"{rss:.2f} GiB", rss < 2))
     two = by_size.get("2m", {}).get("ratios", {}).get("pipeline/reference", {})
     if two.get("time") is not None:

@@ -443,8 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nresults: {args.results}")
     agree = all(s["totals_check"]["agree"] and s["reconciliation_check"]["agree"]
                 for s in report["sizes"])
-    failed = any(r.get("returncode") for s in report["sizes"]
-                 for r in [*s["results"].values(), *(x for rd in s["rounds"] for x in rd.values())])
+    runs = [r for s in report["sizes"]
+            for r in [*s["results"].values(), *(x for rd in s["rounds"] for x in rd.values())]]
+    failed = any(r.get("returncode") for r in runs)
     return 1 if failed or not agree else 0
 
 

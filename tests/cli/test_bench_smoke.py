@@ -128,6 +128,12 @@ def test_the_median_ratio_decides_the_target():
     rows = {target: (measured, met) for target, measured, met in report_module.targets(report)}
     assert rows["2M: pipeline ≤ 2.0 × reference"] == ("1.90× (median of 3 rounds: 1.40–3.00)",
                                                       True)
+    # the 20M peak target reads the highest round's peak
+    twenty = {"size": "20m", "ratios": ratios,
+              "results": {"pipeline": {"peak_rss_bytes": 2**30, "returncode": 0}},
+              "rounds": [{"pipeline": {"peak_rss_bytes": gib}} for gib in (2**30, 2**31)]}
+    peak = {t: met for t, _m, met in report_module.targets({"sizes": [twenty]})}
+    assert peak["20M: pipeline peak RSS < 2 GiB"] is False
     # an even count takes the mean of the middle two; a round that failed gives no median
     assert report_module.ratios(rounds[0], rounds[:2])["pipeline/reference"]["time"] == 2.2
     failed = [*rounds[:2], {**rounds[2], "pipeline": {"returncode": 1}}]

@@ -76,8 +76,8 @@ def test_a_changed_run_is_written_again_alone_and_the_month_is_as_a_whole_write(
     rewrites = []
     real = warehouse_module._rewrite_changed
 
-    def recording(con, table, staged, month, key):
-        done = real(con, table, staged, month, key)
+    def recording(con, table, staged, month, key, stored):
+        done = real(con, table, staged, month, key, stored)
         rewrites.append((table, done, sorted(k for (k,) in con.execute(
             f"SELECT k FROM {staged}_changed").fetchall())))
         return done

@@ -38,9 +38,8 @@ def compare_totals(results: dict, rounds: list[dict] | None = None) -> dict:
     touched = results.get("pipeline", {}).get("rerun_runs_touched", {}).get("totals")
     if touched is not None:  # the same rows delivered again: the same totals
         others["pipeline_after_runs_touched"] = touched
-    for number, this in enumerate(rounds or [], start=1):
-        if number > 1:  # the first round is `results` itself
-            others |= {f"{n} (round {number})": r.get("totals") for n, r in this.items()}
+    for number, this in enumerate((rounds or [])[1:], start=2):  # round 1 is `results`
+        others |= {f"{n} (round {number})": r.get("totals") for n, r in this.items()}
     for name, totals in others.items():
         if not totals:
             check["agree"] = False

@@ -155,16 +155,25 @@ def change_runs(path: Path, every: int = 100) -> dict:
     return {"runs": runs, "changed": moved}
 
 
-def measure_first_run(data: Path, work: Path, logs: Path, label: str,
-                      runs_format: str = "parquet") -> dict:
-    """One more first run of the pipeline (a later round of `--repeat`): a fresh Dagster home
-    and warehouse, its totals read back, the workspace removed."""
+def _first_run(data: Path, work: Path, logs: Path, label: str, runs_format: str,
+               keep_checks: bool = True) -> tuple[dict, object, Path, dict, list[str]]:
+    """The pipeline's first run of the month in a fresh workspace (`pipeline_workspace`), what
+    it left in the warehouse read back when it succeeded: (result, the measured run, config,
+    environment, command), the last three for re-running it."""
     config, env = pipeline_workspace(data, work, runs_format)
     cmd = [*_cli(), "materialize", "--config", str(config), "--month", MONTH]
-    result = _pipeline_result(run_measured(cmd, env=env, cwd=work, log_dir=logs,
-                                           name=f"{label}-pipeline"), keep_checks=False)
-    if result["returncode"] == 0:
+    measured = run_measured(cmd, env=env, cwd=work, log_dir=logs, name=f"{label}-pipeline")
+    result = _pipeline_result(measured, keep_checks)
+    if measured.returncode == 0:
         result.update(warehouse_figures(work / "warehouse.duckdb"))
+    return result, measured, config, env, cmd
+
+
+def measure_first_run(data: Path, work: Path, logs: Path, label: str,
+                      runs_format: str = "parquet") -> dict:
+    """One more first run of the pipeline (a later round of `--repeat`), the workspace
+    removed after it."""
+    result = _first_run(data, work, logs, label, runs_format, keep_checks=False)[0]
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -181,16 +190,12 @@ def run_simple(name: str, data: Path, logs: Path, label: str) -> dict:
 
 def measure_pipeline(data: Path, work: Path, logs: Path, label: str,
                      focus_export: bool = False, runs_format: str = "parquet") -> dict:
-    config, env = pipeline_workspace(data, work, runs_format)
+    result, first, config, env, cmd = _first_run(data, work, logs, label, runs_format)
     runs = runs_path(work, runs_format)
-    cmd = [*_cli(), "materialize", "--config", str(config), "--month", MONTH]
-    first = run_measured(cmd, env=env, cwd=work, log_dir=logs, name=f"{label}-pipeline")
-    result = _pipeline_result(first)
     result["runs_file"] = {"format": runs_format, "bytes": runs.stat().st_size}
     if first.returncode != 0:
         result["error"] = first.stderr.strip().splitlines()[-1:] or ["failed"]
         return result
-    result.update(warehouse_figures(work / "warehouse.duckdb"))
     result["warehouse_bytes"] = (work / "warehouse.duckdb").stat().st_size
     # what writing the two big tables costs alone, in the same engine and memory limit
     limit = load_config(str(config)).warehouse.memory_limit

@@ -19,6 +19,13 @@ project, creator). The runs claim the same lines, so every implementation agrees
 (parquet `TIMESTAMP(isAdjustedToUTC=true)`, Arrow `timestamp[us, tz=UTC]`) instead of naive
 wall-clock times: the same lines, read through the zoned path.
 
+`--layout packed` packs the runs onto the instances instead: four runs at a time on each (lanes
+staggered by a quarter of a run), a production run on four neighbouring instances, search
+runs asking for 2 GPUs (over-claiming a g5.12xlarge's 4 and a CPU instance, scaled down),
+runs begun before the month, RUNNING ones without an end, FAILED ones; two datasets in two
+regions, each with two cross-region transfer lines an hour. The same line kinds as the spread
+layout, with many more claims per line.
+
 `--run-tags` tags every instance and volume line `user_run_id` (SPEC §6's run tag) with the
 first run listing that resource: run N for instance N and volume N (a run the file does not
 hold when there are fewer runs than resources, which claims nothing). The rule drops a tag's
@@ -100,13 +107,109 @@ NARROW_TAGS = """
              THEN map(['user_team'], ['ml']) END AS resource_tags"""
 
 
+# the cross-region transfer lines: one an hour from the dataset bucket (spread), or two an
+# hour from each of two dataset buckets (packed)
+TRANSFER_LINES = {
+    "spread": """
+        SELECT 'xfer-' || h, 'bench-data', NULL, CAST($start AS TIMESTAMP) + to_hours(h),
+          500.0, 0.02, 'Usage', 'AmazonS3', 'USW2-USE1-AWS-Out-Bytes', 'Data Transfer'
+        FROM hour""",
+    "packed": """
+        SELECT 'xfer-' || b || '-' || u || '-' || h,
+          CASE b WHEN 0 THEN 'bench-data' ELSE 'bench-data-eu' END, NULL,
+          CAST($start AS TIMESTAMP) + to_hours(h), 250.0 + 100 * u, 0.02, 'Usage', 'AmazonS3',
+          CASE b WHEN 0 THEN 'USW2' ELSE 'EU' END || CASE u WHEN 0 THEN '-USE1-AWS-Out-Bytes'
+                                                            ELSE '-USE2-AWS-Out-Bytes' END,
+          'Data Transfer'
+        FROM hour, range(2) t(b), range(2) t2(u)""",
+}
+
+# concurrent runs on each instance in the packed layout
+LANES = 4
+
+# the spread layout's runs: run r on instance r % instances, the (r // instances)-th of its
+# instance, one after another (a 0.1-hour stagger by r % 7 overlaps some neighbours)
+SPREAD_RUNS = """
+    COPY (
+      SELECT
+        'run-' || lpad(r::VARCHAR, 8, '0') AS run_id,
+        'bench' AS experiment,
+        'model-' || (r % 20) AS model,
+        CASE WHEN r % 10 = 0 THEN 'production' WHEN r % 10 = 1 THEN 'preprocess'
+             ELSE 'search' END AS purpose,
+        CASE WHEN r % 10 >= 2 THEN 'search-' || (r % 500) END AS search_id,
+        CAST(r % 3 AS VARCHAR) AS seed,
+        CASE WHEN r % 10 >= 2 THEN 'cfg-' || (r % 500) || '-' || ((r // 3) % 8) END AS config_id,
+        'FINISHED' AS status,
+        CAST($start AS TIMESTAMP) + to_minutes(CAST(
+          ((r // $instances) * $slot + (r % 7) * 0.1) * 60 AS BIGINT)) AS start_time,
+        CAST($start AS TIMESTAMP) + to_minutes(CAST(
+          ((r // $instances) * $slot + (r % 7) * 0.1 + $slot * 0.9) * 60 AS BIGINT)) AS end_time,
+        ['i-' || lpad((r % $instances)::VARCHAR, 12, '0'),
+         'vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
+        CASE WHEN r % 5 = 2 THEN 4 END AS gpus,
+        'us-east-1' AS region,
+        'bench-ds' AS dataset,
+        0.8 + (r % 100) / 1000.0 AS metric_value,
+        'val_auc' AS metric_name,
+        false AS keep, false AS deleted
+      FROM range($runs) t(r)
+    ) TO '{out}' (FORMAT parquet)
+"""
+
+# the packed layout's runs: run r on instance r % instances, in lane (r // instances) % LANES,
+# the q-th of its lane; lanes start a quarter of a slot apart and a run takes 95% of its slot.
+# Production runs list four neighbouring instances; search runs ask for 2 GPUs; every third
+# run of the first slot began 12 hours before the month; 1 in 997 is still RUNNING (no end),
+# 1 in 13 FAILED.
+PACKED_RUNS = """
+    COPY (
+      WITH placed AS (
+        SELECT r, r % $instances AS i, (r // $instances) % $lanes AS lane,
+          r // ($instances * $lanes) AS q
+        FROM range($runs) t(r)
+      ),
+      timed AS (
+        SELECT *, CAST($start AS TIMESTAMP) + to_minutes(CAST(
+            ((q + lane / $lanes) * $slot - CASE WHEN q = 0 AND r % 3 = 0 THEN 12 ELSE 0 END)
+            * 60 AS BIGINT)) AS start_time
+        FROM placed
+      )
+      SELECT
+        'run-' || lpad(r::VARCHAR, 8, '0') AS run_id,
+        'bench' AS experiment,
+        'model-' || (r % 20) AS model,
+        CASE WHEN r % 10 = 0 THEN 'production' WHEN r % 10 = 1 THEN 'preprocess'
+             ELSE 'search' END AS purpose,
+        CASE WHEN r % 10 >= 2 THEN 'search-' || (r % 500) END AS search_id,
+        CAST(r % 3 AS VARCHAR) AS seed,
+        CASE WHEN r % 10 >= 2 THEN 'cfg-' || (r % 500) || '-' || ((r // 3) % 8) END AS config_id,
+        CASE WHEN r % 997 = 5 THEN 'RUNNING' WHEN r % 13 = 0 THEN 'FAILED' ELSE 'FINISHED' END
+          AS status,
+        start_time,
+        CASE WHEN r % 997 <> 5
+             THEN start_time + to_minutes(CAST($slot * 0.95 * 60 AS BIGINT)) END AS end_time,
+        CASE WHEN r % 10 = 0
+             THEN [i, (i + 1) % $instances, (i + 2) % $instances, (i + 3) % $instances]
+             ELSE [i] END.list_transform(lambda x: 'i-' || lpad(x::VARCHAR, 12, '0'))
+          || ['vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
+        CASE WHEN r % 10 >= 2 THEN 2 END AS gpus,
+        'us-east-1' AS region,
+        CASE WHEN r % 2 = 0 THEN 'bench-ds' ELSE 'bench-eu' END AS dataset,
+        0.8 + (r % 100) / 1000.0 AS metric_value,
+        'val_auc' AS metric_name,
+        false AS keep, false AS deleted
+      FROM timed
+    ) TO '{out}' (FORMAT parquet)
+"""
+
 # the CUR's timestamp columns (`--timestamps zoned` types them as instants in UTC)
 TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_date",
                      "line_item_usage_end_date")
 
 
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
-             timestamps: str = "naive", run_tags: bool = False) -> Path:
+             timestamps: str = "naive", run_tags: bool = False, layout: str = "spread") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
@@ -160,15 +263,13 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
       ),
       bucket_lines AS (
         SELECT 'st-' || b || '-' || d,
-          CASE WHEN b = 0 THEN 'bench-checkpoints' ELSE 'bench-data' END,
+          CASE b WHEN 0 THEN 'bench-checkpoints' WHEN 1 THEN 'bench-data' ELSE 'bench-data-eu'
+          END,
           NULL, CAST($start AS TIMESTAMP) + to_days(d), 1e6 * (b + 1), 0.023 / 30 / 1024,
           'Usage', 'AmazonS3', 'TimedStorage-ByteHrs', 'Storage'
-        FROM range(2) t(b), range(31) t2(d)
+        FROM range({2 if layout == "spread" else 3}) t(b), range(31) t2(d)
       ),
-      transfer_lines AS (
-        SELECT 'xfer-' || h, 'bench-data', NULL, CAST($start AS TIMESTAMP) + to_hours(h),
-          500.0, 0.02, 'Usage', 'AmazonS3', 'USW2-USE1-AWS-Out-Bytes', 'Data Transfer'
-        FROM hour
+      transfer_lines AS ({TRANSFER_LINES[layout]}
       ),
       nat_lines AS (
         SELECT 'nat-' || h, 'nat-0bench', NULL, CAST($start AS TIMESTAMP) + to_hours(h),
@@ -213,35 +314,11 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
                    OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
     """, params)
     t_cur = time.perf_counter() - t0
-    runs_per_instance = -(-runs // instances)
-    slot = HOURS / runs_per_instance
-    query(con, f"""
-    COPY (
-      SELECT
-        'run-' || lpad(r::VARCHAR, 8, '0') AS run_id,
-        'bench' AS experiment,
-        'model-' || (r % 20) AS model,
-        CASE WHEN r % 10 = 0 THEN 'production' WHEN r % 10 = 1 THEN 'preprocess'
-             ELSE 'search' END AS purpose,
-        CASE WHEN r % 10 >= 2 THEN 'search-' || (r % 500) END AS search_id,
-        CAST(r % 3 AS VARCHAR) AS seed,
-        CASE WHEN r % 10 >= 2 THEN 'cfg-' || (r % 500) || '-' || ((r // 3) % 8) END AS config_id,
-        'FINISHED' AS status,
-        CAST($start AS TIMESTAMP) + to_minutes(CAST(
-          ((r // $instances) * $slot + (r % 7) * 0.1) * 60 AS BIGINT)) AS start_time,
-        CAST($start AS TIMESTAMP) + to_minutes(CAST(
-          ((r // $instances) * $slot + (r % 7) * 0.1 + $slot * 0.9) * 60 AS BIGINT)) AS end_time,
-        ['i-' || lpad((r % $instances)::VARCHAR, 12, '0'),
-         'vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
-        CASE WHEN r % 5 = 2 THEN 4 END AS gpus,
-        'us-east-1' AS region,
-        'bench-ds' AS dataset,
-        0.8 + (r % 100) / 1000.0 AS metric_value,
-        'val_auc' AS metric_name,
-        false AS keep, false AS deleted
-      FROM range($runs) t(r)
-    ) TO '{out / "runs.parquet"}' (FORMAT parquet)
-    """, {**params, "slot": slot})
+    if layout == "packed":
+        sql, slot = PACKED_RUNS, HOURS / -(-runs // (instances * LANES))
+    else:
+        sql, slot = SPREAD_RUNS, HOURS / -(-runs // instances)
+    query(con, sql.format(out=out / "runs.parquet"), {**params, "slot": slot, "lanes": LANES})
     query(con, f"""
     COPY (
       SELECT 'bench-checkpoints' AS bucket,
@@ -258,7 +335,9 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         "billing:\n  - {kind: aws_cur2, path: cur/bench-cur}\n"
         "tracker:\n  - {kind: runs_file, path: runs.parquet}\n"
         "checkpoints:\n  - {kind: inventory, path: inventory.csv, prefix: checkpoints/}\n"
-        "datasets:\n  bench-ds: {bucket: bench-data, region: us-west-2}\n",
+        "datasets:\n  bench-ds: {bucket: bench-data, region: us-west-2}\n"
+        + ("  bench-eu: {bucket: bench-data-eu, region: eu-west-1}\n" if layout == "packed"
+           else ""),
         encoding="utf-8")
     files = sorted(data.glob("*.parquet"))
     print(f"{lines:,} lines requested: {instances:,} instances, {volumes:,} volumes, "
@@ -278,9 +357,12 @@ def main() -> None:
                         help="zoned: the CUR's timestamps as instants in UTC, as AWS types them")
     parser.add_argument("--run-tags", action="store_true",
                         help="tag instance and volume lines with the first run listing them")
+    parser.add_argument("--layout", choices=("spread", "packed"), default="spread",
+                        help="packed: four runs at a time per instance, multi-instance runs, "
+                        "over-claims, two datasets")
     args = parser.parse_args()
     generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
-             args.run_tags)
+             args.run_tags, args.layout)
 
 
 if __name__ == "__main__":

@@ -49,13 +49,14 @@ def parse_size(text: str) -> int:
 
 def ensure_month(root: Path, label: str, lines: int, runs: int, objects: int,
                  logs: Path, shape: str = "narrow", timestamps: str = "naive",
-                 run_tags: bool = False) -> tuple[Path, dict]:
+                 run_tags: bool = False, layout: str = "spread") -> tuple[Path, dict]:
     """The generated month of this size, reused when the same generator made it."""
     generator = hashlib.sha256((BENCH / "generate.py").read_bytes()).hexdigest()[:16]
     wanted = {"lines": lines, "runs": runs, "objects": objects, "generator": generator,
               **({"shape": shape} if shape != "narrow" else {}),
               **({"timestamps": timestamps} if timestamps != "naive" else {}),
-              **({"run_tags": True} if run_tags else {})}
+              **({"run_tags": True} if run_tags else {}),
+              **({"layout": layout} if layout != "spread" else {})}
     data = root / label
     stamp = data / "generated.json"
     if stamp.exists() and json.loads(stamp.read_text()).get("params") == wanted:
@@ -64,7 +65,8 @@ def ensure_month(root: Path, label: str, lines: int, runs: int, objects: int,
     measured = run_measured(
         [sys.executable, str(BENCH / "generate.py"), str(data), "--lines", str(lines),
          "--runs", str(runs), "--objects", str(objects), "--shape", shape,
-         "--timestamps", timestamps, *(["--run-tags"] if run_tags else [])], log_dir=logs,
+         "--timestamps", timestamps, *(["--run-tags"] if run_tags else []),
+         "--layout", layout], log_dir=logs,
         name=f"{label}-generate")
     if measured.returncode != 0:
         raise SystemExit(f"generating {label} failed:\n{measured.stderr[-2000:]}")
@@ -320,7 +322,7 @@ def reference_reconciliation(data: Path, logs: Path, label: str) -> dict:
 
 def measure_size(label: str, lines: int, args, logs: Path) -> dict:
     data, generated = ensure_month(args.data_dir, label, lines, args.runs, args.objects, logs,
-                                   args.shape, args.timestamps, args.run_tags)
+                                   args.shape, args.timestamps, args.run_tags, args.layout)
     print(f"[{label}] month in {data} ({'cached' if generated['cached'] else 'generated'}, "
           f"{generated['cur_files']} CUR files, {generated['cur_bytes'] / 1e6:,.0f} MB)",
           file=sys.stderr, flush=True)
@@ -412,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="tag every instance and volume line with a run listing it "
                         "(bench/generate.py): claims through the run tag's path, the same "
                         "totals; its data is kept as <size>-tagged")
+    parser.add_argument("--layout", choices=("spread", "packed"), default="spread",
+                        help="packed: four runs at a time on each instance, multi-instance "
+                        "runs, over-claims, RUNNING runs, two datasets (bench/generate.py); "
+                        "its data is kept as <size>-packed")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")
@@ -440,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         label += "-wide" if args.shape == "wide" else ""
         label += "-zoned" if args.timestamps == "zoned" else ""
         label += "-tagged" if args.run_tags else ""
+        label += "-packed" if args.layout == "packed" else ""
         report["sizes"].append(measure_size(label, lines, args, logs))
         report["scaling"] = scaling(report["sizes"])
         report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -376,6 +376,45 @@ def test_run_tags_take_the_tag_path_to_the_same_attribution(tmp_path):
                for k in totals[False])
 
 
+def test_the_packed_layout_is_another_shape_of_month_the_rules_agree_on(tmp_path):
+    """`--layout packed`: four runs at a time on each instance, production runs on four
+    instances, search runs over-claiming the smaller instances, runs begun before the month,
+    RUNNING ones without an end, two datasets with two transfer lines an hour each. The
+    pipeline's SQL (bench/in_memory.py) and the reference attribute it alike."""
+    import duckdb
+
+    generate, in_memory = _bench_module("generate").generate, _bench_module("in_memory").run
+    reference = _bench_module("reference")
+    out = tmp_path / "packed"
+    generate(out, 5000, 400, 1000, layout="packed")
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        runs = con.execute(
+            "SELECT count(*) FILTER (status = 'RUNNING' AND end_time IS NULL), "
+            "count(*) FILTER (len(resource_ids) = 5), "
+            "count(*) FILTER (start_time < TIMESTAMP '2026-07-01'), "
+            "count(DISTINCT dataset), max(n) FROM read_parquet(?), "
+            "(SELECT max(c) AS n FROM (SELECT count(*) AS c FROM read_parquet(?), range(744) h(h) "
+            "  WHERE start_time <= TIMESTAMP '2026-07-01' + to_hours(h) "
+            "    AND coalesce(end_time, TIMESTAMP '2026-08-01') > TIMESTAMP '2026-07-01' + "
+            "        to_hours(h) AND resource_ids[1] = 'i-000000000001' GROUP BY h))",
+            [str(out / "runs.parquet")] * 2).fetchone()
+        transfer = con.execute(
+            "SELECT count(DISTINCT line_item_resource_id), count(*) FROM read_parquet(?) "
+            "WHERE product_product_family = 'Data Transfer'",
+            [[str(f) for f in out.glob("cur/**/*.parquet")]]).fetchone()
+    running, multi_instance, before_month, datasets, concurrent = runs
+    assert running >= 1 and multi_instance >= 30 and before_month >= 3 and datasets == 2
+    assert concurrent >= 4  # runs at a time on one instance
+    assert transfer == (2, 2 * 2 * 744)
+    ours, theirs = in_memory(out)["totals"], reference.run(out)["totals"]
+    assert ours.keys() >= {"search", "production", "untracked", "unallocated"}
+    assert all(ours[k] == pytest.approx(theirs.get(k, 0.0), rel=1e-9, abs=1e-6) for k in ours)
+    assert all(theirs[k] == pytest.approx(ours.get(k, 0.0), rel=1e-9, abs=1e-6) for k in theirs)
+    over = reference.reconciliation(out)["reconciliation"]["all"]["over_claimed_gpu_hours"]
+    assert over > 0  # 2-GPU search runs, four at a time, on 4-GPU instances
+
+
 def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):
     """bench/history.py: a warehouse with earlier months of the same size, for timing a
     month's run against its history."""

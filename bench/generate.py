@@ -127,19 +127,23 @@ TRANSFER_LINES = {
 # concurrent runs on each instance in the packed layout
 LANES = 4
 
-# the spread layout's runs: run r on instance r % instances, the (r // instances)-th of its
-# instance, one after another (a 0.1-hour stagger by r % 7 overlaps some neighbours)
-SPREAD_RUNS = """
-    COPY (
-      SELECT
-        'run-' || lpad(r::VARCHAR, 8, '0') AS run_id,
+# a run's identity in both layouts: run r of 20 models, one in ten production, one in ten
+# preprocessing, the rest in 500 searches of 8 configs, seeds 0-2
+RUN_IDENTITY = """'run-' || lpad(r::VARCHAR, 8, '0') AS run_id,
         'bench' AS experiment,
         'model-' || (r % 20) AS model,
         CASE WHEN r % 10 = 0 THEN 'production' WHEN r % 10 = 1 THEN 'preprocess'
              ELSE 'search' END AS purpose,
         CASE WHEN r % 10 >= 2 THEN 'search-' || (r % 500) END AS search_id,
         CAST(r % 3 AS VARCHAR) AS seed,
-        CASE WHEN r % 10 >= 2 THEN 'cfg-' || (r % 500) || '-' || ((r // 3) % 8) END AS config_id,
+        CASE WHEN r % 10 >= 2 THEN 'cfg-' || (r % 500) || '-' || ((r // 3) % 8) END AS config_id,"""
+
+# the spread layout's runs: run r on instance r % instances, the (r // instances)-th of its
+# instance, one after another (a 0.1-hour stagger by r % 7 overlaps some neighbours)
+SPREAD_RUNS = """
+    COPY (
+      SELECT
+        {identity}
         'FINISHED' AS status,
         CAST($start AS TIMESTAMP) + to_minutes(CAST(
           ((r // $instances) * $slot + (r % 7) * 0.1) * 60 AS BIGINT)) AS start_time,
@@ -176,14 +180,7 @@ PACKED_RUNS = """
         FROM placed
       )
       SELECT
-        'run-' || lpad(r::VARCHAR, 8, '0') AS run_id,
-        'bench' AS experiment,
-        'model-' || (r % 20) AS model,
-        CASE WHEN r % 10 = 0 THEN 'production' WHEN r % 10 = 1 THEN 'preprocess'
-             ELSE 'search' END AS purpose,
-        CASE WHEN r % 10 >= 2 THEN 'search-' || (r % 500) END AS search_id,
-        CAST(r % 3 AS VARCHAR) AS seed,
-        CASE WHEN r % 10 >= 2 THEN 'cfg-' || (r % 500) || '-' || ((r // 3) % 8) END AS config_id,
+        {identity}
         CASE WHEN r % 997 = 5 THEN 'RUNNING' WHEN r % 13 = 0 THEN 'FAILED' ELSE 'FINISHED' END
           AS status,
         start_time,
@@ -318,7 +315,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         sql, slot = PACKED_RUNS, HOURS / -(-runs // (instances * LANES))
     else:
         sql, slot = SPREAD_RUNS, HOURS / -(-runs // instances)
-    query(con, sql.format(out=out / "runs.parquet"), {**params, "slot": slot, "lanes": LANES})
+    query(con, sql.format(identity=RUN_IDENTITY, out=out / "runs.parquet"),
+          {**params, "slot": slot, "lanes": LANES})
     query(con, f"""
     COPY (
       SELECT 'bench-checkpoints' AS bucket,

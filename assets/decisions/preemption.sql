@@ -89,16 +89,19 @@ spot_members AS MATERIALIZED (
     WHERE chain_id IN (SELECT chain_id FROM spot_chains)
 ),
 compute_rows AS (
-    -- the listed chains' compute rows, found by a semi-join on their runs first: it hashes
-    -- the (few) listed runs whatever the planner estimates. A plain join was left to the
-    -- estimates, and after a partial re-run (the month's rows deleted and written again)
-    -- it hashed every compute row instead: 0.41 s against 0.08 s at 2M lines with 14.6M
-    -- compute rows and no spot line (the same rows either way)
+    -- the listed chains' compute rows, their runs found first by a semi-join that hashes the
+    -- listed runs: the planner hashes the smaller side by its estimates, and `members` comes
+    -- out of the recursive walk estimated at millions of rows. Joined to it directly, or
+    -- semi-joined to its run hashes, the month's compute rows were hashed instead once a
+    -- partial re-run had deleted and written them again (0.25–0.41 s against 0.08 s at 2M
+    -- and 5M lines, for no spot line at all); the runs' own hashes come from `runs`, which
+    -- is estimated as the month's tracker rows (the same rows either way)
     SELECT m.chain_id, m.run_id, a.line_key, a.share
     FROM (SELECT run_hash, line_key, share
           FROM attribution_rows
           WHERE month = $month AND rule = 'compute'
-            AND run_hash IN (SELECT run_hash FROM spot_members)) AS a
+            AND run_hash IN (SELECT r.run_hash FROM runs AS r
+                             WHERE r.run_id IN (SELECT run_id FROM spot_members))) AS a
     JOIN spot_members AS m ON m.run_hash = a.run_hash
 ),
 line_keys AS MATERIALIZED (

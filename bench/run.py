@@ -269,8 +269,10 @@ def _median_of(runs: list[dict]) -> dict:
 
 
 # the in-memory run holds every table uncompressed: measured 2.0 / 3.0 / 5.5 GiB at 1M / 2M /
-# 5M lines (100k runs, 1M objects), about 0.85 GiB per million lines on top of ~1.2 GiB
-IN_MEMORY_GIB = (1.2, 0.85)
+# 5M lines (100k runs, 1M objects), about 0.85 GiB per million lines on top of ~1.2 GiB; the
+# packed layout's four times as many claims 4.8 / 9.6 GiB at 2M / 5M, about 1.6 GiB per
+# million lines on top of ~1.7 GiB
+IN_MEMORY_GIB = {"spread": (1.2, 0.85), "packed": (1.7, 1.6)}
 IN_MEMORY_SHARE = 0.6  # of the machine's memory: above it the run is skipped, not swapped
 
 
@@ -303,9 +305,11 @@ def warehouse_figures(warehouse: Path) -> dict[str, dict]:
             "reconciliation": reconciliation}
 
 
-def in_memory_fits(lines: int, memory_bytes: int) -> tuple[bool, float]:
-    """Whether bench/in_memory.py's month of `lines` fits the machine, and its estimate."""
-    base, per_million = IN_MEMORY_GIB
+def in_memory_fits(lines: int, memory_bytes: int,
+                   layout: str = "spread") -> tuple[bool, float]:
+    """Whether bench/in_memory.py's month of `lines` in `layout` fits the machine, and its
+    estimate."""
+    base, per_million = IN_MEMORY_GIB[layout]
     need = base + per_million * lines / 1e6
     return need * 2**30 <= IN_MEMORY_SHARE * memory_bytes, need
 
@@ -329,7 +333,7 @@ def measure_size(label: str, lines: int, args, logs: Path) -> dict:
     results: dict[str, dict] = {}
     for name in args.impls:
         if name == "in_memory":
-            fits, need = in_memory_fits(lines, args.memory_bytes)
+            fits, need = in_memory_fits(lines, args.memory_bytes, args.layout)
             if not fits:
                 print(f"[{label}] in_memory: skipped (needs ~{need:.0f} GiB, more than "
                       f"{IN_MEMORY_SHARE:.0%} of this machine's "

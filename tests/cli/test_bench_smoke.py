@@ -319,6 +319,9 @@ def test_in_memory_is_skipped_where_it_would_not_fit():
     assert in_memory_fits(5_000_000, machine) == (True, pytest.approx(5.45))
     fits, need = in_memory_fits(20_000_000, machine)
     assert not fits and need == pytest.approx(18.2)
+    # the packed layout holds four times the claims: 5M fits, 10M would not
+    assert in_memory_fits(5_000_000, machine, "packed") == (True, pytest.approx(9.7))
+    assert in_memory_fits(10_000_000, machine, "packed") == (False, pytest.approx(17.7))
 
 
 def test_the_wide_shape_is_the_same_month_with_every_column(tmp_path):

@@ -47,16 +47,39 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * scale)
 
 
+# the generated month's variants: (option of run.py and generate.py, its default, the suffix
+# of the month's data folder when it is not the default)
+VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
+            ("run_tags", False, "-tagged"), ("layout", "spread", "-packed"))
+
+
+def month_variant(args) -> dict:
+    """The generator's options that differ from their defaults, e.g. {"layout": "packed"}."""
+    return {name: getattr(args, name) for name, default, _ in VARIANTS
+            if getattr(args, name) != default}
+
+
+def variant_suffix(variant: dict) -> str:
+    """The month's data folder's suffix for `variant`: `-wide-zoned-tagged-packed`."""
+    return "".join(suffix for name, _, suffix in VARIANTS if name in variant)
+
+
+def _generator_options(variant: dict) -> list[str]:
+    """generate.py's command-line options for `variant`: `--run-tags`, `--layout packed`."""
+    options: list[str] = []
+    for name, value in variant.items():
+        flag = f"--{name.replace('_', '-')}"
+        options += [flag] if value is True else [flag, value]
+    return options
+
+
 def ensure_month(root: Path, label: str, lines: int, runs: int, objects: int,
-                 logs: Path, shape: str = "narrow", timestamps: str = "naive",
-                 run_tags: bool = False, layout: str = "spread") -> tuple[Path, dict]:
-    """The generated month of this size, reused when the same generator made it."""
+                 logs: Path, variant: dict) -> tuple[Path, dict]:
+    """The generated month of this size and `variant` (`month_variant`), reused when the same
+    generator made it."""
     generator = hashlib.sha256((BENCH / "generate.py").read_bytes()).hexdigest()[:16]
     wanted = {"lines": lines, "runs": runs, "objects": objects, "generator": generator,
-              **({"shape": shape} if shape != "narrow" else {}),
-              **({"timestamps": timestamps} if timestamps != "naive" else {}),
-              **({"run_tags": True} if run_tags else {}),
-              **({"layout": layout} if layout != "spread" else {})}
+              **variant}
     data = root / label
     stamp = data / "generated.json"
     if stamp.exists() and json.loads(stamp.read_text()).get("params") == wanted:
@@ -64,10 +87,8 @@ def ensure_month(root: Path, label: str, lines: int, runs: int, objects: int,
     shutil.rmtree(data, ignore_errors=True)
     measured = run_measured(
         [sys.executable, str(BENCH / "generate.py"), str(data), "--lines", str(lines),
-         "--runs", str(runs), "--objects", str(objects), "--shape", shape,
-         "--timestamps", timestamps, *(["--run-tags"] if run_tags else []),
-         "--layout", layout], log_dir=logs,
-        name=f"{label}-generate")
+         "--runs", str(runs), "--objects", str(objects), *_generator_options(variant)],
+        log_dir=logs, name=f"{label}-generate")
     if measured.returncode != 0:
         raise SystemExit(f"generating {label} failed:\n{measured.stderr[-2000:]}")
     files = sorted(data.glob("cur/**/*.parquet"))
@@ -326,7 +347,7 @@ def reference_reconciliation(data: Path, logs: Path, label: str) -> dict:
 
 def measure_size(label: str, lines: int, args, logs: Path) -> dict:
     data, generated = ensure_month(args.data_dir, label, lines, args.runs, args.objects, logs,
-                                   args.shape, args.timestamps, args.run_tags, args.layout)
+                                   month_variant(args))
     print(f"[{label}] month in {data} ({'cached' if generated['cached'] else 'generated'}, "
           f"{generated['cur_files']} CUR files, {generated['cur_bytes'] / 1e6:,.0f} MB)",
           file=sys.stderr, flush=True)
@@ -447,10 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     args.memory_bytes = report["machine"]["memory_bytes"]
     for text, lines in sizes:
         label = text.lower() if defaults else f"{text.lower()}-{args.runs}r-{args.objects}o"
-        label += "-wide" if args.shape == "wide" else ""
-        label += "-zoned" if args.timestamps == "zoned" else ""
-        label += "-tagged" if args.run_tags else ""
-        label += "-packed" if args.layout == "packed" else ""
+        label += variant_suffix(month_variant(args))
         report["sizes"].append(measure_size(label, lines, args, logs))
         report["scaling"] = scaling(report["sizes"])
         report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -313,6 +313,25 @@ def test_in_memory_computes_every_table_of_the_job():
         assert all(t not in tables or tables.index(t) < i for t in reads[table]), table
 
 
+def test_a_month_variant_is_its_generator_options_and_its_folder():
+    """The options that differ from their defaults name the month's data folder and go to
+    generate.py as they are spelled there; the defaults are the plain month."""
+    import argparse
+
+    run = _bench_module("run")
+    plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
+                               layout="spread")
+    assert run.month_variant(plain) == {} and run._generator_options({}) == []
+    every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed")
+    variant = run.month_variant(every)
+    assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
+                       "layout": "packed"}
+    assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
+                                               "--run-tags", "--layout", "packed"]
+    assert run.variant_suffix(variant) == "-wide-zoned-tagged-packed"
+    assert run.variant_suffix({"layout": "packed"}) == "-packed"
+
+
 def test_in_memory_is_skipped_where_it_would_not_fit():
     in_memory_fits = _bench_module("run").in_memory_fits
     machine = 24 * 2**30

@@ -30,15 +30,21 @@ WITH RECURSIVE runs AS (
            hash(run_id) AS run_hash  -- as attribution_rows names the run
     FROM month_runs($month)
 ),
+restarts AS (
+    -- the runs whose restart_of names a known run: every other run is the first run of its
+    -- own chain, and walking it would only find itself (a month of a million runs walked
+    -- them all, and then summed and ranked every chain, 1.3 s for no spot line at all)
+    SELECT run_id, restart_of FROM runs WHERE restart_of IN (SELECT run_id FROM runs)
+),
 walk AS (
-    -- every run's ancestors through restart_of; the depth bound stops a cycle, whose runs
-    -- are then the ancestors met deep in the walk
-    SELECT run_id, run_id AS ancestor, 0 AS depth FROM runs
+    -- every restart's ancestors through restart_of; the depth bound stops a cycle, whose
+    -- runs are then the ancestors met deep in the walk
+    SELECT run_id, run_id AS ancestor, 0 AS depth FROM restarts
     UNION ALL
     SELECT w.run_id, r.restart_of, w.depth + 1
     FROM walk AS w
-    JOIN runs AS r ON r.run_id = w.ancestor
-    WHERE r.restart_of IN (SELECT run_id FROM runs) AND w.depth < 256
+    JOIN restarts AS r ON r.run_id = w.ancestor
+    WHERE w.depth < 256
 ),
 chain_runs AS (
     SELECT
@@ -51,15 +57,10 @@ chain_runs AS (
     GROUP BY w.run_id
 ),
 members AS (
-    SELECT c.chain_id, r.*
-    FROM chain_runs AS c
-    JOIN runs AS r USING (run_id)
-),
-run_spend AS (
-    SELECT run_id, fsum(cost) AS cost
-    FROM attribution_runs  -- the month's attribution summed per run (attribution_runs.sql)
-    WHERE month = $month AND run_id IS NOT NULL
-    GROUP BY run_id
+    -- every run and its chain: a restart's from the walk, any other run's is itself
+    SELECT coalesce(c.chain_id, r.run_id) AS chain_id, r.*
+    FROM runs AS r
+    LEFT JOIN chain_runs AS c USING (run_id)
 ),
 spot_lines AS MATERIALIZED (
     SELECT hash(x_SourceLine) AS line_key
@@ -84,9 +85,22 @@ spot_chains AS (
     WHERE run_hash IN (SELECT run_hash FROM spot_runs)
 ),
 spot_members AS MATERIALIZED (
-    SELECT chain_id, run_id, run_hash
+    -- the listed chains' runs, with what the chain's figures need: all that is summed and
+    -- ranked below
+    SELECT *
     FROM members
     WHERE chain_id IN (SELECT chain_id FROM spot_chains)
+),
+spot_run_ids AS MATERIALIZED (
+    -- materialized: the semi-join below then hashes these ids, not the month's per-run sums
+    -- (it did, 0.2 s at a million runs, for no spot line at all)
+    SELECT DISTINCT run_id FROM spot_members
+),
+run_spend AS (
+    SELECT run_id, fsum(cost) AS cost
+    FROM attribution_runs  -- the month's attribution summed per run (attribution_runs.sql)
+    WHERE month = $month AND run_id IN (SELECT run_id FROM spot_run_ids)
+    GROUP BY run_id
 ),
 compute_rows AS (
     -- the listed chains' compute rows, their runs found first by a semi-join that hashes the
@@ -125,7 +139,7 @@ priced AS (
 ),
 last_runs AS (
     SELECT chain_id, arg_max(run_id, (start_time, run_id)) AS last_run_id
-    FROM members
+    FROM spot_members
     GROUP BY chain_id
 ),
 repeated AS (
@@ -145,7 +159,7 @@ per_chain AS (
         coalesce(fsum(s.cost), 0)                                                AS cost,
         coalesce(fsum(s.cost) FILTER (WHERE m.run_id IN (SELECT run_id FROM repeated)), 0)
                                                                                 AS lost_cost
-    FROM members AS m
+    FROM spot_members AS m
     LEFT JOIN run_spend AS s ON s.run_id = m.run_id
     GROUP BY m.chain_id
 ),

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
@@ -343,3 +345,103 @@ def test_runs_restarting_each_other_in_a_cycle_are_one_chain(con):
     assert (chain["chain_id"], chain["runs"], chain["restarts"],
             chain["restarts_from_scratch"]) == ("m", 3, 3, 2)
     assert (chain["lost_cost"], chain["last_run_id"]) == (pytest.approx(4.0), "o")
+
+
+# ------------------------------------------------- preemption against chains followed by hand
+
+def chain_of(run_id: str, by_id: dict[str, dict]) -> str:
+    """The chain's first run, followed here one step at a time: up through restart_of while
+    it names another known run; a walk that comes back to a run met before is in a cycle,
+    whose first run is its earliest start."""
+    path = [run_id]
+    while True:
+        parent = by_id[path[-1]]["restart_of"]
+        if parent not in by_id or parent == path[-1]:
+            return path[-1]
+        if parent in path:
+            cycle = path[path.index(parent):]
+            return min(cycle, key=lambda r: (by_id[r]["start_time"], r))
+        path.append(parent)
+
+
+def expected_chains(runs: list[dict], spot: dict[str, bool], cost: dict[str, float],
+                    list_cost: dict[str, float]) -> dict[str, dict]:
+    by_id = {r["run_id"]: r for r in runs}
+    restart = {r["run_id"]: r["restart_of"] if r["restart_of"] != r["run_id"] else None
+               for r in runs}
+    repeated = {restart[r["run_id"]] for r in runs
+                if restart[r["run_id"]] is not None and r["resumed_from"] is None}
+    chains: dict[str, list[str]] = {}
+    for r in runs:
+        chains.setdefault(chain_of(r["run_id"], by_id), []).append(r["run_id"])
+    out = {}
+    for chain_id, members in chains.items():
+        if not any(spot[m] for m in members):
+            continue
+        last = max(members, key=lambda m: (by_id[m]["start_time"], m))
+        out[chain_id] = {
+            "runs": len(members),
+            "restarts": sum(restart[m] is not None for m in members),
+            "restarts_from_scratch": sum(restart[m] is not None
+                                         and by_id[m]["resumed_from"] is None for m in members),
+            "cost": sum(cost[m] for m in members),
+            "lost_cost": sum(cost[m] for m in members if m in repeated),
+            "on_demand_cost": sum(list_cost[m] for m in members),
+            "last_run_id": last,
+            "last_run_on_demand_cost": list_cost[last],
+        }
+    return out
+
+
+RUN_IDS = [f"r{i}" for i in range(7)]
+a_run = st.fixed_dictionaries({
+    # the first three runs named most often: cycles, and runs restarted twice, are common
+    "restart_of": st.sampled_from([None, "gone", *RUN_IDS, *RUN_IDS[:3] * 3]),
+    "resumed": st.booleans(),
+    "spot": st.booleans(),
+    "day": st.integers(2, 4),
+    "hour": st.integers(0, 20),
+    "cost": st.integers(1, 9),
+    "list_cost": st.integers(1, 30),
+})
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(a_run, min_size=1, max_size=len(RUN_IDS)))
+def test_chains_equal_the_restarts_followed_by_hand(drawn):
+    """Random restart records — none, an unknown run, the run itself, another run, cycles of
+    any length, a run restarted twice — each run alone on its own spot or on-demand instance:
+    the listed chains and every figure equal those of following restart_of one run at a
+    time (runs without a restart are walked by nobody in the SQL: they are their own chain)."""
+    ids = RUN_IDS[:len(drawn)]
+    runs, lines = [], []
+    for run_id, x in zip(ids, drawn, strict=True):
+        restart_of = x["restart_of"] if x["restart_of"] in (*ids, "gone", None) else "gone"
+        runs.append(run(run_id, x["hour"], x["hour"] + 2, [f"i-{run_id}"], day=x["day"],
+                        restart_of=restart_of,
+                        resumed_from=f"{restart_of}/ckpt" if x["resumed"] and restart_of
+                        else None))
+        lines.append(instance_line(f"i-{run_id}", x["hour"], x["hour"] + 2, float(x["cost"]),
+                                   float(x["list_cost"]), day=x["day"],
+                                   pricing="spot" if x["spot"] else "on_demand"))
+    spot = {i: x["spot"] for i, x in zip(ids, drawn, strict=True)}
+    cost = {i: float(x["cost"]) for i, x in zip(ids, drawn, strict=True)}
+    list_cost = {i: float(x["list_cost"]) for i, x in zip(ids, drawn, strict=True)}
+    con = duckdb.connect(":memory:")
+    try:
+        ensure_schema(con)
+        register_datasets(con, [])
+        got = {r.pop("chain_id"): r for r in preemption_month(con, lines=lines, runs=runs)}
+    finally:
+        con.close()
+    want = expected_chains(runs, spot, cost, list_cost)
+    assert sorted(got) == sorted(want)
+    for chain_id, row in got.items():
+        w = want[chain_id]
+        assert {k: row[k] for k in ("runs", "restarts", "restarts_from_scratch",
+                                    "last_run_id")} == {k: w[k] for k in (
+            "runs", "restarts", "restarts_from_scratch", "last_run_id")}, chain_id
+        for k in ("cost", "lost_cost", "on_demand_cost", "last_run_on_demand_cost"):
+            assert row[k] == pytest.approx(w[k], abs=TOL), (chain_id, k)
+        assert row["spot_cost_more_than_on_demand"] == (
+            w["cost"] > w["last_run_on_demand_cost"])

@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 
-from cost_pipeline.report.data import PURPOSE_LABELS, PURPOSES, ReportError
+from cost_pipeline.report.data import LONG, PURPOSE_LABELS, PURPOSES, ReportError, head_and_rest
 from cost_pipeline.report.money import money, symbol_of
 from cost_pipeline.report.period_charts import period_charts
 from cost_pipeline.report.period_data import collect_period
@@ -20,6 +20,7 @@ from cost_pipeline.report.strip import months_between
 from cost_pipeline.warehouse import connect_read_only
 
 MAX_MONTHS = 36  # a page of month columns stays readable up to three years
+NAMED = 10  # saturating searches named in the summary; the others are counted
 
 
 def check_range(first: date, last: date) -> None:
@@ -83,10 +84,38 @@ def summary(data: dict, symbol: str) -> list[str]:
             f"threshold {percent(s['threshold'])})" for s in failed) + ".")
     saturating = [s for s in data["searches"] or [] if s["saturating"]]
     if saturating:
-        out.append("Searching has saturated: " + ", ".join(
-            f"{s['search_id']} ({s['model'] or 'no model'})" for s in saturating)
-            + " bought less improvement per dollar than the search before, or none.")
+        named = ", ".join(f"{s['search_id']} ({s['model'] or 'no model'})"
+                          for s in saturating[:NAMED])
+        if len(saturating) > NAMED:
+            named += f" and {len(saturating) - NAMED:,} more searches"
+        out.append("Searching has saturated: " + named
+                   + " bought less improvement per dollar than the search before, or none.")
     return out
+
+
+def searches_shown(searches: list[dict] | None,
+                   long: int = LONG) -> tuple[list[dict] | None, dict[str, Any] | None]:
+    """The searches the page lists and charts: every search of the models whose searches cost
+    most in the period, a model at a time while they fit in `long` rows (the first model's
+    first `long` at least), in the table's order; and the others' {"count", "cost"} (Σ their
+    cost in the period), or None."""
+    if searches is None or len(searches) <= long:
+        return searches, None
+    spend: dict[Any, Any] = {}
+    counts: dict[Any, int] = {}
+    for s in searches:
+        spend[s["model"]] = spend.get(s["model"], 0) + s["cost_in_period"]
+        counts[s["model"]] = counts.get(s["model"], 0) + 1
+    chosen, rows = set(), 0
+    for model in sorted(spend, key=lambda m: (-spend[m], m is None, m or "")):
+        if chosen and rows + counts[model] > long:
+            break
+        chosen.add(model)
+        rows += counts[model]
+    picked = [s for s in searches if s["model"] in chosen][:long]
+    kept = {id(s) for s in picked}
+    return head_and_rest([*picked, *(s for s in searches if id(s) not in kept)],
+                         long=len(picked), cost="cost_in_period")
 
 
 def _span(data: dict) -> str:
@@ -126,16 +155,22 @@ def render_period_html(data: dict, source: str) -> str:
     symbol = symbol_of(data["currency"])
     present = {p for month in (data["by_purpose"] or {}).values() for p in month}
     purposes = [p for p in PURPOSES if p in present] + sorted(present - set(PURPOSES))
+    # the long tables show their head and what the rest adds up to (data.LONG)
+    models, models_rest = head_and_rest(
+        model_rows(data["models"], data["months"]) if data["models"] else None,
+        keep=lambda r: r["model"] is None, cost="total")
+    searches, searches_rest = searches_shown(data["searches"])
+    shown = {**data, "searches": searches}
     return _environment().get_template("period.html.j2").render(
-        d=data, symbol=symbol, span=_span(data), summary=summary(data, symbol),
+        d=shown, symbol=symbol, span=_span(data), summary=summary(data, symbol),
         purposes=purposes, purpose_labels=PURPOSE_LABELS,
         purpose_totals={p: sum((m.get(p, 0) for m in (data["by_purpose"] or {}).values()), 0)
                         for p in purposes},
-        models=model_rows(data["models"], data["months"]) if data["models"] else None,
+        models=models, models_rest=models_rest, searches_rest=searches_rest,
         storage=storage_rows(data["storage"]) if data["storage"] else None,
         shares={s["month"]: s for s in data["shares"] or []},
         bill_total=sum(line.cost for line in data["bill_lines"] or []),
-        charts=period_charts(data), source=source,
+        charts=period_charts(shown), source=source,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )
 

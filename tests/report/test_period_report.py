@@ -5,6 +5,7 @@ the page renders in a real headless Chromium."""
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -16,7 +17,7 @@ from cost_pipeline.report import ReportError, write_report
 from cost_pipeline.report.period import period_report_path, write_period_report
 from tests.report.test_report import Elements, sql_cents
 from tests.support.chromium import render_in_chromium
-from tests.support.warehouse_rows import insert_lines
+from tests.support.warehouse_rows import insert, insert_lines
 
 FIRST, LAST = date(2026, 7, 1), date(2026, 9, 1)
 MONTHS = [date(2026, 7, 1), date(2026, 8, 1), date(2026, 9, 1)]
@@ -202,3 +203,50 @@ def test_period_report_renders_in_headless_chromium(quarter, demo_warehouse, tmp
         assert f"${month_total(demo_warehouse, month):,}" in dom
     assert dom.count("<svg") >= 2  # cost by purpose class, cost per unit of improvement
     assert "saturating" in dom and "FAIL" in dom
+
+
+def test_long_tables_list_the_costliest_models_and_their_searches(tmp_path):
+    """More models and searches than a page should list: the models table shows the LONG
+    costliest and one row with the others' count and cost; the searches table and chart show
+    whole models, those whose searches cost most in the period, while they fit in LONG rows;
+    the summary names the first saturating searches and counts the others."""
+    from cost_pipeline.report.data import LONG
+    from cost_pipeline.report.period import NAMED
+
+    path, oct_ = tmp_path / "w.duckdb", date(2026, 10, 1)
+    n, per_model = LONG + 5, 4                  # 4 searches a model: 12 models fill LONG = 50
+    spend = {f"m{i:03d}": float(i) for i in range(1, n + 1)}    # m055 spends most
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, oct_, [_line(0, oct_, 1.0, "USD")])
+        insert(con, "cost_per_model_monthly", oct_,
+               [{"model": m, "purpose_class": "search", "component": "gpu", "cost": c,
+                 "accelerator_hours": 1.0, "runs": 1} for m, c in spend.items()]
+               + [{"model": None, "purpose_class": "untracked", "component": "gpu",
+                   "cost": 0.25, "accelerator_hours": 0.0, "runs": 0}], {})
+        insert(con, "search_trend", oct_,
+               [{"model": m, "metric_name": "auc", "search_id": f"{m}-s{k}",
+                 "search_start": datetime(2026, 10, 1 + k), "search_order": k + 1, "runs": 3,
+                 "best_metric": 0.9, "improvement": 0.01, "accelerator_hours": 1.0,
+                 "cost": c / per_model, "cost_this_month": c / per_model,
+                 "cost_per_improvement": 100 * c / per_model, "saturating": k > 0}
+                for m, c in spend.items() for k in range(per_model)], {})
+    out, _ = write_period_report(str(path), oct_, oct_, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    page = Elements(html)
+    ranked = sorted(spend, key=lambda m: -spend[m])
+    assert [a["data-model"] for a in page.having("data-model")] == [*ranked[:LONG], ""]
+    rests = [Decimal(a["data-rest-cost"]) for a in page.having("data-rest-cost")]
+    fits = LONG // per_model
+    assert rests == [Decimal(str(sum(spend[m] for m in ranked[LONG:]))).quantize(CENT),
+                     Decimal(str(sum(spend[m] for m in ranked[fits:]))).quantize(CENT)]
+    shown = [a["data-search"] for a in page.having("data-search")]
+    assert shown == [f"{m}-s{k}" for m in sorted(ranked[:fits]) for k in range(per_model)]
+    assert f"… and {(n - fits) * per_model} more searches" in html
+    assert f"… and {n - LONG} more models" in html
+    saturating = (n * (per_model - 1))
+    assert f"and {saturating - NAMED} more searches bought less improvement" in html
+    # the chart marks the searches the table lists, and no other
+    chart = html[html.index('aria-label="Cost per unit of improvement across searches"'):]
+    chart = chart[:chart.index("</svg>")]
+    marked = set(re.findall(r"\bm\d{3}-s\d\b", chart))
+    assert marked == set(shown)

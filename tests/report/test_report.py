@@ -17,7 +17,7 @@ import pytest
 from cost_pipeline.config import load_config
 from cost_pipeline.report import ReportError, report_path, write_report
 from tests.support.chromium import render_in_chromium
-from tests.support.warehouse_rows import insert_lines
+from tests.support.warehouse_rows import insert, insert_lines
 
 FAILING, AMORTIZED = date(2026, 8, 1), date(2026, 9, 1)  # demo: reconciliation fails / SP bill
 CENT = Decimal("0.01")
@@ -170,6 +170,46 @@ def test_bridge_rounding_and_missing_tables(tmp_path):
     assert "No hyperparameter search was active this month." in html
     with pytest.raises(ReportError, match="no billing data for 2026-11"):
         write_report(str(path), date(2026, 11, 1), out=tmp_path / "none.html")
+
+
+def test_long_tables_show_their_head_and_what_the_rest_adds_up_to(tmp_path):
+    """A month of more models, searches and retrained models than a page should list: each
+    table shows the first LONG rows in its order and one row with the others' count and cost;
+    the model-less row (untracked, unallocated) is shown whatever its rank."""
+    from cost_pipeline.report.data import LONG
+
+    month, path = date(2026, 10, 1), tmp_path / "w.duckdb"
+    n = LONG + 7
+    # costs 1 … n: the cheapest are left out; the model-less row is the cheapest of all
+    costs = {f"m{i:03d}": float(i) + 0.125 for i in range(1, n + 1)}
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, month, [_line(0, "Usage", 100.0, 100.0)])
+        insert(con, "cost_per_model_monthly", month,
+               [{"model": m, "purpose_class": "production", "component": "gpu", "cost": c,
+                 "accelerator_hours": 1.0, "runs": 1} for m, c in costs.items()]
+               + [{"model": None, "purpose_class": "untracked", "component": "gpu",
+                   "cost": 0.5, "accelerator_hours": 0.0, "runs": 0}], {})
+        insert(con, "search_costs", month,
+               [{"search_id": f"s-{m}", "model": m, "runs": 2, "configs": 2.0, "seeds": 1,
+                 "runs_this_month": 2, "hours": 1.0, "accelerator_hours": 1.0, "cost": c}
+                for m, c in costs.items()], {})
+        insert(con, "retrain_cadence", month,
+               [{"model": m, "retrains": 1, "schedule_retrains": 1, "drift_retrains": 0,
+                 "manual_retrains": 0, "unknown_retrains": 0, "cost": c, "search_cost": 0.0,
+                 "flat_retrains": 0, "flat_retrain_cost": 0.0} for m, c in costs.items()], {})
+    page, html = render(str(path), month, tmp_path)
+    ranked = sorted(costs, key=lambda m: -costs[m])
+    left_out = ranked[LONG:]
+    assert [a["data-model-total"] for a in page.having("data-model-total")] == [
+        *ranked[:LONG], ""]                                   # the model-less row is kept
+    assert [a["data-search"] for a in page.having("data-search")] == [
+        f"s-{m}" for m in ranked[:LONG]]
+    assert [a["data-retrain-model"] for a in page.having("data-retrain-model")] == ranked[:LONG]
+    rest = Decimal(str(sum(costs[m] for m in left_out))).quantize(CENT)
+    assert [Decimal(a["data-rest-cost"]) for a in page.having("data-rest-cost")] == [rest] * 3
+    assert html.count(f"… and {len(left_out)} more models") == 2
+    assert f"… and {len(left_out)} more searches" in html
+    assert "every row is in the warehouse's <code>search_costs</code>" in html
 
 
 def test_cli_writes_the_report_and_prints_its_path(demo_quarter, warehouse, dagster_home,

@@ -15,7 +15,7 @@ import pytest
 from cost_pipeline.config import load_config
 from cost_pipeline.report import ReportError, write_report
 from cost_pipeline.report.period import period_report_path, write_period_report
-from tests.report.test_report import Elements, sql_cents
+from tests.report.test_report import Elements, model_cost_rows, sql_cents
 from tests.support.chromium import render_in_chromium
 from tests.support.warehouse_rows import insert, insert_lines
 
@@ -219,10 +219,7 @@ def test_long_tables_list_the_costliest_models_and_their_searches(tmp_path):
     with duckdb.connect(str(path)) as con:
         insert_lines(con, oct_, [_line(0, oct_, 1.0, "USD")])
         insert(con, "cost_per_model_monthly", oct_,
-               [{"model": m, "purpose_class": "search", "component": "gpu", "cost": c,
-                 "accelerator_hours": 1.0, "runs": 1} for m, c in spend.items()]
-               + [{"model": None, "purpose_class": "untracked", "component": "gpu",
-                   "cost": 0.25, "accelerator_hours": 0.0, "runs": 0}], {})
+               model_cost_rows(spend, "search", untracked=0.25), {})
         insert(con, "search_trend", oct_,
                [{"model": m, "metric_name": "auc", "search_id": f"{m}-s{k}",
                  "search_start": datetime(2026, 10, 1 + k), "search_order": k + 1, "runs": 3,

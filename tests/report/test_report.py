@@ -172,6 +172,16 @@ def test_bridge_rounding_and_missing_tables(tmp_path):
         write_report(str(path), date(2026, 11, 1), out=tmp_path / "none.html")
 
 
+def model_cost_rows(costs: dict[str, float], purpose_class: str,
+                    untracked: float) -> list[dict]:
+    """`cost_per_model_monthly` rows: each model's GPU cost in `purpose_class`, and the
+    model-less (untracked) row."""
+    return ([{"model": m, "purpose_class": purpose_class, "component": "gpu", "cost": c,
+              "accelerator_hours": 1.0, "runs": 1} for m, c in costs.items()]
+            + [{"model": None, "purpose_class": "untracked", "component": "gpu",
+                "cost": untracked, "accelerator_hours": 0.0, "runs": 0}])
+
+
 def test_long_tables_show_their_head_and_what_the_rest_adds_up_to(tmp_path):
     """A month of more models, searches and retrained models than a page should list: each
     table shows the first LONG rows in its order and one row with the others' count and cost;
@@ -185,10 +195,7 @@ def test_long_tables_show_their_head_and_what_the_rest_adds_up_to(tmp_path):
     with duckdb.connect(str(path)) as con:
         insert_lines(con, month, [_line(0, "Usage", 100.0, 100.0)])
         insert(con, "cost_per_model_monthly", month,
-               [{"model": m, "purpose_class": "production", "component": "gpu", "cost": c,
-                 "accelerator_hours": 1.0, "runs": 1} for m, c in costs.items()]
-               + [{"model": None, "purpose_class": "untracked", "component": "gpu",
-                   "cost": 0.5, "accelerator_hours": 0.0, "runs": 0}], {})
+               model_cost_rows(costs, "production", untracked=0.5), {})
         insert(con, "search_costs", month,
                [{"search_id": f"s-{m}", "model": m, "runs": 2, "configs": 2.0, "seeds": 1,
                  "runs_this_month": 2, "hours": 1.0, "accelerator_hours": 1.0, "cost": c}

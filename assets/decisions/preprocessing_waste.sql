@@ -87,6 +87,12 @@ flagged AS (
     UNION ALL
     SELECT * FROM stale
 ),
+flagged_runs AS MATERIALIZED (
+    -- the flagged runs' ids, materialized: the semi-join below then hashes these few ids,
+    -- and only their per-run rows are summed (every run's were: 0.3 s at a million runs,
+    -- for no flagged run at all)
+    SELECT DISTINCT run_id FROM flagged
+),
 month_cost AS (
     SELECT
         run_id,
@@ -94,7 +100,7 @@ month_cost AS (
         coalesce(fsum(accelerator_hours), 0)                      AS accelerator_hours,
         fsum(cost)                                                AS cost
     FROM attribution_runs
-    WHERE month = $month AND run_id IS NOT NULL
+    WHERE month = $month AND run_id IN (SELECT run_id FROM flagged_runs)
     GROUP BY run_id
 )
 SELECT

@@ -32,10 +32,18 @@ production AS (
     FROM runs
     WHERE purpose = 'production' AND search_id IS NULL AND model IS NOT NULL
 ),
+month_production AS MATERIALIZED (
+    -- the retrains: materialized, so that only their per-run rows are summed below (every
+    -- run's were, 0.13 s of 0.63 at a million runs)
+    SELECT *
+    FROM production
+    WHERE start_time >= CAST($month_start AS TIMESTAMP)
+      AND start_time < CAST($month_end AS TIMESTAMP)
+),
 run_spend AS (
     SELECT run_id, fsum(cost) AS cost
     FROM attribution_runs
-    WHERE month = $month AND run_id IS NOT NULL
+    WHERE month = $month AND run_id IN (SELECT run_id FROM month_production)
     GROUP BY run_id
 ),
 retrains AS (
@@ -44,10 +52,8 @@ retrains AS (
         coalesce(s.cost, 0) AS cost,
         coalesce(p.trigger, '') <> 'drift'
             AND (abs(p.metric_change) < $min_metric_change) IS TRUE AS flat
-    FROM production AS p
+    FROM month_production AS p
     LEFT JOIN run_spend AS s ON s.run_id = p.run_id
-    WHERE p.start_time >= CAST($month_start AS TIMESTAMP)
-      AND p.start_time < CAST($month_end AS TIMESTAMP)
 ),
 gaps AS (
     -- consecutive production starts within the 6 months ending with this one

@@ -23,20 +23,17 @@ WITH search_runs AS (
     SELECT * FROM search_runs($month)
 ),
 spend AS (
-    -- this month's attributed cost of the search (compute, storage, transfer)
+    -- the search's attributed cost (compute, storage, transfer) this month and in every month
+    -- up to it, from one read of the per-run sums
     SELECT
         s.search_id,
-        count(DISTINCT a.run_id) FILTER (WHERE NOT s.is_parent) AS runs_this_month,
-        coalesce(fsum(a.hours), 0)                               AS hours,
-        coalesce(fsum(a.accelerator_hours), 0)                   AS accelerator_hours,
-        coalesce(fsum(a.cost), 0)                                AS cost
-    FROM attribution_runs AS a
-    JOIN search_runs AS s ON s.run_id = a.run_id
-    WHERE a.month = $month
-    GROUP BY s.search_id
-),
-to_date AS (
-    SELECT s.search_id, coalesce(fsum(a.cost), 0) AS cumulative_cost
+        count(DISTINCT a.run_id) FILTER (WHERE NOT s.is_parent AND a.month = $month)
+                                                                 AS runs_this_month,
+        coalesce(fsum(a.hours) FILTER (WHERE a.month = $month), 0) AS hours,
+        coalesce(fsum(a.accelerator_hours) FILTER (WHERE a.month = $month), 0)
+                                                                 AS accelerator_hours,
+        coalesce(fsum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost,
+        coalesce(fsum(a.cost), 0)                                AS cumulative_cost
     FROM attribution_runs AS a
     JOIN search_runs AS s ON s.run_id = a.run_id
     WHERE a.month <= $month
@@ -101,9 +98,8 @@ SELECT
     CASE WHEN s.improvement > 0 THEN coalesce(sp.accelerator_hours, 0) / s.improvement END
                                                 AS accelerator_hours_per_improvement,
     ap.estimated_cost,
-    coalesce(td.cumulative_cost, 0)             AS cumulative_cost,
-    coalesce(td.cumulative_cost, 0) - ap.estimated_cost AS overrun
+    coalesce(sp.cumulative_cost, 0)             AS cumulative_cost,
+    coalesce(sp.cumulative_cost, 0) - ap.estimated_cost AS overrun
 FROM scored AS s
 LEFT JOIN spend    AS sp ON sp.search_id = s.search_id
-LEFT JOIN to_date  AS td ON td.search_id = s.search_id
 LEFT JOIN approval AS ap ON ap.search_id = s.search_id

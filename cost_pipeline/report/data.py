@@ -84,8 +84,12 @@ def head_and_rest(rows: list[dict[str, Any]] | None, keep=lambda row: False,
     if rows is None or len(rows) <= long:
         return rows, None
     shown = [r for i, r in enumerate(rows) if i < long or keep(r)]
-    rest = [r for i, r in enumerate(rows) if i >= long and not keep(r)]
-    return shown, {"count": len(rest), "cost": sum((r[cost] or 0 for r in rest), 0)}
+    return shown, rest_of([r for i, r in enumerate(rows) if i >= long and not keep(r)], cost)
+
+
+def rest_of(rows: list[dict[str, Any]], cost: str = "cost") -> dict[str, Any]:
+    """What `rows`, left off the page, add up to: {"count", "cost"} (Σ their `cost`)."""
+    return {"count": len(rows), "cost": sum((r[cost] or 0 for r in rows), 0)}
 
 
 def top_untracked(con: duckdb.DuckDBPyConnection, month: date, component: str | None = None,

@@ -11,7 +11,14 @@ from typing import Any
 
 import duckdb
 
-from cost_pipeline.report.data import LONG, PURPOSE_LABELS, PURPOSES, ReportError, head_and_rest
+from cost_pipeline.report.data import (
+    LONG,
+    PURPOSE_LABELS,
+    PURPOSES,
+    ReportError,
+    head_and_rest,
+    rest_of,
+)
 from cost_pipeline.report.money import money, symbol_of
 from cost_pipeline.report.period_charts import period_charts
 from cost_pipeline.report.period_data import collect_period
@@ -114,8 +121,7 @@ def searches_shown(searches: list[dict] | None,
         rows += counts[model]
     picked = [s for s in searches if s["model"] in chosen][:long]
     kept = {id(s) for s in picked}
-    return head_and_rest([*picked, *(s for s in searches if id(s) not in kept)],
-                         long=len(picked), cost="cost_in_period")
+    return picked, rest_of([s for s in searches if id(s) not in kept], "cost_in_period")
 
 
 def _span(data: dict) -> str:

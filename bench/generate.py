@@ -31,6 +31,14 @@ first run listing that resource: run N for instance N and volume N (a run the fi
 hold when there are fewer runs than resources, which claims nothing). The rule drops a tag's
 claim when the run lists the resource too, so the month is attributed as without the tags —
 through the tag join and its anti-join on every compute line.
+
+`--commitments` bills part of the GPU fleet through commitments, as CUR 2.0 writes them: the
+p4d instances `i % 5 = 2` under a Compute Savings Plan (each hour a `SavingsPlanCoveredUsage`
+line at 72% of on demand and a `SavingsPlanNegation` line mirroring it, with the plan's hourly
+`SavingsPlanRecurringFee`: its commitment and the part used), those `i % 5 = 3` under
+reservations (`DiscountedUsage` lines billed 0 and amortized at 60%, one `RIFee` line for the
+month with the hours they left unused). The columns `savings_plan_*` and `reservation_*` carry
+the figures AWS's amortized-cost rule reads (SPEC §5).
 """
 
 from __future__ import annotations
@@ -124,6 +132,33 @@ TRANSFER_LINES = {
         FROM hour, range(2) t(b), range(2) t2(u)""",
 }
 
+# the commitments (`--commitments`): the instances a Compute Savings Plan covers and those a
+# reservation covers, the rates they are amortized at, and the CUR columns that carry them
+SAVINGS_PLAN = "i % 5 = 2"
+RESERVED = "i % 5 = 3"
+SP_RATE, RI_RATE = 0.72, 0.60
+SP_ARN = "arn:aws:savingsplans::123456789012:savingsplan/bench-sp"
+RI_ARN = "arn:aws:ec2:us-east-1:123456789012:reserved-instances/bench-ri"
+COMMITMENT_COLUMNS = """
+        CASE WHEN line_type IN ('SavingsPlanCoveredUsage', 'SavingsPlanNegation',
+                                'SavingsPlanRecurringFee') THEN $sp_arn END
+          AS savings_plan_savings_plan_a_r_n,
+        CASE WHEN line_type = 'SavingsPlanCoveredUsage' THEN amount * rate * $sp_rate END
+          AS savings_plan_savings_plan_effective_cost,
+        CASE WHEN line_type = 'SavingsPlanRecurringFee' THEN rate END
+          AS savings_plan_total_commitment_to_date,
+        CASE WHEN line_type = 'SavingsPlanRecurringFee' THEN committed END
+          AS savings_plan_used_commitment,
+        CASE WHEN line_type IN ('DiscountedUsage', 'RIFee') THEN $ri_arn END
+          AS reservation_reservation_a_r_n,
+        CASE WHEN line_type = 'DiscountedUsage' THEN amount * rate * $ri_rate END
+          AS reservation_effective_cost,
+        CASE WHEN line_type = 'RIFee' THEN committed END AS reservation_unused_recurring_fee,"""
+COMMITMENT_NAMES = ("savings_plan_savings_plan_a_r_n", "savings_plan_savings_plan_effective_cost",
+                    "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
+                    "reservation_reservation_a_r_n", "reservation_effective_cost",
+                    "reservation_unused_recurring_fee")
+
 # concurrent runs on each instance in the packed layout
 LANES = 4
 
@@ -206,7 +241,8 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
 
 
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
-             timestamps: str = "naive", run_tags: bool = False, layout: str = "spread") -> Path:
+             timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
+             commitments: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
@@ -218,7 +254,13 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET preserve_insertion_order = false")
     params = {"instances": instances, "volumes": volumes, "runs": runs, "hours": HOURS,
-              "start": MONTH_START}
+              "start": MONTH_START, "commit": commitments, "sp_rate": SP_RATE,
+              "ri_rate": RI_RATE, "sp_arn": SP_ARN, "ri_arn": RI_ARN}
+    columns = WIDE_COLUMNS if shape == "wide" else NARROW_TAGS
+    if commitments:  # the commitment columns carry the figures (a wide export's were empty)
+        columns = COMMITMENT_COLUMNS + "\n".join(
+            line for line in columns.split("\n")
+            if not any(f"AS {name}" in line for name in COMMITMENT_NAMES))
     zoned = [*TIMESTAMP_COLUMNS, *(("bill_billing_period_end_date",) if shape == "wide" else ())]
     opening, closing = "", ""
     if timestamps == "zoned":
@@ -248,9 +290,18 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         SELECT 'box-' || i || '-' || h AS id, rid, itype,
           CAST($start AS TIMESTAMP) + to_hours(h) AS s,
           CASE WHEN (i + h) % 97 = 0 THEN 0.5 ELSE 1.0 END AS amount, rate,
-          'Usage' AS line_type, 'AmazonEC2' AS product, 'BoxUsage:' || itype AS usage_type,
+          CASE WHEN $commit AND {SAVINGS_PLAN} THEN 'SavingsPlanCoveredUsage'
+               WHEN $commit AND {RESERVED} THEN 'DiscountedUsage'
+               ELSE 'Usage' END AS line_type,
+          'AmazonEC2' AS product, 'BoxUsage:' || itype AS usage_type,
           'Compute Instance' AS family
         FROM inst, hour
+      ),
+      negation_lines AS (
+        -- a covered hour's negation: the same resource, period and usage, no hours (SPEC §5)
+        SELECT 'neg-' || substr(id, 5), rid, itype, s, amount, -rate, 'SavingsPlanNegation',
+          product, usage_type, family
+        FROM instance_lines WHERE line_type = 'SavingsPlanCoveredUsage'
       ),
       volume_lines AS (
         SELECT 'vol-' || v || '-' || h AS id, 'vol-' || lpad(v::VARCHAR, 12, '0') AS rid,
@@ -279,10 +330,26 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         SELECT 'credit', NULL, NULL, CAST($start AS TIMESTAMP), 1.0, -500.0, 'Credit', 'AWS',
           'Credit', NULL
       ),
+      fee_lines AS (
+        -- the plan's hourly fee: its commitment (every covered hour whole) and the part the
+        -- covered lines used; the reservations' monthly fee and the hours they left unused
+        SELECT 'spfee-' || epoch(s)::BIGINT, $sp_arn, NULL, s, 1.0,
+          count(*) * max(rate) * $sp_rate, 'SavingsPlanRecurringFee', 'ComputeSavingsPlans',
+          'ComputeSP:1yrNoUpfront', NULL, sum(amount * rate) * $sp_rate
+        FROM instance_lines WHERE line_type = 'SavingsPlanCoveredUsage' GROUP BY s
+        UNION ALL
+        SELECT 'rifee', NULL, NULL, CAST($start AS TIMESTAMP), count(*),
+          max(rate) * $ri_rate, 'RIFee', 'AmazonEC2', 'HeavyUsage:p4d.24xlarge', NULL,
+          sum((1 - amount) * rate) * $ri_rate
+        FROM instance_lines WHERE line_type = 'DiscountedUsage' HAVING count(*) > 0
+      ),
       all_lines AS (
-        SELECT * FROM instance_lines UNION ALL SELECT * FROM volume_lines
-        UNION ALL SELECT * FROM bucket_lines UNION ALL SELECT * FROM transfer_lines
-        UNION ALL SELECT * FROM nat_lines UNION ALL SELECT * FROM other_lines
+        SELECT *, NULL AS committed FROM (
+          SELECT * FROM instance_lines UNION ALL SELECT * FROM negation_lines
+          UNION ALL SELECT * FROM volume_lines
+          UNION ALL SELECT * FROM bucket_lines UNION ALL SELECT * FROM transfer_lines
+          UNION ALL SELECT * FROM nat_lines UNION ALL SELECT * FROM other_lines)
+        UNION ALL SELECT * FROM fee_lines
       )
       SELECT
         id AS identity_line_item_id,
@@ -297,15 +364,17 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         s + CASE WHEN product = 'AmazonS3' AND usage_type LIKE 'Timed%'
                  THEN INTERVAL 1 DAY ELSE INTERVAL 1 HOUR END AS line_item_usage_end_date,
         rid AS line_item_resource_id,
-        amount * rate AS line_item_unblended_cost,
-        amount * rate AS line_item_net_unblended_cost,
+        CASE line_type WHEN 'DiscountedUsage' THEN 0 ELSE amount * rate END
+          AS line_item_unblended_cost,
+        CASE line_type WHEN 'DiscountedUsage' THEN 0 ELSE amount * rate END
+          AS line_item_net_unblended_cost,
         amount AS line_item_usage_amount,
         usage_type AS line_item_usage_type,
         product AS line_item_product_code,
         'USD' AS line_item_currency_code,
         itype AS product_instance_type,
         family AS product_product_family,
-        'us-east-1' AS product_region_code,{WIDE_COLUMNS if shape == "wide" else NARROW_TAGS}
+        'us-east-1' AS product_region_code,{columns}
       FROM all_lines{closing}
     ) TO '{data}' (FORMAT parquet, FILE_SIZE_BYTES '2MB', FILENAME_PATTERN 'bench-cur-{{i}}',
                    OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
@@ -358,9 +427,11 @@ def main() -> None:
     parser.add_argument("--layout", choices=("spread", "packed"), default="spread",
                         help="packed: four runs at a time per instance, multi-instance runs, "
                         "over-claims, two datasets")
+    parser.add_argument("--commitments", action="store_true",
+                        help="a savings plan and reservations over part of the GPU fleet")
     args = parser.parse_args()
     generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
-             args.run_tags, args.layout)
+             args.run_tags, args.layout, args.commitments)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ A faithful but minimal subset of `assets/attribution.sql`: compute claims by the
 listed resources (a range join on resource + overlapping periods), d from the usage hours,
 the GPU factor, over-claimed shares scaled down, bucket storage split by the runs' listed
 bytes (month-end listing), cross-region transfer split by overlap, non-usage lines
-unallocated. Left out because the generated month has none of them: run tags on lines,
-sweep parents, daily inventory snapshots, savings plans and reservations.
+unallocated, and a savings plan's and reservations' lines at AWS's amortized cost when the
+export carries their columns (`generate.py --commitments`). Left out because the generated
+month has none of them: run tags on lines, sweep parents, daily inventory snapshots, the net
+commitment columns.
 """
 
 from __future__ import annotations
@@ -25,6 +27,18 @@ import yaml
 
 MONTH_END = "2026-08-01"  # the generated month is 2026-07
 
+# a line's cost: the net (else gross) unblended cost, or, in an export with commitment
+# columns, AWS's amortized-cost rule (SPEC §5) on the gross ones the generator writes
+PLAIN_COST = "coalesce(line_item_net_unblended_cost, line_item_unblended_cost, 0)"
+AMORTIZED_COST = f"""CASE line_item_line_item_type
+            WHEN 'SavingsPlanCoveredUsage' THEN savings_plan_savings_plan_effective_cost
+            WHEN 'DiscountedUsage' THEN reservation_effective_cost
+            WHEN 'SavingsPlanNegation' THEN 0
+            WHEN 'SavingsPlanRecurringFee'
+                THEN savings_plan_total_commitment_to_date - savings_plan_used_commitment
+            WHEN 'RIFee' THEN coalesce(reservation_unused_recurring_fee, 0)
+            ELSE {PLAIN_COST} END"""
+
 _CTES = """
 WITH
 datasets AS (
@@ -38,11 +52,13 @@ raw AS (
         make_timestamp(epoch_us(line_item_usage_start_date)) AS s,
         make_timestamp(epoch_us(line_item_usage_end_date)) AS e,
         nullif(line_item_resource_id, '') AS rid,
-        coalesce(line_item_net_unblended_cost, line_item_unblended_cost, 0) AS c,
+        {cost} AS c,
         line_item_usage_type AS usage_type,
         line_item_product_code AS product,
         product_product_family AS family,
+        -- a savings plan's negation mirrors its covered line without hours
         CASE WHEN regexp_matches(line_item_usage_type, '(^|-)(BoxUsage|SpotUsage|HostUsage)(:|$)')
+                  AND line_item_line_item_type <> 'SavingsPlanNegation'
              THEN line_item_usage_amount END AS hours,
         coalesce(product_instance_type, split_part(line_item_usage_type, ':', 2)) AS itype
     FROM read_parquet($cur_files)
@@ -191,12 +207,21 @@ def month_inputs(data: Path) -> dict:
     }
 
 
+def for_export(con: duckdb.DuckDBPyConnection, sql: str, cur_files: list[str]) -> str:
+    """`sql` with the line's cost rule the export's columns call for."""
+    columns = {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
+                                             [cur_files]).fetchall()}
+    return sql.replace("{cost}", AMORTIZED_COST if "savings_plan_savings_plan_effective_cost"
+                       in columns else PLAIN_COST)
+
+
 def run(data: Path) -> dict:
     inputs = month_inputs(data)
     con = duckdb.connect()  # in memory, default settings: the reference is what DuckDB does
     con.execute("SET TimeZone = 'UTC'")
+    sql = for_export(con, REFERENCE_SQL, inputs["cur_files"])
     t0 = time.perf_counter()
-    rows = con.execute(REFERENCE_SQL, {**inputs, "month_end": MONTH_END}).fetchall()
+    rows = con.execute(sql, {**inputs, "month_end": MONTH_END}).fetchall()
     seconds = time.perf_counter() - t0
     return {"totals": {cls: float(cost or 0.0) for cls, cost in rows},
             "query_seconds": round(seconds, 3), "cur_files": len(inputs["cur_files"])}
@@ -207,7 +232,8 @@ def reconciliation(data: Path) -> dict:
     inputs = month_inputs(data)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    cursor = con.execute(RECONCILIATION_SQL, {**inputs, "month_end": MONTH_END})
+    cursor = con.execute(for_export(con, RECONCILIATION_SQL, inputs["cur_files"]),
+                         {**inputs, "month_end": MONTH_END})
     names = [d[0] for d in cursor.description][1:]
     return {"reconciliation": {kind: {n: float(v or 0.0) for n, v in zip(names, row, strict=True)}
                                for kind, *row in cursor.fetchall()}}

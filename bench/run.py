@@ -50,7 +50,8 @@ def parse_size(text: str) -> int:
 # the generated month's variants: (option of run.py and generate.py, its default, the suffix
 # of the month's data folder when it is not the default)
 VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
-            ("run_tags", False, "-tagged"), ("layout", "spread", "-packed"))
+            ("run_tags", False, "-tagged"), ("layout", "spread", "-packed"),
+            ("commitments", False, "-committed"))
 
 
 def month_variant(args) -> dict:
@@ -443,6 +444,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="packed: four runs at a time on each instance, multi-instance "
                         "runs, over-claims, RUNNING runs, two datasets (bench/generate.py); "
                         "its data is kept as <size>-packed")
+    parser.add_argument("--commitments", action="store_true",
+                        help="bill part of the GPU fleet through a savings plan and "
+                        "reservations: covered, negation, discounted and fee lines "
+                        "(bench/generate.py); its data is kept as <size>-committed")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")

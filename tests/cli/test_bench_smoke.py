@@ -320,15 +320,17 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
 
     run = _bench_module("run")
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
-                               layout="spread")
+                               layout="spread", commitments=False)
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
-    every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed")
+    every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
+                               commitments=True)
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
-                       "layout": "packed"}
+                       "layout": "packed", "commitments": True}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
-                                               "--run-tags", "--layout", "packed"]
-    assert run.variant_suffix(variant) == "-wide-zoned-tagged-packed"
+                                               "--run-tags", "--layout", "packed",
+                                               "--commitments"]
+    assert run.variant_suffix(variant) == "-wide-zoned-tagged-packed-committed"
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
 
 
@@ -435,6 +437,43 @@ def test_the_packed_layout_is_another_shape_of_month_the_rules_agree_on(tmp_path
     assert all(theirs[k] == pytest.approx(ours.get(k, 0.0), rel=1e-9, abs=1e-6) for k in theirs)
     over = reference.reconciliation(out)["reconciliation"]["all"]["over_claimed_gpu_hours"]
     assert over > 0  # 2-GPU search runs, four at a time, on 4-GPU instances
+
+
+def test_commitments_are_another_shape_of_month_the_rules_agree_on(tmp_path):
+    """`--commitments`: a savings plan and reservations over part of the GPU fleet, as CUR 2.0
+    bills them (covered and negation lines, discounted lines billed 0, the plan's hourly fee
+    and the reservations' monthly one). The pipeline's SQL and the reference attribute it
+    alike, wide or narrow; the negations add no GPU-hours, the unused commitment is
+    unallocated, and the plain month's lines are unchanged."""
+    import duckdb
+
+    generate, in_memory = _bench_module("generate").generate, _bench_module("in_memory").run
+    reference = _bench_module("reference")
+    months = {}
+    for name, options in (("plain", {}), ("committed", {"commitments": True}),
+                          ("wide", {"commitments": True, "shape": "wide"})):
+        generate(tmp_path / name, 4000, 200, 500, **options)  # four instances
+        months[name] = (in_memory(tmp_path / name)["totals"], reference.run(tmp_path / name)
+                        ["totals"], reference.reconciliation(tmp_path / name)["reconciliation"])
+    with duckdb.connect() as con:
+        kinds = dict(con.execute(
+            "SELECT line_item_line_item_type, count(*) FROM read_parquet(?) GROUP BY 1",
+            [[str(f) for f in tmp_path.glob("committed/cur/**/*.parquet")]]).fetchall())
+        unused = con.execute(
+            "SELECT sum(savings_plan_total_commitment_to_date - savings_plan_used_commitment) "
+            "+ sum(reservation_unused_recurring_fee) FROM read_parquet(?)",
+            [[str(f) for f in tmp_path.glob("committed/cur/**/*.parquet")]]).fetchone()[0]
+    assert kinds["SavingsPlanCoveredUsage"] == kinds["SavingsPlanNegation"] > 0
+    assert kinds["DiscountedUsage"] > 0 and kinds["SavingsPlanRecurringFee"] == 744
+    assert kinds["RIFee"] == 1 and unused > 0
+    for ours, theirs, _ in months.values():
+        assert ours.keys() == theirs.keys() >= {"search", "production", "untracked"}
+        assert all(ours[k] == pytest.approx(theirs[k], rel=1e-9, abs=1e-6) for k in ours)
+    plain, committed, wide = months["plain"], months["committed"], months["wide"]
+    assert wide[0] == pytest.approx(committed[0], rel=1e-12)
+    assert committed[2]["all"]["billed_gpu_hours"] == plain[2]["all"]["billed_gpu_hours"]
+    assert committed[0]["search"] < plain[0]["search"]  # the plan and reservations are cheaper
+    assert committed[0]["unallocated"] == pytest.approx(plain[0]["unallocated"] + unused)
 
 
 def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):

@@ -39,11 +39,19 @@ line at 72% of on demand and a `SavingsPlanNegation` line mirroring it, with the
 reservations (`DiscountedUsage` lines billed 0 and amortized at 60%, one `RIFee` line for the
 month with the hours they left unused). The columns `savings_plan_*` and `reservation_*` carry
 the figures AWS's amortized-cost rule reads (SPEC §5).
+
+`--spot` runs the p4d instances `i % 5 = 4` on spot capacity (`SpotUsage` lines at 30% of the
+on-demand rate, `pricing_public_on_demand_cost` at the full rate) and restarts the runs on
+them in chains of three (SPEC §12): each run on such an instance restarts the one before it
+there (`restart_of`) but the first of every three, the second from scratch (no
+`resumed_from`), the third from its predecessor's checkpoint. Production runs say why they
+were launched (`trigger`: schedule, drift or manual).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 
@@ -154,10 +162,30 @@ COMMITMENT_COLUMNS = """
         CASE WHEN line_type = 'DiscountedUsage' THEN amount * rate * $ri_rate END
           AS reservation_effective_cost,
         CASE WHEN line_type = 'RIFee' THEN committed END AS reservation_unused_recurring_fee,"""
-COMMITMENT_NAMES = ("savings_plan_savings_plan_a_r_n", "savings_plan_savings_plan_effective_cost",
-                    "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
-                    "reservation_reservation_a_r_n", "reservation_effective_cost",
-                    "reservation_unused_recurring_fee")
+
+# spot capacity (`--spot`): the instances on it, the share of the on-demand rate it bills, the
+# list price its lines carry; the runs' restart chains (of three) and production triggers,
+# `$step` apart being the runs one after another on an instance (or on a packed lane)
+SPOT = "i % 5 = 4"
+SPOT_RATE = 0.3
+SPOT_COLUMNS = """
+        CASE WHEN starts_with(usage_type, 'SpotUsage:') THEN amount * rate / $spot_rate
+             ELSE amount * rate END AS pricing_public_on_demand_cost,"""
+SPOT_RUN_COLUMNS = """,
+        CASE WHEN r >= $step AND (r % $instances) % 5 = 4 AND (r // $step) % 3 <> 0
+             THEN 'run-' || lpad((r - $step)::VARCHAR, 8, '0') END AS restart_of,
+        CASE WHEN r >= $step AND (r % $instances) % 5 = 4 AND (r // $step) % 3 = 2
+             THEN 'checkpoints/run-' || lpad((r - $step)::VARCHAR, 8, '0') || '/ckpt-0'
+        END AS resumed_from,
+        CASE WHEN r % 10 = 0 THEN ['schedule', 'drift', 'manual'][r % 3 + 1] END AS trigger"""
+
+
+def with_columns(columns: str, extra: str) -> str:
+    """`columns` (a SELECT list's lines) with `extra`'s columns first, each replacing the one
+    of its name."""
+    names = set(re.findall(r"AS (\w+),", extra))
+    return extra + "\n".join(line for line in columns.split("\n")
+                             if not (m := re.search(r"AS (\w+),?$", line)) or m[1] not in names)
 
 # concurrent runs on each instance in the packed layout
 LANES = 4
@@ -191,7 +219,7 @@ SPREAD_RUNS = """
         'bench-ds' AS dataset,
         0.8 + (r % 100) / 1000.0 AS metric_value,
         'val_auc' AS metric_name,
-        false AS keep, false AS deleted
+        false AS keep, false AS deleted{extra}
       FROM range($runs) t(r)
     ) TO '{out}' (FORMAT parquet)
 """
@@ -230,7 +258,7 @@ PACKED_RUNS = """
         CASE WHEN r % 2 = 0 THEN 'bench-ds' ELSE 'bench-eu' END AS dataset,
         0.8 + (r % 100) / 1000.0 AS metric_value,
         'val_auc' AS metric_name,
-        false AS keep, false AS deleted
+        false AS keep, false AS deleted{extra}
       FROM timed
     ) TO '{out}' (FORMAT parquet)
 """
@@ -242,7 +270,7 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
 
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
-             commitments: bool = False) -> Path:
+             commitments: bool = False, spot: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
@@ -255,12 +283,13 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     con.execute("SET preserve_insertion_order = false")
     params = {"instances": instances, "volumes": volumes, "runs": runs, "hours": HOURS,
               "start": MONTH_START, "commit": commitments, "sp_rate": SP_RATE,
-              "ri_rate": RI_RATE, "sp_arn": SP_ARN, "ri_arn": RI_ARN}
-    columns = WIDE_COLUMNS if shape == "wide" else NARROW_TAGS
-    if commitments:  # the commitment columns carry the figures (a wide export's were empty)
-        columns = COMMITMENT_COLUMNS + "\n".join(
-            line for line in columns.split("\n")
-            if not any(f"AS {name}" in line for name in COMMITMENT_NAMES))
+              "ri_rate": RI_RATE, "sp_arn": SP_ARN, "ri_arn": RI_ARN, "spot": spot,
+              "spot_rate": SPOT_RATE}
+    # the commitment columns carry the figures (a wide export's were empty); spot lines are
+    # listed at the on-demand rate
+    columns = with_columns(WIDE_COLUMNS if shape == "wide" else NARROW_TAGS,
+                           (COMMITMENT_COLUMNS if commitments else "")
+                           + (SPOT_COLUMNS if spot else ""))
     zoned = [*TIMESTAMP_COLUMNS, *(("bill_billing_period_end_date",) if shape == "wide" else ())]
     opening, closing = "", ""
     if timestamps == "zoned":
@@ -289,11 +318,13 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
       instance_lines AS (
         SELECT 'box-' || i || '-' || h AS id, rid, itype,
           CAST($start AS TIMESTAMP) + to_hours(h) AS s,
-          CASE WHEN (i + h) % 97 = 0 THEN 0.5 ELSE 1.0 END AS amount, rate,
+          CASE WHEN (i + h) % 97 = 0 THEN 0.5 ELSE 1.0 END AS amount,
+          CASE WHEN $spot AND {SPOT} THEN rate * $spot_rate ELSE rate END AS rate,
           CASE WHEN $commit AND {SAVINGS_PLAN} THEN 'SavingsPlanCoveredUsage'
                WHEN $commit AND {RESERVED} THEN 'DiscountedUsage'
                ELSE 'Usage' END AS line_type,
-          'AmazonEC2' AS product, 'BoxUsage:' || itype AS usage_type,
+          'AmazonEC2' AS product,
+          CASE WHEN $spot AND {SPOT} THEN 'SpotUsage:' ELSE 'BoxUsage:' END || itype AS usage_type,
           'Compute Instance' AS family
         FROM inst, hour
       ),
@@ -333,14 +364,15 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
       fee_lines AS (
         -- the plan's hourly fee: its commitment (every covered hour whole) and the part the
         -- covered lines used; the reservations' monthly fee and the hours they left unused
+        -- (the hours summed, not the costs: exact in any order, so every run writes them alike)
         SELECT 'spfee-' || epoch(s)::BIGINT, $sp_arn, NULL, s, 1.0,
           count(*) * max(rate) * $sp_rate, 'SavingsPlanRecurringFee', 'ComputeSavingsPlans',
-          'ComputeSP:1yrNoUpfront', NULL, sum(amount * rate) * $sp_rate
+          'ComputeSP:1yrNoUpfront', NULL, sum(amount) * max(rate) * $sp_rate
         FROM instance_lines WHERE line_type = 'SavingsPlanCoveredUsage' GROUP BY s
         UNION ALL
         SELECT 'rifee', NULL, NULL, CAST($start AS TIMESTAMP), count(*),
           max(rate) * $ri_rate, 'RIFee', 'AmazonEC2', 'HeavyUsage:p4d.24xlarge', NULL,
-          sum((1 - amount) * rate) * $ri_rate
+          sum(1 - amount) * max(rate) * $ri_rate
         FROM instance_lines WHERE line_type = 'DiscountedUsage' HAVING count(*) > 0
       ),
       all_lines AS (
@@ -381,11 +413,12 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     """, params)
     t_cur = time.perf_counter() - t0
     if layout == "packed":
-        sql, slot = PACKED_RUNS, HOURS / -(-runs // (instances * LANES))
+        sql, slot, step = PACKED_RUNS, HOURS / -(-runs // (instances * LANES)), instances * LANES
     else:
-        sql, slot = SPREAD_RUNS, HOURS / -(-runs // instances)
-    query(con, sql.format(identity=RUN_IDENTITY, out=out / "runs.parquet"),
-          {**params, "slot": slot, "lanes": LANES})
+        sql, slot, step = SPREAD_RUNS, HOURS / -(-runs // instances), instances
+    query(con, sql.format(identity=RUN_IDENTITY, out=out / "runs.parquet",
+                          extra=SPOT_RUN_COLUMNS if spot else ""),
+          {**params, "slot": slot, "lanes": LANES, "step": step})
     query(con, f"""
     COPY (
       SELECT 'bench-checkpoints' AS bucket,
@@ -429,9 +462,11 @@ def main() -> None:
                         "over-claims, two datasets")
     parser.add_argument("--commitments", action="store_true",
                         help="a savings plan and reservations over part of the GPU fleet")
+    parser.add_argument("--spot", action="store_true",
+                        help="part of the GPU fleet on spot, its runs restarted in chains")
     args = parser.parse_args()
     generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
-             args.run_tags, args.layout, args.commitments)
+             args.run_tags, args.layout, args.commitments, args.spot)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,17 @@ TABLES = ("untracked_usage", "cost_per_model_monthly", "search_costs", "retentio
 
 
 def run(data: Path) -> dict:
+    con, seconds = build(data)
+    totals = dict(con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
+                              "WHERE month = ? GROUP BY 1", [MONTH]).fetchall())
+    return {"totals": {k: float(v) for k, v in totals.items()},
+            "query_seconds": round(seconds["total"], 3),
+            "seconds": {k: round(v, 3) for k, v in seconds.items() if k != "total"}}
+
+
+def build(data: Path) -> tuple[duckdb.DuckDBPyConnection, dict[str, float]]:
+    """Every table of the month in `data` on an in-memory DuckDB, and each step's seconds
+    (`total`: all of them)."""
     cfg = load_config(data / "config.yaml")
     log = logging.getLogger("in_memory")
     seconds: dict[str, float] = {}
@@ -68,12 +79,8 @@ def run(data: Path) -> dict:
         t = time.perf_counter()
         replace_month(con, table, MONTH, sql_text(table), params)
         seconds[table] = time.perf_counter() - t
-    total = time.perf_counter() - t0
-    totals = dict(con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
-                              "WHERE month = ? GROUP BY 1", [MONTH]).fetchall())
-    return {"totals": {k: float(v) for k, v in totals.items()},
-            "query_seconds": round(total, 3),
-            "seconds": {k: round(v, 3) for k, v in seconds.items()}}
+    seconds["total"] = time.perf_counter() - t0
+    return con, seconds
 
 
 if __name__ == "__main__":

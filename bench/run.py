@@ -51,7 +51,7 @@ def parse_size(text: str) -> int:
 # of the month's data folder when it is not the default)
 VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
             ("run_tags", False, "-tagged"), ("layout", "spread", "-packed"),
-            ("commitments", False, "-committed"))
+            ("commitments", False, "-committed"), ("spot", False, "-spot"))
 
 
 def month_variant(args) -> dict:
@@ -448,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="bill part of the GPU fleet through a savings plan and "
                         "reservations: covered, negation, discounted and fee lines "
                         "(bench/generate.py); its data is kept as <size>-committed")
+    parser.add_argument("--spot", action="store_true",
+                        help="part of the GPU fleet on spot, its runs restarted in chains of "
+                        "three, production runs with a trigger (bench/generate.py): the "
+                        "preemption and retrain tables at scale; its data is kept as <size>-spot")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")

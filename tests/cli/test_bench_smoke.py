@@ -320,17 +320,17 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
 
     run = _bench_module("run")
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
-                               layout="spread", commitments=False)
+                               layout="spread", commitments=False, spot=False)
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
-                               commitments=True)
+                               commitments=True, spot=True)
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
-                       "layout": "packed", "commitments": True}
+                       "layout": "packed", "commitments": True, "spot": True}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
-                                               "--commitments"]
-    assert run.variant_suffix(variant) == "-wide-zoned-tagged-packed-committed"
+                                               "--commitments", "--spot"]
+    assert run.variant_suffix(variant) == "-wide-zoned-tagged-packed-committed-spot"
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
 
 
@@ -474,6 +474,53 @@ def test_commitments_are_another_shape_of_month_the_rules_agree_on(tmp_path):
     assert committed[2]["all"]["billed_gpu_hours"] == plain[2]["all"]["billed_gpu_hours"]
     assert committed[0]["search"] < plain[0]["search"]  # the plan and reservations are cheaper
     assert committed[0]["unallocated"] == pytest.approx(plain[0]["unallocated"] + unused)
+
+
+def test_spot_chains_are_priced_as_the_runs_file_says(tmp_path):
+    """`--spot`: the p4d instances `i % 5 = 4` billed as spot, the runs on them restarted in
+    chains of three (the second from scratch), production runs with a trigger. The pipeline's
+    SQL and the reference attribute it alike, and `preemption` and `retrain_cadence` count
+    what the runs file says: a chain per run on spot that restarts nothing, every restart, the
+    cost of every run a from-scratch restart repeated."""
+    import duckdb
+
+    build, reference = _bench_module("in_memory").build, _bench_module("reference")
+    out = tmp_path / "spot"
+    _bench_module("generate").generate(out, 5000, 400, 500, spot=True)  # five instances
+    con, _ = build(out)
+    ours = dict(con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
+                            "GROUP BY 1").fetchall())
+    theirs = reference.run(out)["totals"]
+    assert ours.keys() == theirs.keys()
+    assert all(ours[k] == pytest.approx(theirs[k], rel=1e-9, abs=1e-6) for k in ours)
+    with duckdb.connect() as files:
+        files.execute("SET TimeZone = 'UTC'")
+        firsts, restarts, from_scratch, production = files.execute(
+            "SELECT list(run_id ORDER BY run_id) FILTER (restart_of IS NULL AND "
+            "  regexp_extract(resource_ids[1], '[0-9]+$')::INTEGER % 5 = 4), "
+            "count(restart_of), count(restart_of) FILTER (resumed_from IS NULL), "
+            "count(*) FILTER (purpose = 'production') FROM read_parquet(?)",
+            [str(out / "runs.parquet")]).fetchone()
+        repeated = [r for (r,) in files.execute(
+            "SELECT restart_of FROM read_parquet(?) WHERE restart_of IS NOT NULL "
+            "AND resumed_from IS NULL", [str(out / "runs.parquet")]).fetchall()]
+        spot_lines = files.execute(
+            "SELECT count(*) FROM read_parquet(?) WHERE starts_with(line_item_usage_type, "
+            "'SpotUsage:')", [[str(f) for f in out.glob("cur/**/*.parquet")]]).fetchone()[0]
+    assert spot_lines > 0 and restarts > from_scratch > 0 and len(firsts) > 10
+    chains = con.execute("SELECT list(chain_id ORDER BY chain_id), sum(restarts), "
+                         "sum(restarts_from_scratch), sum(lost_cost), "
+                         "bool_and(on_demand_cost > 0) FROM preemption").fetchone()
+    lost = con.execute("SELECT sum(cost) FROM run_costs WHERE list_contains(?, run_id)",
+                       [repeated]).fetchone()[0]
+    assert chains[:3] == (firsts, restarts, from_scratch) and chains[4]
+    assert chains[3] == pytest.approx(lost, rel=1e-12) and lost > 0
+    retrains = con.execute("SELECT sum(retrains), sum(unknown_retrains), "
+                           "sum(schedule_retrains) FROM retrain_cadence").fetchone()
+    assert retrains[0] == production and retrains[1] == 0 and retrains[2] > 0
+    lever = con.execute("SELECT dollars FROM cost_levers "
+                        "WHERE lever = 'checkpoint before going preemptible'").fetchone()[0]
+    assert lever == pytest.approx(lost, rel=1e-12)
 
 
 def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):

@@ -443,8 +443,8 @@ def test_commitments_are_another_shape_of_month_the_rules_agree_on(tmp_path):
     """`--commitments`: a savings plan and reservations over part of the GPU fleet, as CUR 2.0
     bills them (covered and negation lines, discounted lines billed 0, the plan's hourly fee
     and the reservations' monthly one). The pipeline's SQL and the reference attribute it
-    alike, wide or narrow; the negations add no GPU-hours, the unused commitment is
-    unallocated, and the plain month's lines are unchanged."""
+    alike, wide or narrow; the negations add no GPU-hours and the unused commitment is
+    unallocated."""
     import duckdb
 
     generate, in_memory = _bench_module("generate").generate, _bench_module("in_memory").run
@@ -455,14 +455,14 @@ def test_commitments_are_another_shape_of_month_the_rules_agree_on(tmp_path):
         generate(tmp_path / name, 4000, 200, 500, **options)  # four instances
         months[name] = (in_memory(tmp_path / name)["totals"], reference.run(tmp_path / name)
                         ["totals"], reference.reconciliation(tmp_path / name)["reconciliation"])
+    files = reference.month_inputs(tmp_path / "committed")["cur_files"]
     with duckdb.connect() as con:
         kinds = dict(con.execute(
             "SELECT line_item_line_item_type, count(*) FROM read_parquet(?) GROUP BY 1",
-            [[str(f) for f in tmp_path.glob("committed/cur/**/*.parquet")]]).fetchall())
+            [files]).fetchall())
         unused = con.execute(
             "SELECT sum(savings_plan_total_commitment_to_date - savings_plan_used_commitment) "
-            "+ sum(reservation_unused_recurring_fee) FROM read_parquet(?)",
-            [[str(f) for f in tmp_path.glob("committed/cur/**/*.parquet")]]).fetchone()[0]
+            "+ sum(reservation_unused_recurring_fee) FROM read_parquet(?)", [files]).fetchone()[0]
     assert kinds["SavingsPlanCoveredUsage"] == kinds["SavingsPlanNegation"] > 0
     assert kinds["DiscountedUsage"] > 0 and kinds["SavingsPlanRecurringFee"] == 744
     assert kinds["RIFee"] == 1 and unused > 0
@@ -506,7 +506,7 @@ def test_spot_chains_are_priced_as_the_runs_file_says(tmp_path):
             "AND resumed_from IS NULL", [str(out / "runs.parquet")]).fetchall()]
         spot_lines = files.execute(
             "SELECT count(*) FROM read_parquet(?) WHERE starts_with(line_item_usage_type, "
-            "'SpotUsage:')", [[str(f) for f in out.glob("cur/**/*.parquet")]]).fetchone()[0]
+            "'SpotUsage:')", [reference.month_inputs(out)["cur_files"]]).fetchone()[0]
     assert spot_lines > 0 and restarts > from_scratch > 0 and len(firsts) > 10
     chains = con.execute("SELECT list(chain_id ORDER BY chain_id), sum(restarts), "
                          "sum(restarts_from_scratch), sum(lost_cost), "

@@ -46,6 +46,13 @@ them in chains of three (SPEC §12): each run on such an instance restarts the o
 there (`restart_of`) but the first of every three, the second from scratch (no
 `resumed_from`), the third from its predecessor's checkpoint. Production runs say why they
 were launched (`trigger`: schedule, drift or manual).
+
+`--split` makes the g5.12xlarge instances (`i % 5 = 1`) EKS nodes with split cost allocation
+data, as CUR 2.0 writes it: each node-hour one worker pod requesting 75% of the node, billed in
+a vCPU row and a memory row (resource = the pod's ARN, `split_line_item_parent_resource_id` =
+the node, the node's amortized cost divided 7:3, the rest of the node its unused cost). The
+runs on a node list its pod instead of the instance, so the pods' split cost is what they
+claim and the node keeps its unused capacity. Fewer instances keep the month's line count.
 """
 
 from __future__ import annotations
@@ -212,7 +219,7 @@ SPREAD_RUNS = """
           ((r // $instances) * $slot + (r % 7) * 0.1) * 60 AS BIGINT)) AS start_time,
         CAST($start AS TIMESTAMP) + to_minutes(CAST(
           ((r // $instances) * $slot + (r % 7) * 0.1 + $slot * 0.9) * 60 AS BIGINT)) AS end_time,
-        ['i-' || lpad((r % $instances)::VARCHAR, 12, '0'),
+        [{resource},
          'vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
         CASE WHEN r % 5 = 2 THEN 4 END AS gpus,
         'us-east-1' AS region,
@@ -251,7 +258,7 @@ PACKED_RUNS = """
              THEN start_time + to_minutes(CAST($slot * 0.95 * 60 AS BIGINT)) END AS end_time,
         CASE WHEN r % 10 = 0
              THEN [i, (i + 1) % $instances, (i + 2) % $instances, (i + 3) % $instances]
-             ELSE [i] END.list_transform(lambda x: 'i-' || lpad(x::VARCHAR, 12, '0'))
+             ELSE [i] END.list_transform(lambda x: {resource})
           || ['vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
         CASE WHEN r % 10 >= 2 THEN 2 END AS gpus,
         'us-east-1' AS region,
@@ -263,6 +270,31 @@ PACKED_RUNS = """
     ) TO '{out}' (FORMAT parquet)
 """
 
+# EKS split cost allocation (`--split`): the share of a node (g5.12xlarge) its worker pod requests,
+# the pod rows (usage unit, node units, share of the node's cost) and the pod of node `{rid}`
+POD_SHARE = 0.75
+POD_ROWS = "(VALUES ('vCPU', 48, 0.7), ('GB', 192, 0.3)) p(unit, units, weight)"
+POD_ARN = ("'arn:aws:eks:us-east-1:123456789012:pod/bench/training/worker-' || substr({rid}, 3)"
+           " || '/' || md5({rid})")
+SPLIT_COLUMNS = f"""
+        CASE WHEN product = 'AmazonEKS'
+             THEN 'i-' || regexp_extract(rid, 'worker-([0-9]+)/', 1) END
+          AS split_line_item_parent_resource_id,
+        CASE WHEN product = 'AmazonEKS' THEN amount * rate END AS split_line_item_split_cost,
+        CAST(NULL AS DOUBLE) AS split_line_item_net_split_cost,
+        CASE WHEN product = 'AmazonEKS' THEN amount * rate * (1 - {POD_SHARE}) / {POD_SHARE} END
+          AS split_line_item_unused_cost,"""
+
+
+def run_resource(index: str, split: bool) -> str:
+    """The resource a run on instance number `index` (SQL) lists: the instance, or its worker
+    pod on an EKS node of a `--split` month."""
+    rid = f"'i-' || lpad(({index})::VARCHAR, 12, '0')"
+    if not split:
+        return rid
+    return f"CASE WHEN ({index}) % 5 = 1 THEN {POD_ARN.format(rid=rid)} ELSE {rid} END"
+
+
 # the CUR's timestamp columns (`--timestamps zoned` types them as instants in UTC)
 TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_date",
                      "line_item_usage_end_date")
@@ -270,13 +302,14 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
 
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
-             commitments: bool = False, spot: bool = False) -> Path:
+             commitments: bool = False, spot: bool = False, split: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
     for old in data.glob("*.parquet"):
         old.unlink()
-    instances = max(1, int(lines * 0.85) // HOURS)
+    # a fifth of the instances are EKS nodes with two pod rows an hour in a --split month
+    instances = max(1, int(lines * 0.85 / (1.4 if split else 1.0)) // HOURS)
     volumes = max(1, int(lines * 0.13) // HOURS)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
@@ -284,12 +317,12 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     params = {"instances": instances, "volumes": volumes, "runs": runs, "hours": HOURS,
               "start": MONTH_START, "commit": commitments, "sp_rate": SP_RATE,
               "ri_rate": RI_RATE, "sp_arn": SP_ARN, "ri_arn": RI_ARN, "spot": spot,
-              "spot_rate": SPOT_RATE}
+              "spot_rate": SPOT_RATE, "split": split, "pod_share": POD_SHARE}
     # the commitment columns carry the figures (a wide export's were empty); spot lines are
     # listed at the on-demand rate
     columns = with_columns(WIDE_COLUMNS if shape == "wide" else NARROW_TAGS,
                            (COMMITMENT_COLUMNS if commitments else "")
-                           + (SPOT_COLUMNS if spot else ""))
+                           + (SPOT_COLUMNS if spot else "") + (SPLIT_COLUMNS if split else ""))
     zoned = [*TIMESTAMP_COLUMNS, *(("bill_billing_period_end_date",) if shape == "wide" else ())]
     opening, closing = "", ""
     if timestamps == "zoned":
@@ -333,6 +366,15 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         SELECT 'neg-' || substr(id, 5), rid, itype, s, amount, -rate, 'SavingsPlanNegation',
           product, usage_type, family
         FROM instance_lines WHERE line_type = 'SavingsPlanCoveredUsage'
+      ),
+      pod_lines AS (
+        -- an EKS node's worker pod, each hour: its vCPU and memory rows, billing nothing
+        -- themselves; `amount * rate` is the row's split cost, its share of the node's hour
+        SELECT 'pod-' || substr(id, 5) || '-' || p.unit, {POD_ARN.format(rid="rid")}, NULL, s,
+          p.units * $pod_share * amount, rate * p.weight / p.units, 'Usage', 'AmazonEKS',
+          'USE1-EKS-EC2-' || p.unit || '-Hours', NULL
+        FROM instance_lines, {POD_ROWS}
+        WHERE $split AND itype = 'g5.12xlarge'
       ),
       volume_lines AS (
         SELECT 'vol-' || v || '-' || h AS id, 'vol-' || lpad(v::VARCHAR, 12, '0') AS rid,
@@ -378,6 +420,7 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
       all_lines AS (
         SELECT *, NULL AS committed FROM (
           SELECT * FROM instance_lines UNION ALL SELECT * FROM negation_lines
+          UNION ALL SELECT * FROM pod_lines
           UNION ALL SELECT * FROM volume_lines
           UNION ALL SELECT * FROM bucket_lines UNION ALL SELECT * FROM transfer_lines
           UNION ALL SELECT * FROM nat_lines UNION ALL SELECT * FROM other_lines)
@@ -396,10 +439,10 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         s + CASE WHEN product = 'AmazonS3' AND usage_type LIKE 'Timed%'
                  THEN INTERVAL 1 DAY ELSE INTERVAL 1 HOUR END AS line_item_usage_end_date,
         rid AS line_item_resource_id,
-        CASE line_type WHEN 'DiscountedUsage' THEN 0 ELSE amount * rate END
-          AS line_item_unblended_cost,
-        CASE line_type WHEN 'DiscountedUsage' THEN 0 ELSE amount * rate END
-          AS line_item_net_unblended_cost,
+        CASE WHEN line_type = 'DiscountedUsage' OR product = 'AmazonEKS' THEN 0
+             ELSE amount * rate END AS line_item_unblended_cost,
+        CASE WHEN line_type = 'DiscountedUsage' OR product = 'AmazonEKS' THEN 0
+             ELSE amount * rate END AS line_item_net_unblended_cost,
         amount AS line_item_usage_amount,
         usage_type AS line_item_usage_type,
         product AS line_item_product_code,
@@ -416,7 +459,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         sql, slot, step = PACKED_RUNS, HOURS / -(-runs // (instances * LANES)), instances * LANES
     else:
         sql, slot, step = SPREAD_RUNS, HOURS / -(-runs // instances), instances
-    query(con, sql.format(identity=RUN_IDENTITY, out=out / "runs.parquet",
+    resource = run_resource("x" if layout == "packed" else "r % $instances", split)
+    query(con, sql.format(identity=RUN_IDENTITY, out=out / "runs.parquet", resource=resource,
                           extra=SPOT_RUN_COLUMNS if spot else ""),
           {**params, "slot": slot, "lanes": LANES, "step": step})
     query(con, f"""
@@ -464,9 +508,12 @@ def main() -> None:
                         help="a savings plan and reservations over part of the GPU fleet")
     parser.add_argument("--spot", action="store_true",
                         help="part of the GPU fleet on spot, its runs restarted in chains")
+    parser.add_argument("--split", action="store_true",
+                        help="the g5 instances as EKS nodes with split cost allocation rows, "
+                        "the runs on them listing their pods")
     args = parser.parse_args()
     generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
-             args.run_tags, args.layout, args.commitments, args.spot)
+             args.run_tags, args.layout, args.commitments, args.spot, args.split)
 
 
 if __name__ == "__main__":

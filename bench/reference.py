@@ -9,10 +9,11 @@ A faithful but minimal subset of `assets/attribution.sql`: compute claims by the
 listed resources (a range join on resource + overlapping periods), d from the usage hours,
 the GPU factor, over-claimed shares scaled down, bucket storage split by the runs' listed
 bytes (month-end listing), cross-region transfer split by overlap, non-usage lines
-unallocated, and a savings plan's and reservations' lines at AWS's amortized cost when the
-export carries their columns (`generate.py --commitments`). Left out because the generated
+unallocated, a savings plan's and reservations' lines at AWS's amortized cost when the
+export carries their columns (`generate.py --commitments`), and EKS pods' split rows at their
+split cost, taken out of their node's hour (`generate.py --split`). Left out because the generated
 month has none of them: run tags on lines, sweep parents, daily inventory snapshots, the net
-commitment columns.
+commitment columns, a pod whose node's row is absent or whose split exceeds it.
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ raw AS (
         CASE WHEN regexp_matches(line_item_usage_type, '(^|-)(BoxUsage|SpotUsage|HostUsage)(:|$)')
                   AND line_item_line_item_type <> 'SavingsPlanNegation'
              THEN line_item_usage_amount END AS hours,
-        coalesce(product_instance_type, split_part(line_item_usage_type, ':', 2)) AS itype
+        coalesce(product_instance_type, split_part(line_item_usage_type, ':', 2))
+            AS itype{pod_columns}
     FROM read_parquet($cur_files)
-),
+),{split}
 lines AS (
     SELECT
         row_number() OVER () AS k, s, e, rid, c, hours{line_extra},
@@ -81,7 +83,7 @@ lines AS (
                 THEN 'bucket_storage'
             ELSE 'compute'
         END AS rule
-    FROM raw
+    FROM {costed}
 ),
 all_runs AS (
     SELECT run_id, gpus, region, dataset, resource_ids, start_time AS rs,
@@ -151,6 +153,28 @@ claims AS (
 claimed AS (SELECT k, sum(share) AS claimed FROM claims GROUP BY k)
 """
 
+# split cost allocation (SPEC §3): a pod's row (naming its node) costs its split cost, which
+# its node's instance-usage line of the hour gives up; the pod is of its node's instance type
+POD_COLUMNS = """,
+        nullif(trim(split_line_item_parent_resource_id), '') AS parent,
+        coalesce(split_line_item_net_split_cost, split_line_item_split_cost, 0) AS split_cost"""
+SPLIT = """
+pod_hours AS (
+    SELECT parent, s, e, sum(split_cost) AS moved FROM raw WHERE parent IS NOT NULL GROUP BY ALL
+),
+split AS (
+    SELECT r.* EXCLUDE (parent, split_cost) REPLACE (
+        CASE WHEN r.parent IS NOT NULL THEN r.split_cost
+             WHEN p.moved IS NOT NULL AND r.c > 0 THEN r.c - least(p.moved, r.c)
+             ELSE r.c END AS c,
+        coalesce(n.itype, r.itype) AS itype),
+        n.itype IS NOT NULL AND regexp_matches(n.itype, '^(p|g|gr|trn|inf|dl)\\d') AS gpu_pod
+    FROM raw r
+    LEFT JOIN pod_hours p ON r.hours IS NOT NULL AND p.parent = r.rid AND p.s = r.s AND p.e = r.e
+    LEFT JOIN (SELECT DISTINCT rid, s, e, itype FROM raw WHERE hours IS NOT NULL) n
+      ON n.rid = r.parent AND n.s = r.s AND n.e = r.e
+),"""
+
 # the month's cost per purpose class, untracked and unallocated
 REFERENCE_SQL = _CTES.replace("{line_extra}", "") + """
 SELECT cl.cls AS purpose_class, sum(l.c * cl.share / greatest(t.claimed, 1.0)) AS cost
@@ -170,11 +194,12 @@ SELECT 'unallocated', sum(c) FROM lines WHERE rule = 'non_usage'
 # (usage hours × G) and S, the shares the runs claim of it. A run's final shares sum to
 # min(S, 1): tracked = Σ GPU-hours × min(S, 1), the untracked cost c × (1 − min(S, 1)), an
 # over-claimed line's excess (S − 1) × GPU-hours; in all (`all`) and per instance type
-RECONCILIATION_SQL = _CTES.replace("{line_extra}", ", itype") + """,
+RECONCILIATION_SQL = _CTES.replace("{line_extra}", ", itype, gpu_pod") + """,
 gpu_lines AS (
-    SELECT l.itype, l.hours * l.g AS gpu_hours, l.c, coalesce(t.claimed, 0) AS s
+    -- (a pod's row on a GPU node: its cost, no GPU-hours, as its node's are billed once)
+    SELECT l.itype, coalesce(l.hours * l.g, 0) AS gpu_hours, l.c, coalesce(t.claimed, 0) AS s
     FROM lines l LEFT JOIN claimed t USING (k)
-    WHERE l.rule = 'compute' AND l.g > 0
+    WHERE l.rule = 'compute' AND (l.g > 0 OR l.gpu_pod)
 )
 SELECT
     CASE WHEN grouping(itype) = 1 THEN 'all' ELSE itype END AS instance_type,
@@ -208,11 +233,18 @@ def month_inputs(data: Path) -> dict:
 
 
 def for_export(con: duckdb.DuckDBPyConnection, sql: str, cur_files: list[str]) -> str:
-    """`sql` with the line's cost rule the export's columns call for."""
+    """`sql` with the line's cost rule the export's columns call for, and the split pass when
+    a line names a parent (an export selecting every column has the split columns, empty)."""
     columns = {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
                                              [cur_files]).fetchall()}
-    return sql.replace("{cost}", AMORTIZED_COST if "savings_plan_savings_plan_effective_cost"
-                       in columns else PLAIN_COST)
+    split = "split_line_item_parent_resource_id" in columns and con.execute(
+        "SELECT count(nullif(trim(split_line_item_parent_resource_id), '')) > 0 "
+        "FROM read_parquet(?)", [cur_files]).fetchone()[0]
+    return (sql.replace("{cost}", AMORTIZED_COST if "savings_plan_savings_plan_effective_cost"
+                        in columns else PLAIN_COST)
+            .replace("{pod_columns}", POD_COLUMNS if split else "")
+            .replace("{split}", SPLIT if split else "")
+            .replace("{costed}", "split" if split else "(SELECT *, false AS gpu_pod FROM raw)"))
 
 
 def run(data: Path) -> dict:

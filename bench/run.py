@@ -51,7 +51,8 @@ def parse_size(text: str) -> int:
 # of the month's data folder when it is not the default)
 VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
             ("run_tags", False, "-tagged"), ("layout", "spread", "-packed"),
-            ("commitments", False, "-committed"), ("spot", False, "-spot"))
+            ("commitments", False, "-committed"), ("spot", False, "-spot"),
+            ("split", False, "-split"))
 
 
 def month_variant(args) -> dict:
@@ -452,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="part of the GPU fleet on spot, its runs restarted in chains of "
                         "three, production runs with a trigger (bench/generate.py): the "
                         "preemption and retrain tables at scale; its data is kept as <size>-spot")
+    parser.add_argument("--split", action="store_true",
+                        help="the g5 instances as EKS nodes with split cost allocation rows, the "
+                        "runs on them listing their worker pods (bench/generate.py): the split "
+                        "pass at scale; its data is kept as <size>-split")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")

@@ -7,7 +7,9 @@ WITH
 -- except for the instance type of untracked GPU rows.
 lines AS NOT MATERIALIZED (
     SELECT hash(x_SourceLine) AS line_key, ResourceId, EffectiveCost, x_CostComponent, x_UsageHours,
-           x_AcceleratorCount, x_InstanceType, x_InvoiceId
+           x_AcceleratorCount, x_InstanceType, x_InvoiceId,
+           attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
+                            x_CostComponent) AS rule
     FROM billing_facts WHERE month = $month
 ),
 att AS NOT MATERIALIZED (
@@ -32,17 +34,20 @@ untracked_by_line AS (
     SELECT line_key, accelerator_hours AS untracked_hours, cost AS untracked_cost
     FROM attribution_rows
     WHERE month = $month AND purpose_class = 'untracked' AND component = 'gpu'
-      AND accelerator_hours IS NOT NULL
 ),
 by_type AS (
+    -- the month's figures per instance type: GPU-hours from the GPU instance-usage lines, the
+    -- cost shares from every gpu-component usage line as the month's (a pod's split row is
+    -- of its node's type, and a type's figures add up to the month's)
     SELECT
         l.x_InstanceType AS instance_type,
-        fsum(l.x_UsageHours * l.x_AcceleratorCount) AS billed_gpu_hours,
+        coalesce(fsum(l.x_UsageHours * l.x_AcceleratorCount), 0) AS billed_gpu_hours,
         coalesce(fsum(u.untracked_hours), 0) AS untracked_gpu_hours,
         fsum(l.EffectiveCost) AS gpu_cost,
         coalesce(fsum(u.untracked_cost), 0) AS untracked_cost
-    FROM gpu_lines l
+    FROM lines l
     LEFT JOIN untracked_by_line u USING (line_key)
+    WHERE l.x_CostComponent = 'gpu' AND l.rule <> 'non_usage'
     GROUP BY l.x_InstanceType
 ),
 over_claimed AS (

@@ -40,8 +40,8 @@ def scenarios(draw):
     lines = []
     n = draw(st.integers(1, 14))
     for i in range(n):
-        kind = draw(st.sampled_from(["instance", "instance", "split", "storage", "transfer",
-                                     "nat", "tax", "credit", "unused", "volume"]))
+        kind = draw(st.sampled_from(["instance", "instance", "split", "pod", "storage",
+                                     "transfer", "nat", "tax", "credit", "unused", "volume"]))
         h = draw(st.integers(0, 10)) + draw(st.sampled_from([0, 0, 0, 0.5]))
         s, e = hour(h), hour(h + draw(st.sampled_from([1, 1, 1, 0.25, 2])))
         cost = draw(st.floats(-5, 50, allow_nan=False).map(lambda x: round(x, 4)))
@@ -64,7 +64,13 @@ def scenarios(draw):
                               "x_SplitParent": split_parent,
                               "EffectiveCost": round(cost * hours_part, 6)})
             continue
-        if kind == "storage":
+        if kind == "pod":  # a pod's split row: its node's component and type, no hours, no G
+            node = draw(st.sampled_from(["i-a", "i-b", "i-c"]))
+            base.update(ResourceId=draw(st.sampled_from(["pod-x", "pod-y"])),
+                        x_CostComponent="gpu" if INSTANCES[node] else "cpu",
+                        x_AcceleratorCount=0, x_InstanceType=INSTANCE_TYPES[node],
+                        x_ResourceKind="container")
+        elif kind == "storage":
             base.update(ResourceId=draw(st.sampled_from(BUCKETS)), x_CostComponent="storage",
                         x_ResourceKind="bucket", ChargePeriodEnd=hour(h + 24))
         elif kind == "transfer":
@@ -89,7 +95,7 @@ def scenarios(draw):
         runs.append({
             "run_id": run_id, "status": status, "start_time": hour(start), "end_time": end,
             "resource_ids": draw(st.lists(
-                st.sampled_from(sorted(INSTANCES) + ["vol-1", "i-z", "job-a", "job-b"]),
+                st.sampled_from(sorted(INSTANCES) + ["vol-1", "i-z", "job-a", "job-b", "pod-x"]),
                 unique=True, max_size=3)),
             "gpus": draw(st.sampled_from([None, 1, 2, 4, 8])),
             "purpose": draw(st.sampled_from([None, "production", "search", "preprocess"])),

@@ -320,17 +320,17 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
 
     run = _bench_module("run")
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
-                               layout="spread", commitments=False, spot=False)
+                               layout="spread", commitments=False, spot=False, split=False)
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
-                               commitments=True, spot=True)
+                               commitments=True, spot=True, split=True)
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
-                       "layout": "packed", "commitments": True, "spot": True}
+                       "layout": "packed", "commitments": True, "spot": True, "split": True}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
-                                               "--commitments", "--spot"]
-    assert run.variant_suffix(variant) == "-wide-zoned-tagged-packed-committed-spot"
+                                               "--commitments", "--spot", "--split"]
+    assert run.variant_suffix(variant) == "-wide-zoned-tagged-packed-committed-spot-split"
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
 
 
@@ -521,6 +521,55 @@ def test_spot_chains_are_priced_as_the_runs_file_says(tmp_path):
     lever = con.execute("SELECT dollars FROM cost_levers "
                         "WHERE lever = 'checkpoint before going preemptible'").fetchone()[0]
     assert lever == pytest.approx(lost, rel=1e-12)
+
+
+def _reconciliation_of(con, run) -> dict:
+    """The in-memory month's `reconciliation` row as bench/run.py reads a warehouse's."""
+    *figures, types = con.execute(f"SELECT {', '.join(run.RECONCILED)}, by_accelerator_type "
+                                  "FROM reconciliation").fetchone()
+    return {"all": dict(zip(run.RECONCILED, figures, strict=True)),
+            **{t["instance_type"]: {n: t[n] for n in run.RECONCILED_PER_TYPE} for t in types}}
+
+
+@pytest.mark.parametrize("layout", ["spread", "packed"])
+def test_eks_pods_are_split_out_of_their_nodes_as_the_rules_say(tmp_path, layout):
+    """`--split`: the g5 instances are EKS nodes whose worker pod takes 75% of each hour in a
+    vCPU and a memory split row, and the runs on them list the pod. The pipeline's SQL and the
+    reference (its own split pass) attribute the month alike and reconcile it alike; the
+    pods' rows bill nothing of their own, so the month costs what the instances bill, and
+    each node keeps exactly AWS's unused cost, untracked as idle capacity."""
+    import duckdb
+
+    build, reference = _bench_module("in_memory").build, _bench_module("reference")
+    run, report = _bench_module("run"), _bench_module("report")
+    out = tmp_path / layout
+    _bench_module("generate").generate(out, 10_000, 300, 500, layout=layout, split=True)
+    con, _ = build(out)
+    ours = dict(con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
+                            "GROUP BY 1").fetchall())
+    theirs = reference.run(out)["totals"]
+    assert ours.keys() == theirs.keys()
+    assert all(ours[k] == pytest.approx(theirs[k], rel=1e-9, abs=1e-6) for k in ours)
+    check = report.compare_reconciliation({
+        "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
+        "pipeline": {"reconciliation": _reconciliation_of(con, run)}})
+    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    with duckdb.connect() as files:
+        pods, nodes, billed, unused = files.execute(
+            "SELECT count(*) FILTER (split_line_item_parent_resource_id IS NOT NULL), "
+            "count(DISTINCT split_line_item_parent_resource_id), sum(line_item_unblended_cost), "
+            "sum(split_line_item_unused_cost) FROM read_parquet(?)",
+            [reference.month_inputs(out)["cur_files"]]).fetchone()
+    assert pods == 2 * 744 * nodes and nodes > 0
+    assert sum(ours.values()) == pytest.approx(billed, rel=1e-12)
+    kinds = dict(con.execute(
+        "SELECT a.kind, sum(a.cost) FROM attribution a JOIN billing_facts b USING (x_SourceLine) "
+        "WHERE b.x_SplitParent GROUP BY 1").fetchall())
+    assert kinds.keys() == {"idle_capacity"}
+    assert kinds["idle_capacity"] == pytest.approx(unused, rel=1e-9)
+    g5 = _reconciliation_of(con, run)["g5.12xlarge"]
+    # the runs list pods, which carry no hours: the nodes' GPU-hours are all untracked
+    assert g5["untracked_share"] == 1.0 and 0 < g5["untracked_cost_share"] < 0.5
 
 
 def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):

@@ -323,19 +323,20 @@ def reconcile(
         return sum(r["cost"] for r in attribution_rows if pred(r["purpose_class"]))
 
     attributed = cost_of(lambda p: p not in ("untracked", "unallocated"))
-    # per instance type of the GPU lines (a line without one is a type of its own, last)
+    # per instance type of the gpu usage lines (a line without one is a type of its own,
+    # last): the GPU-hours of those with hours, the cost of all, as the month's figures
     types: dict[str | None, dict[str, float]] = {}
     for line in lines:
-        if is_gpu(line):
+        if line["x_CostComponent"] == "gpu" and is_claimable(line):
             acc = types.setdefault(line.get("x_InstanceType"), dict.fromkeys(
                 ("billed", "untracked", "cost", "untracked_cost"), 0.0))
-            acc["billed"] += gpu_hours(line)
+            acc["billed"] += gpu_hours(line) if is_gpu(line) else 0.0
             acc["cost"] += line["EffectiveCost"]
     for row in attribution_rows:
         line = by_line[row["x_SourceLine"]]
-        if is_gpu(line) and row["purpose_class"] == "untracked":
+        if row["purpose_class"] == "untracked" and row["component"] == "gpu":
             acc = types[line.get("x_InstanceType")]
-            acc["untracked"] += row["share"] * gpu_hours(line)
+            acc["untracked"] += row["share"] * gpu_hours(line) if is_gpu(line) else 0.0
             acc["untracked_cost"] += row["cost"]
     by_type = [{
         "instance_type": kind,

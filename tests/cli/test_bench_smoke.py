@@ -476,6 +476,18 @@ def test_commitments_are_another_shape_of_month_the_rules_agree_on(tmp_path):
     assert committed[0]["unallocated"] == pytest.approx(plain[0]["unallocated"] + unused)
 
 
+def _built_as_the_reference_attributes_it(out: Path):
+    """The generated month in `out` built in memory by the pipeline's SQL (its connection)
+    and its cost per purpose class, which must equal the reference's."""
+    con, _ = _bench_module("in_memory").build(out)
+    ours = dict(con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
+                            "GROUP BY 1").fetchall())
+    theirs = _bench_module("reference").run(out)["totals"]
+    assert ours.keys() == theirs.keys()
+    assert all(ours[k] == pytest.approx(theirs[k], rel=1e-9, abs=1e-6) for k in ours)
+    return con, ours
+
+
 def test_spot_chains_are_priced_as_the_runs_file_says(tmp_path):
     """`--spot`: the p4d instances `i % 5 = 4` billed as spot, the runs on them restarted in
     chains of three (the second from scratch), production runs with a trigger. The pipeline's
@@ -484,15 +496,10 @@ def test_spot_chains_are_priced_as_the_runs_file_says(tmp_path):
     cost of every run a from-scratch restart repeated."""
     import duckdb
 
-    build, reference = _bench_module("in_memory").build, _bench_module("reference")
+    reference = _bench_module("reference")
     out = tmp_path / "spot"
     _bench_module("generate").generate(out, 5000, 400, 500, spot=True)  # five instances
-    con, _ = build(out)
-    ours = dict(con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
-                            "GROUP BY 1").fetchall())
-    theirs = reference.run(out)["totals"]
-    assert ours.keys() == theirs.keys()
-    assert all(ours[k] == pytest.approx(theirs[k], rel=1e-9, abs=1e-6) for k in ours)
+    con, _ = _built_as_the_reference_attributes_it(out)
     with duckdb.connect() as files:
         files.execute("SET TimeZone = 'UTC'")
         firsts, restarts, from_scratch, production = files.execute(
@@ -540,16 +547,11 @@ def test_eks_pods_are_split_out_of_their_nodes_as_the_rules_say(tmp_path, layout
     each node keeps exactly AWS's unused cost, untracked as idle capacity."""
     import duckdb
 
-    build, reference = _bench_module("in_memory").build, _bench_module("reference")
+    reference = _bench_module("reference")
     run, report = _bench_module("run"), _bench_module("report")
     out = tmp_path / layout
     _bench_module("generate").generate(out, 10_000, 300, 500, layout=layout, split=True)
-    con, _ = build(out)
-    ours = dict(con.execute("SELECT purpose_class, sum(cost) FROM attribution_rows "
-                            "GROUP BY 1").fetchall())
-    theirs = reference.run(out)["totals"]
-    assert ours.keys() == theirs.keys()
-    assert all(ours[k] == pytest.approx(theirs[k], rel=1e-9, abs=1e-6) for k in ours)
+    con, ours = _built_as_the_reference_attributes_it(out)
     check = report.compare_reconciliation({
         "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
         "pipeline": {"reconciliation": _reconciliation_of(con, run)}})

@@ -53,6 +53,13 @@ a vCPU row and a memory row (resource = the pod's ARN, `split_line_item_parent_r
 the node, the node's amortized cost divided 7:3, the rest of the node its unused cost). The
 runs on a node list its pod instead of the instance, so the pods' split cost is what they
 claim and the node keeps its unused capacity. Fewer instances keep the month's line count.
+
+`--sagemaker` (spread layout, without `--commitments`) runs the jobs of the p4d instances
+`i % 5 = 3` as SageMaker training jobs instead: each run there is a job of one
+ml.p4d.24xlarge (two for a production run), billed as CUR 2.0 bills SageMaker training
+(`AmazonSageMaker`, usage type `USE1-Train:ml.p4d.24xlarge`, resource = the job's ARN, usage =
+instance-hours) for the hours the run ran, and the run lists the job by its name or, every
+other run, by its ARN.
 """
 
 from __future__ import annotations
@@ -209,16 +216,17 @@ RUN_IDENTITY = """'run-' || lpad(r::VARCHAR, 8, '0') AS run_id,
         CASE WHEN r % 10 >= 2 THEN 'cfg-' || (r % 500) || '-' || ((r // 3) % 8) END AS config_id,"""
 
 # the spread layout's runs: run r on instance r % instances, the (r // instances)-th of its
-# instance, one after another (a 0.1-hour stagger by r % 7 overlaps some neighbours)
+# instance, one after another (a 0.1-hour stagger by r % 7 overlaps some neighbours); its
+# start and end as minutes into the month (a SageMaker job bills the same minutes)
+SPREAD_START = "CAST(((r // $instances) * $slot + (r % 7) * 0.1) * 60 AS BIGINT)"
+SPREAD_END = "CAST(((r // $instances) * $slot + (r % 7) * 0.1 + $slot * 0.9) * 60 AS BIGINT)"
 SPREAD_RUNS = """
     COPY (
       SELECT
         {identity}
         'FINISHED' AS status,
-        CAST($start AS TIMESTAMP) + to_minutes(CAST(
-          ((r // $instances) * $slot + (r % 7) * 0.1) * 60 AS BIGINT)) AS start_time,
-        CAST($start AS TIMESTAMP) + to_minutes(CAST(
-          ((r // $instances) * $slot + (r % 7) * 0.1 + $slot * 0.9) * 60 AS BIGINT)) AS end_time,
+        CAST($start AS TIMESTAMP) + to_minutes({start_minute}) AS start_time,
+        CAST($start AS TIMESTAMP) + to_minutes({end_minute}) AS end_time,
         [{resource},
          'vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
         CASE WHEN r % 5 = 2 THEN 4 END AS gpus,
@@ -286,13 +294,26 @@ SPLIT_COLUMNS = f"""
           AS split_line_item_unused_cost,"""
 
 
-def run_resource(index: str, split: bool) -> str:
-    """The resource a run on instance number `index` (SQL) lists: the instance, or its worker
-    pod on an EKS node of a `--split` month."""
+def run_resource(index: str, split: bool, sagemaker: bool = False) -> str:
+    """The resource a run on instance number `index` (SQL) lists: the instance, its worker
+    pod on an EKS node of a `--split` month, or its training job on a SageMaker instance of a
+    `--sagemaker` one (by the job's name, or every other run by its ARN)."""
     rid = f"'i-' || lpad(({index})::VARCHAR, 12, '0')"
-    if not split:
-        return rid
-    return f"CASE WHEN ({index}) % 5 = 1 THEN {POD_ARN.format(rid=rid)} ELSE {rid} END"
+    if split:
+        rid = f"CASE WHEN ({index}) % 5 = 1 THEN {POD_ARN.format(rid=rid)} ELSE {rid} END"
+    if sagemaker:
+        rid = (f"CASE WHEN ({index}) % 5 = 3 THEN CASE WHEN r % 2 = 0 THEN {JOB_NAME} "
+               f"ELSE {JOB_ARN} END ELSE {rid} END")
+    return rid
+
+
+# SageMaker training (`--sagemaker`): the instances whose runs are training jobs, a job's name
+# and ARN (run `r`'s), its instances (two for a production run) and their hourly rate
+SAGEMAKER = "i % 5 = 3"
+JOB_NAME = "'bench-job-' || lpad(r::VARCHAR, 8, '0')"
+JOB_ARN = f"'arn:aws:sagemaker:us-east-1:123456789012:training-job/' || {JOB_NAME}"
+JOB_INSTANCES = "CASE WHEN r % 10 = 0 THEN 2 ELSE 1 END"
+TRAIN_RATE = 37.688
 
 
 # the CUR's timestamp columns (`--timestamps zoned` types them as instants in UTC)
@@ -302,7 +323,12 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
 
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
-             commitments: bool = False, spot: bool = False, split: bool = False) -> Path:
+             commitments: bool = False, spot: bool = False, split: bool = False,
+             sagemaker: bool = False) -> Path:
+    if sagemaker and (layout != "spread" or commitments):
+        raise ValueError("--sagemaker takes the spread layout's instances i % 5 = 3, which "
+                         "--commitments reserves: use it with neither --layout packed nor "
+                         "--commitments")
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
@@ -317,7 +343,10 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     params = {"instances": instances, "volumes": volumes, "runs": runs, "hours": HOURS,
               "start": MONTH_START, "commit": commitments, "sp_rate": SP_RATE,
               "ri_rate": RI_RATE, "sp_arn": SP_ARN, "ri_arn": RI_ARN, "spot": spot,
-              "spot_rate": SPOT_RATE, "split": split, "pod_share": POD_SHARE}
+              "spot_rate": SPOT_RATE, "split": split, "pod_share": POD_SHARE,
+              "sagemaker": sagemaker, "train_rate": TRAIN_RATE,
+              # the spread layout's run length (a SageMaker job bills its run's minutes)
+              "slot": HOURS / -(-runs // instances)}
     # the commitment columns carry the figures (a wide export's were empty); spot lines are
     # listed at the on-demand rate
     columns = with_columns(WIDE_COLUMNS if shape == "wide" else NARROW_TAGS,
@@ -360,6 +389,23 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
           CASE WHEN $spot AND {SPOT} THEN 'SpotUsage:' ELSE 'BoxUsage:' END || itype AS usage_type,
           'Compute Instance' AS family
         FROM inst, hour
+        WHERE NOT ($sagemaker AND {SAGEMAKER})
+      ),
+      jobs AS (
+        -- the runs of a SageMaker instance as training jobs: run r's minutes of the month
+        SELECT r, {JOB_ARN} AS rid, {JOB_INSTANCES} AS n, {SPREAD_START} AS s_min,
+          {SPREAD_END} AS e_min
+        FROM range($runs) t(r)
+        WHERE $sagemaker AND (r % $instances) % 5 = 3
+      ),
+      job_lines AS (
+        -- a job's hours: its instances × the part of the hour it ran, in instance-hours
+        SELECT 'train-' || r || '-' || h, rid, 'ml.p4d.24xlarge',
+          CAST($start AS TIMESTAMP) + to_hours(h),
+          n * (least(e_min, (h + 1) * 60) - greatest(s_min, h * 60)) / 60.0, $train_rate,
+          'Usage', 'AmazonSageMaker', 'USE1-Train:ml.p4d.24xlarge', 'ML Instance'
+        FROM jobs, range(s_min // 60, (e_min + 59) // 60) t(h)
+        WHERE h < $hours
       ),
       negation_lines AS (
         -- a covered hour's negation: the same resource, period and usage, no hours (SPEC §5)
@@ -420,7 +466,7 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
       all_lines AS (
         SELECT *, NULL AS committed FROM (
           SELECT * FROM instance_lines UNION ALL SELECT * FROM negation_lines
-          UNION ALL SELECT * FROM pod_lines
+          UNION ALL SELECT * FROM pod_lines UNION ALL SELECT * FROM job_lines
           UNION ALL SELECT * FROM volume_lines
           UNION ALL SELECT * FROM bucket_lines UNION ALL SELECT * FROM transfer_lines
           UNION ALL SELECT * FROM nat_lines UNION ALL SELECT * FROM other_lines)
@@ -458,10 +504,11 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     if layout == "packed":
         sql, slot, step = PACKED_RUNS, HOURS / -(-runs // (instances * LANES)), instances * LANES
     else:
-        sql, slot, step = SPREAD_RUNS, HOURS / -(-runs // instances), instances
-    resource = run_resource("x" if layout == "packed" else "r % $instances", split)
+        sql, slot, step = SPREAD_RUNS, params["slot"], instances
+    resource = run_resource("x" if layout == "packed" else "r % $instances", split, sagemaker)
     query(con, sql.format(identity=RUN_IDENTITY, out=out / "runs.parquet", resource=resource,
-                          extra=SPOT_RUN_COLUMNS if spot else ""),
+                          extra=SPOT_RUN_COLUMNS if spot else "", start_minute=SPREAD_START,
+                          end_minute=SPREAD_END),
           {**params, "slot": slot, "lanes": LANES, "step": step})
     query(con, f"""
     COPY (
@@ -511,9 +558,12 @@ def main() -> None:
     parser.add_argument("--split", action="store_true",
                         help="the g5 instances as EKS nodes with split cost allocation rows, "
                         "the runs on them listing their pods")
+    parser.add_argument("--sagemaker", action="store_true",
+                        help="the runs of the p4d instances i %% 5 = 3 as SageMaker training jobs")
     args = parser.parse_args()
     generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
-             args.run_tags, args.layout, args.commitments, args.spot, args.split)
+             args.run_tags, args.layout, args.commitments, args.spot, args.split,
+             args.sagemaker)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ listed resources (a range join on resource + overlapping periods), d from the us
 the GPU factor, over-claimed shares scaled down, bucket storage split by the runs' listed
 bytes (month-end listing), cross-region transfer split by overlap, non-usage lines
 unallocated, a savings plan's and reservations' lines at AWS's amortized cost when the
-export carries their columns (`generate.py --commitments`), and EKS pods' split rows at their
-split cost, taken out of their node's hour (`generate.py --split`). Left out because the generated
+export carries their columns (`generate.py --commitments`), EKS pods' split rows at their
+split cost, taken out of their node's hour (`generate.py --split`), and SageMaker training
+jobs (`generate.py --sagemaker`: a job claimed by its name or ARN, its hours per instance,
+G = instances × the type's accelerators). Left out because the generated
 month has none of them: run tags on lines, sweep parents, daily inventory snapshots, the net
 commitment columns, a pod whose node's row is absent or whose split exceeds it.
 """
@@ -62,9 +64,9 @@ raw AS (
                   AND line_item_line_item_type <> 'SavingsPlanNegation'
              THEN line_item_usage_amount END AS hours,
         coalesce(product_instance_type, split_part(line_item_usage_type, ':', 2))
-            AS itype{pod_columns}
+            AS itype{raw_extra}
     FROM read_parquet($cur_files)
-),{split}
+),{stages}
 lines AS (
     SELECT
         row_number() OVER () AS k, s, e, rid, c, hours{line_extra},
@@ -72,6 +74,7 @@ lines AS (
                   AND regexp_matches(coalesce(itype, ''), '^(p|g|gr|trn|inf|dl)\\d')
              THEN CASE itype WHEN 'p4d.24xlarge' THEN 8 WHEN 'p5.48xlarge' THEN 8
                              WHEN 'g5.12xlarge' THEN 4 WHEN 'g5.xlarge' THEN 1 ELSE 1 END
+                  * {instances}
              ELSE 0 END AS g,
         CASE
             WHEN line_type NOT IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
@@ -94,9 +97,7 @@ all_runs AS (
     FROM read_parquet($runs_file)
 ),
 runs AS (SELECT * FROM all_runs WHERE re IS NOT NULL),
-run_resources AS (
-    SELECT DISTINCT run_id, rs, re, gpus, cls, unnest(resource_ids) AS rid FROM runs
-),
+run_resources AS ({run_resources}),
 periods AS (
     SELECT rid, s, e,
         CASE WHEN coalesce(sum(hours), 0) > 0 THEN sum(hours) ELSE epoch(e - s) / 3600.0 END AS d
@@ -153,6 +154,8 @@ claims AS (
 claimed AS (SELECT k, sum(share) AS claimed FROM claims GROUP BY k)
 """
 
+RUN_RESOURCES = "SELECT DISTINCT run_id, rs, re, gpus, cls, unnest(resource_ids) AS rid FROM runs"
+
 # split cost allocation (SPEC §3): a pod's row (naming its node) costs its split cost, which
 # its node's instance-usage line of the hour gives up; the pod is of its node's instance type
 POD_COLUMNS = """,
@@ -174,6 +177,34 @@ split AS (
     LEFT JOIN (SELECT DISTINCT rid, s, e, itype FROM raw WHERE hours IS NOT NULL) n
       ON n.rid = r.parent AND n.s = r.s AND n.e = r.e
 ),"""
+
+# SageMaker training (SPEC §3, §5): a job's line bills its instances' hours; its hours are
+# per instance (the job's instances: the most instance-hours per hour any of its lines
+# shows), its G the instances × the type's accelerators, and a run claims it by its name or
+# its ARN (the ARN's name, lowercased)
+CLAIM_KEY = """CASE WHEN {id} LIKE 'arn:%:sagemaker:%:training-job/%'
+             THEN lower(split_part({id}, ':training-job/', 2)) ELSE {id} END"""
+TRAIN_COLUMNS = """,
+        line_item_usage_amount AS amount"""
+TRAINED = """
+job_instances AS (
+    SELECT rid, usage_type, ceil(max(amount / (epoch(e - s) / 3600.0)) - 1e-9) AS n
+    FROM {prev} WHERE product = 'AmazonSageMaker' AND e > s GROUP BY ALL
+),
+trained AS (
+    SELECT r.* EXCLUDE (amount) REPLACE (
+        CASE WHEN r.product = 'AmazonSageMaker' AND line_type <> 'SavingsPlanNegation'
+                  AND regexp_matches(r.usage_type, '(^|-)Train(-Spot)?:')
+             THEN r.amount / greatest(coalesce(j.n, 1), 1) ELSE r.hours END AS hours,
+        regexp_replace(r.itype, '^ml\\.', '') AS itype,
+        """ + CLAIM_KEY.format(id="r.rid") + """ AS rid),
+        greatest(coalesce(j.n, 1), 1) AS instances
+    FROM {prev} r
+    LEFT JOIN job_instances j ON j.rid = r.rid AND j.usage_type = r.usage_type
+),"""
+TRAINED_RUN_RESOURCES = ("SELECT DISTINCT run_id, rs, re, gpus, cls, "
+                         + CLAIM_KEY.format(id="rid") + " AS rid "
+                         "FROM (SELECT *, unnest(resource_ids) AS rid FROM runs)")
 
 # the month's cost per purpose class, untracked and unallocated
 REFERENCE_SQL = _CTES.replace("{line_extra}", "") + """
@@ -237,14 +268,25 @@ def for_export(con: duckdb.DuckDBPyConnection, sql: str, cur_files: list[str]) -
     a line names a parent (an export selecting every column has the split columns, empty)."""
     columns = {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
                                              [cur_files]).fetchall()}
-    split = "split_line_item_parent_resource_id" in columns and con.execute(
-        "SELECT count(nullif(trim(split_line_item_parent_resource_id), '')) > 0 "
-        "FROM read_parquet(?)", [cur_files]).fetchone()[0]
+    split, trained = con.execute(
+        "SELECT {}, count(*) FILTER (line_item_product_code = 'AmazonSageMaker') > 0 "
+        "FROM read_parquet(?)".format(
+            "count(nullif(trim(split_line_item_parent_resource_id), '')) > 0"
+            if "split_line_item_parent_resource_id" in columns else "false"),
+        [cur_files]).fetchone()
+    # the lines pass through the stages the export needs: raw → split → trained → lines
+    extra, stages, last = "", "", "raw"
+    if split:
+        extra, stages, last = extra + POD_COLUMNS, stages + SPLIT, "split"
+    if trained:
+        extra, stages = extra + TRAIN_COLUMNS, stages + TRAINED.replace("{prev}", last)
+        last = "trained"
     return (sql.replace("{cost}", AMORTIZED_COST if "savings_plan_savings_plan_effective_cost"
                         in columns else PLAIN_COST)
-            .replace("{pod_columns}", POD_COLUMNS if split else "")
-            .replace("{split}", SPLIT if split else "")
-            .replace("{costed}", "split" if split else "(SELECT *, false AS gpu_pod FROM raw)"))
+            .replace("{raw_extra}", extra).replace("{stages}", stages)
+            .replace("{costed}", last if split else f"(SELECT *, false AS gpu_pod FROM {last})")
+            .replace("{instances}", "instances" if trained else "1")
+            .replace("{run_resources}", TRAINED_RUN_RESOURCES if trained else RUN_RESOURCES))
 
 
 def run(data: Path) -> dict:

@@ -52,7 +52,7 @@ def parse_size(text: str) -> int:
 VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
             ("run_tags", False, "-tagged"), ("layout", "spread", "-packed"),
             ("commitments", False, "-committed"), ("spot", False, "-spot"),
-            ("split", False, "-split"))
+            ("split", False, "-split"), ("sagemaker", False, "-sagemaker"))
 
 
 def month_variant(args) -> dict:
@@ -457,6 +457,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the g5 instances as EKS nodes with split cost allocation rows, the "
                         "runs on them listing their worker pods (bench/generate.py): the split "
                         "pass at scale; its data is kept as <size>-split")
+    parser.add_argument("--sagemaker", action="store_true",
+                        help="the runs of a fifth of the instances as SageMaker training jobs "
+                        "listed by name or ARN (bench/generate.py; spread layout, without "
+                        "--commitments); its data is kept as <size>-sagemaker")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")

@@ -320,17 +320,21 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
 
     run = _bench_module("run")
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
-                               layout="spread", commitments=False, spot=False, split=False)
+                               layout="spread", commitments=False, spot=False, split=False,
+                               sagemaker=False)
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
-                               commitments=True, spot=True, split=True)
+                               commitments=True, spot=True, split=True, sagemaker=True)
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
-                       "layout": "packed", "commitments": True, "spot": True, "split": True}
+                       "layout": "packed", "commitments": True, "spot": True, "split": True,
+                       "sagemaker": True}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
-                                               "--commitments", "--spot", "--split"]
-    assert run.variant_suffix(variant) == "-wide-zoned-tagged-packed-committed-spot-split"
+                                               "--commitments", "--spot", "--split",
+                                               "--sagemaker"]
+    assert run.variant_suffix(variant) == (
+        "-wide-zoned-tagged-packed-committed-spot-split-sagemaker")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
 
 
@@ -572,6 +576,51 @@ def test_eks_pods_are_split_out_of_their_nodes_as_the_rules_say(tmp_path, layout
     g5 = _reconciliation_of(con, run)["g5.12xlarge"]
     # the runs list pods, which carry no hours: the nodes' GPU-hours are all untracked
     assert g5["untracked_share"] == 1.0 and 0 < g5["untracked_cost_share"] < 0.5
+
+
+def test_sagemaker_jobs_are_claimed_by_name_or_arn_as_the_rules_say(tmp_path):
+    """`--sagemaker`: the runs of the p4d instances `i % 5 = 3` are SageMaker training jobs of
+    one or two instances, billed for the minutes their runs ran, each run listing its job by
+    name or by ARN. The pipeline's SQL and the reference (its own claim key, hours per
+    instance and G) attribute and reconcile the month alike; every job line goes to its run,
+    wholly or, for a run asking for 4 GPUs, 4/G of it (the rest idle capacity), a
+    two-instance job's G is 16, and the GPU-hours are 8 per instance-hour."""
+    import duckdb
+
+    reference, run, report = (_bench_module(m) for m in ("reference", "run", "report"))
+    out = tmp_path / "sagemaker"
+    _bench_module("generate").generate(out, 10_000, 300, 500, sagemaker=True)
+    con, _ = _built_as_the_reference_attributes_it(out)
+    recon = _reconciliation_of(con, run)
+    check = report.compare_reconciliation({
+        "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
+        "pipeline": {"reconciliation": recon}})
+    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    jobs = con.execute(
+        "SELECT count(DISTINCT b.ResourceId), count(DISTINCT a.run_id), sum(a.cost), "
+        "  list(DISTINCT b.x_AcceleratorCount ORDER BY b.x_AcceleratorCount), "
+        "  bool_and(CASE WHEN a.run_id IS NULL THEN a.kind = 'idle_capacity' "
+        "                ELSE a.share = coalesce(least(r.gpus, b.x_AcceleratorCount) "
+        "                                        / b.x_AcceleratorCount, 1) END), "
+        "  count(*) FILTER (a.run_id IS NOT NULL AND r.gpus IS NULL) "
+        "FROM billing_facts b JOIN attribution a USING (x_SourceLine) "
+        "LEFT JOIN tracker_runs r USING (run_id) "
+        "WHERE b.ResourceId LIKE 'arn:aws:sagemaker:%:training-job/%'").fetchone()
+    with duckdb.connect() as files:
+        billed, listed = files.execute(
+            "SELECT sum(line_item_unblended_cost) FILTER (line_item_product_code = "
+            "'AmazonSageMaker'), 8 * sum(line_item_usage_amount) FILTER "
+            "(line_item_product_code = 'AmazonSageMaker' OR starts_with(line_item_usage_type, "
+            "'BoxUsage:p4d')) FROM read_parquet(?)",
+            [reference.month_inputs(out)["cur_files"]]).fetchone()
+        by_name, by_arn = files.execute(
+            "SELECT count(*) FILTER (starts_with(resource_ids[1], 'bench-job-')), "
+            "count(*) FILTER (starts_with(resource_ids[1], 'arn:aws:sagemaker:')) "
+            "FROM read_parquet(?)", [str(out / "runs.parquet")]).fetchone()
+    assert jobs[0] == jobs[1] == by_name + by_arn and by_name > 0 and by_arn > 0
+    assert jobs[2] == pytest.approx(billed, rel=1e-12) and jobs[3] == [8, 16]
+    assert jobs[4] and jobs[5] > 0
+    assert recon["p4d.24xlarge"]["billed_gpu_hours"] == pytest.approx(listed, rel=1e-12)
 
 
 def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):

@@ -55,6 +55,21 @@ VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
             ("split", False, "-split"), ("sagemaker", False, "-sagemaker"))
 
 
+# what each of the month's yes/no variants makes of it (`--run-tags` …)
+MONTH_FLAGS = {
+    "run_tags": "tag every instance and volume line with a run listing it: claims through the "
+                "run tag's path, the same totals",
+    "commitments": "bill part of the GPU fleet through a savings plan and reservations: "
+                   "covered, negation, discounted and fee lines",
+    "spot": "part of the GPU fleet on spot, its runs restarted in chains of three, production "
+            "runs with a trigger: the preemption and retrain tables at scale",
+    "split": "the g5 instances as EKS nodes with split cost allocation rows, the runs on them "
+             "listing their worker pods: the split pass at scale",
+    "sagemaker": "the runs of a fifth of the instances as SageMaker training jobs listed by "
+                 "name or ARN (spread layout, without --commitments)",
+}
+
+
 def month_variant(args) -> dict:
     """The generator's options that differ from their defaults, e.g. {"layout": "packed"}."""
     return {name: getattr(args, name) for name, default, _ in VARIANTS
@@ -437,30 +452,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
                         help="zoned: the CUR's timestamps as instants in UTC, as AWS's exports "
                         "type them; its data is kept as <size>-zoned")
-    parser.add_argument("--run-tags", action="store_true",
-                        help="tag every instance and volume line with a run listing it "
-                        "(bench/generate.py): claims through the run tag's path, the same "
-                        "totals; its data is kept as <size>-tagged")
     parser.add_argument("--layout", choices=("spread", "packed"), default="spread",
                         help="packed: four runs at a time on each instance, multi-instance "
                         "runs, over-claims, RUNNING runs, two datasets (bench/generate.py); "
                         "its data is kept as <size>-packed")
-    parser.add_argument("--commitments", action="store_true",
-                        help="bill part of the GPU fleet through a savings plan and "
-                        "reservations: covered, negation, discounted and fee lines "
-                        "(bench/generate.py); its data is kept as <size>-committed")
-    parser.add_argument("--spot", action="store_true",
-                        help="part of the GPU fleet on spot, its runs restarted in chains of "
-                        "three, production runs with a trigger (bench/generate.py): the "
-                        "preemption and retrain tables at scale; its data is kept as <size>-spot")
-    parser.add_argument("--split", action="store_true",
-                        help="the g5 instances as EKS nodes with split cost allocation rows, the "
-                        "runs on them listing their worker pods (bench/generate.py): the split "
-                        "pass at scale; its data is kept as <size>-split")
-    parser.add_argument("--sagemaker", action="store_true",
-                        help="the runs of a fifth of the instances as SageMaker training jobs "
-                        "listed by name or ARN (bench/generate.py; spread layout, without "
-                        "--commitments); its data is kept as <size>-sagemaker")
+    for name, default, suffix in VARIANTS:
+        if default is False:
+            parser.add_argument(f"--{name.replace('_', '-')}", action="store_true",
+                                help=f"{MONTH_FLAGS[name]} (bench/generate.py); its data is "
+                                f"kept as <size>{suffix}")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")
@@ -478,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.sagemaker and (args.layout != "spread" or args.commitments):
+        parser.error("--sagemaker takes the instances --commitments reserves, in the spread "
+                     "layout: use it with neither --layout packed nor --commitments")
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     sizes = [(s, parse_size(s)) for s in re.split(r"[,\s]+", args.sizes.strip()) if s]
     defaults = args.runs == 100_000 and args.objects == 1_000_000

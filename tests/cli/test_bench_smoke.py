@@ -588,8 +588,16 @@ def test_sagemaker_jobs_are_claimed_by_name_or_arn_as_the_rules_say(tmp_path):
     import duckdb
 
     reference, run, report = (_bench_module(m) for m in ("reference", "run", "report"))
+    generate = _bench_module("generate").generate
+    # the jobs take the spread layout's instances that --commitments reserves
+    for other in ({"commitments": True}, {"layout": "packed"}):
+        with pytest.raises(ValueError, match="--sagemaker"):
+            generate(tmp_path / "refused", 1000, 10, 10, sagemaker=True, **other)
+        with pytest.raises(SystemExit):
+            run.main(["--sagemaker", *(f"--{k}={v}" if v is not True else f"--{k}"
+                                       for k, v in other.items())])
     out = tmp_path / "sagemaker"
-    _bench_module("generate").generate(out, 10_000, 300, 500, sagemaker=True)
+    generate(out, 10_000, 300, 500, sagemaker=True)
     con, _ = _built_as_the_reference_attributes_it(out)
     recon = _reconciliation_of(con, run)
     check = report.compare_reconciliation({

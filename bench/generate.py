@@ -60,6 +60,10 @@ ml.p4d.24xlarge (two for a production run), billed as CUR 2.0 bills SageMaker tr
 (`AmazonSageMaker`, usage type `USE1-Train:ml.p4d.24xlarge`, resource = the job's ARN, usage =
 instance-hours) for the hours the run ran, and the run lists the job by its name or, every
 other run, by its ARN.
+
+`--tags N` puts N cost allocation tags (`user_team`, `user_project`, … with from one to a few
+hundred values each) on every line naming a resource, as in an account that tags everything:
+the same lines, a heavier `resource_tags` map to read and keep.
 """
 
 from __future__ import annotations
@@ -126,7 +130,8 @@ WIDE_COLUMNS = f"""
         CAST(NULL AS VARCHAR) AS split_line_item_parent_resource_id,
         CAST(NULL AS DOUBLE) AS split_line_item_split_cost,
         CAST(NULL AS DOUBLE) AS split_line_item_net_split_cost,
-        CAST(NULL AS DOUBLE) AS split_line_item_unused_cost,
+        CAST(NULL AS DOUBLE) AS split_line_item_unused_cost,"""
+WIDE_TAGS = """
         CASE WHEN rid IS NOT NULL
              THEN map(['user_team', 'user_project', 'aws_createdBy'],
                       ['ml-' || (hash(rid) % 5)::VARCHAR, 'project-' || (hash(rid) % 40)::VARCHAR,
@@ -135,6 +140,25 @@ WIDE_COLUMNS = f"""
 NARROW_TAGS = """
         CASE WHEN rid IS NOT NULL AND hash(id) % 50 = 0
              THEN map(['user_team'], ['ml']) END AS resource_tags"""
+
+# `--tags N`: N cost allocation tags on every resource's lines, as an account that tags
+# everything has them (a key's values per resource: from one to a few hundred)
+TAG_KEYS = ("user_team", "user_project", "aws_createdBy", "user_cost_center", "user_env",
+            "user_owner", "user_service", "user_component", "aws_eks_cluster_name",
+            "user_namespace", "user_model", "user_dataset", "user_pipeline", "user_stage",
+            "user_budget", "user_ticket", "user_repo", "user_department", "user_product",
+            "user_managed_by")
+TAG_VALUES = (5, 40, 1, 12, 3, 200, 25, 8, 2, 17, 60, 9, 4, 30, 6, 100, 11, 7, 50, 13)
+
+
+def resource_tags(count: int) -> str:
+    """The `resource_tags` column with `count` tags on every line naming a resource."""
+    keys = [TAG_KEYS[k % len(TAG_KEYS)] + (f"_{k // len(TAG_KEYS)}" if k >= len(TAG_KEYS)
+                                           else "") for k in range(count)]
+    values = [f"'{key}-' || (hash(rid, {k}) % {TAG_VALUES[k % len(TAG_VALUES)]})::VARCHAR"
+              for k, key in enumerate(keys)]
+    return (f"\n        CASE WHEN rid IS NOT NULL THEN map([{', '.join(map(repr, keys))}], "
+            f"[{', '.join(values)}]) END AS resource_tags")
 
 
 # the cross-region transfer lines: one an hour from the dataset bucket (spread), or two an
@@ -324,7 +348,7 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
              commitments: bool = False, spot: bool = False, split: bool = False,
-             sagemaker: bool = False) -> Path:
+             sagemaker: bool = False, tags: int = 0) -> Path:
     if sagemaker and (layout != "spread" or commitments):
         raise ValueError("--sagemaker takes the spread layout's instances i % 5 = 3, which "
                          "--commitments reserves: use it with neither --layout packed nor "
@@ -349,7 +373,9 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
               "slot": HOURS / -(-runs // instances)}
     # the commitment columns carry the figures (a wide export's were empty); spot lines are
     # listed at the on-demand rate
-    columns = with_columns(WIDE_COLUMNS if shape == "wide" else NARROW_TAGS,
+    tags_column = (resource_tags(tags) if tags
+                   else WIDE_TAGS if shape == "wide" else NARROW_TAGS)
+    columns = with_columns((WIDE_COLUMNS if shape == "wide" else "") + tags_column,
                            (COMMITMENT_COLUMNS if commitments else "")
                            + (SPOT_COLUMNS if spot else "") + (SPLIT_COLUMNS if split else ""))
     zoned = [*TIMESTAMP_COLUMNS, *(("bill_billing_period_end_date",) if shape == "wide" else ())]
@@ -560,10 +586,12 @@ def main() -> None:
                         "the runs on them listing their pods")
     parser.add_argument("--sagemaker", action="store_true",
                         help="the runs of the p4d instances i %% 5 = 3 as SageMaker training jobs")
+    parser.add_argument("--tags", type=int, default=0,
+                        help="N cost allocation tags on every resource's lines")
     args = parser.parse_args()
     generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
              args.run_tags, args.layout, args.commitments, args.spot, args.split,
-             args.sagemaker)
+             args.sagemaker, args.tags)
 
 
 if __name__ == "__main__":

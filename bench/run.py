@@ -52,7 +52,7 @@ def parse_size(text: str) -> int:
 VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
             ("run_tags", False, "-tagged"), ("layout", "spread", "-packed"),
             ("commitments", False, "-committed"), ("spot", False, "-spot"),
-            ("split", False, "-split"), ("sagemaker", False, "-sagemaker"))
+            ("split", False, "-split"), ("sagemaker", False, "-sagemaker"), ("tags", 0, "-tags{}"))
 
 
 # what each of the month's yes/no variants makes of it (`--run-tags` …)
@@ -78,7 +78,8 @@ def month_variant(args) -> dict:
 
 def variant_suffix(variant: dict) -> str:
     """The month's data folder's suffix for `variant`: `-wide-zoned-tagged-packed`."""
-    return "".join(suffix for name, _, suffix in VARIANTS if name in variant)
+    return "".join(suffix.format(variant[name]) for name, _, suffix in VARIANTS
+                   if name in variant)
 
 
 def _generator_options(variant: dict) -> list[str]:
@@ -86,7 +87,7 @@ def _generator_options(variant: dict) -> list[str]:
     options: list[str] = []
     for name, value in variant.items():
         flag = f"--{name.replace('_', '-')}"
-        options += [flag] if value is True else [flag, value]
+        options += [flag] if value is True else [flag, str(value)]
     return options
 
 
@@ -461,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.add_argument(f"--{name.replace('_', '-')}", action="store_true",
                                 help=f"{MONTH_FLAGS[name]} (bench/generate.py); its data is "
                                 f"kept as <size>{suffix}")
+    parser.add_argument("--tags", type=int, default=0,
+                        help="N cost allocation tags on every resource's lines "
+                        "(bench/generate.py); its data is kept as <size>-tagsN")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")

@@ -321,20 +321,21 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     run = _bench_module("run")
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
                                layout="spread", commitments=False, spot=False, split=False,
-                               sagemaker=False)
+                               sagemaker=False, tags=0)
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
-                               commitments=True, spot=True, split=True, sagemaker=True)
+                               commitments=True, spot=True, split=True, sagemaker=True,
+                               tags=20)
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
                        "layout": "packed", "commitments": True, "spot": True, "split": True,
-                       "sagemaker": True}
+                       "sagemaker": True, "tags": 20}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
                                                "--commitments", "--spot", "--split",
-                                               "--sagemaker"]
+                                               "--sagemaker", "--tags", "20"]
     assert run.variant_suffix(variant) == (
-        "-wide-zoned-tagged-packed-committed-spot-split-sagemaker")
+        "-wide-zoned-tagged-packed-committed-spot-split-sagemaker-tags20")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
 
 
@@ -629,6 +630,20 @@ def test_sagemaker_jobs_are_claimed_by_name_or_arn_as_the_rules_say(tmp_path):
     assert jobs[2] == pytest.approx(billed, rel=1e-12) and jobs[3] == [8, 16]
     assert jobs[4] and jobs[5] > 0
     assert recon["p4d.24xlarge"]["billed_gpu_hours"] == pytest.approx(listed, rel=1e-12)
+
+
+def test_a_month_tagging_everything_is_attributed_as_without_its_tags(tmp_path):
+    """`--tags N`: N cost allocation tags on every resource's lines (with `--run-tags`, the
+    run tag among them). The month is attributed as without them, as the reference does, and
+    `billing_facts` keeps every tag of every line."""
+    out = tmp_path / "tags"
+    _bench_module("generate").generate(out, 4000, 200, 500, tags=25, run_tags=True)
+    con, _ = _built_as_the_reference_attributes_it(out)
+    tagged = con.execute("SELECT count(*) FILTER (cardinality(Tags) = 26 AND "
+                         "Tags['user_run_id'] IS NOT NULL), count(*) FILTER (cardinality(Tags) "
+                         "= 25), count(*) FILTER (ResourceId IS NOT NULL) FROM billing_facts"
+                         ).fetchone()
+    assert tagged[0] > 0 and tagged[1] > 0 and tagged[0] + tagged[1] == tagged[2]
 
 
 def test_history_copies_a_month_back_with_its_runs_renamed(tmp_path):

@@ -39,7 +39,8 @@ CODE = code_version(("report_headline", "report_models", "report_bridge", "top_u
                     ("cost_pipeline.report.data", "cost_pipeline.report.render",
                      "cost_pipeline.report.charts", "cost_pipeline.report.markdown",
                      "cost_pipeline.report.strip", "cost_pipeline.defs.assets.report"),
-                    ("report/templates/report.html.j2", "report/templates/page.css"))
+                    ("report/templates/report.html.j2", "report/templates/macros.j2",
+                     "report/templates/page.css"))
 
 
 def page_inputs(con, month: date, path: Path) -> str:

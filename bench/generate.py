@@ -371,10 +371,10 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
               "sagemaker": sagemaker, "train_rate": TRAIN_RATE,
               # the spread layout's run length (a SageMaker job bills its run's minutes)
               "slot": HOURS / -(-runs // instances)}
-    # the commitment columns carry the figures (a wide export's were empty); spot lines are
-    # listed at the on-demand rate
     tags_column = (resource_tags(tags) if tags
                    else WIDE_TAGS if shape == "wide" else NARROW_TAGS)
+    # the commitment and split columns carry the figures (a wide export's were empty); spot
+    # lines are listed at the on-demand rate
     columns = with_columns((WIDE_COLUMNS if shape == "wide" else "") + tags_column,
                            (COMMITMENT_COLUMNS if commitments else "")
                            + (SPOT_COLUMNS if spot else "") + (SPLIT_COLUMNS if split else ""))

@@ -26,6 +26,15 @@ runs begun before the month, RUNNING ones without an end, FAILED ones; two datas
 regions, each with two cross-region transfer lines an hour. The same line kinds as the spread
 layout, with many more claims per line.
 
+`--layout ephemeral` gives every run instances of its own instead, as a fleet that launches
+machines per job has them: run r's instance (a production run's two) is launched a few minutes
+before the run starts and terminated a few minutes after it ends (a RUNNING run's at the
+month's end), billed per second, so its first and last hours are partial lines (usage amount <
+1, SPEC §6's d) whose boot and teardown minutes no run claims; one run in seven has an EBS
+volume of its own for the same hours. Over a hundred thousand distinct resources instead of a
+few thousand, about one claim per line. Not with `--run-tags`, `--spot` or `--sagemaker`,
+which place runs on the shared instances.
+
 `--run-tags` tags every instance and volume line `user_run_id` (SPEC §6's run tag) with the
 first run listing that resource: run N for instance N and volume N (a run the file does not
 hold when there are fewer runs than resources, which claims nothing). The rule drops a tag's
@@ -340,6 +349,69 @@ JOB_INSTANCES = "CASE WHEN r % 10 = 0 THEN 2 ELSE 1 END"
 TRAIN_RATE = 37.688
 
 
+# an instance's type and hourly rate by its number `i`
+ITYPE = ("CASE WHEN i % 5 = 0 THEN 'm5.4xlarge' WHEN i % 5 = 1 THEN 'g5.12xlarge' "
+         "ELSE 'p4d.24xlarge' END")
+RATE = "CASE WHEN i % 5 = 0 THEN 0.768 WHEN i % 5 = 1 THEN 5.672 ELSE 32.7726 END"
+
+# `--layout ephemeral`: run r's instances, launched (minutes into the month) a few minutes
+# before the run starts and terminated a few minutes after it ends, a RUNNING run's at the
+# month's end; the run's length scatters around $run_minutes, its launch over the month
+EPHEMERAL_LAUNCH = "((r * 104729) % $span)"
+EPHEMERAL_START = f"({EPHEMERAL_LAUNCH} + 3 + r % 9)"
+EPHEMERAL_END = f"({EPHEMERAL_START} + CAST($run_minutes * (50 + (r * 37) % 101) / 100 AS BIGINT))"
+EPHEMERAL_TERMINATE = f"CASE WHEN r % 997 = 5 THEN $hours * 60 ELSE {EPHEMERAL_END} + 2 + r % 4 END"
+# its instance type (by the instance's number, `i % 5`) and its n-th instance's number
+EPHEMERAL_TYPE = "((r + r // 10) % 5)"
+EPHEMERAL_INSTANCE = f"(5 * (r + {{n}} * $runs) + {EPHEMERAL_TYPE})"
+
+# the instances' hours (`i`, `h`, the instance-hours billed): every instance all month, an
+# hour in 97 half of it (spread, packed), or each run's own while they run (ephemeral)
+MACHINE_HOURS = {
+    False: """machine_hours AS (
+        SELECT i, h, CASE WHEN (i + h) % 97 = 0 THEN 0.5 ELSE 1.0 END AS amount
+        FROM range($instances) t(i), hour
+      )""",
+    True: f"""machines AS (
+        SELECT r, {EPHEMERAL_INSTANCE.format(n="n")} AS i, {EPHEMERAL_LAUNCH} AS launch,
+          {EPHEMERAL_TERMINATE} AS term
+        FROM range($runs) t(r), range(CASE WHEN r % 10 = 0 THEN 2 ELSE 1 END) t2(n)
+      ),
+      machine_hours AS (
+        SELECT r, i, h, (least(term, (h + 1) * 60) - greatest(launch, h * 60)) / 60.0 AS amount
+        FROM machines, range(launch // 60, (term + 59) // 60) t(h)
+      )""",
+}
+# the volumes' hours (`v`, `h`, the share of the hour): every volume all month, or one run in
+# seven's own, attached to its first instance
+VOLUME_HOURS = {
+    False: "range($volumes) t(v), hour, (SELECT 1.0 AS share)",
+    True: "(SELECT r AS v, h, amount AS share FROM machine_hours "
+          "WHERE r % 7 = 0 AND i < 5 * $runs)",
+}
+EPHEMERAL_RUNS = f"""
+    COPY (
+      SELECT
+        {{identity}}
+        CASE WHEN r % 997 = 5 THEN 'RUNNING' WHEN r % 13 = 0 THEN 'FAILED' ELSE 'FINISHED' END
+          AS status,
+        CAST($start AS TIMESTAMP) + to_minutes({EPHEMERAL_START}) AS start_time,
+        CASE WHEN r % 997 <> 5 THEN CAST($start AS TIMESTAMP) + to_minutes({EPHEMERAL_END})
+        END AS end_time,
+        CASE WHEN r % 10 = 0 THEN [{{first}}, {{second}}] ELSE [{{first}}] END
+          || CASE WHEN r % 7 = 0 THEN ['vol-' || lpad(r::VARCHAR, 12, '0')]
+                  ELSE []::VARCHAR[] END AS resource_ids,
+        CASE WHEN r % 5 = 2 THEN 4 END AS gpus,
+        'us-east-1' AS region,
+        'bench-ds' AS dataset,
+        0.8 + (r % 100) / 1000.0 AS metric_value,
+        'val_auc' AS metric_name,
+        false AS keep, false AS deleted
+      FROM range($runs) t(r)
+    ) TO '{{out}}' (FORMAT parquet)
+"""
+
+
 # the CUR's timestamp columns (`--timestamps zoned` types them as instants in UTC)
 TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_date",
                      "line_item_usage_end_date")
@@ -349,6 +421,9 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
              commitments: bool = False, spot: bool = False, split: bool = False,
              sagemaker: bool = False, tags: int = 0) -> Path:
+    if layout == "ephemeral" and (run_tags or spot or sagemaker):
+        raise ValueError("--layout ephemeral gives every run instances of its own: "
+                         "--run-tags, --spot and --sagemaker place runs on shared ones")
     if sagemaker and (layout != "spread" or commitments):
         raise ValueError("--sagemaker takes the spread layout's instances i % 5 = 3, which "
                          "--commitments reserves: use it with neither --layout packed nor "
@@ -360,6 +435,10 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         old.unlink()
     # a fifth of the instances are EKS nodes with two pod rows an hour in a --split month
     instances = max(1, int(lines * 0.85 / (1.4 if split else 1.0)) // HOURS)
+    # an ephemeral run's length (minutes, on average) for that many instance-hours: a tenth
+    # of the runs take two instances, each instance bills about 1.1 hours beyond its run
+    run_minutes = min(HOURS * 20, max(30, int(
+        (lines * 0.85 / (1.4 if split else 1.0) / (1.1 * max(runs, 1)) - 1.1) * 60)))
     volumes = max(1, int(lines * 0.13) // HOURS)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
@@ -370,7 +449,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
               "spot_rate": SPOT_RATE, "split": split, "pod_share": POD_SHARE,
               "sagemaker": sagemaker, "train_rate": TRAIN_RATE,
               # the spread layout's run length (a SageMaker job bills its run's minutes)
-              "slot": HOURS / -(-runs // instances)}
+              "slot": HOURS / -(-runs // instances),
+              "run_minutes": run_minutes, "span": HOURS * 60 - run_minutes * 3 // 2 - 30}
     tags_column = (resource_tags(tags) if tags
                    else WIDE_TAGS if shape == "wide" else NARROW_TAGS)
     # the commitment and split columns carry the figures (a wide export's were empty); spot
@@ -394,27 +474,22 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     t0 = time.perf_counter()
     query(con, f"""
     COPY ({opening}
-      WITH inst AS (
-        SELECT i,
-          'i-' || lpad(i::VARCHAR, 12, '0') AS rid,
-          CASE WHEN i % 5 = 0 THEN 'm5.4xlarge' WHEN i % 5 = 1 THEN 'g5.12xlarge'
-               ELSE 'p4d.24xlarge' END AS itype,
-          CASE WHEN i % 5 = 0 THEN 0.768 WHEN i % 5 = 1 THEN 5.672 ELSE 32.7726 END AS rate
-        FROM range($instances) t(i)
-      ),
-      hour AS (SELECT h FROM range($hours) t(h)),
+      WITH hour AS (SELECT h FROM range($hours) t(h)),
+      {MACHINE_HOURS[layout == "ephemeral"]},
       instance_lines AS (
-        SELECT 'box-' || i || '-' || h AS id, rid, itype,
+        SELECT 'box-' || i || '-' || h AS id, 'i-' || lpad(i::VARCHAR, 12, '0') AS rid,
+          {ITYPE} AS itype,
           CAST($start AS TIMESTAMP) + to_hours(h) AS s,
-          CASE WHEN (i + h) % 97 = 0 THEN 0.5 ELSE 1.0 END AS amount,
-          CASE WHEN $spot AND {SPOT} THEN rate * $spot_rate ELSE rate END AS rate,
+          amount,
+          CASE WHEN $spot AND {SPOT} THEN {RATE} * $spot_rate ELSE {RATE} END AS rate,
           CASE WHEN $commit AND {SAVINGS_PLAN} THEN 'SavingsPlanCoveredUsage'
                WHEN $commit AND {RESERVED} THEN 'DiscountedUsage'
                ELSE 'Usage' END AS line_type,
           'AmazonEC2' AS product,
-          CASE WHEN $spot AND {SPOT} THEN 'SpotUsage:' ELSE 'BoxUsage:' END || itype AS usage_type,
+          CASE WHEN $spot AND {SPOT} THEN 'SpotUsage:' ELSE 'BoxUsage:' END || {ITYPE}
+            AS usage_type,
           'Compute Instance' AS family
-        FROM inst, hour
+        FROM machine_hours
         WHERE NOT ($sagemaker AND {SAGEMAKER})
       ),
       jobs AS (
@@ -451,8 +526,9 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
       volume_lines AS (
         SELECT 'vol-' || v || '-' || h AS id, 'vol-' || lpad(v::VARCHAR, 12, '0') AS rid,
           NULL AS itype, CAST($start AS TIMESTAMP) + to_hours(h) AS s,
-          0.0014 AS amount, 0.08 AS rate, 'Usage', 'AmazonEC2', 'EBS:VolumeUsage.gp3', 'Storage'
-        FROM range($volumes) t(v), hour
+          0.0014 * share AS amount, 0.08 AS rate, 'Usage', 'AmazonEC2', 'EBS:VolumeUsage.gp3',
+          'Storage'
+        FROM {VOLUME_HOURS[layout == "ephemeral"]}
       ),
       bucket_lines AS (
         SELECT 'st-' || b || '-' || d,
@@ -460,9 +536,9 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
           END,
           NULL, CAST($start AS TIMESTAMP) + to_days(d), 1e6 * (b + 1), 0.023 / 30 / 1024,
           'Usage', 'AmazonS3', 'TimedStorage-ByteHrs', 'Storage'
-        FROM range({2 if layout == "spread" else 3}) t(b), range(31) t2(d)
+        FROM range({3 if layout == "packed" else 2}) t(b), range(31) t2(d)
       ),
-      transfer_lines AS ({TRANSFER_LINES[layout]}
+      transfer_lines AS ({TRANSFER_LINES[layout if layout == "packed" else "spread"]}
       ),
       nat_lines AS (
         SELECT 'nat-' || h, 'nat-0bench', NULL, CAST($start AS TIMESTAMP) + to_hours(h),
@@ -532,6 +608,10 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     else:
         sql, slot, step = SPREAD_RUNS, params["slot"], instances
     resource = run_resource("x" if layout == "packed" else "r % $instances", split, sagemaker)
+    if layout == "ephemeral":
+        sql = EPHEMERAL_RUNS.replace("{first}", run_resource(
+            EPHEMERAL_INSTANCE.format(n=0), split)).replace("{second}", run_resource(
+                EPHEMERAL_INSTANCE.format(n=1), split))
     query(con, sql.format(identity=RUN_IDENTITY, out=out / "runs.parquet", resource=resource,
                           extra=SPOT_RUN_COLUMNS if spot else "", start_minute=SPREAD_START,
                           end_minute=SPREAD_END),
@@ -557,8 +637,10 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
            else ""),
         encoding="utf-8")
     files = sorted(data.glob("*.parquet"))
-    print(f"{lines:,} lines requested: {instances:,} instances, {volumes:,} volumes, "
-          f"{len(files)} parquet files, CUR written in {t_cur:.1f} s")
+    fleet = (f"{runs + runs // 10:,} instances of ~{run_minutes / 60:.1f} h, one per run"
+             if layout == "ephemeral" else f"{instances:,} instances, {volumes:,} volumes")
+    print(f"{lines:,} lines requested: {fleet}, {len(files)} parquet files, "
+          f"CUR written in {t_cur:.1f} s")
     return out / "config.yaml"
 
 
@@ -574,9 +656,10 @@ def main() -> None:
                         help="zoned: the CUR's timestamps as instants in UTC, as AWS types them")
     parser.add_argument("--run-tags", action="store_true",
                         help="tag instance and volume lines with the first run listing them")
-    parser.add_argument("--layout", choices=("spread", "packed"), default="spread",
+    parser.add_argument("--layout", choices=("spread", "packed", "ephemeral"), default="spread",
                         help="packed: four runs at a time per instance, multi-instance runs, "
-                        "over-claims, two datasets")
+                        "over-claims, two datasets; ephemeral: every run on instances of its "
+                        "own, launched and terminated around it (partial hours)")
     parser.add_argument("--commitments", action="store_true",
                         help="a savings plan and reservations over part of the GPU fleet")
     parser.add_argument("--spot", action="store_true",

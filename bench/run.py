@@ -50,7 +50,7 @@ def parse_size(text: str) -> int:
 # the generated month's variants: (option of run.py and generate.py, its default, the suffix
 # of the month's data folder when it is not the default)
 VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
-            ("run_tags", False, "-tagged"), ("layout", "spread", "-packed"),
+            ("run_tags", False, "-tagged"), ("layout", "spread", "-{}"),
             ("commitments", False, "-committed"), ("spot", False, "-spot"),
             ("split", False, "-split"), ("sagemaker", False, "-sagemaker"), ("tags", 0, "-tags{}"))
 
@@ -311,7 +311,7 @@ def _median_of(runs: list[dict]) -> dict:
 # 5M lines (100k runs, 1M objects), about 0.85 GiB per million lines on top of ~1.2 GiB; the
 # packed layout's four times as many claims 4.8 / 9.6 GiB at 2M / 5M, about 1.6 GiB per
 # million lines on top of ~1.7 GiB
-IN_MEMORY_GIB = {"spread": (1.2, 0.85), "packed": (1.7, 1.6)}
+IN_MEMORY_GIB = {"spread": (1.2, 0.85), "packed": (1.7, 1.6), "ephemeral": (1.2, 0.85)}
 IN_MEMORY_SHARE = 0.6  # of the machine's memory: above it the run is skipped, not swapped
 
 
@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
                         help="zoned: the CUR's timestamps as instants in UTC, as AWS's exports "
                         "type them; its data is kept as <size>-zoned")
-    parser.add_argument("--layout", choices=("spread", "packed"), default="spread",
+    parser.add_argument("--layout", choices=("spread", "packed", "ephemeral"), default="spread",
                         help="packed: four runs at a time on each instance, multi-instance "
                         "runs, over-claims, RUNNING runs, two datasets (bench/generate.py); "
                         "its data is kept as <size>-packed")
@@ -482,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.layout == "ephemeral" and (args.run_tags or args.spot or args.sagemaker):
+        parser.error("--layout ephemeral gives every run instances of its own: --run-tags, "
+                     "--spot and --sagemaker place runs on shared ones")
     if args.sagemaker and (args.layout != "spread" or args.commitments):
         parser.error("--sagemaker takes the instances --commitments reserves, in the spread "
                      "layout: use it with neither --layout packed nor --commitments")

@@ -337,6 +337,7 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     assert run.variant_suffix(variant) == (
         "-wide-zoned-tagged-packed-committed-spot-split-sagemaker-tags20")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
+    assert run.variant_suffix({"layout": "ephemeral"}) == "-ephemeral"
 
 
 def test_in_memory_is_skipped_where_it_would_not_fit():
@@ -630,6 +631,59 @@ def test_sagemaker_jobs_are_claimed_by_name_or_arn_as_the_rules_say(tmp_path):
     assert jobs[2] == pytest.approx(billed, rel=1e-12) and jobs[3] == [8, 16]
     assert jobs[4] and jobs[5] > 0
     assert recon["p4d.24xlarge"]["billed_gpu_hours"] == pytest.approx(listed, rel=1e-12)
+
+
+@pytest.mark.parametrize("extra", [{}, {"commitments": True}], ids=["on_demand", "committed"])
+def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra):
+    """`--layout ephemeral`: every run on instances of its own, launched minutes before it
+    and terminated minutes after it, so each instance's first and last hours are partial
+    lines (SPEC §6's d < 1 h). The pipeline's SQL and the reference attribute and reconcile
+    the month alike; a run asking for no GPU count gets exactly the hours it ran, and its
+    instance's boot and teardown minutes stay untracked; a RUNNING run claims to the month's
+    end."""
+    reference, run, report = (_bench_module(m) for m in ("reference", "run", "report"))
+    generate = _bench_module("generate").generate
+    for other in ({"run_tags": True}, {"spot": True}, {"sagemaker": True}):
+        with pytest.raises(ValueError, match="--layout ephemeral"):
+            generate(tmp_path / "refused", 1000, 10, 10, layout="ephemeral", **other)
+        with pytest.raises(SystemExit):
+            run.main(["--layout", "ephemeral", f"--{next(iter(other)).replace('_', '-')}"])
+    out = tmp_path / "ephemeral"
+    generate(out, 10_000, 300, 500, layout="ephemeral", **extra)
+    con, _ = _built_as_the_reference_attributes_it(out)
+    check = report.compare_reconciliation({
+        "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
+        "pipeline": {"reconciliation": _reconciliation_of(con, run)}})
+    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    con.execute("CREATE TEMP TABLE ran AS SELECT * FROM read_parquet(?)",
+                [str(out / "runs.parquet")])
+    # per instance (billed hours, its run's hours, the hours attributed to it and to nobody)
+    instances = con.execute("""
+        WITH billed AS (
+            SELECT ResourceId, sum(x_UsageHours) AS billed, count(*) AS lines,
+                   count(*) FILTER (x_UsageHours < 1) AS partial
+            FROM billing_facts WHERE x_UsageHours IS NOT NULL GROUP BY 1),
+        spent AS (
+            SELECT b.ResourceId, sum(a.hours) FILTER (a.run_id IS NOT NULL) AS claimed,
+                   sum(a.hours) FILTER (a.run_id IS NULL) AS untracked,
+                   count(DISTINCT a.run_id) AS runs
+            FROM billing_facts b JOIN attribution a USING (x_SourceLine)
+            WHERE b.x_UsageHours IS NOT NULL GROUP BY 1)
+        SELECT r.status, billed, partial, lines, runs, claimed, untracked,
+               epoch(coalesce(r.end_time, TIMESTAMP '2026-08-01') - r.start_time) / 3600
+        FROM ran r, unnest(r.resource_ids) u(rid)
+        JOIN billed ON ResourceId = rid JOIN spent USING (ResourceId)
+        WHERE r.gpus IS NULL AND starts_with(rid, 'i-')""").fetchall()
+    assert len(instances) > 200 and {i[0] for i in instances} == {"FINISHED", "FAILED",
+                                                                  "RUNNING"}
+    # launched and terminated within an hour, mostly both (a launch may fall on the hour)
+    assert sum(i[2] for i in instances) > 1.9 * len(instances)
+    for status, billed, partial, lines, runs, claimed, untracked, ran_hours in instances:
+        assert runs == 1 and partial >= (status != "RUNNING") and lines > partial
+        assert claimed == pytest.approx(ran_hours, rel=1e-9)
+        assert untracked == pytest.approx(billed - ran_hours, rel=1e-9, abs=1e-9)
+        # 3-11 minutes' boot before it, 2-5 minutes' teardown after it (none while RUNNING)
+        assert untracked >= (3 if status == "RUNNING" else 5) / 60 - 1e-9
 
 
 def test_a_month_tagging_everything_is_attributed_as_without_its_tags(tmp_path):

@@ -13,25 +13,37 @@ WITH untracked AS (
     WHERE month = $month
       AND ($component IS NULL OR component = $component)
 ),
-by_resource AS (
+ranked AS (
+    -- the top resources by their sums alone: the lists below are built for them only (for
+    -- every resource they took most of the query at 100k resources)
     SELECT
         resource_id,
-        string_agg(DISTINCT kind, ', ' ORDER BY kind)           AS kinds,
-        string_agg(DISTINCT component, ', ' ORDER BY component) AS components,
-        count(DISTINCT day)                                     AS days,
-        fsum(accelerator_hours)                                  AS gpu_hours,
-        fsum(hours)                                              AS hours,
-        fsum(cost)                                               AS cost
+        fsum(accelerator_hours) AS gpu_hours,
+        fsum(hours)             AS hours,
+        fsum(cost)              AS cost
     FROM untracked
     GROUP BY resource_id
     ORDER BY cost DESC, gpu_hours DESC NULLS LAST, resource_id NULLS LAST
     LIMIT $top
 ),
+by_resource AS (
+    SELECT
+        r.resource_id,
+        string_agg(DISTINCT u.kind, ', ' ORDER BY u.kind)           AS kinds,
+        string_agg(DISTINCT u.component, ', ' ORDER BY u.component) AS components,
+        count(DISTINCT u.day)                                       AS days,
+        any_value(r.gpu_hours)                                      AS gpu_hours,
+        any_value(r.hours)                                          AS hours,
+        any_value(r.cost)                                           AS cost
+    FROM ranked AS r
+    JOIN untracked AS u ON u.resource_id IS NOT DISTINCT FROM r.resource_id
+    GROUP BY r.resource_id
+),
 instance_types AS (
     -- the resource's instance type from any of its lines of the month
     SELECT ResourceId AS resource_id, min(x_InstanceType) AS instance_type
     FROM billing_facts
-    WHERE month = $month AND ResourceId IN (SELECT resource_id FROM by_resource)
+    WHERE month = $month AND ResourceId IN (SELECT resource_id FROM ranked)
     GROUP BY ResourceId
 )
 SELECT r.*, t.instance_type

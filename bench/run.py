@@ -455,8 +455,10 @@ def main(argv: list[str] | None = None) -> int:
                         "type them; its data is kept as <size>-zoned")
     parser.add_argument("--layout", choices=("spread", "packed", "ephemeral"), default="spread",
                         help="packed: four runs at a time on each instance, multi-instance "
-                        "runs, over-claims, RUNNING runs, two datasets (bench/generate.py); "
-                        "its data is kept as <size>-packed")
+                        "runs, over-claims, RUNNING runs, two datasets; ephemeral: every run on "
+                        "instances of its own, launched and terminated around it, partial first "
+                        "and last hours (bench/generate.py); its data is kept as "
+                        "<size>-packed / <size>-ephemeral")
     for name, default, suffix in VARIANTS:
         if default is False:
             parser.add_argument(f"--{name.replace('_', '-')}", action="store_true",

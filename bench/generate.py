@@ -637,7 +637,7 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
            else ""),
         encoding="utf-8")
     files = sorted(data.glob("*.parquet"))
-    fleet = (f"{runs + runs // 10:,} instances of ~{run_minutes / 60:.1f} h, one per run"
+    fleet = (f"{runs + (runs + 9) // 10:,} instances of ~{run_minutes / 60:.1f} h, one per run"
              if layout == "ephemeral" else f"{instances:,} instances, {volumes:,} volumes")
     print(f"{lines:,} lines requested: {fleet}, {len(files)} parquet files, "
           f"CUR written in {t_cur:.1f} s")

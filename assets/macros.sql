@@ -22,6 +22,15 @@ CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS true;
 -- statement, by a test against the (run, rule) pairs with rows on those lines (attribution.py)
 CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash, row_rule) AS true;
 
+-- hours in one unit of a FOCUS row's ConsumedQuantity (hours, minutes, seconds, Azure's
+-- `1 Hour`); NULL for a unit that is not time
+CREATE OR REPLACE TEMP MACRO consumed_hours_per_unit(unit) AS
+    CASE
+        WHEN regexp_matches(lower(trim(coalesce(unit, ''))), '^(1 ?)?(hours?|hrs?|h)$') THEN 1.0
+        WHEN regexp_matches(lower(trim(coalesce(unit, ''))), '^(1 ?)?(minutes?|mins?)$') THEN 1 / 60.0
+        WHEN regexp_matches(lower(trim(coalesce(unit, ''))), '^(1 ?)?(seconds?|secs?|s)$') THEN 1 / 3600.0
+    END;
+
 -- a zoned timestamp (or a naive one, taken in the connection's zone: UTC) as the naive UTC
 -- timestamp the tables hold: its epoch read back, exact, without timezone()'s calendar
 -- arithmetic (~0.1 s per column per 2M rows); sources/__init__.py `utc_wall_clock_sql` writes

@@ -9,7 +9,8 @@
 --   Learning service category, with a resource, a time unit (hours, minutes, seconds) and an
 --   identifiable instance (an instance type, or a resource type naming a VM, instance, node
 --   or fleet). x_UsageHours = ConsumedQuantity in hours: the hours the resource ran in the
---   charge period.
+--   charge period; an AWS training job's (`…Train:ml.…`) ÷ its instances, the most
+--   instance-hours per hour of any of its rows, and G = its instances × the type's.
 -- * The instance type is read from every column a provider's FOCUS export puts it in, first
 --   found wins: x_InstanceType; SkuPriceDetails / x_SkuDetails keys InstanceType, VMSize,
 --   ServiceType, MachineType (any case, x_ prefix allowed); AWS x_UsageType after the `:` of
@@ -80,6 +81,18 @@ detail_hints AS (
             AS detail_accelerators
     FROM (SELECT DISTINCT SkuPriceDetails, x_SkuDetails FROM focus_raw)
 ),
+job_instances AS (
+    -- a training job keeps its instance count, as with CUR (SPEC §5): the most instance-hours
+    -- per hour any of its rows shows, so that a partial hour of 2 instances (2 × 30 min = 1.0)
+    -- does not read as fewer instances. A narrow pass over the job rows alone.
+    SELECT nullif(trim(ResourceId), '') AS job, x_UsageType AS job_usage_type,
+           max(ConsumedQuantity * consumed_hours_per_unit(ConsumedUnit)
+               / (epoch(ChargePeriodEnd - ChargePeriodStart) / 3600.0)) AS peak_instances
+    FROM focus_raw
+    WHERE regexp_matches(coalesce(x_UsageType, ''), '(^|-)Train(-Spot)?:')
+      AND ChargeCategory = 'Usage' AND ChargePeriodEnd > ChargePeriodStart
+    GROUP BY ALL
+),
 hints AS (
     SELECT
         f.*,
@@ -122,11 +135,7 @@ raw AS (
                        '(?i)(instance|core|ram|vm)\b') AS accelerator_sku,
         coalesce(x_AcceleratorCount, detail_accelerators)
             AS provider_accelerators,
-        CASE
-            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(1 ?)?(hours?|hrs?|h)$') THEN 1.0
-            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(1 ?)?(minutes?|mins?)$') THEN 1 / 60.0
-            WHEN regexp_matches(lower(trim(coalesce(ConsumedUnit, ''))), '^(1 ?)?(seconds?|secs?|s)$') THEN 1 / 3600.0
-        END AS hours_per_unit,
+        consumed_hours_per_unit(ConsumedUnit) AS hours_per_unit,
         concat_ws(' ', ServiceSubcategory, SkuMeter, x_UsageType, ResourceType) AS meter_text
     FROM hints
 ),
@@ -179,9 +188,15 @@ component AS (
             OR regexp_matches(concat_ws(' ', ResourceType, ServiceSubcategory, ServiceName),
                               '(?i)(bucket|object storage|storage account|blob storage|^AmazonS3|simple storage service|cloud storage)')
             OR list_contains($known_buckets, resource_id)) AS bucket,
-        a.accelerators AS table_accelerators
+        a.accelerators AS table_accelerators,
+        -- instances a row covers: 1 but for a training job of n instances, which bills n
+        -- instance-hours per hour of its period
+        CASE WHEN instance_usage AND j.peak_instances > 1 + 1e-9
+             THEN CAST(ceil(j.peak_instances - 1e-9) AS INTEGER) ELSE 1 END AS instance_count
     FROM classified c
     LEFT JOIN accelerator_counts a ON lower(a.instance_type) = lower(c.instance_type)
+    LEFT JOIN job_instances j
+      ON j.job = c.resource_id AND j.job_usage_type = c.x_UsageType
 )
 SELECT
     CAST($month AS DATE) AS month,
@@ -212,7 +227,8 @@ SELECT
     accelerators AS x_AcceleratorCount,
     CASE WHEN instance_usage AND accelerator_sku AND accelerators > 0
          THEN ConsumedQuantity * hours_per_unit / accelerators
-         WHEN instance_usage THEN ConsumedQuantity * hours_per_unit END AS x_UsageHours,
+         WHEN instance_usage THEN ConsumedQuantity * hours_per_unit / instance_count
+    END AS x_UsageHours,
     coalesce(instance_usage, false) AS x_InstanceUsage,
     CASE WHEN instance_usage THEN instance_type END AS x_InstanceType,
     CASE
@@ -239,7 +255,7 @@ FROM (
         table_accelerators,
         TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
         tpu_chips,
-        1) AS INTEGER)
+        1) AS INTEGER) * instance_count
         ELSE 0
     END AS accelerators
     FROM (

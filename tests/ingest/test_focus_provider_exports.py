@@ -102,6 +102,17 @@ CASES = {
                         ChargeDescription="TPU v4 chip running in Americas",
                         ConsumedQuantity=8.0, ConsumedUnit="Hours",
                         Tags=json.dumps({"accelerator_type": "v4-32"})), "gpu", 16, 0.5),
+    # a training job of 2 instances bills 2 instance-hours an hour (SPEC §5): its hours are
+    # per instance and its G both instances' GPUs, its half last hour (2 × 30 min) included
+    **{sku: (line(sku, ProviderName="AWS", ServiceName="Amazon SageMaker",
+                  ServiceCategory="AI and Machine Learning",
+                  x_UsageType="USE1-Train:ml.p4d.24xlarge",
+                  ResourceId="arn:aws:sagemaker:us-east-1:123456789012:training-job/two",
+                  ConsumedQuantity=amount, **period), "gpu", 16, amount / 2)
+       for sku, amount, period in (
+           ("aws-sagemaker-2x", 2.0, {}),
+           ("aws-sagemaker-2x-last", 1.0, {"ChargePeriodStart": "2026-05-03T11:00:00Z",
+                                           "ChargePeriodEnd": "2026-05-03T12:00:00Z"}))},
     # not instance usage: a data-transfer usage type names no instance
     "aws-transfer": (line("aws-transfer", **AWS, ServiceCategory="Networking",
                           x_UsageType="USE1-DataTransfer-Out-Bytes", ConsumedUnit="GB"),

@@ -35,6 +35,14 @@ volume of its own for the same hours. Over a hundred thousand distinct resources
 few thousand, about one claim per line. Not with `--run-tags`, `--spot` or `--sagemaker`,
 which place runs on the shared instances.
 
+`--bill focus` also writes the month as AWS Data Exports writes it in FOCUS 1.2 with AWS
+columns (`focus/bench-focus/data/BILLING_PERIOD=2026-07/`, parquet: `ChargePeriodStart`,
+`BilledCost`, `EffectiveCost`, `ConsumedQuantity`, `ServiceCategory`, `x_UsageType`, `Tags` as
+a map, …), every CUR line a row, and points the config at it: the pipeline reads the FOCUS
+files, the reference the CUR ones, and the two must attribute the same bill alike. Not with
+`--commitments`, `--split` or `--run-tags` (AWS's FOCUS rows carry commitments and split
+data in columns this month does not fill, and tag keys of their own).
+
 `--run-tags` tags every instance and volume line `user_run_id` (SPEC §6's run tag) with the
 first run listing that resource: run N for instance N and volume N (a run the file does not
 hold when there are fewer runs than resources, which claims nothing). The rule drops a tag's
@@ -79,6 +87,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -412,6 +421,63 @@ EPHEMERAL_RUNS = f"""
 """
 
 
+# `--bill focus`: the month's CUR lines as AWS's FOCUS 1.2 export writes them, one row each
+FOCUS_ROWS = """
+    COPY (
+      SELECT
+        '123456789012' AS BillingAccountId, 'bench' AS BillingAccountName,
+        '123456789012' AS SubAccountId, 'bench' AS SubAccountName,
+        CAST(bill_billing_period_start_date AS TIMESTAMPTZ) AS BillingPeriodStart,
+        CAST(bill_billing_period_start_date + INTERVAL 1 MONTH AS TIMESTAMPTZ)
+          AS BillingPeriodEnd,
+        CAST(line_item_usage_start_date AS TIMESTAMPTZ) AS ChargePeriodStart,
+        CAST(line_item_usage_end_date AS TIMESTAMPTZ) AS ChargePeriodEnd,
+        CASE line_item_line_item_type WHEN 'Usage' THEN 'Usage' WHEN 'Tax' THEN 'Tax'
+             WHEN 'Credit' THEN 'Credit' ELSE 'Adjustment' END AS ChargeCategory,
+        CAST(NULL AS VARCHAR) AS ChargeClass,
+        line_item_usage_type AS ChargeDescription,
+        CASE WHEN line_item_line_item_type = 'Usage' THEN 'Usage-Based' ELSE 'One-Time' END
+          AS ChargeFrequency,
+        line_item_net_unblended_cost AS BilledCost,
+        line_item_net_unblended_cost AS EffectiveCost,
+        {list_cost} AS ListCost,
+        line_item_unblended_cost AS ContractedCost,
+        line_item_currency_code AS BillingCurrency,
+        CASE WHEN line_item_line_item_type = 'Usage' THEN line_item_usage_amount END
+          AS ConsumedQuantity,
+        CASE WHEN line_item_line_item_type <> 'Usage' THEN NULL
+             WHEN regexp_matches(line_item_usage_type, '(BoxUsage|SpotUsage|Train|Hours)')
+               THEN 'Hours'
+             WHEN regexp_matches(line_item_usage_type, 'Bytes') THEN 'GB'
+             ELSE 'GB-Mo' END AS ConsumedUnit,
+        CASE WHEN line_item_line_item_type <> 'Usage' THEN NULL
+             WHEN starts_with(line_item_usage_type, 'SpotUsage:') THEN 'Dynamic'
+             ELSE 'Standard' END AS PricingCategory,
+        'AWS' AS ProviderName, 'AWS' AS PublisherName, 'AWS' AS InvoiceIssuerName,
+        product_region_code AS RegionId,
+        line_item_resource_id AS ResourceId,
+        CASE WHEN line_item_line_item_type NOT IN ('Usage') THEN NULL
+             WHEN line_item_product_code = 'AmazonSageMaker' THEN 'AI and Machine Learning'
+             WHEN product_product_family IN ('Data Transfer', 'NAT Gateway') THEN 'Networking'
+             WHEN line_item_product_code = 'AmazonS3' OR product_product_family = 'Storage'
+               THEN 'Storage'
+             ELSE 'Compute' END AS ServiceCategory,
+        CASE line_item_product_code
+             WHEN 'AmazonEC2' THEN 'Amazon Elastic Compute Cloud'
+             WHEN 'AmazonS3' THEN 'Amazon Simple Storage Service'
+             WHEN 'AmazonSageMaker' THEN 'Amazon SageMaker'
+             ELSE 'AWS' END AS ServiceName,
+        md5(line_item_usage_type)[:12] AS SkuId,
+        coalesce(resource_tags, MAP {{}}::MAP(VARCHAR, VARCHAR)) AS Tags,
+        line_item_usage_type AS x_UsageType,
+        line_item_product_code AS x_ServiceCode,
+        'RunInstances' AS x_Operation
+      FROM read_parquet($cur_files)
+    ) TO '{out}' (FORMAT parquet, FILE_SIZE_BYTES '2MB', FILENAME_PATTERN 'bench-focus-{{i}}',
+                  OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
+"""
+
+
 # the CUR's timestamp columns (`--timestamps zoned` types them as instants in UTC)
 TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_date",
                      "line_item_usage_end_date")
@@ -420,7 +486,11 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
              commitments: bool = False, spot: bool = False, split: bool = False,
-             sagemaker: bool = False, tags: int = 0) -> Path:
+             sagemaker: bool = False, tags: int = 0, bill: str = "cur") -> Path:
+    if bill == "focus" and (commitments or split or run_tags):
+        raise ValueError("--bill focus writes the lines AWS's FOCUS export carries without "
+                         "commitment, split or run-tag columns: use it with none of "
+                         "--commitments, --split and --run-tags")
     if layout == "ephemeral" and (run_tags or spot or sagemaker):
         raise ValueError("--layout ephemeral gives every run instances of its own: "
                          "--run-tags, --spot and --sagemaker place runs on shared ones")
@@ -603,6 +673,18 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
                    OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
     """, params)
     t_cur = time.perf_counter() - t0
+    if bill == "focus":  # the same lines as AWS's FOCUS export writes them
+        focus = out / "focus" / "bench-focus" / "data" / "BILLING_PERIOD=2026-07"
+        shutil.rmtree(out / "focus", ignore_errors=True)
+        focus.mkdir(parents=True)
+        cur_columns = {c[0] for c in con.execute(
+            "DESCRIBE SELECT * FROM read_parquet(?)",
+            [[str(f) for f in sorted(data.glob("*.parquet"))]]).fetchall()}
+        list_cost = ("coalesce(pricing_public_on_demand_cost, line_item_unblended_cost)"
+                     if "pricing_public_on_demand_cost" in cur_columns
+                     else "line_item_unblended_cost")
+        query(con, FOCUS_ROWS.format(list_cost=list_cost, out=focus),
+              {"cur_files": [str(f) for f in sorted(data.glob("*.parquet"))]})
     if layout == "packed":
         sql, slot, step = PACKED_RUNS, HOURS / -(-runs // (instances * LANES)), instances * LANES
     else:
@@ -629,8 +711,9 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     """, {"objects": objects, "runs": runs, "start": MONTH_START})
     (out / "config.yaml").write_text(
         "warehouse: {path: warehouse.duckdb}\n"  # the default memory_limit
-        "billing:\n  - {kind: aws_cur2, path: cur/bench-cur}\n"
-        "tracker:\n  - {kind: runs_file, path: runs.parquet}\n"
+        + ("billing:\n  - {kind: focus, path: focus/bench-focus}\n" if bill == "focus"
+           else "billing:\n  - {kind: aws_cur2, path: cur/bench-cur}\n")
+        + "tracker:\n  - {kind: runs_file, path: runs.parquet}\n"
         "checkpoints:\n  - {kind: inventory, path: inventory.csv, prefix: checkpoints/}\n"
         "datasets:\n  bench-ds: {bucket: bench-data, region: us-west-2}\n"
         + ("  bench-eu: {bucket: bench-data-eu, region: eu-west-1}\n" if layout == "packed"
@@ -671,10 +754,13 @@ def main() -> None:
                         help="the runs of the p4d instances i %% 5 = 3 as SageMaker training jobs")
     parser.add_argument("--tags", type=int, default=0,
                         help="N cost allocation tags on every resource's lines")
+    parser.add_argument("--bill", choices=("cur", "focus"), default="cur",
+                        help="focus: also the month as AWS's FOCUS 1.2 export, which the "
+                        "config then reads")
     args = parser.parse_args()
     generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
              args.run_tags, args.layout, args.commitments, args.spot, args.split,
-             args.sagemaker, args.tags)
+             args.sagemaker, args.tags, args.bill)
 
 
 if __name__ == "__main__":

@@ -249,7 +249,10 @@ ORDER BY grouping(itype) DESC, itype
 def month_inputs(data: Path) -> dict:
     """The generated month's files and the config facts the attribution needs."""
     config = yaml.safe_load((data / "config.yaml").read_text(encoding="utf-8"))
-    cur = sorted((data / config["billing"][0]["path"]).glob("data/BILLING_PERIOD=*/**/*.parquet"))
+    # a `--bill focus` month's pipeline reads its FOCUS files; the reference its CUR ones
+    billing = (config["billing"][0]["path"] if config["billing"][0]["kind"] == "aws_cur2"
+               else "cur/bench-cur")
+    cur = sorted((data / billing).glob("data/BILLING_PERIOD=*/**/*.parquet"))
     datasets = config.get("datasets") or {}
     checkpoints = config["checkpoints"][0]
     return {

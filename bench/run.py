@@ -52,7 +52,8 @@ def parse_size(text: str) -> int:
 VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
             ("run_tags", False, "-tagged"), ("layout", "spread", "-{}"),
             ("commitments", False, "-committed"), ("spot", False, "-spot"),
-            ("split", False, "-split"), ("sagemaker", False, "-sagemaker"), ("tags", 0, "-tags{}"))
+            ("split", False, "-split"), ("sagemaker", False, "-sagemaker"), ("tags", 0, "-tags{}"),
+            ("bill", "cur", "-{}"))
 
 
 # what each of the month's yes/no variants makes of it (`--run-tags` …)
@@ -467,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tags", type=int, default=0,
                         help="N cost allocation tags on every resource's lines "
                         "(bench/generate.py); its data is kept as <size>-tagsN")
+    parser.add_argument("--bill", choices=("cur", "focus"), default="cur",
+                        help="focus: the pipeline reads the month as AWS's FOCUS 1.2 export "
+                        "writes it, the reference its CUR files (bench/generate.py); its data "
+                        "is kept as <size>-focus")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")
@@ -484,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.bill == "focus" and (args.commitments or args.split or args.run_tags):
+        parser.error("--bill focus writes the lines AWS's FOCUS export carries without "
+                     "commitment, split or run-tag columns: use it with none of "
+                     "--commitments, --split and --run-tags")
     if args.layout == "ephemeral" and (args.run_tags or args.spot or args.sagemaker):
         parser.error("--layout ephemeral gives every run instances of its own: --run-tags, "
                      "--spot and --sagemaker place runs on shared ones")

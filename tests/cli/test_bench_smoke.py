@@ -321,21 +321,22 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     run = _bench_module("run")
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
                                layout="spread", commitments=False, spot=False, split=False,
-                               sagemaker=False, tags=0)
+                               sagemaker=False, tags=0, bill="cur")
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
                                commitments=True, spot=True, split=True, sagemaker=True,
-                               tags=20)
+                               tags=20, bill="focus")
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
                        "layout": "packed", "commitments": True, "spot": True, "split": True,
-                       "sagemaker": True, "tags": 20}
+                       "sagemaker": True, "tags": 20, "bill": "focus"}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
                                                "--commitments", "--spot", "--split",
-                                               "--sagemaker", "--tags", "20"]
+                                               "--sagemaker", "--tags", "20",
+                                               "--bill", "focus"]
     assert run.variant_suffix(variant) == (
-        "-wide-zoned-tagged-packed-committed-spot-split-sagemaker-tags20")
+        "-wide-zoned-tagged-packed-committed-spot-split-sagemaker-tags20-focus")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
     assert run.variant_suffix({"layout": "ephemeral"}) == "-ephemeral"
 
@@ -684,6 +685,38 @@ def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra
         assert untracked == pytest.approx(billed - ran_hours, rel=1e-9, abs=1e-9)
         # 3-11 minutes' boot before it, 2-5 minutes' teardown after it (none while RUNNING)
         assert untracked >= (3 if status == "RUNNING" else 5) / 60 - 1e-9
+
+
+def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
+    """`--bill focus`: the pipeline reads the month as AWS's FOCUS 1.2 export writes it (one
+    row per CUR line; SageMaker jobs of two instances among them), the reference its CUR
+    files: the same totals, the same reconciliation, the same GPU-hours per type."""
+    import duckdb
+
+    reference, run, report = (_bench_module(m) for m in ("reference", "run", "report"))
+    generate = _bench_module("generate").generate
+    for other in ("commitments", "split", "run_tags"):
+        with pytest.raises(ValueError, match="--bill focus"):
+            generate(tmp_path / "refused", 1000, 10, 10, bill="focus", **{other: True})
+        with pytest.raises(SystemExit):
+            run.main(["--bill", "focus", f"--{other.replace('_', '-')}"])
+    out = tmp_path / "focus"
+    generate(out, 10_000, 300, 500, bill="focus", sagemaker=True, layout="spread")
+    con, _ = _built_as_the_reference_attributes_it(out)
+    recon = _reconciliation_of(con, run)
+    check = report.compare_reconciliation({
+        "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
+        "pipeline": {"reconciliation": recon}})
+    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    with duckdb.connect() as files:
+        lines, jobs = files.execute(
+            "SELECT count(*), count(DISTINCT line_item_resource_id) FILTER "
+            "(line_item_product_code = 'AmazonSageMaker') FROM read_parquet(?)",
+            [reference.month_inputs(out)["cur_files"]]).fetchone()
+    facts = con.execute("SELECT count(*), count(*) FILTER (starts_with(x_SourceLine, 'focus')), "
+                        "list(DISTINCT x_AcceleratorCount ORDER BY x_AcceleratorCount) FILTER "
+                        "(ResourceId LIKE '%:training-job/%') FROM billing_facts").fetchone()
+    assert facts[0] == facts[1] == lines and jobs > 0 and facts[2] == [8, 16]
 
 
 def test_a_month_tagging_everything_is_attributed_as_without_its_tags(tmp_path):

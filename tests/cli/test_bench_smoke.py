@@ -537,6 +537,20 @@ def test_spot_chains_are_priced_as_the_runs_file_says(tmp_path):
     assert lever == pytest.approx(lost, rel=1e-12)
 
 
+def _reconciled_as_the_reference(out: Path):
+    """`_built_as_the_reference_attributes_it`, and the month's reconciliation equal to the
+    reference's, every figure of the month and of each accelerator type: the connection, the
+    cost per purpose class and the reconciliation."""
+    con, ours = _built_as_the_reference_attributes_it(out)
+    recon = _reconciliation_of(con, _bench_module("run"))
+    check = _bench_module("report").compare_reconciliation({
+        "reference": {"reconciliation": _bench_module("reference").reconciliation(out)[
+            "reconciliation"]},
+        "pipeline": {"reconciliation": recon}})
+    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    return con, ours, recon
+
+
 def _reconciliation_of(con, run) -> dict:
     """The in-memory month's `reconciliation` row as bench/run.py reads a warehouse's."""
     *figures, types = con.execute(f"SELECT {', '.join(run.RECONCILED)}, by_accelerator_type "
@@ -555,14 +569,9 @@ def test_eks_pods_are_split_out_of_their_nodes_as_the_rules_say(tmp_path, layout
     import duckdb
 
     reference = _bench_module("reference")
-    run, report = _bench_module("run"), _bench_module("report")
     out = tmp_path / layout
     _bench_module("generate").generate(out, 10_000, 300, 500, layout=layout, split=True)
-    con, ours = _built_as_the_reference_attributes_it(out)
-    check = report.compare_reconciliation({
-        "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
-        "pipeline": {"reconciliation": _reconciliation_of(con, run)}})
-    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    con, ours, recon = _reconciled_as_the_reference(out)
     with duckdb.connect() as files:
         pods, nodes, billed, unused = files.execute(
             "SELECT count(*) FILTER (split_line_item_parent_resource_id IS NOT NULL), "
@@ -576,7 +585,7 @@ def test_eks_pods_are_split_out_of_their_nodes_as_the_rules_say(tmp_path, layout
         "WHERE b.x_SplitParent GROUP BY 1").fetchall())
     assert kinds.keys() == {"idle_capacity"}
     assert kinds["idle_capacity"] == pytest.approx(unused, rel=1e-9)
-    g5 = _reconciliation_of(con, run)["g5.12xlarge"]
+    g5 = recon["g5.12xlarge"]
     # the runs list pods, which carry no hours: the nodes' GPU-hours are all untracked
     assert g5["untracked_share"] == 1.0 and 0 < g5["untracked_cost_share"] < 0.5
 
@@ -590,7 +599,7 @@ def test_sagemaker_jobs_are_claimed_by_name_or_arn_as_the_rules_say(tmp_path):
     two-instance job's G is 16, and the GPU-hours are 8 per instance-hour."""
     import duckdb
 
-    reference, run, report = (_bench_module(m) for m in ("reference", "run", "report"))
+    reference, run = (_bench_module(m) for m in ("reference", "run"))
     generate = _bench_module("generate").generate
     # the jobs take the spread layout's instances that --commitments reserves
     for other in ({"commitments": True}, {"layout": "packed"}):
@@ -601,12 +610,7 @@ def test_sagemaker_jobs_are_claimed_by_name_or_arn_as_the_rules_say(tmp_path):
                                        for k, v in other.items())])
     out = tmp_path / "sagemaker"
     generate(out, 10_000, 300, 500, sagemaker=True)
-    con, _ = _built_as_the_reference_attributes_it(out)
-    recon = _reconciliation_of(con, run)
-    check = report.compare_reconciliation({
-        "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
-        "pipeline": {"reconciliation": recon}})
-    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    con, _, recon = _reconciled_as_the_reference(out)
     jobs = con.execute(
         "SELECT count(DISTINCT b.ResourceId), count(DISTINCT a.run_id), sum(a.cost), "
         "  list(DISTINCT b.x_AcceleratorCount ORDER BY b.x_AcceleratorCount), "
@@ -642,7 +646,7 @@ def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra
     the month alike; a run asking for no GPU count gets exactly the hours it ran, and its
     instance's boot and teardown minutes stay untracked; a RUNNING run claims to the month's
     end."""
-    reference, run, report = (_bench_module(m) for m in ("reference", "run", "report"))
+    run = _bench_module("run")
     generate = _bench_module("generate").generate
     for other in ({"run_tags": True}, {"spot": True}, {"sagemaker": True}):
         with pytest.raises(ValueError, match="--layout ephemeral"):
@@ -651,11 +655,7 @@ def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra
             run.main(["--layout", "ephemeral", f"--{next(iter(other)).replace('_', '-')}"])
     out = tmp_path / "ephemeral"
     generate(out, 10_000, 300, 500, layout="ephemeral", **extra)
-    con, _ = _built_as_the_reference_attributes_it(out)
-    check = report.compare_reconciliation({
-        "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
-        "pipeline": {"reconciliation": _reconciliation_of(con, run)}})
-    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    con, _, _ = _reconciled_as_the_reference(out)
     con.execute("CREATE TEMP TABLE ran AS SELECT * FROM read_parquet(?)",
                 [str(out / "runs.parquet")])
     # per instance (billed hours, its run's hours, the hours attributed to it and to nobody)
@@ -693,7 +693,7 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
     files: the same totals, the same reconciliation, the same GPU-hours per type."""
     import duckdb
 
-    reference, run, report = (_bench_module(m) for m in ("reference", "run", "report"))
+    reference, run = (_bench_module(m) for m in ("reference", "run"))
     generate = _bench_module("generate").generate
     for other in ("commitments", "split", "run_tags"):
         with pytest.raises(ValueError, match="--bill focus"):
@@ -702,12 +702,7 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
             run.main(["--bill", "focus", f"--{other.replace('_', '-')}"])
     out = tmp_path / "focus"
     generate(out, 10_000, 300, 500, bill="focus", sagemaker=True, layout="spread")
-    con, _ = _built_as_the_reference_attributes_it(out)
-    recon = _reconciliation_of(con, run)
-    check = report.compare_reconciliation({
-        "reference": {"reconciliation": reference.reconciliation(out)["reconciliation"]},
-        "pipeline": {"reconciliation": recon}})
-    assert check["agree"] and not check["warnings"] and check["compared"] > 10
+    con, _, _ = _reconciled_as_the_reference(out)
     with duckdb.connect() as files:
         lines, jobs = files.execute(
             "SELECT count(*), count(DISTINCT line_item_resource_id) FILTER "

@@ -250,13 +250,17 @@ SELECT
      AND tpu_chips IS NULL)
         AS x_UnknownAcceleratorType
 FROM (
-    SELECT *, CASE WHEN cost_component = 'gpu' THEN CAST(coalesce(
-        nullif(round(provider_accelerators), 0),
-        table_accelerators,
-        TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
-        tpu_chips,
-        1) AS INTEGER) * instance_count
-        ELSE 0
+    SELECT *, CASE
+        WHEN cost_component <> 'gpu' THEN 0
+        -- the file's own x_AcceleratorCount is the resource's, all its instances included
+        WHEN round(x_AcceleratorCount) <> 0 THEN CAST(round(x_AcceleratorCount) AS INTEGER)
+        -- the others are an instance's (a SKU's details, the type's table, its name)
+        ELSE CAST(coalesce(
+            nullif(round(provider_accelerators), 0),
+            table_accelerators,
+            TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
+            tpu_chips,
+            1) AS INTEGER) * instance_count
     END AS accelerators
     FROM (
         -- a TPU slice's chips: v5e/v6e names count chips, v2-v5p names TensorCores (2 a chip)

@@ -23,7 +23,8 @@ COLUMNS = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd", "Provid
            "ServiceName", "ServiceCategory", "ChargeCategory", "ChargeDescription",
            "ResourceId", "ResourceType", "SkuId", "SkuPriceDetails", "ConsumedQuantity",
            "ConsumedUnit", "BilledCost", "EffectiveCost", "BillingCurrency", "Tags",
-           "x_UsageType", "x_SkuMeterName", "x_SkuMeterCategory", "x_SkuDetails")
+           "x_UsageType", "x_SkuMeterName", "x_SkuMeterCategory", "x_SkuDetails",
+           "x_AcceleratorCount")
 
 
 def line(sku: str, **cols) -> dict:
@@ -113,6 +114,16 @@ CASES = {
            ("aws-sagemaker-2x", 2.0, {}),
            ("aws-sagemaker-2x-last", 1.0, {"ChargePeriodStart": "2026-05-03T11:00:00Z",
                                            "ChargePeriodEnd": "2026-05-03T12:00:00Z"}))},
+    # a file giving the job's accelerators itself (x_AcceleratorCount: the resource's, all
+    # its instances'): its count is kept, the hours still per instance
+    "aws-sagemaker-2x-given": (line("aws-sagemaker-2x-given", ProviderName="AWS",
+                                    ServiceName="Amazon SageMaker",
+                                    ServiceCategory="AI and Machine Learning",
+                                    x_UsageType="USE1-Train:ml.p4d.24xlarge",
+                                    ResourceId="arn:aws:sagemaker:us-east-1:123456789012:"
+                                               "training-job/given",
+                                    ConsumedQuantity=2.0, x_AcceleratorCount=16),
+                               "gpu", 16, 1.0),
     # not instance usage: a data-transfer usage type names no instance
     "aws-transfer": (line("aws-transfer", **AWS, ServiceCategory="Networking",
                           x_UsageType="USE1-DataTransfer-Out-Bytes", ConsumedUnit="GB"),

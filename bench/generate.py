@@ -483,21 +483,31 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
                      "line_item_usage_end_date")
 
 
+def refusal(layout: str = "spread", run_tags: bool = False, commitments: bool = False,
+            spot: bool = False, split: bool = False, sagemaker: bool = False,
+            bill: str = "cur") -> str | None:
+    """Why the month's options do not go together (generate.py and bench/run.py refuse them
+    alike), or None."""
+    if bill == "focus" and (commitments or split or run_tags):
+        return ("--bill focus writes the lines AWS's FOCUS export carries without commitment, "
+                "split or run-tag columns: use it with none of --commitments, --split and "
+                "--run-tags")
+    if layout == "ephemeral" and (run_tags or spot or sagemaker):
+        return ("--layout ephemeral gives every run instances of its own: --run-tags, --spot "
+                "and --sagemaker place runs on shared ones")
+    if sagemaker and (layout != "spread" or commitments):
+        return ("--sagemaker takes the spread layout's instances i % 5 = 3, which "
+                "--commitments reserves: use it with neither --layout packed nor "
+                "--commitments")
+    return None
+
+
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
              commitments: bool = False, spot: bool = False, split: bool = False,
              sagemaker: bool = False, tags: int = 0, bill: str = "cur") -> Path:
-    if bill == "focus" and (commitments or split or run_tags):
-        raise ValueError("--bill focus writes the lines AWS's FOCUS export carries without "
-                         "commitment, split or run-tag columns: use it with none of "
-                         "--commitments, --split and --run-tags")
-    if layout == "ephemeral" and (run_tags or spot or sagemaker):
-        raise ValueError("--layout ephemeral gives every run instances of its own: "
-                         "--run-tags, --spot and --sagemaker place runs on shared ones")
-    if sagemaker and (layout != "spread" or commitments):
-        raise ValueError("--sagemaker takes the spread layout's instances i % 5 = 3, which "
-                         "--commitments reserves: use it with neither --layout packed nor "
-                         "--commitments")
+    if reason := refusal(layout, run_tags, commitments, spot, split, sagemaker, bill):
+        raise ValueError(reason)
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
@@ -677,14 +687,13 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         focus = out / "focus" / "bench-focus" / "data" / "BILLING_PERIOD=2026-07"
         shutil.rmtree(out / "focus", ignore_errors=True)
         focus.mkdir(parents=True)
+        cur_files = [str(f) for f in sorted(data.glob("*.parquet"))]
         cur_columns = {c[0] for c in con.execute(
-            "DESCRIBE SELECT * FROM read_parquet(?)",
-            [[str(f) for f in sorted(data.glob("*.parquet"))]]).fetchall()}
+            "DESCRIBE SELECT * FROM read_parquet(?)", [cur_files]).fetchall()}
         list_cost = ("coalesce(pricing_public_on_demand_cost, line_item_unblended_cost)"
                      if "pricing_public_on_demand_cost" in cur_columns
                      else "line_item_unblended_cost")
-        query(con, FOCUS_ROWS.format(list_cost=list_cost, out=focus),
-              {"cur_files": [str(f) for f in sorted(data.glob("*.parquet"))]})
+        query(con, FOCUS_ROWS.format(list_cost=list_cost, out=focus), {"cur_files": cur_files})
     if layout == "packed":
         sql, slot, step = PACKED_RUNS, HOURS / -(-runs // (instances * LANES)), instances * LANES
     else:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import duckdb
 import yaml
+from generate import refusal
 from measure import machine_facts, run_measured
 from report import compare_reconciliation, compare_totals, print_report, ratios, scaling
 
@@ -489,16 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    if args.bill == "focus" and (args.commitments or args.split or args.run_tags):
-        parser.error("--bill focus writes the lines AWS's FOCUS export carries without "
-                     "commitment, split or run-tag columns: use it with none of "
-                     "--commitments, --split and --run-tags")
-    if args.layout == "ephemeral" and (args.run_tags or args.spot or args.sagemaker):
-        parser.error("--layout ephemeral gives every run instances of its own: --run-tags, "
-                     "--spot and --sagemaker place runs on shared ones")
-    if args.sagemaker and (args.layout != "spread" or args.commitments):
-        parser.error("--sagemaker takes the instances --commitments reserves, in the spread "
-                     "layout: use it with neither --layout packed nor --commitments")
+    if reason := refusal(args.layout, args.run_tags, args.commitments, args.spot, args.split,
+                         args.sagemaker, args.bill):
+        parser.error(reason)
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     sizes = [(s, parse_size(s)) for s in re.split(r"[,\s]+", args.sizes.strip()) if s]
     defaults = args.runs == 100_000 and args.objects == 1_000_000

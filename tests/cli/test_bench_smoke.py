@@ -341,6 +341,27 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     assert run.variant_suffix({"layout": "ephemeral"}) == "-ephemeral"
 
 
+# options that do not go together, and what the refusal names: SageMaker jobs take the spread
+# layout's instances that --commitments reserves; an ephemeral fleet has no shared instances to
+# tag, put on spot or train on; the FOCUS month has no commitment, split or run-tag columns
+REFUSED = [({"sagemaker": True, "commitments": True}, "--sagemaker"),
+           ({"sagemaker": True, "layout": "packed"}, "--sagemaker"),
+           *(({"layout": "ephemeral", other: True}, "--layout ephemeral")
+             for other in ("run_tags", "spot", "sagemaker")),
+           *(({"bill": "focus", other: True}, "--bill focus")
+             for other in ("commitments", "split", "run_tags"))]
+
+
+@pytest.mark.parametrize(("variant", "named"), REFUSED)
+def test_both_tools_refuse_options_that_do_not_go_together(tmp_path, capsys, variant, named):
+    run = _bench_module("run")
+    with pytest.raises(ValueError, match=named):
+        _bench_module("generate").generate(tmp_path / "refused", 1000, 10, 10, **variant)
+    with pytest.raises(SystemExit):
+        run.main(run._generator_options(variant))
+    assert named in capsys.readouterr().err
+
+
 def test_in_memory_is_skipped_where_it_would_not_fit():
     in_memory_fits = _bench_module("run").in_memory_fits
     machine = 24 * 2**30
@@ -599,15 +620,8 @@ def test_sagemaker_jobs_are_claimed_by_name_or_arn_as_the_rules_say(tmp_path):
     two-instance job's G is 16, and the GPU-hours are 8 per instance-hour."""
     import duckdb
 
-    reference, run = (_bench_module(m) for m in ("reference", "run"))
+    reference = _bench_module("reference")
     generate = _bench_module("generate").generate
-    # the jobs take the spread layout's instances that --commitments reserves
-    for other in ({"commitments": True}, {"layout": "packed"}):
-        with pytest.raises(ValueError, match="--sagemaker"):
-            generate(tmp_path / "refused", 1000, 10, 10, sagemaker=True, **other)
-        with pytest.raises(SystemExit):
-            run.main(["--sagemaker", *(f"--{k}={v}" if v is not True else f"--{k}"
-                                       for k, v in other.items())])
     out = tmp_path / "sagemaker"
     generate(out, 10_000, 300, 500, sagemaker=True)
     con, _, recon = _reconciled_as_the_reference(out)
@@ -646,13 +660,7 @@ def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra
     the month alike; a run asking for no GPU count gets exactly the hours it ran, and its
     instance's boot and teardown minutes stay untracked; a RUNNING run claims to the month's
     end."""
-    run = _bench_module("run")
     generate = _bench_module("generate").generate
-    for other in ({"run_tags": True}, {"spot": True}, {"sagemaker": True}):
-        with pytest.raises(ValueError, match="--layout ephemeral"):
-            generate(tmp_path / "refused", 1000, 10, 10, layout="ephemeral", **other)
-        with pytest.raises(SystemExit):
-            run.main(["--layout", "ephemeral", f"--{next(iter(other)).replace('_', '-')}"])
     out = tmp_path / "ephemeral"
     generate(out, 10_000, 300, 500, layout="ephemeral", **extra)
     con, _, _ = _reconciled_as_the_reference(out)
@@ -693,13 +701,8 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
     files: the same totals, the same reconciliation, the same GPU-hours per type."""
     import duckdb
 
-    reference, run = (_bench_module(m) for m in ("reference", "run"))
+    reference = _bench_module("reference")
     generate = _bench_module("generate").generate
-    for other in ("commitments", "split", "run_tags"):
-        with pytest.raises(ValueError, match="--bill focus"):
-            generate(tmp_path / "refused", 1000, 10, 10, bill="focus", **{other: True})
-        with pytest.raises(SystemExit):
-            run.main(["--bill", "focus", f"--{other.replace('_', '-')}"])
     out = tmp_path / "focus"
     generate(out, 10_000, 300, 500, bill="focus", sagemaker=True, layout="spread")
     con, _, _ = _reconciled_as_the_reference(out)

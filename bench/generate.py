@@ -81,14 +81,26 @@ other run, by its ARN.
 `--tags N` puts N cost allocation tags (`user_team`, `user_project`, … with from one to a few
 hundred values each) on every line naming a resource, as in an account that tags everything:
 the same lines, a heavier `resource_tags` map to read and keep.
+
+`--inventory daily` lists the checkpoint bucket as S3 Inventory does when it is configured
+daily, instead of one CSV: a report a day (`inventory/bench-checkpoints/daily/<date>T01-00Z/
+manifest.json`, July 1 to August 1, its gzipped CSV data file under `daily/data/`, every field
+quoted, the schema `Bucket, Key, Size, LastModifiedDate, ETag, StorageClass`), each listing the
+objects written before that day began and not yet deleted. The checkpoints are written from a
+day before the month on, and most of a search run's are deleted two to eight days after they
+were written, so each day's bucket holds another mix of runs: rule 4 splits each day's storage
+line by its day's snapshot (SPEC §6). About ten rows an object over the month.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import shutil
 import time
+from datetime import UTC
 from pathlib import Path
 
 import duckdb
@@ -483,6 +495,61 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
                      "line_item_usage_end_date")
 
 
+DAILY_INVENTORY = "inventory/bench-checkpoints/daily"
+# the checkpoints of a `--inventory daily` month: written from a day before the month on,
+# most of a search run's (r % 10 >= 2) deleted two to eight days after they were written
+DAILY_OBJECTS = """
+CREATE OR REPLACE TEMP TABLE daily_objects AS
+SELECT key, size, written,
+  CASE WHEN (o % $runs) % 10 >= 2 AND o % 3 <> 0 THEN written + to_days(2 + o % 7) END AS deleted
+FROM (
+  SELECT o,
+    'checkpoints/run-' || lpad((o % $runs)::VARCHAR, 8, '0') || '/ckpt-' || (o // $runs)
+      || '/model.safetensors' AS key,
+    1000000 + (o % 1000) * 1000 AS size,
+    CAST($start AS TIMESTAMP) - INTERVAL 1 DAY + to_minutes(o % 40000) AS written
+  FROM range($objects) t(o))
+"""
+
+
+def write_daily_inventory(con: duckdb.DuckDBPyConnection, out: Path, objects: int,
+                          runs: int) -> None:
+    """The checkpoint bucket's S3 Inventory reports of a daily configuration, July 1 to
+    August 1 (`--inventory daily`): each a manifest and one gzipped CSV data file."""
+    folder = out / DAILY_INVENTORY
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "data").mkdir(parents=True)
+    query(con, DAILY_OBJECTS, {"objects": objects, "runs": runs, "start": MONTH_START})
+    for day in range(32):
+        taken = con.execute("SELECT CAST($start AS TIMESTAMP) + to_days($day)",
+                            {"start": MONTH_START, "day": day}).fetchone()[0]
+        name = hashlib.sha256(f"bench-inventory-{day}".encode()).hexdigest()[:32]
+        data = folder / "data" / f"{name}.csv.gz"
+        query(con, f"""
+        COPY (
+          SELECT 'bench-checkpoints', key, size,
+            strftime(written, '%Y-%m-%dT%H:%M:%S.000Z'), md5(key), 'STANDARD'
+          FROM daily_objects
+          WHERE written < $taken AND (deleted IS NULL OR deleted >= $taken)
+          ORDER BY key
+        ) TO '{data}' (FORMAT csv, HEADER false, FORCE_QUOTE *, COMPRESSION gzip)
+        """, {"taken": taken})
+        report = folder / f"{taken:%Y-%m-%d}T01-00Z"
+        report.mkdir()
+        created = int(taken.replace(tzinfo=UTC).timestamp() * 1000) + 3_600_000
+        (report / "manifest.json").write_text(json.dumps({
+            "sourceBucket": "bench-checkpoints",
+            "destinationBucket": "arn:aws:s3:::bench-inventory",
+            "version": "2016-11-30", "creationTimestamp": str(created),
+            "fileFormat": "CSV",
+            "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass",
+            "files": [{"key": f"bench-checkpoints/daily/data/{data.name}",
+                       "size": data.stat().st_size,
+                       "MD5checksum": hashlib.md5(data.read_bytes()).hexdigest()}],
+        }, indent=2), encoding="utf-8")
+    con.execute("DROP TABLE daily_objects")
+
+
 def refusal(layout: str = "spread", run_tags: bool = False, commitments: bool = False,
             spot: bool = False, split: bool = False, sagemaker: bool = False,
             bill: str = "cur") -> str | None:
@@ -505,7 +572,8 @@ def refusal(layout: str = "spread", run_tags: bool = False, commitments: bool = 
 def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narrow",
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
              commitments: bool = False, spot: bool = False, split: bool = False,
-             sagemaker: bool = False, tags: int = 0, bill: str = "cur") -> Path:
+             sagemaker: bool = False, tags: int = 0, bill: str = "cur",
+             inventory: str = "csv") -> Path:
     if reason := refusal(layout, run_tags, commitments, spot, split, sagemaker, bill):
         raise ValueError(reason)
     out.mkdir(parents=True, exist_ok=True)
@@ -707,7 +775,10 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
                           extra=SPOT_RUN_COLUMNS if spot else "", start_minute=SPREAD_START,
                           end_minute=SPREAD_END),
           {**params, "slot": slot, "lanes": LANES, "step": step})
-    query(con, f"""
+    if inventory == "daily":
+        write_daily_inventory(con, out, objects, runs)
+    else:
+        query(con, f"""
     COPY (
       SELECT 'bench-checkpoints' AS bucket,
         'checkpoints/run-' || lpad((o % $runs)::VARCHAR, 8, '0') || '/ckpt-' || (o // $runs)
@@ -718,12 +789,15 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
       FROM range($objects) t(o)
     ) TO '{out / "inventory.csv"}' (FORMAT csv, HEADER true)
     """, {"objects": objects, "runs": runs, "start": MONTH_START})
+    listing = (f"{{kind: inventory, path: {DAILY_INVENTORY}, prefix: checkpoints/}}"
+               if inventory == "daily"
+               else "{kind: inventory, path: inventory.csv, prefix: checkpoints/}")
     (out / "config.yaml").write_text(
         "warehouse: {path: warehouse.duckdb}\n"  # the default memory_limit
         + ("billing:\n  - {kind: focus, path: focus/bench-focus}\n" if bill == "focus"
            else "billing:\n  - {kind: aws_cur2, path: cur/bench-cur}\n")
         + "tracker:\n  - {kind: runs_file, path: runs.parquet}\n"
-        "checkpoints:\n  - {kind: inventory, path: inventory.csv, prefix: checkpoints/}\n"
+        f"checkpoints:\n  - {listing}\n"
         "datasets:\n  bench-ds: {bucket: bench-data, region: us-west-2}\n"
         + ("  bench-eu: {bucket: bench-data-eu, region: eu-west-1}\n" if layout == "packed"
            else ""),
@@ -766,10 +840,13 @@ def main() -> None:
     parser.add_argument("--bill", choices=("cur", "focus"), default="cur",
                         help="focus: also the month as AWS's FOCUS 1.2 export, which the "
                         "config then reads")
+    parser.add_argument("--inventory", choices=("csv", "daily"), default="csv",
+                        help="daily: the checkpoint bucket as a daily S3 Inventory "
+                        "configuration's reports (a snapshot a day) instead of one CSV")
     args = parser.parse_args()
     generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
              args.run_tags, args.layout, args.commitments, args.spot, args.split,
-             args.sagemaker, args.tags, args.bill)
+             args.sagemaker, args.tags, args.bill, args.inventory)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from urllib.parse import unquote_plus
 
 import impl_cli
 import numpy as np
@@ -97,21 +98,42 @@ def compute_claims(cur: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return pairs[["k", "cls", "share"]]
 
 
+def listed_objects(inputs: dict) -> pd.DataFrame:
+    """bucket, key, size and snapshot day ("" for a plain listing, its month-end objects)."""
+    frames = []
+    for file, day in zip(inputs["inventory_files"], inputs["inventory_dates"], strict=True):
+        if day is None:
+            objects = pd.read_csv(file, parse_dates=["last_modified"])
+            objects = objects[objects.last_modified.dt.tz_localize(None)
+                              < pd.Timestamp(MONTH_END)]
+        else:  # a daily S3 Inventory report's data file: headerless, keys URL-encoded
+            objects = pd.read_csv(file, header=None, usecols=[0, 1, 2],
+                                  names=["bucket", "key", "size"])
+            objects["key"] = objects.key.map(unquote_plus)
+        frames.append(objects[["bucket", "key", "size"]].assign(day=day or ""))
+    return pd.concat(frames, ignore_index=True)
+
+
 def storage_claims(cur: pd.DataFrame, runs: pd.DataFrame, inputs: dict) -> pd.DataFrame:
-    objects = pd.read_csv(inputs["inventory_file"], parse_dates=["last_modified"])
-    objects = objects[objects.last_modified.dt.tz_localize(None) < pd.Timestamp(MONTH_END)]
+    objects = listed_objects(inputs)
     prefix = inputs["prefix"]
     parts = objects.key.str[len(prefix):].str.split("/")
     inside = objects.key.str.startswith(prefix) & (parts.str.len() >= 2)
     objects["run_id"] = parts.str[0].where(inside)
-    bucket_bytes = objects.groupby("bucket")["size"].sum()
+    bucket_bytes = objects.groupby(["bucket", "day"], as_index=False)["size"].sum()
     class_bytes = (objects.merge(runs[["run_id", "cls"]], on="run_id")
-                   .groupby(["bucket", "cls"], as_index=False)["size"].sum())
-    lines = cur[cur.rule == "bucket_storage"][["rid"]].reset_index(names="k")
-    shares = lines.merge(class_bytes, left_on="rid", right_on="bucket")
-    total = shares.rid.map(bucket_bytes)
-    shares = shares[total > 0]
-    shares["share"] = shares["size"] / total[total > 0]
+                   .groupby(["bucket", "day", "cls"], as_index=False)["size"].sum())
+    lines = cur[cur.rule == "bucket_storage"][["rid", "s"]].reset_index(names="k")
+    # a line reads its day's snapshot, else the bucket's latest (the month-end listing)
+    latest = bucket_bytes.groupby("bucket")["day"].max()
+    same_day = lines.s.dt.strftime("%Y-%m-%d")
+    dated = pd.MultiIndex.from_frame(bucket_bytes[["bucket", "day"]])
+    lines["day"] = same_day.where(pd.MultiIndex.from_arrays([lines.rid, same_day]).isin(dated),
+                                  lines.rid.map(latest))
+    shares = (lines.merge(class_bytes, left_on=["rid", "day"], right_on=["bucket", "day"])
+              .merge(bucket_bytes.rename(columns={"size": "total"}), on=["bucket", "day"]))
+    shares = shares[shares.total > 0]
+    shares["share"] = shares["size"] / shares.total
     return shares[["k", "cls", "share"]]
 
 

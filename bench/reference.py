@@ -20,15 +20,17 @@ commitment columns, a pod whose node's row is absent or whose split exceeds it.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import impl_cli
 import yaml
 
-MONTH_END = "2026-08-01"  # the generated month is 2026-07
+MONTH, MONTH_END = "2026-07", "2026-08-01"  # the generated month
 
 # a line's cost: the net (else gross) unblended cost, or, in an export with commitment
 # columns, AWS's amortized-cost rule (SPEC §5) on the gross ones the generator writes
@@ -115,25 +117,41 @@ compute_shares AS (
     JOIN periods p ON p.rid = l.rid AND p.s = l.s AND p.e = l.e
     WHERE l.rule = 'compute'
 ),
-objects AS (
-    SELECT bucket, key, size FROM read_csv($inventory_file, header = true)
-    WHERE last_modified < CAST($month_end AS TIMESTAMP)
+inventory_reports AS (
+    SELECT unnest($inventory_files) AS file, CAST(unnest($inventory_dates) AS DATE) AS day
 ),
-bucket_bytes AS (SELECT bucket, sum(size) AS bytes FROM objects GROUP BY 1),
+objects AS (
+    -- a daily report's objects are its day's snapshot; a plain listing's, those written
+    -- before the month's end (day null)
+    SELECT o.bucket, o.key, o.size, r.day
+    FROM {inventory} o JOIN inventory_reports r ON r.file = o.filename
+    WHERE r.day IS NOT NULL OR o.written < CAST($month_end AS TIMESTAMP)
+),
+bucket_bytes AS (SELECT bucket, day, sum(size) AS bytes FROM objects GROUP BY ALL),
 class_bytes AS (
-    SELECT o.bucket, r.cls, sum(o.size) AS bytes
+    SELECT o.bucket, o.day, r.cls, sum(o.size) AS bytes
     FROM objects o
     JOIN all_runs r ON r.run_id = split_part(substr(o.key, length($prefix) + 1), '/', 1)
     WHERE starts_with(o.key, $prefix)
       AND length(string_split(substr(o.key, length($prefix) + 1), '/')) >= 2
     GROUP BY ALL
 ),
-storage_shares AS (
-    SELECT l.k, cb.cls, cb.bytes / bb.bytes AS share
+storage_days AS (
+    -- a line reads its day's snapshot, else the bucket's latest (the month-end listing)
+    SELECT l.k, l.rid, coalesce(same_day.day, latest.day) AS day
     FROM lines l
-    JOIN bucket_bytes bb ON bb.bucket = l.rid
-    JOIN class_bytes cb ON cb.bucket = l.rid
-    WHERE l.rule = 'bucket_storage' AND bb.bytes > 0
+    LEFT JOIN (SELECT DISTINCT bucket, day FROM objects) same_day
+      ON same_day.bucket = l.rid AND same_day.day = CAST(l.s AS DATE)
+    LEFT JOIN (SELECT bucket, max(day) AS day FROM objects GROUP BY 1) latest
+      ON latest.bucket = l.rid
+    WHERE l.rule = 'bucket_storage'
+),
+storage_shares AS (
+    SELECT sd.k, cb.cls, cb.bytes / bb.bytes AS share
+    FROM storage_days sd
+    JOIN bucket_bytes bb ON bb.bucket = sd.rid AND bb.day IS NOT DISTINCT FROM sd.day
+    JOIN class_bytes cb ON cb.bucket = sd.rid AND cb.day IS NOT DISTINCT FROM sd.day
+    WHERE bb.bytes > 0
 ),
 transfer_overlaps AS (
     SELECT l.k, r.cls, epoch(least(l.e, r.re) - greatest(l.s, r.rs)) / 3600.0 AS overlap
@@ -255,10 +273,12 @@ def month_inputs(data: Path) -> dict:
     cur = sorted((data / billing).glob("data/BILLING_PERIOD=*/**/*.parquet"))
     datasets = config.get("datasets") or {}
     checkpoints = config["checkpoints"][0]
+    reports = inventory_reports(data / checkpoints["path"])
     return {
         "cur_files": [str(p) for p in cur],
         "runs_file": str(data / config["tracker"][0]["path"]),
-        "inventory_file": str(data / checkpoints["path"]),
+        "inventory_files": [file for file, _ in reports],
+        "inventory_dates": [day for _, day in reports],
         "prefix": checkpoints.get("prefix", ""),
         "dataset_names": list(datasets),
         "dataset_buckets": [d["bucket"] for d in datasets.values()],
@@ -266,9 +286,43 @@ def month_inputs(data: Path) -> dict:
     }
 
 
-def for_export(con: duckdb.DuckDBPyConnection, sql: str, cur_files: list[str]) -> str:
+# the listing's objects: a plain CSV's, or a daily S3 Inventory's (headerless, quoted, keys
+# URL-encoded, the schema `generate.py --inventory daily` writes)
+PLAIN_INVENTORY = """(SELECT bucket, key, size, last_modified AS written, filename
+      FROM read_csv($inventory_files, header = true, filename = true))"""
+DAILY_INVENTORY = """(SELECT bucket, url_decode(key) AS key, size,
+             CAST(rtrim(last_modified, 'Z') AS TIMESTAMP) AS written, filename
+      FROM read_csv($inventory_files, header = false, filename = true, quote = '"',
+                    columns = {'bucket': 'VARCHAR', 'key': 'VARCHAR', 'size': 'BIGINT',
+                               'last_modified': 'VARCHAR', 'etag': 'VARCHAR',
+                               'storage_class': 'VARCHAR'}))"""
+
+
+def inventory_reader(inputs: dict) -> str:
+    """The subquery reading the listing's objects (bucket, key, size, written, filename)."""
+    return PLAIN_INVENTORY if inputs["inventory_dates"] == [None] else DAILY_INVENTORY
+
+
+def inventory_reports(path: Path) -> list[tuple[str, str | None]]:
+    """The listing's files and the snapshot day of each: a plain CSV's none, an S3
+    Inventory configuration folder's the month's reports' (by their creation time)."""
+    if path.is_file():
+        return [(str(path), None)]
+    reports = []
+    for manifest in sorted(path.glob("*/manifest.json")):
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+        day = datetime.fromtimestamp(int(doc["creationTimestamp"]) / 1000, UTC).date()
+        if day.strftime("%Y-%m") == MONTH:
+            reports += [(str(path / "data" / f["key"].rsplit("/", 1)[-1]), day.isoformat())
+                        for f in doc["files"]]
+    return reports
+
+
+def for_export(con: duckdb.DuckDBPyConnection, sql: str, inputs: dict) -> str:
     """`sql` with the line's cost rule the export's columns call for, and the split pass when
-    a line names a parent (an export selecting every column has the split columns, empty)."""
+    a line names a parent (an export selecting every column has the split columns, empty),
+    and the reader of the listing's files."""
+    cur_files = inputs["cur_files"]
     columns = {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
                                              [cur_files]).fetchall()}
     split, trained = con.execute(
@@ -285,7 +339,7 @@ def for_export(con: duckdb.DuckDBPyConnection, sql: str, cur_files: list[str]) -
         extra, stages = extra + TRAIN_COLUMNS, stages + TRAINED.replace("{prev}", last)
         last = "trained"
     return (sql.replace("{cost}", AMORTIZED_COST if "savings_plan_savings_plan_effective_cost"
-                        in columns else PLAIN_COST)
+                        in columns else PLAIN_COST).replace("{inventory}", inventory_reader(inputs))
             .replace("{raw_extra}", extra).replace("{stages}", stages)
             .replace("{costed}", last if split else f"(SELECT *, false AS gpu_pod FROM {last})")
             .replace("{instances}", "instances" if trained else "1")
@@ -296,7 +350,7 @@ def run(data: Path) -> dict:
     inputs = month_inputs(data)
     con = duckdb.connect()  # in memory, default settings: the reference is what DuckDB does
     con.execute("SET TimeZone = 'UTC'")
-    sql = for_export(con, REFERENCE_SQL, inputs["cur_files"])
+    sql = for_export(con, REFERENCE_SQL, inputs)
     t0 = time.perf_counter()
     rows = con.execute(sql, {**inputs, "month_end": MONTH_END}).fetchall()
     seconds = time.perf_counter() - t0
@@ -309,7 +363,7 @@ def reconciliation(data: Path) -> dict:
     inputs = month_inputs(data)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    cursor = con.execute(for_export(con, RECONCILIATION_SQL, inputs["cur_files"]),
+    cursor = con.execute(for_export(con, RECONCILIATION_SQL, inputs),
                          {**inputs, "month_end": MONTH_END})
     names = [d[0] for d in cursor.description][1:]
     return {"reconciliation": {kind: {n: float(v or 0.0) for n, v in zip(names, row, strict=True)}

@@ -54,7 +54,7 @@ VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
             ("run_tags", False, "-tagged"), ("layout", "spread", "-{}"),
             ("commitments", False, "-committed"), ("spot", False, "-spot"),
             ("split", False, "-split"), ("sagemaker", False, "-sagemaker"), ("tags", 0, "-tags{}"),
-            ("bill", "cur", "-{}"))
+            ("bill", "cur", "-{}"), ("inventory", "csv", "-{}"))
 
 
 # what each of the month's yes/no variants makes of it (`--run-tags` …)
@@ -473,6 +473,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="focus: the pipeline reads the month as AWS's FOCUS 1.2 export "
                         "writes it, the reference its CUR files (bench/generate.py); its data "
                         "is kept as <size>-focus")
+    parser.add_argument("--inventory", choices=("csv", "daily"), default="csv",
+                        help="daily: the checkpoint bucket listed by a daily S3 Inventory "
+                        "configuration, a report a day, each day's storage split by its "
+                        "snapshot (bench/generate.py); its data is kept as <size>-daily")
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")

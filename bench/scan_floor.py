@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 import impl_cli
-from reference import month_inputs
+from reference import inventory_reader, month_inputs
 
 CUR_SCAN = """
 SELECT count(*) AS cur_lines,
@@ -31,9 +31,9 @@ SELECT * FROM
         sum(epoch(end_time) - epoch(start_time)) + sum(len(resource_ids))
         + sum(coalesce(gpus, 0)) + sum(length(run_id)) + sum(length(purpose)) AS runs_sum
      FROM read_parquet($runs_file)),
-    (SELECT count(*) AS objects, sum(size) + sum(length(key)) + sum(epoch(last_modified))
+    (SELECT count(*) AS objects, sum(size) + sum(length(key)) + sum(epoch(written))
         AS inventory_sum
-     FROM read_csv($inventory_file, header = true))
+     FROM {{inventory}})
 """
 
 
@@ -42,8 +42,8 @@ def run(data: Path) -> dict:
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     t0 = time.perf_counter()
-    cursor = con.execute(SCAN_SQL, {k: inputs[k] for k in
-                                    ("cur_files", "runs_file", "inventory_file")})
+    cursor = con.execute(SCAN_SQL.replace("{inventory}", inventory_reader(inputs)),
+                         {k: inputs[k] for k in ("cur_files", "runs_file", "inventory_files")})
     names = [d[0] for d in cursor.description]
     row = cursor.fetchone()
     seconds = time.perf_counter() - t0

@@ -321,22 +321,22 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     run = _bench_module("run")
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
                                layout="spread", commitments=False, spot=False, split=False,
-                               sagemaker=False, tags=0, bill="cur")
+                               sagemaker=False, tags=0, bill="cur", inventory="csv")
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
                                commitments=True, spot=True, split=True, sagemaker=True,
-                               tags=20, bill="focus")
+                               tags=20, bill="focus", inventory="daily")
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
                        "layout": "packed", "commitments": True, "spot": True, "split": True,
-                       "sagemaker": True, "tags": 20, "bill": "focus"}
+                       "sagemaker": True, "tags": 20, "bill": "focus", "inventory": "daily"}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
                                                "--commitments", "--spot", "--split",
                                                "--sagemaker", "--tags", "20",
-                                               "--bill", "focus"]
+                                               "--bill", "focus", "--inventory", "daily"]
     assert run.variant_suffix(variant) == (
-        "-wide-zoned-tagged-packed-committed-spot-split-sagemaker-tags20-focus")
+        "-wide-zoned-tagged-packed-committed-spot-split-sagemaker-tags20-focus-daily")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
     assert run.variant_suffix({"layout": "ephemeral"}) == "-ephemeral"
 
@@ -715,6 +715,45 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
                         "list(DISTINCT x_AcceleratorCount ORDER BY x_AcceleratorCount) FILTER "
                         "(ResourceId LIKE '%:training-job/%') FROM billing_facts").fetchone()
     assert facts[0] == facts[1] == lines and jobs > 0 and facts[2] == [8, 16]
+
+
+@pytest.mark.parametrize("layout", ["spread", "ephemeral"])
+def test_daily_inventory_reports_split_each_day_by_its_snapshot(tmp_path, layout):
+    """`--inventory daily`: the checkpoint bucket listed by a daily S3 Inventory
+    configuration (a manifest and a gzipped, quoted, headerless CSV a day; August 1's report
+    too, which is not the month's). The pipeline's reader and SQL and the reference (its own
+    reader of the reports) attribute and reconcile the month alike. Each day's storage line
+    is split by that day's snapshot: search runs' checkpoints are deleted within days, so the
+    search share of the bucket's bytes moves from day to day, and the month-end listing
+    would split the month otherwise."""
+    out = tmp_path / layout
+    _bench_module("generate").generate(out, 10_000, 300, 3000, layout=layout,
+                                       inventory="daily")
+    reports = sorted((out / "inventory/bench-checkpoints/daily").glob("*/manifest.json"))
+    assert len(reports) == 32 and reports[-1].parent.name == "2026-08-01T01-00Z"
+    con, _, _ = _reconciled_as_the_reference(out)
+    days = con.execute("SELECT count(DISTINCT snapshot_date), min(snapshot_date), "
+                       "max(snapshot_date) FROM checkpoint_inventory").fetchone()
+    assert days == (31, date(2026, 7, 1), date(2026, 7, 31))
+    # per day: the search runs' share of the bucket's storage line and of its listed bytes
+    daily = con.execute("""
+        WITH listed AS (
+            SELECT i.snapshot_date, sum(i.size) AS bytes,
+                   sum(i.size) FILTER (r.purpose = 'search') AS search_bytes
+            FROM checkpoint_inventory i LEFT JOIN tracker_runs r USING (run_id)
+            GROUP BY 1)
+        SELECT CAST(b.ChargePeriodStart AS DATE) AS day,
+               sum(a.cost) FILTER (a.purpose_class = 'search') / sum(a.cost) AS search_share,
+               any_value(l.search_bytes / l.bytes) AS listed_share
+        FROM attribution a JOIN billing_facts b USING (x_SourceLine)
+        JOIN listed l ON l.snapshot_date = CAST(b.ChargePeriodStart AS DATE)
+        WHERE b.ResourceId = 'bench-checkpoints'
+        GROUP BY 1 ORDER BY 1""").fetchall()
+    assert len(daily) == 31
+    for _, search_share, listed_share in daily:
+        assert search_share == pytest.approx(listed_share, rel=1e-9)
+    shares = [share for _, share, _ in daily]
+    assert max(shares) - min(shares) > 0.05
 
 
 def test_a_month_tagging_everything_is_attributed_as_without_its_tags(tmp_path):

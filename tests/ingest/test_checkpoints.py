@@ -195,3 +195,36 @@ def test_an_object_listed_by_two_sources_is_kept_once(tmp_path, con):
                  {"kind": "local", "path": "bucket", "bucket": "ml-ckpt", "prefix": "other/"})
     assert [(r[1], r[6], r[8]) for r in rows] == [
         ("checkpoints/run-a/s1/x.pt", "run-a", "checkpoints[0] inventory")]
+
+
+def test_the_runs_transaction_does_not_keep_the_listing(tmp_path):
+    """Inside a run's transaction DuckDB keeps what a statement scanned until the commit: the
+    listing reaches it as a stream, so its Arrow memory goes once the caller drops it — not
+    after the attribution (a table registered there stayed: 1 GiB at 11M objects)."""
+    import gc
+
+    import pyarrow as pa
+
+    from cost_pipeline.ingest.checkpoints import read_listing
+    from cost_pipeline.warehouse import begin_run_transaction, ensure_schema
+
+    rows = "".join(f"ml-ckpt,checkpoints/run-{i % 97}/step-{i}/model.pt,{i},2026-07-02T00:00:00Z\n"
+                   for i in range(60_000))
+    cfg = parse_config({"checkpoints": [{"kind": "inventory", "path": "inventory.csv",
+                                         "prefix": "checkpoints/"}]}, tmp_path)
+    write(tmp_path / "inventory.csv", f"{HEADER}\n{rows}")
+    warehouse = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    ensure_schema(warehouse)
+    begin_run_transaction(warehouse)
+    before = pa.total_allocated_bytes()
+    listing = read_listing(cfg, JULY, LOG)
+    assert build_checkpoint_inventory(warehouse, cfg, JULY, LOG, listing=listing) == 60_000
+    held = pa.total_allocated_bytes() - before
+    assert held >= listing.nbytes > 3_000_000
+    del listing
+    gc.collect()
+    assert pa.total_allocated_bytes() - before < held / 10
+    warehouse.execute("COMMIT")
+    assert warehouse.execute("SELECT count(*), sum(size) FROM checkpoint_inventory").fetchone() \
+        == (60_000, sum(range(60_000)))
+    warehouse.close()

@@ -434,3 +434,64 @@ def test_on_s3_the_vectorized_readers_do_the_work(tmp_path, s3_server):
         ("checkpoints/run-a/s1/y,z.pt", 6, datetime(2026, 7, 1, 22), None),
         ("checkpoints/run-a/step 2/model v2.pt", 200, datetime(2026, 7, 15, 0, 30),
          date(2026, 7, 15))]
+
+
+def daily_folder(folder: Path, days: int, bad: int | None = None) -> list[Path]:
+    """A daily configuration's reports, July 1 onwards: report n lists 40 + n objects of run
+    n (keys URL-encoded); report `bad`'s data file is not gzip. Its manifests, in date order."""
+    manifests = []
+    for n in range(days):
+        day = f"2026-07-{n + 1:02d}"
+        rows = [["ml-checkpoints", f"checkpoints/run-{n}/s{i}/m%2B{i}.pt", "", "true", "false",
+                 str(n * 100 + i), f"{day}T00:00:0{i % 10}.000Z", "e", "STANDARD"]
+                for i in range(40 + n)]
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        (folder / "data" / f"{day}.csv.gz").write_bytes(
+            b"not gzip" if n == bad else csv_report(rows))
+        (folder / f"{day}T01-00Z").mkdir()
+        manifests.append(folder / f"{day}T01-00Z" / "manifest.json")
+        manifests[-1].write_text(manifest(day, "CSV", [f"x/data/{day}.csv.gz"]))
+    return manifests
+
+
+def test_daily_reports_are_read_side_by_side_in_their_order(tmp_path):
+    """A configuration folder of daily reports is read a report per thread: its objects come
+    in the reports' order, as reading each report's manifest one after another gives them,
+    and a bad report is named as when it is read alone."""
+    folder = tmp_path / "daily"
+    manifests = daily_folder(folder, 12)
+    whole = read_listing(parse_config({"checkpoints": [
+        {"kind": "inventory", "path": str(folder)}]}, tmp_path), JULY, LOG)
+    one_by_one = pa.concat_tables(read_listing(parse_config({"checkpoints": [
+        {"kind": "inventory", "path": str(m)}]}, tmp_path), JULY, LOG) for m in manifests)
+    assert whole.to_pylist() == one_by_one.to_pylist()
+    assert whole.num_rows == sum(40 + n for n in range(12))
+    assert whole.column("snapshot_date").to_pylist() == sorted(
+        whole.column("snapshot_date").to_pylist())
+    assert whole.column("key").to_pylist()[0] == "checkpoints/run-0/s0/m+0.pt"
+
+    broken = tmp_path / "broken"
+    manifests = daily_folder(broken, 12, bad=7)
+    errors = []
+    for path in (broken, manifests[7]):
+        with pytest.raises(Exception) as raised:
+            read_listing(parse_config({"checkpoints": [
+                {"kind": "inventory", "path": str(path)}]}, tmp_path), JULY, LOG)
+        errors.append(str(raised.value))
+    assert errors[0] == errors[1] and "2026-07-08.csv.gz" in errors[0]
+
+
+@PROPERTY
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="0123456789%+a é", max_size=25)),
+                max_size=12), st.integers(0, 6), st.integers(0, 6), st.booleans())
+def test_a_byte_search_answers_for_every_value(values, start, cut, large):
+    """`value_bytes` holds every value's bytes (a slice's too, nulls or not), so that a byte
+    it lacks is in no value; `all_digits` is the pattern it stands in for."""
+    array = pa.array(values, pa.large_string() if large else pa.string())
+    array = array.slice(min(start, len(array)), max(0, len(array) - start - cut))
+    text = listing_arrow.value_bytes(array)
+    for value in array.to_pylist():
+        assert value is None or value.encode() in text
+    for longest in (3, 18):
+        assert listing_arrow.all_digits(array, longest) == listing_arrow.every(
+            pa.compute.match_substring_regex(array, f"^[0-9]{{0,{longest}}}$"))

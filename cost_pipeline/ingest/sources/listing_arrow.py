@@ -54,6 +54,26 @@ def some(mask: pa.Array) -> bool:
     return pc.any(mask, min_count=0).as_py()
 
 
+def value_bytes(strings: pa.Array) -> bytes:
+    """The bytes of a string array's values, all at once: its data buffer from its first
+    value's start to its last value's end (null values' bytes between, if any, included) —
+    a byte search over it answers for every value in one pass."""
+    _, offsets, data = strings.buffers()
+    if data is None or len(strings) == 0:
+        return b""
+    at = memoryview(offsets).cast("q" if pa.types.is_large_string(strings.type) else "i")
+    return data[at[strings.offset]:at[strings.offset + len(strings)]].to_pybytes()
+
+
+def all_digits(strings: pa.Array, longest: int) -> bool:
+    """Whether every value is 0 to `longest` ASCII digits (`^[0-9]{0,longest}$`): the
+    values' bytes are searched first, the pattern matched only when they hold another byte
+    (a null value's)."""
+    if value_bytes(strings).translate(None, b"0123456789"):
+        return every(pc.match_substring_regex(strings, f"^[0-9]{{0,{longest}}}$"))
+    return (pc.max(pc.binary_length(strings)).as_py() or 0) <= longest
+
+
 
 def inventory_csv_batches(fs: pafs.FileSystem, path: str,
                           bucket: str | None) -> Iterator[pa.RecordBatch]:
@@ -110,7 +130,7 @@ def _csv_objects(batch: pa.RecordBatch, index: dict[str, int],
         return None if i is None else pc.utf8_trim(batch.column(i), characters=PY_WHITESPACE)
 
     size = field("size")
-    if not every(pc.match_substring_regex(size, r"^[0-9]{0,15}$")):
+    if not all_digits(size, 15):
         raise NotClean  # floats, signs, exponents, > 2**53: as the row reader has them
     key = field("key")
     snapshot = field("snapshot_date")

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
@@ -41,12 +44,13 @@ from cost_pipeline.ingest.sources.listing_arrow import (
     CSV_BLOCK,
     PY_WHITESPACE,
     NotClean,
+    all_digits,
     arrow_times,
-    every,
     inventory_csv_batches,
     listing_batch,
     month_batches,
     some,
+    value_bytes,
 )
 from cost_pipeline.ingest.sources.listing_rows import read_inventory_csv
 from cost_pipeline.ingest.sources.runs_file import parse_time
@@ -89,8 +93,20 @@ def read_inventory(path: str, source: str, month: date, bucket: str | None = Non
         if kind == pafs.FileType.File and not base.endswith("manifest.json"):
             yield from inventory.plain_csv(base, bucket)
             return
-        for manifest in inventory.manifests(base, month, kind == pafs.FileType.File):
-            yield from inventory.report(manifest, month)
+        manifests = inventory.manifests(base, month, kind == pafs.FileType.File)
+        if len(manifests) <= 1:
+            for manifest in manifests:
+                yield from inventory.report(manifest, month)
+            return
+        # a daily configuration's reports are read side by side (Arrow's readers and
+        # kernels leave the GIL), and their objects given in the reports' order
+        pool = ThreadPoolExecutor(max_workers=min(len(manifests), os.cpu_count() or 1, 4),
+                                  thread_name_prefix="inventory-report")
+        try:
+            for objects in pool.map(lambda m: list(inventory.report(m, month)), manifests):
+                yield from objects
+        finally:
+            pool.shutdown(cancel_futures=True)
     finally:
         inventory.close()
 
@@ -101,6 +117,7 @@ class _Inventory:
         self.fs, self.show, self.source, self.vectorized = fs, show, source, vectorized
         self.month, self.month_end = month, month_bounds(month)[1]
         self._duckdb: duckdb.DuckDBPyConnection | None = None
+        self._duckdb_lock = threading.Lock()  # reports are read in threads
 
     def close(self) -> None:
         if self._duckdb is not None:
@@ -243,7 +260,7 @@ class _Inventory:
                     text = _current(text, _csv_flag(text.get("is_delete_marker")),
                                     _csv_flag(text.get("is_latest")))
                     size = text["size"]
-                    if not every(pc.match_substring_regex(size, r"^[0-9]{0,18}$")):
+                    if not all_digits(size, 18):
                         raise NotClean
                     stamps = text.get("last_modified")
                     yield listing_batch(
@@ -259,22 +276,27 @@ class _Inventory:
         """`unquote_plus` of every key: DuckDB's `url_decode` leaves malformed escapes as they
         are, as `unquote` does, and fails where the bytes are not UTF-8 (where `unquote`
         puts U+FFFD): those keys are decoded by `unquote` itself."""
-        keys = pc.replace_substring(keys, "+", " ")
+        text = value_bytes(keys)
+        if b"+" in text:
+            keys = pc.replace_substring(keys, "+", " ")
+        if b"%" not in text:
+            return keys
         escaped = pc.match_substring(keys, "%")
         if not some(escaped):
             return keys
         encoded = keys.filter(escaped)
-        if self._duckdb is None:
-            self._duckdb = duckdb.connect(config={"memory_limit": "256MB"})
-            self._duckdb.execute("SET TimeZone = 'UTC'")
-        try:
-            self._duckdb.register("encoded_keys", pa.table({"key": encoded}))
-            decoded = self._duckdb.sql("SELECT url_decode(key) FROM encoded_keys")
-            decoded = decoded.to_arrow_table().column(0).combine_chunks().cast(pa.string())
-        except duckdb.Error:
-            decoded = pa.array([unquote(k) for k in encoded.to_pylist()], pa.string())
-        finally:
-            self._duckdb.unregister("encoded_keys")
+        with self._duckdb_lock:
+            if self._duckdb is None:
+                self._duckdb = duckdb.connect(config={"memory_limit": "256MB"})
+                self._duckdb.execute("SET TimeZone = 'UTC'")
+            try:
+                self._duckdb.register("encoded_keys", pa.table({"key": encoded}))
+                decoded = self._duckdb.sql("SELECT url_decode(key) FROM encoded_keys")
+                decoded = decoded.to_arrow_table().column(0).combine_chunks().cast(pa.string())
+            except duckdb.Error:
+                decoded = pa.array([unquote(k) for k in encoded.to_pylist()], pa.string())
+            finally:
+                self._duckdb.unregister("encoded_keys")
         return pc.replace_with_mask(keys, escaped, decoded)
 
     def _parquet_rows(self, path: str) -> Iterator[tuple[int, dict]]:

@@ -184,23 +184,25 @@ CREATE OR REPLACE TEMP MACRO month_cost_totals(for_month) AS TABLE
 
 -- the buckets as they stood at the month's end: a bucket with daily inventories by its last
 -- snapshot of the month, else its one undated listing without what was written after the
--- month ended
+-- month ended. Two branches, the dated one an inner join: DuckDB then skips the row groups
+-- of the other days (their snapshot dates), where one outer join read every object of every
+-- day (10.8M objects listed daily: 1.8 s → 0.05 s)
 CREATE OR REPLACE TEMP MACRO month_end_snapshot(for_month, end_of_month) AS TABLE
-    WITH inv AS (
-        SELECT * FROM checkpoint_inventory WHERE month = for_month
-    ),
-    latest_dated AS (
+    WITH latest_dated AS (
         SELECT bucket, max(snapshot_date) AS last_snapshot
-        FROM inv
-        WHERE snapshot_date IS NOT NULL
+        FROM checkpoint_inventory
+        WHERE month = for_month AND snapshot_date IS NOT NULL
         GROUP BY bucket
     )
     SELECT i.*
-    FROM inv AS i
-    LEFT JOIN latest_dated AS d ON d.bucket = i.bucket
-    WHERE (d.last_snapshot IS NOT NULL AND i.snapshot_date = d.last_snapshot)
-       OR (d.last_snapshot IS NULL AND i.snapshot_date IS NULL
-           AND i.last_modified < end_of_month);
+    FROM checkpoint_inventory AS i
+    JOIN latest_dated AS d ON d.bucket = i.bucket AND d.last_snapshot = i.snapshot_date
+    WHERE i.month = for_month
+    UNION ALL
+    SELECT i.*
+    FROM checkpoint_inventory AS i
+    WHERE i.month = for_month AND i.snapshot_date IS NULL AND i.last_modified < end_of_month
+      AND NOT EXISTS (SELECT 1 FROM latest_dated AS d WHERE d.bucket = i.bucket);
 
 -- the checkpoint objects the retention policy governs, at the month's end: objects in a run
 -- folder under a checkpoint prefix (datasets and other data are not checkpoints), with the

@@ -1,5 +1,5 @@
 """The reference: the month's attribution as one hand-written DuckDB statement, in memory,
-straight from the generated files (CUR 2.0 parquet, runs parquet, inventory CSV) — the
+straight from the generated files (CUR 2.0 parquet, runs parquet, inventory) — the
 interval join of SPEC §6 and the aggregation per purpose class, nothing persisted.
 
     python bench/reference.py DATA_DIR        # prints {"totals": {class: cost}, ...} as JSON
@@ -8,14 +8,15 @@ interval join of SPEC §6 and the aggregation per purpose class, nothing persist
 A faithful but minimal subset of `assets/attribution.sql`: compute claims by the runs'
 listed resources (a range join on resource + overlapping periods), d from the usage hours,
 the GPU factor, over-claimed shares scaled down, bucket storage split by the runs' listed
-bytes (month-end listing), cross-region transfer split by overlap, non-usage lines
-unallocated, a savings plan's and reservations' lines at AWS's amortized cost when the
-export carries their columns (`generate.py --commitments`), EKS pods' split rows at their
-split cost, taken out of their node's hour (`generate.py --split`), and SageMaker training
-jobs (`generate.py --sagemaker`: a job claimed by its name or ARN, its hours per instance,
-G = instances × the type's accelerators). Left out because the generated
-month has none of them: run tags on lines, sweep parents, daily inventory snapshots, the net
-commitment columns, a pod whose node's row is absent or whose split exceeds it.
+bytes (the month-end listing, or each day's snapshot when daily S3 Inventory reports list
+the bucket: `generate.py --inventory daily`), cross-region transfer split by overlap,
+non-usage lines unallocated, a savings plan's and reservations' lines at AWS's amortized
+cost when the export carries their columns (`generate.py --commitments`), EKS pods' split
+rows at their split cost, taken out of their node's hour (`generate.py --split`), and
+SageMaker training jobs (`generate.py --sagemaker`: a job claimed by its name or ARN, its
+hours per instance, G = instances × the type's accelerators). Left out because the
+generated month has none of them: run tags on lines, sweep parents, the net commitment
+columns, a pod whose node's row is absent or whose split exceeds it.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ from datetime import date, datetime, timedelta
 
 import duckdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cost_pipeline.defs.assets.decisions import KEPT_WHEN_SAME
 from cost_pipeline.warehouse import (
@@ -482,6 +484,36 @@ def test_daily_snapshots_use_the_last_one_of_the_month(con):
     run(con, "storage_by_run_status")
     assert rows(con, "SELECT run_status, objects, bytes, round(cost, 9) "
                      "FROM storage_by_run_status") == [("dead", 1, 100, 10.0)]
+
+
+OBJECTS = st.lists(st.tuples(
+    st.sampled_from(["a", "b", "c"]),                          # bucket
+    st.integers(0, 5),                                         # key
+    st.sampled_from([None, date(2024, 3, 5), date(2024, 3, 20), date(2024, 3, 31)]),
+    st.sampled_from([datetime(2024, 3, 9), datetime(2024, 4, 1), datetime(2024, 4, 2)]),
+    st.sampled_from([MARCH, FEB])), max_size=25)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(OBJECTS)
+def test_the_month_end_snapshot_is_each_buckets_last_or_its_listing(con, objects):
+    """macros.sql `month_end_snapshot`: of the month's rows, a bucket with dated snapshots
+    keeps those of its last one; a bucket without, its undated rows written before the
+    month's end — worked out here bucket by bucket."""
+    con.execute("DELETE FROM checkpoint_inventory")
+    for bucket, key, day, modified, month in objects:
+        obj(con, bucket, f"checkpoints/r{key}/ck", key, modified, snapshot_date=day,
+            month=month)
+    expected = []
+    for bucket in "abc":
+        mine = [o for o in objects if o[0] == bucket and o[4] == MARCH]
+        days = [o[2] for o in mine if o[2] is not None]
+        expected += [(bucket, o[1], o[2]) for o in mine
+                     if (o[2] == max(days) if days else o[3] < datetime(2024, 4, 1))]
+    got = rows(con, "SELECT bucket, size, snapshot_date FROM month_end_snapshot(?, ?)",
+               MARCH, datetime(2024, 4, 1))
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
 
 
 def test_bucket_without_storage_bill_costs_nothing(con):

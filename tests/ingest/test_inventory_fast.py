@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from cost_pipeline.config import parse_config
 from cost_pipeline.ingest.checkpoints import read_listing
-from cost_pipeline.ingest.sources import listing_arrow
+from cost_pipeline.ingest.sources import SourceError, listing_arrow
 from cost_pipeline.ingest.sources import listing_inventory as s3_inventory
 from cost_pipeline.ingest.sources.listing_arrow import PY_WHITESPACE, NotClean, arrow_times
 from cost_pipeline.ingest.sources.runs_file import parse_time
@@ -474,7 +474,7 @@ def test_daily_reports_are_read_side_by_side_in_their_order(tmp_path):
     manifests = daily_folder(broken, 12, bad=7)
     errors = []
     for path in (broken, manifests[7]):
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(SourceError) as raised:
             read_listing(parse_config({"checkpoints": [
                 {"kind": "inventory", "path": str(path)}]}, tmp_path), JULY, LOG)
         errors.append(str(raised.value))

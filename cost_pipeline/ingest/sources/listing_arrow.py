@@ -74,7 +74,6 @@ def all_digits(strings: pa.Array, longest: int) -> bool:
     return (pc.max(pc.binary_length(strings)).as_py() or 0) <= longest
 
 
-
 def inventory_csv_batches(fs: pafs.FileSystem, path: str,
                           bucket: str | None) -> Iterator[pa.RecordBatch]:
     """`read_inventory_csv` vectorized: the same objects as Arrow batches (LISTING_SCHEMA),

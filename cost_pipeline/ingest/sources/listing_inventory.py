@@ -12,8 +12,9 @@ configuration folder holding the dated reports: only the reports dated in (or a 
 the month are opened. Delete markers and non-current versions are left out: a checkpoint's
 storage is its current object.
 
-Each file is read vectorized, or row by row when the vectorized reader is in doubt
-(`checkpoints.month_batches`).
+A configuration folder's reports are read side by side, a report per thread, their objects
+given in the reports' order. Each file is read vectorized, or row by row when the vectorized
+reader is in doubt (`checkpoints.month_batches`).
 """
 
 from __future__ import annotations

@@ -68,9 +68,13 @@ def write_tracker_runs(
 ) -> tuple[int, bool]:
     """`build_tracker_runs`, and whether the month already held exactly these runs and kept
     them unwritten (`keep_identical`: `materialize --force` writes them again)."""
-    con.register("runs_arrow", runs_table(cfg, log) if runs is None else runs)
+    runs = runs_table(cfg, log) if runs is None else runs
+    once = _check_run_ids(runs)
+    # a stream read once, as the listing (checkpoints.build_checkpoint_inventory): inside the
+    # run's transaction a registered table would stay in memory until the commit
+    con.register("runs_arrow", pa.RecordBatchReader.from_batches(runs.schema,
+                                                                 iter(runs.to_batches())))
     try:
-        once = _check_run_ids(con)
         # one row per run (SPEC §4), which every reader relies on (macros.sql `month_runs`):
         # the readers above already keep a run once, so this only guards the table
         select = ("SELECT CAST($month AS DATE) AS month, * FROM runs_arrow" + ("" if once else
@@ -86,18 +90,22 @@ def write_tracker_runs(
         con.unregister("runs_arrow")
 
 
-def _check_run_ids(con: duckdb.DuckDBPyConnection) -> bool:
+def _check_run_ids(runs: pa.Table) -> bool:
     """attribution_rows names a run by hash(run_id): two run ids sharing one (about a
     one-in-a-hundred-million chance for a month of 100,000 runs) would mix their rows.
-    Whether every run id comes once."""
-    ((rows, ids, hashes),) = con.execute(
-        "SELECT count(*), count(DISTINCT run_id), count(DISTINCT hash(run_id)) "
-        "FROM runs_arrow").fetchall()
-    if ids == hashes:
-        return rows == ids
-    ((source, run_ids),) = con.execute(
-        "SELECT min(source), list(DISTINCT run_id ORDER BY run_id) FROM runs_arrow "
-        "GROUP BY hash(run_id) HAVING count(DISTINCT run_id) > 1 ORDER BY 2 LIMIT 1").fetchall()
+    Whether every run id comes once — counted on a connection of its own, which lets go of
+    the table when it closes."""
+    with duckdb.connect() as check:
+        check.register("runs_arrow", runs)
+        ((rows, ids, hashes),) = check.execute(
+            "SELECT count(*), count(DISTINCT run_id), count(DISTINCT hash(run_id)) "
+            "FROM runs_arrow").fetchall()
+        if ids == hashes:
+            return rows == ids
+        ((source, run_ids),) = check.execute(
+            "SELECT min(source), list(DISTINCT run_id ORDER BY run_id) FROM runs_arrow "
+            "GROUP BY hash(run_id) HAVING count(DISTINCT run_id) > 1 ORDER BY 2 LIMIT 1"
+        ).fetchall()
     raise SourceError(source or "tracker", "run_id",
                       f"run ids {' and '.join(run_ids[:2])} share a 64-bit hash, which the "
                       "attribution keys runs by: this month cannot be attributed")

@@ -411,3 +411,39 @@ def test_pandas_style_parquet_with_nan(tmp_path, con):
     run = load(con, tmp_path, path)["r1"]
     assert (run["gpus"], run["metric_value"], run["keep"], run["resource_ids"]) == (
         None, None, False, [])
+
+
+def test_the_runs_transaction_does_not_keep_the_runs(tmp_path):
+    """As the listing: the runs reach the run's transaction as a stream, and their run ids
+    are checked on a connection of their own, so the runs' Arrow memory goes once the
+    caller drops them, not at the commit (a million runs: ~240 MiB)."""
+    import gc
+
+    from cost_pipeline.ingest.runs import write_tracker_runs
+    from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
+    from cost_pipeline.warehouse import begin_run_transaction, ensure_schema
+
+    warehouse = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    ensure_schema(warehouse)
+    begin_run_transaction(warehouse)
+    before = pa.total_allocated_bytes()
+    n = 50_000
+    runs = pa.table({name: pa.nulls(n, RUN_SCHEMA.field(name).type) for name in RUN_SCHEMA.names}
+                    ).set_column(RUN_SCHEMA.get_field_index("run_id"), "run_id",
+                                 pa.array([f"run-{i:07d}" for i in range(n)]))
+    for name, value in (("status", "FINISHED"), ("source", "runs.csv"),
+                        ("start_time", datetime(2026, 7, 2)), ("end_time", datetime(2026, 7, 3)),
+                        ("keep", False), ("deleted", False)):
+        runs = runs.set_column(RUN_SCHEMA.get_field_index(name), name,
+                               pa.array([value] * n, RUN_SCHEMA.field(name).type))
+    rows, kept = write_tracker_runs(warehouse, parse_config({}, tmp_path), date(2026, 7, 1),
+                                    logging.getLogger("test"), runs=runs)
+    assert (rows, kept) == (n, False)
+    held = pa.total_allocated_bytes() - before
+    assert held > 0.9 * runs.nbytes > 5_000_000
+    del runs
+    gc.collect()
+    assert pa.total_allocated_bytes() - before < held / 10
+    warehouse.execute("COMMIT")
+    assert warehouse.execute("SELECT count(DISTINCT run_id) FROM tracker_runs").fetchone() == (n,)
+    warehouse.close()

@@ -12,12 +12,15 @@ from datetime import date
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import duckdb
 
 from cost_pipeline.config import PipelineConfig
 from cost_pipeline.months import month_bounds
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # set on a connection that holds one transaction for a whole Dagster run (defs/resources.py)
 _RUN_TRANSACTION = "cost_pipeline_run_transaction"
@@ -417,6 +420,18 @@ def in_run_transaction(con: duckdb.DuckDBPyConnection) -> bool:
 def dataset_rows(cfg: PipelineConfig) -> list[tuple[str, str, str]]:
     """The config's `datasets` as (name, bucket, region) rows."""
     return [(name, d.bucket, d.region) for name, d in cfg.datasets.items()]
+
+
+def register_once(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    """Register an Arrow `table` as the view `name` for one statement to read, as a stream:
+    inside a run's transaction a connection keeps what it scanned until the commit, so a
+    registered table would stay in memory through the later steps (the listing of a bucket
+    listed daily: 1 GiB), where a stream read to its end holds nothing. A second statement
+    reading `name` would find it empty: register it again before each."""
+    import pyarrow as pa  # (not at import: the command line's quick paths do without it)
+
+    con.register(name, pa.RecordBatchReader.from_batches(table.schema,
+                                                         iter(table.to_batches())))
 
 
 def register_datasets(con: duckdb.DuckDBPyConnection,

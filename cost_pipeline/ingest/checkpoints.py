@@ -21,7 +21,7 @@ from cost_pipeline.ingest.sources.listing_arrow import object_batches
 from cost_pipeline.ingest.sources.listing_inventory import read_inventory
 from cost_pipeline.ingest.sources.listing_rows import walk_local
 from cost_pipeline.months import month_bounds
-from cost_pipeline.warehouse import replace_month, sql_text
+from cost_pipeline.warehouse import register_once, replace_month, sql_text
 
 # a source's name and prefix are the same on every object it lists, and its buckets few:
 # dictionary-encoded, they take 4 bytes an object instead of their text (~60 of 150 bytes an
@@ -83,17 +83,14 @@ def build_checkpoint_inventory(
     con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
     listing: pa.Table | None = None,
 ) -> int:
-    """Write the month's objects of `listing` (default: read the listings now). They reach
-    the warehouse as a stream read once: a connection inside a run's transaction keeps what
-    it scanned until the commit, so a table registered there would stay in memory through
-    the attribution (1 GiB at 11M objects); a stream read to its end holds nothing."""
+    """Write the month's objects of `listing` (default: read the listings now), read once
+    (`register_once`)."""
     listing = read_listing(cfg, month, log) if listing is None else listing
     sql = sql_text("checkpoint_inventory")
     if _repeats_an_object(listing):
         sql = (f"SELECT * FROM ({sql}) QUALIFY row_number() OVER (PARTITION BY bucket, key, "
                "snapshot_date ORDER BY prefix IS NOT NULL DESC, source) = 1")
-    con.register("listing_arrow", pa.RecordBatchReader.from_batches(
-        listing.schema, iter(listing.to_batches())))
+    register_once(con, "listing_arrow", listing)
     try:
         return replace_month(con, "checkpoint_inventory", month, sql, {"month": month})
     finally:

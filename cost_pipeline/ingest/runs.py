@@ -15,7 +15,7 @@ from cost_pipeline.ingest.sources import SourceError, source_names
 from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
 from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
 from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
-from cost_pipeline.warehouse import replace_month_unless_identical
+from cost_pipeline.warehouse import register_once, replace_month_unless_identical
 
 
 def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
@@ -70,10 +70,7 @@ def write_tracker_runs(
     them unwritten (`keep_identical`: `materialize --force` writes them again)."""
     runs = runs_table(cfg, log) if runs is None else runs
     once = _check_run_ids(runs)
-    # a stream read once, as the listing (checkpoints.build_checkpoint_inventory): inside the
-    # run's transaction a registered table would stay in memory until the commit
-    con.register("runs_arrow", pa.RecordBatchReader.from_batches(runs.schema,
-                                                                 iter(runs.to_batches())))
+    register_once(con, "runs_arrow", runs)
     try:
         # one row per run (SPEC §4), which every reader relies on (macros.sql `month_runs`):
         # the readers above already keep a run once, so this only guards the table

@@ -550,6 +550,56 @@ def write_daily_inventory(con: duckdb.DuckDBPyConnection, out: Path, objects: in
     con.execute("DROP TABLE daily_objects")
 
 
+# the month's variants, as generate.py and bench/run.py take them: (option, its default and
+# its choices or type, what it makes of the month, the suffix of the month's data folder in
+# bench-data/ when it is not the default)
+MONTH_OPTIONS = (
+    ("shape", "narrow", ("narrow", "wide"),
+     "wide: the month as an export selecting every CUR 2.0 column writes it", "-wide"),
+    ("timestamps", "naive", ("naive", "zoned"),
+     "zoned: the CUR's timestamps as instants in UTC, as AWS's exports type them", "-zoned"),
+    ("run_tags", False, bool, "tag every instance and volume line with the first run listing "
+     "it: claims through the run tag's path, the same totals", "-tagged"),
+    ("layout", "spread", ("spread", "packed", "ephemeral"),
+     "packed: four runs at a time on each instance, multi-instance runs, over-claims, RUNNING "
+     "runs, two datasets; ephemeral: every run on instances of its own, launched and "
+     "terminated around it, partial first and last hours", "-{}"),
+    ("commitments", False, bool, "bill part of the GPU fleet through a savings plan and "
+     "reservations: covered, negation, discounted and fee lines", "-committed"),
+    ("spot", False, bool, "part of the GPU fleet on spot, its runs restarted in chains of "
+     "three, production runs with a trigger: the preemption and retrain tables at scale",
+     "-spot"),
+    ("split", False, bool, "the g5 instances as EKS nodes with split cost allocation rows, the "
+     "runs on them listing their worker pods: the split pass at scale", "-split"),
+    ("sagemaker", False, bool, "the runs of a fifth of the instances as SageMaker training "
+     "jobs listed by name or ARN (spread layout, without --commitments)", "-sagemaker"),
+    ("tags", 0, int, "N cost allocation tags on every resource's lines", "-tags{}"),
+    ("bill", "cur", ("cur", "focus"), "focus: also the month as AWS's FOCUS 1.2 export, which "
+     "the config then reads, and bench/run.py's reference its CUR files", "-{}"),
+    ("inventory", "csv", ("csv", "daily"), "daily: the checkpoint bucket listed by a daily S3 "
+     "Inventory configuration, a report a day, each day's storage split by its snapshot",
+     "-{}"),
+)
+
+
+def add_month_options(parser: argparse.ArgumentParser, kept_as: bool = False) -> None:
+    """`MONTH_OPTIONS` on `parser`; with `kept_as` (bench/run.py) each says where its month's
+    data is kept."""
+    for name, default, kind, what, suffix in MONTH_OPTIONS:
+        flag, where = f"--{name.replace('_', '-')}", ""
+        if kept_as:
+            kept = ([suffix.format(c) for c in kind if c != default] if isinstance(kind, tuple)
+                    else [suffix.format("N")])
+            where = (" (bench/generate.py); its data is kept as "
+                     + " / ".join(f"<size>{k}" for k in kept))
+        if kind is bool:
+            parser.add_argument(flag, action="store_true", help=what + where)
+        elif isinstance(kind, tuple):
+            parser.add_argument(flag, choices=kind, default=default, help=what + where)
+        else:
+            parser.add_argument(flag, type=kind, default=default, help=what + where)
+
+
 def refusal(layout: str = "spread", run_tags: bool = False, commitments: bool = False,
             spot: bool = False, split: bool = False, sagemaker: bool = False,
             bill: str = "cur") -> str | None:
@@ -816,37 +866,10 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--objects", type=int, default=1_000_000)
-    parser.add_argument("--shape", choices=("narrow", "wide"), default="narrow",
-                        help="wide: every CUR 2.0 column an export selecting all of them has")
-    parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
-                        help="zoned: the CUR's timestamps as instants in UTC, as AWS types them")
-    parser.add_argument("--run-tags", action="store_true",
-                        help="tag instance and volume lines with the first run listing them")
-    parser.add_argument("--layout", choices=("spread", "packed", "ephemeral"), default="spread",
-                        help="packed: four runs at a time per instance, multi-instance runs, "
-                        "over-claims, two datasets; ephemeral: every run on instances of its "
-                        "own, launched and terminated around it (partial hours)")
-    parser.add_argument("--commitments", action="store_true",
-                        help="a savings plan and reservations over part of the GPU fleet")
-    parser.add_argument("--spot", action="store_true",
-                        help="part of the GPU fleet on spot, its runs restarted in chains")
-    parser.add_argument("--split", action="store_true",
-                        help="the g5 instances as EKS nodes with split cost allocation rows, "
-                        "the runs on them listing their pods")
-    parser.add_argument("--sagemaker", action="store_true",
-                        help="the runs of the p4d instances i %% 5 = 3 as SageMaker training jobs")
-    parser.add_argument("--tags", type=int, default=0,
-                        help="N cost allocation tags on every resource's lines")
-    parser.add_argument("--bill", choices=("cur", "focus"), default="cur",
-                        help="focus: also the month as AWS's FOCUS 1.2 export, which the "
-                        "config then reads")
-    parser.add_argument("--inventory", choices=("csv", "daily"), default="csv",
-                        help="daily: the checkpoint bucket as a daily S3 Inventory "
-                        "configuration's reports (a snapshot a day) instead of one CSV")
+    add_month_options(parser)
     args = parser.parse_args()
-    generate(args.out, args.lines, args.runs, args.objects, args.shape, args.timestamps,
-             args.run_tags, args.layout, args.commitments, args.spot, args.split,
-             args.sagemaker, args.tags, args.bill, args.inventory)
+    generate(args.out, args.lines, args.runs, args.objects,
+             **{name: getattr(args, name) for name, *_ in MONTH_OPTIONS})
 
 
 if __name__ == "__main__":

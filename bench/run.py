@@ -26,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 import yaml
-from generate import refusal
+from generate import MONTH_OPTIONS, add_month_options, refusal
 from measure import machine_facts, run_measured
 from report import compare_reconciliation, compare_totals, print_report, ratios, scaling
 
@@ -50,26 +50,7 @@ def parse_size(text: str) -> int:
 
 # the generated month's variants: (option of run.py and generate.py, its default, the suffix
 # of the month's data folder when it is not the default)
-VARIANTS = (("shape", "narrow", "-wide"), ("timestamps", "naive", "-zoned"),
-            ("run_tags", False, "-tagged"), ("layout", "spread", "-{}"),
-            ("commitments", False, "-committed"), ("spot", False, "-spot"),
-            ("split", False, "-split"), ("sagemaker", False, "-sagemaker"), ("tags", 0, "-tags{}"),
-            ("bill", "cur", "-{}"), ("inventory", "csv", "-{}"))
-
-
-# what each of the month's yes/no variants makes of it (`--run-tags` …)
-MONTH_FLAGS = {
-    "run_tags": "tag every instance and volume line with a run listing it: claims through the "
-                "run tag's path, the same totals",
-    "commitments": "bill part of the GPU fleet through a savings plan and reservations: "
-                   "covered, negation, discounted and fee lines",
-    "spot": "part of the GPU fleet on spot, its runs restarted in chains of three, production "
-            "runs with a trigger: the preemption and retrain tables at scale",
-    "split": "the g5 instances as EKS nodes with split cost allocation rows, the runs on them "
-             "listing their worker pods: the split pass at scale",
-    "sagemaker": "the runs of a fifth of the instances as SageMaker training jobs listed by "
-                 "name or ARN (spread layout, without --commitments)",
-}
+VARIANTS = tuple((name, default, suffix) for name, default, _, _, suffix in MONTH_OPTIONS)
 
 
 def month_variant(args) -> dict:
@@ -449,34 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--impls", default="scan_floor,reference,in_memory,pandas,pipeline",
                         help="comma-separated subset of scan_floor,reference,in_memory,pandas,"
                         "pipeline")
-    parser.add_argument("--shape", choices=("narrow", "wide"), default="narrow",
-                        help="wide: the month as an export selecting every CUR 2.0 column "
-                        "(bench/generate.py); its data is kept as <size>-wide")
-    parser.add_argument("--timestamps", choices=("naive", "zoned"), default="naive",
-                        help="zoned: the CUR's timestamps as instants in UTC, as AWS's exports "
-                        "type them; its data is kept as <size>-zoned")
-    parser.add_argument("--layout", choices=("spread", "packed", "ephemeral"), default="spread",
-                        help="packed: four runs at a time on each instance, multi-instance "
-                        "runs, over-claims, RUNNING runs, two datasets; ephemeral: every run on "
-                        "instances of its own, launched and terminated around it, partial first "
-                        "and last hours (bench/generate.py); its data is kept as "
-                        "<size>-packed / <size>-ephemeral")
-    for name, default, suffix in VARIANTS:
-        if default is False:
-            parser.add_argument(f"--{name.replace('_', '-')}", action="store_true",
-                                help=f"{MONTH_FLAGS[name]} (bench/generate.py); its data is "
-                                f"kept as <size>{suffix}")
-    parser.add_argument("--tags", type=int, default=0,
-                        help="N cost allocation tags on every resource's lines "
-                        "(bench/generate.py); its data is kept as <size>-tagsN")
-    parser.add_argument("--bill", choices=("cur", "focus"), default="cur",
-                        help="focus: the pipeline reads the month as AWS's FOCUS 1.2 export "
-                        "writes it, the reference its CUR files (bench/generate.py); its data "
-                        "is kept as <size>-focus")
-    parser.add_argument("--inventory", choices=("csv", "daily"), default="csv",
-                        help="daily: the checkpoint bucket listed by a daily S3 Inventory "
-                        "configuration, a report a day, each day's storage split by its "
-                        "snapshot (bench/generate.py); its data is kept as <size>-daily")
+    add_month_options(parser, kept_as=True)
     parser.add_argument("--runs-format", choices=("parquet", "csv", "jsonl"), default="parquet",
                         help="csv / jsonl: the pipeline reads the month's runs from a CSV or "
                         "JSONL runs file (the same runs; the other rows read the parquet one)")

@@ -31,6 +31,15 @@ CREATE OR REPLACE TEMP MACRO consumed_hours_per_unit(unit) AS
         WHEN regexp_matches(lower(trim(coalesce(unit, ''))), '^(1 ?)?(seconds?|secs?|s)$') THEN 1 / 3600.0
     END;
 
+-- a training job's instances (SPEC §5; billing_facts_cur2.sql and billing_facts_focus.sql):
+-- the most instance-hours per hour any of its rows shows (`instance_hours_per_hour`) rounded
+-- up, at least 1 (1e-9 forgives a float's last bit)
+CREATE OR REPLACE TEMP MACRO instance_hours_per_hour(amount, period_start, period_end) AS
+    amount / (epoch(period_end - period_start) / 3600.0);
+CREATE OR REPLACE TEMP MACRO job_instances_at_peak(peak_instance_hours) AS
+    CASE WHEN peak_instance_hours > 1 + 1e-9
+         THEN CAST(ceil(peak_instance_hours - 1e-9) AS INTEGER) ELSE 1 END;
+
 -- a zoned timestamp (or a naive one, taken in the connection's zone: UTC) as the naive UTC
 -- timestamp the tables hold: its epoch read back, exact, without timezone()'s calendar
 -- arithmetic (~0.1 s per column per 2M rows); sources/__init__.py `utc_wall_clock_sql` writes

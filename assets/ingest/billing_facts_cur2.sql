@@ -89,9 +89,8 @@ job_instances AS (
     -- Its own narrow pass over cur_raw (SageMaker rows, four columns): sharing the chain
     -- below would make DuckDB buffer every row of the month.
     SELECT line_item_resource_id AS job, line_item_usage_type AS job_usage_type,
-           max(line_item_usage_amount
-               / (epoch(line_item_usage_end_date - line_item_usage_start_date) / 3600.0))
-               AS peak_instances
+           max(instance_hours_per_hour(line_item_usage_amount, line_item_usage_start_date,
+                                       line_item_usage_end_date)) AS peak_instances
     FROM cur_raw
     WHERE line_item_product_code = 'AmazonSageMaker'
       AND line_item_usage_end_date > line_item_usage_start_date
@@ -111,12 +110,8 @@ component AS (
         a.accelerators AS table_accelerators,
         -- instances a line covers: 1 for EC2 (one resource = one instance); a SageMaker
         -- training job of n instances bills n instance-hours per hour of its period
-        CASE
-            WHEN instance_usage AND line_item_product_code = 'AmazonSageMaker'
-                 AND j.peak_instances > 1 + 1e-9
-            THEN CAST(ceil(j.peak_instances - 1e-9) AS INTEGER)
-            ELSE 1
-        END AS instance_count
+        CASE WHEN instance_usage AND line_item_product_code = 'AmazonSageMaker'
+             THEN job_instances_at_peak(j.peak_instances) ELSE 1 END AS instance_count
     FROM classified c
     LEFT JOIN accelerator_counts a ON a.instance_type = c.instance_type
     LEFT JOIN job_instances j

@@ -86,8 +86,8 @@ job_instances AS (
     -- per hour any of its rows shows, so that a partial hour of 2 instances (2 × 30 min = 1.0)
     -- does not read as fewer instances. A narrow pass over the job rows alone.
     SELECT nullif(trim(ResourceId), '') AS job, x_UsageType AS job_usage_type,
-           max(ConsumedQuantity * consumed_hours_per_unit(ConsumedUnit)
-               / (epoch(ChargePeriodEnd - ChargePeriodStart) / 3600.0)) AS peak_instances
+           max(instance_hours_per_hour(ConsumedQuantity * consumed_hours_per_unit(ConsumedUnit),
+                                       ChargePeriodStart, ChargePeriodEnd)) AS peak_instances
     FROM focus_raw
     WHERE regexp_matches(coalesce(x_UsageType, ''), '(^|-)Train(-Spot)?:')
       AND ChargeCategory = 'Usage' AND ChargePeriodEnd > ChargePeriodStart
@@ -191,8 +191,8 @@ component AS (
         a.accelerators AS table_accelerators,
         -- instances a row covers: 1 but for a training job of n instances, which bills n
         -- instance-hours per hour of its period
-        CASE WHEN instance_usage AND j.peak_instances > 1 + 1e-9
-             THEN CAST(ceil(j.peak_instances - 1e-9) AS INTEGER) ELSE 1 END AS instance_count
+        CASE WHEN instance_usage THEN job_instances_at_peak(j.peak_instances) ELSE 1 END
+            AS instance_count
     FROM classified c
     LEFT JOIN accelerator_counts a ON lower(a.instance_type) = lower(c.instance_type)
     LEFT JOIN job_instances j

@@ -78,6 +78,15 @@ ml.p4d.24xlarge (two for a production run), billed as CUR 2.0 bills SageMaker tr
 instance-hours) for the hours the run ran, and the run lists the job by its name or, every
 other run, by its ARN.
 
+`--granularity daily` (with `--bill focus`) writes the month as an export of daily time
+granularity bills it, as FOCUS exports often are: a line per resource, usage type and line
+type a day (the hours of the day summed: an instance's usage is up to 24 instance-hours, SPEC
+§6's d its day's hours), every period a day. The fleet has 24 times the instances for the
+same number of lines. No line is hour-aligned, so every compute claim takes the general
+overlap path. Only through `--bill focus`: SPEC §3 refuses a daily CUR export (the reference
+still reads the daily CUR files). Not with `--layout ephemeral` or `--sagemaker` (a day's
+line of a short-lived instance or a training job says too little of its hours).
+
 `--tags N` puts N cost allocation tags (`user_team`, `user_project`, … with from one to a few
 hundred values each) on every line naming a resource, as in an account that tags everything:
 the same lines, a heavier `resource_tags` map to read and keep.
@@ -579,6 +588,8 @@ MONTH_OPTIONS = (
     ("inventory", "csv", ("csv", "daily"), "daily: the checkpoint bucket listed by a daily S3 "
      "Inventory configuration, a report a day, each day's storage split by its snapshot",
      "-{}"),
+    ("granularity", "hourly", ("hourly", "daily"), "daily: the bill as an export of daily time "
+     "granularity writes it, a line per resource and usage type a day", "-{}-lines"),
 )
 
 
@@ -602,9 +613,14 @@ def add_month_options(parser: argparse.ArgumentParser, kept_as: bool = False) ->
 
 def refusal(layout: str = "spread", run_tags: bool = False, commitments: bool = False,
             spot: bool = False, split: bool = False, sagemaker: bool = False,
-            bill: str = "cur") -> str | None:
+            bill: str = "cur", granularity: str = "hourly") -> str | None:
     """Why the month's options do not go together (generate.py and bench/run.py refuse them
     alike), or None."""
+    if granularity == "daily" and (bill != "focus" or layout == "ephemeral" or sagemaker):
+        return ("--granularity daily is read through --bill focus (SPEC §3 refuses a daily CUR "
+                "export, and so does the pipeline), and bills an instance or a training job a "
+                "line a day, which says too little of a short-lived one's hours: use it with "
+                "--bill focus, and with neither --layout ephemeral nor --sagemaker")
     if bill == "focus" and (commitments or split or run_tags):
         return ("--bill focus writes the lines AWS's FOCUS export carries without commitment, "
                 "split or run-tag columns: use it with none of --commitments, --split and "
@@ -623,21 +639,25 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
              commitments: bool = False, spot: bool = False, split: bool = False,
              sagemaker: bool = False, tags: int = 0, bill: str = "cur",
-             inventory: str = "csv") -> Path:
-    if reason := refusal(layout, run_tags, commitments, spot, split, sagemaker, bill):
+             inventory: str = "csv", granularity: str = "hourly") -> Path:
+    if reason := refusal(layout, run_tags, commitments, spot, split, sagemaker, bill,
+                         granularity):
         raise ValueError(reason)
+    daily = granularity == "daily"
+    # an instance's (or a volume's) lines in the month: an hour's or a day's each
+    periods = HOURS // 24 if daily else HOURS
     out.mkdir(parents=True, exist_ok=True)
     data = out / "cur" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07"
     data.mkdir(parents=True, exist_ok=True)
     for old in data.glob("*.parquet"):
         old.unlink()
     # a fifth of the instances are EKS nodes with two pod rows an hour in a --split month
-    instances = max(1, int(lines * 0.85 / (1.4 if split else 1.0)) // HOURS)
+    instances = max(1, int(lines * 0.85 / (1.4 if split else 1.0)) // periods)
     # an ephemeral run's length (minutes, on average) for that many instance-hours: a tenth
     # of the runs take two instances, each instance bills about 1.1 hours beyond its run
     run_minutes = min(HOURS * 20, max(30, int(
         (lines * 0.85 / (1.4 if split else 1.0) / (1.1 * max(runs, 1)) - 1.1) * 60)))
-    volumes = max(1, int(lines * 0.13) // HOURS)
+    volumes = max(1, int(lines * 0.13) // periods)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET preserve_insertion_order = false")
@@ -645,7 +665,7 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
               "start": MONTH_START, "commit": commitments, "sp_rate": SP_RATE,
               "ri_rate": RI_RATE, "sp_arn": SP_ARN, "ri_arn": RI_ARN, "spot": spot,
               "spot_rate": SPOT_RATE, "split": split, "pod_share": POD_SHARE,
-              "sagemaker": sagemaker, "train_rate": TRAIN_RATE,
+              "sagemaker": sagemaker, "train_rate": TRAIN_RATE, "daily": daily,
               # the spread layout's run length (a SageMaker job bills its run's minutes)
               "slot": HOURS / -(-runs // instances),
               "run_minutes": run_minutes, "span": HOURS * 60 - run_minutes * 3 // 2 - 30}
@@ -669,6 +689,9 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
                    "CAST(CAST(split_part(line_item_resource_id, '-', 2) AS BIGINT) AS VARCHAR), "
                    "8, '0')])) ELSE resource_tags END AS resource_tags) FROM (" + opening)
         closing += ")"
+    # a line's period: an hour (a day's storage a day), or a day in a daily export
+    period = ("INTERVAL 1 DAY" if daily else "CASE WHEN product = 'AmazonS3' AND usage_type "
+              "LIKE 'Timed%' THEN INTERVAL 1 DAY ELSE INTERVAL 1 HOUR END")
     t0 = time.perf_counter()
     query(con, f"""
     COPY ({opening}
@@ -771,19 +794,26 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
           UNION ALL SELECT * FROM bucket_lines UNION ALL SELECT * FROM transfer_lines
           UNION ALL SELECT * FROM nat_lines UNION ALL SELECT * FROM other_lines)
         UNION ALL SELECT * FROM fee_lines
+      ),
+      billed_lines AS (
+        -- a daily export's line: the day's lines of a resource, usage type and line type as
+        -- one, their usage (and a fee's commitment used) summed
+        SELECT * FROM all_lines WHERE NOT $daily
+        UNION ALL
+        SELECT 'day-' || min(id), rid, itype, date_trunc('day', s), fsum(amount), rate,
+          line_type, product, usage_type, family, fsum(committed)
+        FROM all_lines WHERE $daily
+        GROUP BY rid, itype, date_trunc('day', s), rate, line_type, product, usage_type, family
       )
       SELECT
         id AS identity_line_item_id,
-        strftime(s, '%Y-%m-%dT%H:%M:%SZ') || '/' ||
-          strftime(s + CASE WHEN product = 'AmazonS3' AND usage_type LIKE 'Timed%'
-                            THEN INTERVAL 1 DAY ELSE INTERVAL 1 HOUR END, '%Y-%m-%dT%H:%M:%SZ')
-          AS identity_time_interval,
+        strftime(s, '%Y-%m-%dT%H:%M:%SZ') || '/'
+          || strftime(s + {period}, '%Y-%m-%dT%H:%M:%SZ') AS identity_time_interval,
         'INV-BENCH' AS bill_invoice_id,
         CAST($start AS TIMESTAMP) AS bill_billing_period_start_date,
         line_type AS line_item_line_item_type,
         s AS line_item_usage_start_date,
-        s + CASE WHEN product = 'AmazonS3' AND usage_type LIKE 'Timed%'
-                 THEN INTERVAL 1 DAY ELSE INTERVAL 1 HOUR END AS line_item_usage_end_date,
+        s + {period} AS line_item_usage_end_date,
         rid AS line_item_resource_id,
         CASE WHEN line_type = 'DiscountedUsage' OR product = 'AmazonEKS' THEN 0
              ELSE amount * rate END AS line_item_unblended_cost,
@@ -796,7 +826,7 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         itype AS product_instance_type,
         family AS product_product_family,
         'us-east-1' AS product_region_code,{columns}
-      FROM all_lines{closing}
+      FROM billed_lines{closing}
     ) TO '{data}' (FORMAT parquet, FILE_SIZE_BYTES '2MB', FILENAME_PATTERN 'bench-cur-{{i}}',
                    OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
     """, params)

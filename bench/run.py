@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if reason := refusal(args.layout, args.run_tags, args.commitments, args.spot, args.split,
-                         args.sagemaker, args.bill):
+                         args.sagemaker, args.bill, args.granularity):
         parser.error(reason)
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     sizes = [(s, parse_size(s)) for s in re.split(r"[,\s]+", args.sizes.strip()) if s]

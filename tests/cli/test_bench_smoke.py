@@ -321,22 +321,26 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     run = _bench_module("run")
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
                                layout="spread", commitments=False, spot=False, split=False,
-                               sagemaker=False, tags=0, bill="cur", inventory="csv")
+                               sagemaker=False, tags=0, bill="cur", inventory="csv",
+                               granularity="hourly")
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
                                commitments=True, spot=True, split=True, sagemaker=True,
-                               tags=20, bill="focus", inventory="daily")
+                               tags=20, bill="focus", inventory="daily",
+                               granularity="daily")
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
                        "layout": "packed", "commitments": True, "spot": True, "split": True,
-                       "sagemaker": True, "tags": 20, "bill": "focus", "inventory": "daily"}
+                       "sagemaker": True, "tags": 20, "bill": "focus", "inventory": "daily",
+                       "granularity": "daily"}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
                                                "--commitments", "--spot", "--split",
                                                "--sagemaker", "--tags", "20",
-                                               "--bill", "focus", "--inventory", "daily"]
-    assert run.variant_suffix(variant) == (
-        "-wide-zoned-tagged-packed-committed-spot-split-sagemaker-tags20-focus-daily")
+                                               "--bill", "focus", "--inventory", "daily",
+                                               "--granularity", "daily"]
+    assert run.variant_suffix(variant) == ("-wide-zoned-tagged-packed-committed-spot-split-"
+                                           "sagemaker-tags20-focus-daily-daily-lines")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
     assert run.variant_suffix({"layout": "ephemeral"}) == "-ephemeral"
 
@@ -349,7 +353,10 @@ REFUSED = [({"sagemaker": True, "commitments": True}, "--sagemaker"),
            *(({"layout": "ephemeral", other: True}, "--layout ephemeral")
              for other in ("run_tags", "spot", "sagemaker")),
            *(({"bill": "focus", other: True}, "--bill focus")
-             for other in ("commitments", "split", "run_tags"))]
+             for other in ("commitments", "split", "run_tags")),
+           *(({"granularity": "daily", **other}, "--granularity daily")
+             for other in ({}, {"bill": "focus", "layout": "ephemeral"},
+                           {"bill": "focus", "sagemaker": True}))]
 
 
 @pytest.mark.parametrize(("variant", "named"), REFUSED)
@@ -754,6 +761,56 @@ def test_daily_inventory_reports_split_each_day_by_its_snapshot(tmp_path, layout
         assert search_share == pytest.approx(listed_share, rel=1e-9)
     shares = [share for _, share, _ in daily]
     assert max(shares) - min(shares) > 0.05
+
+
+@pytest.mark.parametrize("extra", [{}, {"layout": "packed", "spot": True}],
+                         ids=["spread", "packed_spot"])
+def test_a_daily_export_bills_days_the_rules_divide_by_their_hours(tmp_path, extra):
+    """`--granularity daily --bill focus`: the month as a FOCUS export of daily time
+    granularity writes it, a line per resource, usage type and line type a day (the reference
+    reads the same days from the CUR files). No line is an hour, so every compute
+    claim takes the general overlap path; d is the day's usage hours (23.5 on a day with a
+    half hour). The pipeline's SQL and the reference attribute and reconcile it alike, the
+    month bills what its hours bill, and a day is split between the runs on it by the hours
+    each ran: some days wholly claimed, some partly."""
+    out = tmp_path / "daily"
+    _bench_module("generate").generate(out, 20_000, 300, 500, granularity="daily",
+                                       bill="focus", **extra)
+    con, ours, recon = _reconciled_as_the_reference(out)
+    periods = con.execute("SELECT count(*), count(*) FILTER (ChargePeriodEnd - ChargePeriodStart "
+                          "= INTERVAL 1 DAY), max(x_UsageHours) FROM billing_facts "
+                          "WHERE ChargeCategory = 'Usage'").fetchone()
+    assert periods[0] == periods[1] > 1000 and periods[2] == 24
+    # per GPU instance-day: the share its runs claim, and the hours their overlaps give
+    days = con.execute("""
+        WITH ran AS (SELECT * FROM read_parquet(?)),
+        day_lines AS (
+            SELECT x_SourceLine, ResourceId, ChargePeriodStart AS s, ChargePeriodEnd AS e,
+                   x_UsageHours AS d
+            FROM billing_facts WHERE x_UsageHours IS NOT NULL AND starts_with(ResourceId, 'i-')
+              AND x_AcceleratorCount > 0),
+        wanted_shares AS (
+            -- SPEC §6 rule 1 by hand: min(1, overlap / d) × the run's part of the GPUs
+            SELECT l.x_SourceLine, sum(least(1.0, epoch(least(l.e, r.end_time)
+                       - greatest(l.s, r.start_time)) / 3600 / l.d)
+                   * CASE WHEN r.gpus IS NULL THEN 1.0
+                          ELSE least(r.gpus, b.x_AcceleratorCount) / b.x_AcceleratorCount END)
+                   AS wanted
+            FROM day_lines l JOIN billing_facts b USING (x_SourceLine)
+            JOIN ran r ON list_contains(r.resource_ids, l.ResourceId)
+              AND r.start_time < l.e AND r.end_time > l.s
+            GROUP BY 1)
+        SELECT o.wanted, sum(a.cost) FILTER (a.run_id IS NOT NULL) / sum(a.cost) AS claimed
+        FROM wanted_shares o JOIN attribution a USING (x_SourceLine)
+        JOIN billing_facts b USING (x_SourceLine)
+        -- a RUNNING run claims to the month's end: its instances' days are left out here
+        WHERE b.ResourceId NOT IN (SELECT unnest(resource_ids) FROM ran
+                                   WHERE end_time IS NULL)
+        GROUP BY o.x_SourceLine, o.wanted""", [str(out / "runs.parquet")]).fetchall()
+    assert len(days) > 500
+    for wanted, claimed in days:
+        assert claimed == pytest.approx(min(wanted, 1.0), rel=1e-9, abs=1e-12)
+    assert any(c > 1 - 1e-9 for _, c in days) and any(0.01 < c < 0.99 for _, c in days)
 
 
 def test_a_month_tagging_everything_is_attributed_as_without_its_tags(tmp_path):

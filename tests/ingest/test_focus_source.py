@@ -175,6 +175,40 @@ def test_lines_sharing_tags_and_details_each_keep_their_own(con, tmp_path):
                       for k in ("gcp-tagged", "gcp-same-tags")}}
 
 
+def test_lines_sharing_a_meter_each_keep_their_resources_reading(con, tmp_path):
+    """A meter (description, usage type, unit, categories) is classified once and each
+    resource id read once, then joined back: lines of one meter on different resources each
+    keep their own bucket or shared gateway, and lines of one resource under different
+    meters (one without a unit, one without a description) each keep their meter's reading."""
+    storage = {"ServiceCategory": "Storage", "ServiceName": "Amazon Simple Storage Service",
+               "ResourceType": "Bucket", "ConsumedQuantity": 10.0, "ConsumedUnit": "GB-Months"}
+    transfer = {"ServiceCategory": "Networking", "ConsumedQuantity": 5.0, "ConsumedUnit": "GB",
+                "x_UsageType": "USE1-DataTransfer-Out-Bytes"}
+    rows = [row("s3-a", 1.0, ResourceId="arn:aws:s3:::ckpt-a", **storage),
+            row("s3-b", 1.0, ResourceId="arn:aws:s3:::ckpt-b", **storage),
+            row("s3-blank", 1.0, ResourceId="  ", **storage),
+            row("nat", 1.0, ResourceId="arn:aws:ec2:us-east-1:1:natgateway/nat-1", **transfer),
+            row("instance-out", 1.0, ResourceId="i-0abc", **transfer),
+            vm("hours", "", x_UsageType="USE1-BoxUsage:g5.xlarge", SkuPriceDetails=""),
+            vm("no-unit", "", x_UsageType="USE1-BoxUsage:g5.xlarge", SkuPriceDetails="",
+               ConsumedUnit="", ResourceId="res-hours"),
+            vm("by-description", "", SkuPriceDetails="", ResourceId="res-hours",
+               ChargeDescription="$1.006 per On Demand Linux g5.xlarge Instance Hour")]
+    columns = COLUMNS + ("x_InstanceType", "x_UsageType", "ChargeDescription")
+    facts = load(con, write_csv(tmp_path / "focus" / "may.csv", rows, columns))
+    got = {k: (f["ResourceId"], f["x_ResourceKind"], f["x_CostComponent"], f["x_InstanceType"],
+               f["x_UsageHours"]) for k, f in facts.items()}
+    assert got == {
+        "s3-a": ("ckpt-a", "bucket", "storage", None, None),
+        "s3-b": ("ckpt-b", "bucket", "storage", None, None),
+        "s3-blank": (None, "shared", "storage", None, None),
+        "nat": ("arn:aws:ec2:us-east-1:1:natgateway/nat-1", "shared", "network", None, None),
+        "instance-out": ("i-0abc", "other", "network", None, None),
+        "hours": ("res-hours", "instance", "gpu", "g5.xlarge", 1.0),
+        "no-unit": ("res-hours", "other", "other", None, None),
+        "by-description": ("res-hours", "instance", "gpu", "g5.xlarge", 1.0)}
+
+
 @pytest.mark.parametrize(("unit", "zone"), [("ms", "UTC"), ("ns", "Asia/Kathmandu")])
 def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path, unit, zone):
     csv_facts = load(con, write_csv(tmp_path / "csv" / "may.csv", ROWS))

@@ -173,9 +173,9 @@ def _stage_focus(con, name: str, source: FocusSource, cfg: PipelineConfig, month
         metadata |= {"file_bytes": found.remote.file_bytes,
                      "bytes_read": found.remote.bytes_read}
     # the rows as read are not needed once inserted: a temp table left to the run's COMMIT
-    # costs it ~3 s at 2M rows when DuckDB read the file itself (focus.py `_native`)
+    # cost it ~3 s at 2M rows
     return StagedSource(sql_text("billing_facts_focus"), params, path, metadata=metadata,
-                        after=f"DROP TABLE {focus.RAW_TABLE}")
+                        after=f"DROP {found.raw_kind} {focus.RAW_TABLE}")
 
 
 # billing source kind → reader; each reader registers its views and returns a StagedSource

@@ -231,6 +231,21 @@ def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path, unit, zone):
             == {k: {c: v for c, v in f.items() if c not in drop} for k, f in csv_facts.items()})
 
 
+def test_a_folder_of_parquet_and_csv_files_reads_as_one_month(con, tmp_path):
+    """Local parquet files are read as a view over them, any other file is copied in: a
+    folder holding both reads every row once, as the same rows in one CSV do."""
+    csv_facts = load(con, write_csv(tmp_path / "one" / "may.csv", ROWS))
+    folder = tmp_path / "mixed"
+    write_csv(folder / "b.csv", ROWS[5:])
+    pq.write_table(pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS + ("x_InstanceType",)}
+                                         for r in ROWS[:5]]), folder / "a.parquet")
+    mixed = load(con, folder)
+    drop = ("x_SourceLine", "month", "x_File", "x_Row")  # lineage
+    assert ({k: {c: v for c, v in f.items() if c not in drop} for k, f in mixed.items()}
+            == {k: {c: v for c, v in f.items() if c not in drop} for k, f in csv_facts.items()})
+    assert mixed["p4d"]["x_SourceLine"] == "focus:a.parquet:1"
+
+
 def test_a_local_parquet_file_numbers_its_rows_across_row_groups(con, tmp_path, monkeypatch):
     """DuckDB reads a local parquet file itself (sources/focus.py `_native`): each line's
     x_SourceLine names its 1-based row in the file, across row groups, a bad value names its
@@ -242,10 +257,16 @@ def test_a_local_parquet_file_numbers_its_rows_across_row_groups(con, tmp_path, 
     path.parent.mkdir()
     pq.write_table(table, path, row_group_size=3)
     assert pq.ParquetFile(path).metadata.num_row_groups > 2
-    native = load(con, path)
-    # the rows as read are dropped once inserted, not left to the commit
-    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary "
-                       "AND table_name = ?", [focus.RAW_TABLE]).fetchall() == [(0,)]
+    reads = []
+    with monkeypatch.context() as patch:  # the rows as read: a view over the file, not a copy
+        patch.setattr(focus, "_load_file", lambda *args: reads.append(args))
+        native = load(con, path)
+    assert reads == []
+    # and dropped once inserted, not left to the commit
+    assert con.execute("SELECT (SELECT count(*) FROM duckdb_tables() WHERE temporary AND "
+                       "table_name = $name) + (SELECT count(*) FROM duckdb_views() WHERE "
+                       "temporary AND view_name = $name)",
+                       {"name": focus.RAW_TABLE}).fetchall() == [(0,)]
     assert {k: f["x_SourceLine"] for k, f in native.items()} == {
         r["SkuId"]: f"focus:may.parquet:{i}" for i, r in enumerate(ROWS, start=1)
         if r["SkuId"] != "june"}

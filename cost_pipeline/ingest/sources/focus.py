@@ -196,8 +196,7 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
         return f"CAST({c} AS DOUBLE)", None
     if kind == "JSON":
         if pa.types.is_map(arrow) or pa.types.is_struct(arrow):
-            # a typed map or struct is a JSON object whatever it holds (2M rows' JSON checked
-            # again: ~0.25 s)
+            # a typed map or struct is a JSON object whatever it holds: nothing to check
             return f"CAST(to_json({c}) AS VARCHAR)", None
         value = (f"nullif(trim({c}), '')" if text else f"CAST(to_json({c}) AS VARCHAR)")
         # json_type fails on malformed text, and AND does not short-circuit in DuckDB
@@ -358,8 +357,7 @@ def _register(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: str, mont
         headers[file] = header
     if headers and all(_native(found, f, h) for f, h in headers.items()):
         # local parquet files only: `focus_raw` is a view over them, read where the
-        # normalization reads it. Materialized, its 2M rows took ~0.8 s to copy, and the
-        # meters' and tags' regexes ran over the copy instead of the files' dictionaries
+        # normalization reads it (copied into the table, 2M rows took 0.8-1.0 s)
         selects = {file: _native_select(found, file, header, month)
                    for file, header in headers.items()}
         for file in sorted(selects, key=str):  # the first bad row in (file, row) order

@@ -1,9 +1,9 @@
 -- GCP detailed billing export → billing_facts (FOCUS column names, SPEC §5).
--- Reads the temp view `gcp_raw`: the month already reduced inside BigQuery by
--- assets/gcp_billing_export.bq.sql to resource × hour × SKU (× cost type × run label) rows,
--- with `credit_type` NULL for the cost row and set on the other-credit rows; and the temp
--- table `accelerator_counts(instance_type, accelerators)` (machine types such as
--- g2-standard-48 live there; `…-8g` machine types also count by their suffix).
+-- Reads the temp view `gcp_raw` (a stream, read once): the month already reduced inside
+-- BigQuery by assets/gcp_billing_export.bq.sql to resource × hour × SKU (× cost type × run
+-- label) rows, with `credit_type` NULL for the cost row and set on the other-credit rows;
+-- and the temp table `accelerator_counts(instance_type, accelerators)` (machine types such
+-- as g2-standard-48 live there; `…-8g` machine types also count by their suffix).
 -- Parameters: $month, $month_start, $source, $known_buckets, $export_table.
 --
 -- Usage hours and d (SPEC §6): a VM's hour is billed as several SKU lines (GPU, core, RAM,
@@ -63,7 +63,8 @@ usage_kind AS (
         usage_row AND vm_text AND regexp_matches(sku_text, '(?i)\bcore\b') AS core_sku
     FROM raw
 ),
-machine AS (
+-- materialized (read by vm_hours and component): `gcp_raw` is a stream that can be read once
+machine AS MATERIALIZED (
     SELECT
         u.*,
         coalesce(a.accelerators,

@@ -36,6 +36,7 @@ from cost_pipeline.warehouse import (
     next_write_token,
     note_input,
     query,
+    register_once,
     sql_text,
 )
 
@@ -149,7 +150,9 @@ def _stage_gcp(con, name: str, source: GcpBillingExportSource, cfg: PipelineConf
     read = gcp_billing.read_month(name, source, month, cfg.run_tag)
     log.info(f"{name}: {read.export_rows_read} export row(s) of {month:%Y-%m} reduced to "
              f"{read.rows_returned} in BigQuery ({read.bytes_scanned_estimate} bytes scanned)")
-    con.register("gcp_raw", read.rows)
+    # read once, as a stream (`register_once`): registered as a table, the month's rows
+    # stayed in memory until the run's commit
+    register_once(con, "gcp_raw", read.rows)
     params = {"month": month, "month_start": start, "source": name,
               "known_buckets": known_buckets(cfg), "export_table": read.table}
     return StagedSource(sql_text("billing_facts_gcp"), params, read.table,

@@ -5,7 +5,7 @@ normalization to billing_facts, and a month through the Dagster runner."""
 from __future__ import annotations
 
 import logging
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import duckdb
@@ -391,3 +391,58 @@ def test_the_gcp_month_exports_as_valid_focus(bigquery, tmp_path):
     except ToolUnavailable as exc:
         pytest.skip(f"focus-validator unavailable: {exc}")
     assert report.real_failures() == {} and report.failed <= 1
+
+
+def test_the_runs_transaction_does_not_keep_the_months_rows(tmp_path, monkeypatch):
+    """As the listing and the runs: the month's rows as BigQuery returned them reach the
+    run's transaction as a stream read once, so their Arrow memory goes when the insert has
+    read them, not at the commit (registered as a table, it stayed through the attribution).
+    The normalization still sees every row in both its reads of a VM's hour (`machine`,
+    materialized): a VM's core line is gpu because its GPU line is in the same hour."""
+    import gc
+
+    import pyarrow as pa
+
+    from cost_pipeline.ingest import billing
+    from cost_pipeline.ingest.sources import gcp_billing
+    from cost_pipeline.warehouse import begin_run_transaction, ensure_schema
+
+    n = 10_000  # VM-hours, each a core line and a GPU line
+    hours = [datetime(2026, 9, 2 + i // 24 % 20, i % 24, tzinfo=UTC) for i in range(n)]
+    vm = [f"//compute.googleapis.com/projects/p/zones/z/instances/vm-{i}" for i in range(n)]
+    rows = pa.table({
+        "global_name": vm + vm,
+        "hour_start": pa.array(hours + hours, pa.timestamp("us", tz="UTC")),
+        "usage_end": pa.array([h.replace(minute=59, second=59) for h in hours] * 2,
+                              pa.timestamp("us", tz="UTC")),
+        "sku_id": ["N1-CORE"] * n + ["T4-GPU"] * n,
+        "sku_description": (["N1 Predefined Instance Core running in Americas"] * n
+                            + ["Nvidia Tesla T4 GPU running in Americas"] * n),
+        "service_description": ["Compute Engine"] * (2 * n), "cost_type": ["regular"] * (2 * n),
+        "amount": [0.1] * (2 * n), "usage_discounts": [0.0] * (2 * n),
+        "commitment_discounts": [0.0] * (2 * n),
+        "usage_amount": [3600.0 * 8] * n + [3600.0] * n, "usage_unit": ["seconds"] * (2 * n),
+        "export_rows": [1] * (2 * n), "currency": ["USD"] * (2 * n),
+        "invoice_month": ["202609"] * (2 * n), "cores": ["8"] * (2 * n),
+    })
+    months = [gcp_billing.MonthRead(TABLE_ID, gcp_billing._typed(rows))]
+    held = months[0].rows.nbytes
+    del rows
+    # the reader hands the month over: nothing here keeps it
+    monkeypatch.setattr(gcp_billing, "read_month", lambda *args: months.pop())
+    warehouse = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    ensure_schema(warehouse)
+    begin_run_transaction(warehouse)
+    cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": TABLE_ID}]},
+                       tmp_path)
+    before_insert = pa.total_allocated_bytes()
+    assert held > 2_000_000
+    billing.build_billing_facts(warehouse, cfg, SEPT, LOG)
+    gc.collect()
+    assert pa.total_allocated_bytes() < before_insert - 0.9 * held
+    warehouse.execute("COMMIT")
+    assert warehouse.execute(
+        "SELECT count(*), round(sum(EffectiveCost), 6), count(*) FILTER (x_CostComponent = "
+        "'gpu'), sum(x_UsageHours), min(x_AcceleratorCount) FROM billing_facts"
+    ).fetchone() == (2 * n, round(0.2 * n, 6), 2 * n, 1.0 * n, 1)
+    warehouse.close()

@@ -1,7 +1,8 @@
 -- FinOps FOCUS 1.x rows → billing_facts (SPEC §5). FOCUS columns are kept as they are; this
 -- file only adds the x_ columns the attribution needs.
--- Reads the temp table `focus_raw` (the month's rows, typed; see sources/focus.py) and the
--- temp table `accelerator_counts(instance_type, accelerators)`.
+-- Reads `focus_raw` (the month's rows, typed: a temp table, or a view over local parquet
+-- files; see sources/focus.py) and the temp table `accelerator_counts(instance_type,
+-- accelerators)`.
 -- Parameters: $month, $month_start, $source, $known_buckets.
 --
 -- Rules:

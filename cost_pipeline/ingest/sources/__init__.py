@@ -75,6 +75,16 @@ def utc_wall_clock_sql(instant: str) -> str:
     return f"make_timestamp(epoch_us({instant}))"
 
 
+def sql_identifier(name: str) -> str:
+    """`name` as a quoted SQL identifier (a file's column, whatever its spelling)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def sql_literal(text: str) -> str:
+    """`text` as a SQL string literal (a path or name written into a statement or a view)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def bad_amount_sql(expr: str) -> str:
     """SQL true when `expr` (a DOUBLE) is not a finite amount below MAX_AMOUNT."""
     return f"(NOT isfinite({expr}) OR abs({expr}) >= {MAX_AMOUNT_TEXT})"

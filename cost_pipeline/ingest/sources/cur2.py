@@ -21,7 +21,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cost_pipeline.ingest.sources import SourceError, utc_wall_clock_sql
+from cost_pipeline.ingest.sources import (
+    SourceError,
+    sql_identifier,
+    sql_literal,
+    utc_wall_clock_sql,
+)
 from cost_pipeline.ingest.sources.local_files import confined, walk_files
 
 # column → DuckDB type used when the export lacks it (optional columns only)
@@ -262,7 +267,7 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
 def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
     """A present column as its contract type. Timestamps end up naive UTC: zoned or textual
     ones (`…Z`, `…+02:00`) are converted, naive ones are taken as UTC."""
-    name = _q(column)
+    name = sql_identifier(column)
     if kind == "TIMESTAMP" and column in delivery.zoned_timestamps:
         return f"{utc_wall_clock_sql(f'TRY_CAST({name} AS TIMESTAMPTZ)')} AS {name}"
     if kind.startswith("MAP") or kind == "TIMESTAMP":
@@ -277,7 +282,7 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
     con.execute("SET TimeZone = 'UTC'")
     if not delivery.files:
-        body = ", ".join(f"CAST(NULL AS {k}) AS {_q(c)}" for c, k in wanted.items())
+        body = ", ".join(f"CAST(NULL AS {k}) AS {sql_identifier(c)}" for c, k in wanted.items())
         con.execute(
             f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {body}, NULL::VARCHAR AS _file, "
             "NULL::BIGINT AS _row WHERE false"
@@ -286,7 +291,7 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     select = raw_columns(delivery)
     select.append("filename AS _file")
     select.append("file_row_number + 1 AS _row")
-    files = "[" + ", ".join(_literal(f) for f in delivery.files) + "]"
+    files = "[" + ", ".join(sql_literal(f) for f in delivery.files) + "]"
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} FROM read_parquet("
         f"{files}, union_by_name = true, filename = true, file_row_number = true)"
@@ -297,7 +302,7 @@ def raw_columns(delivery: Delivery) -> list[str]:
     """The `cur_raw` select list over a relation holding the export's own columns."""
     return [
         _column_expr(column, kind, delivery) if column in delivery.columns
-        else f"CAST(NULL AS {kind}) AS {_q(column)}"
+        else f"CAST(NULL AS {kind}) AS {sql_identifier(column)}"
         for column, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
     ]
 
@@ -314,7 +319,7 @@ def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str)
         return
     bad = con.execute(
         f"SELECT _file, _row FROM {view} WHERE "
-        + " OR ".join(bad_amount_sql(_q(c)) for c in columns)
+        + " OR ".join(bad_amount_sql(sql_identifier(c)) for c in columns)
         + " ORDER BY _file, _row LIMIT 1").fetchone()
     if bad:
         column, value = bad_amount_column(con, view, bad[0], bad[1]) or ("an amount", "?")
@@ -331,7 +336,7 @@ def bad_amount_column(con: duckdb.DuckDBPyConnection, view: str, file: str,
 
     columns = [c for c, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
                if kind == "DOUBLE"]
-    values = con.execute(f"SELECT {', '.join(_q(c) for c in columns)} FROM {view} "
+    values = con.execute(f"SELECT {', '.join(sql_identifier(c) for c in columns)} FROM {view} "
                          "WHERE _file = ? AND _row = ?", [file, row]).fetchone()
     for column, value in zip(columns, values or (), strict=False):
         if value is not None and (not math.isfinite(value) or abs(value) >= MAX_AMOUNT):
@@ -368,9 +373,3 @@ def locate_bad_file(delivery: Delivery, message: str) -> str | None:
     return None
 
 
-def _q(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

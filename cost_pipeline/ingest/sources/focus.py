@@ -39,6 +39,8 @@ from cost_pipeline.ingest.sources import (
     MAX_AMOUNT_TEXT,
     SourceError,
     bad_amount_sql,
+    sql_identifier,
+    sql_literal,
     utc_wall_clock_sql,
 )
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
@@ -169,16 +171,13 @@ def _batches(path: Path | str, source: str, columns: list[str],
     return schema.append(pa.field("_row", pa.int64())), numbered()
 
 
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
 
 def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str | None]:
     """(the column as its contract type, a condition true when a present value is invalid)."""
     if arrow is None:
         sql_type = "VARCHAR" if kind == "JSON" else kind
         return f"CAST(NULL AS {sql_type})", None
-    c = _q(column)
+    c = sql_identifier(column)
     if pa.types.is_dictionary(arrow):  # parquet writers dictionary-encode repeated strings
         arrow = arrow.value_type
     text = pa.types.is_string(arrow) or pa.types.is_large_string(arrow)
@@ -208,13 +207,11 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
 
 
 def create_raw_table(con: duckdb.DuckDBPyConnection) -> None:
-    columns = ", ".join(f"{_q(c)} {'VARCHAR' if k == 'JSON' else k}" for c, k in COLUMNS.items())
+    columns = ", ".join(f"{sql_identifier(c)} {'VARCHAR' if k == 'JSON' else k}"
+                        for c, k in COLUMNS.items())
     con.execute(f"CREATE OR REPLACE TEMP TABLE {RAW_TABLE} ({columns}, _file VARCHAR, "
                 "_name VARCHAR, _row BIGINT, _problem VARCHAR)")
 
-
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _file_select(found: FocusFiles, path: Path | str, header: list[str], month: date,
@@ -230,10 +227,11 @@ def _file_select(found: FocusFiles, path: Path | str, header: list[str], month: 
         if invalid:
             what = "a timestamp" if kind == "TIMESTAMP" else (
                 "a number" if kind == "DOUBLE" else "a JSON object")
-            problems.append((invalid, f"'{column} \"' || {_q(column)} || '\" is not {what}'"))
+            problems.append((invalid, f"'{column} \"' || {sql_identifier(column)} || "
+                             f"'\" is not {what}'"))
     problems += [(f"{typed[c]} IS NULL", f"'{c} is empty'") for c in REQUIRED]
     # inf, NaN (a CSV's `inf`, `NaN`) and overflowing amounts stop here, not at the report
-    problems += [(bad_amount_sql(typed[c]), f"'{c} \"' || CAST({_q(c)} AS VARCHAR) || "
+    problems += [(bad_amount_sql(typed[c]), f"'{c} \"' || CAST({sql_identifier(c)} AS VARCHAR) || "
                   f"'\" is not a finite amount below {MAX_AMOUNT_TEXT}'")
                  for c, kind in COLUMNS.items() if kind == "DOUBLE" and c in present]
     if "x_AcceleratorCount" in present:
@@ -245,9 +243,9 @@ def _file_select(found: FocusFiles, path: Path | str, header: list[str], month: 
     problem = "CASE " + " ".join(f"WHEN {w} THEN {m}" for w, m in problems) + " END"
     period = f"coalesce({typed['BillingPeriodStart']}, {typed['ChargePeriodStart']})"
     start, end = month_bounds(month)
-    select = ", ".join(f"{typed[c]} AS {_q(c)}" for c in COLUMNS)
-    return (f"SELECT * EXCLUDE (_period) FROM (SELECT {select}, {_literal(str(path))} AS _file, "
-            f"{_literal(_display_name(found, path))} AS _name, _row, {problem} AS _problem, "
+    select = ", ".join(f"{typed[c]} AS {sql_identifier(c)}" for c in COLUMNS)
+    return (f"SELECT * EXCLUDE (_period) FROM (SELECT {select}, {sql_literal(str(path))} AS _file, "
+            f"{sql_literal(_display_name(found, path))} AS _name, _row, {problem} AS _problem, "
             f"{period} AS _period FROM {rows_from}) "
             f"WHERE (_period >= TIMESTAMP '{start:%Y-%m-%d %H:%M:%S}' "
             f"AND _period < TIMESTAMP '{end:%Y-%m-%d %H:%M:%S}') "
@@ -262,9 +260,9 @@ def _native_select(found: FocusFiles, path: Path, header: list[str], month: date
     present = [c for c in COLUMNS if c in header]
     file_schema = pq.read_schema(path)
     schema = pa.schema([file_schema.field(c) for c in present])
-    columns = ", ".join(_q(c) for c in present)
+    columns = ", ".join(sql_identifier(c) for c in present)
     rows_from = (f"(SELECT {columns}, file_row_number + 1 AS _row "
-                 f"FROM read_parquet({_literal(str(path))}, file_row_number = true))")
+                 f"FROM read_parquet({sql_literal(str(path))}, file_row_number = true))")
     return _file_select(found, path, header, month, rows_from, schema)
 
 

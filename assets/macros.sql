@@ -31,6 +31,13 @@ CREATE OR REPLACE TEMP MACRO consumed_hours_per_unit(unit) AS
         WHEN regexp_matches(lower(trim(coalesce(unit, ''))), '^(1 ?)?(seconds?|secs?|s)$') THEN 1 / 3600.0
     END;
 
+-- whether a FOCUS line's text names a network resource no run can own (a NAT or transit
+-- gateway, a VPC endpoint, a private link): billing_facts_focus.sql reads it in the line's
+-- meter and in its resource id
+CREATE OR REPLACE TEMP MACRO names_shared_network(text) AS
+    regexp_matches(coalesce(text, ''),
+                   '(?i)(nat ?gateway|transit ?gateway|vpc ?endpoint|private ?link|private endpoint)');
+
 -- a training job's instances (SPEC §5; billing_facts_cur2.sql and billing_facts_focus.sql):
 -- the most instance-hours per hour any of its rows shows (`instance_hours_per_hour`) rounded
 -- up, at least 1 (1e-9 forgives a float's last bit)

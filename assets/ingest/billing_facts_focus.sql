@@ -126,9 +126,7 @@ meters AS (
         ServiceCategory = 'Storage' OR regexp_matches(coalesce(ServiceSubcategory, ''), '(?i)storage')
             AS storage_usage,
         -- a shared network resource, named by its meter (or by its id: `resources`)
-        regexp_matches(meter_text,
-            '(?i)(nat ?gateway|transit ?gateway|vpc ?endpoint|private ?link|private endpoint)')
-            AS shared_meter,
+        names_shared_network(meter_text) AS shared_meter,
         regexp_matches(concat_ws(' ', ResourceType, ServiceSubcategory, ServiceName),
                        '(?i)(bucket|object storage|storage account|blob storage|^AmazonS3|simple storage service|cloud storage)')
             AS object_storage_meter,
@@ -146,9 +144,7 @@ resources AS (
     SELECT
         ResourceId AS resource_text,
         resource_id,
-        regexp_matches(coalesce(resource_id, ''),
-            '(?i)(nat ?gateway|transit ?gateway|vpc ?endpoint|private ?link|private endpoint)')
-            AS shared_resource,
+        names_shared_network(resource_id) AS shared_resource,
         -- the bucket name inside the provider's resource id, when it is an object-storage id
         coalesce(
             nullif(regexp_extract(coalesce(resource_id, ''), '^arn:aws[a-z-]*:s3:[^:]*:[^:]*:(bucket/)?([^/]+)$', 2), ''),

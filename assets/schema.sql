@@ -113,6 +113,18 @@ CREATE TABLE IF NOT EXISTS checkpoint_inventory (
     checkpoint    VARCHAR          -- the next segment, or the object itself
 );
 
+-- The S3 Inventory reports of the month read into checkpoint_inventory, one row per report:
+-- a bucket's dated snapshot exists when its report does, even one listing no object (the
+-- bucket was empty that day, so its storage that day is untracked, SPEC §6 rule 4). Readers
+-- take the dated snapshots from here and from checkpoint_inventory's own dates (a manifest
+-- without `sourceBucket` leaves no row here).
+CREATE TABLE IF NOT EXISTS checkpoint_snapshots (
+    month         DATE NOT NULL,
+    source        VARCHAR NOT NULL,  -- the checkpoints entry, e.g. `checkpoints[0] inventory`
+    bucket        VARCHAR NOT NULL,  -- the report's sourceBucket
+    snapshot_date DATE NOT NULL      -- the report's date
+);
+
 -- The attribution's rows as stored: a line is named by `line_key` = hash(x_SourceLine) and
 -- a run by `run_hash` = hash(run_id) (64-bit integers; ingest refuses a month where two line
 -- ids, or two run ids, share one), not by their strings repeated on each of the month's

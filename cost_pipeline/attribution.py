@@ -266,8 +266,12 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
     listing's columns the attribution reads, the parameters, the datasets, and the code;
     with the bill's part (`_bill_hash`)."""
     bill = _bill_hash(con, month, params, remembered)
+    # the listed objects, and the reports read (an empty one empties its bucket's day)
     listing = query(con, """
-        SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified))
+        SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified)),
+               (SELECT count(*) FROM checkpoint_snapshots WHERE month = $month),
+               (SELECT sum(hash(bucket, snapshot_date)) FROM checkpoint_snapshots
+                WHERE month = $month)
         FROM checkpoint_inventory WHERE month = $month""", params).fetchall()
     # attribution_runs too: a kept month keeps its per-run sums as well
     code = [sql_text(name) for name in ("macros", "attribution_prepare", "attribution_storage",

@@ -235,7 +235,7 @@ def replace_month(
     """
     ensure_schema(con)
     with month_transaction(con):
-        return _write_month(con, table, month, select_sql, params, input_name)
+        return write_month(con, table, month, select_sql, params, input_name)
 
 
 # a re-delivery whose changed rows are more than this share of the month's is written whole:
@@ -265,7 +265,7 @@ def replace_month_unless_identical(
     with month_transaction(con):
         stored = _month_rows(con, table, month) if keep_identical else 0
         if not stored:  # (a first write, or every write without keep_identical)
-            return _write_month(con, table, month, select_sql, params, input_name), False
+            return write_month(con, table, month, select_sql, params, input_name), False
         staged = f"{table}_staged"
         # the table's own column types: the same values hash the same
         con.execute(f"CREATE OR REPLACE TEMP TABLE {staged} AS FROM {table} LIMIT 0")
@@ -321,9 +321,10 @@ def transaction_aborted(con: duckdb.DuckDBPyConnection) -> bool:
     return False
 
 
-def _write_month(con: duckdb.DuckDBPyConnection, table: str, month: date, select_sql: str,
+def write_month(con: duckdb.DuckDBPyConnection, table: str, month: date, select_sql: str,
                  params: dict[str, Any], input_name: str | None = None) -> int:
-    """`replace_month`'s writes, in the caller's transaction: the rows written."""
+    """`replace_month`'s writes, in the caller's transaction (`month_transaction`): the rows
+    written."""
     con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
     query(con, f"INSERT INTO {table} BY NAME ({select_sql})", params)
     if input_name is not None:
@@ -397,7 +398,7 @@ def replace_month_unless_same(
         rows = _month_rows(con, table, month)
         kept = not force and stored == [(inputs, rows)]
         if not kept:
-            rows = _write_month(con, table, month, select_sql, params)
+            rows = write_month(con, table, month, select_sql, params)
             con.execute("DELETE FROM decision_basis WHERE month = ? AND table_name = ?",
                         [month, table])
             con.execute("INSERT INTO decision_basis VALUES (?, ?, ?, ?)",

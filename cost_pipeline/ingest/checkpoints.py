@@ -1,7 +1,11 @@
-"""All configured checkpoint listings → the month's `checkpoint_inventory`."""
+"""All configured checkpoint listings → the month's `checkpoint_inventory`, and the S3
+Inventory reports read → `checkpoint_snapshots` (a report listing no object leaves no object
+row, yet its day's snapshot of the bucket is empty: SPEC §6 rule 4 then makes that day's
+storage untracked, where without the report it would read the latest snapshot)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import date
 from pathlib import Path
@@ -21,7 +25,13 @@ from cost_pipeline.ingest.sources.listing_arrow import object_batches
 from cost_pipeline.ingest.sources.listing_inventory import read_inventory
 from cost_pipeline.ingest.sources.listing_rows import walk_local
 from cost_pipeline.months import month_bounds
-from cost_pipeline.warehouse import register_once, replace_month, sql_text
+from cost_pipeline.warehouse import (
+    ensure_schema,
+    month_transaction,
+    register_once,
+    sql_text,
+    write_month,
+)
 
 # a source's name and prefix are the same on every object it lists, and its buckets few:
 # dictionary-encoded, they take 4 bytes an object instead of their text (~60 of 150 bytes an
@@ -33,6 +43,9 @@ OBJECT_SCHEMA = pa.schema([
     ("snapshot_date", pa.date32()),
     ("source_prefix", pa.dictionary(pa.int32(), pa.string())),
 ])
+# the listing table's schema metadata: the S3 Inventory reports read, [source, bucket,
+# snapshot date] (`read_listing`), empty ones included
+REPORTS = b"inventory_reports"
 
 
 def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
@@ -42,11 +55,14 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
     reader is tested against)."""
     _, month_end = month_bounds(month)
     batches: list[pa.RecordBatch] = []
+    reports: set[tuple[str, str, str]] = set()
     for i, entry in enumerate(cfg.checkpoints):
         name = f"checkpoints[{i}] {entry.kind}"
         if isinstance(entry, InventoryCheckpoints):
+            read: list[tuple[str, date]] = []
             listed = read_inventory(cfg.resolve(entry.path), name, month, entry.bucket,
-                                    entry.endpoint_url, entry.region, vectorized=vectorized)
+                                    entry.endpoint_url, entry.region, vectorized=vectorized,
+                                    reports=read)
         elif isinstance(entry, S3Checkpoints):
             listed = object_batches(s3.list_bucket(s3.client(entry.endpoint_url, entry.region),
                                                    entry.bucket, name), month, month_end)
@@ -60,7 +76,10 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
             count += batch.num_rows
             batches.append(_with_source(batch, name, entry.prefix))
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
-    return pa.Table.from_batches(batches, schema=OBJECT_SCHEMA)
+        if isinstance(entry, InventoryCheckpoints):
+            reports.update((name, bucket, day.isoformat()) for bucket, day in read)
+    return pa.Table.from_batches(batches, schema=OBJECT_SCHEMA).replace_schema_metadata(
+        {REPORTS: json.dumps(sorted(reports))})
 
 
 def _with_source(batch: pa.RecordBatch, source: str, prefix: str | None) -> pa.RecordBatch:
@@ -84,17 +103,31 @@ def build_checkpoint_inventory(
     listing: pa.Table | None = None,
 ) -> int:
     """Write the month's objects of `listing` (default: read the listings now), read once
-    (`register_once`)."""
+    (`register_once`), and the S3 Inventory reports it was read from, in one transaction."""
     listing = read_listing(cfg, month, log) if listing is None else listing
     sql = sql_text("checkpoint_inventory")
     if _repeats_an_object(listing):
         sql = (f"SELECT * FROM ({sql}) QUALIFY row_number() OVER (PARTITION BY bucket, key, "
                "snapshot_date ORDER BY prefix IS NOT NULL DESC, source) = 1")
+    reports = pa.Table.from_pylist(
+        [{"source": source, "bucket": bucket, "snapshot_date": day} for source, bucket, day
+         in json.loads((listing.schema.metadata or {}).get(REPORTS, b"[]"))],
+        schema=pa.schema([("source", pa.string()), ("bucket", pa.string()),
+                          ("snapshot_date", pa.string())]))
+    ensure_schema(con)
     register_once(con, "listing_arrow", listing)
+    con.register("listing_reports", reports)
     try:
-        return replace_month(con, "checkpoint_inventory", month, sql, {"month": month})
+        with month_transaction(con):
+            rows = write_month(con, "checkpoint_inventory", month, sql, {"month": month})
+            write_month(con, "checkpoint_snapshots", month,
+                        "SELECT CAST($month AS DATE) AS month, source, bucket, "
+                        "CAST(snapshot_date AS DATE) AS snapshot_date FROM listing_reports",
+                        {"month": month})
+        return rows
     finally:
         con.unregister("listing_arrow")
+        con.unregister("listing_reports")
 
 
 def _repeats_an_object(listing: pa.Table) -> bool:

@@ -188,3 +188,79 @@ def test_plain_inventory_csv_on_s3(tmp_path, s3_server, con):
                                  "path": f"s3://{bucket}/listing/inventory.csv",
                                  "endpoint_url": endpoint})
     assert rows == [("ml-ckpt", "checkpoints/run-a/s1/x.pt", 5, None, "run-a", "s1")]
+
+
+def _daily_reports(folder: Path, days: dict[str, list[list[str]] | None]) -> None:
+    """A daily CSV configuration on disk: a report per day; None writes a manifest listing
+    no data file, [] one whose data file holds no row (both how an empty bucket reports)."""
+    for day, objects in days.items():
+        keys = []
+        if objects is not None:
+            data = folder / "data" / f"{day}.csv.gz"
+            data.parent.mkdir(parents=True, exist_ok=True)
+            data.write_bytes(_csv_report(objects))
+            keys = [f"{CONFIG_FOLDER}/data/{day}.csv.gz"]
+        (folder / f"{day}T01-00Z").mkdir(parents=True)
+        (folder / f"{day}T01-00Z" / "manifest.json").write_text(_manifest(day, "CSV", keys))
+
+
+def test_a_report_listing_no_object_is_an_empty_snapshot_of_its_bucket(tmp_path):
+    """SPEC §6 rule 4 reads a storage line's day in the snapshot of that day when daily
+    snapshots exist, and a bucket with no listed bytes is all untracked. A day whose report
+    lists nothing (the bucket was empty) is such a day: without its report, the day would
+    read the latest snapshot instead, and the month's end would show the objects of the last
+    report that listed some."""
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.warehouse import month_params
+    from tests.support.sql_backend import loaded, table_rows
+
+    def stamped(key: str, size: int) -> list[str]:
+        return ["ml-checkpoints", key, "", "true", "false", str(size),
+                "2026-06-30T00:30:00.000Z", "e", "STANDARD"]
+
+    folder = tmp_path / "inv" / CONFIG_FOLDER
+    # the 1st lists run-a's checkpoint (300 B) and a dataset (100 B); the 2nd and the 3rd
+    # list nothing; the 4th has no report
+    _daily_reports(folder, {"2026-07-01": [stamped("checkpoints/run-a/ck-1/m.pt", 300),
+                                           stamped("datasets/d.parquet", 100)]})
+    cfg = parse_config({"checkpoints": [{"kind": "inventory", "path": "inv/" + CONFIG_FOLDER,
+                                         "prefix": "checkpoints/"}]}, tmp_path)
+
+    def storage(day: int) -> dict:
+        return {"x_SourceLine": f"s{day}", "ResourceId": "ml-checkpoints",
+                "ChargePeriodStart": datetime(2026, 7, day), "ChargeCategory": "Usage",
+                "ChargePeriodEnd": datetime(2026, 7, day + 1), "BilledCost": 10.0,
+                "EffectiveCost": 10.0, "x_CostComponent": "storage", "x_ResourceKind": "bucket"}
+
+    run_a = {"run_id": "run-a", "status": "FINISHED", "purpose": "experiment",
+             "start_time": datetime(2026, 6, 29), "end_time": datetime(2026, 6, 30)}
+    con = loaded([storage(day) for day in (1, 2, 3, 4)], [run_a], [], JULY)
+    params = month_params(cfg, JULY)
+
+    def attributed() -> tuple[str, dict[str, float]]:
+        build_checkpoint_inventory(con, cfg, JULY, LOG)
+        mode = build_attribution(con, JULY, params, keep_unchanged=True).mode
+        to_run = {row["x_SourceLine"]: 0.0 for row in table_rows(con, "attribution")}
+        for row in table_rows(con, "attribution"):
+            if row["run_id"] == "run-a":
+                to_run[row["x_SourceLine"]] += row["cost"]
+        ((end_objects,),) = con.execute(
+            "SELECT count(*) FROM month_end_snapshot(?, ?)",
+            [JULY, datetime(2026, 8, 1)]).fetchall()
+        return mode, {**to_run, "month end objects": end_objects}
+
+    # one report: every day reads the 1st's snapshot, 3/4 of each line to run-a
+    assert attributed() == ("full", {"s1": 7.5, "s2": 7.5, "s3": 7.5, "s4": 7.5,
+                                     "month end objects": 2})
+    _daily_reports(folder, {"2026-07-02": None, "2026-07-03": []})
+    mode, figures = attributed()
+    # the empty reports are read (the attribution's inputs changed), the 2nd and 3rd are
+    # empty days, the 4th reads the latest snapshot (the 3rd's): untracked, and so is the
+    # month's end
+    assert mode == "full"
+    assert figures == {"s1": 7.5, "s2": 0.0, "s3": 0.0, "s4": 0.0, "month end objects": 0}
+    assert con.execute("SELECT source, bucket, snapshot_date FROM checkpoint_snapshots "
+                       "ORDER BY snapshot_date").fetchall() == [
+        ("checkpoints[0] inventory", "ml-checkpoints", date(2026, 7, d)) for d in (1, 2, 3)]
+    (conserved,) = con.execute("SELECT sum(cost) FROM attribution").fetchone()
+    assert conserved == pytest.approx(40.0)

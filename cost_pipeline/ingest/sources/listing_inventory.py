@@ -7,7 +7,8 @@ An S3 Inventory report is `…/<source-bucket>/<config-id>/YYYY-MM-DDTHH-MMZ/man
 its data files under `…/<config-id>/data/`: gzipped headerless CSV whose columns are the
 `fileSchema` names and whose keys are URL-encoded, or Parquet (snake_case columns). ORC is
 refused. Each report is one snapshot dated by its `creationTimestamp` (else its folder's
-date), so daily inventories give daily snapshots. `path` is one manifest.json, or the
+date), so daily inventories give daily snapshots; a report listing no object is still a
+snapshot of its bucket (the bucket was empty that day). `path` is one manifest.json, or the
 configuration folder holding the dated reports: only the reports dated in (or a day around)
 the month are opened. Delete markers and non-current versions are left out: a checkpoint's
 storage is its current object.
@@ -78,15 +79,19 @@ CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
 
 def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
                    endpoint_url: str | None = None, region: str | None = None, *,
-                   vectorized: bool = True) -> Iterator[pa.RecordBatch]:
+                   vectorized: bool = True,
+                   reports: list[tuple[str, date]] | None = None) -> Iterator[pa.RecordBatch]:
     """The objects of an `inventory` entry in `month`'s snapshot(s) (LISTING_SCHEMA);
-    `vectorized=False` reads every file row by row."""
+    `vectorized=False` reads every file row by row. Each S3 Inventory report of the month
+    whose manifest names its `sourceBucket` adds (bucket, snapshot date) to `reports`, whether
+    it lists objects or none."""
     if s3.is_s3(path):
         fs: pafs.FileSystem = s3.filesystem(endpoint_url, region)
         base, show = s3.S3Uri.parse(path).path, s3.uri_of
     else:
         fs, base, show = pafs.LocalFileSystem(), path, str
-    inventory = _Inventory(fs, show, source, month, vectorized)
+    inventory = _Inventory(fs, show, source, month, vectorized,
+                           [] if reports is None else reports)
     try:
         kind = inventory.info(base).type
         if kind == pafs.FileType.NotFound:
@@ -114,8 +119,10 @@ def read_inventory(path: str, source: str, month: date, bucket: str | None = Non
 
 class _Inventory:
     def __init__(self, fs: pafs.FileSystem, show, source: str, month: date,
-                 vectorized: bool = True):
+                 vectorized: bool = True, reports: list[tuple[str, date]] | None = None):
         self.fs, self.show, self.source, self.vectorized = fs, show, source, vectorized
+        # the reports read, (source bucket, snapshot date): appended from the report threads
+        self.reports = [] if reports is None else reports
         self.month, self.month_end = month, month_bounds(month)[1]
         self._duckdb: duckdb.DuckDBPyConnection | None = None
         self._duckdb_lock = threading.Lock()  # reports are read in threads
@@ -195,6 +202,8 @@ class _Inventory:
             raise SourceError(self.source, where, f"fileFormat {doc.get('fileFormat')!r} is not "
                               "read: configure the S3 Inventory report as CSV or Parquet")
         bucket = doc.get("sourceBucket")
+        if isinstance(bucket, str) and bucket:
+            self.reports.append((bucket, snapshot))
         config_folder = manifest.rsplit("/", 2)[0]
         for entry in doc["files"]:
             key = entry.get("key", "") if isinstance(entry, dict) else str(entry)
@@ -223,10 +232,18 @@ class _Inventory:
         columns = [f"c{i}" for i in range(len(names))]
         with self.fs.open_input_stream(path, compression="gzip"
                                        if path.endswith(".gz") else None) as raw:
-            yield wanted, pacsv.open_csv(
-                raw, read_options=pacsv.ReadOptions(column_names=columns, block_size=CSV_BLOCK),
-                convert_options=pacsv.ConvertOptions(
-                    column_types=dict.fromkeys(columns, "string"), strings_can_be_null=False))
+            try:
+                reader = pacsv.open_csv(
+                    raw, read_options=pacsv.ReadOptions(column_names=columns,
+                                                        block_size=CSV_BLOCK),
+                    convert_options=pacsv.ConvertOptions(
+                        column_types=dict.fromkeys(columns, "string"),
+                        strings_can_be_null=False))
+            except pa.ArrowInvalid as exc:
+                if not str(exc).startswith("Empty CSV file"):
+                    raise
+                reader = iter(())  # a data file of no row: the report lists no object
+            yield wanted, reader
 
     def _csv_rows(self, path: str, doc: dict) -> Iterator[tuple[int, dict]]:
         names = [n.strip() for n in str(doc.get("fileSchema", "")).split(",")]

@@ -5,7 +5,7 @@ other's lines (random bills, runs and listings from test_attribution_property)."
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 
 import duckdb
 import pytest
@@ -18,17 +18,17 @@ from tests.support.warehouse_rows import (
     BILLING_DEFAULTS,
     INVENTORY_DEFAULTS,
     RUN_DEFAULTS,
-    insert_inventory,
     insert_lines,
+    insert_listing,
     insert_runs,
 )
 
 JULY, AUGUST = date(2026, 7, 1), date(2026, 8, 1)
-SHIFT = timedelta(days=31)  # July → August, hour for hour
+SHIFT = timedelta(days=31)  # July → August, hour for hour (and day for day)
 
 
 def _moved(row: dict, prefix: str) -> dict:
-    out = {k: (v + SHIFT if isinstance(v, datetime) else v) for k, v in row.items()}
+    out = {k: (v + SHIFT if isinstance(v, date) else v) for k, v in row.items()}
     if "x_SourceLine" in out:
         out["x_SourceLine"] = prefix + out["x_SourceLine"]
     return out
@@ -45,7 +45,7 @@ def test_each_month_conserves_its_own_bill_in_its_own_currency(july, august):
         lines = [move({**BILLING_DEFAULTS, **ln, "BillingCurrency": currency}) for ln in lines]
         insert_lines(con, month, lines)
         insert_runs(con, month, [move({**RUN_DEFAULTS, **r}) for r in runs])
-        insert_inventory(con, month, [move({**INVENTORY_DEFAULTS, **o}) for o in inventory])
+        insert_listing(con, month, [move({**INVENTORY_DEFAULTS, **o}) for o in inventory])
         bills[month] = {ln["x_SourceLine"]: ln["EffectiveCost"] for ln in lines}
     for month in months:
         params = month_params(CONFIG, month)

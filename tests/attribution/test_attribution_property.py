@@ -70,9 +70,11 @@ def scenarios(draw):
                         x_CostComponent="gpu" if INSTANCES[node] else "cpu",
                         x_AcceleratorCount=0, x_InstanceType=INSTANCE_TYPES[node],
                         x_ResourceKind="container")
-        elif kind == "storage":
+        elif kind == "storage":  # a day's storage, on one of the month's first three days
+            day = 24 * draw(st.integers(0, 2))
             base.update(ResourceId=draw(st.sampled_from(BUCKETS)), x_CostComponent="storage",
-                        x_ResourceKind="bucket", ChargePeriodEnd=hour(h + 24))
+                        x_ResourceKind="bucket", ChargePeriodStart=hour(h + day),
+                        ChargePeriodEnd=hour(h + day + 24))
         elif kind == "transfer":
             base.update(ResourceId="data", x_CostComponent="network", x_ResourceKind="bucket")
         elif kind == "nat":
@@ -107,7 +109,10 @@ def scenarios(draw):
     if len(runs) > 2 and draw(st.booleans()):
         runs[1]["parent_run_id"] = runs[0]["run_id"]
 
+    # objects of an undated listing, or of a daily report of one of the first three days; and
+    # reports listing no object (key None): that day's snapshot of the bucket is empty
     inventory = []
+    days = [None, None, *(MONTH + timedelta(days=d) for d in range(3))]
     for k in range(draw(st.integers(0, 8))):
         bucket = draw(st.sampled_from(BUCKETS))
         owner = draw(st.sampled_from(RUN_IDS + ["orphan", None]))
@@ -116,7 +121,11 @@ def scenarios(draw):
             "size": draw(st.integers(0, 1000)),
             "last_modified": hour(draw(st.integers(-100, 1000))),
             "prefix": "checkpoints/" if owner else None, "run_id": owner,
+            "snapshot_date": draw(st.sampled_from(days)),
         })
+    for bucket, day in draw(st.lists(st.tuples(st.sampled_from(BUCKETS),
+                                               st.sampled_from(days[2:])), max_size=2)):
+        inventory.append({"bucket": bucket, "key": None, "size": 0, "snapshot_date": day})
     return lines, runs, inventory
 
 

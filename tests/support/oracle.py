@@ -136,16 +136,18 @@ def compute_shares(line: dict, d_by_group: dict, cands: list, run_tag: str) -> l
 
 
 def snapshot(inventory: list[dict], bucket: str, day: date, month: date) -> list[dict]:
-    """The bucket's listing for `day`: that day's snapshot, else the month-end snapshot."""
+    """The bucket's listing for `day`: that day's snapshot, else the month-end snapshot. An
+    entry whose `key` is None is a dated report listing no object: its day's snapshot exists
+    and holds nothing."""
     rows = [o for o in inventory if o["bucket"] == bucket]
     todays = [o for o in rows if o["snapshot_date"] == day]
     if todays:
-        return todays
+        return [o for o in todays if o["key"] is not None]
     end = next_month(month)
     dated = [o for o in rows if o["snapshot_date"] and month <= o["snapshot_date"] < end]
     if dated:
         last = max(o["snapshot_date"] for o in dated)
-        return [o for o in dated if o["snapshot_date"] == last]
+        return [o for o in dated if o["snapshot_date"] == last and o["key"] is not None]
     return [
         o
         for o in rows

@@ -15,8 +15,8 @@ from tests.support.warehouse_rows import (
     BILLING_DEFAULTS,
     INVENTORY_DEFAULTS,
     RUN_DEFAULTS,
-    insert_inventory,
     insert_lines,
+    insert_listing,
     insert_runs,
 )
 
@@ -29,11 +29,12 @@ def table_rows(con, table: str) -> list[dict]:
 
 def loaded(lines, runs, inventory, month: date) -> duckdb.DuckDBPyConnection:
     """An in-memory warehouse holding the month's lines, runs and listed objects (each row
-    completed with the defaults)."""
+    completed with the defaults); an object whose `key` is None is a dated report listing no
+    object (a `checkpoint_snapshots` row)."""
     con = duckdb.connect()
     insert_lines(con, month, [{**BILLING_DEFAULTS, **ln} for ln in lines])
     insert_runs(con, month, [{**RUN_DEFAULTS, **r} for r in runs])
-    insert_inventory(con, month, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
+    insert_listing(con, month, [{**INVENTORY_DEFAULTS, **o} for o in inventory])
     return con
 
 

@@ -88,3 +88,13 @@ def insert_runs(con, month, runs):
 
 def insert_inventory(con, month, objects):
     insert(con, "checkpoint_inventory", month, objects, INVENTORY_DEFAULTS)
+
+
+def insert_listing(con, month, listing):
+    """`listing`'s objects, and its entries whose `key` is None as dated reports that listed
+    no object (`checkpoint_snapshots` rows: that day's snapshot of the bucket is empty)."""
+    insert_inventory(con, month, [o for o in listing if o.get("key") is not None])
+    for report in listing:
+        if report.get("key") is None:
+            con.execute("INSERT INTO checkpoint_snapshots VALUES (?, 'test', ?, ?)",
+                        [month, report["bucket"], report["snapshot_date"]])

@@ -68,7 +68,7 @@ def vectorized_only(entries: list[dict], base: Path, month: date = JULY) -> pa.T
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(s3_inventory, "read_inventory_csv", refuse)
         patch.setattr(s3_inventory._Inventory, "_csv_rows", refuse)
-        patch.setattr(s3_inventory._Inventory, "_parquet_rows", refuse)
+        patch.setattr(s3_inventory._Inventory, "_columnar_rows", refuse)
         return read_listing(parse_config({"checkpoints": entries}, base), month, LOG)
 
 

@@ -1,6 +1,6 @@
 """Checkpoint listings from S3 (moto on 127.0.0.1): the `s3` kind lists the whole bucket
-page by page; `inventory` reads real S3 Inventory reports (CSV.gz or Parquet, on S3 or
-local), one snapshot per report."""
+page by page; `inventory` reads real S3 Inventory reports (CSV.gz, Parquet or ORC, on S3
+or local), one snapshot per report."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from cost_pipeline.config import parse_config
 from cost_pipeline.ingest.checkpoints import build_checkpoint_inventory
 from cost_pipeline.ingest.sources import SourceError, s3
-from cost_pipeline.ingest.sources.listing_inventory import read_inventory
+from cost_pipeline.ingest.sources.listing_inventory import _Inventory, read_inventory
 from tests.support.s3_server import FlakyProxy, new_bucket, put
 
 JULY = date(2026, 7, 1)
@@ -171,12 +171,53 @@ def test_inventory_report_size_out_of_range_names_the_file(tmp_path):
         list(read_inventory(str(folder), "inv", date(2026, 7, 1)))
 
 
-def test_orc_inventory_is_refused(tmp_path):
-    manifest = tmp_path / "2026-07-15T01-00Z" / "manifest.json"
+def test_orc_and_parquet_inventories_read_alike(tmp_path, monkeypatch):
+    """AWS writes S3 Inventory as CSV, Parquet or ORC (the same snake_case columns; ORC reads
+    its times in nanoseconds): the two columnar formats give the same objects, vectorized and
+    row by row, the delete marker and the non-current version left out. Another fileFormat
+    is refused, naming the three."""
+    import pyarrow.orc as paorc
+
+    stamp = datetime(2026, 7, 15, 0, 30, 1, 123456, tzinfo=UTC)
+    table = pa.table({
+        "bucket": ["ml-checkpoints"] * 4,
+        "key": ["checkpoints/run-z/ck 1/a+b.pt", "checkpoints/run-z/ck-2/b.pt", "gone", "old"],
+        "version_id": ["", "", "v2", "v1"],
+        "is_latest": [True, True, True, False], "is_delete_marker": [False, False, True, False],
+        "size": pa.array([10, 20, None, 30], pa.int64()),
+        "last_modified_date": pa.array([stamp] * 4, pa.timestamp("ns", tz="UTC")),
+        "e_tag": ["e1", "e2", None, "e3"], "storage_class": ["STANDARD"] * 4,
+    })
+    got = {}
+    for file_format, write in (("ORC", paorc.write_table), ("Parquet", pq.write_table)):
+        folder = tmp_path / file_format / CONFIG_FOLDER
+        data = folder / "data" / f"part0.{file_format.lower()}"
+        data.parent.mkdir(parents=True)
+        write(table if file_format == "ORC" else table.set_column(
+            6, "last_modified_date", table["last_modified_date"].cast(pa.timestamp("us", "UTC"))),
+            str(data))
+        (folder / "2026-07-15T01-00Z").mkdir()
+        (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+            _manifest("2026-07-15", file_format, [f"x/{CONFIG_FOLDER}/data/{data.name}"],
+                      schema="message s3.inventory { … }"))
+        got[file_format, False] = pa.Table.from_batches(list(read_inventory(
+            str(folder), "inv", JULY, vectorized=False))).to_pylist()
+        with monkeypatch.context() as patch:  # the vectorized reader, with no fallback
+            patch.setattr(_Inventory, "_columnar_rows", pytest.fail)
+            got[file_format, True] = pa.Table.from_batches(list(read_inventory(
+                str(folder), "inv", JULY))).to_pylist()
+    expected = [{"bucket": "ml-checkpoints", "key": key, "size": size,
+                 "last_modified": datetime(2026, 7, 15, 0, 30, 1, 123456),
+                 "snapshot_date": date(2026, 7, 15)}
+                for key, size in (("checkpoints/run-z/ck 1/a+b.pt", 10),
+                                  ("checkpoints/run-z/ck-2/b.pt", 20))]
+    assert [{k: row[k] for k in expected[0]} for row in got["ORC", True]] == expected
+    assert all(rows == got["ORC", True] for rows in got.values())
+    manifest = tmp_path / "2026-07-16T01-00Z" / "manifest.json"
     manifest.parent.mkdir()
-    manifest.write_text(_manifest("2026-07-15", "ORC", ["data/x.orc"]))
-    with pytest.raises(SourceError, match="fileFormat 'ORC' is not read: configure the S3 "
-                                          "Inventory report as CSV or Parquet"):
+    manifest.write_text(_manifest("2026-07-16", "JSON", ["data/x.json"]))
+    with pytest.raises(SourceError, match="fileFormat 'JSON' is not an S3 Inventory format: "
+                                          "CSV, Parquet or ORC"):
         list(read_inventory(str(manifest), "inv", JULY))
 
 

@@ -5,10 +5,10 @@ filesystems).
 An S3 Inventory report is `…/<source-bucket>/<config-id>/YYYY-MM-DDTHH-MMZ/manifest.json`
 (`sourceBucket`, `creationTimestamp` in ms, `fileFormat`, `fileSchema`, `files[].key`) with
 its data files under `…/<config-id>/data/`: gzipped headerless CSV whose columns are the
-`fileSchema` names and whose keys are URL-encoded, or Parquet (snake_case columns). ORC is
-refused. Each report is one snapshot dated by its `creationTimestamp` (else its folder's
-date), so daily inventories give daily snapshots; a report listing no object is still a
-snapshot of its bucket (the bucket was empty that day). `path` is one manifest.json, or the
+`fileSchema` names and whose keys are URL-encoded, or Parquet or ORC (snake_case columns).
+Each report is one snapshot dated by its `creationTimestamp` (else its folder's date), so
+daily inventories give daily snapshots; a report listing no object is still a snapshot of
+its bucket (the bucket was empty that day). `path` is one manifest.json, or the
 configuration folder holding the dated reports: only the reports dated in (or a day around)
 the month are opened. Delete markers and non-current versions are left out: a checkpoint's
 storage is its current object.
@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
+import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
 from cost_pipeline.ingest.sources import SourceError, s3
@@ -198,9 +199,9 @@ class _Inventory:
         if (snapshot.year, snapshot.month) != (month.year, month.month):
             return
         file_format = str(doc.get("fileFormat", "")).upper()
-        if file_format not in ("CSV", "PARQUET"):
+        if file_format not in ("CSV", "PARQUET", "ORC"):
             raise SourceError(self.source, where, f"fileFormat {doc.get('fileFormat')!r} is not "
-                              "read: configure the S3 Inventory report as CSV or Parquet")
+                              "an S3 Inventory format: CSV, Parquet or ORC")
         bucket = doc.get("sourceBucket")
         if isinstance(bucket, str) and bucket:
             self.reports.append((bucket, snapshot))
@@ -212,8 +213,8 @@ class _Inventory:
                 fast = partial(self._csv_batches, data, doc, bucket, snapshot)
                 rows = partial(self._csv_rows, data, doc)
             else:
-                fast = partial(self._parquet_batches, data, bucket, snapshot)
-                rows = partial(self._parquet_rows, data)
+                fast = partial(self._columnar_batches, data, file_format, bucket, snapshot)
+                rows = partial(self._columnar_rows, data, file_format)
             yield from self._batches(fast, partial(self._objects, rows, data, bucket, snapshot))
 
     def _objects(self, rows, data: str, bucket: str | None,
@@ -317,38 +318,61 @@ class _Inventory:
                 self._duckdb.unregister("encoded_keys")
         return pc.replace_with_mask(keys, escaped, decoded)
 
-    def _parquet_rows(self, path: str) -> Iterator[tuple[int, dict]]:
-        try:
-            with self.fs.open_input_file(path) as raw:
+    @contextmanager
+    def _open_columnar(self, path: str, file_format: str
+                       ) -> Iterator[tuple[dict[str, str], Iterator[pa.RecordBatch]]]:
+        """A Parquet or ORC data file's columns wanted (field → column) and its batches of
+        them; ORC's nanosecond times come as microseconds, as Parquet's do."""
+        with self.fs.open_input_file(path) as raw:
+            if file_format == "PARQUET":
                 parquet = pq.ParquetFile(raw)
                 names = set(parquet.schema_arrow.names)
                 wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}
+                yield wanted, parquet.iter_batches(columns=list(wanted.values()))
+                return
+            orc = paorc.ORCFile(raw)
+            names = set(orc.schema.names)
+            wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}
+            yield wanted, (_micros(orc.read_stripe(i, columns=list(wanted.values())))
+                           for i in range(orc.nstripes))
+
+    def _columnar_rows(self, path: str, file_format: str) -> Iterator[tuple[int, dict]]:
+        try:
+            with self._open_columnar(path, file_format) as (wanted, batches):
                 if "key" not in wanted or "size" not in wanted:
                     raise SourceError(self.source, self.show(path), "no key or size column")
                 line = 0
-                for batch in parquet.iter_batches(columns=list(wanted.values())):
+                for batch in batches:
                     values = {f: batch.column(c).to_pylist() for f, c in wanted.items()}
                     for n in range(batch.num_rows):
                         line += 1
                         yield line, {f: values[f][n] for f in wanted}
         except OSError as exc:
             raise s3.source_error(self.source, self.show(path), exc) from None
+        except pa.ArrowException as exc:  # not a Parquet or ORC file, a broken one
+            raise SourceError(self.source, self.show(path),
+                              f"unreadable: {str(exc).splitlines()[0]}") from None
 
-    def _parquet_batches(self, path: str, bucket: str | None,
-                         snapshot: date) -> Iterator[pa.RecordBatch]:
-        """`_parquet_rows` → `_object`, vectorized, for the column types AWS writes."""
+    def _columnar_batches(self, path: str, file_format: str, bucket: str | None,
+                          snapshot: date) -> Iterator[pa.RecordBatch]:
+        """`_columnar_rows` → `_object`, vectorized, for the column types AWS writes."""
         try:
-            with self.fs.open_input_file(path) as raw:
-                parquet = pq.ParquetFile(raw)
-                names = set(parquet.schema_arrow.names)
-                wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}
+            with self._open_columnar(path, file_format) as (wanted, batches):
                 if "key" not in wanted or "size" not in wanted:
                     raise NotClean
-                for batch in parquet.iter_batches(columns=list(wanted.values())):
+                for batch in batches:
                     yield _parquet_objects({f: batch.column(c) for f, c in wanted.items()},
                                            bucket, snapshot)
         except (pa.ArrowException, OSError):
             raise NotClean from None
+
+
+def _micros(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` with its nanosecond timestamps as microseconds (ORC reads times in ns)."""
+    arrays = [pc.cast(column, pa.timestamp("us", column.type.tz), safe=False)
+              if pa.types.is_timestamp(column.type) and column.type.unit == "ns" else column
+              for column in batch.columns]
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
 def _data_path(config_folder: str, key: str) -> str:

@@ -104,7 +104,10 @@ CREATE TABLE IF NOT EXISTS checkpoint_inventory (
     month         DATE NOT NULL,
     source        VARCHAR NOT NULL,
     bucket        VARCHAR NOT NULL,
-    key           VARCHAR NOT NULL,
+    -- zstd, as x_SourceLine: a row group's keys are all distinct (a report lists each object
+    -- once), where dictionary and FSST compression take longer and store more (10.8M objects
+    -- of a month of daily reports: written in 2.74 against 3.60 s, 188 against 241 MiB)
+    key           VARCHAR USING COMPRESSION zstd NOT NULL,
     size          BIGINT NOT NULL,
     last_modified TIMESTAMP,
     snapshot_date DATE,            -- NULL: one listing, read as the month-end snapshot

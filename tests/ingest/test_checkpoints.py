@@ -228,3 +228,44 @@ def test_the_runs_transaction_does_not_keep_the_listing(tmp_path):
     assert warehouse.execute("SELECT count(*), sum(size) FROM checkpoint_inventory").fetchone() \
         == (60_000, sum(range(60_000)))
     warehouse.close()
+
+
+def test_an_object_is_counted_for_repeats_unless_its_listing_lists_each_once(tmp_path, con):
+    """The count of objects listed twice (1.07 s at 10.8M objects) is left out only where the
+    listing's making proves none is: one bucket listed or folder walked, or S3 Inventory
+    reports of distinct days. A plain CSV repeating a row, or two reports of one day, still
+    keep each object once."""
+    from cost_pipeline.ingest.checkpoints import EACH_ONCE, read_listing
+    from tests.ingest.test_s3_checkpoints import CONFIG_FOLDER, _csv_report, _manifest
+
+    def each_once(*entries: dict) -> bool:
+        listing = read_listing(parse_config({"checkpoints": list(entries)}, tmp_path), JULY,
+                               LOG)
+        return listing.schema.metadata[EACH_ONCE] == b"1"
+
+    write(tmp_path / "inv.csv", f"{HEADER}\nml-ckpt,checkpoints/run-a/s1/x.pt,8,2026-07-01\n"
+          "ml-ckpt,checkpoints/run-a/s1/x.pt,8,2026-07-01\n")
+    plain = {"kind": "inventory", "path": "inv.csv", "prefix": "checkpoints/"}
+    assert not each_once(plain)
+    assert [r[1] for r in build(con, tmp_path, plain)] == ["checkpoints/run-a/s1/x.pt"]
+    _file(tmp_path / "bucket", "checkpoints/run-a/s1/x.pt", 8, datetime(2026, 7, 1))
+    local = {"kind": "local", "path": "bucket", "bucket": "ml-ckpt"}
+    assert each_once(local) and not each_once(plain, local)
+
+    folder = tmp_path / "reports" / CONFIG_FOLDER
+    row = ["ml-checkpoints", "checkpoints/run-a/s1/x.pt", "", "true", "false", "8",
+           "2026-07-01T00:00:00.000Z", "e", "STANDARD"]
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "a.csv.gz").write_bytes(_csv_report([row]))
+    reports = {"kind": "inventory", "path": f"reports/{CONFIG_FOLDER}"}
+    for stamp in ("2026-07-02T01-00Z", "2026-07-03T01-00Z", "2026-07-03T13-00Z"):
+        (folder / stamp).mkdir()
+        (folder / stamp / "manifest.json").write_text(
+            _manifest(stamp[:10], "CSV", [f"{CONFIG_FOLDER}/data/a.csv.gz"]))
+        if stamp == "2026-07-03T01-00Z":  # two days' reports, each object once
+            assert each_once(reports)
+            assert len(build(con, tmp_path, reports)) == 2
+    # a second report of the 3rd lists the object again that day: kept once
+    assert not each_once(reports)
+    assert [(r[1], r[4]) for r in build(con, tmp_path, reports)] == [
+        ("checkpoints/run-a/s1/x.pt", date(2026, 7, d)) for d in (2, 3)]

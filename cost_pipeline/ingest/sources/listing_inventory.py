@@ -81,11 +81,12 @@ CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
 def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
                    endpoint_url: str | None = None, region: str | None = None, *,
                    vectorized: bool = True,
-                   reports: list[tuple[str, date]] | None = None) -> Iterator[pa.RecordBatch]:
+                   reports: list[tuple[str | None, date]] | None = None
+                   ) -> Iterator[pa.RecordBatch]:
     """The objects of an `inventory` entry in `month`'s snapshot(s) (LISTING_SCHEMA);
     `vectorized=False` reads every file row by row. Each S3 Inventory report of the month
-    whose manifest names its `sourceBucket` adds (bucket, snapshot date) to `reports`, whether
-    it lists objects or none."""
+    adds (its manifest's `sourceBucket` or None, snapshot date) to `reports`, whether it lists
+    objects or none."""
     if s3.is_s3(path):
         fs: pafs.FileSystem = s3.filesystem(endpoint_url, region)
         base, show = s3.S3Uri.parse(path).path, s3.uri_of
@@ -120,7 +121,8 @@ def read_inventory(path: str, source: str, month: date, bucket: str | None = Non
 
 class _Inventory:
     def __init__(self, fs: pafs.FileSystem, show, source: str, month: date,
-                 vectorized: bool = True, reports: list[tuple[str, date]] | None = None):
+                 vectorized: bool = True,
+                 reports: list[tuple[str | None, date]] | None = None):
         self.fs, self.show, self.source, self.vectorized = fs, show, source, vectorized
         # the reports read, (source bucket, snapshot date): appended from the report threads
         self.reports = [] if reports is None else reports
@@ -203,8 +205,7 @@ class _Inventory:
             raise SourceError(self.source, where, f"fileFormat {doc.get('fileFormat')!r} is not "
                               "an S3 Inventory format: CSV, Parquet or ORC")
         bucket = doc.get("sourceBucket")
-        if isinstance(bucket, str) and bucket:
-            self.reports.append((bucket, snapshot))
+        self.reports.append((bucket if isinstance(bucket, str) and bucket else None, snapshot))
         config_folder = manifest.rsplit("/", 2)[0]
         for entry in doc["files"]:
             key = entry.get("key", "") if isinstance(entry, dict) else str(entry)

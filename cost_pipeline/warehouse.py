@@ -429,10 +429,16 @@ def register_once(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) ->
     registered table would stay in memory through the later steps (the listing of a bucket
     listed daily: 1 GiB), where a stream read to its end holds nothing. A second statement
     reading `name` would find it empty: register it again before each."""
+    register_stream(con, name, table.schema, iter(table.to_batches()))
+
+
+def register_stream(con: duckdb.DuckDBPyConnection, name: str, schema: Any,
+                    batches: Iterator[Any]) -> None:
+    """Register Arrow record `batches` of `schema` as the view `name`, read once
+    (`register_once`)."""
     import pyarrow as pa  # (not at import: the command line's quick paths do without it)
 
-    con.register(name, pa.RecordBatchReader.from_batches(table.schema,
-                                                         iter(table.to_batches())))
+    con.register(name, pa.RecordBatchReader.from_batches(schema, batches))
 
 
 def register_datasets(con: duckdb.DuckDBPyConnection,

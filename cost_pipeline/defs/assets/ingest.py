@@ -27,7 +27,11 @@ from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, forced, month_of
 from cost_pipeline.ingest.billing import build_billing_facts
-from cost_pipeline.ingest.checkpoints import build_checkpoint_inventory, read_listing
+from cost_pipeline.ingest.checkpoints import (
+    HandedListing,
+    build_checkpoint_inventory,
+    read_listing,
+)
 from cost_pipeline.ingest.runs import runs_table, write_tracker_runs
 
 BILLING_FACTS, TRACKER_RUNS, CHECKPOINT_INVENTORY = (
@@ -112,7 +116,9 @@ def ingest(
                     summary = build_billing_facts(con, cfg, month, context.log)
                     complete = billing_complete(con, month, datetime.now(UTC).date())
             runs = runs_read.result() if runs_read else None
-            listing = listing_read.result() if listing_read else None
+            # the listing's one holder from here (the future lets go of it below)
+            listing = HandedListing(listing_read.result()) if listing_read else None
+            listing_read = None
     finally:
         runs_log.replay(context.log)
         listing_log.replay(context.log)

@@ -39,7 +39,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
-import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
 from cost_pipeline.ingest.sources import SourceError, s3
@@ -331,6 +330,9 @@ class _Inventory:
                 wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}
                 yield wanted, parquet.iter_batches(columns=list(wanted.values()))
                 return
+            # (imported here: not every platform's pyarrow is built with ORC)
+            import pyarrow.orc as paorc
+
             orc = paorc.ORCFile(raw)
             names = set(orc.schema.names)
             wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}

@@ -330,9 +330,12 @@ class _Inventory:
                 wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}
                 yield wanted, parquet.iter_batches(columns=list(wanted.values()))
                 return
-            # (imported here: not every platform's pyarrow is built with ORC)
-            import pyarrow.orc as paorc
-
+            try:  # (imported here: not every platform's pyarrow is built with ORC)
+                import pyarrow.orc as paorc
+            except ImportError:
+                raise SourceError(self.source, self.show(path), "this pyarrow cannot read "
+                                  "ORC: configure the S3 Inventory report as CSV or Parquet"
+                                  ) from None
             orc = paorc.ORCFile(raw)
             names = set(orc.schema.names)
             wanted = {f: c for f, c in PARQUET_COLUMNS.items() if c in names}

@@ -213,6 +213,10 @@ def test_orc_and_parquet_inventories_read_alike(tmp_path, monkeypatch):
                                   ("checkpoints/run-z/ck-2/b.pt", 20))]
     assert [{k: row[k] for k in expected[0]} for row in got["ORC", True]] == expected
     assert all(rows == got["ORC", True] for rows in got.values())
+    with monkeypatch.context() as patch:  # a pyarrow built without ORC
+        patch.setitem(__import__("sys").modules, "pyarrow.orc", None)
+        with pytest.raises(SourceError, match=r"part0\.orc: this pyarrow cannot read ORC"):
+            list(read_inventory(str(tmp_path / "ORC" / CONFIG_FOLDER), "inv", JULY))
     manifest = tmp_path / "2026-07-16T01-00Z" / "manifest.json"
     manifest.parent.mkdir()
     manifest.write_text(_manifest("2026-07-16", "JSON", ["data/x.json"]))

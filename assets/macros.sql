@@ -198,18 +198,26 @@ CREATE OR REPLACE TEMP MACRO month_cost_totals(for_month) AS TABLE
               coalesce(fsum(cost) FILTER (WHERE purpose_class = 'unallocated'), 0)    AS unallocated_cost
           FROM attribution_rows WHERE month = for_month) AS split;
 
+-- a bucket's dated snapshots of the month (a day may come more than once): the days its
+-- objects were listed, and the days an S3 Inventory report of it listed none
+-- (checkpoint_snapshots: that day's snapshot is empty). The attribution (SPEC §6 rule 4) and
+-- `month_end_snapshot` read them.
+CREATE OR REPLACE TEMP MACRO dated_snapshots(for_month) AS TABLE
+    SELECT bucket, snapshot_date FROM checkpoint_inventory
+    WHERE month = for_month AND snapshot_date IS NOT NULL
+    UNION ALL
+    SELECT bucket, snapshot_date FROM checkpoint_snapshots WHERE month = for_month;
+
 -- the buckets as they stood at the month's end: a bucket with daily inventories by its last
--- snapshot of the month (none of its objects when that report listed none), else its one undated listing without what was written after the
--- month ended. Two branches, the dated one an inner join: DuckDB then skips the row groups
--- of the other days (their snapshot dates), where one outer join read every object of every
--- day (10.8M objects listed daily: 1.8 s → 0.05 s)
+-- snapshot of the month (none of its objects when that report listed none), else its one
+-- undated listing without what was written after the month ended. Two branches, the dated
+-- one an inner join: DuckDB then skips the row groups of the other days (their snapshot
+-- dates), where one outer join read every object of every day (10.8M objects listed daily:
+-- 1.8 s → 0.05 s)
 CREATE OR REPLACE TEMP MACRO month_end_snapshot(for_month, end_of_month) AS TABLE
     WITH latest_dated AS (
         SELECT bucket, max(snapshot_date) AS last_snapshot
-        FROM (SELECT bucket, snapshot_date FROM checkpoint_inventory
-              WHERE month = for_month AND snapshot_date IS NOT NULL
-              UNION ALL
-              SELECT bucket, snapshot_date FROM checkpoint_snapshots WHERE month = for_month)
+        FROM dated_snapshots(for_month)
         GROUP BY bucket
     )
     SELECT i.*

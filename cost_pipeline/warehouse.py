@@ -322,7 +322,7 @@ def transaction_aborted(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def write_month(con: duckdb.DuckDBPyConnection, table: str, month: date, select_sql: str,
-                 params: dict[str, Any], input_name: str | None = None) -> int:
+                params: dict[str, Any], input_name: str | None = None) -> int:
     """`replace_month`'s writes, in the caller's transaction (`month_transaction`): the rows
     written."""
     con.execute(f"DELETE FROM {table} WHERE month = ?", [month])

@@ -8,14 +8,8 @@ FROM checkpoint_inventory
 WHERE month = $month
   AND (snapshot_date IS NOT NULL OR last_modified < CAST($month_end AS TIMESTAMP));
 
--- a bucket's dated snapshots: the days its objects were listed, and the days a report of it
--- listed none (checkpoint_snapshots)
 CREATE OR REPLACE TEMP TABLE attribution_dated_snapshots AS
-SELECT bucket, snapshot_date
-FROM checkpoint_inventory
-WHERE month = $month AND snapshot_date IS NOT NULL
-UNION
-SELECT bucket, snapshot_date FROM checkpoint_snapshots WHERE month = $month;
+SELECT DISTINCT bucket, snapshot_date FROM dated_snapshots($month);
 
 CREATE OR REPLACE TEMP TABLE attribution_listed_bytes AS
 SELECT bucket, snapshot_date, sum(size) AS bytes

@@ -2,8 +2,8 @@
 -- `checkpoint_objects`), as one text: every listed object of the month, the S3 Inventory
 -- reports read (an empty one empties its bucket), the bill's storage lines (a bucket's price
 -- per byte), and of each run only what classes it (live, production, dead) — not its times
--- or its cost. Sums of row hashes: the order rows are read in does not
--- matter. decision_basis keeps it beside the rows they wrote. Parameters: $month.
+-- or its cost. Sums of row hashes: the order rows are read in does not matter.
+-- decision_basis keeps it beside the rows they wrote. Parameters: $month.
 SELECT concat_ws(' ',
     (SELECT count(*) || ':' || coalesce(sum(hash(i)), 0)
      FROM checkpoint_inventory AS i WHERE month = $month),

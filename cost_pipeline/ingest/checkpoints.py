@@ -145,7 +145,7 @@ def build_checkpoint_inventory(
     if listing is None:
         listing = HandedListing(read_listing(cfg, month, log))
     handed = isinstance(listing, HandedListing)
-    if isinstance(listing, HandedListing):
+    if handed:
         listing = listing.take()
     sql = sql_text("checkpoint_inventory")
     metadata = listing.schema.metadata or {}

@@ -611,7 +611,7 @@ def add_month_options(parser: argparse.ArgumentParser, kept_as: bool = False) ->
             parser.add_argument(flag, type=kind, default=default, help=what + where)
 
 
-def refusal(layout: str = "spread", run_tags: bool = False, commitments: bool = False,
+def refusal(*, layout: str = "spread", run_tags: bool = False, commitments: bool = False,
             spot: bool = False, split: bool = False, sagemaker: bool = False,
             bill: str = "cur", granularity: str = "hourly") -> str | None:
     """Why the month's options do not go together (generate.py and bench/run.py refuse them
@@ -640,8 +640,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
              commitments: bool = False, spot: bool = False, split: bool = False,
              sagemaker: bool = False, tags: int = 0, bill: str = "cur",
              inventory: str = "csv", granularity: str = "hourly") -> Path:
-    if reason := refusal(layout, run_tags, commitments, spot, split, sagemaker, bill,
-                         granularity):
+    if reason := refusal(layout=layout, run_tags=run_tags, commitments=commitments, spot=spot,
+                         split=split, sagemaker=sagemaker, bill=bill, granularity=granularity):
         raise ValueError(reason)
     daily = granularity == "daily"
     # an instance's (or a volume's) lines in the month: an hour's or a day's each

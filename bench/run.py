@@ -448,8 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    if reason := refusal(args.layout, args.run_tags, args.commitments, args.spot, args.split,
-                         args.sagemaker, args.bill, args.granularity):
+    if reason := refusal(layout=args.layout, run_tags=args.run_tags,
+                         commitments=args.commitments, spot=args.spot, split=args.split,
+                         sagemaker=args.sagemaker, bill=args.bill,
+                         granularity=args.granularity):
         parser.error(reason)
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     sizes = [(s, parse_size(s)) for s in re.split(r"[,\s]+", args.sizes.strip()) if s]

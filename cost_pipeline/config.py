@@ -94,7 +94,8 @@ class InventoryCheckpoints(_Strict):
     kind: Literal["inventory"]
     path: str  # a plain CSV, an S3 Inventory manifest.json or its folder; local or s3://
     prefix: str = ""
-    bucket: str | None = None  # for a plain CSV without a bucket column
+    # the bucket of a plain CSV without a bucket column, or of a manifest without sourceBucket
+    bucket: str | None = None
     endpoint_url: str | None = None  # for an s3:// path on an S3-compatible endpoint
     region: str | None = None
 

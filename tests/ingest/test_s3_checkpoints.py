@@ -309,3 +309,31 @@ def test_a_report_listing_no_object_is_an_empty_snapshot_of_its_bucket(tmp_path)
         ("checkpoints[0] inventory", "ml-checkpoints", date(2026, 7, d)) for d in (1, 2, 3)]
     (conserved,) = con.execute("SELECT sum(cost) FROM attribution").fetchone()
     assert conserved == pytest.approx(40.0)
+
+
+def test_a_report_without_source_bucket_takes_the_entrys_bucket(tmp_path, con):
+    """A manifest naming no sourceBucket (AWS's always name it; one written by hand may
+    not): its objects name their bucket, but an empty snapshot has only the manifest's. It
+    takes the entry's `bucket:`; without one, a report listing no object is refused, naming
+    it, rather than its day silently reading another day's objects."""
+    folder = tmp_path / "inv" / CONFIG_FOLDER
+    _daily_reports(folder, {"2026-07-01": [["ml-checkpoints", "checkpoints/run-a/c/m.pt", "",
+                                            "true", "false", "300",
+                                            "2026-06-30T00:30:00.000Z", "e", "STD"]],
+                            "2026-07-02": None})
+    for day in ("2026-07-01", "2026-07-02"):
+        manifest = folder / f"{day}T01-00Z" / "manifest.json"
+        doc = json.loads(manifest.read_text())
+        del doc["sourceBucket"]
+        manifest.write_text(json.dumps(doc))
+    entry = {"kind": "inventory", "path": "inv/" + CONFIG_FOLDER, "prefix": "checkpoints/"}
+    with pytest.raises(SourceError, match=r"^checkpoints\[0\] inventory: .*2026-07-02T01-00Z/"
+                       r"manifest\.json: the report of 2026-07-02 lists no object and names "
+                       r"no sourceBucket: set `bucket:`"):
+        build(con, tmp_path, entry)
+    rows = build(con, tmp_path, {**entry, "bucket": "ml-checkpoints"})
+    assert [(b, k, d) for b, k, _s, d, _r, _c in rows] == [
+        ("ml-checkpoints", "checkpoints/run-a/c/m.pt", date(2026, 7, 1))]
+    assert con.execute("SELECT bucket, snapshot_date FROM checkpoint_snapshots ORDER BY 2"
+                       ).fetchall() == [("ml-checkpoints", date(2026, 7, 1)),
+                                        ("ml-checkpoints", date(2026, 7, 2))]

@@ -84,15 +84,15 @@ def read_inventory(path: str, source: str, month: date, bucket: str | None = Non
                    ) -> Iterator[pa.RecordBatch]:
     """The objects of an `inventory` entry in `month`'s snapshot(s) (LISTING_SCHEMA);
     `vectorized=False` reads every file row by row. Each S3 Inventory report of the month
-    adds (its manifest's `sourceBucket` or None, snapshot date) to `reports`, whether it lists
-    objects or none."""
+    adds (its manifest's `sourceBucket`, else `bucket`, else None; snapshot date) to
+    `reports`, whether it lists objects or none; one listing none must name its bucket."""
     if s3.is_s3(path):
         fs: pafs.FileSystem = s3.filesystem(endpoint_url, region)
         base, show = s3.S3Uri.parse(path).path, s3.uri_of
     else:
         fs, base, show = pafs.LocalFileSystem(), path, str
     inventory = _Inventory(fs, show, source, month, vectorized,
-                           [] if reports is None else reports)
+                           [] if reports is None else reports, bucket)
     try:
         kind = inventory.info(base).type
         if kind == pafs.FileType.NotFound:
@@ -121,8 +121,11 @@ def read_inventory(path: str, source: str, month: date, bucket: str | None = Non
 class _Inventory:
     def __init__(self, fs: pafs.FileSystem, show, source: str, month: date,
                  vectorized: bool = True,
-                 reports: list[tuple[str | None, date]] | None = None):
+                 reports: list[tuple[str | None, date]] | None = None,
+                 bucket: str | None = None):
         self.fs, self.show, self.source, self.vectorized = fs, show, source, vectorized
+        # the entry's `bucket:`, for a manifest naming no sourceBucket
+        self.bucket = bucket
         # the reports read, (source bucket, snapshot date): appended from the report threads
         self.reports = [] if reports is None else reports
         self.month, self.month_end = month, month_bounds(month)[1]
@@ -204,8 +207,10 @@ class _Inventory:
             raise SourceError(self.source, where, f"fileFormat {doc.get('fileFormat')!r} is not "
                               "an S3 Inventory format: CSV, Parquet or ORC")
         bucket = doc.get("sourceBucket")
-        self.reports.append((bucket if isinstance(bucket, str) and bucket else None, snapshot))
+        bucket = bucket if isinstance(bucket, str) and bucket else self.bucket
+        self.reports.append((bucket, snapshot))
         config_folder = manifest.rsplit("/", 2)[0]
+        listed = 0
         for entry in doc["files"]:
             key = entry.get("key", "") if isinstance(entry, dict) else str(entry)
             data = _data_path(config_folder, key)
@@ -215,7 +220,15 @@ class _Inventory:
             else:
                 fast = partial(self._columnar_batches, data, file_format, bucket, snapshot)
                 rows = partial(self._columnar_rows, data, file_format)
-            yield from self._batches(fast, partial(self._objects, rows, data, bucket, snapshot))
+            for batch in self._batches(fast, partial(self._objects, rows, data, bucket,
+                                                     snapshot)):
+                listed += batch.num_rows
+                yield batch
+        if not listed and bucket is None:
+            # its objects would name their bucket; an empty snapshot has only the manifest's
+            raise SourceError(self.source, where, f"the report of {snapshot} lists no object "
+                              "and names no sourceBucket: set `bucket:` on this checkpoints "
+                              "entry to the bucket it inventories")
 
     def _objects(self, rows, data: str, bucket: str | None,
                  snapshot: date) -> Iterator[dict[str, Any]]:

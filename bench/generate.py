@@ -98,7 +98,10 @@ quoted, the schema `Bucket, Key, Size, LastModifiedDate, ETag, StorageClass`), e
 objects written before that day began and not yet deleted. The checkpoints are written from a
 day before the month on, and most of a search run's are deleted two to eight days after they
 were written, so each day's bucket holds another mix of runs: rule 4 splits each day's storage
-line by its day's snapshot (SPEC §6). About ten rows an object over the month.
+line by its day's snapshot (SPEC §6). About ten rows an object over the month. Two reports
+list no object, as an empty bucket's do (`EMPTY_REPORTS`): July 13's names no data file and
+July 14's data file holds no row. Those days' snapshots are empty, so their storage lines
+are wholly untracked, where a reader missing the rule splits them by another day's objects.
 """
 
 from __future__ import annotations
@@ -505,6 +508,9 @@ TIMESTAMP_COLUMNS = ("bill_billing_period_start_date", "line_item_usage_start_da
 
 
 DAILY_INVENTORY = "inventory/bench-checkpoints/daily"
+# the days of the month (from 0) whose reports list no object: with no data file, and with
+# a data file of no row
+EMPTY_REPORTS = {"no data file": 12, "no row": 13}
 # the checkpoints of a `--inventory daily` month: written from a day before the month on,
 # most of a search run's (r % 10 >= 2) deleted two to eight days after they were written
 DAILY_OBJECTS = """
@@ -540,9 +546,11 @@ def write_daily_inventory(con: duckdb.DuckDBPyConnection, out: Path, objects: in
             strftime(written, '%Y-%m-%dT%H:%M:%S.000Z'), md5(key), 'STANDARD'
           FROM daily_objects
           WHERE written < $taken AND (deleted IS NULL OR deleted >= $taken)
+            AND $day <> $no_row
           ORDER BY key
         ) TO '{data}' (FORMAT csv, HEADER false, FORCE_QUOTE *, COMPRESSION gzip)
-        """, {"taken": taken})
+        """, {"taken": taken, "day": day, "no_row": EMPTY_REPORTS["no row"]})
+        files = [] if day == EMPTY_REPORTS["no data file"] else [data]
         report = folder / f"{taken:%Y-%m-%d}T01-00Z"
         report.mkdir()
         created = int(taken.replace(tzinfo=UTC).timestamp() * 1000) + 3_600_000
@@ -552,10 +560,13 @@ def write_daily_inventory(con: duckdb.DuckDBPyConnection, out: Path, objects: in
             "version": "2016-11-30", "creationTimestamp": str(created),
             "fileFormat": "CSV",
             "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass",
-            "files": [{"key": f"bench-checkpoints/daily/data/{data.name}",
-                       "size": data.stat().st_size,
-                       "MD5checksum": hashlib.md5(data.read_bytes()).hexdigest()}],
+            "files": [{"key": f"bench-checkpoints/daily/data/{file.name}",
+                       "size": file.stat().st_size,
+                       "MD5checksum": hashlib.md5(file.read_bytes()).hexdigest()}
+                      for file in files],
         }, indent=2), encoding="utf-8")
+        if not files:
+            data.unlink()
     con.execute("DROP TABLE daily_objects")
 
 

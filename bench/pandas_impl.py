@@ -123,11 +123,14 @@ def storage_claims(cur: pd.DataFrame, runs: pd.DataFrame, inputs: dict) -> pd.Da
     bucket_bytes = objects.groupby(["bucket", "day"], as_index=False)["size"].sum()
     class_bytes = (objects.merge(runs[["run_id", "cls"]], on="run_id")
                    .groupby(["bucket", "day", "cls"], as_index=False)["size"].sum())
+    # the snapshots: the objects' days, and those of reports listing no object
+    snapshots = pd.concat([bucket_bytes[["bucket", "day"]], pd.DataFrame(
+        {"bucket": inputs["snapshot_buckets"], "day": inputs["snapshot_days"]})])
     lines = cur[cur.rule == "bucket_storage"][["rid", "s"]].reset_index(names="k")
     # a line reads its day's snapshot, else the bucket's latest (the month-end listing)
-    latest = bucket_bytes.groupby("bucket")["day"].max()
+    latest = snapshots.groupby("bucket")["day"].max()
     same_day = lines.s.dt.strftime("%Y-%m-%d")
-    dated = pd.MultiIndex.from_frame(bucket_bytes[["bucket", "day"]])
+    dated = pd.MultiIndex.from_frame(snapshots)
     lines["day"] = same_day.where(pd.MultiIndex.from_arrays([lines.rid, same_day]).isin(dated),
                                   lines.rid.map(latest))
     shares = (lines.merge(class_bytes, left_on=["rid", "day"], right_on=["bucket", "day"])

@@ -21,6 +21,7 @@ columns, a pod whose node's row is absent or whose split exceeds it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import time
@@ -128,6 +129,12 @@ objects AS (
     FROM {inventory} o JOIN inventory_reports r ON r.file = o.filename
     WHERE r.day IS NOT NULL OR o.written < CAST($month_end AS TIMESTAMP)
 ),
+snapshots AS (
+    -- a bucket's dated snapshots: its objects' days, and the days of reports listing none
+    SELECT DISTINCT bucket, day FROM objects
+    UNION
+    SELECT unnest(CAST($snapshot_buckets AS VARCHAR[])), unnest(CAST($snapshot_days AS DATE[]))
+),
 bucket_bytes AS (SELECT bucket, day, sum(size) AS bytes FROM objects GROUP BY ALL),
 class_bytes AS (
     SELECT o.bucket, o.day, r.cls, sum(o.size) AS bytes
@@ -141,9 +148,9 @@ storage_days AS (
     -- a line reads its day's snapshot, else the bucket's latest (the month-end listing)
     SELECT l.k, l.rid, coalesce(same_day.day, latest.day) AS day
     FROM lines l
-    LEFT JOIN (SELECT DISTINCT bucket, day FROM objects) same_day
+    LEFT JOIN snapshots same_day
       ON same_day.bucket = l.rid AND same_day.day = CAST(l.s AS DATE)
-    LEFT JOIN (SELECT bucket, max(day) AS day FROM objects GROUP BY 1) latest
+    LEFT JOIN (SELECT bucket, max(day) AS day FROM snapshots GROUP BY 1) latest
       ON latest.bucket = l.rid
     WHERE l.rule = 'bucket_storage'
 ),
@@ -274,12 +281,14 @@ def month_inputs(data: Path) -> dict:
     cur = sorted((data / billing).glob("data/BILLING_PERIOD=*/**/*.parquet"))
     datasets = config.get("datasets") or {}
     checkpoints = config["checkpoints"][0]
-    reports = inventory_reports(data / checkpoints["path"])
+    reports, snapshots = inventory_reports(data / checkpoints["path"])
     return {
         "cur_files": [str(p) for p in cur],
         "runs_file": str(data / config["tracker"][0]["path"]),
         "inventory_files": [file for file, _ in reports],
         "inventory_dates": [day for _, day in reports],
+        "snapshot_buckets": [bucket for bucket, _ in snapshots],
+        "snapshot_days": [day for _, day in snapshots],
         "prefix": checkpoints.get("prefix", ""),
         "dataset_names": list(datasets),
         "dataset_buckets": [d["bucket"] for d in datasets.values()],
@@ -304,19 +313,24 @@ def inventory_reader(inputs: dict) -> str:
     return PLAIN_INVENTORY if inputs["inventory_dates"] == [None] else DAILY_INVENTORY
 
 
-def inventory_reports(path: Path) -> list[tuple[str, str | None]]:
-    """The listing's files and the snapshot day of each: a plain CSV's none, an S3
-    Inventory configuration folder's the month's reports' (by their creation time)."""
+def inventory_reports(path: Path) -> tuple[list[tuple[str, str | None]], list[tuple[str, str]]]:
+    """The listing's files holding a row and the snapshot day of each (a plain CSV's none,
+    an S3 Inventory configuration folder's the month's reports', by their creation time),
+    and every report's (source bucket, day): a report of no row is an empty snapshot."""
     if path.is_file():
-        return [(str(path), None)]
-    reports = []
+        return [(str(path), None)], []
+    reports, snapshots = [], []
     for manifest in sorted(path.glob("*/manifest.json")):
         doc = json.loads(manifest.read_text(encoding="utf-8"))
         day = datetime.fromtimestamp(int(doc["creationTimestamp"]) / 1000, UTC).date()
         if day.strftime("%Y-%m") == MONTH:
-            reports += [(str(path / "data" / f["key"].rsplit("/", 1)[-1]), day.isoformat())
-                        for f in doc["files"]]
-    return reports
+            snapshots.append((doc["sourceBucket"], day.isoformat()))
+            for f in doc["files"]:
+                file = path / "data" / f["key"].rsplit("/", 1)[-1]
+                with gzip.open(file) as text:
+                    if text.read(1):
+                        reports.append((str(file), day.isoformat()))
+    return reports, snapshots
 
 
 def for_export(con: duckdb.DuckDBPyConnection, sql: str, inputs: dict) -> str:

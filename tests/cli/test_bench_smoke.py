@@ -732,7 +732,8 @@ def test_daily_inventory_reports_split_each_day_by_its_snapshot(tmp_path, layout
     reader of the reports) attribute and reconcile the month alike. Each day's storage line
     is split by that day's snapshot: search runs' checkpoints are deleted within days, so the
     search share of the bucket's bytes moves from day to day, and the month-end listing
-    would split the month otherwise."""
+    would split the month otherwise. The reports of July 13 and 14 list no object (no data
+    file; a data file of no row): those days' lines are wholly untracked, by both."""
     out = tmp_path / layout
     _bench_module("generate").generate(out, 10_000, 300, 3000, layout=layout,
                                        inventory="daily")
@@ -741,7 +742,19 @@ def test_daily_inventory_reports_split_each_day_by_its_snapshot(tmp_path, layout
     con, _, _ = _reconciled_as_the_reference(out)
     days = con.execute("SELECT count(DISTINCT snapshot_date), min(snapshot_date), "
                        "max(snapshot_date) FROM checkpoint_inventory").fetchone()
-    assert days == (31, date(2026, 7, 1), date(2026, 7, 31))
+    assert days == (29, date(2026, 7, 1), date(2026, 7, 31))
+    snapshots = con.execute("SELECT count(*) FROM checkpoint_snapshots").fetchone()
+    assert snapshots == (31,)
+    empty_days = con.execute("""
+        SELECT CAST(b.ChargePeriodStart AS DATE), sum(a.cost) FILTER (a.run_id IS NULL),
+               sum(a.cost), any_value(b.EffectiveCost)
+        FROM attribution a JOIN billing_facts b USING (x_SourceLine)
+        WHERE b.ResourceId = 'bench-checkpoints' AND CAST(b.ChargePeriodStart AS DATE)
+              IN ('2026-07-13', '2026-07-14')
+        GROUP BY 1 ORDER BY 1""").fetchall()
+    assert [day for day, *_ in empty_days] == [date(2026, 7, 13), date(2026, 7, 14)]
+    for _, untracked, total, billed in empty_days:
+        assert untracked == pytest.approx(total) == pytest.approx(billed) and billed > 0
     # per day: the search runs' share of the bucket's storage line and of its listed bytes
     daily = con.execute("""
         WITH listed AS (
@@ -756,7 +769,7 @@ def test_daily_inventory_reports_split_each_day_by_its_snapshot(tmp_path, layout
         JOIN listed l ON l.snapshot_date = CAST(b.ChargePeriodStart AS DATE)
         WHERE b.ResourceId = 'bench-checkpoints'
         GROUP BY 1 ORDER BY 1""").fetchall()
-    assert len(daily) == 31
+    assert len(daily) == 29
     for _, search_share, listed_share in daily:
         assert search_share == pytest.approx(listed_share, rel=1e-9)
     shares = [share for _, share, _ in daily]

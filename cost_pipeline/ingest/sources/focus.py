@@ -214,12 +214,17 @@ def create_raw_table(con: duckdb.DuckDBPyConnection) -> None:
 
 
 
-def _file_select(found: FocusFiles, path: Path | str, header: list[str], month: date,
+def _present(header: list[str]) -> list[str]:
+    """The FOCUS columns this normalization reads that a file's header has, in COLUMNS order."""
+    return [c for c in COLUMNS if c in header]
+
+
+def _file_select(found: FocusFiles, path: Path | str, present: list[str], month: date,
                  rows_from: str, schema: pa.Schema) -> str:
     """The month's rows of one file as `focus_raw`'s columns (typed, with `_file`, `_name`,
-    `_row` and `_problem`), read from `rows_from` (a relation with the file's columns and
-    `_row`); rows whose period cannot be read are kept (reported, never dropped)."""
-    present = [c for c in COLUMNS if c in header]
+    `_row` and `_problem`), read from `rows_from` (a relation with the file's `present`
+    columns and `_row`); rows whose period cannot be read are kept (reported, never
+    dropped)."""
     typed, problems = {}, []
     for column, kind in COLUMNS.items():
         arrow = schema.field(column).type if column in present else None
@@ -257,25 +262,25 @@ def _native_select(found: FocusFiles, path: Path, header: list[str], month: date
     (`file_row_number`): at 2M rows ~3 s faster than streamed through pyarrow. The values and
     the typing are the same: `_typed` decides from the file's Arrow schema, which DuckDB maps
     to the same types."""
-    present = [c for c in COLUMNS if c in header]
+    present = _present(header)
     file_schema = pq.read_schema(path)
     schema = pa.schema([file_schema.field(c) for c in present])
     columns = ", ".join(sql_identifier(c) for c in present)
     rows_from = (f"(SELECT {columns}, file_row_number + 1 AS _row "
                  f"FROM read_parquet({sql_literal(str(path))}, file_row_number = true))")
-    return _file_select(found, path, header, month, rows_from, schema)
+    return _file_select(found, path, present, month, rows_from, schema)
 
 
 def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | str,
                header: list[str], month: date) -> None:
     """Stream a file DuckDB does not read itself (CSV, or on S3) through pyarrow into the
     `focus_raw` table."""
-    present = [c for c in COLUMNS if c in header]
+    present = _present(header)
     schema, batches = _batches(path, found.source, present, found.remote)
     con.register("focus_file", pa.RecordBatchReader.from_batches(schema, batches))
     try:
         con.execute(f"INSERT INTO {RAW_TABLE} "
-                    + _file_select(found, path, header, month, "focus_file", schema))
+                    + _file_select(found, path, present, month, "focus_file", schema))
     except duckdb.Error as exc:
         raise SourceError(found.source, str(path), str(exc).splitlines()[0]) from None
     finally:

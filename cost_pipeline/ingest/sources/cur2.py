@@ -371,5 +371,3 @@ def locate_bad_file(delivery: Delivery, message: str) -> str | None:
         except duckdb.Error:
             return file
     return None
-
-

@@ -171,7 +171,6 @@ def _batches(path: Path | str, source: str, columns: list[str],
     return schema.append(pa.field("_row", pa.int64())), numbered()
 
 
-
 def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str | None]:
     """(the column as its contract type, a condition true when a present value is invalid)."""
     if arrow is None:
@@ -211,7 +210,6 @@ def create_raw_table(con: duckdb.DuckDBPyConnection) -> None:
                         for c, k in COLUMNS.items())
     con.execute(f"CREATE OR REPLACE TEMP TABLE {RAW_TABLE} ({columns}, _file VARCHAR, "
                 "_name VARCHAR, _row BIGINT, _problem VARCHAR)")
-
 
 
 def _present(header: list[str]) -> list[str]:

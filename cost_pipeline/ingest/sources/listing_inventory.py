@@ -91,8 +91,7 @@ def read_inventory(path: str, source: str, month: date, bucket: str | None = Non
         base, show = s3.S3Uri.parse(path).path, s3.uri_of
     else:
         fs, base, show = pafs.LocalFileSystem(), path, str
-    inventory = _Inventory(fs, show, source, month, vectorized,
-                           [] if reports is None else reports, bucket)
+    inventory = _Inventory(fs, show, source, month, vectorized, reports, bucket)
     try:
         kind = inventory.info(base).type
         if kind == pafs.FileType.NotFound:

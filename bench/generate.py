@@ -39,9 +39,12 @@ which place runs on the shared instances.
 columns (`focus/bench-focus/data/BILLING_PERIOD=2026-07/`, parquet: `ChargePeriodStart`,
 `BilledCost`, `EffectiveCost`, `ConsumedQuantity`, `ServiceCategory`, `x_UsageType`, `Tags` as
 a map, …), every CUR line a row, and points the config at it: the pipeline reads the FOCUS
-files, the reference the CUR ones, and the two must attribute the same bill alike. Not with
-`--commitments`, `--split` or `--run-tags` (AWS's FOCUS rows carry commitments and split
-data in columns this month does not fill, and tag keys of their own).
+files, the reference the CUR ones, and the two must attribute the same bill alike. With
+`--commitments` the rows carry the commitments as FOCUS does: a covered or discounted hour
+billed 0 and amortized (`EffectiveCost`, `CommitmentDiscountId`, status `Used`), no negation
+rows, each fee a `Purchase` amortized to 0 and the part of it left unused a row of its own
+(status `Unused`, resource = the commitment). Not with `--split` or `--run-tags` (AWS's FOCUS
+rows carry split data in columns this month does not fill, and tag keys of their own).
 
 `--run-tags` tags every instance and volume line `user_run_id` (SPEC §6's run tag) with the
 first run listing that resource: run N for instance N and volume N (a run the file does not
@@ -445,9 +448,33 @@ EPHEMERAL_RUNS = f"""
 """
 
 
-# `--bill focus`: the month's CUR lines as AWS's FOCUS 1.2 export writes them, one row each
+# `--bill focus`: the month's CUR lines as AWS's FOCUS 1.2 export writes them, a row each but
+# for a savings plan's negations (FOCUS bills a covered hour 0 and amortizes it instead); a
+# commitment's fee is a `Purchase` row its amortization leaves at 0, and the part of it left
+# unused a `Usage` row of its own (`CommitmentDiscountStatus = 'Unused'`, resource = the
+# commitment), as the FOCUS specification's commitment examples write them
 FOCUS_ROWS = """
     COPY (
+      WITH cur AS (
+        SELECT *,
+          CASE WHEN line_item_line_item_type IN ('Usage', 'SavingsPlanCoveredUsage',
+                                                 'DiscountedUsage') THEN 'Usage'
+               WHEN line_item_line_item_type IN ('SavingsPlanRecurringFee', 'RIFee') THEN 'Purchase'
+               WHEN line_item_line_item_type IN ('Tax', 'Credit') THEN line_item_line_item_type
+               ELSE 'Adjustment' END AS _charge,
+          {commitment} AS _commitment,
+          {effective} AS _effective,
+          {unused} AS _unused
+        FROM read_parquet($cur_files)
+        WHERE line_item_line_item_type <> 'SavingsPlanNegation'
+      ),
+      focus_lines AS (
+        SELECT *, false AS _unused_row FROM cur
+        UNION ALL
+        -- a fee's unused commitment: a row of its own, on the commitment
+        SELECT * REPLACE ('Usage' AS _charge, _unused AS _effective), true FROM cur
+        WHERE _charge = 'Purchase' AND _unused > 0
+      )
       SELECT
         '123456789012' AS BillingAccountId, 'bench' AS BillingAccountName,
         '123456789012' AS SubAccountId, 'bench' AS SubAccountName,
@@ -456,31 +483,42 @@ FOCUS_ROWS = """
           AS BillingPeriodEnd,
         CAST(line_item_usage_start_date AS TIMESTAMPTZ) AS ChargePeriodStart,
         CAST(line_item_usage_end_date AS TIMESTAMPTZ) AS ChargePeriodEnd,
-        CASE line_item_line_item_type WHEN 'Usage' THEN 'Usage' WHEN 'Tax' THEN 'Tax'
-             WHEN 'Credit' THEN 'Credit' ELSE 'Adjustment' END AS ChargeCategory,
+        _charge AS ChargeCategory,
         CAST(NULL AS VARCHAR) AS ChargeClass,
         line_item_usage_type AS ChargeDescription,
-        CASE WHEN line_item_line_item_type = 'Usage' THEN 'Usage-Based' ELSE 'One-Time' END
-          AS ChargeFrequency,
-        line_item_net_unblended_cost AS BilledCost,
-        line_item_net_unblended_cost AS EffectiveCost,
-        {list_cost} AS ListCost,
-        line_item_unblended_cost AS ContractedCost,
+        CASE WHEN _charge = 'Usage' THEN 'Usage-Based' WHEN _charge = 'Purchase' THEN 'Recurring'
+             ELSE 'One-Time' END AS ChargeFrequency,
+        -- a covered hour bills 0 (the fee bills the plan); an unused row bills nothing more
+        CASE WHEN _unused_row OR line_item_line_item_type = 'SavingsPlanCoveredUsage' THEN 0
+             ELSE line_item_net_unblended_cost END AS BilledCost,
+        _effective AS EffectiveCost,
+        CASE WHEN _unused_row THEN 0 ELSE {list_cost} END AS ListCost,
+        CASE WHEN _unused_row THEN 0 ELSE line_item_unblended_cost END AS ContractedCost,
         line_item_currency_code AS BillingCurrency,
-        CASE WHEN line_item_line_item_type = 'Usage' THEN line_item_usage_amount END
+        CASE WHEN _charge = 'Usage' AND NOT _unused_row THEN line_item_usage_amount END
           AS ConsumedQuantity,
-        CASE WHEN line_item_line_item_type <> 'Usage' THEN NULL
+        CASE WHEN _charge <> 'Usage' OR _unused_row THEN NULL
              WHEN regexp_matches(line_item_usage_type, '(BoxUsage|SpotUsage|Train|Hours)')
                THEN 'Hours'
              WHEN regexp_matches(line_item_usage_type, 'Bytes') THEN 'GB'
              ELSE 'GB-Mo' END AS ConsumedUnit,
-        CASE WHEN line_item_line_item_type <> 'Usage' THEN NULL
+        CASE WHEN _charge <> 'Usage' THEN NULL
+             WHEN _commitment IS NOT NULL THEN 'Committed'
              WHEN starts_with(line_item_usage_type, 'SpotUsage:') THEN 'Dynamic'
              ELSE 'Standard' END AS PricingCategory,
+        _commitment AS CommitmentDiscountId,
+        CASE WHEN _commitment IS NULL THEN NULL
+             WHEN starts_with(_commitment, 'arn:aws:savingsplans') THEN 'Spend'
+             ELSE 'Usage' END AS CommitmentDiscountCategory,
+        CASE WHEN _commitment IS NULL THEN NULL
+             WHEN starts_with(_commitment, 'arn:aws:savingsplans') THEN 'Savings Plan'
+             ELSE 'Reserved Instance' END AS CommitmentDiscountType,
+        CASE WHEN _charge <> 'Usage' OR _commitment IS NULL THEN NULL
+             WHEN _unused_row THEN 'Unused' ELSE 'Used' END AS CommitmentDiscountStatus,
         'AWS' AS ProviderName, 'AWS' AS PublisherName, 'AWS' AS InvoiceIssuerName,
         product_region_code AS RegionId,
-        line_item_resource_id AS ResourceId,
-        CASE WHEN line_item_line_item_type NOT IN ('Usage') THEN NULL
+        CASE WHEN _unused_row THEN _commitment ELSE line_item_resource_id END AS ResourceId,
+        CASE WHEN _charge <> 'Usage' THEN NULL
              WHEN line_item_product_code = 'AmazonSageMaker' THEN 'AI and Machine Learning'
              WHEN product_product_family IN ('Data Transfer', 'NAT Gateway') THEN 'Networking'
              WHEN line_item_product_code = 'AmazonS3' OR product_product_family = 'Storage'
@@ -490,16 +528,33 @@ FOCUS_ROWS = """
              WHEN 'AmazonEC2' THEN 'Amazon Elastic Compute Cloud'
              WHEN 'AmazonS3' THEN 'Amazon Simple Storage Service'
              WHEN 'AmazonSageMaker' THEN 'Amazon SageMaker'
+             WHEN 'ComputeSavingsPlans' THEN 'Savings Plans for AWS Compute usage'
              ELSE 'AWS' END AS ServiceName,
         md5(line_item_usage_type)[:12] AS SkuId,
         coalesce(resource_tags, MAP {{}}::MAP(VARCHAR, VARCHAR)) AS Tags,
         line_item_usage_type AS x_UsageType,
         line_item_product_code AS x_ServiceCode,
         'RunInstances' AS x_Operation
-      FROM read_parquet($cur_files)
+      FROM focus_lines
     ) TO '{out}' (FORMAT parquet, FILE_SIZE_BYTES '2MB', FILENAME_PATTERN 'bench-focus-{{i}}',
                   OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
 """
+
+# a `--commitments` month's FOCUS figures, from the CUR columns AWS's amortized-cost rule reads
+# (SPEC §5): the commitment a line names, its amortized cost, a fee's unused commitment
+FOCUS_COMMITMENTS = {
+    "commitment": "coalesce(savings_plan_savings_plan_a_r_n, reservation_reservation_a_r_n)",
+    "effective": "CASE line_item_line_item_type "
+                 "WHEN 'SavingsPlanCoveredUsage' THEN savings_plan_savings_plan_effective_cost "
+                 "WHEN 'DiscountedUsage' THEN reservation_effective_cost "
+                 "WHEN 'SavingsPlanRecurringFee' THEN 0 WHEN 'RIFee' THEN 0 "
+                 "ELSE line_item_net_unblended_cost END",
+    "unused": "CASE line_item_line_item_type WHEN 'SavingsPlanRecurringFee' THEN "
+              "savings_plan_total_commitment_to_date - savings_plan_used_commitment "
+              "WHEN 'RIFee' THEN reservation_unused_recurring_fee END",
+}
+FOCUS_ON_DEMAND = {"commitment": "CAST(NULL AS VARCHAR)",
+                   "effective": "line_item_net_unblended_cost", "unused": "CAST(NULL AS DOUBLE)"}
 
 
 # the CUR's timestamp columns (`--timestamps zoned` types them as instants in UTC)
@@ -632,10 +687,9 @@ def refusal(*, layout: str = "spread", run_tags: bool = False, commitments: bool
                 "export, and so does the pipeline), and bills an instance or a training job a "
                 "line a day, which says too little of a short-lived one's hours: use it with "
                 "--bill focus, and with neither --layout ephemeral nor --sagemaker")
-    if bill == "focus" and (commitments or split or run_tags):
-        return ("--bill focus writes the lines AWS's FOCUS export carries without commitment, "
-                "split or run-tag columns: use it with none of --commitments, --split and "
-                "--run-tags")
+    if bill == "focus" and (split or run_tags):
+        return ("--bill focus writes the lines AWS's FOCUS export carries without split or "
+                "run-tag columns: use it with neither --split nor --run-tags")
     if layout == "ephemeral" and (run_tags or spot or sagemaker):
         return ("--layout ephemeral gives every run instances of its own: --run-tags, --spot "
                 "and --sagemaker place runs on shared ones")
@@ -852,7 +906,9 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         list_cost = ("coalesce(pricing_public_on_demand_cost, line_item_unblended_cost)"
                      if "pricing_public_on_demand_cost" in cur_columns
                      else "line_item_unblended_cost")
-        query(con, FOCUS_ROWS.format(list_cost=list_cost, out=focus), {"cur_files": cur_files})
+        figures = FOCUS_COMMITMENTS if commitments else FOCUS_ON_DEMAND
+        query(con, FOCUS_ROWS.format(list_cost=list_cost, out=focus, **figures),
+              {"cur_files": cur_files})
     if layout == "packed":
         sql, slot, step = PACKED_RUNS, HOURS / -(-runs // (instances * LANES)), instances * LANES
     else:

@@ -347,13 +347,13 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
 
 # options that do not go together, and what the refusal names: SageMaker jobs take the spread
 # layout's instances that --commitments reserves; an ephemeral fleet has no shared instances to
-# tag, put on spot or train on; the FOCUS month has no commitment, split or run-tag columns
+# tag, put on spot or train on; the FOCUS month has no split or run-tag columns
 REFUSED = [({"sagemaker": True, "commitments": True}, "--sagemaker"),
            ({"sagemaker": True, "layout": "packed"}, "--sagemaker"),
            *(({"layout": "ephemeral", other: True}, "--layout ephemeral")
              for other in ("run_tags", "spot", "sagemaker")),
            *(({"bill": "focus", other: True}, "--bill focus")
-             for other in ("commitments", "split", "run_tags")),
+             for other in ("split", "run_tags")),
            *(({"granularity": "daily", **other}, "--granularity daily")
              for other in ({}, {"bill": "focus", "layout": "ephemeral"},
                            {"bill": "focus", "sagemaker": True}))]
@@ -722,6 +722,42 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
                         "list(DISTINCT x_AcceleratorCount ORDER BY x_AcceleratorCount) FILTER "
                         "(ResourceId LIKE '%:training-job/%') FROM billing_facts").fetchone()
     assert facts[0] == facts[1] == lines and jobs > 0 and facts[2] == [8, 16]
+
+
+def test_commitments_read_from_aws_focus_export_are_amortized_as_the_cur(tmp_path):
+    """`--bill focus --commitments`: the committed month as a FOCUS export writes it (a covered
+    or discounted hour billed 0 and amortized, no negation rows, each fee a `Purchase` row
+    amortized to 0 and its unused part a `Usage` row of status `Unused` on the commitment).
+    The pipeline reads the FOCUS rows, the reference the CUR lines by AWS's amortized-cost
+    rule (SPEC §5): the same totals and reconciliation; the FOCUS rows bill the invoice, and
+    the unused commitment is `unused_commitment`, unallocated."""
+    import duckdb
+
+    reference = _bench_module("reference")
+    out = tmp_path / "committed"
+    _bench_module("generate").generate(out, 20_000, 300, 500, bill="focus", commitments=True)
+    con, ours, _ = _reconciled_as_the_reference(out)
+    with duckdb.connect() as files:
+        cur = files.execute(
+            "SELECT sum(line_item_net_unblended_cost), count(*) FILTER (line_item_line_item_type "
+            "IN ('SavingsPlanCoveredUsage', 'DiscountedUsage')), count(*) FILTER "
+            "(line_item_line_item_type LIKE '%Fee'), sum(savings_plan_total_commitment_to_date "
+            "- savings_plan_used_commitment) + sum(reservation_unused_recurring_fee) "
+            "FROM read_parquet(?)", [reference.month_inputs(out)["cur_files"]]).fetchone()
+        focus = files.execute(
+            "SELECT sum(BilledCost), count(*) FILTER (CommitmentDiscountStatus = 'Used'), "
+            "count(*) FILTER (ChargeCategory = 'Purchase' AND EffectiveCost = 0), "
+            "sum(EffectiveCost) FILTER (CommitmentDiscountStatus = 'Unused') "
+            "FROM read_parquet(?)", [str(out / "focus/**/*.parquet")]).fetchone()
+    invoice, used, fees, unused = cur
+    assert used > 0 and fees == 745 and unused > 0  # 744 hourly plan fees and the RIFee
+    assert focus[0] == pytest.approx(invoice, rel=1e-12) and focus[1:3] == (used, fees)
+    assert focus[3] == pytest.approx(unused, rel=1e-12)
+    kept = con.execute("SELECT sum(cost) FILTER (kind = 'unused_commitment'), count(*) FILTER "
+                       "(ChargeCategory = 'Usage' AND BilledCost = 0 AND EffectiveCost > 0) "
+                       "FROM attribution JOIN billing_facts USING (x_SourceLine)").fetchone()
+    assert kept[0] == pytest.approx(unused, rel=1e-12) and kept[1] >= used
+    assert ours["unallocated"] == pytest.approx(1234.56 - 500 + unused, rel=1e-12)
 
 
 @pytest.mark.parametrize("layout", ["spread", "ephemeral"])

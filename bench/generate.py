@@ -84,7 +84,8 @@ other run, by its ARN.
 `--granularity daily` (with `--bill focus`) writes the month as an export of daily time
 granularity bills it, as FOCUS exports often are: a line per resource, usage type and line
 type a day (the hours of the day summed: an instance's usage is up to 24 instance-hours, SPEC
-§6's d its day's hours), every period a day. The fleet has 24 times the instances for the
+§6's d its day's hours; with `--commitments` the plan's fee a day, its commitment and the part
+used summed), every period a day. The fleet has 24 times the instances for the
 same number of lines. No line is hour-aligned, so every compute claim takes the general
 overlap path. Only through `--bill focus`: SPEC §3 refuses a daily CUR export (the reference
 still reads the daily CUR files). Not with `--layout ephemeral` or `--sagemaker` (a day's
@@ -236,7 +237,7 @@ COMMITMENT_COLUMNS = """
           AS savings_plan_savings_plan_a_r_n,
         CASE WHEN line_type = 'SavingsPlanCoveredUsage' THEN amount * rate * $sp_rate END
           AS savings_plan_savings_plan_effective_cost,
-        CASE WHEN line_type = 'SavingsPlanRecurringFee' THEN rate END
+        CASE WHEN line_type = 'SavingsPlanRecurringFee' THEN amount * rate END
           AS savings_plan_total_commitment_to_date,
         CASE WHEN line_type = 'SavingsPlanRecurringFee' THEN committed END
           AS savings_plan_used_commitment,

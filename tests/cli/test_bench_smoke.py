@@ -724,18 +724,22 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
     assert facts[0] == facts[1] == lines and jobs > 0 and facts[2] == [8, 16]
 
 
-def test_commitments_read_from_aws_focus_export_are_amortized_as_the_cur(tmp_path):
+@pytest.mark.parametrize(("granularity", "fees"), [("hourly", 744 + 1), ("daily", 31 + 1)])
+def test_commitments_read_from_aws_focus_export_are_amortized_as_the_cur(tmp_path, granularity,
+                                                                         fees):
     """`--bill focus --commitments`: the committed month as a FOCUS export writes it (a covered
     or discounted hour billed 0 and amortized, no negation rows, each fee a `Purchase` row
     amortized to 0 and its unused part a `Usage` row of status `Unused` on the commitment).
     The pipeline reads the FOCUS rows, the reference the CUR lines by AWS's amortized-cost
     rule (SPEC §5): the same totals and reconciliation; the FOCUS rows bill the invoice, and
-    the unused commitment is `unused_commitment`, unallocated."""
+    the unused commitment is `unused_commitment`, unallocated. Daily lines too (the plan's
+    fee a day: its commitment and the part used summed over the day's hours)."""
     import duckdb
 
     reference = _bench_module("reference")
     out = tmp_path / "committed"
-    _bench_module("generate").generate(out, 20_000, 300, 500, bill="focus", commitments=True)
+    _bench_module("generate").generate(out, 20_000, 300, 500, bill="focus", commitments=True,
+                                       granularity=granularity)
     con, ours, _ = _reconciled_as_the_reference(out)
     with duckdb.connect() as files:
         cur = files.execute(
@@ -749,8 +753,8 @@ def test_commitments_read_from_aws_focus_export_are_amortized_as_the_cur(tmp_pat
             "count(*) FILTER (ChargeCategory = 'Purchase' AND EffectiveCost = 0), "
             "sum(EffectiveCost) FILTER (CommitmentDiscountStatus = 'Unused') "
             "FROM read_parquet(?)", [str(out / "focus/**/*.parquet")]).fetchone()
-    invoice, used, fees, unused = cur
-    assert used > 0 and fees == 745 and unused > 0  # 744 hourly plan fees and the RIFee
+    assert cur[1] > 0 and cur[2] == fees and cur[3] > 0  # the plan's fees and the RIFee
+    invoice, used, _, unused = cur
     assert focus[0] == pytest.approx(invoice, rel=1e-12) and focus[1:3] == (used, fees)
     assert focus[3] == pytest.approx(unused, rel=1e-12)
     kept = con.execute("SELECT sum(cost) FILTER (kind = 'unused_commitment'), count(*) FILTER "

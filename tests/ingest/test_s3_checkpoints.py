@@ -337,3 +337,24 @@ def test_a_report_without_source_bucket_takes_the_entrys_bucket(tmp_path, con):
     assert con.execute("SELECT bucket, snapshot_date FROM checkpoint_snapshots ORDER BY 2"
                        ).fetchall() == [("ml-checkpoints", date(2026, 7, 1)),
                                         ("ml-checkpoints", date(2026, 7, 2))]
+
+
+def test_a_report_without_source_bucket_is_its_objects_buckets_snapshot(tmp_path, con):
+    """A manifest naming no sourceBucket, without the entry's `bucket:`, whose report lists
+    objects: its snapshot is the bucket its objects name (`checkpoint_snapshots` has the
+    day, as it has every report's)."""
+    folder = tmp_path / "inv" / CONFIG_FOLDER
+    _daily_reports(folder, {day: [["ml-checkpoints", f"checkpoints/run-a/c{n}/m.pt", "", "true",
+                                   "false", "300", "2026-06-30T00:30:00.000Z", "e", "STD"]]
+                            for n, day in enumerate(("2026-07-01", "2026-07-02"))})
+    manifest = folder / "2026-07-02T01-00Z" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    del doc["sourceBucket"]
+    manifest.write_text(json.dumps(doc))
+    rows = build(con, tmp_path, {"kind": "inventory", "path": "inv/" + CONFIG_FOLDER,
+                                 "prefix": "checkpoints/"})
+    assert [(b, d) for b, _k, _s, d, _r, _c in rows] == [("ml-checkpoints", date(2026, 7, 1)),
+                                                        ("ml-checkpoints", date(2026, 7, 2))]
+    assert con.execute("SELECT bucket, snapshot_date FROM checkpoint_snapshots ORDER BY 2"
+                       ).fetchall() == [("ml-checkpoints", date(2026, 7, 1)),
+                                        ("ml-checkpoints", date(2026, 7, 2))]

@@ -207,9 +207,11 @@ class _Inventory:
                               "an S3 Inventory format: CSV, Parquet or ORC")
         bucket = doc.get("sourceBucket")
         bucket = bucket if isinstance(bucket, str) and bucket else self.bucket
-        self.reports.append((bucket, snapshot))
+        if bucket is not None:
+            self.reports.append((bucket, snapshot))
         config_folder = manifest.rsplit("/", 2)[0]
         listed = 0
+        named: set[str] = set()  # without a bucket, those the report's objects name
         for entry in doc["files"]:
             key = entry.get("key", "") if isinstance(entry, dict) else str(entry)
             data = _data_path(config_folder, key)
@@ -222,12 +224,18 @@ class _Inventory:
             for batch in self._batches(fast, partial(self._objects, rows, data, bucket,
                                                      snapshot)):
                 listed += batch.num_rows
+                if bucket is None:
+                    named.update(pc.unique(batch.column("bucket")).to_pylist())
                 yield batch
-        if not listed and bucket is None:
-            # its objects would name their bucket; an empty snapshot has only the manifest's
-            raise SourceError(self.source, where, f"the report of {snapshot} lists no object "
-                              "and names no sourceBucket: set `bucket:` on this checkpoints "
-                              "entry to the bucket it inventories")
+        if bucket is None:
+            if not listed:
+                # its objects would name their bucket; an empty snapshot has only the
+                # manifest's
+                raise SourceError(self.source, where, f"the report of {snapshot} lists no "
+                                  "object and names no sourceBucket: set `bucket:` on this "
+                                  "checkpoints entry to the bucket it inventories")
+            # the snapshot of the bucket(s) its objects name (an inventory lists one)
+            self.reports.extend((name, snapshot) for name in sorted(named - {None}))
 
     def _objects(self, rows, data: str, bucket: str | None,
                  snapshot: date) -> Iterator[dict[str, Any]]:

@@ -573,16 +573,19 @@ def _plan_operators(con, sql: str, params: dict) -> list[dict]:
     (_, text), = con.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchall()
     found: list[dict] = []
 
+    def rows(node: dict) -> int:  # DuckDB 2's spelling, else 1.x's
+        return node.get("intermediate_rows", node.get("operator_cardinality", 0))
+
     def walk(node: dict) -> None:
         children = node.get("children", [])
-        found.append({"type": node.get("type"), "rows": node.get("intermediate_rows", 0),
-                      "table": node.get("extra_info", {}).get("Table"),
-                      "children": [c.get("intermediate_rows", 0) for c in children]})
+        found.append({"type": node.get("type", node.get("operator_type")), "rows": rows(node),
+                      "children": [rows(c) for c in children]})
         for child in children:
             walk(child)
 
     doc = json.loads(text)
-    for root in (doc["operator"] if isinstance(doc, dict) else doc):
+    roots = doc.get("operator", doc.get("children", [])) if isinstance(doc, dict) else doc
+    for root in roots:
         walk(root)
     return found
 

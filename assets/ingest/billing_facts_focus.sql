@@ -11,7 +11,9 @@
 --   identifiable instance (an instance type, or a resource type naming a VM, instance, node
 --   or fleet). x_UsageHours = ConsumedQuantity in hours: the hours the resource ran in the
 --   charge period; an AWS training job's (`…Train:ml.…`) ÷ its instances, the most
---   instance-hours per hour of any of its rows, and G = its instances × the type's.
+--   instance-hours per hour of any of its rows, and G = its instances × the type's. A row
+--   that only cancels a bill (BilledCost < 0, EffectiveCost 0: what a CUR savings-plan
+--   negation would be) carries no hours, as the CUR reader's negations carry none.
 -- * The instance type is read from every column a provider's FOCUS export puts it in, first
 --   found wins: x_InstanceType; SkuPriceDetails / x_SkuDetails keys InstanceType, VMSize,
 --   ServiceType, MachineType (any case, x_ prefix allowed); AWS x_UsageType after the `:` of
@@ -211,7 +213,8 @@ classified AS (
             '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?n[cdvg]\d|a[2-4]-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$)')
           OR coalesce(provider_accelerators, 0) > 0
           OR lower(coalesce(x_CostComponent, '')) = 'gpu' AS accelerator_type,
-        shared_meter OR shared_resource AS shared_network
+        shared_meter OR shared_resource AS shared_network,
+        coalesce(BilledCost < 0 AND EffectiveCost = 0, false) AS cancels_bill
     FROM raw
 ),
 component AS (
@@ -266,7 +269,8 @@ SELECT
     tag_map AS Tags,
     cost_component AS x_CostComponent,
     accelerators AS x_AcceleratorCount,
-    CASE WHEN instance_usage AND accelerator_sku AND accelerators > 0
+    CASE WHEN cancels_bill THEN NULL
+         WHEN instance_usage AND accelerator_sku AND accelerators > 0
          THEN ConsumedQuantity * hours_per_unit / accelerators
          WHEN instance_usage THEN ConsumedQuantity * hours_per_unit / instance_count
     END AS x_UsageHours,

@@ -151,6 +151,24 @@ def test_rows_of_the_billing_period_with_their_components(con, tmp_path):
     assert facts["p4d"]["BillingPeriodStart"].isoformat() == "2026-05-01T00:00:00"
 
 
+def test_a_row_cancelling_its_bill_carries_no_hours(con, tmp_path):
+    """A covered hour billed 0 and amortized, and beside it a row that only cancels a bill
+    (BilledCost < 0, EffectiveCost 0, the hour's usage: what a CUR savings-plan negation
+    is). The instance ran one hour: the cancelling row carries no hours, as the CUR reader's
+    negations carry none, so the hour is not billed twice in GPU-hours."""
+    rows = [vm("covered", "p4d.24xlarge", cost=7.2, BilledCost=0.0, ResourceId="i-1",
+               CommitmentDiscountStatus="Used"),
+            vm("negation", "p4d.24xlarge", cost=0.0, BilledCost=-10.0, ResourceId="i-1",
+               CommitmentDiscountStatus="Used"),
+            # a correction refunding usage keeps its (negative) hours: its cost is not 0
+            vm("refund", "m6i.large", cost=-3.0, ResourceId="i-2", ChargeClass="Correction")]
+    facts = load(con, write_csv(tmp_path / "focus" / "may.csv", rows))
+    got = {k: (f["x_CostComponent"], f["x_AcceleratorCount"], f["x_UsageHours"],
+               f["x_ResourceKind"]) for k, f in facts.items()}
+    assert got == {"covered": ("gpu", 8, 1.0, "instance"), "negation": ("gpu", 8, None, "instance"),
+                   "refund": ("cpu", 0, 1.0, "instance")}
+
+
 def test_lines_sharing_tags_and_details_each_keep_their_own(con, tmp_path):
     """The tags and the SKU details are read once per distinct text and joined back: lines
     that share them (a run's hours, a SKU's lines) each arrive once with their hints, lines

@@ -62,7 +62,7 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
     each_once = False
     for i, entry in enumerate(cfg.checkpoints):
         name = f"checkpoints[{i}] {entry.kind}"
-        read: list[tuple[str | None, date]] = []
+        read: list[tuple[str, date]] = []
         if isinstance(entry, InventoryCheckpoints):
             listed = read_inventory(cfg.resolve(entry.path), name, month, entry.bucket,
                                     entry.endpoint_url, entry.region, vectorized=vectorized,
@@ -80,13 +80,13 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
             count += batch.num_rows
             batches.append(_with_source(batch, name, entry.prefix))
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
-        reports.update((name, bucket, day.isoformat()) for bucket, day in read if bucket)
+        reports.update((name, bucket, day.isoformat()) for bucket, day in read)
         each_once = len(cfg.checkpoints) == 1 and _lists_each_object_once(entry, read)
     return pa.Table.from_batches(batches, schema=OBJECT_SCHEMA).replace_schema_metadata(
         {REPORTS: json.dumps(sorted(reports)), EACH_ONCE: b"1" if each_once else b"0"})
 
 
-def _lists_each_object_once(entry: object, reports: list[tuple[str | None, date]]) -> bool:
+def _lists_each_object_once(entry: object, reports: list[tuple[str, date]]) -> bool:
     """Whether a listing lists no object (bucket, key, snapshot) twice, by how it is made: a
     bucket listed (`s3`: S3 lists each key once), a folder walked, or S3 Inventory reports
     of distinct days (a report lists each current object once). A plain CSV, made by hand or

@@ -80,12 +80,13 @@ CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
 def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
                    endpoint_url: str | None = None, region: str | None = None, *,
                    vectorized: bool = True,
-                   reports: list[tuple[str | None, date]] | None = None
+                   reports: list[tuple[str, date]] | None = None
                    ) -> Iterator[pa.RecordBatch]:
     """The objects of an `inventory` entry in `month`'s snapshot(s) (LISTING_SCHEMA);
     `vectorized=False` reads every file row by row. Each S3 Inventory report of the month
-    adds (its manifest's `sourceBucket`, else `bucket`, else None; snapshot date) to
-    `reports`, whether it lists objects or none; one listing none must name its bucket."""
+    adds (its bucket, snapshot date) to `reports`, whether it lists objects or none: the
+    manifest's `sourceBucket`, else `bucket`, else the bucket(s) its objects name (one
+    listing none must name its bucket)."""
     if s3.is_s3(path):
         fs: pafs.FileSystem = s3.filesystem(endpoint_url, region)
         base, show = s3.S3Uri.parse(path).path, s3.uri_of
@@ -120,7 +121,7 @@ def read_inventory(path: str, source: str, month: date, bucket: str | None = Non
 class _Inventory:
     def __init__(self, fs: pafs.FileSystem, show, source: str, month: date,
                  vectorized: bool = True,
-                 reports: list[tuple[str | None, date]] | None = None,
+                 reports: list[tuple[str, date]] | None = None,
                  bucket: str | None = None):
         self.fs, self.show, self.source, self.vectorized = fs, show, source, vectorized
         # the entry's `bucket:`, for a manifest naming no sourceBucket

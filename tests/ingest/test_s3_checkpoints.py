@@ -311,6 +311,14 @@ def test_a_report_listing_no_object_is_an_empty_snapshot_of_its_bucket(tmp_path)
     assert conserved == pytest.approx(40.0)
 
 
+def _without_source_bucket(folder: Path, day: str) -> None:
+    """The manifest of `day`'s report in `folder` written again without its sourceBucket."""
+    manifest = folder / f"{day}T01-00Z" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    del doc["sourceBucket"]
+    manifest.write_text(json.dumps(doc))
+
+
 def test_a_report_without_source_bucket_takes_the_entrys_bucket(tmp_path, con):
     """A manifest naming no sourceBucket (AWS's always name it; one written by hand may
     not): its objects name their bucket, but an empty snapshot has only the manifest's. It
@@ -322,10 +330,7 @@ def test_a_report_without_source_bucket_takes_the_entrys_bucket(tmp_path, con):
                                             "2026-06-30T00:30:00.000Z", "e", "STD"]],
                             "2026-07-02": None})
     for day in ("2026-07-01", "2026-07-02"):
-        manifest = folder / f"{day}T01-00Z" / "manifest.json"
-        doc = json.loads(manifest.read_text())
-        del doc["sourceBucket"]
-        manifest.write_text(json.dumps(doc))
+        _without_source_bucket(folder, day)
     entry = {"kind": "inventory", "path": "inv/" + CONFIG_FOLDER, "prefix": "checkpoints/"}
     with pytest.raises(SourceError, match=r"^checkpoints\[0\] inventory: .*2026-07-02T01-00Z/"
                        r"manifest\.json: the report of 2026-07-02 lists no object and names "
@@ -347,10 +352,7 @@ def test_a_report_without_source_bucket_is_its_objects_buckets_snapshot(tmp_path
     _daily_reports(folder, {day: [["ml-checkpoints", f"checkpoints/run-a/c{n}/m.pt", "", "true",
                                    "false", "300", "2026-06-30T00:30:00.000Z", "e", "STD"]]
                             for n, day in enumerate(("2026-07-01", "2026-07-02"))})
-    manifest = folder / "2026-07-02T01-00Z" / "manifest.json"
-    doc = json.loads(manifest.read_text())
-    del doc["sourceBucket"]
-    manifest.write_text(json.dumps(doc))
+    _without_source_bucket(folder, "2026-07-02")
     rows = build(con, tmp_path, {"kind": "inventory", "path": "inv/" + CONFIG_FOLDER,
                                  "prefix": "checkpoints/"})
     assert [(b, d) for b, _k, _s, d, _r, _c in rows] == [("ml-checkpoints", date(2026, 7, 1)),

@@ -181,3 +181,78 @@ def test_rds_and_glue_instance_hours_are_other_not_compute(tmp_path):
         assert (got[name]["x_CostComponent"], got[name]["x_UsageHours"],
                 got[name]["x_InstanceUsage"]) == ("other", None, False), name
     assert (got["ec2"]["x_CostComponent"], got["ec2"]["x_UsageHours"]) == ("cpu", 1.0)
+
+
+# ---------------------------------------------------------------- CUR 2.0's `tags` column
+
+def test_cur_tags_column_gives_the_lines_resource_tags(tmp_path):
+    # CUR 2.0's `tags` column (AWS Data Exports, "Tags column") holds every tag of a line,
+    # keyed by its source: `resourceTags/…`, `accountTag/…`, `costCategory/…`,
+    # `userAttribute/…`. An export may select it instead of `resource_tags`: the resource's
+    # own tags claim lines (the run tag) and name their team; an account's tag names neither
+    from datetime import date, timedelta
+
+    import duckdb
+    import pyarrow as pa
+
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.warehouse import month_params
+    from tests.support.cur_rows import T0, build, config, facts, line, write_export
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    tagged = {"resourceTags/user:run_id": "r1", "resourceTags/user:team": "vision",
+              "accountTag/team": "finance", "costCategory/project": "research",
+              "userAttribute/Department": "ml"}
+    rows = [
+        line(3.0, identity_line_item_id="tagged", line_item_resource_id="i-0a", tags=tagged),
+        # a key of no known source is the resource's own (AWS's `aws:` tags, as the column has
+        # them without a prefix)
+        line(2.0, identity_line_item_id="bare", line_item_resource_id="i-0b",
+             tags={"resourceTags/run_id": "r2", "aws:createdBy": "alice"}),
+        line(1.0, identity_line_item_id="account", line_item_resource_id="i-0c",
+             tags={"accountTag/run_id": "r1", "accountTag/team": "finance"}),
+        line(0.5, identity_line_item_id="untagged", line_item_resource_id="i-0d", tags=None),
+    ]
+    export = write_export(tmp_path, {"a.parquet": rows}, drop=("resource_tags",),
+                          extra={"tags": pa.map_(pa.string(), pa.string())})
+    july = date(2026, 7, 1)
+    with duckdb.connect() as con:
+        cfg = config(tmp_path, export)
+        build(con, cfg)
+        got = facts(con)
+        assert got["tagged"]["Tags"] == {"user:run_id": "r1", "user:team": "vision"}
+        assert got["bare"]["Tags"] == {"run_id": "r2", "aws:createdBy": "alice"}
+        assert got["account"]["Tags"] == {}
+        assert got["untagged"]["Tags"] is None
+        teams = dict(con.execute(
+            "SELECT split_part(x_SourceLine, ':', 2), user_tag(Tags, 'team') "
+            "FROM billing_facts").fetchall())
+        assert teams == {"tagged": "vision", "bare": None, "account": None, "untagged": None}
+        # r1 and r2 list no resource: the run tag alone claims their lines
+        window = {"start_time": T0, "end_time": T0 + timedelta(hours=2)}
+        insert_runs(con, july, [{**RUN_DEFAULTS, "run_id": run, "status": "FINISHED",
+                                 **window} for run in ("r1", "r2")])
+        build_attribution(con, july, month_params(cfg, july))
+        costs = dict(con.execute(
+            "SELECT coalesce(run_id, kind), sum(cost) FROM attribution GROUP BY 1").fetchall())
+    assert costs == {"r1": 3.0, "r2": 2.0, "no_run": 1.5}
+
+
+def test_resource_tags_win_where_both_tag_columns_hold_a_key(tmp_path):
+    # an export selecting both columns: the same tag twice, `resource_tags`' spelling and
+    # value kept, the `tags` column adding only what it alone holds
+    import duckdb
+    import pyarrow as pa
+
+    from tests.support.cur_rows import build, config, facts, line, write_export
+
+    rows = [line(1.0, identity_line_item_id="both",
+                 resource_tags={"user_team": "vision", "user:run_id": "r1"},
+                 tags={"resourceTags/user:run_id": "r9", "resourceTags/user_project": "p",
+                       "costCategory/team": "finance"})]
+    export = write_export(tmp_path, {"a.parquet": rows},
+                          extra={"tags": pa.map_(pa.string(), pa.string())})
+    with duckdb.connect() as con:
+        build(con, config(tmp_path, export))
+        assert facts(con)["both"]["Tags"] == {"user_team": "vision", "user:run_id": "r1",
+                                              "user_project": "p"}

@@ -59,9 +59,12 @@ def totals(con) -> tuple[int, float]:
 
 
 def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
-    export = write_export(tmp_path, {"a.parquet": [line(2.0), line(3.5, net=3.0)],
+    # with CUR 2.0's `tags` column beside resource_tags (its resource tags read from there too)
+    tagged = line(2.0, tags={"resourceTags/user:team": "vision", "accountTag/team": "finance"})
+    export = write_export(tmp_path, {"a.parquet": [tagged, line(3.5, net=3.0)],
                                      "b.parquet": [line(0.25, line_item_usage_type="Tax",
-                                                        line_item_line_item_type="Tax")]})
+                                                        line_item_line_item_type="Tax")]},
+                          extra={"tags": pa.map_(pa.string(), pa.string())})
     bucket = new_bucket(s3_server.endpoint_url)
     upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
     build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
@@ -71,6 +74,8 @@ def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
     remote = con.execute("SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
                          ).fetchall()
     assert remote == local and len(remote) == 3
+    assert {"user:team": "vision"} in [row[-1] for row in con.execute(
+        "SELECT Tags FROM billing_facts").fetchall()]
 
 
 def test_manifest_is_the_month_a_stale_file_is_ignored(tmp_path, s3_server, con):

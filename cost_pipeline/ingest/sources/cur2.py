@@ -50,6 +50,10 @@ OPTIONAL_COLUMNS: dict[str, str] = {
     "pricing_public_on_demand_cost": "DOUBLE",
     "pricing_term": "VARCHAR",
     "resource_tags": "MAP(VARCHAR, VARCHAR)",
+    # every tag of the line, keyed by its source (`resourceTags/…`, `accountTag/…`,
+    # `costCategory/…`, `userAttribute/…`): an export may select it instead of resource_tags
+    # (`resource_tags_expr`)
+    "tags": "MAP(VARCHAR, VARCHAR)",
     "reservation_reservation_a_r_n": "VARCHAR",
     "reservation_effective_cost": "DOUBLE",
     "reservation_net_effective_cost": "DOUBLE",
@@ -282,7 +286,8 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
     con.execute("SET TimeZone = 'UTC'")
     if not delivery.files:
-        body = ", ".join(f"CAST(NULL AS {k}) AS {sql_identifier(c)}" for c, k in wanted.items())
+        body = ", ".join(f"CAST(NULL AS {k}) AS {sql_identifier(c)}" for c, k in wanted.items()
+                         if c != "tags")
         con.execute(
             f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {body}, NULL::VARCHAR AS _file, "
             "NULL::BIGINT AS _row WHERE false"
@@ -299,12 +304,45 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
 
 
 def raw_columns(delivery: Delivery) -> list[str]:
-    """The `cur_raw` select list over a relation holding the export's own columns."""
+    """The `cur_raw` select list over a relation holding the export's own columns (`tags`
+    only inside `resource_tags`)."""
     return [
-        _column_expr(column, kind, delivery) if column in delivery.columns
+        resource_tags_expr(delivery) if column == "resource_tags"
+        else _column_expr(column, kind, delivery) if column in delivery.columns
         else f"CAST(NULL AS {kind}) AS {sql_identifier(column)}"
         for column, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
+        if column != "tags"
     ]
+
+
+# the `tags` column's sources that are not the resource's own tags: an account's tag or a
+# cost category applies to every line of the account, and is no claim on the line by a run
+NOT_RESOURCE_TAGS = ("accountTag/", "costCategory/", "userAttribute/")
+RESOURCE_TAGS_PREFIX = "resourceTags/"
+
+
+def resource_tags_expr(delivery: Delivery) -> str:
+    """`resource_tags` as the lines' Tags: the column as the export has it, and with CUR 2.0's
+    `tags` column the line's resource tags found there too, their `resourceTags/` prefix
+    dropped (`resourceTags/user:team` → `user:team`, which `user_tag` reads; a key of no
+    known source is kept as it is). A key both columns hold takes resource_tags' value."""
+    kind = OPTIONAL_COLUMNS["resource_tags"]
+    own = (f"TRY_CAST(resource_tags AS {kind})" if "resource_tags" in delivery.columns
+           else f"CAST(NULL AS {kind})")
+    if "tags" not in delivery.columns:
+        return f"{own} AS resource_tags"
+    tags = f"TRY_CAST(tags AS {kind})"
+    other = " OR ".join(f"starts_with(e.key, {sql_literal(p)})"
+                        for p in (*NOT_RESOURCE_TAGS, RESOURCE_TAGS_PREFIX))
+    prefix = sql_literal(RESOURCE_TAGS_PREFIX)
+    # two maps (unprefixed keys, then resourceTags/ keys stripped): each has unique keys, and
+    # map_concat keeps the last map's value of a key both hold
+    unprefixed = f"map_from_entries(list_filter(map_entries({tags}), lambda e: NOT ({other})))"
+    stripped = (f"map_from_entries(list_transform(list_filter(map_entries({tags}), "
+                f"lambda e: starts_with(e.key, {prefix})), lambda e: {{'key': "
+                f"e.key[{len(RESOURCE_TAGS_PREFIX) + 1}:], 'value': e.value}}))")
+    return (f"CASE WHEN {tags} IS NULL THEN {own} ELSE map_concat({unprefixed}, {stripped}, "
+            f"coalesce({own}, MAP {{}}::{kind})) END AS resource_tags")
 
 
 def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:

@@ -183,6 +183,36 @@ def test_rds_and_glue_instance_hours_are_other_not_compute(tmp_path):
     assert (got["ec2"]["x_CostComponent"], got["ec2"]["x_UsageHours"]) == ("cpu", 1.0)
 
 
+
+def test_an_unused_capacity_reservation_is_other_without_hours(tmp_path):
+    # an On-Demand Capacity Reservation as AWS's CUR guide spells it: the instance that used
+    # it bills its own BoxUsage hour, the reservation a `Reservation:` line of rate 0, and its
+    # idle instances `UnusedBox:` instance-hours at the on-demand rate on the reservation's
+    # ARN. SPEC §5's instance usage is BoxUsage / SpotUsage / HostUsage / SageMaker training
+    # only: the idle capacity is `other`, with no hours (docs/real-bills.md)
+    import duckdb
+
+    from tests.support.cur_rows import build, config, facts, line, write_export
+
+    reservation = "arn:aws:ec2:us-east-1:111122223333:capacity-reservation/cr-0be443e1db6f"
+    p5 = {"product_instance_type": "p5.48xlarge"}
+    rows = [
+        line(98.32, identity_line_item_id="used", line_item_resource_id="i-0p5",
+             line_item_usage_type="USE1-BoxUsage:p5.48xlarge", **p5),
+        line(0.0, identity_line_item_id="reservation", line_item_resource_id=reservation,
+             line_item_usage_type="USE1-Reservation:p5.48xlarge", **p5),
+        line(196.64, identity_line_item_id="unused", line_item_usage_amount=2.0,
+             line_item_resource_id=reservation,
+             line_item_usage_type="USE1-UnusedBox:p5.48xlarge", **p5),
+    ]
+    with duckdb.connect() as con:
+        build(con, config(tmp_path, write_export(tmp_path, {"a.parquet": rows})))
+        got = facts(con)
+    shape = {name: (r["x_CostComponent"], r["x_UsageHours"], r["x_AcceleratorCount"],
+                    r["EffectiveCost"]) for name, r in got.items()}
+    assert shape == {"used": ("gpu", 1.0, 8, 98.32), "reservation": ("other", None, 0, 0.0),
+                     "unused": ("other", None, 0, 196.64)}
+
 # ---------------------------------------------------------------- CUR 2.0's `tags` column
 
 def test_cur_tags_column_gives_the_lines_resource_tags(tmp_path):

@@ -235,10 +235,11 @@ def test_cur_tags_column_gives_the_lines_resource_tags(tmp_path):
               "userAttribute/Department": "ml"}
     rows = [
         line(3.0, identity_line_item_id="tagged", line_item_resource_id="i-0a", tags=tagged),
-        # a key of no known source is the resource's own (AWS's `aws:` tags, as the column has
-        # them without a prefix)
+        # AWS prefixes every key with its source: a key without one is not known as the
+        # resource's own, and left out
         line(2.0, identity_line_item_id="bare", line_item_resource_id="i-0b",
-             tags={"resourceTags/run_id": "r2", "aws:createdBy": "alice"}),
+             tags={"resourceTags/run_id": "r2", "resourceTags/aws:createdBy": "alice",
+                   "project": "unknown-source"}),
         line(1.0, identity_line_item_id="account", line_item_resource_id="i-0c",
              tags={"accountTag/run_id": "r1", "accountTag/team": "finance"}),
         line(0.5, identity_line_item_id="untagged", line_item_resource_id="i-0d", tags=None),
@@ -268,21 +269,20 @@ def test_cur_tags_column_gives_the_lines_resource_tags(tmp_path):
     assert costs == {"r1": 3.0, "r2": 2.0, "no_run": 1.5}
 
 
-def test_resource_tags_win_where_both_tag_columns_hold_a_key(tmp_path):
-    # an export selecting both columns: the same tag twice, `resource_tags`' spelling and
-    # value kept, the `tags` column adding only what it alone holds
+def test_an_export_selecting_both_tag_columns_reads_resource_tags(tmp_path):
+    # both columns hold the same resource tags (AWS: "if you select this column, you need not
+    # select Resource tags"): resource_tags is read as it is, the `tags` column not at all
     import duckdb
     import pyarrow as pa
 
     from tests.support.cur_rows import build, config, facts, line, write_export
 
     rows = [line(1.0, identity_line_item_id="both",
-                 resource_tags={"user_team": "vision", "user:run_id": "r1"},
-                 tags={"resourceTags/user:run_id": "r9", "resourceTags/user_project": "p",
+                 resource_tags={"user_team": "vision", "user_run_id": "r1"},
+                 tags={"resourceTags/user_team": "vision", "resourceTags/user_run_id": "r1",
                        "costCategory/team": "finance"})]
     export = write_export(tmp_path, {"a.parquet": rows},
                           extra={"tags": pa.map_(pa.string(), pa.string())})
     with duckdb.connect() as con:
         build(con, config(tmp_path, export))
-        assert facts(con)["both"]["Tags"] == {"user_team": "vision", "user:run_id": "r1",
-                                              "user_project": "p"}
+        assert facts(con)["both"]["Tags"] == {"user_team": "vision", "user_run_id": "r1"}

@@ -150,6 +150,8 @@ class S3Reader:
         files travels as text; the view's TRY_CASTs read it back)."""
         fields = []
         for column, kind in {**cur2.REQUIRED_COLUMNS, **cur2.OPTIONAL_COLUMNS}.items():
+            if column == "tags" and "resource_tags" in self.delivery.columns:
+                continue  # the same resource tags: not fetched (`cur2.resource_tags_expr`)
             types = [s.field(column).type for s in self.schemas.values() if column in s.names]
             if not types:
                 continue

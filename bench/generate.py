@@ -43,8 +43,10 @@ files, the reference the CUR ones, and the two must attribute the same bill alik
 `--commitments` the rows carry the commitments as FOCUS does: a covered or discounted hour
 billed 0 and amortized (`EffectiveCost`, `CommitmentDiscountId`, status `Used`), no negation
 rows, each fee a `Purchase` amortized to 0 and the part of it left unused a row of its own
-(status `Unused`, resource = the commitment). Not with `--split` or `--run-tags` (AWS's FOCUS
-rows carry split data in columns this month does not fill, and tag keys of their own).
+(status `Unused`, resource = the commitment). `Tags` key a user-defined tag as the FOCUS
+specification does, without a prefix (`run_id`, `team`, where the CUR has `user_run_id`), so
+with `--run-tags` the FOCUS rows claim through their own spelling of the run tag. Not with
+`--split` (AWS's FOCUS rows carry split data in columns this month does not fill).
 
 `--run-tags` tags every instance and volume line `user_run_id` (SPEC §6's run tag) with the
 first run listing that resource: run N for instance N and volume N (a run the file does not
@@ -532,7 +534,12 @@ FOCUS_ROWS = """
              WHEN 'ComputeSavingsPlans' THEN 'Savings Plans for AWS Compute usage'
              ELSE 'AWS' END AS ServiceName,
         md5(line_item_usage_type)[:12] AS SkuId,
-        coalesce(resource_tags, MAP {{}}::MAP(VARCHAR, VARCHAR)) AS Tags,
+        -- the tags as the FOCUS specification keys them: a user-defined tag without a prefix
+        -- (`run_id`, `team`), where CUR 2.0 writes `user_run_id`
+        map_from_entries(list_transform(
+          map_entries(coalesce(resource_tags, MAP {{}}::MAP(VARCHAR, VARCHAR))),
+          lambda e: {{'key': CASE WHEN starts_with(e.key, 'user_') THEN e.key[6:]
+                                  ELSE e.key END, 'value': e.value}})) AS Tags,
         line_item_usage_type AS x_UsageType,
         line_item_product_code AS x_ServiceCode,
         'RunInstances' AS x_Operation
@@ -688,9 +695,9 @@ def refusal(*, layout: str = "spread", run_tags: bool = False, commitments: bool
                 "export, and so does the pipeline), and bills an instance or a training job a "
                 "line a day, which says too little of a short-lived one's hours: use it with "
                 "--bill focus, and with neither --layout ephemeral nor --sagemaker")
-    if bill == "focus" and (split or run_tags):
-        return ("--bill focus writes the lines AWS's FOCUS export carries without split or "
-                "run-tag columns: use it with neither --split nor --run-tags")
+    if bill == "focus" and split:
+        return ("--bill focus writes the lines AWS's FOCUS export carries without split "
+                "columns: use it without --split")
     if layout == "ephemeral" and (run_tags or spot or sagemaker):
         return ("--layout ephemeral gives every run instances of its own: --run-tags, --spot "
                 "and --sagemaker place runs on shared ones")

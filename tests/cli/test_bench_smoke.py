@@ -347,13 +347,12 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
 
 # options that do not go together, and what the refusal names: SageMaker jobs take the spread
 # layout's instances that --commitments reserves; an ephemeral fleet has no shared instances to
-# tag, put on spot or train on; the FOCUS month has no split or run-tag columns
+# tag, put on spot or train on; the FOCUS month has no split columns
 REFUSED = [({"sagemaker": True, "commitments": True}, "--sagemaker"),
            ({"sagemaker": True, "layout": "packed"}, "--sagemaker"),
            *(({"layout": "ephemeral", other: True}, "--layout ephemeral")
              for other in ("run_tags", "spot", "sagemaker")),
-           *(({"bill": "focus", other: True}, "--bill focus")
-             for other in ("split", "run_tags")),
+           ({"bill": "focus", "split": True}, "--bill focus"),
            *(({"granularity": "daily", **other}, "--granularity daily")
              for other in ({}, {"bill": "focus", "layout": "ephemeral"},
                            {"bill": "focus", "sagemaker": True}))]
@@ -762,14 +761,16 @@ def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra
 
 def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
     """`--bill focus`: the pipeline reads the month as AWS's FOCUS 1.2 export writes it (one
-    row per CUR line; SageMaker jobs of two instances among them), the reference its CUR
+    row per CUR line; SageMaker jobs of two instances among them; instance and volume lines
+    tagged with a run, keyed `run_id` as FOCUS keys a user tag), the reference its CUR
     files: the same totals, the same reconciliation, the same GPU-hours per type."""
     import duckdb
 
     reference = _bench_module("reference")
     generate = _bench_module("generate").generate
     out = tmp_path / "focus"
-    generate(out, 10_000, 300, 500, bill="focus", sagemaker=True, layout="spread")
+    generate(out, 10_000, 300, 500, bill="focus", sagemaker=True, layout="spread",
+             run_tags=True)
     con, _, _ = _reconciled_as_the_reference(out)
     with duckdb.connect() as files:
         lines, jobs = files.execute(
@@ -780,6 +781,13 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
                         "list(DISTINCT x_AcceleratorCount ORDER BY x_AcceleratorCount) FILTER "
                         "(ResourceId LIKE '%:training-job/%') FROM billing_facts").fetchone()
     assert facts[0] == facts[1] == lines and jobs > 0 and facts[2] == [8, 16]
+    # the run tag read from the FOCUS spelling: every EC2 instance and volume line carries it
+    tagged, spelled_as_cur, tagged_resources = con.execute(
+        "SELECT count(*) FILTER (user_tag(Tags, 'run_id') IS NOT NULL), "
+        "count(*) FILTER (Tags['user_run_id'] IS NOT NULL), "
+        "count(*) FILTER (regexp_matches(ResourceId, '^(i|vol)-[0-9]+$')) FROM billing_facts"
+    ).fetchone()
+    assert tagged == tagged_resources > 1000 and spelled_as_cur == 0
 
 
 @pytest.mark.parametrize(("granularity", "fees"), [("hourly", 744 + 1), ("daily", 31 + 1)])

@@ -286,3 +286,25 @@ def test_an_export_selecting_both_tag_columns_reads_resource_tags(tmp_path):
     with duckdb.connect() as con:
         build(con, config(tmp_path, export))
         assert facts(con)["both"]["Tags"] == {"user_team": "vision", "user_run_id": "r1"}
+
+
+def test_a_tags_column_of_another_type_is_named_unless_resource_tags_is_there(tmp_path):
+    # the `tags` column is read only without resource_tags: only then is its type checked
+    import duckdb
+    import pyarrow as pa
+    import pytest
+
+    from cost_pipeline.ingest.sources import SourceError
+    from tests.support.cur_rows import build, config, facts, line, write_export
+
+    struct = pa.struct([("team", pa.string())])
+    rows = [line(1.0, identity_line_item_id="l1", resource_tags={"user_team": "vision"},
+                 tags={"team": "vision"})]
+    with duckdb.connect() as con:
+        build(con, config(tmp_path / "both", write_export(tmp_path / "both", {"a.parquet": rows},
+                                                          extra={"tags": struct})))
+        assert facts(con)["l1"]["Tags"] == {"user_team": "vision"}
+        alone = write_export(tmp_path / "alone", {"a.parquet": rows}, drop=("resource_tags",),
+                             extra={"tags": struct})
+        with pytest.raises(SourceError, match="column tags is struct"):
+            build(con, config(tmp_path / "alone", alone))

@@ -237,6 +237,8 @@ def inspect_schema(delivery: Delivery,
             if column not in names:
                 raise SourceError(delivery.source, file, f"missing required column {column}")
         for column, kind in wanted.items():
+            if column == "tags" and "resource_tags" in names:
+                continue  # not read beside resource_tags (`resource_tags_expr`)
             if column in names:
                 actual = schema.field(column).type
                 _check_type(delivery.source, file, column, kind, actual)

@@ -312,6 +312,16 @@ def _rewrite_changed(con: duckdb.DuckDBPyConnection, table: str, staged: str, mo
     return True
 
 
+def query_interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is DuckDB giving up a query because a signal arrived while it ran: the
+    handler's exception (KeyboardInterrupt, Dagster's interruption) is swallowed and the query
+    fails with DuckDB's own error — `RuntimeError("Query interrupted")` when Python's signal
+    check stopped it, `duckdb.InterruptException` when the connection was interrupted. Nothing
+    else interrupts a query here."""
+    return isinstance(exc, duckdb.InterruptException) or (
+        type(exc) is RuntimeError and "Query interrupted" in str(exc))
+
+
 def transaction_aborted(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the connection's transaction failed (nothing but a rollback runs then)."""
     try:

@@ -237,6 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        # a signal while one of the command's own DuckDB queries ran (outside a run's steps):
+        # DuckDB swallows the KeyboardInterrupt and fails the query with its own error
+        from cost_pipeline.warehouse import query_interrupted
+
+        if not query_interrupted(exc):
+            raise
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def run() -> int:

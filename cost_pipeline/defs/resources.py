@@ -37,6 +37,7 @@ from cost_pipeline.warehouse import (
     acquire_writer_lock,
     begin_run_transaction,
     lock_path,
+    query_interrupted,
     release_writer_lock,
 )
 
@@ -267,8 +268,12 @@ class Warehouse(DuckDBResource):
                 raise DagsterExecutionInterruptedError("the run was asked to terminate")
             try:
                 yield self._run_con
-            except BaseException:
+            except BaseException as exc:
                 self._failed = True  # the run's writes roll back at teardown
+                if query_interrupted(exc):
+                    # Ctrl-C / SIGTERM while a query ran: DuckDB swallowed the interruption.
+                    # Raised as one, the run stops here, as at a signal between queries
+                    raise DagsterExecutionInterruptedError(str(exc)) from exc
                 raise
             finally:
                 self._run_con.abort()  # drop any unread result before the next step

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.cli.test_kill import AUGUST, CUR, VOLATILE, _cli
 from tests.support.warehouse_dump import copy_with_warehouse, dump
@@ -103,3 +104,89 @@ def test_sigint_and_sigterm_at_every_step_leave_the_month_whole(demo_quarter, tm
     for (name, step), after in signalled.items():
         assert after in (old, finished[name]), (
             name, step, [t for t in old if after.get(t) != old[t]])
+
+
+# a job of two independent steps: the first runs a DuckDB query long enough to be signalled
+# in (it says so on stderr first), the second must not run once the first was interrupted.
+# Whether DuckDB stops the query at once or notices the signal only at its end varies from
+# run to run; either way the query fails with DuckDB's "Query interrupted"
+_QUERY_JOB = """
+import json, sys
+import dagster as dg
+from cost_pipeline.cli.materialize import _failure
+from cost_pipeline.defs.resources import Warehouse
+
+@dg.asset
+def a_query(duckdb: Warehouse) -> None:
+    with duckdb.get_connection() as con:
+        print("querying", file=sys.stderr, flush=True)
+        # ~3 s here: DuckDB may notice the signal only when the query ends
+        con.execute("SELECT count(*) FROM range(250000000) a, range(3) b "
+                    "WHERE (a.range * b.range) % 7 = 3").fetchall()
+
+@dg.asset
+def b_after() -> None:
+    print("b_after ran", file=sys.stderr, flush=True)
+
+job = dg.define_asset_job("two", selection=["a_query", "b_after"])
+defs = dg.Definitions(assets=[a_query, b_after], jobs=[job],
+                      resources={"duckdb": Warehouse(database=sys.argv[1])})
+result = defs.resolve_job_def("two").execute_in_process(raise_on_error=False)
+failures = [e for e in result.all_events if e.is_step_failure]
+print(json.dumps({"steps": [e.step_key for e in failures],
+                  "interrupted": _failure(result, "")[2]}))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_inside_a_query_stops_the_run_as_an_interrupt(tmp_path, signum):
+    # DuckDB swallows the signal handler's exception and fails the query with its own
+    # `RuntimeError("Query interrupted")`: read as a step's plain error, the run went on to its
+    # next steps and the command exited 1 with "error: Query interrupted" (seen in
+    # test_sigint_and_sigterm_at_every_step_leave_the_month_whole, when SIGTERM landed inside
+    # untracked_usage's query)
+    import json
+    import sys
+    import time
+
+    script = tmp_path / "job.py"
+    script.write_text(_QUERY_JOB, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "w.duckdb")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("querying"):
+            time.sleep(0.3)  # inside the query
+            proc.send_signal(signum)
+            break
+    err = "".join(lines) + proc.stderr.read()
+    out = proc.stdout.read()
+    assert proc.wait(timeout=60) == 0, err
+    outcome = json.loads(out.strip().splitlines()[-1])
+    assert outcome == {"steps": ["a_query"], "interrupted": True}, err
+    assert "b_after ran" not in err
+
+
+@pytest.mark.parametrize(("error", "code"), [(RuntimeError("Query interrupted"), 130),
+                                             (RuntimeError("something else"), None)])
+def test_an_interrupted_query_outside_a_run_is_one_line(monkeypatch, capsys, error, code):
+    # the command's own queries (the unchanged-month check, recording fingerprints) run
+    # outside Dagster's steps: a signal there is the same one line and exit 130, not a
+    # traceback; any other RuntimeError is not taken for one
+    import importlib
+
+    cli = importlib.import_module("cost_pipeline.cli.main")  # (the package names its `main`)
+
+    def fails(args):
+        raise error
+
+    monkeypatch.setattr(cli, "cmd_materialize", fails)
+    argv = ["materialize", "--config", "unused.yaml", "--month", "2026-07"]
+    if code is None:
+        with pytest.raises(RuntimeError, match="something else"):
+            cli.main(argv)
+        return
+    assert cli.main(argv) == code
+    assert capsys.readouterr().err == "error: interrupted\n"

@@ -183,7 +183,6 @@ def test_rds_and_glue_instance_hours_are_other_not_compute(tmp_path):
     assert (got["ec2"]["x_CostComponent"], got["ec2"]["x_UsageHours"]) == ("cpu", 1.0)
 
 
-
 def test_an_unused_capacity_reservation_is_other_without_hours(tmp_path):
     # an On-Demand Capacity Reservation as AWS's CUR guide spells it: the instance that used
     # it bills its own BoxUsage hour, the reservation a `Reservation:` line of rate 0, and its
@@ -212,6 +211,7 @@ def test_an_unused_capacity_reservation_is_other_without_hours(tmp_path):
                     r["EffectiveCost"]) for name, r in got.items()}
     assert shape == {"used": ("gpu", 1.0, 8, 98.32), "reservation": ("other", None, 0, 0.0),
                      "unused": ("other", None, 0, 196.64)}
+
 
 # ---------------------------------------------------------------- CUR 2.0's `tags` column
 
@@ -292,9 +292,7 @@ def test_a_tags_column_of_another_type_is_named_unless_resource_tags_is_there(tm
     # the `tags` column is read only without resource_tags: only then is its type checked
     import duckdb
     import pyarrow as pa
-    import pytest
 
-    from cost_pipeline.ingest.sources import SourceError
     from tests.support.cur_rows import build, config, facts, line, write_export
 
     struct = pa.struct([("team", pa.string())])

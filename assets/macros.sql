@@ -55,10 +55,14 @@ CREATE OR REPLACE TEMP MACRO utc_wall_clock(t) AS
     make_timestamp(epoch_us(CAST(t AS TIMESTAMPTZ)));
 
 -- the key a resource is claimed by, the same on the bill's side and the run's: a SageMaker
--- training job's ARN counts as the job's name, lowercased as SageMaker writes it in ARNs
+-- training job's ARN counts as the job's name, lowercased as SageMaker writes it in ARNs; an
+-- Azure resource id (`/subscriptions/…`) is case-insensitive, and Azure's cost data writes it
+-- lowercased where a tracker has it as created (`resourceGroups/ML-RG/…`): lowercased; any
+-- other id is matched as it is
 CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
     CASE WHEN resource_id LIKE 'arn:%:sagemaker:%:training-job/%'
          THEN lower(split_part(resource_id, ':training-job/', 2))
+         WHEN resource_id ILIKE '/subscriptions/%' THEN lower(resource_id)
          ELSE resource_id END;
 
 -- a CUR 2.0 line's id (x_SourceLine): the source, the line item and its period, as the

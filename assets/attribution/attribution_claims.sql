@@ -18,8 +18,8 @@
 -- from another region.
 --
 -- Resources are matched on `claim_key` (macros.sql: a SageMaker training job's ARN counts as
--- the job's name, so a run may list either; any other id is matched as it is). One key per
--- side keeps the claim an equi-join.
+-- the job's name, so a run may list either; an Azure id in lower case; any other id is
+-- matched as it is). One key per side keeps the claim an equi-join.
 --
 -- Each statement is small on purpose: one join at a time keeps DuckDB's memory to one hash
 -- table, where a single statement held several at once and spilled gigabytes; and a large

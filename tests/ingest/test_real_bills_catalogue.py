@@ -150,6 +150,40 @@ def test_a_math_text_charge_category_loads_verbatim(tmp_path):
     assert facts["fee"]["x_LineItemType"] == r"Fee $\frac{a}$ x"
 
 
+
+def test_azure_resource_ids_match_whatever_their_case(tmp_path):
+    # Azure resource ids are case-insensitive: Azure's cost data writes them lowercased, a
+    # tracker (or the Azure SDK) as the resource was created. A run listing its VM in either
+    # case claims the VM's lines; an AWS id is matched as it is (an instance id is lowercase)
+    from datetime import datetime
+
+    import duckdb
+
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.warehouse import month_params
+    from tests.ingest.test_focus_source import MAY, load, vm, write_csv
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    created = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ML-RG/"
+               "providers/Microsoft.Compute/virtualMachines/GPU-VM-1")
+    rows = [vm("azure", "Standard_ND96asr_v4", ProviderName="Microsoft",
+               ResourceId=created.lower()),
+            vm("aws", "m6i.large", cost=4.0, ResourceId="i-0abc")]
+    with duckdb.connect() as con:
+        load(con, write_csv(tmp_path / "focus" / "may.csv", rows))
+        start, end = datetime(2026, 5, 3, 9), datetime(2026, 5, 3, 12)
+        insert_runs(con, MAY, [
+            {**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED", "start_time": start,
+             "end_time": end, "resource_ids": [created]},
+            {**RUN_DEFAULTS, "run_id": "r2", "status": "FINISHED", "start_time": start,
+             "end_time": end, "resource_ids": ["I-0ABC"]},
+        ])
+        build_attribution(con, MAY, month_params(parse_config({}, tmp_path), MAY))
+        costs = dict(con.execute(
+            "SELECT coalesce(run_id, kind), sum(cost) FROM attribution GROUP BY 1").fetchall())
+    assert costs == {"r1": 10.0, "no_run": 4.0}
+
 # ---------------------------------------------------------------- component decisions
 
 def test_rds_and_glue_instance_hours_are_other_not_compute(tmp_path):

@@ -73,9 +73,12 @@ def tag_value(line: dict, run_tag: str) -> str | None:
 
 def claim_key(resource_id: str) -> str:
     """How a resource is matched: a SageMaker training job's ARN counts as the job's name
-    (lowercased, as SageMaker writes it in ARNs), so runs may list either; other ids as is."""
+    (lowercased, as SageMaker writes it in ARNs), so runs may list either; an Azure resource
+    id (`/subscriptions/…`, case-insensitive) in lower case; other ids as is."""
     if re.fullmatch(r"arn:.*:sagemaker:.*:training-job/.*", resource_id, re.DOTALL):
         return resource_id.split(":training-job/")[1].lower()
+    if resource_id.lower().startswith("/subscriptions/"):
+        return resource_id.lower()
     return resource_id
 
 

@@ -285,14 +285,12 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     """Create `view` over the delivery's files with every column the normalization reads:
     present ones cast to their contract type, absent optional ones as typed NULLs, plus
     `_file` and `_row` (1-based row within the file) for error messages."""
-    wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
     con.execute("SET TimeZone = 'UTC'")
     if not delivery.files:
-        body = ", ".join(f"CAST(NULL AS {k}) AS {sql_identifier(c)}" for c, k in wanted.items()
-                         if c != "tags")
+        # no file, no column: every column a typed NULL (`raw_columns`)
         con.execute(
-            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {body}, NULL::VARCHAR AS _file, "
-            "NULL::BIGINT AS _row WHERE false"
+            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(raw_columns(delivery))}, "
+            "NULL::VARCHAR AS _file, NULL::BIGINT AS _row WHERE false"
         )
         return
     select = raw_columns(delivery)

@@ -13,7 +13,11 @@
 --   charge period; an AWS training job's (`…Train:ml.…`) ÷ its instances, the most
 --   instance-hours per hour of any of its rows, and G = its instances × the type's. A row
 --   that only cancels a bill (BilledCost < 0, EffectiveCost 0: what a CUR savings-plan
---   negation would be) carries no hours, as the CUR reader's negations carry none.
+--   negation would be) carries no hours, as the CUR reader's negations carry none. Nor does
+--   a capacity reservation's own row, read as the CUR reader reads it (SPEC §5: `other`,
+--   no hours): its idle part (`CapacityReservationStatus = Unused`, FOCUS 1.1+; AWS's
+--   `UnusedBox:`/`UnusedDed:` usage types) and AWS's rate-0 `Reservation:`/`DedicatedRes:`
+--   rows, whose hours are the instances' own.
 -- * The instance type is read from every column a provider's FOCUS export puts it in, first
 --   found wins: x_InstanceType; SkuPriceDetails / x_SkuDetails keys InstanceType, VMSize,
 --   ServiceType, MachineType (any case, x_ prefix allowed); AWS x_UsageType after the `:` of
@@ -102,6 +106,10 @@ meters AS (
     -- (2M FOCUS rows of 9 meters: ~1.2 s of regexes a month)
     SELECT
         *,
+        -- an AWS capacity reservation's own rows: its idle instances (`UnusedBox:`,
+        -- `UnusedDed:`) and the reservation's rate-0 `Reservation:` / `DedicatedRes:` hours
+        regexp_matches(coalesce(x_UsageType, ''),
+                       '(^|-)(UnusedBox|UnusedDed|Reservation|DedicatedRes):') AS reservation_meter,
         CASE WHEN regexp_matches(coalesce(x_UsageType, ''),
                                  '(^|-)(BoxUsage|SpotUsage|HostUsage|DedicatedUsage|Train(-Spot)?|Notebk|Host|Processing):')
              THEN nullif(split_part(x_UsageType, ':', 2), '') END AS usage_type_instance,
@@ -162,7 +170,7 @@ hints AS (
         d.detail_instance_type,
         d.detail_accelerators,
         m.usage_type_instance, m.meter_instance_type, m.description_instance_type,
-        m.accelerator_sku, m.hours_per_unit, m.instance_resource_type, m.network_usage,
+        m.accelerator_sku, m.reservation_meter, m.hours_per_unit, m.instance_resource_type, m.network_usage,
         m.storage_usage, m.shared_meter, m.object_storage_meter, m.volume_resource_type,
         r.resource_id, r.shared_resource, r.bucket_name,
         coalesce(nullif(trim(x_MachineType), ''), t.tag_machine_type) AS machine_type
@@ -203,6 +211,8 @@ classified AS (
     SELECT
         raw.*,
         ChargeCategory = 'Usage' AND coalesce(CommitmentDiscountStatus, '') <> 'Unused'
+          AND NOT reservation_meter
+          AND lower(trim(coalesce(CapacityReservationStatus, ''))) <> 'unused'
           AND resource_id IS NOT NULL AND hours_per_unit IS NOT NULL
           AND ConsumedQuantity IS NOT NULL
           AND (ServiceCategory IN ('Compute', 'AI and Machine Learning')

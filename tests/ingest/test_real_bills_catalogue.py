@@ -247,6 +247,59 @@ def test_an_unused_capacity_reservation_is_other_without_hours(tmp_path):
                      "unused": ("other", None, 0, 196.64)}
 
 
+def test_focus_capacity_reservation_rows_are_not_instance_hours(tmp_path):
+    # the same reservation in a FOCUS export: AWS's keeps the CUR usage types in x_UsageType
+    # (and names the instance type in the row's details), FOCUS 1.1+ marks the idle part
+    # `CapacityReservationStatus = Unused` (Azure's export has no usage type at all). Read as
+    # the CUR is: the used hour is the instance's, the reservation's own rows (`Reservation:`
+    # of cost 0, `UnusedBox:`, or status Unused) are `other` without hours, so the billed
+    # GPU-hours count the instance once and the idle capacity is untracked cost, not hours
+    import json
+
+    import duckdb
+
+    from tests.ingest.test_focus_source import COLUMNS, load, vm, write_csv
+
+    reservation = "arn:aws:ec2:us-east-1:111122223333:capacity-reservation/cr-0be443e1db6f"
+    azure_reservation = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+                         "ml-rg/providers/Microsoft.Compute/capacityReservationGroups/gpu/"
+                         "capacityReservations/nd96")
+
+    def p5(name, usage_type, **cols):
+        return vm(name, "p5.48xlarge", **{"x_UsageType": f"USE1-{usage_type}:p5.48xlarge",
+                                          "ResourceType": "",
+                                          "CapacityReservationId": reservation, **cols})
+
+    rows = [
+        p5("used", "BoxUsage", cost=98.32, ResourceId="i-0p5", ResourceType="Instance",
+           CapacityReservationStatus="Used"),
+        p5("reservation", "Reservation", cost=0.0, ResourceId=reservation),
+        p5("unused", "UnusedBox", hours=2.0, cost=196.64, ResourceId=reservation,
+           CapacityReservationStatus="Unused"),
+        vm("azure-used", "Standard_ND96asr_v4", ProviderName="Microsoft",
+           ResourceId=azure_reservation.replace("capacityReservationGroups/gpu/"
+                                                "capacityReservations/nd96",
+                                                "virtualMachines/trainer"),
+           CapacityReservationId=azure_reservation, CapacityReservationStatus="Used"),
+        vm("azure-unused", "Standard_ND96asr_v4", hours=3.0, cost=30.0,
+           ProviderName="Microsoft", ResourceId=azure_reservation,
+           CapacityReservationId=azure_reservation, CapacityReservationStatus="Unused",
+           SkuPriceDetails=json.dumps({"VMSize": "Standard_ND96asr_v4"})),
+    ]
+    columns = COLUMNS + ("x_UsageType", "CapacityReservationId", "CapacityReservationStatus")
+    with duckdb.connect() as con:
+        got = load(con, write_csv(tmp_path / "focus" / "may.csv", rows, columns))
+    shape = {name: (r["x_CostComponent"], r["x_UsageHours"], r["x_AcceleratorCount"],
+                    r["x_ResourceKind"], r["EffectiveCost"]) for name, r in got.items()}
+    assert shape == {
+        "used": ("gpu", 1.0, 8, "instance", 98.32),
+        "reservation": ("other", None, 0, "other", 0.0),
+        "unused": ("other", None, 0, "other", 196.64),
+        "azure-used": ("gpu", 1.0, 8, "instance", 10.0),
+        "azure-unused": ("other", None, 0, "other", 30.0),
+    }
+
+
 # ---------------------------------------------------------------- CUR 2.0's `tags` column
 
 def test_cur_tags_column_gives_the_lines_resource_tags(tmp_path):

@@ -73,6 +73,7 @@ COLUMNS: dict[str, str] = {
     "EffectiveCost": "DOUBLE",
     "BillingCurrency": "VARCHAR",
     "CommitmentDiscountStatus": "VARCHAR",
+    "CapacityReservationStatus": "VARCHAR",  # FOCUS 1.1+: Used | Unused
     "ListCost": "DOUBLE",
     "PricingCategory": "VARCHAR",       # Standard | Dynamic | Committed | Other
     "InvoiceId": "VARCHAR",

@@ -14,10 +14,12 @@
 --   instance-hours per hour of any of its rows, and G = its instances × the type's. A row
 --   that only cancels a bill (BilledCost < 0, EffectiveCost 0: what a CUR savings-plan
 --   negation would be) carries no hours, as the CUR reader's negations carry none. Nor does
---   a capacity reservation's own row, read as the CUR reader reads it (SPEC §5: `other`,
---   no hours): its idle part (`CapacityReservationStatus = Unused`, FOCUS 1.1+; AWS's
---   `UnusedBox:`/`UnusedDed:` usage types) and AWS's rate-0 `Reservation:`/`DedicatedRes:`
---   rows, whose hours are the instances' own.
+--   a capacity reservation's idle part (`CapacityReservationStatus = Unused`, FOCUS 1.1+).
+--   An AWS row with a usage type (`x_UsageType`) is instance usage only where a CUR line of
+--   that usage type is (SPEC §5: BoxUsage, SpotUsage, HostUsage, SageMaker training), so
+--   the same bill read from either export has the same hours: a capacity reservation's own
+--   `UnusedBox:` and rate-0 `Reservation:` rows, a dedicated instance's `DedicatedUsage:`,
+--   a SageMaker notebook, endpoint or processing job are not instance hours.
 -- * The instance type is read from every column a provider's FOCUS export puts it in, first
 --   found wins: x_InstanceType; SkuPriceDetails / x_SkuDetails keys InstanceType, VMSize,
 --   ServiceType, MachineType (any case, x_ prefix allowed); AWS x_UsageType after the `:` of
@@ -106,10 +108,12 @@ meters AS (
     -- (2M FOCUS rows of 9 meters: ~1.2 s of regexes a month)
     SELECT
         *,
-        -- an AWS capacity reservation's own rows: its idle instances (`UnusedBox:`,
-        -- `UnusedDed:`) and the reservation's rate-0 `Reservation:` / `DedicatedRes:` hours
-        regexp_matches(coalesce(x_UsageType, ''),
-                       '(^|-)(UnusedBox|UnusedDed|Reservation|DedicatedRes):') AS reservation_meter,
+        -- whether an AWS usage type is instance usage as SPEC §5 (and the CUR reader) says:
+        -- EC2 Box/Spot/Host usage and SageMaker training; NULL without a usage type
+        CASE WHEN nullif(trim(x_UsageType), '') IS NOT NULL
+             THEN regexp_matches(x_UsageType,
+                                 '(^|-)((BoxUsage|SpotUsage|HostUsage)(:|$)|Train(-Spot)?:)')
+        END AS instance_usage_type,
         CASE WHEN regexp_matches(coalesce(x_UsageType, ''),
                                  '(^|-)(BoxUsage|SpotUsage|HostUsage|DedicatedUsage|Train(-Spot)?|Notebk|Host|Processing):')
              THEN nullif(split_part(x_UsageType, ':', 2), '') END AS usage_type_instance,
@@ -170,7 +174,7 @@ hints AS (
         d.detail_instance_type,
         d.detail_accelerators,
         m.usage_type_instance, m.meter_instance_type, m.description_instance_type,
-        m.accelerator_sku, m.reservation_meter, m.hours_per_unit, m.instance_resource_type, m.network_usage,
+        m.accelerator_sku, m.instance_usage_type, m.hours_per_unit, m.instance_resource_type, m.network_usage,
         m.storage_usage, m.shared_meter, m.object_storage_meter, m.volume_resource_type,
         r.resource_id, r.shared_resource, r.bucket_name,
         coalesce(nullif(trim(x_MachineType), ''), t.tag_machine_type) AS machine_type
@@ -211,8 +215,14 @@ classified AS (
     SELECT
         raw.*,
         ChargeCategory = 'Usage' AND coalesce(CommitmentDiscountStatus, '') <> 'Unused'
-          AND NOT reservation_meter
           AND lower(trim(coalesce(CapacityReservationStatus, ''))) <> 'unused'
+          -- an AWS row (its export keeps CUR's usage types) is instance usage only as a CUR
+          -- line would be: not a capacity reservation's `Reservation:`/`UnusedBox:` rows, a
+          -- dedicated instance, a notebook, an endpoint or a processing job
+          AND CASE WHEN instance_usage_type = false
+                   THEN NOT regexp_matches(coalesce(ServiceProviderName, ProviderName, ''),
+                                           '(?i)^\s*(aws|amazon)')
+                   ELSE true END
           AND resource_id IS NOT NULL AND hours_per_unit IS NOT NULL
           AND ConsumedQuantity IS NOT NULL
           AND (ServiceCategory IN ('Compute', 'AI and Machine Learning')

@@ -247,13 +247,14 @@ def test_an_unused_capacity_reservation_is_other_without_hours(tmp_path):
                      "unused": ("other", None, 0, 196.64)}
 
 
-def test_focus_capacity_reservation_rows_are_not_instance_hours(tmp_path):
+def test_focus_rows_are_instance_hours_only_where_a_cur_line_would_be(tmp_path):
     # the same reservation in a FOCUS export: AWS's keeps the CUR usage types in x_UsageType
     # (and names the instance type in the row's details), FOCUS 1.1+ marks the idle part
     # `CapacityReservationStatus = Unused` (Azure's export has no usage type at all). Read as
     # the CUR is: the used hour is the instance's, the reservation's own rows (`Reservation:`
     # of cost 0, `UnusedBox:`, or status Unused) are `other` without hours, so the billed
-    # GPU-hours count the instance once and the idle capacity is untracked cost, not hours
+    # GPU-hours count the instance once and the idle capacity is untracked cost, not hours.
+    # AWS's usage types decide as they do for a CUR line (SPEC §5), whatever the category
     import json
 
     import duckdb
@@ -286,7 +287,19 @@ def test_focus_capacity_reservation_rows_are_not_instance_hours(tmp_path):
            CapacityReservationId=azure_reservation, CapacityReservationStatus="Unused",
            SkuPriceDetails=json.dumps({"VMSize": "Standard_ND96asr_v4"})),
     ]
-    columns = COLUMNS + ("x_UsageType", "CapacityReservationId", "CapacityReservationStatus")
+    # AWS usage types a CUR line is not instance usage of (SPEC §5), whatever the row's
+    # category says; another provider's own x_UsageType is not read as AWS's
+    rows += [
+        vm("notebook", "ml.g4dn.xlarge", ServiceCategory="AI and Machine Learning",
+           ServiceName="Amazon SageMaker", ResourceType="Notebook Instance",
+           x_UsageType="USE1-Notebk:ml.g4dn.xlarge"),
+        vm("dedicated-fee", "p4d.24xlarge", x_UsageType="USE1-DedicatedRes:p4d.24xlarge",
+           cost=2.0),
+        vm("oci", "BM.GPU.A10.4", ProviderName="Oracle", x_UsageType="GPU.A10",
+           x_AcceleratorCount=4),
+    ]
+    columns = COLUMNS + ("x_UsageType", "CapacityReservationId", "CapacityReservationStatus",
+                         "x_AcceleratorCount")
     with duckdb.connect() as con:
         got = load(con, write_csv(tmp_path / "focus" / "may.csv", rows, columns))
     shape = {name: (r["x_CostComponent"], r["x_UsageHours"], r["x_AcceleratorCount"],
@@ -297,6 +310,9 @@ def test_focus_capacity_reservation_rows_are_not_instance_hours(tmp_path):
         "unused": ("other", None, 0, "other", 196.64),
         "azure-used": ("gpu", 1.0, 8, "instance", 10.0),
         "azure-unused": ("other", None, 0, "other", 30.0),
+        "notebook": ("other", None, 0, "other", 10.0),
+        "dedicated-fee": ("other", None, 0, "other", 2.0),
+        "oci": ("gpu", 1.0, 4, "instance", 10.0),
     }
 
 

@@ -38,7 +38,8 @@
 --   given by the provider (x_AcceleratorCount, SkuPriceDetails GpuCount/AcceleratorCount);
 --   or x_CostComponent = 'gpu'. cpu = other instance usage.
 -- * network = the Networking category, or data transfer / egress / NAT / endpoint meters;
---   storage = the Storage category or a *Storage subcategory; other = the rest. A valid
+--   storage = the Storage category, a *Storage subcategory or AWS's `EBS:` usage types
+--   (EBS is EC2's: AWS may file its rows under Compute); other = the rest. A valid
 --   x_CostComponent in the file wins.
 -- * G (x_AcceleratorCount) = the provider's count, else the accelerator table (built-in +
 --   `accelerators:`), else the GCP name's `-<N>g` / `-<N>t` suffix, else 1 (reported).
@@ -135,9 +136,12 @@ meters AS (
             AS instance_resource_type,
         ServiceCategory = 'Networking'
           OR regexp_matches(meter_text,
-               '(?i)(data ?transfer|egress|bandwidth|-Out-Bytes|-In-Bytes|nat ?gateway|transit ?gateway|vpc ?endpoint|private ?link|private endpoint)')
+               '(?i)(data ?transfer|egress|bandwidth|-Out-Bytes|-In-Bytes|-Bytes-Internet|cloudfront|nat ?gateway|transit ?gateway|vpc ?endpoint|private ?link|private endpoint)')
             AS network_usage,
+        -- AWS's EBS volumes and snapshots are storage as in a CUR, whatever category the
+        -- export gives EC2's rows
         ServiceCategory = 'Storage' OR regexp_matches(coalesce(ServiceSubcategory, ''), '(?i)storage')
+          OR regexp_matches(coalesce(x_UsageType, ''), '(^|-)EBS:')
             AS storage_usage,
         -- a shared network resource, named by its meter (or by its id: `resources`)
         names_shared_network(meter_text) AS shared_meter,

@@ -297,6 +297,13 @@ def test_focus_rows_are_instance_hours_only_where_a_cur_line_would_be(tmp_path):
            cost=2.0),
         vm("oci", "BM.GPU.A10.4", ProviderName="Oracle", x_UsageType="GPU.A10",
            x_AcceleratorCount=4),
+        # EC2's EBS volume filed under Compute, as a per-service category would file it:
+        # storage, as the CUR reader makes an `EBS:` usage type
+        vm("ebs", "", ResourceId="vol-0abc", ResourceType="", SkuPriceDetails="",
+           x_UsageType="USE1-EBS:VolumeUsage.gp3", ConsumedUnit="GB-Mo", cost=1.5),
+        vm("cloudfront", "", ResourceId="E2QWRUHEXAMPLE", ResourceType="", SkuPriceDetails="",
+           ServiceCategory="Other", x_UsageType="US-DataTransfer-Out-Bytes-Internet",
+           ConsumedUnit="GB", cost=0.5),
     ]
     columns = COLUMNS + ("x_UsageType", "CapacityReservationId", "CapacityReservationStatus",
                          "x_AcceleratorCount")
@@ -313,6 +320,8 @@ def test_focus_rows_are_instance_hours_only_where_a_cur_line_would_be(tmp_path):
         "notebook": ("other", None, 0, "other", 10.0),
         "dedicated-fee": ("other", None, 0, "other", 2.0),
         "oci": ("gpu", 1.0, 4, "instance", 10.0),
+        "ebs": ("storage", None, 0, "other", 1.5),
+        "cloudfront": ("network", None, 0, "other", 0.5),
     }
 
 

@@ -37,8 +37,9 @@ which place runs on the shared instances.
 
 `--bill focus` also writes the month as AWS Data Exports writes it in FOCUS 1.2 with AWS
 columns (`focus/bench-focus/data/BILLING_PERIOD=2026-07/`, parquet: `ChargePeriodStart`,
-`BilledCost`, `EffectiveCost`, `ConsumedQuantity`, `ServiceCategory`, `x_UsageType`, `Tags` as
-a map, …), every CUR line a row, and points the config at it: the pipeline reads the FOCUS
+`BilledCost`, `EffectiveCost`, `ConsumedQuantity`, `ServiceCategory` — one per service, so
+EC2's EBS and NAT rows are `Compute` —, `x_UsageType`, `Tags` as a map, …), every CUR line a
+row, and points the config at it: the pipeline reads the FOCUS
 files, the reference the CUR ones, and the two must attribute the same bill alike. With
 `--commitments` the rows carry the commitments as FOCUS does: a covered or discounted hour
 billed 0 and amortized (`EffectiveCost`, `CommitmentDiscountId`, status `Used`), no negation
@@ -521,11 +522,12 @@ FOCUS_ROWS = """
         'AWS' AS ProviderName, 'AWS' AS PublisherName, 'AWS' AS InvoiceIssuerName,
         product_region_code AS RegionId,
         CASE WHEN _unused_row THEN _commitment ELSE line_item_resource_id END AS ResourceId,
+        -- one category per service, as FOCUS has it: EC2's EBS volumes and NAT gateway are
+        -- `Compute`, S3's cross-region transfer `Storage`; their usage types say the rest
         CASE WHEN _charge <> 'Usage' THEN NULL
              WHEN line_item_product_code = 'AmazonSageMaker' THEN 'AI and Machine Learning'
-             WHEN product_product_family IN ('Data Transfer', 'NAT Gateway') THEN 'Networking'
-             WHEN line_item_product_code = 'AmazonS3' OR product_product_family = 'Storage'
-               THEN 'Storage'
+             WHEN line_item_product_code = 'AmazonS3' THEN 'Storage'
+             WHEN line_item_product_code = 'AWSDataTransfer' THEN 'Networking'
              ELSE 'Compute' END AS ServiceCategory,
         CASE line_item_product_code
              WHEN 'AmazonEC2' THEN 'Amazon Elastic Compute Cloud'

@@ -762,8 +762,10 @@ def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra
 def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
     """`--bill focus`: the pipeline reads the month as AWS's FOCUS 1.2 export writes it (one
     row per CUR line; SageMaker jobs of two instances among them; instance and volume lines
-    tagged with a run, keyed `run_id` as FOCUS keys a user tag), the reference its CUR
-    files: the same totals, the same reconciliation, the same GPU-hours per type."""
+    tagged with a run, keyed `run_id` as FOCUS keys a user tag; one category per service, so
+    EC2's EBS and NAT rows are `Compute`), the reference its CUR files: the same totals, the
+    same reconciliation, the same GPU-hours per type; and the pipeline's own CUR reader, on
+    the CUR files, the same components, costs, hours and accelerators every resource-hour."""
     import duckdb
 
     reference = _bench_module("reference")
@@ -788,6 +790,29 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
         "count(*) FILTER (regexp_matches(ResourceId, '^(i|vol)-[0-9]+$')) FROM billing_facts"
     ).fetchone()
     assert tagged == tagged_resources > 1000 and spelled_as_cur == 0
+    # the same bill read from its CUR by the pipeline's CUR reader: every resource-hour has
+    # the same components, cost, hours and accelerators from either export
+    import yaml
+
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from cost_pipeline.warehouse import ensure_schema
+
+    config = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    config["billing"] = [{"kind": "aws_cur2", "path": "cur/bench-cur"}]
+    (out / "cur-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    by_resource_hour = ("SELECT ResourceId, ChargePeriodStart, x_CostComponent, "
+                        "round(sum(EffectiveCost), 6), round(sum(BilledCost), 6), "
+                        "round(sum(x_UsageHours), 6), max(x_AcceleratorCount), "
+                        "bool_or(x_InstanceUsage), count(*) FROM billing_facts GROUP BY ALL "
+                        "ORDER BY ALL")
+    with duckdb.connect() as cur:
+        ensure_schema(cur)
+        build_billing_facts(cur, load_config(out / "cur-config.yaml"), date(2026, 7, 1),
+                            logging.getLogger("test"))
+        from_cur = cur.execute(by_resource_hour).fetchall()
+    from_focus = con.execute(by_resource_hour).fetchall()
+    assert len(from_cur) > 5000 and from_focus == from_cur
 
 
 @pytest.mark.parametrize(("granularity", "fees"), [("hourly", 744 + 1), ("daily", 31 + 1)])

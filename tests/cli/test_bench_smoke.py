@@ -759,6 +759,41 @@ def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra
         assert untracked >= (3 if status == "RUNNING" else 5) / 60 - 1e-9
 
 
+def _facts_by_resource_hour_from_its_cur(out: Path, con, commitments: bool = False) -> int:
+    """The `--bill focus` month in `out` (built on `con`) against its CUR files read by the
+    pipeline's CUR reader: every resource-hour of either has the same components, amortized
+    and billed cost, hours and accelerators. With `commitments`, the usage only (not the
+    fees and their unused part, which the two exports put on different rows) and not its
+    billed cost (FOCUS bills a covered hour 0 where the CUR bills and negates it). The
+    number of resource-hours."""
+    import duckdb
+    import yaml
+
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from cost_pipeline.warehouse import ensure_schema
+
+    config = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    config["billing"] = [{"kind": "aws_cur2", "path": "cur/bench-cur"}]
+    (out / "cur-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    billed, rows = ("round(sum(BilledCost), 6)", "")
+    if commitments:
+        billed, rows = ("NULL", "WHERE ChargeCategory = 'Usage' "
+                                "AND coalesce(CommitmentDiscountStatus, '') <> 'Unused'")
+    by_resource_hour = (f"SELECT ResourceId, ChargePeriodStart, x_CostComponent, "
+                        f"round(sum(EffectiveCost), 6), {billed}, round(sum(x_UsageHours), 6), "
+                        f"max(x_AcceleratorCount), bool_or(x_InstanceUsage) FROM billing_facts "
+                        f"{rows} GROUP BY ALL ORDER BY ALL")
+    with duckdb.connect() as cur:
+        ensure_schema(cur)
+        build_billing_facts(cur, load_config(out / "cur-config.yaml"), date(2026, 7, 1),
+                            logging.getLogger("test"))
+        from_cur = cur.execute(by_resource_hour).fetchall()
+    from_focus = con.execute(by_resource_hour).fetchall()
+    assert from_focus == from_cur
+    return len(from_cur)
+
+
 def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
     """`--bill focus`: the pipeline reads the month as AWS's FOCUS 1.2 export writes it (one
     row per CUR line; SageMaker jobs of two instances among them; instance and volume lines
@@ -790,29 +825,8 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
         "count(*) FILTER (regexp_matches(ResourceId, '^(i|vol)-[0-9]+$')) FROM billing_facts"
     ).fetchone()
     assert tagged == tagged_resources > 1000 and spelled_as_cur == 0
-    # the same bill read from its CUR by the pipeline's CUR reader: every resource-hour has
-    # the same components, cost, hours and accelerators from either export
-    import yaml
-
-    from cost_pipeline.config import load_config
-    from cost_pipeline.ingest.billing import build_billing_facts
-    from cost_pipeline.warehouse import ensure_schema
-
-    config = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
-    config["billing"] = [{"kind": "aws_cur2", "path": "cur/bench-cur"}]
-    (out / "cur-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    by_resource_hour = ("SELECT ResourceId, ChargePeriodStart, x_CostComponent, "
-                        "round(sum(EffectiveCost), 6), round(sum(BilledCost), 6), "
-                        "round(sum(x_UsageHours), 6), max(x_AcceleratorCount), "
-                        "bool_or(x_InstanceUsage), count(*) FROM billing_facts GROUP BY ALL "
-                        "ORDER BY ALL")
-    with duckdb.connect() as cur:
-        ensure_schema(cur)
-        build_billing_facts(cur, load_config(out / "cur-config.yaml"), date(2026, 7, 1),
-                            logging.getLogger("test"))
-        from_cur = cur.execute(by_resource_hour).fetchall()
-    from_focus = con.execute(by_resource_hour).fetchall()
-    assert len(from_cur) > 5000 and from_focus == from_cur
+    # the same bill read from its CUR by the pipeline's CUR reader
+    assert _facts_by_resource_hour_from_its_cur(out, con) > 5000
 
 
 @pytest.mark.parametrize(("granularity", "fees"), [("hourly", 744 + 1), ("daily", 31 + 1)])
@@ -853,6 +867,10 @@ def test_commitments_read_from_aws_focus_export_are_amortized_as_the_cur(tmp_pat
                        "FROM attribution JOIN billing_facts USING (x_SourceLine)").fetchone()
     assert kept[0] == pytest.approx(unused, rel=1e-12) and kept[1] >= used
     assert ours["unallocated"] == pytest.approx(1234.56 - 500 + unused, rel=1e-12)
+    # and the pipeline's CUR reader amortizes the CUR's usage to the same figures every
+    # resource-hour (it refuses a daily CUR: SPEC §3)
+    if granularity == "hourly":
+        assert _facts_by_resource_hour_from_its_cur(out, con, commitments=True) > 1000
 
 
 @pytest.mark.parametrize("layout", ["spread", "ephemeral"])

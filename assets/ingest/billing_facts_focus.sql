@@ -163,6 +163,7 @@ resources AS (
         ResourceId AS resource_text,
         resource_id,
         names_shared_network(resource_id) AS shared_resource,
+        starts_with(resource_id, 'vol-') AS volume_id,  -- an EBS volume, as in a CUR
         -- the bucket name inside the provider's resource id, when it is an object-storage id
         coalesce(
             nullif(regexp_extract(coalesce(resource_id, ''), '^arn:aws[a-z-]*:s3:[^:]*:[^:]*:(bucket/)?([^/]+)$', 2), ''),
@@ -180,7 +181,7 @@ hints AS (
         m.usage_type_instance, m.meter_instance_type, m.description_instance_type,
         m.accelerator_sku, m.instance_usage_type, m.hours_per_unit, m.instance_resource_type, m.network_usage,
         m.storage_usage, m.shared_meter, m.object_storage_meter, m.volume_resource_type,
-        r.resource_id, r.shared_resource, r.bucket_name,
+        r.resource_id, r.shared_resource, r.volume_id, r.bucket_name,
         coalesce(nullif(trim(x_MachineType), ''), t.tag_machine_type) AS machine_type
     FROM focus_raw f
     LEFT JOIN tag_hints t ON t.tags_text IS NOT DISTINCT FROM f.Tags
@@ -304,7 +305,7 @@ SELECT
         WHEN resource_id IS NULL OR shared_network THEN 'shared'
         WHEN bucket THEN 'bucket'
         WHEN instance_usage THEN 'instance'
-        WHEN volume_resource_type THEN 'volume'
+        WHEN volume_resource_type OR volume_id THEN 'volume'
         ELSE 'other'
     END AS x_ResourceKind,
     ChargeCategory AS x_LineItemType,

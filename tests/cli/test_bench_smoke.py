@@ -781,9 +781,10 @@ def _facts_by_resource_hour_from_its_cur(out: Path, con, commitments: bool = Fal
         billed, rows = ("NULL", "WHERE ChargeCategory = 'Usage' "
                                 "AND coalesce(CommitmentDiscountStatus, '') <> 'Unused'")
     by_resource_hour = (f"SELECT ResourceId, ChargePeriodStart, x_CostComponent, "
-                        f"round(sum(EffectiveCost), 6), {billed}, round(sum(x_UsageHours), 6), "
-                        f"max(x_AcceleratorCount), bool_or(x_InstanceUsage) FROM billing_facts "
-                        f"{rows} GROUP BY ALL ORDER BY ALL")
+                        f"x_ResourceKind, x_PricingCategory, round(sum(EffectiveCost), 6), "
+                        f"{billed}, round(sum(x_UsageHours), 6), max(x_AcceleratorCount), "
+                        f"bool_or(x_InstanceUsage) FROM billing_facts {rows} "
+                        f"GROUP BY ALL ORDER BY ALL")
     with duckdb.connect() as cur:
         ensure_schema(cur)
         build_billing_facts(cur, load_config(out / "cur-config.yaml"), date(2026, 7, 1),
@@ -827,6 +828,27 @@ def test_the_month_read_as_aws_focus_export_is_attributed_as_its_cur(tmp_path):
     assert tagged == tagged_resources > 1000 and spelled_as_cur == 0
     # the same bill read from its CUR by the pipeline's CUR reader
     assert _facts_by_resource_hour_from_its_cur(out, con) > 5000
+
+
+@pytest.mark.parametrize("shape", [{"spot": True, "layout": "packed"},
+                                   {"layout": "ephemeral"}], ids=["spot-packed", "ephemeral"])
+def test_either_export_of_a_month_gives_the_same_facts(tmp_path, shape):
+    """The month as AWS's FOCUS export writes it and as its CUR does, each read by the
+    pipeline's own reader: the same facts every resource-hour (spot lines and restart
+    chains on packed instances; every run on instances of its own)."""
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from cost_pipeline.warehouse import ensure_schema
+
+    out = tmp_path / "month"
+    _bench_module("generate").generate(out, 10_000, 300, 500, bill="focus", **shape)
+    import duckdb
+
+    with duckdb.connect() as con:
+        ensure_schema(con)
+        build_billing_facts(con, load_config(out / "config.yaml"), date(2026, 7, 1),
+                            logging.getLogger("test"))
+        assert _facts_by_resource_hour_from_its_cur(out, con) > 5000
 
 
 @pytest.mark.parametrize(("granularity", "fees"), [("hourly", 744 + 1), ("daily", 31 + 1)])

@@ -320,7 +320,7 @@ def test_focus_rows_are_instance_hours_only_where_a_cur_line_would_be(tmp_path):
         "notebook": ("other", None, 0, "other", 10.0),
         "dedicated-fee": ("other", None, 0, "other", 2.0),
         "oci": ("gpu", 1.0, 4, "instance", 10.0),
-        "ebs": ("storage", None, 0, "other", 1.5),
+        "ebs": ("storage", None, 0, "volume", 1.5),
         "cloudfront": ("network", None, 0, "other", 0.5),
     }
 

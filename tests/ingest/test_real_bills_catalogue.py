@@ -295,6 +295,10 @@ def test_focus_rows_are_instance_hours_only_where_a_cur_line_would_be(tmp_path):
            x_UsageType="USE1-Notebk:ml.g4dn.xlarge"),
         vm("dedicated-fee", "p4d.24xlarge", x_UsageType="USE1-DedicatedRes:p4d.24xlarge",
            cost=2.0),
+        # a FOCUS 1.3 file names the provider in ServiceProviderName (empty: ProviderName's)
+        vm("endpoint", "ml.g5.xlarge", ServiceCategory="AI and Machine Learning",
+           ServiceName="Amazon SageMaker", ServiceProviderName="",
+           x_UsageType="USE1-Host:ml.g5.xlarge"),
         vm("oci", "BM.GPU.A10.4", ProviderName="Oracle", x_UsageType="GPU.A10",
            x_AcceleratorCount=4),
         # EC2's EBS volume filed under Compute, as a per-service category would file it:
@@ -306,7 +310,7 @@ def test_focus_rows_are_instance_hours_only_where_a_cur_line_would_be(tmp_path):
            ConsumedUnit="GB", cost=0.5),
     ]
     columns = COLUMNS + ("x_UsageType", "CapacityReservationId", "CapacityReservationStatus",
-                         "x_AcceleratorCount")
+                         "x_AcceleratorCount", "ServiceProviderName")
     with duckdb.connect() as con:
         got = load(con, write_csv(tmp_path / "focus" / "may.csv", rows, columns))
     shape = {name: (r["x_CostComponent"], r["x_UsageHours"], r["x_AcceleratorCount"],
@@ -319,6 +323,7 @@ def test_focus_rows_are_instance_hours_only_where_a_cur_line_would_be(tmp_path):
         "azure-unused": ("other", None, 0, "other", 30.0),
         "notebook": ("other", None, 0, "other", 10.0),
         "dedicated-fee": ("other", None, 0, "other", 2.0),
+        "endpoint": ("other", None, 0, "other", 10.0),
         "oci": ("gpu", 1.0, 4, "instance", 10.0),
         "ebs": ("storage", None, 0, "volume", 1.5),
         "cloudfront": ("network", None, 0, "other", 0.5),

@@ -115,8 +115,8 @@ meters AS (
              THEN regexp_matches(x_UsageType,
                                  '(^|-)((BoxUsage|SpotUsage|HostUsage)(:|$)|Train(-Spot)?:)')
         END AS instance_usage_type,
-        CASE WHEN regexp_matches(coalesce(x_UsageType, ''),
-                                 '(^|-)(BoxUsage|SpotUsage|HostUsage|Train(-Spot)?):')
+        -- the instance type an instance usage type names (after its `:`)
+        CASE WHEN instance_usage_type
              THEN nullif(split_part(x_UsageType, ':', 2), '') END AS usage_type_instance,
         CASE WHEN regexp_matches(concat_ws(' ', x_SkuMeterCategory, ServiceName), '(?i)virtual machines')
               AND regexp_matches(coalesce(x_SkuMeterName, ''), '(?i)^[a-z]{1,4}[0-9]+[a-z]*( [a-z0-9]+)*$')
@@ -180,7 +180,8 @@ hints AS (
         d.detail_accelerators,
         m.usage_type_instance, m.meter_instance_type, m.description_instance_type,
         m.accelerator_sku, m.instance_usage_type, m.hours_per_unit, m.instance_resource_type,
-        m.network_usage, m.storage_usage, m.shared_meter, m.object_storage_meter, m.volume_resource_type,
+        m.network_usage, m.storage_usage, m.shared_meter, m.object_storage_meter,
+        m.volume_resource_type,
         r.resource_id, r.shared_resource, r.volume_id, r.bucket_name,
         coalesce(nullif(trim(x_MachineType), ''), t.tag_machine_type) AS machine_type
     FROM focus_raw f

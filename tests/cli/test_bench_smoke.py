@@ -759,6 +759,16 @@ def test_an_ephemeral_fleet_bills_partial_hours_the_rules_divide(tmp_path, extra
         assert untracked >= (3 if status == "RUNNING" else 5) / 60 - 1e-9
 
 
+def _load_billing_facts(con, config: Path) -> None:
+    """The generated month's `billing_facts` on `con`, read as `config` says."""
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from cost_pipeline.warehouse import ensure_schema
+
+    ensure_schema(con)
+    build_billing_facts(con, load_config(config), date(2026, 7, 1), logging.getLogger("test"))
+
+
 def _facts_by_resource_hour_from_its_cur(out: Path, con, commitments: bool = False) -> int:
     """The `--bill focus` month in `out` (built on `con`) against its CUR files read by the
     pipeline's CUR reader: every resource-hour of either has the same components, amortized
@@ -768,10 +778,6 @@ def _facts_by_resource_hour_from_its_cur(out: Path, con, commitments: bool = Fal
     number of resource-hours."""
     import duckdb
     import yaml
-
-    from cost_pipeline.config import load_config
-    from cost_pipeline.ingest.billing import build_billing_facts
-    from cost_pipeline.warehouse import ensure_schema
 
     config = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
     config["billing"] = [{"kind": "aws_cur2", "path": "cur/bench-cur"}]
@@ -786,9 +792,7 @@ def _facts_by_resource_hour_from_its_cur(out: Path, con, commitments: bool = Fal
                         f"bool_or(x_InstanceUsage) FROM billing_facts {rows} "
                         f"GROUP BY ALL ORDER BY ALL")
     with duckdb.connect() as cur:
-        ensure_schema(cur)
-        build_billing_facts(cur, load_config(out / "cur-config.yaml"), date(2026, 7, 1),
-                            logging.getLogger("test"))
+        _load_billing_facts(cur, out / "cur-config.yaml")
         from_cur = cur.execute(by_resource_hour).fetchall()
     from_focus = con.execute(by_resource_hour).fetchall()
     assert from_focus == from_cur
@@ -836,18 +840,12 @@ def test_either_export_of_a_month_gives_the_same_facts(tmp_path, shape):
     """The month as AWS's FOCUS export writes it and as its CUR does, each read by the
     pipeline's own reader: the same facts every resource-hour (spot lines and restart
     chains on packed instances; every run on instances of its own)."""
-    from cost_pipeline.config import load_config
-    from cost_pipeline.ingest.billing import build_billing_facts
-    from cost_pipeline.warehouse import ensure_schema
+    import duckdb
 
     out = tmp_path / "month"
     _bench_module("generate").generate(out, 10_000, 300, 500, bill="focus", **shape)
-    import duckdb
-
     with duckdb.connect() as con:
-        ensure_schema(con)
-        build_billing_facts(con, load_config(out / "config.yaml"), date(2026, 7, 1),
-                            logging.getLogger("test"))
+        _load_billing_facts(con, out / "config.yaml")
         assert _facts_by_resource_hour_from_its_cur(out, con) > 5000
 
 

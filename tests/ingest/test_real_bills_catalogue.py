@@ -150,7 +150,6 @@ def test_a_math_text_charge_category_loads_verbatim(tmp_path):
     assert facts["fee"]["x_LineItemType"] == r"Fee $\frac{a}$ x"
 
 
-
 def test_azure_resource_ids_match_whatever_their_case(tmp_path):
     # Azure resource ids are case-insensitive: Azure's cost data writes them lowercased, a
     # tracker (or the Azure SDK) as the resource was created. A run listing its VM in either
@@ -183,6 +182,7 @@ def test_azure_resource_ids_match_whatever_their_case(tmp_path):
         costs = dict(con.execute(
             "SELECT coalesce(run_id, kind), sum(cost) FROM attribution GROUP BY 1").fetchall())
     assert costs == {"r1": 10.0, "no_run": 4.0}
+
 
 # ---------------------------------------------------------------- component decisions
 

@@ -94,6 +94,17 @@ overlap path. Only through `--bill focus`: SPEC §3 refuses a daily CUR export (
 still reads the daily CUR files). Not with `--layout ephemeral` or `--sagemaker` (a day's
 line of a short-lived instance or a training job says too little of its hours).
 
+`--nodes N` makes a production run a distributed job on N neighbouring instances (the spread
+layout's run takes one, the packed layout's four): it lists them all, on top of the runs each
+of them hosts, so their hours are over-claimed and scaled down (SPEC §6 rule 2), as when a
+tracker lists a job's nodes while other runs share them. Not with `--layout ephemeral` or
+`--sagemaker` (a run's instances, or a training job's, are its own).
+
+`--files N` delivers the month's CUR (and with `--bill focus` its FOCUS export) in N parquet
+files instead of files of at most 2 MB, each line in the file its place's hash picks, as the
+delivery of a large export in many parts: every file's footer is read and checked, and every
+scan opens N files whose lines are scattered among them.
+
 `--tags N` puts N cost allocation tags (`user_team`, `user_project`, … with from one to a few
 hundred values each) on every line naming a resource, as in an account that tags everything:
 the same lines, a heavier `resource_tags` map to read and keep.
@@ -300,8 +311,9 @@ SPREAD_RUNS = """
         'FINISHED' AS status,
         CAST($start AS TIMESTAMP) + to_minutes({start_minute}) AS start_time,
         CAST($start AS TIMESTAMP) + to_minutes({end_minute}) AS end_time,
-        [{resource},
-         'vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
+        CASE WHEN r % 10 = 0 THEN range($nodes) ELSE [0] END
+          .list_transform(lambda n: {resource})
+          || ['vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
         CASE WHEN r % 5 = 2 THEN 4 END AS gpus,
         'us-east-1' AS region,
         'bench-ds' AS dataset,
@@ -337,9 +349,9 @@ PACKED_RUNS = """
         start_time,
         CASE WHEN r % 997 <> 5
              THEN start_time + to_minutes(CAST($slot * 0.95 * 60 AS BIGINT)) END AS end_time,
-        CASE WHEN r % 10 = 0
-             THEN [i, (i + 1) % $instances, (i + 2) % $instances, (i + 3) % $instances]
-             ELSE [i] END.list_transform(lambda x: {resource})
+        CASE WHEN r % 10 = 0 THEN range($nodes) ELSE [0] END
+          .list_transform(lambda n: (i + n) % $instances)
+          .list_transform(lambda x: {resource})
           || ['vol-' || lpad((r % $volumes)::VARCHAR, 12, '0')] AS resource_ids,
         CASE WHEN r % 10 >= 2 THEN 2 END AS gpus,
         'us-east-1' AS region,
@@ -592,6 +604,26 @@ FROM (
 """
 
 
+def split_delivery(con: duckdb.DuckDBPyConnection, folder: Path, stem: str, files: int) -> None:
+    """The parquet files in `folder` rewritten as `files` files `<stem>-<k>.parquet` (`--files`),
+    each line in the file its place's hash picks, in one pass over the delivery."""
+    old = sorted(folder.glob("*.parquet"))
+    parts = folder.parent / f".{folder.name}.parts"
+    shutil.rmtree(parts, ignore_errors=True)
+    query(con, f"""
+    COPY (
+      SELECT * EXCLUDE (filename, file_row_number),
+        hash(filename, file_row_number) % $files AS part
+      FROM read_parquet($old, filename = true, file_row_number = true)
+    ) TO '{parts}' (FORMAT parquet, PARTITION_BY (part), ROW_GROUP_SIZE 122880)
+    """, {"files": files, "old": [str(f) for f in old]})
+    for f in old:
+        f.unlink()
+    for k, written in enumerate(sorted(parts.glob("part=*/*.parquet"))):
+        written.replace(folder / f"{stem}-{k}.parquet")
+    shutil.rmtree(parts)
+
+
 def write_daily_inventory(con: duckdb.DuckDBPyConnection, out: Path, objects: int,
                           runs: int) -> None:
     """The checkpoint bucket's S3 Inventory reports of a daily configuration, July 1 to
@@ -666,6 +698,10 @@ MONTH_OPTIONS = (
      "-{}"),
     ("granularity", "hourly", ("hourly", "daily"), "daily: the bill as an export of daily time "
      "granularity writes it, a line per resource and usage type a day", "-{}-lines"),
+    ("nodes", 0, int, "N: a production run is a distributed job listing N neighbouring "
+     "instances (default 1, packed 4)", "-nodes{}"),
+    ("files", 0, int, "N: the month's CUR (and FOCUS) delivery in N parquet files instead of "
+     "files of at most 2 MB", "-files{}"),
 )
 
 
@@ -689,7 +725,8 @@ def add_month_options(parser: argparse.ArgumentParser, kept_as: bool = False) ->
 
 def refusal(*, layout: str = "spread", run_tags: bool = False, commitments: bool = False,
             spot: bool = False, split: bool = False, sagemaker: bool = False,
-            bill: str = "cur", granularity: str = "hourly") -> str | None:
+            bill: str = "cur", granularity: str = "hourly", nodes: int = 0,
+            files: int = 0) -> str | None:
     """Why the month's options do not go together (generate.py and bench/run.py refuse them
     alike), or None."""
     if granularity == "daily" and (bill != "focus" or layout == "ephemeral" or sagemaker):
@@ -703,6 +740,12 @@ def refusal(*, layout: str = "spread", run_tags: bool = False, commitments: bool
     if layout == "ephemeral" and (run_tags or spot or sagemaker):
         return ("--layout ephemeral gives every run instances of its own: --run-tags, --spot "
                 "and --sagemaker place runs on shared ones")
+    if nodes < 0 or files < 0:
+        return "--nodes and --files take a positive count (0: the default)"
+    if nodes > 1 and (layout == "ephemeral" or sagemaker):
+        return ("--nodes spreads a production run over neighbouring shared instances: use it "
+                "with neither --layout ephemeral (instances of its own) nor --sagemaker (a "
+                "training job's instances are the job's)")
     if sagemaker and (layout != "spread" or commitments):
         return ("--sagemaker takes the spread layout's instances i % 5 = 3, which "
                 "--commitments reserves: use it with neither --layout packed nor "
@@ -714,9 +757,11 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
              timestamps: str = "naive", run_tags: bool = False, layout: str = "spread",
              commitments: bool = False, spot: bool = False, split: bool = False,
              sagemaker: bool = False, tags: int = 0, bill: str = "cur",
-             inventory: str = "csv", granularity: str = "hourly") -> Path:
+             inventory: str = "csv", granularity: str = "hourly", nodes: int = 0,
+             files: int = 0) -> Path:
     if reason := refusal(layout=layout, run_tags=run_tags, commitments=commitments, spot=spot,
-                         split=split, sagemaker=sagemaker, bill=bill, granularity=granularity):
+                         split=split, sagemaker=sagemaker, bill=bill, granularity=granularity,
+                         nodes=nodes, files=files):
         raise ValueError(reason)
     daily = granularity == "daily"
     # an instance's (or a volume's) lines in the month: an hour's or a day's each
@@ -741,6 +786,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
               "ri_rate": RI_RATE, "sp_arn": SP_ARN, "ri_arn": RI_ARN, "spot": spot,
               "spot_rate": SPOT_RATE, "split": split, "pod_share": POD_SHARE,
               "sagemaker": sagemaker, "train_rate": TRAIN_RATE, "daily": daily,
+              # a production run's instances
+              "nodes": nodes or (LANES if layout == "packed" else 1),
               # the spread layout's run length (a SageMaker job bills its run's minutes)
               "slot": HOURS / -(-runs // instances),
               "run_minutes": run_minutes, "span": HOURS * 60 - run_minutes * 3 // 2 - 30}
@@ -905,6 +952,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     ) TO '{data}' (FORMAT parquet, FILE_SIZE_BYTES '2MB', FILENAME_PATTERN 'bench-cur-{{i}}',
                    OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 122880)
     """, params)
+    if files:
+        split_delivery(con, data, "bench-cur", files)
     t_cur = time.perf_counter() - t0
     if bill == "focus":  # the same lines as AWS's FOCUS export writes them
         focus = out / "focus" / "bench-focus" / "data" / "BILLING_PERIOD=2026-07"
@@ -919,11 +968,14 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         figures = FOCUS_COMMITMENTS if commitments else FOCUS_ON_DEMAND
         query(con, FOCUS_ROWS.format(list_cost=list_cost, out=focus, **figures),
               {"cur_files": cur_files})
+        if files:
+            split_delivery(con, focus, "bench-focus", files)
     if layout == "packed":
         sql, slot, step = PACKED_RUNS, HOURS / -(-runs // (instances * LANES)), instances * LANES
     else:
         sql, slot, step = SPREAD_RUNS, params["slot"], instances
-    resource = run_resource("x" if layout == "packed" else "r % $instances", split, sagemaker)
+    resource = run_resource("x" if layout == "packed" else "(r + n) % $instances", split,
+                            sagemaker)
     if layout == "ephemeral":
         sql = EPHEMERAL_RUNS.replace("{first}", run_resource(
             EPHEMERAL_INSTANCE.format(n=0), split)).replace("{second}", run_resource(

@@ -322,33 +322,38 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
                                layout="spread", commitments=False, spot=False, split=False,
                                sagemaker=False, tags=0, bill="cur", inventory="csv",
-                               granularity="hourly")
+                               granularity="hourly", nodes=0, files=0)
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
                                commitments=True, spot=True, split=True, sagemaker=True,
                                tags=20, bill="focus", inventory="daily",
-                               granularity="daily")
+                               granularity="daily", nodes=8, files=64)
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
                        "layout": "packed", "commitments": True, "spot": True, "split": True,
                        "sagemaker": True, "tags": 20, "bill": "focus", "inventory": "daily",
-                       "granularity": "daily"}
+                       "granularity": "daily", "nodes": 8, "files": 64}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
                                                "--commitments", "--spot", "--split",
                                                "--sagemaker", "--tags", "20",
                                                "--bill", "focus", "--inventory", "daily",
-                                               "--granularity", "daily"]
+                                               "--granularity", "daily", "--nodes", "8",
+                                               "--files", "64"]
     assert run.variant_suffix(variant) == ("-wide-zoned-tagged-packed-committed-spot-split-"
-                                           "sagemaker-tags20-focus-daily-daily-lines")
+                                           "sagemaker-tags20-focus-daily-daily-lines-nodes8-"
+                                           "files64")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
     assert run.variant_suffix({"layout": "ephemeral"}) == "-ephemeral"
 
 
 # options that do not go together, and what the refusal names: SageMaker jobs take the spread
 # layout's instances that --commitments reserves; an ephemeral fleet has no shared instances to
-# tag, put on spot or train on; the FOCUS month has no split columns
-REFUSED = [({"sagemaker": True, "commitments": True}, "--sagemaker"),
+# tag, put on spot or train on; the FOCUS month has no split columns; a distributed run takes
+# neighbouring shared instances
+REFUSED = [*(({"nodes": 8, **other}, "--nodes")
+             for other in ({"layout": "ephemeral"}, {"sagemaker": True})),
+           ({"files": -1}, "--files"),({"sagemaker": True, "commitments": True}, "--sagemaker"),
            ({"sagemaker": True, "layout": "packed"}, "--sagemaker"),
            *(({"layout": "ephemeral", other: True}, "--layout ephemeral")
              for other in ("run_tags", "spot", "sagemaker")),
@@ -642,6 +647,34 @@ def _reconciliation_of(con, run) -> dict:
                                   "FROM reconciliation").fetchone()
     return {"all": dict(zip(run.RECONCILED, figures, strict=True)),
             **{t["instance_type"]: {n: t[n] for n in run.RECONCILED_PER_TYPE} for t in types}}
+
+
+@pytest.mark.parametrize("extra", [{}, {"layout": "packed", "bill": "focus"}],
+                         ids=["spread", "packed-focus"])
+def test_distributed_runs_in_a_delivery_of_many_files_are_attributed_as_the_rules_say(
+        tmp_path, extra):
+    """`--nodes 8 --files 24`: a production run is a distributed job listing eight neighbouring
+    instances (on top of their own runs: those hours are over-claimed and scaled down), and the
+    month is delivered in 24 parquet files (its CUR, and its FOCUS export read instead), each
+    line in one of them. The pipeline's SQL and the reference attribute and reconcile it
+    alike, and no line is lost or read twice."""
+    import duckdb
+
+    reference = _bench_module("reference")
+    out = tmp_path / "month"
+    _bench_module("generate").generate(out, 10_000, 300, 500, nodes=8, files=24, **extra)
+    files = reference.month_inputs(out)["cur_files"]
+    assert len(list(out.glob("focus/**/*.parquet"))) == (24 if extra else 0)
+    with duckdb.connect() as raw:
+        lines, ids, distributed = raw.execute(
+            "SELECT count(*), count(DISTINCT (identity_line_item_id, identity_time_interval)), "
+            "(SELECT count(*) FROM read_parquet(?) WHERE len(list_filter(resource_ids, "
+            "lambda r: starts_with(r, 'i-'))) = 8) FROM read_parquet(?)",
+            [str(out / "runs.parquet"), files]).fetchone()
+    assert len(files) == 24 and lines == ids > 10_000 and distributed == 30
+    con, ours, recon = _reconciled_as_the_reference(out)
+    assert con.execute("SELECT count(*) FROM billing_facts").fetchone()[0] == lines
+    assert recon["all"]["over_claimed_gpu_hours"] > 0 and ours["production"] > 0
 
 
 @pytest.mark.parametrize("layout", ["spread", "packed"])

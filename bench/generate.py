@@ -741,7 +741,7 @@ def refusal(*, layout: str = "spread", run_tags: bool = False, commitments: bool
         return ("--layout ephemeral gives every run instances of its own: --run-tags, --spot "
                 "and --sagemaker place runs on shared ones")
     if nodes < 0 or files < 0:
-        return "--nodes and --files take a positive count (0: the default)"
+        return "--nodes and --files take a count (0 keeps the default)"
     if nodes > 1 and (layout == "ephemeral" or sagemaker):
         return ("--nodes spreads a production run over neighbouring shared instances: use it "
                 "with neither --layout ephemeral (instances of its own) nor --sagemaker (a "

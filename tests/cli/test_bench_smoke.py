@@ -353,7 +353,8 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
 # neighbouring shared instances
 REFUSED = [*(({"nodes": 8, **other}, "--nodes")
              for other in ({"layout": "ephemeral"}, {"sagemaker": True})),
-           ({"files": -1}, "--files"),({"sagemaker": True, "commitments": True}, "--sagemaker"),
+           ({"files": -1}, "--files"),
+           ({"sagemaker": True, "commitments": True}, "--sagemaker"),
            ({"sagemaker": True, "layout": "packed"}, "--sagemaker"),
            *(({"layout": "ephemeral", other: True}, "--layout ephemeral")
              for other in ("run_tags", "spot", "sagemaker")),

@@ -405,6 +405,32 @@ def test_an_export_selecting_both_tag_columns_reads_resource_tags(tmp_path):
         assert facts(con)["both"]["Tags"] == {"user_team": "vision", "user_run_id": "r1"}
 
 
+def test_a_month_whose_files_differ_in_their_tag_column_reads_each_files_own(tmp_path):
+    # an export edited mid-month (AWS Data Exports lets its columns change) delivers files
+    # with resource_tags beside files with only the `tags` column: each file's lines take
+    # their resource tags from the column that file holds, and the run tag claims them alike
+    from datetime import date, timedelta
+
+    import duckdb
+
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.warehouse import month_params
+    from tests.support.cur_rows import MIXED_TAGS, T0, build, config, facts, write_mixed_tag_export
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    july = date(2026, 7, 1)
+    with duckdb.connect() as con:
+        cfg = config(tmp_path, write_mixed_tag_export(tmp_path))
+        build(con, cfg)
+        assert {line: row["Tags"] for line, row in facts(con).items()} == MIXED_TAGS
+        insert_runs(con, july, [{**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED",
+                                 "start_time": T0, "end_time": T0 + timedelta(hours=2)}])
+        build_attribution(con, july, month_params(cfg, july))
+        costs = dict(con.execute(
+            "SELECT coalesce(run_id, kind), sum(cost) FROM attribution GROUP BY 1").fetchall())
+    assert costs == {"r1": 21.0, "no_run": 42.0}
+
+
 def test_a_tags_column_of_another_type_is_named_unless_resource_tags_is_there(tmp_path):
     # the `tags` column is read only without resource_tags: only then is its type checked
     import duckdb

@@ -79,6 +79,26 @@ def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
         "SELECT Tags FROM billing_facts").fetchall()]
 
 
+def test_a_month_whose_files_differ_in_their_tag_column_is_read_as_its_local_copy(
+        tmp_path, s3_server, con):
+    # resource_tags in one file, CUR 2.0's `tags` alone in another, both in a third: `tags`
+    # is fetched from the second only, and each line's Tags are the local copy's
+    from tests.support.cur_rows import MIXED_TAGS, write_mixed_tag_export
+
+    export = write_mixed_tag_export(tmp_path)
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    query = ("SELECT split_part(x_SourceLine, ':', 2), * EXCLUDE (month, x_File) "
+             "FROM billing_facts ORDER BY x_SourceLine")
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    local = con.execute(query).fetchall()
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    remote = con.execute(query).fetchall()
+    assert remote == local and len(remote) == 6
+    assert dict(con.execute("SELECT split_part(x_SourceLine, ':', 2), Tags FROM billing_facts"
+                            ).fetchall()) == MIXED_TAGS
+
+
 def test_manifest_is_the_month_a_stale_file_is_ignored(tmp_path, s3_server, con):
     endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
     put(endpoint, bucket, f"{DATA}/current.parquet", parquet_bytes([line(10.0)], tmp_path))

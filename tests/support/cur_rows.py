@@ -136,6 +136,44 @@ def write_export(root: Path, files: dict[str, list[dict]], *, manifest: bool = T
     return export
 
 
+def write_mixed_tag_export(root: Path) -> Path:
+    """A month whose export changed its tag column mid-month: `a.parquet` holds
+    resource_tags, `b.parquet` CUR 2.0's `tags` column instead (whose other keys' sources
+    are an account's tag and a cost category), `c.parquet` both (the same resource tags
+    twice). Lines `a1`, `b1`, `c1` carry run r1's tag, `a2`,
+    `b2`, `c2` none of their own (`c2`'s `tags` column holds a cost category: `{}` were it
+    read)."""
+    tags = pa.map_(pa.string(), pa.string())
+    export = root / EXPORT
+    data = month_dir(export)
+    write_parquet(data / "a.parquet", [
+        line(1.0, identity_line_item_id="a1", line_item_resource_id="i-0a",
+             resource_tags={"user:run_id": "r1", "user:team": "vision"}),
+        line(2.0, identity_line_item_id="a2", line_item_resource_id="i-0d", resource_tags=None),
+    ])
+    write_parquet(data / "b.parquet", [
+        line(4.0, identity_line_item_id="b1", line_item_resource_id="i-0b",
+             tags={"resourceTags/user:run_id": "r1", "resourceTags/user:team": "vision",
+                   "accountTag/team": "finance"}),
+        line(8.0, identity_line_item_id="b2", line_item_resource_id="i-0e",
+             tags={"costCategory/project": "research"}),
+    ], drop=("resource_tags",), extra={"tags": tags})
+    write_parquet(data / "c.parquet", [
+        line(16.0, identity_line_item_id="c1", line_item_resource_id="i-0c",
+             resource_tags={"user:run_id": "r1"}, tags={"resourceTags/user:run_id": "r1"}),
+        line(32.0, identity_line_item_id="c2", line_item_resource_id="i-0f",
+             resource_tags=None, tags={"costCategory/project": "research"}),
+    ], extra={"tags": tags})
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.parquet", "b.parquet", "c.parquet")])
+    return export
+
+
+MIXED_TAGS = {"a1": {"user:run_id": "r1", "user:team": "vision"}, "a2": None,
+              "b1": {"user:run_id": "r1", "user:team": "vision"}, "b2": {},
+              "c1": {"user:run_id": "r1"}, "c2": None}
+
+
 def write_manifest(export: Path, uris: list[str], *, month: str = "2026-07",
                    table_config: dict | None = None) -> Path:
     meta = month_dir(export, "metadata", month)

@@ -112,6 +112,9 @@ class Delivery:
     # file → its row count as its footer states it, for local files (`inspect_schema`); S3
     # rows are copied into a table before any filter reads them: None there
     file_rows: dict[str, int] | None = None
+    # files holding CUR 2.0's `tags` column but not `resource_tags`, in a delivery where
+    # another file holds `resource_tags` (`resource_tags_expr`)
+    tags_only_files: set[str] = field(default_factory=set)
 
 
 def _month_folder(month: date) -> str:
@@ -216,6 +219,7 @@ def inspect_schema(delivery: Delivery,
     wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
     if read_schema is None:
         delivery.file_rows = {}
+    delivery.tags_only_files = set()
     for file in delivery.files:
         try:
             if read_schema is None:
@@ -245,8 +249,12 @@ def inspect_schema(delivery: Delivery,
                 if kind == "TIMESTAMP" and not (
                         pa.types.is_timestamp(actual) and actual.tz is None):
                     delivery.zoned_timestamps.add(column)
+        if "tags" in names and "resource_tags" not in names:
+            delivery.tags_only_files.add(file)
         seen |= names
     delivery.columns = seen
+    if "resource_tags" not in seen:
+        delivery.tags_only_files = set()  # every file's tags come from `tags`
     delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
     delivery.has_split_columns = "split_line_item_parent_resource_id" in delivery.columns
 
@@ -303,11 +311,11 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     )
 
 
-def raw_columns(delivery: Delivery) -> list[str]:
+def raw_columns(delivery: Delivery, file_column: str = "filename") -> list[str]:
     """The `cur_raw` select list over a relation holding the export's own columns (`tags`
-    only inside `resource_tags`)."""
+    only inside `resource_tags`); `file_column` names each row's file there."""
     return [
-        resource_tags_expr(delivery) if column == "resource_tags"
+        resource_tags_expr(delivery, file_column) if column == "resource_tags"
         else _column_expr(column, kind, delivery) if column in delivery.columns
         else f"CAST(NULL AS {kind}) AS {sql_identifier(column)}"
         for column, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
@@ -318,7 +326,7 @@ def raw_columns(delivery: Delivery) -> list[str]:
 RESOURCE_TAGS_PREFIX = "resourceTags/"
 
 
-def resource_tags_expr(delivery: Delivery) -> str:
+def resource_tags_expr(delivery: Delivery, file_column: str = "filename") -> str:
     """`resource_tags` as the lines' Tags: the column as the export has it; from CUR 2.0's
     `tags` column when the export selected that one instead. There every tag of a line is
     keyed by its source (`resourceTags/…`, `accountTag/…`, `costCategory/…`,
@@ -326,16 +334,27 @@ def resource_tags_expr(delivery: Delivery) -> str:
     (`resourceTags/user:team` → `user:team`, which `user_tag` reads); an account's tag or a
     cost category applies to every line of the account, and is no run's claim on a line. An
     export selecting both columns holds the same resource tags twice: resource_tags alone is
-    read (taking them from `tags` costs ~1 s per 1.5M lines of five tags)."""
+    read (taking them from `tags` costs ~1 s per 1.5M lines of five tags). A delivery whose
+    files differ (the export's columns changed within the month) reads each file's lines
+    from the column that file has: `tags` only in the files without resource_tags (named by
+    `file_column`)."""
     kind = OPTIONAL_COLUMNS["resource_tags"]
+    prefix = sql_literal(RESOURCE_TAGS_PREFIX)
+    from_tags = (f"map_from_entries(list_transform(list_filter(map_entries("
+                 f"TRY_CAST(tags AS {kind})), lambda e: starts_with(e.key, {prefix})), "
+                 f"lambda e: {{'key': e.key[{len(RESOURCE_TAGS_PREFIX) + 1}:], "
+                 f"'value': e.value}}))")
     if "resource_tags" in delivery.columns:
-        return _column_expr("resource_tags", kind, delivery)
+        own = _column_expr("resource_tags", kind, delivery)
+        tags_only = sorted(f for f in delivery.files if f in delivery.tags_only_files)
+        if not tags_only or "tags" not in delivery.columns:
+            return own
+        files = ", ".join(sql_literal(f) for f in tags_only)
+        return (f"CASE WHEN {file_column} IN ({files}) THEN {from_tags} "
+                f"ELSE TRY_CAST(resource_tags AS {kind}) END AS resource_tags")
     if "tags" not in delivery.columns:
         return f"CAST(NULL AS {kind}) AS resource_tags"
-    prefix = sql_literal(RESOURCE_TAGS_PREFIX)
-    return (f"map_from_entries(list_transform(list_filter(map_entries(TRY_CAST(tags AS {kind})), "
-            f"lambda e: starts_with(e.key, {prefix})), lambda e: {{'key': "
-            f"e.key[{len(RESOURCE_TAGS_PREFIX) + 1}:], 'value': e.value}})) AS resource_tags")
+    return f"{from_tags} AS resource_tags"
 
 
 def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:

@@ -141,6 +141,11 @@ class S3Reader:
             raise source_error(self.delivery.source, uri, exc) from None
         return self.schemas[uri]
 
+    @staticmethod
+    def _reads_tags(names) -> bool:
+        """A file whose `tags` column is read: it has no resource_tags column."""
+        return "tags" in names and "resource_tags" not in names
+
     def close(self) -> None:
         for uri in list(self._open_files):
             self._close(uri)
@@ -150,9 +155,10 @@ class S3Reader:
         files travels as text; the view's TRY_CASTs read it back)."""
         fields = []
         for column, kind in {**cur2.REQUIRED_COLUMNS, **cur2.OPTIONAL_COLUMNS}.items():
-            if column == "tags" and "resource_tags" in self.delivery.columns:
-                continue  # the same resource tags: not fetched (`cur2.resource_tags_expr`)
-            types = [s.field(column).type for s in self.schemas.values() if column in s.names]
+            # `tags` is fetched only from files without resource_tags: elsewhere it holds the
+            # same resource tags (`cur2.resource_tags_expr`)
+            types = [s.field(column).type for s in self.schemas.values()
+                     if column in s.names and (column != "tags" or self._reads_tags(s.names))]
             if not types:
                 continue
             try:
@@ -174,7 +180,9 @@ class S3Reader:
             except OSError as exc:
                 raise source_error(self.delivery.source, uri, exc) from None
             try:
-                present = [f.name for f in columns if f.name in parquet.schema_arrow.names]
+                names = parquet.schema_arrow.names
+                present = [f.name for f in columns if f.name in names
+                           and (f.name != "tags" or self._reads_tags(names))]
                 row = 1
                 for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=present):
                     n = batch.num_rows
@@ -222,7 +230,7 @@ def register_raw(con: duckdb.DuckDBPyConnection, reader: S3Reader, view: str) ->
     finally:
         con.unregister("cur_s3_stream")
         reader.close()
-    select = [*cur2.raw_columns(delivery), "_file", "_row"]
+    select = [*cur2.raw_columns(delivery, "_file"), "_file", "_row"]
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "
                 f"FROM {ROWS_TABLE}")
 

@@ -86,6 +86,13 @@ RESOURCE_ID_FIX = (
     "Recreate the Data Export (CUR 2.0) with 'Include resource IDs' (INCLUDE_RESOURCES) "
     "and hourly time granularity"
 )
+FORMAT_FIX = (
+    "the export is delivered as CSV (file format TEXT_OR_CSV); CUR 2.0 is read as parquet. "
+    "Recreate the Data Export (CUR 2.0) with file format 'Parquet' (Format PARQUET, "
+    "Compression PARQUET)"
+)
+# the data files of an export whose file format is TEXT_OR_CSV (Compression GZIP or ZIP)
+TEXT_EXPORT_SUFFIXES = (".csv", ".csv.gz", ".csv.zip", ".gz", ".zip")
 GRANULARITY_FIX = (
     "the export is not hourly. Recreate the Data Export (CUR 2.0) with time granularity "
     "'Hourly' (TIME_GRANULARITY HOURLY) and 'Include resource IDs' (INCLUDE_RESOURCES)"
@@ -141,6 +148,7 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
         except (OSError, ValueError) as exc:
             raise SourceError(source, str(manifest), f"unreadable manifest: {exc}") from None
         delivery.execution_id, uris = manifest_files(source, str(manifest), doc)
+        refuse_text_export(source, str(manifest), uris)
         for uri in uris:
             # confined to the export folder: `../` or a link cannot read another file
             local = _local_file(root, uri)
@@ -152,12 +160,24 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
     else:
         folder = root / "data" / _month_folder(month)
         if folder.is_dir():
-            delivery.files = sorted(str(p) for p, _ in walk_files(folder, source)
-                                    if p.suffix == ".parquet")
+            found = sorted(str(p) for p, _ in walk_files(folder, source))
+            delivery.files = [f for f in found if f.endswith(".parquet")]
+            if not delivery.files:
+                refuse_text_export(source, None, found)
     for file in delivery.files:
         stat = Path(file).stat()
         delivery.stats[file] = (stat.st_size, str(stat.st_mtime))
     return delivery
+
+
+def refuse_text_export(source: str, manifest: str | None, names: list[str]) -> None:
+    """A delivery of CSV data files (an export whose file format is TEXT_OR_CSV) is refused,
+    naming the manifest listing it or the file, and saying how to fix the export."""
+    for name in names:
+        if name.lower().endswith(TEXT_EXPORT_SUFFIXES):
+            if manifest is None:
+                raise SourceError(source, name, FORMAT_FIX)
+            raise SourceError(source, manifest, f"dataFiles lists {name}: {FORMAT_FIX}")
 
 
 def manifest_files(source: str, where: str, doc: object) -> tuple[str | None, list[str]]:

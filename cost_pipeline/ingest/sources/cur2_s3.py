@@ -67,6 +67,7 @@ def find_delivery(source: str, export_uri: str, month: date, fs: pafs.FileSystem
         except ValueError as exc:
             raise SourceError(source, delivery.manifest, f"unreadable manifest: {exc}") from None
         delivery.execution_id, uris = cur2.manifest_files(source, delivery.manifest, doc)
+        cur2.refuse_text_export(source, delivery.manifest, uris)
         paths = [root.child(cur2.export_relative(uri, export_name)).path for uri in uris]
         try:
             files = fs.get_file_info(paths)
@@ -81,8 +82,11 @@ def find_delivery(source: str, export_uri: str, month: date, fs: pafs.FileSystem
             raise SourceError(source, export_uri, "no export under this prefix (expected "
                               "…/<export-name>/data/BILLING_PERIOD=YYYY-MM/*.parquet)")
         folder = root.child(f"data/{_month_folder(month)}").path
-        files = sorted((i for i in list_files(fs, folder, source)
-                        if i.is_file and i.path.endswith(".parquet")), key=lambda i: i.path)
+        found = sorted((i for i in list_files(fs, folder, source) if i.is_file),
+                       key=lambda i: i.path)
+        files = [i for i in found if i.path.endswith(".parquet")]
+        if not files:
+            cur2.refuse_text_export(source, None, [uri_of(i.path) for i in found])
     delivery.files = [uri_of(info.path) for info in files]
     delivery.stats = {uri_of(i.path): (int(i.size or 0), mtime_text(i)) for i in files}
     return delivery

@@ -431,6 +431,103 @@ def test_a_month_whose_files_differ_in_their_tag_column_reads_each_files_own(tmp
     assert costs == {"r1": 21.0, "no_run": 42.0}
 
 
+MAP_ROWS = [
+    # an accelerated type no table knows: the product's `gpu` attribute gives its G
+    dict(identity_line_item_id="l1", line_item_usage_type="BoxUsage:zz9.8xlarge",
+         product_instance_type="zz9.8xlarge",
+         product={"product_name": "Amazon Elastic Compute Cloud", "gpu": "4",
+                  "servicename": "Amazon EC2"},
+         resource_tags={"user:run_id": "r1", "user_team": "vision"}),
+    dict(identity_line_item_id="l2", resource_tags={"user_team": "nlp"}),
+    dict(identity_line_item_id="l3", product=None, resource_tags=None),
+    dict(identity_line_item_id="l4", resource_tags={}),
+]
+
+
+def map_export(root, shape: str):
+    from tests.support.cur_rows import (
+        EXPORT,
+        S3_EXPORT,
+        line,
+        month_dir,
+        write_manifest,
+        write_maps_as,
+        write_parquet,
+    )
+
+    rows = [line(float(i + 1), **cols) for i, cols in enumerate(MAP_ROWS)]
+    export = root / EXPORT
+    if shape == "map":
+        write_parquet(month_dir(export) / "a.parquet", rows)
+    else:
+        write_maps_as(month_dir(export) / "a.parquet", rows, shape)
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/a.parquet"])
+    return export
+
+
+@pytest.mark.parametrize("shape", ["struct", "text"])
+def test_map_columns_written_as_structs_or_json_text_read_as_the_maps(tmp_path, shape):
+    # a CUR rewritten by pandas (a column of dicts becomes a struct) or holding its maps as
+    # JSON text: the lines' Tags, service and accelerators are those of the same lines
+    # written with real maps
+    import duckdb
+
+    from tests.support.cur_rows import build, config
+
+    query = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+    with duckdb.connect() as con:
+        build(con, config(tmp_path / "map", map_export(tmp_path / "map", "map")))
+        want = con.execute(query).fetchall()
+        build(con, config(tmp_path / shape, map_export(tmp_path / shape, shape)))
+        got = con.execute(query).fetchall()
+        tags = dict(con.execute("SELECT split_part(x_SourceLine, ':', 2), Tags "
+                                "FROM billing_facts").fetchall())
+        gpu = con.execute("SELECT x_AcceleratorCount, x_CostComponent FROM billing_facts "
+                          "WHERE x_SourceLine LIKE '%:l1:%'").fetchone()
+    assert got == want and len(got) == 4
+    assert tags == {"l1": {"user:run_id": "r1", "user_team": "vision"},
+                    "l2": {"user_team": "nlp"}, "l3": None, "l4": {}}
+    assert gpu == (4, "gpu")
+
+
+def test_map_text_that_is_no_map_and_files_holding_a_map_differently_are_named(tmp_path):
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.support.cur_rows import (
+        EXPORT,
+        build,
+        config,
+        line,
+        month_dir,
+        write_maps_as,
+        write_parquet,
+    )
+
+    rows = [line(1.0, resource_tags={"user_team": "vision"}),
+            line(2.0, resource_tags={"user_team": "nlp"})]
+    data = month_dir(tmp_path / "text" / EXPORT)
+    bad = write_maps_as(data / "a.parquet", rows, "text")
+    table = pq.read_table(bad)
+    column = table.schema.get_field_index("resource_tags")
+    pq.write_table(table.set_column(column, "resource_tags",
+                                    pa.array(['{"user_team": "vision"}', "user_team=nlp"])), bad)
+    mixed = month_dir(tmp_path / "mixed" / EXPORT)
+    write_parquet(mixed / "a.parquet", rows[:1])
+    write_maps_as(mixed / "b.parquet", rows[1:], "struct")
+    with duckdb.connect() as con:
+        with pytest.raises(SourceError) as err:
+            build(con, config(tmp_path, tmp_path / "text" / EXPORT))
+        assert f"{bad} row 2" in str(err.value)
+        assert "column resource_tags is text that is neither a JSON object nor a map: " \
+               "'user_team=nlp'" in str(err.value)
+        with pytest.raises(SourceError) as err:
+            build(con, config(tmp_path, tmp_path / "mixed" / EXPORT))
+    assert f"{mixed / 'b.parquet'}: column product is a struct here but a map in " \
+           f"{mixed / 'a.parquet'}" in str(err.value)
+
+
 def test_a_tags_column_of_another_type_is_named_unless_resource_tags_is_there(tmp_path):
     # the `tags` column is read only without resource_tags: only then is its type checked
     import duckdb
@@ -438,14 +535,15 @@ def test_a_tags_column_of_another_type_is_named_unless_resource_tags_is_there(tm
 
     from tests.support.cur_rows import build, config, facts, line, write_export
 
-    struct = pa.struct([("team", pa.string())])
+    # (a struct or text is read as a map: `test_map_columns_written_as_structs_or_json_…`)
+    listed = pa.list_(pa.string())
     rows = [line(1.0, identity_line_item_id="l1", resource_tags={"user_team": "vision"},
-                 tags={"team": "vision"})]
+                 tags=["team=vision"])]
     with duckdb.connect() as con:
         build(con, config(tmp_path / "both", write_export(tmp_path / "both", {"a.parquet": rows},
-                                                          extra={"tags": struct})))
+                                                          extra={"tags": listed})))
         assert facts(con)["l1"]["Tags"] == {"user_team": "vision"}
         alone = write_export(tmp_path / "alone", {"a.parquet": rows}, drop=("resource_tags",),
-                             extra={"tags": struct})
-        with pytest.raises(SourceError, match="column tags is struct"):
+                             extra={"tags": listed})
+        with pytest.raises(SourceError, match="column tags is list<element: string>"):
             build(con, config(tmp_path / "alone", alone))

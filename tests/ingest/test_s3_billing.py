@@ -115,6 +115,40 @@ def test_a_csv_export_on_s3_is_refused_saying_how_to_fix_it(tmp_path, s3_server,
         build(con, s3_config(tmp_path, endpoint, bucket))
 
 
+@pytest.mark.parametrize("shape", ["struct", "text"])
+def test_map_columns_written_as_structs_or_json_text_read_as_their_maps(
+        tmp_path, s3_server, con, shape):
+    # the same lines with product and resource_tags as real maps, read locally, and as
+    # structs (two files of different fields, as pandas writes them) or JSON text, from S3
+    # and from a local copy
+    from tests.support.cur_rows import month_dir, write_manifest, write_maps_as
+
+    rows = [line(1.0, identity_line_item_id="l1",
+                 product={"product_name": "Amazon Elastic Compute Cloud", "gpu": "4"},
+                 resource_tags={"user:run_id": "r1", "user_team": "vision"}),
+            line(2.0, identity_line_item_id="l2", resource_tags={"user_team": "nlp"}),
+            line(3.0, identity_line_item_id="l3", product={"servicename": "Amazon EC2"},
+                 resource_tags={"user:project": "p"}),
+            line(4.0, identity_line_item_id="l4", product=None, resource_tags=None)]
+    maps = write_export(tmp_path / "maps", {"a.parquet": rows[:2], "b.parquet": rows[2:]})
+    other = tmp_path / shape / EXPORT
+    write_maps_as(month_dir(other) / "a.parquet", rows[:2], shape)
+    write_maps_as(month_dir(other) / "b.parquet", rows[2:], shape)
+    write_manifest(other, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                           for name in ("a.parquet", "b.parquet")])
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, other, bucket, PREFIX)
+    query = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(maps)}]}, tmp_path))
+    local = con.execute(query).fetchall()
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert con.execute(query).fetchall() == local and len(local) == 4
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(other)}]}, tmp_path))
+    assert con.execute(query).fetchall() == local  # the local copy of the same files
+    assert dict(con.execute("SELECT split_part(x_SourceLine, ':', 2), Tags FROM billing_facts"
+                            ).fetchall())["l1"] == {"user:run_id": "r1", "user_team": "vision"}
+
+
 def test_manifest_is_the_month_a_stale_file_is_ignored(tmp_path, s3_server, con):
     endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
     put(endpoint, bucket, f"{DATA}/current.parquet", parquet_bytes([line(10.0)], tmp_path))

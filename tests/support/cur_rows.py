@@ -117,6 +117,27 @@ def _convert(value: Any, kind: pa.DataType) -> Any:
     return value
 
 
+def write_maps_as(path: Path, rows: list[dict], shape: str, **kw: Any) -> Path:
+    """`rows` as `write_parquet` writes them, with the map columns `product` and
+    `resource_tags` held another way: `struct` (as pandas writes a column of dicts: one
+    field per key any row has, NULL where a row lacks it) or `text` (a JSON object)."""
+    types: dict[str, pa.DataType] = {}
+    rows = [dict(r) for r in rows]
+    for column in ("product", "resource_tags"):
+        if shape == "struct":
+            keys = list(dict.fromkeys(k for r in rows for k in (r.get(column) or {})))
+            types[column] = pa.struct([(k, pa.string()) for k in keys])
+            for r in rows:
+                if r.get(column) is not None:
+                    r[column] = {k: r[column].get(k) for k in keys}
+        else:
+            types[column] = pa.string()
+            for r in rows:
+                if r.get(column) is not None:
+                    r[column] = json.dumps(r[column])
+    return write_parquet(path, rows, types=types, **kw)
+
+
 def month_dir(export: Path, kind: str = "data", month: str = "2026-07") -> Path:
     return export / kind / f"BILLING_PERIOD={month}"
 

@@ -122,6 +122,9 @@ class Delivery:
     # files holding CUR 2.0's `tags` column but not `resource_tags`, in a delivery where
     # another file holds `resource_tags` (`resource_tags_expr`)
     tags_only_files: set[str] = field(default_factory=set)
+    # a map column (resource_tags, tags, product) the files hold as a struct (pandas writes a
+    # dict so) or as text (a JSON object), not as a map (`map_value_sql`)
+    map_shapes: dict[str, str] = field(default_factory=dict)
 
 
 def _month_folder(month: date) -> str:
@@ -240,6 +243,7 @@ def inspect_schema(delivery: Delivery,
     if read_schema is None:
         delivery.file_rows = {}
     delivery.tags_only_files = set()
+    shapes: dict[str, tuple[str, str]] = {}  # map column → (its shape, the first file so)
     for file in delivery.files:
         try:
             if read_schema is None:
@@ -266,6 +270,8 @@ def inspect_schema(delivery: Delivery,
             if column in names:
                 actual = schema.field(column).type
                 _check_type(delivery.source, file, column, kind, actual)
+                if kind.startswith("MAP") and not pa.types.is_null(actual):
+                    _same_map_shape(delivery.source, file, column, _map_shape(actual), shapes)
                 if kind == "TIMESTAMP" and not (
                         pa.types.is_timestamp(actual) and actual.tz is None):
                     delivery.zoned_timestamps.add(column)
@@ -273,6 +279,7 @@ def inspect_schema(delivery: Delivery,
             delivery.tags_only_files.add(file)
         seen |= names
     delivery.columns = seen
+    delivery.map_shapes = {c: shape for c, (shape, _) in shapes.items() if shape != "map"}
     if "resource_tags" not in seen:
         delivery.tags_only_files = set()  # every file's tags come from `tags`
     delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
@@ -288,7 +295,8 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
         ok = (pa.types.is_timestamp(actual) or pa.types.is_date(actual) or text
               or pa.types.is_null(actual))
     elif kind.startswith("MAP"):
-        ok = pa.types.is_map(actual) or pa.types.is_null(actual) or text
+        ok = (pa.types.is_map(actual) or pa.types.is_struct(actual) or pa.types.is_null(actual)
+              or text)
     elif kind == "VARCHAR":
         ok = not (pa.types.is_nested(actual) or pa.types.is_binary(actual)
                   or pa.types.is_large_binary(actual))
@@ -298,13 +306,74 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
         raise SourceError(source, file, f"column {column} is {actual}, expected {expected}")
 
 
+def _map_shape(actual: pa.DataType) -> str:
+    if pa.types.is_map(actual):
+        return "map"
+    return "struct" if pa.types.is_struct(actual) else "text"
+
+
+def _same_map_shape(source: str, file: str, column: str, shape: str,
+                    shapes: dict[str, tuple[str, str]]) -> None:
+    """Every file of a delivery holds a map column the same way: a map, a struct or text."""
+    first = shapes.setdefault(column, (shape, file))
+    if first[0] != shape:
+        raise SourceError(source, file, f"column {column} is a {shape} here but a {first[0]} "
+                          f"in {first[1]}: the delivery's files must hold it the same way")
+
+
+def map_value_sql(column: str, delivery: Delivery) -> str:
+    """A map column's value as MAP(VARCHAR, VARCHAR), however the files hold it: a map as it
+    is; a struct (a dict written by pandas) as its non-null fields; text as a JSON object
+    (`{"user_team": "vision"}`) or DuckDB's map literal (`{user_team=vision}`), a value that
+    is neither refused by `check_text_maps`."""
+    name, kind = sql_identifier(column), "MAP(VARCHAR, VARCHAR)"
+    shape = delivery.map_shapes.get(column)
+    if shape == "struct":
+        return (f"map_from_entries(list_filter(map_entries(TRY_CAST(to_json({name}) AS {kind})), "
+                f"lambda e: e.value IS NOT NULL))")
+    if shape == "text":
+        return (f"CASE WHEN {_blank_text_sql(name)} THEN NULL ELSE coalesce("
+                f"TRY_CAST(TRY_CAST({name} AS JSON) AS {kind}), TRY_CAST({name} AS {kind})) END")
+    return f"TRY_CAST({name} AS {kind})"
+
+
+def _blank_text_sql(name: str) -> str:
+    return f"coalesce(lower(trim({name})), '') IN ('', 'null')"
+
+
+def check_text_maps(con: duckdb.DuckDBPyConnection, delivery: Delivery, relation: str,
+                    file_sql: str, row_sql: str) -> None:
+    """Refuse a map column held as text whose value is neither a JSON object nor a map
+    literal, naming the file, the row and the column (`relation` holds the files' own
+    columns; `file_sql` and `row_sql` name a row there)."""
+    for column in sorted(c for c, shape in delivery.map_shapes.items() if shape == "text"):
+        where = ""
+        if column == "tags" and "resource_tags" in delivery.columns:
+            # read only from the files without resource_tags (`resource_tags_expr`)
+            files = sorted(f for f in delivery.files if f in delivery.tags_only_files)
+            if not files:
+                continue
+            where = f"{file_sql} IN ({', '.join(sql_literal(f) for f in files)}) AND "
+        name = sql_identifier(column)
+        bad = con.execute(
+            f"SELECT {file_sql}, {row_sql}, {name} FROM {relation} WHERE {where}"
+            f"NOT {_blank_text_sql(name)} AND {map_value_sql(column, delivery)} IS NULL "
+            f"ORDER BY 1, 2 LIMIT 1").fetchone()
+        if bad:
+            raise SourceError(delivery.source, f"{bad[0]} row {bad[1]}",
+                              f"column {column} is text that is neither a JSON object nor a "
+                              f"map: {bad[2][:80]!r}")
+
+
 def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
     """A present column as its contract type. Timestamps end up naive UTC: zoned or textual
     ones (`…Z`, `…+02:00`) are converted, naive ones are taken as UTC."""
     name = sql_identifier(column)
     if kind == "TIMESTAMP" and column in delivery.zoned_timestamps:
         return f"{utc_wall_clock_sql(f'TRY_CAST({name} AS TIMESTAMPTZ)')} AS {name}"
-    if kind.startswith("MAP") or kind == "TIMESTAMP":
+    if kind.startswith("MAP"):
+        return f"{map_value_sql(column, delivery)} AS {name}"
+    if kind == "TIMESTAMP":
         return f"TRY_CAST({name} AS {kind}) AS {name}"
     return f"CAST({name} AS {kind}) AS {name}"
 
@@ -325,10 +394,12 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     select.append("filename AS _file")
     select.append("file_row_number + 1 AS _row")
     files = "[" + ", ".join(sql_literal(f) for f in delivery.files) + "]"
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} FROM read_parquet("
-        f"{files}, union_by_name = true, filename = true, file_row_number = true)"
-    )
+    relation = (f"read_parquet({files}, union_by_name = true, filename = true, "
+                "file_row_number = true)")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "
+                f"FROM {relation}")
+    if "text" in delivery.map_shapes.values():
+        check_text_maps(con, delivery, relation, "filename", "file_row_number + 1")
 
 
 def raw_columns(delivery: Delivery, file_column: str = "filename") -> list[str]:
@@ -361,7 +432,7 @@ def resource_tags_expr(delivery: Delivery, file_column: str = "filename") -> str
     kind = OPTIONAL_COLUMNS["resource_tags"]
     prefix = sql_literal(RESOURCE_TAGS_PREFIX)
     from_tags = (f"map_from_entries(list_transform(list_filter(map_entries("
-                 f"TRY_CAST(tags AS {kind})), lambda e: starts_with(e.key, {prefix})), "
+                 f"{map_value_sql('tags', delivery)}), lambda e: starts_with(e.key, {prefix})), "
                  f"lambda e: {{'key': e.key[{len(RESOURCE_TAGS_PREFIX) + 1}:], "
                  f"'value': e.value}}))")
     if "resource_tags" in delivery.columns:
@@ -371,7 +442,7 @@ def resource_tags_expr(delivery: Delivery, file_column: str = "filename") -> str
             return own
         files = ", ".join(sql_literal(f) for f in tags_only)
         return (f"CASE WHEN {file_column} IN ({files}) THEN {from_tags} "
-                f"ELSE TRY_CAST(resource_tags AS {kind}) END AS resource_tags")
+                f"ELSE {map_value_sql('resource_tags', delivery)} END AS resource_tags")
     if "tags" not in delivery.columns:
         return f"CAST(NULL AS {kind}) AS resource_tags"
     return f"{from_tags} AS resource_tags"

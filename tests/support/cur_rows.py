@@ -161,9 +161,8 @@ def write_mixed_tag_export(root: Path) -> Path:
     """A month whose export changed its tag column mid-month: `a.parquet` holds
     resource_tags, `b.parquet` CUR 2.0's `tags` column instead (whose other keys' sources
     are an account's tag and a cost category), `c.parquet` both (the same resource tags
-    twice). Lines `a1`, `b1`, `c1` carry run r1's tag, `a2`,
-    `b2`, `c2` none of their own (`c2`'s `tags` column holds a cost category: `{}` were it
-    read)."""
+    twice). Lines `a1`, `b1`, `c1` carry run r1's tag, `a2`, `b2`, `c2` none of their own
+    (`c2`'s `tags` column holds a cost category: `{}` were it read)."""
     tags = pa.map_(pa.string(), pa.string())
     export = root / EXPORT
     data = month_dir(export)

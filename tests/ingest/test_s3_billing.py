@@ -149,6 +149,28 @@ def test_map_columns_written_as_structs_or_json_text_read_as_their_maps(
                             ).fetchall())["l1"] == {"user:run_id": "r1", "user_team": "vision"}
 
 
+def test_a_map_column_typed_apart_in_two_files_is_named(tmp_path, s3_server, con):
+    # structs whose `gpu` field is a number in one file and text in another have no one
+    # Arrow type to travel in: refused, naming both files (read locally, DuckDB unifies them)
+    from tests.support.cur_rows import month_dir, write_manifest
+
+    export = tmp_path / EXPORT
+    for name, gpu in (("a.parquet", pa.int64()), ("b.parquet", pa.string())):
+        write_parquet(month_dir(export) / name,
+                      [line(1.0, product={"gpu": 4 if name == "a.parquet" else "4"})],
+                      types={"product": pa.struct([("gpu", gpu)])})
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.parquet", "b.parquet")])
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    assert totals(con) == (2, 2.0)
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    with pytest.raises(SourceError, match=rf"s3://{bucket}/{DATA}/b\.parquet: column product "
+                                          r"is struct<gpu: string> here but struct<gpu: int64> "
+                                          rf"in s3://{bucket}/{DATA}/a\.parquet"):
+        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+
+
 def test_manifest_is_the_month_a_stale_file_is_ignored(tmp_path, s3_server, con):
     endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
     put(endpoint, bucket, f"{DATA}/current.parquet", parquet_bytes([line(10.0)], tmp_path))

@@ -161,19 +161,32 @@ class S3Reader:
         for column, kind in {**cur2.REQUIRED_COLUMNS, **cur2.OPTIONAL_COLUMNS}.items():
             # `tags` is fetched only from files without resource_tags: elsewhere it holds the
             # same resource tags (`cur2.resource_tags_expr`)
-            types = [s.field(column).type for s in self.schemas.values()
-                     if column in s.names and (column != "tags" or self._reads_tags(s.names))]
+            typed = {uri: s.field(column).type for uri, s in self.schemas.items()
+                     if column in s.names and (column != "tags" or self._reads_tags(s.names))}
+            types = list(typed.values())
             if not types:
                 continue
             try:
                 unified = pa.unify_schemas([pa.schema([(column, t)]) for t in types],
                                            promote_options="permissive").field(column).type
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                if kind.startswith("MAP"):  # no text form: refused, naming two files
+                    self._refuse_map_types(column, typed)
                 unified = pa.string()
                 if kind == "TIMESTAMP":
                     self.delivery.zoned_timestamps.add(column)
             fields.append(pa.field(column, unified))
         return pa.schema([*fields, ("_file", pa.string()), ("_row", pa.int64())])
+
+    def _refuse_map_types(self, column: str, typed: dict[str, pa.DataType]) -> None:
+        """A map column (a map or a struct in every file) whose entries are typed differently
+        in two files, which pyarrow cannot bring to one type."""
+        (first, first_type), *rest = typed.items()
+        for uri, kind in rest:
+            if kind != first_type:
+                raise SourceError(self.delivery.source, uri,
+                                  f"column {column} is {kind} here but {first_type} in "
+                                  f"{first}: the delivery's files must type it alike")
 
     def batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         """Every file's needed columns, batch by batch, with `_file` and `_row` (1-based)."""

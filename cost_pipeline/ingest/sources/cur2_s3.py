@@ -211,7 +211,7 @@ class S3Reader:
                     row += n
             except OSError as exc:
                 raise source_error(self.delivery.source, uri, exc) from None
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                 raise SourceError(self.delivery.source, uri,
                                   f"unreadable data: {str(exc).splitlines()[0]}") from None
             finally:

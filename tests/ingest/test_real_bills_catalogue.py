@@ -465,9 +465,10 @@ def map_export(root, shape: str):
     return export
 
 
-@pytest.mark.parametrize("shape", ["struct", "text"])
-def test_map_columns_written_as_structs_or_json_text_read_as_the_maps(tmp_path, shape):
-    # a CUR rewritten by pandas (a column of dicts becomes a struct) or holding its maps as
+@pytest.mark.parametrize("shape", ["struct", "pairs", "entries", "text"])
+def test_map_columns_written_otherwise_read_as_the_maps(tmp_path, shape):
+    # a CUR rewritten by pandas (a column of dicts becomes a struct; a map read and written
+    # back, lists of pairs), by polars (lists of {key, value} entries) or holding its maps as
     # JSON text: the lines' Tags, service and accelerators are those of the same lines
     # written with real maps
     import duckdb
@@ -535,7 +536,8 @@ def test_a_tags_column_of_another_type_is_named_unless_resource_tags_is_there(tm
 
     from tests.support.cur_rows import build, config, facts, line, write_export
 
-    # (a struct or text is read as a map: `test_map_columns_written_as_structs_or_json_…`)
+    # (a struct, a list of entries or text is read as a map:
+    # `test_map_columns_written_otherwise_read_as_the_maps`)
     listed = pa.list_(pa.string())
     rows = [line(1.0, identity_line_item_id="l1", resource_tags={"user_team": "vision"},
                  tags=["team=vision"])]

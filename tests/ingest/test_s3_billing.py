@@ -115,12 +115,12 @@ def test_a_csv_export_on_s3_is_refused_saying_how_to_fix_it(tmp_path, s3_server,
         build(con, s3_config(tmp_path, endpoint, bucket))
 
 
-@pytest.mark.parametrize("shape", ["struct", "text"])
-def test_map_columns_written_as_structs_or_json_text_read_as_their_maps(
+@pytest.mark.parametrize("shape", ["struct", "pairs", "entries", "text"])
+def test_map_columns_written_otherwise_read_as_their_maps(
         tmp_path, s3_server, con, shape):
     # the same lines with product and resource_tags as real maps, read locally, and as
-    # structs (two files of different fields, as pandas writes them) or JSON text, from S3
-    # and from a local copy
+    # structs (two files of different fields, as pandas writes them), lists of pairs or of
+    # entries, or JSON text, from S3 and from a local copy
     from tests.support.cur_rows import month_dir, write_manifest, write_maps_as
 
     rows = [line(1.0, identity_line_item_id="l1",

@@ -120,9 +120,12 @@ def _convert(value: Any, kind: pa.DataType) -> Any:
 def write_maps_as(path: Path, rows: list[dict], shape: str, **kw: Any) -> Path:
     """`rows` as `write_parquet` writes them, with the map columns `product` and
     `resource_tags` held another way: `struct` (as pandas writes a column of dicts: one
-    field per key any row has, NULL where a row lacks it) or `text` (a JSON object)."""
+    field per key any row has, NULL where a row lacks it), `pairs` (as pandas writes a map
+    it read: lists of two strings), `entries` (as polars writes a map it read: lists of
+    {key, value} structs) or `text` (a JSON object)."""
     types: dict[str, pa.DataType] = {}
     rows = [dict(r) for r in rows]
+    entry = pa.struct([("key", pa.string()), ("value", pa.string())])
     for column in ("product", "resource_tags"):
         if shape == "struct":
             keys = list(dict.fromkeys(k for r in rows for k in (r.get(column) or {})))
@@ -130,6 +133,12 @@ def write_maps_as(path: Path, rows: list[dict], shape: str, **kw: Any) -> Path:
             for r in rows:
                 if r.get(column) is not None:
                     r[column] = {k: r[column].get(k) for k in keys}
+        elif shape in ("pairs", "entries"):
+            types[column] = pa.list_(pa.list_(pa.string()) if shape == "pairs" else entry)
+            for r in rows:
+                if r.get(column) is not None:
+                    r[column] = [[k, v] if shape == "pairs" else {"key": k, "value": v}
+                                 for k, v in r[column].items()]
         else:
             types[column] = pa.string()
             for r in rows:

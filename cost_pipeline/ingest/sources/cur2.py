@@ -123,7 +123,8 @@ class Delivery:
     # another file holds `resource_tags` (`resource_tags_expr`)
     tags_only_files: set[str] = field(default_factory=set)
     # a map column (resource_tags, tags, product) the files hold as a struct (pandas writes a
-    # dict so) or as text (a JSON object), not as a map (`map_value_sql`)
+    # dict so), a list of entries (`_entry_list`) or text (a JSON object), not as a map
+    # (`map_value_sql`)
     map_shapes: dict[str, str] = field(default_factory=dict)
 
 
@@ -296,7 +297,7 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
               or pa.types.is_null(actual))
     elif kind.startswith("MAP"):
         ok = (pa.types.is_map(actual) or pa.types.is_struct(actual) or pa.types.is_null(actual)
-              or text)
+              or text or _entry_list(actual) is not None)
     elif kind == "VARCHAR":
         ok = not (pa.types.is_nested(actual) or pa.types.is_binary(actual)
                   or pa.types.is_large_binary(actual))
@@ -306,10 +307,28 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
         raise SourceError(source, file, f"column {column} is {actual}, expected {expected}")
 
 
+def _entry_list(actual: pa.DataType) -> str | None:
+    """A map written as a list of its entries: `pairs` (pandas reads a map as a list of
+    (key, value) tuples and writes them back as lists of two strings) or `entries` (polars
+    reads it as a list of {key, value} structs and writes those); None for another type."""
+    if not (pa.types.is_list(actual) or pa.types.is_large_list(actual)):
+        return None
+    item = actual.value_type
+    if pa.types.is_list(item) or pa.types.is_large_list(item):
+        value = item.value_type
+        return "pairs" if pa.types.is_string(value) or pa.types.is_large_string(value) else None
+    if pa.types.is_struct(item) and [item.field(i).name for i in range(item.num_fields)] == [
+            "key", "value"]:
+        return "entries"
+    return None
+
+
 def _map_shape(actual: pa.DataType) -> str:
     if pa.types.is_map(actual):
         return "map"
-    return "struct" if pa.types.is_struct(actual) else "text"
+    if pa.types.is_struct(actual):
+        return "struct"
+    return _entry_list(actual) or "text"
 
 
 def _same_map_shape(source: str, file: str, column: str, shape: str,
@@ -317,13 +336,20 @@ def _same_map_shape(source: str, file: str, column: str, shape: str,
     """Every file of a delivery holds a map column the same way: a map, a struct or text."""
     first = shapes.setdefault(column, (shape, file))
     if first[0] != shape:
-        raise SourceError(source, file, f"column {column} is a {shape} here but a {first[0]} "
-                          f"in {first[1]}: the delivery's files must hold it the same way")
+        raise SourceError(source, file, f"column {column} is {_SHAPE_NAMES[shape]} here but "
+                          f"{_SHAPE_NAMES[first[0]]} in {first[1]}: the delivery's files must "
+                          "hold it the same way")
+
+
+_SHAPE_NAMES = {"map": "a map", "struct": "a struct", "text": "text",
+                "pairs": "a list of pairs", "entries": "a list of entries"}
 
 
 def map_value_sql(column: str, delivery: Delivery) -> str:
     """A map column's value as MAP(VARCHAR, VARCHAR), however the files hold it: a map as it
-    is; a struct (a dict written by pandas) as its non-null fields; text as a JSON object
+    is; a struct (a dict written by pandas) as its non-null fields; a list of entries (a map
+    read and written back by pandas or polars, `_entry_list`) as those entries whose key is
+    not NULL (a key listed twice is refused by DuckDB); text as a JSON object
     (`{"user_team": "vision"}`) or DuckDB's map literal (`{user_team=vision}`), a value that
     is neither refused by `check_text_maps`."""
     name, kind = sql_identifier(column), "MAP(VARCHAR, VARCHAR)"
@@ -331,6 +357,11 @@ def map_value_sql(column: str, delivery: Delivery) -> str:
     if shape == "struct":
         return (f"map_from_entries(list_filter(map_entries(TRY_CAST(to_json({name}) AS {kind})), "
                 f"lambda e: e.value IS NOT NULL))")
+    if shape in ("pairs", "entries"):
+        key, value = ("p[1]", "p[2]") if shape == "pairs" else ("p.key", "p.value")
+        return (f"map_from_entries(list_transform(list_filter({name}, "
+                f"lambda p: {key} IS NOT NULL), lambda p: {{'key': CAST({key} AS VARCHAR), "
+                f"'value': CAST({value} AS VARCHAR)}}))")
     if shape == "text":
         return (f"CASE WHEN {_blank_text_sql(name)} THEN NULL ELSE coalesce("
                 f"TRY_CAST(TRY_CAST({name} AS JSON) AS {kind}), TRY_CAST({name} AS {kind})) END")

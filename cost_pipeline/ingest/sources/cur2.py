@@ -333,7 +333,7 @@ def _map_shape(actual: pa.DataType) -> str:
 
 def _same_map_shape(source: str, file: str, column: str, shape: str,
                     shapes: dict[str, tuple[str, str]]) -> None:
-    """Every file of a delivery holds a map column the same way: a map, a struct or text."""
+    """Every file of a delivery holds a map column the same way (`_SHAPE_NAMES`)."""
     first = shapes.setdefault(column, (shape, file))
     if first[0] != shape:
         raise SourceError(source, file, f"column {column} is {_SHAPE_NAMES[shape]} here but "

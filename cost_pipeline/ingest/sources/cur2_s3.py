@@ -181,7 +181,8 @@ class S3Reader:
     def _refuse_map_types(self, column: str, typed: dict[str, pa.DataType]) -> None:
         """A map column (a map or a struct in every file) whose entries are typed differently
         in two files, which pyarrow cannot bring to one type."""
-        (first, first_type), *rest = typed.items()
+        (first, first_type), *rest = [(uri, kind) for uri, kind in typed.items()
+                                      if not pa.types.is_null(kind)]
         for uri, kind in rest:
             if kind != first_type:
                 raise SourceError(self.delivery.source, uri,

@@ -95,18 +95,29 @@ def _month_of(folder: str) -> str | None:
     return None
 
 
+def _data_file(name: str) -> bool:
+    """A month's data file: parquet, or the CSV of an export in that format, listed so that
+    its month's run refuses it at once (`cur2.refuse_text_export`) rather than at the
+    monthly schedule."""
+    from cost_pipeline.ingest.sources.cur2 import TEXT_EXPORT_SUFFIXES
+
+    return name.endswith(".parquet") or name.lower().endswith(TEXT_EXPORT_SUFFIXES)
+
+
 def _local_listing(name: str, root: Path) -> dict[str, list]:
     """Per month: its manifests when it has any (they name the delivery), else its files."""
     if not root.is_dir():
         raise SourceError(name, str(root), "export folder not found")
     months: dict[str, list] = {}
-    for kind, pattern in (("metadata", "*Manifest.json"), ("data", "*.parquet")):
+    for kind, pattern in (("metadata", "*Manifest.json"), ("data", "*")):
         for folder in sorted((root / kind).glob("BILLING_PERIOD=*")):
             month = _month_of(folder.name)
             if month is None or (kind == "data" and month in months):
                 continue
             entries = []
             for file in sorted(folder.rglob(pattern)):
+                if kind == "data" and not (file.is_file() and _data_file(file.name)):
+                    continue
                 stat = file.stat()
                 entries.append([file.relative_to(root).as_posix(), stat.st_size,
                                 stat.st_mtime_ns])
@@ -132,7 +143,7 @@ def _s3_listing(name: str, source: AwsCur2Source) -> dict[str, list]:
             continue
         entries = [[info.path[len(root.path) + 1:], info.size, s3.mtime_text(info)]
                    for info in s3.list_files(fs, folder.path, name)
-                   if info.is_file and info.path.endswith(".parquet")]
+                   if info.is_file and _data_file(info.path)]
         if entries:
             months[month] = sorted(entries)
     return {month: sorted(entries) for month, entries in months.items()}

@@ -99,9 +99,9 @@ def _data_file(name: str) -> bool:
     """A month's data file: parquet, or the CSV of an export in that format, listed so that
     its month's run refuses it at once (`cur2.refuse_text_export`) rather than at the
     monthly schedule."""
-    from cost_pipeline.ingest.sources.cur2 import TEXT_EXPORT_SUFFIXES
+    from cost_pipeline.ingest.sources.cur2 import is_text_export_file
 
-    return name.endswith(".parquet") or name.lower().endswith(TEXT_EXPORT_SUFFIXES)
+    return name.endswith(".parquet") or is_text_export_file(name)
 
 
 def _local_listing(name: str, root: Path) -> dict[str, list]:
@@ -116,7 +116,7 @@ def _local_listing(name: str, root: Path) -> dict[str, list]:
                 continue
             entries = []
             for file in sorted(folder.rglob(pattern)):
-                if kind == "data" and not (file.is_file() and _data_file(file.name)):
+                if kind == "data" and not (_data_file(file.name) and file.is_file()):
                     continue
                 stat = file.stat()
                 entries.append([file.relative_to(root).as_posix(), stat.st_size,

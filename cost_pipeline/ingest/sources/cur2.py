@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -174,11 +174,16 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
     return delivery
 
 
+def is_text_export_file(name: str) -> bool:
+    """A data file of an export whose file format is TEXT_OR_CSV."""
+    return name.lower().endswith(TEXT_EXPORT_SUFFIXES)
+
+
 def refuse_text_export(source: str, manifest: str | None, names: list[str]) -> None:
     """A delivery of CSV data files (an export whose file format is TEXT_OR_CSV) is refused,
     naming the manifest listing it or the file, and saying how to fix the export."""
     for name in names:
-        if name.lower().endswith(TEXT_EXPORT_SUFFIXES):
+        if is_text_export_file(name):
             if manifest is None:
                 raise SourceError(source, name, FORMAT_FIX)
             raise SourceError(source, manifest, f"dataFiles lists {name}: {FORMAT_FIX}")
@@ -266,7 +271,7 @@ def inspect_schema(delivery: Delivery,
             if column not in names:
                 raise SourceError(delivery.source, file, f"missing required column {column}")
         for column, kind in wanted.items():
-            if column == "tags" and "resource_tags" in names:
+            if column == "tags" and not reads_tags(names):
                 continue  # not read beside resource_tags (`resource_tags_expr`)
             if column in names:
                 actual = schema.field(column).type
@@ -276,7 +281,7 @@ def inspect_schema(delivery: Delivery,
                 if kind == "TIMESTAMP" and not (
                         pa.types.is_timestamp(actual) and actual.tz is None):
                     delivery.zoned_timestamps.add(column)
-        if "tags" in names and "resource_tags" not in names:
+        if reads_tags(names):
             delivery.tags_only_files.add(file)
         seen |= names
     delivery.columns = seen
@@ -285,6 +290,17 @@ def inspect_schema(delivery: Delivery,
         delivery.tags_only_files = set()  # every file's tags come from `tags`
     delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
     delivery.has_split_columns = "split_line_item_parent_resource_id" in delivery.columns
+
+
+def reads_tags(names: Collection[str]) -> bool:
+    """A file (its column names) whose resource tags are read from CUR 2.0's `tags` column:
+    it has no resource_tags column (`resource_tags_expr`)."""
+    return "tags" in names and "resource_tags" not in names
+
+
+def _tags_only_in(delivery: Delivery) -> list[str]:
+    """The delivery's files read from `tags` beside files read from resource_tags."""
+    return sorted(f for f in delivery.files if f in delivery.tags_only_files)
 
 
 def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
@@ -381,7 +397,7 @@ def check_text_maps(con: duckdb.DuckDBPyConnection, delivery: Delivery, relation
         where = ""
         if column == "tags" and "resource_tags" in delivery.columns:
             # read only from the files without resource_tags (`resource_tags_expr`)
-            files = sorted(f for f in delivery.files if f in delivery.tags_only_files)
+            files = _tags_only_in(delivery)
             if not files:
                 continue
             where = f"{file_sql} IN ({', '.join(sql_literal(f) for f in files)}) AND "
@@ -468,8 +484,8 @@ def resource_tags_expr(delivery: Delivery, file_column: str = "filename") -> str
                  f"'value': e.value}}))")
     if "resource_tags" in delivery.columns:
         own = _column_expr("resource_tags", kind, delivery)
-        tags_only = sorted(f for f in delivery.files if f in delivery.tags_only_files)
-        if not tags_only or "tags" not in delivery.columns:
+        tags_only = _tags_only_in(delivery)
+        if not tags_only:
             return own
         files = ", ".join(sql_literal(f) for f in tags_only)
         return (f"CASE WHEN {file_column} IN ({files}) THEN {from_tags} "

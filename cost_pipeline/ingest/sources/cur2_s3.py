@@ -145,11 +145,6 @@ class S3Reader:
             raise source_error(self.delivery.source, uri, exc) from None
         return self.schemas[uri]
 
-    @staticmethod
-    def _reads_tags(names) -> bool:
-        """A file whose `tags` column is read: it has no resource_tags column."""
-        return "tags" in names and "resource_tags" not in names
-
     def close(self) -> None:
         for uri in list(self._open_files):
             self._close(uri)
@@ -162,7 +157,7 @@ class S3Reader:
             # `tags` is fetched only from files without resource_tags: elsewhere it holds the
             # same resource tags (`cur2.resource_tags_expr`)
             typed = {uri: s.field(column).type for uri, s in self.schemas.items()
-                     if column in s.names and (column != "tags" or self._reads_tags(s.names))}
+                     if column in s.names and (column != "tags" or cur2.reads_tags(s.names))}
             types = list(typed.values())
             if not types:
                 continue
@@ -200,7 +195,7 @@ class S3Reader:
             try:
                 names = parquet.schema_arrow.names
                 present = [f.name for f in columns if f.name in names
-                           and (f.name != "tags" or self._reads_tags(names))]
+                           and (f.name != "tags" or cur2.reads_tags(names))]
                 row = 1
                 for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=present):
                     n = batch.num_rows

@@ -511,11 +511,56 @@ def test_corrupted_data_pages_name_the_file(tmp_path, con):
 
 
 def test_wrong_column_type_is_named(tmp_path, con):
-    export = write_export(tmp_path, {"x.parquet": [L("a", line_item_unblended_cost="1.0")]},
-                          types={"line_item_unblended_cost": pa.string()})
+    export = write_export(tmp_path, {"x.parquet": [L("a", line_item_unblended_cost=[1.0])]},
+                          types={"line_item_unblended_cost": pa.list_(pa.float64())})
     with pytest.raises(SourceError) as err:
         build(con, config(tmp_path, export))
-    assert "x.parquet" in str(err.value) and "line_item_unblended_cost" in str(err.value)
+    assert "x.parquet: column line_item_unblended_cost is list<element: double>, expected a " \
+           "number" in str(err.value)
+
+
+AMOUNT_COLUMNS = ("line_item_unblended_cost", "line_item_net_unblended_cost",
+                  "line_item_usage_amount", "savings_plan_savings_plan_effective_cost")
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string(),
+                                  pa.dictionary(pa.int32(), pa.string())])
+def test_amounts_held_as_text_are_the_numbers_they_spell(tmp_path, con, kind):
+    # a CSV export converted to parquet with every column a string (pandas' dtype=str,
+    # a category): an amount reads as the number its text spells, empty text as no value;
+    # another file of the month holds the same columns as numbers
+    text = [L("t1", 2.5, net=" 2.25 ", line_item_usage_amount="1"),
+            L("t2", 3.0, start=T0 + HOUR, net="", line_item_usage_amount="0.5E0"),
+            L("t3", 0.0, start=T0 + 2 * HOUR, net="1e-3", line_item_usage_amount="null",
+              line_item_line_item_type="SavingsPlanCoveredUsage",
+              savings_plan_savings_plan_effective_cost="0.125")]
+    for row in text:
+        row["line_item_unblended_cost"] = str(row["line_item_unblended_cost"])
+    export = write_export(tmp_path, {"text.parquet": text},
+                          types=dict.fromkeys(AMOUNT_COLUMNS, kind))
+    data = month_dir(export)
+    write_parquet(data / "numbers.parquet", [L("n1", 4.0, start=T0 + 3 * HOUR)])
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("text.parquet", "numbers.parquet")])
+    build(con, config(tmp_path, export))
+    got = {k: (v["BilledCost"], v["EffectiveCost"], v["ConsumedQuantity"])
+           for k, v in facts(con).items()}
+    assert got == {"t1": (2.25, 2.25, 1.0), "t2": (3.0, 3.0, 0.5), "t3": (1e-3, 0.125, None),
+                   "n1": (4.0, 4.0, 1.0)}
+
+
+@pytest.mark.parametrize(("text", "row"), [("1,234.50", 2), ("$3", 2), ("12 USD", 2)])
+def test_an_amount_whose_text_spells_no_number_names_the_row(tmp_path, con, text, row):
+    export = write_export(tmp_path, {"x.parquet": [L("a", 1.0), L("b", 1.0)]},
+                          types={"line_item_unblended_cost": pa.string()})
+    table = pq.read_table(month_dir(export) / "x.parquet")
+    index = table.schema.get_field_index("line_item_unblended_cost")
+    pq.write_table(table.set_column(index, "line_item_unblended_cost", pa.array(["1", text])),
+                   month_dir(export) / "x.parquet")
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert f"x.parquet row {row}: column line_item_unblended_cost is text that is not a " \
+           f"number: {text!r}" in str(err.value)
 
 
 def test_missing_required_column(tmp_path, con):

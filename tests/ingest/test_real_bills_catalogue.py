@@ -529,6 +529,59 @@ def test_map_text_that_is_no_map_and_files_holding_a_map_differently_are_named(t
            f"{mixed / 'a.parquet'}" in str(err.value)
 
 
+def test_a_map_column_the_files_type_apart_is_read_unless_no_type_holds_both(tmp_path):
+    # `product` as map<string, int64> in one file and map<string, string> in another, or
+    # as structs whose `gpu` field is a number in one and text in another: read (the S3
+    # reader casts each file to `widened_type`, as DuckDB unifies local files); a field that
+    # is a struct in one file and a number in another is refused naming both files
+    import duckdb
+    import pyarrow as pa
+
+    from cost_pipeline.ingest.sources.cur2 import widened_type
+    from tests.support.cur_rows import (
+        EXPORT,
+        HOUR,
+        T0,
+        build,
+        config,
+        line,
+        month_dir,
+        write_parquet,
+    )
+
+    gpu = {"line_item_usage_type": "BoxUsage:x9.large"}
+    text_map = pa.map_(pa.string(), pa.string())
+    cases = {"maps": (pa.map_(pa.string(), pa.int64()), text_map),
+             "structs": (pa.struct([("gpu", pa.int64()), ("region", pa.string())]),
+                         pa.struct([("gpu", pa.string())])),
+             "nested": (pa.struct([("gpu", pa.int64())]),
+                        pa.struct([("gpu", pa.struct([("count", pa.int64())]))]))}
+    values = {"maps": ({"gpu": 4}, {"gpu": "8"}),
+              "structs": ({"gpu": 4, "region": "us-east-1"}, {"gpu": "8"}),
+              "nested": ({"gpu": 4}, {"gpu": {"count": 8}})}
+    for case, kinds in cases.items():
+        data = month_dir(tmp_path / case / EXPORT)
+        for hour, (name, kind, product) in enumerate(zip(("a.parquet", "b.parquet"), kinds,
+                                                         values[case], strict=True)):
+            write_parquet(data / name, [line(1.0, start=T0 + hour * HOUR, product=product,
+                                             line_item_resource_id=f"i-{hour}", **gpu)],
+                          types={"product": kind})
+    with duckdb.connect() as con:
+        for case in ("maps", "structs"):
+            build(con, config(tmp_path, tmp_path / case / EXPORT))
+            assert con.execute("SELECT x_File[-9:], x_AcceleratorCount FROM billing_facts "
+                               "ORDER BY 1").fetchall() == [("a.parquet", 4), ("b.parquet", 8)]
+        with pytest.raises(SourceError) as err:
+            build(con, config(tmp_path, tmp_path / "nested" / EXPORT))
+    data = month_dir(tmp_path / "nested" / EXPORT)
+    assert f"{data / 'b.parquet'}: column product is struct<gpu: struct<count: int64>> here " \
+           f"but struct<gpu: int64> in {data / 'a.parquet'}" in str(err.value)
+    assert widened_type(list(cases["maps"])) == text_map
+    assert widened_type(list(cases["structs"])) == pa.struct(
+        [("gpu", pa.string()), ("region", pa.string())])
+    assert widened_type(list(cases["nested"])) is None
+
+
 def test_a_tags_column_of_another_type_is_named_unless_resource_tags_is_there(tmp_path):
     # the `tags` column is read only without resource_tags: only then is its type checked
     import duckdb

@@ -16,7 +16,16 @@ import pytest
 from cost_pipeline.config import parse_config
 from cost_pipeline.demo.local_s3 import upload_tree
 from cost_pipeline.ingest.sources import SourceError
-from tests.support.cur_rows import EXPORT, S3_EXPORT, build, line, write_export, write_parquet
+from tests.support.cur_rows import (
+    EXPORT,
+    HOUR,
+    S3_EXPORT,
+    T0,
+    build,
+    line,
+    write_export,
+    write_parquet,
+)
 from tests.support.s3_server import FlakyProxy, new_bucket, put
 
 JULY = date(2026, 7, 1)
@@ -149,25 +158,76 @@ def test_map_columns_written_otherwise_read_as_their_maps(
                             ).fetchall())["l1"] == {"user:run_id": "r1", "user_team": "vision"}
 
 
-def test_a_map_column_typed_apart_in_two_files_is_named(tmp_path, s3_server, con):
-    # structs whose `gpu` field is a number in one file and text in another have no one
-    # Arrow type to travel in: refused, naming both files (read locally, DuckDB unifies them)
+def test_a_map_column_typed_apart_in_two_files_is_read_as_its_local_copy(
+        tmp_path, s3_server, con):
+    # structs whose `gpu` field is a number in one file and text in another (and whose other
+    # fields differ) have no one Arrow type: they travel as a struct of every field, the one
+    # typed apart as text, as DuckDB unifies a local copy; a field that is a struct in one
+    # file and a number in another has no such type, and is refused naming both files
     from tests.support.cur_rows import month_dir, write_manifest
 
     export = tmp_path / EXPORT
-    for name, gpu in (("a.parquet", pa.int64()), ("b.parquet", pa.string())):
-        write_parquet(month_dir(export) / name,
-                      [line(1.0, product={"gpu": 4 if name == "a.parquet" else "4"})],
-                      types={"product": pa.struct([("gpu", gpu)])})
+    shapes = {"a.parquet": (pa.struct([("gpu", pa.int64()), ("region", pa.string())]),
+                            {"gpu": 4, "region": "us-east-1"}),
+              "b.parquet": (pa.struct([("gpu", pa.string())]), {"gpu": "8"})}
+    for hour, (name, (kind, product)) in enumerate(shapes.items()):
+        write_parquet(month_dir(export) / name, [
+            line(1.0, start=T0 + hour * HOUR, product=product,
+                 line_item_usage_type="BoxUsage:x9.large", line_item_resource_id=f"i-{hour}")],
+            types={"product": kind})
     write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
-                            for name in ("a.parquet", "b.parquet")])
+                            for name in shapes])
+    query = ("SELECT x_File[-9:], x_AcceleratorCount, x_CostComponent FROM billing_facts "
+             "ORDER BY 1")
     build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    assert totals(con) == (2, 2.0)
+    local = con.execute(query).fetchall()
+    assert local == [("a.parquet", 4, "gpu"), ("b.parquet", 8, "gpu")]
     bucket = new_bucket(s3_server.endpoint_url)
     upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert con.execute(query).fetchall() == local
+    write_parquet(month_dir(export) / "b.parquet", [line(1.0, product={"gpu": {"count": 8}})],
+                  types={"product": pa.struct([("gpu", pa.struct([("count", pa.int64())]))])})
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
     with pytest.raises(SourceError, match=rf"s3://{bucket}/{DATA}/b\.parquet: column product "
-                                          r"is struct<gpu: string> here but struct<gpu: int64> "
-                                          rf"in s3://{bucket}/{DATA}/a\.parquet"):
+                                          r"is struct<gpu: struct<count: int64>> here but "
+                                          r"struct<gpu: int64, region: string> in "
+                                          rf"s3://{bucket}/{DATA}/a\.parquet"):
+        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+
+
+def test_amounts_held_as_text_are_read_as_their_local_copy(tmp_path, s3_server, con):
+    # one file holds its amounts as text (a CSV converted to parquet), the other as numbers:
+    # pyarrow has no one type for the column, which travels as text and reads as numbers;
+    # text spelling no number is refused naming the object and its row
+    from tests.support.cur_rows import month_dir, write_manifest
+
+    export = tmp_path / EXPORT
+    amounts = ("line_item_unblended_cost", "line_item_net_unblended_cost",
+               "line_item_usage_amount")
+    write_parquet(month_dir(export) / "a.parquet", [
+        line("2.5", identity_line_item_id="t1", net=" 2.25 ", line_item_usage_amount="1"),
+        line("3", identity_line_item_id="t2", net="", line_item_usage_amount="")],
+        types=dict.fromkeys(amounts, pa.string()))
+    write_parquet(month_dir(export) / "b.parquet", [line(4.0, identity_line_item_id="n1")])
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.parquet", "b.parquet")])
+    query = ("SELECT split_part(x_SourceLine, ':', 2), BilledCost, ConsumedQuantity "
+             "FROM billing_facts ORDER BY 1")
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    local = con.execute(query).fetchall()
+    assert local == [("n1", 4.0, 1.0), ("t1", 2.25, 1.0), ("t2", 3.0, None)]
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert con.execute(query).fetchall() == local
+    write_parquet(month_dir(export) / "a.parquet", [
+        line("2.5", identity_line_item_id="t1", net="2,25")],
+        types=dict.fromkeys(amounts, pa.string()))
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    with pytest.raises(SourceError, match=rf"s3://{bucket}/{DATA}/a\.parquet row 1: column "
+                                          r"line_item_net_unblended_cost is text that is not "
+                                          r"a number: '2,25'"):
         build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
 
 

@@ -126,6 +126,10 @@ class Delivery:
     # dict so), a list of entries (`_entry_list`) or text (a JSON object), not as a map
     # (`map_value_sql`)
     map_shapes: dict[str, str] = field(default_factory=dict)
+    # an amount column (a cost, the usage amount) held as text in at least one file (a CSV
+    # export converted to parquet with every column a string): read as the number it spells
+    # (`_column_expr`), text that spells none refused by `check_text_values`
+    text_amounts: set[str] = field(default_factory=set)
 
 
 def _month_folder(month: date) -> str:
@@ -250,6 +254,7 @@ def inspect_schema(delivery: Delivery,
         delivery.file_rows = {}
     delivery.tags_only_files = set()
     shapes: dict[str, tuple[str, str]] = {}  # map column → (its shape, the first file so)
+    map_types: dict[str, dict[str, pa.DataType]] = {}  # map column → file → its type
     for file in delivery.files:
         try:
             if read_schema is None:
@@ -278,12 +283,18 @@ def inspect_schema(delivery: Delivery,
                 _check_type(delivery.source, file, column, kind, actual)
                 if kind.startswith("MAP") and not pa.types.is_null(actual):
                     _same_map_shape(delivery.source, file, column, _map_shape(actual), shapes)
+                    map_types.setdefault(column, {})[file] = actual
                 if kind == "TIMESTAMP" and not (
                         pa.types.is_timestamp(actual) and actual.tz is None):
                     delivery.zoned_timestamps.add(column)
+                if kind == "DOUBLE" and is_text(actual):
+                    delivery.text_amounts.add(column)
         if reads_tags(names):
             delivery.tags_only_files.add(file)
         seen |= names
+    for column, typed in map_types.items():
+        if len(set(typed.values())) > 1 and shapes[column][0] in ("map", "struct"):
+            widened_map_type(delivery.source, column, typed)  # refuses what has no one type
     delivery.columns = seen
     delivery.map_shapes = {c: shape for c, (shape, _) in shapes.items() if shape != "map"}
     if "resource_tags" not in seen:
@@ -303,11 +314,18 @@ def _tags_only_in(delivery: Delivery) -> list[str]:
     return sorted(f for f in delivery.files if f in delivery.tags_only_files)
 
 
+def is_text(actual: pa.DataType) -> bool:
+    """A string column, plain or dictionary-encoded (as pyarrow writes a pandas category)."""
+    if pa.types.is_dictionary(actual):
+        actual = actual.value_type
+    return pa.types.is_string(actual) or pa.types.is_large_string(actual)
+
+
 def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
-    text = pa.types.is_string(actual) or pa.types.is_large_string(actual)
+    text = is_text(actual)
     ok = True
     if kind == "DOUBLE":
-        ok = any(test(actual) for test in _NUMERIC) or pa.types.is_null(actual)
+        ok = any(test(actual) for test in _NUMERIC) or pa.types.is_null(actual) or text
     elif kind == "TIMESTAMP":
         ok = (pa.types.is_timestamp(actual) or pa.types.is_date(actual) or text
               or pa.types.is_null(actual))
@@ -321,6 +339,52 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
         expected = {"DOUBLE": "a number", "TIMESTAMP": "a timestamp",
                     "VARCHAR": "a string"}.get(kind, kind)
         raise SourceError(source, file, f"column {column} is {actual}, expected {expected}")
+
+
+def widened_type(types: list[pa.DataType]) -> pa.DataType | None:
+    """One type the given struct or map types all cast to: a struct of every field any of
+    them has (a field typed apart widened the same way, a scalar one to text), a map of text
+    to text; None where there is none (a list beside a struct, a struct beside a number)."""
+    if not types:
+        return pa.null()
+    if all(pa.types.is_map(t) for t in types):
+        scalar = all(not pa.types.is_nested(t.key_type) and not pa.types.is_nested(t.item_type)
+                     for t in types)
+        return pa.map_(pa.string(), pa.string()) if scalar else None
+    if all(pa.types.is_struct(t) for t in types):
+        fields: dict[str, list[pa.DataType]] = {}
+        for kind in types:
+            for field in kind:
+                if not pa.types.is_null(field.type):
+                    fields.setdefault(field.name, []).append(field.type)
+                else:
+                    fields.setdefault(field.name, [])
+        widened = []
+        for name, kinds in fields.items():
+            kind = widened_type(kinds) if len(set(kinds)) > 1 else (kinds[0] if kinds
+                                                                     else pa.null())
+            if kind is None:
+                return None
+            widened.append(pa.field(name, kind))
+        return pa.struct(widened)
+    if not any(pa.types.is_nested(t) for t in types):
+        return pa.string()
+    return None
+
+
+def widened_map_type(source: str, column: str, typed: dict[str, pa.DataType]) -> pa.DataType:
+    """A map column (file → its type) whose entries the files type apart, e.g. a struct
+    field that is a number in one file and text in another: the type every file's column
+    casts to (`widened_type`, as DuckDB unifies them reading local files), or a SourceError
+    naming two files where there is none."""
+    present = {file: kind for file, kind in typed.items() if not pa.types.is_null(kind)}
+    widened = widened_type(list(present.values()))
+    if widened is None:
+        (first, first_type), *rest = present.items()
+        other, other_type = next((file, kind) for file, kind in rest if kind != first_type)
+        raise SourceError(source, other, f"column {column} is {other_type} here but "
+                          f"{first_type} in {first}: the delivery's files must type it alike")
+    return widened
 
 
 def _entry_list(actual: pa.DataType) -> str | None:
@@ -367,7 +431,7 @@ def map_value_sql(column: str, delivery: Delivery) -> str:
     read and written back by pandas or polars, `_entry_list`) as those entries whose key is
     not NULL (a key listed twice is refused by DuckDB); text as a JSON object
     (`{"user_team": "vision"}`) or DuckDB's map literal (`{user_team=vision}`), a value that
-    is neither refused by `check_text_maps`."""
+    is neither refused by `check_text_values`."""
     name, kind = sql_identifier(column), "MAP(VARCHAR, VARCHAR)"
     shape = delivery.map_shapes.get(column)
     if shape == "struct":
@@ -388,12 +452,19 @@ def _blank_text_sql(name: str) -> str:
     return f"coalesce(lower(trim({name})), '') IN ('', 'null')"
 
 
-def check_text_maps(con: duckdb.DuckDBPyConnection, delivery: Delivery, relation: str,
-                    file_sql: str, row_sql: str) -> None:
-    """Refuse a map column held as text whose value is neither a JSON object nor a map
-    literal, naming the file, the row and the column (`relation` holds the files' own
-    columns; `file_sql` and `row_sql` name a row there)."""
-    for column in sorted(c for c, shape in delivery.map_shapes.items() if shape == "text"):
+def check_text_values(con: duckdb.DuckDBPyConnection, delivery: Delivery, relation: str,
+                      file_sql: str, row_sql: str) -> None:
+    """Refuse a value held as text that reads as nothing: a map column's that is neither a
+    JSON object nor a map literal, an amount's that spells no number (`1,234.50`, `$3`),
+    naming the file, the row and the column (`relation` holds the files' own columns;
+    `file_sql` and `row_sql` name a row there)."""
+    checks = [(column, f"{map_value_sql(column, delivery)} IS NULL",
+               "text that is neither a JSON object nor a map")
+              for column in sorted(c for c, shape in delivery.map_shapes.items()
+                                   if shape == "text")]
+    checks += [(column, f"{_amount_sql(column)} IS NULL", "text that is not a number")
+               for column in sorted(delivery.text_amounts)]
+    for column, unread, what in checks:
         where = ""
         if column == "tags" and "resource_tags" in delivery.columns:
             # read only from the files without resource_tags (`resource_tags_expr`)
@@ -403,13 +474,19 @@ def check_text_maps(con: duckdb.DuckDBPyConnection, delivery: Delivery, relation
             where = f"{file_sql} IN ({', '.join(sql_literal(f) for f in files)}) AND "
         name = sql_identifier(column)
         bad = con.execute(
-            f"SELECT {file_sql}, {row_sql}, {name} FROM {relation} WHERE {where}"
-            f"NOT {_blank_text_sql(name)} AND {map_value_sql(column, delivery)} IS NULL "
-            f"ORDER BY 1, 2 LIMIT 1").fetchone()
+            f"SELECT {file_sql}, {row_sql}, CAST({name} AS VARCHAR) FROM {relation} WHERE "
+            f"{where}NOT {_blank_text_sql(name)} AND {unread} ORDER BY 1, 2 LIMIT 1").fetchone()
         if bad:
             raise SourceError(delivery.source, f"{bad[0]} row {bad[1]}",
-                              f"column {column} is text that is neither a JSON object nor a "
-                              f"map: {bad[2][:80]!r}")
+                              f"column {column} is {what}: {bad[2][:80]!r}")
+
+
+def _amount_sql(column: str) -> str:
+    """An amount column held as text as the number it spells (NULL for empty text or
+    `null`, as a CSV export's empty field)."""
+    name = sql_identifier(column)
+    return (f"CASE WHEN {_blank_text_sql(name)} THEN NULL "
+            f"ELSE TRY_CAST(trim(CAST({name} AS VARCHAR)) AS DOUBLE) END")
 
 
 def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
@@ -420,6 +497,8 @@ def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
         return f"{utc_wall_clock_sql(f'TRY_CAST({name} AS TIMESTAMPTZ)')} AS {name}"
     if kind.startswith("MAP"):
         return f"{map_value_sql(column, delivery)} AS {name}"
+    if column in delivery.text_amounts:
+        return f"{_amount_sql(column)} AS {name}"
     if kind == "TIMESTAMP":
         return f"TRY_CAST({name} AS {kind}) AS {name}"
     return f"CAST({name} AS {kind}) AS {name}"
@@ -445,8 +524,8 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
                 "file_row_number = true)")
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "
                 f"FROM {relation}")
-    if "text" in delivery.map_shapes.values():
-        check_text_maps(con, delivery, relation, "filename", "file_row_number + 1")
+    if delivery.text_amounts or "text" in delivery.map_shapes.values():
+        check_text_values(con, delivery, relation, "filename", "file_row_number + 1")
 
 
 def raw_columns(delivery: Delivery, file_column: str = "filename") -> list[str]:

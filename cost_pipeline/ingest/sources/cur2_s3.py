@@ -165,24 +165,17 @@ class S3Reader:
                 unified = pa.unify_schemas([pa.schema([(column, t)]) for t in types],
                                            promote_options="permissive").field(column).type
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                if kind.startswith("MAP"):  # no text form: refused, naming two files
-                    self._refuse_map_types(column, typed)
+                if kind.startswith("MAP"):  # no text form: widened, else refused
+                    fields.append(pa.field(column, cur2.widened_map_type(
+                        self.delivery.source, column, typed)))
+                    continue
                 unified = pa.string()
                 if kind == "TIMESTAMP":
                     self.delivery.zoned_timestamps.add(column)
+                if kind == "DOUBLE":  # a number in one file, text in another
+                    self.delivery.text_amounts.add(column)
             fields.append(pa.field(column, unified))
         return pa.schema([*fields, ("_file", pa.string()), ("_row", pa.int64())])
-
-    def _refuse_map_types(self, column: str, typed: dict[str, pa.DataType]) -> None:
-        """A map column (a map or a struct in every file) whose entries are typed differently
-        in two files, which pyarrow cannot bring to one type."""
-        (first, first_type), *rest = [(uri, kind) for uri, kind in typed.items()
-                                      if not pa.types.is_null(kind)]
-        for uri, kind in rest:
-            if kind != first_type:
-                raise SourceError(self.delivery.source, uri,
-                                  f"column {column} is {kind} here but {first_type} in "
-                                  f"{first}: the delivery's files must type it alike")
 
     def batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         """Every file's needed columns, batch by batch, with `_file` and `_row` (1-based)."""
@@ -246,8 +239,8 @@ def register_raw(con: duckdb.DuckDBPyConnection, reader: S3Reader, view: str) ->
     select = [*cur2.raw_columns(delivery, "_file"), "_file", "_row"]
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "
                 f"FROM {ROWS_TABLE}")
-    if "text" in delivery.map_shapes.values():
-        cur2.check_text_maps(con, delivery, ROWS_TABLE, "_file", "_row")
+    if delivery.text_amounts or "text" in delivery.map_shapes.values():
+        cur2.check_text_values(con, delivery, ROWS_TABLE, "_file", "_row")
 
 
 def read_metadata(delivery: cur2.Delivery) -> dict:

@@ -529,6 +529,41 @@ def test_map_text_that_is_no_map_and_files_holding_a_map_differently_are_named(t
            f"{mixed / 'a.parquet'}" in str(err.value)
 
 
+@pytest.mark.parametrize("shape", ["pairs", "entries"])
+def test_a_list_of_entries_naming_a_key_twice_names_the_row(tmp_path, shape):
+    # no map holds a key twice: DuckDB refused the month naming only the file
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.support.cur_rows import (
+        EXPORT,
+        HOUR,
+        T0,
+        build,
+        config,
+        line,
+        month_dir,
+        write_maps_as,
+    )
+
+    data = month_dir(tmp_path / EXPORT)
+    path = write_maps_as(data / "a.parquet", [
+        line(1.0, resource_tags={"user_team": "vision"}),
+        line(1.0, start=T0 + HOUR, resource_tags={"user_team": "nlp", "user:run_id": "r1"}),
+        line(1.0, start=T0 + 2 * HOUR, resource_tags={"user_team": "nlp"})], shape)
+    table = pq.read_table(path)
+    index = table.schema.get_field_index("resource_tags")
+    kind = table.schema.field(index).type
+    tags = table.column(index).to_pylist()
+    tags[1] = [*tags[1], tags[1][0]]  # row 2 names user_team twice
+    pq.write_table(table.set_column(index, "resource_tags", pa.array(tags, kind)), path)
+    with duckdb.connect() as con, pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, tmp_path / EXPORT))
+    assert f"{path} row 2: column resource_tags is a list of entries naming a key twice: " \
+           in str(err.value)
+
+
 def test_a_map_column_the_files_type_apart_is_read_unless_no_type_holds_both(tmp_path):
     # `product` as map<string, int64> in one file and map<string, string> in another, or
     # as structs whose `gpu` field is a number in one and text in another: read (the S3

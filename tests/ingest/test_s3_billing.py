@@ -231,6 +231,26 @@ def test_amounts_held_as_text_are_read_as_their_local_copy(tmp_path, s3_server, 
         build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
 
 
+def test_a_list_of_entries_naming_a_key_twice_names_the_object_and_row(
+        tmp_path, s3_server, con):
+    from tests.support.cur_rows import month_dir, write_manifest
+
+    export = tmp_path / EXPORT
+    entry = pa.struct([("key", pa.string()), ("value", pa.string())])
+    tags = [[{"key": "user_team", "value": "nlp"}],
+            [{"key": "user_team", "value": "nlp"}, {"key": "user_team", "value": "cv"}]]
+    write_parquet(month_dir(export) / "a.parquet",
+                  [line(1.0, resource_tags=t, start=T0 + i * HOUR) for i, t in enumerate(tags)],
+                  types={"resource_tags": pa.list_(entry)})
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/a.parquet"])
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    with pytest.raises(SourceError, match=rf"s3://{bucket}/{DATA}/a\.parquet row 2: column "
+                                          r"resource_tags is a list of entries naming a key "
+                                          r"twice"):
+        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+
+
 def test_manifest_is_the_month_a_stale_file_is_ignored(tmp_path, s3_server, con):
     endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
     put(endpoint, bucket, f"{DATA}/current.parquet", parquet_bytes([line(10.0)], tmp_path))

@@ -128,7 +128,7 @@ class Delivery:
     map_shapes: dict[str, str] = field(default_factory=dict)
     # an amount column (a cost, the usage amount) held as text in at least one file (a CSV
     # export converted to parquet with every column a string): read as the number it spells
-    # (`_column_expr`), text that spells none refused by `check_text_values`
+    # (`_column_expr`), text that spells none refused by `refuse_unreadable_values`
     text_amounts: set[str] = field(default_factory=set)
 
 
@@ -429,40 +429,56 @@ def map_value_sql(column: str, delivery: Delivery) -> str:
     """A map column's value as MAP(VARCHAR, VARCHAR), however the files hold it: a map as it
     is; a struct (a dict written by pandas) as its non-null fields; a list of entries (a map
     read and written back by pandas or polars, `_entry_list`) as those entries whose key is
-    not NULL (a key listed twice is refused by DuckDB); text as a JSON object
+    not NULL (a list naming a key twice is refused); text as a JSON object
     (`{"user_team": "vision"}`) or DuckDB's map literal (`{user_team=vision}`), a value that
-    is neither refused by `check_text_values`."""
+    is neither refused by `refuse_unreadable_values`."""
     name, kind = sql_identifier(column), "MAP(VARCHAR, VARCHAR)"
     shape = delivery.map_shapes.get(column)
     if shape == "struct":
         return (f"map_from_entries(list_filter(map_entries(TRY_CAST(to_json({name}) AS {kind})), "
                 f"lambda e: e.value IS NOT NULL))")
     if shape in ("pairs", "entries"):
-        key, value = ("p[1]", "p[2]") if shape == "pairs" else ("p.key", "p.value")
-        return (f"map_from_entries(list_transform(list_filter({name}, "
-                f"lambda p: {key} IS NOT NULL), lambda p: {{'key': CAST({key} AS VARCHAR), "
-                f"'value': CAST({value} AS VARCHAR)}}))")
+        return f"map_from_entries({_listed_entries_sql(column, shape)})"
     if shape == "text":
         return (f"CASE WHEN {_blank_text_sql(name)} THEN NULL ELSE coalesce("
                 f"TRY_CAST(TRY_CAST({name} AS JSON) AS {kind}), TRY_CAST({name} AS {kind})) END")
     return f"TRY_CAST({name} AS {kind})"
 
 
+def _listed_entries_sql(column: str, shape: str) -> str:
+    """A map column held as a list of entries (`pairs` or `entries`) as a list of
+    {key, value} text structs, those whose key is NULL left out."""
+    name = sql_identifier(column)
+    key, value = ("p[1]", "p[2]") if shape == "pairs" else ("p.key", "p.value")
+    return (f"list_transform(list_filter({name}, lambda p: {key} IS NOT NULL), "
+            f"lambda p: {{'key': CAST({key} AS VARCHAR), 'value': CAST({value} AS VARCHAR)}})")
+
+
 def _blank_text_sql(name: str) -> str:
     return f"coalesce(lower(trim({name})), '') IN ('', 'null')"
 
 
-def check_text_values(con: duckdb.DuckDBPyConnection, delivery: Delivery, relation: str,
-                      file_sql: str, row_sql: str) -> None:
-    """Refuse a value held as text that reads as nothing: a map column's that is neither a
-    JSON object nor a map literal, an amount's that spells no number (`1,234.50`, `$3`),
-    naming the file, the row and the column (`relation` holds the files' own columns;
-    `file_sql` and `row_sql` name a row there)."""
-    checks = [(column, f"{map_value_sql(column, delivery)} IS NULL",
-               "text that is neither a JSON object nor a map")
-              for column in sorted(c for c, shape in delivery.map_shapes.items()
-                                   if shape == "text")]
-    checks += [(column, f"{_amount_sql(column)} IS NULL", "text that is not a number")
+def refuse_unreadable_values(con: duckdb.DuckDBPyConnection, delivery: Delivery,
+                             relation: str, file_sql: str, row_sql: str) -> None:
+    """Refuse a value the files hold otherwise than AWS writes it that reads as nothing: a
+    map column's text that is neither a JSON object nor a map literal, a list of entries
+    naming a key twice (no map holds it), an amount's text that spells no number
+    (`1,234.50`, `$3`), naming the file, the row and the column (`relation` holds the
+    files' own columns; `file_sql` and `row_sql` name a row there). Nothing to check, no
+    query."""
+    def unread_text(column: str, value: str) -> str:
+        return f"NOT {_blank_text_sql(sql_identifier(column))} AND {value} IS NULL"
+
+    checks = []
+    for column, shape in sorted(delivery.map_shapes.items()):
+        if shape == "text":
+            checks.append((column, unread_text(column, map_value_sql(column, delivery)),
+                           "text that is neither a JSON object nor a map"))
+        elif shape in ("pairs", "entries"):
+            keys = f"list_transform({_listed_entries_sql(column, shape)}, lambda p: p.key)"
+            checks.append((column, f"len(list_distinct({keys})) < len({keys})",
+                           "a list of entries naming a key twice"))
+    checks += [(column, unread_text(column, _amount_sql(column)), "text that is not a number")
                for column in sorted(delivery.text_amounts)]
     for column, unread, what in checks:
         where = ""
@@ -475,7 +491,7 @@ def check_text_values(con: duckdb.DuckDBPyConnection, delivery: Delivery, relati
         name = sql_identifier(column)
         bad = con.execute(
             f"SELECT {file_sql}, {row_sql}, CAST({name} AS VARCHAR) FROM {relation} WHERE "
-            f"{where}NOT {_blank_text_sql(name)} AND {unread} ORDER BY 1, 2 LIMIT 1").fetchone()
+            f"{where}{unread} ORDER BY 1, 2 LIMIT 1").fetchone()
         if bad:
             raise SourceError(delivery.source, f"{bad[0]} row {bad[1]}",
                               f"column {column} is {what}: {bad[2][:80]!r}")
@@ -524,8 +540,7 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
                 "file_row_number = true)")
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "
                 f"FROM {relation}")
-    if delivery.text_amounts or "text" in delivery.map_shapes.values():
-        check_text_values(con, delivery, relation, "filename", "file_row_number + 1")
+    refuse_unreadable_values(con, delivery, relation, "filename", "file_row_number + 1")
 
 
 def raw_columns(delivery: Delivery, file_column: str = "filename") -> list[str]:

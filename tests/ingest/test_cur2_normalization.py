@@ -549,6 +549,22 @@ def test_amounts_held_as_text_are_the_numbers_they_spell(tmp_path, con, kind):
                    "n1": (4.0, 4.0, 1.0)}
 
 
+def test_an_engine_error_beside_amounts_held_as_text_names_no_sound_file(tmp_path, con):
+    # an engine error naming no file makes the reader look for the file DuckDB cannot take
+    # by reading each alone: a file holding the amounts as numbers, beside one holding them
+    # as text, is read as sound there
+    from cost_pipeline.ingest.sources import cur2
+
+    export = write_export(tmp_path, {"text.parquet": [L("t1", net="2.25")]},
+                          types={"line_item_net_unblended_cost": pa.string()})
+    write_parquet(month_dir(export) / "numbers.parquet", [L("n1", 4.0)])
+    delivery = cur2.find_delivery("aws_cur2", str(export), JULY)
+    delivery.files.append(str(month_dir(export) / "numbers.parquet"))
+    cur2.inspect_schema(delivery)
+    assert delivery.text_amounts == {"line_item_net_unblended_cost"}
+    assert cur2.locate_bad_file(delivery, "Conversion Error: an error naming no file") is None
+
+
 @pytest.mark.parametrize(("text", "row"), [("1,234.50", 2), ("$3", 2), ("12 USD", 2)])
 def test_an_amount_whose_text_spells_no_number_names_the_row(tmp_path, con, text, row):
     export = write_export(tmp_path, {"x.parquet": [L("a", 1.0), L("b", 1.0)]},

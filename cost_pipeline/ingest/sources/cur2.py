@@ -467,7 +467,8 @@ def refuse_unreadable_values(con: duckdb.DuckDBPyConnection, delivery: Delivery,
     files' own columns; `file_sql` and `row_sql` name a row there). Nothing to check, no
     query."""
     def unread_text(column: str, value: str) -> str:
-        return f"NOT {_blank_text_sql(sql_identifier(column))} AND {value} IS NULL"
+        text = f"CAST({sql_identifier(column)} AS VARCHAR)"
+        return f"NOT {_blank_text_sql(text)} AND {value} IS NULL"
 
     checks = []
     for column, shape in sorted(delivery.map_shapes.items()):
@@ -500,9 +501,8 @@ def refuse_unreadable_values(con: duckdb.DuckDBPyConnection, delivery: Delivery,
 def _amount_sql(column: str) -> str:
     """An amount column held as text as the number it spells (NULL for empty text or
     `null`, as a CSV export's empty field)."""
-    name = sql_identifier(column)
-    return (f"CASE WHEN {_blank_text_sql(name)} THEN NULL "
-            f"ELSE TRY_CAST(trim(CAST({name} AS VARCHAR)) AS DOUBLE) END")
+    text = f"CAST({sql_identifier(column)} AS VARCHAR)"  # (a file of numbers reads too)
+    return f"CASE WHEN {_blank_text_sql(text)} THEN NULL ELSE TRY_CAST(trim({text}) AS DOUBLE) END"
 
 
 def _column_expr(column: str, kind: str, delivery: Delivery) -> str:

@@ -128,8 +128,11 @@ class Delivery:
     map_shapes: dict[str, str] = field(default_factory=dict)
     # an amount column (a cost, the usage amount) held as text in at least one file (a CSV
     # export converted to parquet with every column a string): read as the number it spells
-    # (`_column_expr`), text that spells none refused by `refuse_unreadable_values`
+    # (`_amount_sql`), text that spells none refused by `check_amounts`
     text_amounts: set[str] = field(default_factory=set)
+    # (relation, file SQL, row SQL): the files' own values, row by row, for error messages
+    # (`register_raw`)
+    raw_relation: tuple[str, str, str] | None = None
 
 
 def _month_folder(month: date) -> str:
@@ -460,12 +463,11 @@ def _blank_text_sql(name: str) -> str:
 
 def refuse_unreadable_values(con: duckdb.DuckDBPyConnection, delivery: Delivery,
                              relation: str, file_sql: str, row_sql: str) -> None:
-    """Refuse a value the files hold otherwise than AWS writes it that reads as nothing: a
-    map column's text that is neither a JSON object nor a map literal, a list of entries
-    naming a key twice (no map holds it), an amount's text that spells no number
-    (`1,234.50`, `$3`), naming the file, the row and the column (`relation` holds the
-    files' own columns; `file_sql` and `row_sql` name a row there). Nothing to check, no
-    query."""
+    """Refuse a map column's value the files hold otherwise than AWS writes it that reads as
+    nothing: text that is neither a JSON object nor a map literal, a list of entries naming
+    a key twice (no map holds it), naming the file, the row and the column (`relation` holds
+    the files' own columns; `file_sql` and `row_sql` name a row there). Nothing to check, no
+    query. (An amount's text that spells no number is refused by `check_amounts`.)"""
     def unread_text(column: str, value: str) -> str:
         text = f"CAST({sql_identifier(column)} AS VARCHAR)"
         return f"NOT {_blank_text_sql(text)} AND {value} IS NULL"
@@ -479,8 +481,6 @@ def refuse_unreadable_values(con: duckdb.DuckDBPyConnection, delivery: Delivery,
             keys = f"list_transform({_listed_entries_sql(column, shape)}, lambda p: p.key)"
             checks.append((column, f"len(list_distinct({keys})) < len({keys})",
                            "a list of entries naming a key twice"))
-    checks += [(column, unread_text(column, _amount_sql(column)), "text that is not a number")
-               for column in sorted(delivery.text_amounts)]
     for column, unread, what in checks:
         where = ""
         if column == "tags" and "resource_tags" in delivery.columns:
@@ -500,9 +500,11 @@ def refuse_unreadable_values(con: duckdb.DuckDBPyConnection, delivery: Delivery,
 
 def _amount_sql(column: str) -> str:
     """An amount column held as text as the number it spells (NULL for empty text or
-    `null`, as a CSV export's empty field)."""
+    `null`, as a CSV export's empty field); text that spells no number is NaN, which
+    `check_amounts` refuses in the scan it makes of every amount anyway."""
     text = f"CAST({sql_identifier(column)} AS VARCHAR)"  # (a file of numbers reads too)
-    return f"CASE WHEN {_blank_text_sql(text)} THEN NULL ELSE TRY_CAST(trim({text}) AS DOUBLE) END"
+    return (f"CASE WHEN {_blank_text_sql(text)} THEN NULL "
+            f"ELSE coalesce(TRY_CAST(trim({text}) AS DOUBLE), CAST('NaN' AS DOUBLE)) END")
 
 
 def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
@@ -540,7 +542,8 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
                 "file_row_number = true)")
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "
                 f"FROM {relation}")
-    refuse_unreadable_values(con, delivery, relation, "filename", "file_row_number + 1")
+    delivery.raw_relation = (relation, "filename", "file_row_number + 1")
+    refuse_unreadable_values(con, delivery, *delivery.raw_relation)
 
 
 def raw_columns(delivery: Delivery, file_column: str = "filename") -> list[str]:
@@ -605,9 +608,28 @@ def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str)
         + " ORDER BY _file, _row LIMIT 1").fetchone()
     if bad:
         column, value = bad_amount_column(con, view, bad[0], bad[1]) or ("an amount", "?")
-        raise SourceError(delivery.source, f"{bad[0]} row {bad[1]}",
+        where = f"{bad[0]} row {bad[1]}"
+        text = _unread_amount_text(con, delivery, column, bad[0], bad[1])
+        if text is not None:
+            raise SourceError(delivery.source, where,
+                              f"column {column} is text that is not a number: {text[:80]!r}")
+        raise SourceError(delivery.source, where,
                           f"{column} is {value}: a cost or quantity must be a finite number "
                           f"below {MAX_AMOUNT_TEXT}")
+
+
+def _unread_amount_text(con: duckdb.DuckDBPyConnection, delivery: Delivery, column: str,
+                        file: str, row: int) -> str | None:
+    """The text of an amount column held as text at (file, row) when it spells no number
+    (`_amount_sql` read it as NaN), else None (an error path only)."""
+    if column not in delivery.text_amounts or delivery.raw_relation is None:
+        return None
+    relation, file_sql, row_sql = delivery.raw_relation
+    text = f"CAST({sql_identifier(column)} AS VARCHAR)"
+    found = con.execute(f"SELECT {text}, TRY_CAST(trim({text}) AS DOUBLE) IS NULL "
+                        f"FROM {relation} WHERE {file_sql} = ? AND {row_sql} = ?",
+                        [file, row]).fetchone()
+    return found[0] if found and found[1] else None
 
 
 def bad_amount_column(con: duckdb.DuckDBPyConnection, view: str, file: str,

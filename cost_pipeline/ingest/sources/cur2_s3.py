@@ -239,7 +239,8 @@ def register_raw(con: duckdb.DuckDBPyConnection, reader: S3Reader, view: str) ->
     select = [*cur2.raw_columns(delivery, "_file"), "_file", "_row"]
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "
                 f"FROM {ROWS_TABLE}")
-    cur2.refuse_unreadable_values(con, delivery, ROWS_TABLE, "_file", "_row")
+    delivery.raw_relation = (ROWS_TABLE, "_file", "_row")
+    cur2.refuse_unreadable_values(con, delivery, *delivery.raw_relation)
 
 
 def read_metadata(delivery: cur2.Delivery) -> dict:

@@ -7,11 +7,26 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources.cur2 import widened_type
 from cost_pipeline.ingest.sources.runs_file import read_runs
 from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
+from tests.support.cur_rows import (
+    EXPORT,
+    HOUR,
+    T0,
+    build,
+    config,
+    line,
+    month_dir,
+    write_maps_as,
+    write_parquet,
+)
 
 # an Azure Monitor metric alert as Azure's cost export names it: the alert's name has a blank
 AZURE_ALERT = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-rg/"
@@ -492,20 +507,6 @@ def test_map_columns_written_otherwise_read_as_the_maps(tmp_path, shape):
 
 
 def test_map_text_that_is_no_map_and_files_holding_a_map_differently_are_named(tmp_path):
-    import duckdb
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from tests.support.cur_rows import (
-        EXPORT,
-        build,
-        config,
-        line,
-        month_dir,
-        write_maps_as,
-        write_parquet,
-    )
-
     rows = [line(1.0, resource_tags={"user_team": "vision"}),
             line(2.0, resource_tags={"user_team": "nlp"})]
     data = month_dir(tmp_path / "text" / EXPORT)
@@ -532,21 +533,6 @@ def test_map_text_that_is_no_map_and_files_holding_a_map_differently_are_named(t
 @pytest.mark.parametrize("shape", ["pairs", "entries"])
 def test_a_list_of_entries_naming_a_key_twice_names_the_row(tmp_path, shape):
     # no map holds a key twice: DuckDB refused the month naming only the file
-    import duckdb
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from tests.support.cur_rows import (
-        EXPORT,
-        HOUR,
-        T0,
-        build,
-        config,
-        line,
-        month_dir,
-        write_maps_as,
-    )
-
     data = month_dir(tmp_path / EXPORT)
     path = write_maps_as(data / "a.parquet", [
         line(1.0, resource_tags={"user_team": "vision"}),
@@ -569,21 +555,6 @@ def test_a_map_column_the_files_type_apart_is_read_unless_no_type_holds_both(tmp
     # as structs whose `gpu` field is a number in one and text in another: read (the S3
     # reader casts each file to `widened_type`, as DuckDB unifies local files); a field that
     # is a struct in one file and a number in another is refused naming both files
-    import duckdb
-    import pyarrow as pa
-
-    from cost_pipeline.ingest.sources.cur2 import widened_type
-    from tests.support.cur_rows import (
-        EXPORT,
-        HOUR,
-        T0,
-        build,
-        config,
-        line,
-        month_dir,
-        write_parquet,
-    )
-
     gpu = {"line_item_usage_type": "BoxUsage:x9.large"}
     text_map = pa.map_(pa.string(), pa.string())
     cases = {"maps": (pa.map_(pa.string(), pa.int64()), text_map),

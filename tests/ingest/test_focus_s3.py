@@ -66,6 +66,29 @@ def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
     assert len(facts(con)) == 8
 
 
+def test_tags_written_as_lists_of_entries_read_as_the_local_copy(tmp_path, s3_server, con):
+    # a FOCUS parquet file whose Tags polars wrote back as {key, value} entries: streamed
+    # through pyarrow from S3, read as DuckDB reads the local file
+    from tests.ingest.test_focus_source import COLUMNS, tags_as
+
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in ROWS])
+    table = table.set_column(table.schema.get_field_index("Tags"), "Tags",
+                             tags_as(ROWS, "entries"))
+    (tmp_path / "focus").mkdir()
+    pq.write_table(table, tmp_path / "focus" / "may.parquet")
+    build_billing_facts(con, parse_config({"billing": [{
+        "kind": "focus", "path": str(tmp_path / "focus"), "name": "focus"}]}, tmp_path),
+        MAY, LOG)
+    expected = facts(con)
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, f"{PREFIX}/may.parquet", (tmp_path / "focus" / "may.parquet")
+        .read_bytes())
+    build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)
+    assert facts(con) == expected and len(expected) == len(ROWS) - 1
+    assert con.execute("SELECT Tags FROM billing_facts WHERE SkuId = 'p4d'").fetchone() == (
+        {"user:run_id": "r1", "size": "3"},)
+
+
 def _wide_parquet(rows: int) -> bytes:
     rng = random.Random(7)
     table = pa.table({

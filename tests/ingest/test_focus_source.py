@@ -249,6 +249,62 @@ def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path, unit, zone):
             == {k: {c: v for c, v in f.items() if c not in drop} for k, f in csv_facts.items()})
 
 
+def tags_as(rows: list[dict], shape: str) -> pa.Array:
+    """The rows' Tags as a struct (pandas writes a column of dicts so: a field for every key
+    of any row, NULL where a row lacks it), lists of [key, value] pairs (pandas writes back
+    a map it read) or of {key, value} entries (polars)."""
+    tags = [{k: str(v) for k, v in json.loads(r["Tags"]).items()} if r.get("Tags") else None
+            for r in rows]
+    if shape == "struct":
+        keys = sorted({k for t in tags if t for k in t})
+        return pa.array([{k: t.get(k) for k in keys} if t else None for t in tags],
+                        pa.struct([(k, pa.string()) for k in keys]))
+    if shape == "pairs":
+        return pa.array([[[k, v] for k, v in t.items()] if t else None for t in tags],
+                        pa.list_(pa.list_(pa.string())))
+    entry = pa.struct([("key", pa.string()), ("value", pa.string())])
+    return pa.array([[{"key": k, "value": v} for k, v in t.items()] if t else None
+                     for t in tags], pa.list_(entry))
+
+
+@pytest.mark.parametrize("shape", ["struct", "pairs", "entries"])
+def test_tags_written_as_structs_or_lists_of_entries_read_like_csv(con, tmp_path, shape):
+    # the lists failed with a binder error ("Cannot concatenate types VARCHAR and …[]"), and
+    # a struct kept its NULL fields as keys of every row
+    rows = [{**r, "Tags": json.dumps({"team": "nlp"})} if r["SkuId"] == "gcp-a2" else r
+            for r in ROWS]
+    csv_facts = load(con, write_csv(tmp_path / "csv" / "may.csv", rows))
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS + ("x_InstanceType",)}
+                                  for r in rows])
+    table = table.set_column(table.schema.get_field_index("Tags"), "Tags",
+                             tags_as(rows, shape))
+    (tmp_path / shape).mkdir()
+    pq.write_table(table, tmp_path / shape / "may.parquet")
+    got = load(con, tmp_path / shape / "may.parquet")
+    drop = ("x_SourceLine", "month", "x_File", "x_Row")  # lineage
+    assert ({k: {c: v for c, v in f.items() if c not in drop} for k, f in got.items()}
+            == {k: {c: v for c, v in f.items() if c not in drop} for k, f in csv_facts.items()})
+    assert got["p4d"]["Tags"] == {"user:run_id": "r1", "size": "3"}
+    assert got["gcp-a2"]["Tags"] == {"team": "nlp"}
+
+
+@pytest.mark.parametrize(("tags", "kind", "message"), [
+    ([[{"key": "a", "value": "1"}, {"key": "a", "value": "2"}]],
+     pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())])),
+     "is not a list of entries naming each key once"),
+    ([[1, 2]], pa.list_(pa.int64()), "Tags \"[1, 2]\" is not a JSON object")])
+def test_tags_that_no_map_holds_name_their_row(con, tmp_path, tags, kind, message):
+    rows = [vm("ok", "m6i.large"), vm("bad", "m6i.large")]
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows])
+    table = table.set_column(table.schema.get_field_index("Tags"), "Tags",
+                             pa.array([None, *tags], kind))
+    (tmp_path / "f").mkdir()
+    pq.write_table(table, tmp_path / "f" / "may.parquet")
+    with pytest.raises(SourceError) as err:
+        load(con, tmp_path / "f" / "may.parquet")
+    assert "may.parquet row 2: Tags" in str(err.value) and message in str(err.value)
+
+
 def test_a_folder_of_parquet_and_csv_files_reads_as_one_month(con, tmp_path):
     """Local parquet files are read as a view over them, any other file is copied in: a
     folder holding both reads every row once, as the same rows in one CSV do."""

@@ -28,6 +28,11 @@ from cost_pipeline.ingest.sources import (
     utc_wall_clock_sql,
 )
 from cost_pipeline.ingest.sources.local_files import confined, walk_files
+from cost_pipeline.ingest.sources.map_columns import (
+    entry_list_shape,
+    listed_entries_sql,
+    names_a_key_twice_sql,
+)
 
 # column → DuckDB type used when the export lacks it (optional columns only)
 OPTIONAL_COLUMNS: dict[str, str] = {
@@ -123,7 +128,7 @@ class Delivery:
     # another file holds `resource_tags` (`resource_tags_expr`)
     tags_only_files: set[str] = field(default_factory=set)
     # a map column (resource_tags, tags, product) the files hold as a struct (pandas writes a
-    # dict so), a list of entries (`_entry_list`) or text (a JSON object), not as a map
+    # dict so), a list of entries (`map_columns`) or text (a JSON object), not as a map
     # (`map_value_sql`)
     map_shapes: dict[str, str] = field(default_factory=dict)
     # an amount column (a cost, the usage amount) held as text in at least one file (a CSV
@@ -334,7 +339,7 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
               or pa.types.is_null(actual))
     elif kind.startswith("MAP"):
         ok = (pa.types.is_map(actual) or pa.types.is_struct(actual) or pa.types.is_null(actual)
-              or text or _entry_list(actual) is not None)
+              or text or entry_list_shape(actual) is not None)
     elif kind == "VARCHAR":
         ok = not (pa.types.is_nested(actual) or pa.types.is_binary(actual)
                   or pa.types.is_large_binary(actual))
@@ -390,28 +395,12 @@ def widened_map_type(source: str, column: str, typed: dict[str, pa.DataType]) ->
     return widened
 
 
-def _entry_list(actual: pa.DataType) -> str | None:
-    """A map written as a list of its entries: `pairs` (pandas reads a map as a list of
-    (key, value) tuples and writes them back as lists of two strings) or `entries` (polars
-    reads it as a list of {key, value} structs and writes those); None for another type."""
-    if not (pa.types.is_list(actual) or pa.types.is_large_list(actual)):
-        return None
-    item = actual.value_type
-    if pa.types.is_list(item) or pa.types.is_large_list(item):
-        value = item.value_type
-        return "pairs" if pa.types.is_string(value) or pa.types.is_large_string(value) else None
-    if pa.types.is_struct(item) and [item.field(i).name for i in range(item.num_fields)] == [
-            "key", "value"]:
-        return "entries"
-    return None
-
-
 def _map_shape(actual: pa.DataType) -> str:
     if pa.types.is_map(actual):
         return "map"
     if pa.types.is_struct(actual):
         return "struct"
-    return _entry_list(actual) or "text"
+    return entry_list_shape(actual) or "text"
 
 
 def _same_map_shape(source: str, file: str, column: str, shape: str,
@@ -431,7 +420,7 @@ _SHAPE_NAMES = {"map": "a map", "struct": "a struct", "text": "text",
 def map_value_sql(column: str, delivery: Delivery) -> str:
     """A map column's value as MAP(VARCHAR, VARCHAR), however the files hold it: a map as it
     is; a struct (a dict written by pandas) as its non-null fields; a list of entries (a map
-    read and written back by pandas or polars, `_entry_list`) as those entries whose key is
+    read and written back by pandas or polars, `map_columns`) as those entries whose key is
     not NULL (a list naming a key twice is refused); text as a JSON object
     (`{"user_team": "vision"}`) or DuckDB's map literal (`{user_team=vision}`), a value that
     is neither refused by `refuse_unreadable_values`."""
@@ -441,20 +430,11 @@ def map_value_sql(column: str, delivery: Delivery) -> str:
         return (f"map_from_entries(list_filter(map_entries(TRY_CAST(to_json({name}) AS {kind})), "
                 f"lambda e: e.value IS NOT NULL))")
     if shape in ("pairs", "entries"):
-        return f"map_from_entries({_listed_entries_sql(column, shape)})"
+        return f"map_from_entries({listed_entries_sql(name, shape)})"
     if shape == "text":
         return (f"CASE WHEN {_blank_text_sql(name)} THEN NULL ELSE coalesce("
                 f"TRY_CAST(TRY_CAST({name} AS JSON) AS {kind}), TRY_CAST({name} AS {kind})) END")
     return f"TRY_CAST({name} AS {kind})"
-
-
-def _listed_entries_sql(column: str, shape: str) -> str:
-    """A map column held as a list of entries (`pairs` or `entries`) as a list of
-    {key, value} text structs, those whose key is NULL left out."""
-    name = sql_identifier(column)
-    key, value = ("p[1]", "p[2]") if shape == "pairs" else ("p.key", "p.value")
-    return (f"list_transform(list_filter({name}, lambda p: {key} IS NOT NULL), "
-            f"lambda p: {{'key': CAST({key} AS VARCHAR), 'value': CAST({value} AS VARCHAR)}})")
 
 
 def _blank_text_sql(name: str) -> str:
@@ -478,8 +458,7 @@ def refuse_unreadable_values(con: duckdb.DuckDBPyConnection, delivery: Delivery,
             checks.append((column, unread_text(column, map_value_sql(column, delivery)),
                            "text that is neither a JSON object nor a map"))
         elif shape in ("pairs", "entries"):
-            keys = f"list_transform({_listed_entries_sql(column, shape)}, lambda p: p.key)"
-            checks.append((column, f"len(list_distinct({keys})) < len({keys})",
+            checks.append((column, names_a_key_twice_sql(sql_identifier(column), shape),
                            "a list of entries naming a key twice"))
     for column, unread, what in checks:
         where = ""

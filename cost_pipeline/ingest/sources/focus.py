@@ -46,6 +46,11 @@ from cost_pipeline.ingest.sources import (
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
 from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
 from cost_pipeline.ingest.sources.local_files import walk_files
+from cost_pipeline.ingest.sources.map_columns import (
+    entry_list_shape,
+    listed_entries_sql,
+    names_a_key_twice_sql,
+)
 from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3
 from cost_pipeline.months import month_bounds
 
@@ -194,9 +199,19 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
             return value, f"nullif(trim({c}), '') IS NOT NULL AND {value} IS NULL"
         return f"CAST({c} AS DOUBLE)", None
     if kind == "JSON":
-        if pa.types.is_map(arrow) or pa.types.is_struct(arrow):
+        if pa.types.is_map(arrow):
             # a typed map or struct is a JSON object whatever it holds: nothing to check
             return f"CAST(to_json({c}) AS VARCHAR)", None
+        if pa.types.is_struct(arrow):
+            # a struct (pandas writes a column of dicts so) has a field for every key of
+            # any row, NULL where a row lacks it: those the merge patch leaves out
+            return f"CAST(json_merge_patch('{{}}', to_json({c})) AS VARCHAR)", None
+        shape = entry_list_shape(arrow)
+        if shape:  # a map read and written back by pandas or polars (`map_columns`)
+            twice = names_a_key_twice_sql(c, shape)
+            entries = listed_entries_sql(c, shape)
+            return (f"CASE WHEN NOT {twice} THEN CAST(to_json(map_from_entries({entries})) "
+                    "AS VARCHAR) END", twice if column == "Tags" else None)
         value = (f"nullif(trim({c}), '')" if text else f"CAST(to_json({c}) AS VARCHAR)")
         # json_type fails on malformed text, and AND does not short-circuit in DuckDB
         valid = f"(CASE WHEN json_valid({value}) THEN json_type({value}) = 'OBJECT' END)"
@@ -230,9 +245,11 @@ def _file_select(found: FocusFiles, path: Path | str, present: list[str], month:
         typed[column], invalid = _typed(column, kind, arrow)
         if invalid:
             what = "a timestamp" if kind == "TIMESTAMP" else (
-                "a number" if kind == "DOUBLE" else "a JSON object")
-            problems.append((invalid, f"'{column} \"' || {sql_identifier(column)} || "
-                             f"'\" is not {what}'"))
+                "a number" if kind == "DOUBLE" else
+                "a list of entries naming each key once" if entry_list_shape(arrow) else
+                "a JSON object")
+            problems.append((invalid, f"'{column} \"' || CAST({sql_identifier(column)} AS "
+                             f"VARCHAR) || '\" is not {what}'"))
     problems += [(f"{typed[c]} IS NULL", f"'{c} is empty'") for c in REQUIRED]
     # inf, NaN (a CSV's `inf`, `NaN`) and overflowing amounts stop here, not at the report
     problems += [(bad_amount_sql(typed[c]), f"'{c} \"' || CAST({sql_identifier(c)} AS VARCHAR) || "

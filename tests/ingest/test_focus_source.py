@@ -249,6 +249,23 @@ def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path, unit, zone):
             == {k: {c: v for c, v in f.items() if c not in drop} for k, f in csv_facts.items()})
 
 
+def test_azure_tags_written_without_their_braces_are_read(con, tmp_path):
+    # Azure's cost details write a resource's tags without braces; the FinOps toolkit's
+    # mapping to FOCUS adds them, and so does the reader (such a row was refused); text that
+    # is no JSON object either way is still refused, naming its row
+    rows = [vm("azure", "Standard_ND96asr_v4", ProviderName="Microsoft",
+               Tags='"team": "nlp","user:run_id": "r1"'),
+            vm("braced", "m6i.large", Tags='{"team": "cv"}'), vm("none", "m6i.large", Tags="")]
+    got = load(con, write_csv(tmp_path / "ok" / "may.csv", rows))
+    assert {k: v["Tags"] for k, v in got.items()} == {
+        "azure": {"team": "nlp", "user:run_id": "r1"}, "braced": {"team": "cv"}, "none": None}
+    for bad in ("team=nlp", '"team"', "[1, 2]"):
+        with pytest.raises(SourceError) as err:
+            load(con, write_csv(tmp_path / "bad" / "may.csv", [*rows, vm("x", "m6i.large",
+                                                                          Tags=bad)]))
+        assert f'may.csv row 5: Tags "{bad}" is not a JSON object' in str(err.value)
+
+
 def tags_as(rows: list[dict], shape: str) -> pa.Array:
     """The rows' Tags as a struct (pandas writes a column of dicts so: a field for every key
     of any row, NULL where a row lacks it), lists of [key, value] pairs (pandas writes back

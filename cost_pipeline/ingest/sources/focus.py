@@ -200,7 +200,7 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
         return f"CAST({c} AS DOUBLE)", None
     if kind == "JSON":
         if pa.types.is_map(arrow):
-            # a typed map or struct is a JSON object whatever it holds: nothing to check
+            # a typed map is a JSON object whatever it holds: nothing to check
             return f"CAST(to_json({c}) AS VARCHAR)", None
         if pa.types.is_struct(arrow):
             # a struct (pandas writes a column of dicts so) has a field for every key of
@@ -213,12 +213,27 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
             return (f"CASE WHEN NOT {twice} THEN CAST(to_json(map_from_entries({entries})) "
                     "AS VARCHAR) END", twice if column == "Tags" else None)
         value = (f"nullif(trim({c}), '')" if text else f"CAST(to_json({c}) AS VARCHAR)")
-        # json_type fails on malformed text, and AND does not short-circuit in DuckDB
-        valid = f"(CASE WHEN json_valid({value}) THEN json_type({value}) = 'OBJECT' END)"
+        valid = _json_object_sql(value)
         if column != "Tags":  # only read for hints: an unreadable one is no hint
             return f"CASE WHEN coalesce({valid}, false) THEN {value} END", None
+        if text:
+            # Azure's cost details write a resource's tags without their braces
+            # (`"team": "nlp","env": "prod"`), and the FinOps toolkit's mapping of them to
+            # FOCUS adds the braces: so does this reader, for text that is then an object
+            braced = f"('{{' || {value} || '}}')"
+            value = (f"CASE WHEN coalesce({valid}, false) THEN {value} "
+                     f"WHEN coalesce({_json_object_sql(braced)}, false) THEN {braced} "
+                     f"ELSE {value} END")
+            valid = _json_object_sql(value)
         return value, f"{value} IS NOT NULL AND NOT coalesce({valid}, false)"
     return f"nullif(trim(CAST({c} AS VARCHAR)), '')", None
+
+
+def _json_object_sql(value: str) -> str:
+    """SQL true when the text `value` is a JSON object, false for other JSON, NULL for text
+    that is no JSON (json_type fails on malformed text, and AND does not short-circuit in
+    DuckDB)."""
+    return f"(CASE WHEN json_valid({value}) THEN json_type({value}) = 'OBJECT' END)"
 
 
 def create_raw_table(con: duckdb.DuckDBPyConnection) -> None:

@@ -22,13 +22,25 @@ CREATE OR REPLACE TEMP MACRO in_attribution_scope(line_rowid) AS true;
 -- statement, by a test against the (run, rule) pairs with rows on those lines (attribution.py)
 CREATE OR REPLACE TEMP MACRO in_summary_scope(row_run_hash, row_rule) AS true;
 
--- hours in one unit of a FOCUS row's ConsumedQuantity (hours, minutes, seconds, Azure's
--- `1 Hour`); NULL for a unit that is not time
+-- hours in one unit of a FOCUS row's ConsumedQuantity: a time unit of FOCUS's UnitFormat
+-- (days, hours, minutes, seconds, milliseconds, microseconds; `hrs`, `h`, `mins`, `secs`,
+-- `s`, `ms` too), optionally preceded by its unit quantity, a positive integer (`1 Hour`,
+-- Azure's spelling; `10 Hours`: each unit of the quantity is ten hours); NULL for a unit
+-- that is not time. Worked out once per distinct meter (billing_facts_focus.sql).
 CREATE OR REPLACE TEMP MACRO consumed_hours_per_unit(unit) AS
-    CASE
-        WHEN regexp_matches(lower(trim(coalesce(unit, ''))), '^(1 ?)?(hours?|hrs?|h)$') THEN 1.0
-        WHEN regexp_matches(lower(trim(coalesce(unit, ''))), '^(1 ?)?(minutes?|mins?)$') THEN 1 / 60.0
-        WHEN regexp_matches(lower(trim(coalesce(unit, ''))), '^(1 ?)?(seconds?|secs?|s)$') THEN 1 / 3600.0
+    CAST(coalesce(nullif(regexp_extract(lower(trim(coalesce(unit, ''))),
+                                        '^([1-9][0-9]{0,8})? ?[a-z]+$', 1), ''), '1') AS DOUBLE)
+    * CASE regexp_extract(lower(trim(coalesce(unit, ''))), '^(?:[1-9][0-9]{0,8})? ?([a-z]+)$', 1)
+        WHEN 'day' THEN 24.0 WHEN 'days' THEN 24.0
+        WHEN 'hour' THEN 1.0 WHEN 'hours' THEN 1.0 WHEN 'hr' THEN 1.0 WHEN 'hrs' THEN 1.0
+        WHEN 'h' THEN 1.0
+        WHEN 'minute' THEN 1 / 60.0 WHEN 'minutes' THEN 1 / 60.0 WHEN 'min' THEN 1 / 60.0
+        WHEN 'mins' THEN 1 / 60.0
+        WHEN 'second' THEN 1 / 3600.0 WHEN 'seconds' THEN 1 / 3600.0 WHEN 'sec' THEN 1 / 3600.0
+        WHEN 'secs' THEN 1 / 3600.0 WHEN 's' THEN 1 / 3600.0
+        WHEN 'millisecond' THEN 1 / 3600e3 WHEN 'milliseconds' THEN 1 / 3600e3
+        WHEN 'ms' THEN 1 / 3600e3
+        WHEN 'microsecond' THEN 1 / 3600e6 WHEN 'microseconds' THEN 1 / 3600e6
     END;
 
 -- whether a FOCUS line's text names a network resource no run can own (a NAT or transit

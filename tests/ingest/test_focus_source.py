@@ -151,6 +151,21 @@ def test_rows_of_the_billing_period_with_their_components(con, tmp_path):
     assert facts["p4d"]["BillingPeriodStart"].isoformat() == "2026-05-01T00:00:00"
 
 
+@pytest.mark.parametrize(("unit", "quantity", "hours"), [
+    ("10 Hours", 0.15, 1.5), ("100 Hours", 0.015, 1.5), ("Days", 1.5 / 24, 1.5),
+    ("1 Day", 1.5 / 24, 1.5), ("Milliseconds", 5.4e6, 1.5), ("Microseconds", 5.4e9, 1.5),
+    ("1 Minute", 90.0, 1.5), ("0 Hours", 1.5, None), ("GB-Hours", 1.5, None)])
+def test_a_time_unit_with_its_unit_quantity_gives_the_hours(con, tmp_path, unit, quantity,
+                                                             hours):
+    # FOCUS's UnitFormat: a time unit (days down to microseconds) optionally preceded by a
+    # unit quantity, a positive integer (each unit of `10 Hours` is ten hours); a unit that
+    # is not time (or a quantity of 0) makes the row no instance usage
+    got = load(con, write_csv(tmp_path / "may.csv", [
+        vm("g5", "g5.xlarge", hours=quantity, ConsumedUnit=unit)]))["g5"]
+    assert got["x_UsageHours"] == (pytest.approx(hours) if hours else None)
+    assert got["x_CostComponent"] == ("gpu" if hours else "other")
+
+
 def test_a_row_cancelling_its_bill_carries_no_hours(con, tmp_path):
     """A covered hour billed 0 and amortized, and beside it a row that only cancels a bill
     (BilledCost < 0, EffectiveCost 0, the hour's usage: what a CUR savings-plan negation

@@ -7,7 +7,8 @@
 --
 -- Rules:
 -- * Instance usage: a Usage row (not an unused commitment) of the Compute or AI and Machine
---   Learning service category, with a resource, a time unit (hours, minutes, seconds) and an
+--   Learning service category, with a resource, a time unit (FOCUS's UnitFormat, days to
+--   microseconds, with its unit quantity: `consumed_hours_per_unit`) and an
 --   identifiable instance (an instance type, or a resource type naming a VM, instance, node
 --   or fleet). x_UsageHours = ConsumedQuantity in hours: the hours the resource ran in the
 --   charge period; an AWS training job's (`…Train:ml.…`) ÷ its instances, the most

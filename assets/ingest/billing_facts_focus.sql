@@ -34,9 +34,10 @@
 -- * An accelerator SKU line (GCP bills GPUs per GPU-second over all the VM's GPUs: its
 --   description or meter names a GPU/TPU, not the VM) has x_UsageHours = GPU-hours ÷ G.
 -- * gpu = instance usage of an accelerator type: AWS `p|g|gr|trn|inf|dl<digit>` families
---   (SageMaker's `ml.` stripped), Azure N-series (`Standard_NC…`, `ND…`, `NV…`, `NG…`),
---   GCP `a2-/a3-/a4-` and `g2-` machine types, TPU `ct<digit>` types; or an accelerator count
---   given by the provider (x_AcceleratorCount, SkuPriceDetails GpuCount/AcceleratorCount);
+--   (SageMaker's `ml.` stripped), Azure N-series (`Standard_NC…`, `NCC…`, `ND…`, `NV…`,
+--   `NG…`), GCP `a2-/a3-/a4-` and `g2-` machine types, TPU `ct<digit>` types; or an
+--   accelerator count given by the provider (x_AcceleratorCount, SkuPriceDetails
+--   GpuCount/AcceleratorCount);
 --   or x_CostComponent = 'gpu'. cpu = other instance usage.
 -- * network = the Networking category, or data transfer / egress / NAT / endpoint meters;
 --   storage = the Storage category, a *Storage subcategory or AWS's `EBS:` usage types
@@ -237,7 +238,7 @@ classified AS (
           AND (instance_type IS NOT NULL OR instance_resource_type)
             AS instance_usage,
         regexp_matches(coalesce(instance_type, ''),
-            '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?n[cdvg]\d|a[2-4]-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$)')
+            '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?(ncc|n[cdvg])\d|a[2-4]-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$)')
           OR coalesce(provider_accelerators, 0) > 0
           OR lower(coalesce(x_CostComponent, '')) = 'gpu' AS accelerator_type,
         shared_meter OR shared_resource AS shared_network,

@@ -81,6 +81,11 @@ CASES = {
         {"ServiceType": "Standard_NC12s_v3", "VCPUs": 12, "UsageType": "ComputeHR"})),
                       "gpu", 2, 1.0),
     "azure-d4": (line("azure-d4", **AZURE, x_SkuMeterName="D4s v5"), "cpu", 0, 1.0),
+    # a confidential H100 VM (NCC, was read as cpu) and an ND GB200 v6 (four GPUs)
+    "azure-ncc": (line("azure-ncc", **AZURE, x_SkuMeterName="NCC40ads H100 v5"),
+                  "gpu", 1, 1.0),
+    "azure-gb200": (line("azure-gb200", **AZURE, x_SkuMeterName="ND128isr NDR GB200 v6"),
+                    "gpu", 4, 1.0),
     # GCP: the machine type in the `machine_spec` system label; the GPU SKU is metered in
     # GPU-seconds over all the VM's GPUs (8 × 3600 s = one hour of the VM)
     "gcp-core": (line("gcp-core", **GCP, ChargeDescription="A2 Instance Core running in Americas",

@@ -105,6 +105,11 @@ files instead of files of at most 2 MB, each line in the file its place's hash p
 delivery of a large export in many parts: every file's footer is read and checked, and every
 scan opens N files whose lines are scattered among them.
 
+`--amounts text` writes the CUR's costs and quantities (every DOUBLE column) as text, as a
+copy converted from the CSV format with every column a string holds them: the same lines,
+read through the pipeline's text path (`bench/reference.py` and `bench/pandas_impl.py` parse
+the text too). Not with `--bill focus` (the pipeline would read the FOCUS export).
+
 `--tags N` puts N cost allocation tags (`user_team`, `user_project`, … with from one to a few
 hundred values each) on every line naming a resource, as in an account that tags everything:
 the same lines, a heavier `resource_tags` map to read and keep.
@@ -667,6 +672,22 @@ def write_daily_inventory(con: duckdb.DuckDBPyConnection, out: Path, objects: in
     con.execute("DROP TABLE daily_objects")
 
 
+def amounts_as_text(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
+    """The CUR files in `folder` rewritten with every amount (each DOUBLE column: costs,
+    quantities, commitment figures) as text, DuckDB's shortest spelling that reads back as
+    the same double (`--amounts text`), each row in its place."""
+    con.execute("SET preserve_insertion_order = true")
+    for file in sorted(folder.glob("*.parquet")):
+        doubles = [name for name, kind, *_ in con.execute(
+            "DESCRIBE SELECT * FROM read_parquet(?)", [str(file)]).fetchall() if kind == "DOUBLE"]
+        text = ", ".join(f"CAST({c} AS VARCHAR) AS {c}" for c in doubles)
+        staged = file.with_suffix(".staged")
+        con.execute(f"COPY (SELECT * REPLACE ({text}) FROM read_parquet('{file}')) TO "
+                    f"'{staged}' (FORMAT parquet, ROW_GROUP_SIZE 122880)")
+        staged.replace(file)
+    con.execute("SET preserve_insertion_order = false")
+
+
 # the month's variants, as generate.py and bench/run.py take them: (option, its default and
 # its choices or type, what it makes of the month, the suffix of the month's data folder in
 # bench-data/ when it is not the default)
@@ -702,6 +723,9 @@ MONTH_OPTIONS = (
      "instances (default 1, packed 4)", "-nodes{}"),
     ("files", 0, int, "N: the month's CUR (and FOCUS) delivery in N parquet files instead of "
      "files of at most 2 MB", "-files{}"),
+    ("amounts", "numbers", ("numbers", "text"), "text: the CUR's costs and quantities as text, "
+     "as a copy converted from the CSV format with every column a string holds them",
+     "-{}-amounts"),
 )
 
 
@@ -726,9 +750,12 @@ def add_month_options(parser: argparse.ArgumentParser, kept_as: bool = False) ->
 def refusal(*, layout: str = "spread", run_tags: bool = False, commitments: bool = False,
             spot: bool = False, split: bool = False, sagemaker: bool = False,
             bill: str = "cur", granularity: str = "hourly", nodes: int = 0,
-            files: int = 0) -> str | None:
+            files: int = 0, amounts: str = "numbers") -> str | None:
     """Why the month's options do not go together (generate.py and bench/run.py refuse them
     alike), or None."""
+    if amounts == "text" and bill == "focus":
+        return ("--amounts text writes the CUR's amounts as text, and --bill focus has the "
+                "pipeline read the FOCUS export: use it without --bill focus")
     if granularity == "daily" and (bill != "focus" or layout == "ephemeral" or sagemaker):
         return ("--granularity daily is read through --bill focus (SPEC §3 refuses a daily CUR "
                 "export, and so does the pipeline), and bills an instance or a training job a "
@@ -758,10 +785,10 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
              commitments: bool = False, spot: bool = False, split: bool = False,
              sagemaker: bool = False, tags: int = 0, bill: str = "cur",
              inventory: str = "csv", granularity: str = "hourly", nodes: int = 0,
-             files: int = 0) -> Path:
+             files: int = 0, amounts: str = "numbers") -> Path:
     if reason := refusal(layout=layout, run_tags=run_tags, commitments=commitments, spot=spot,
                          split=split, sagemaker=sagemaker, bill=bill, granularity=granularity,
-                         nodes=nodes, files=files):
+                         nodes=nodes, files=files, amounts=amounts):
         raise ValueError(reason)
     daily = granularity == "daily"
     # an instance's (or a volume's) lines in the month: an hour's or a day's each
@@ -954,6 +981,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     """, params)
     if files:
         split_delivery(con, data, "bench-cur", files)
+    if amounts == "text":
+        amounts_as_text(con, data)
     t_cur = time.perf_counter() - t0
     if bill == "focus":  # the same lines as AWS's FOCUS export writes them
         focus = out / "focus" / "bench-focus" / "data" / "BILLING_PERIOD=2026-07"

@@ -40,6 +40,10 @@ def read_lines(inputs: dict) -> pd.DataFrame:
     for column in ("s", "e"):  # zoned timestamps (AWS's typing) as UTC wall-clock times
         if isinstance(cur[column].dtype, pd.DatetimeTZDtype):
             cur[column] = cur[column].dt.tz_convert(None)
+    for column in ("line_item_unblended_cost", "line_item_net_unblended_cost",
+                   "line_item_usage_amount"):
+        if not pd.api.types.is_numeric_dtype(cur[column]):  # `generate.py --amounts text`
+            cur[column] = pd.to_numeric(cur[column])
     cur["c"] = cur.line_item_net_unblended_cost.fillna(cur.line_item_unblended_cost).fillna(0)
     usage_type = cur.line_item_usage_type.fillna("")
     box = usage_type.str.contains(r"(?:^|-)(?:BoxUsage|SpotUsage|HostUsage)(?::|$)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -333,13 +334,24 @@ def inventory_reports(path: Path) -> tuple[list[tuple[str, str | None]], list[tu
     return reports, snapshots
 
 
+# a CUR column holding an amount (a cost, a quantity, a commitment figure), by its name
+AMOUNT_NAME = re.compile(r"_(cost|amount|fee|commitment|commitment_to_date|usage|ratio|"
+                         r"fee_for_billing_period)$")
+
+
 def for_export(con: duckdb.DuckDBPyConnection, sql: str, inputs: dict) -> str:
     """`sql` with the line's cost rule the export's columns call for, and the split pass when
     a line names a parent (an export selecting every column has the split columns, empty),
-    and the reader of the listing's files."""
+    the reader of the listing's files, and the CUR's amounts parsed where they are text."""
     cur_files = inputs["cur_files"]
-    columns = {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
-                                             [cur_files]).fetchall()}
+    kinds = dict(row[:2] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
+                                                 [cur_files]).fetchall())
+    columns = set(kinds)
+    text = [c for c, kind in kinds.items() if kind == "VARCHAR" and AMOUNT_NAME.search(c)]
+    if text:  # `generate.py --amounts text`
+        sql = sql.replace("read_parquet($cur_files)", "(SELECT * REPLACE ({}) FROM "
+                          "read_parquet($cur_files))".format(", ".join(
+                              f"CAST(nullif(trim({c}), '') AS DOUBLE) AS {c}" for c in text)))
     split, trained = con.execute(
         "SELECT {}, count(*) FILTER (line_item_product_code = 'AmazonSageMaker') > 0 "
         "FROM read_parquet(?)".format(

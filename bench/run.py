@@ -451,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     if reason := refusal(layout=args.layout, run_tags=args.run_tags,
                          commitments=args.commitments, spot=args.spot, split=args.split,
                          sagemaker=args.sagemaker, bill=args.bill,
-                         granularity=args.granularity, nodes=args.nodes, files=args.files):
+                         granularity=args.granularity, nodes=args.nodes, files=args.files,
+                         amounts=args.amounts):
         parser.error(reason)
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     sizes = [(s, parse_size(s)) for s in re.split(r"[,\s]+", args.sizes.strip()) if s]

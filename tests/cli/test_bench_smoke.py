@@ -322,27 +322,27 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
                                layout="spread", commitments=False, spot=False, split=False,
                                sagemaker=False, tags=0, bill="cur", inventory="csv",
-                               granularity="hourly", nodes=0, files=0)
+                               granularity="hourly", nodes=0, files=0, amounts="numbers")
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
                                commitments=True, spot=True, split=True, sagemaker=True,
                                tags=20, bill="focus", inventory="daily",
-                               granularity="daily", nodes=8, files=64)
+                               granularity="daily", nodes=8, files=64, amounts="text")
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
                        "layout": "packed", "commitments": True, "spot": True, "split": True,
                        "sagemaker": True, "tags": 20, "bill": "focus", "inventory": "daily",
-                       "granularity": "daily", "nodes": 8, "files": 64}
+                       "granularity": "daily", "nodes": 8, "files": 64, "amounts": "text"}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
                                                "--commitments", "--spot", "--split",
                                                "--sagemaker", "--tags", "20",
                                                "--bill", "focus", "--inventory", "daily",
                                                "--granularity", "daily", "--nodes", "8",
-                                               "--files", "64"]
+                                               "--files", "64", "--amounts", "text"]
     assert run.variant_suffix(variant) == ("-wide-zoned-tagged-packed-committed-spot-split-"
                                            "sagemaker-tags20-focus-daily-daily-lines-nodes8-"
-                                           "files64")
+                                           "files64-text-amounts")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
     assert run.variant_suffix({"layout": "ephemeral"}) == "-ephemeral"
 
@@ -359,6 +359,7 @@ REFUSED = [*(({"nodes": 8, **other}, "--nodes")
            *(({"layout": "ephemeral", other: True}, "--layout ephemeral")
              for other in ("run_tags", "spot", "sagemaker")),
            ({"bill": "focus", "split": True}, "--bill focus"),
+           ({"amounts": "text", "bill": "focus"}, "--amounts text"),
            *(({"granularity": "daily", **other}, "--granularity daily")
              for other in ({}, {"bill": "focus", "layout": "ephemeral"},
                            {"bill": "focus", "sagemaker": True}))]
@@ -1100,3 +1101,39 @@ def test_a_month_with_zoned_timestamps_is_the_same_month(tmp_path):
         naive, zoned = totals["naive", impl], totals["zoned", impl]
         assert naive.keys() == zoned.keys() and naive["search"] > 0
         assert all(zoned[k] == pytest.approx(naive[k], rel=1e-12) for k in naive), impl
+
+
+def test_a_month_with_amounts_as_text_is_the_same_month(tmp_path):
+    # `--amounts text` writes the CUR's costs and quantities as text (a copy converted from
+    # the CSV format): the same lines, so the pipeline's billing facts, the reference and
+    # pandas read it exactly as the month of numbers
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    totals, facts = {}, {}
+    for kind in ("numbers", "text"):
+        out = tmp_path / kind
+        subprocess.run([sys.executable, str(BENCH / "generate.py"), str(out), "--lines", "5000",
+                        "--runs", "300", "--objects", "1000", "--commitments",
+                        "--amounts", kind], check=True, capture_output=True, timeout=120)
+        (cur,) = sorted(out.glob("cur/**/*.parquet"))
+        field = pq.read_schema(cur).field("line_item_unblended_cost")
+        assert str(field.type) == ("string" if kind == "text" else "double")
+        for impl in ("reference.py", "pandas_impl.py"):
+            done = subprocess.run([sys.executable, str(BENCH / impl), str(out)], check=True,
+                                  capture_output=True, text=True, timeout=120)
+            totals[kind, impl] = json.loads(done.stdout.strip().splitlines()[-1])["totals"]
+        with duckdb.connect() as con:
+            build_billing_facts(con, load_config(out / "config.yaml"), date(2026, 7, 1),
+                                logging.getLogger("test"))
+            facts[kind] = con.execute(
+                "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+            ).fetchall()
+    assert facts["text"] == facts["numbers"] and len(facts["numbers"]) > 5000
+    for impl in ("reference.py", "pandas_impl.py"):
+        numbers, text = totals["numbers", impl], totals["text", impl]
+        assert numbers.keys() == text.keys() and numbers["search"] > 0
+        assert all(text[k] == pytest.approx(numbers[k], rel=1e-12) for k in numbers), impl

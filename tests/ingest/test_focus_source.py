@@ -284,7 +284,8 @@ def test_azure_tags_written_without_their_braces_are_read(con, tmp_path):
 def tags_as(rows: list[dict], shape: str) -> pa.Array:
     """The rows' Tags as a struct (pandas writes a column of dicts so: a field for every key
     of any row, NULL where a row lacks it), lists of [key, value] pairs (pandas writes back
-    a map it read) or of {key, value} entries (polars)."""
+    a map it read), of {key, value} entries (polars) or of records holding more (a BigQuery
+    repeated record exported to parquet)."""
     tags = [{k: str(v) for k, v in json.loads(r["Tags"]).items()} if r.get("Tags") else None
             for r in rows]
     if shape == "struct":
@@ -294,12 +295,18 @@ def tags_as(rows: list[dict], shape: str) -> pa.Array:
     if shape == "pairs":
         return pa.array([[[k, v] for k, v in t.items()] if t else None for t in tags],
                         pa.list_(pa.list_(pa.string())))
+    if shape == "records":  # a BigQuery repeated record, as GCP's tags: more than key, value
+        record = pa.struct([("key", pa.string()), ("value", pa.string()),
+                            ("inherited", pa.bool_()), ("namespace", pa.string())])
+        return pa.array([[{"key": k, "value": v, "inherited": False, "namespace": "123"}
+                          for k, v in t.items()] if t else None for t in tags],
+                        pa.list_(record))
     entry = pa.struct([("key", pa.string()), ("value", pa.string())])
     return pa.array([[{"key": k, "value": v} for k, v in t.items()] if t else None
                      for t in tags], pa.list_(entry))
 
 
-@pytest.mark.parametrize("shape", ["struct", "pairs", "entries"])
+@pytest.mark.parametrize("shape", ["struct", "pairs", "entries", "records"])
 def test_tags_written_as_structs_or_lists_of_entries_read_like_csv(con, tmp_path, shape):
     # the lists failed with a binder error ("Cannot concatenate types VARCHAR and …[]"), and
     # a struct kept its NULL fields as keys of every row

@@ -480,7 +480,7 @@ def map_export(root, shape: str):
     return export
 
 
-@pytest.mark.parametrize("shape", ["struct", "pairs", "entries", "text"])
+@pytest.mark.parametrize("shape", ["struct", "pairs", "entries", "records", "text"])
 def test_map_columns_written_otherwise_read_as_the_maps(tmp_path, shape):
     # a CUR rewritten by pandas (a column of dicts becomes a struct; a map read and written
     # back, lists of pairs), by polars (lists of {key, value} entries) or holding its maps as

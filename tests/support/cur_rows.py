@@ -122,10 +122,14 @@ def write_maps_as(path: Path, rows: list[dict], shape: str, **kw: Any) -> Path:
     `resource_tags` held another way: `struct` (as pandas writes a column of dicts: one
     field per key any row has, NULL where a row lacks it), `pairs` (as pandas writes a map
     it read: lists of two strings), `entries` (as polars writes a map it read: lists of
-    {key, value} structs) or `text` (a JSON object)."""
+    {key, value} structs), `records` (a BigQuery repeated record exported: lists of structs
+    holding more than key and value) or `text` (a JSON object)."""
     types: dict[str, pa.DataType] = {}
     rows = [dict(r) for r in rows]
     entry = pa.struct([("key", pa.string()), ("value", pa.string())])
+    if shape == "records":
+        entry = pa.struct([("inherited", pa.bool_()), ("key", pa.string()),
+                           ("value", pa.string())])
     for column in ("product", "resource_tags"):
         if shape == "struct":
             keys = list(dict.fromkeys(k for r in rows for k in (r.get(column) or {})))
@@ -133,11 +137,12 @@ def write_maps_as(path: Path, rows: list[dict], shape: str, **kw: Any) -> Path:
             for r in rows:
                 if r.get(column) is not None:
                     r[column] = {k: r[column].get(k) for k in keys}
-        elif shape in ("pairs", "entries"):
+        elif shape in ("pairs", "entries", "records"):
             types[column] = pa.list_(pa.list_(pa.string()) if shape == "pairs" else entry)
             for r in rows:
                 if r.get(column) is not None:
-                    r[column] = [[k, v] if shape == "pairs" else {"key": k, "value": v}
+                    r[column] = [[k, v] if shape == "pairs" else
+                                 {"key": k, "value": v, "inherited": False}
                                  for k, v in r[column].items()]
         else:
             types[column] = pa.string()

@@ -1,9 +1,11 @@
 """A map column (CUR 2.0's `product` / `resource_tags` / `tags`, FOCUS's `Tags`) written by a
 tool other than the provider's export as a list of its entries: pandas reads a parquet map
 as a list of (key, value) tuples and writes it back as lists of two strings (`pairs`),
-polars reads it as a list of {key, value} structs and writes those (`entries`). Both
-readers take such a column as the map it stands for; a list naming a key twice, which no map
-holds, is refused naming its row."""
+polars reads it as a list of {key, value} structs and writes those (`entries`), and a
+BigQuery table's repeated key-value record (GCP's labels; its tags also carry `inherited`
+and `namespace`) exports as a list of structs holding `key` and `value` beside other fields
+(`entries` too: the other fields are not read). Both readers take such a column as the map
+it stands for; a list naming a key twice, which no map holds, is refused naming its row."""
 
 from __future__ import annotations
 
@@ -18,8 +20,7 @@ def entry_list_shape(actual: pa.DataType) -> str | None:
     if pa.types.is_list(item) or pa.types.is_large_list(item):
         value = item.value_type
         return "pairs" if pa.types.is_string(value) or pa.types.is_large_string(value) else None
-    if pa.types.is_struct(item) and [item.field(i).name for i in range(item.num_fields)] == [
-            "key", "value"]:
+    if pa.types.is_struct(item) and {"key", "value"} <= {field.name for field in item}:
         return "entries"
     return None
 

@@ -284,9 +284,7 @@ def inspect_schema(delivery: Delivery,
             if column not in names:
                 raise SourceError(delivery.source, file, f"missing required column {column}")
         for column, kind in wanted.items():
-            if column == "tags" and not reads_tags(names):
-                continue  # not read beside resource_tags (`resource_tags_expr`)
-            if column in names:
+            if reads_column(column, names):
                 actual = schema.field(column).type
                 _check_type(delivery.source, file, column, kind, actual)
                 if kind.startswith("MAP") and not pa.types.is_null(actual):
@@ -315,6 +313,13 @@ def reads_tags(names: Collection[str]) -> bool:
     """A file (its column names) whose resource tags are read from CUR 2.0's `tags` column:
     it has no resource_tags column (`resource_tags_expr`)."""
     return "tags" in names and "resource_tags" not in names
+
+
+def reads_column(column: str, names: Collection[str]) -> bool:
+    """Whether a file (its column names) has `column` read: every column it has, but `tags`
+    only where it is the file's resource tags (`reads_tags`): beside resource_tags it holds
+    the same ones."""
+    return column in names and (column != "tags" or reads_tags(names))
 
 
 def _tags_only_in(delivery: Delivery) -> list[str]:
@@ -360,17 +365,15 @@ def widened_type(types: list[pa.DataType]) -> pa.DataType | None:
                      for t in types)
         return pa.map_(pa.string(), pa.string()) if scalar else None
     if all(pa.types.is_struct(t) for t in types):
-        fields: dict[str, list[pa.DataType]] = {}
+        fields: dict[str, list[pa.DataType]] = {}  # field → its non-null types
         for kind in types:
             for field in kind:
+                typed = fields.setdefault(field.name, [])
                 if not pa.types.is_null(field.type):
-                    fields.setdefault(field.name, []).append(field.type)
-                else:
-                    fields.setdefault(field.name, [])
+                    typed.append(field.type)
         widened = []
         for name, kinds in fields.items():
-            kind = widened_type(kinds) if len(set(kinds)) > 1 else (kinds[0] if kinds
-                                                                     else pa.null())
+            kind = widened_type(kinds) if len(set(kinds)) > 1 else (kinds or [pa.null()])[0]
             if kind is None:
                 return None
             widened.append(pa.field(name, kind))
@@ -448,14 +451,11 @@ def refuse_unreadable_values(con: duckdb.DuckDBPyConnection, delivery: Delivery,
     a key twice (no map holds it), naming the file, the row and the column (`relation` holds
     the files' own columns; `file_sql` and `row_sql` name a row there). Nothing to check, no
     query. (An amount's text that spells no number is refused by `check_amounts`.)"""
-    def unread_text(column: str, value: str) -> str:
-        text = f"CAST({sql_identifier(column)} AS VARCHAR)"
-        return f"NOT {_blank_text_sql(text)} AND {value} IS NULL"
-
     checks = []
     for column, shape in sorted(delivery.map_shapes.items()):
         if shape == "text":
-            checks.append((column, unread_text(column, map_value_sql(column, delivery)),
+            checks.append((column, f"NOT {_blank_text_sql(sql_identifier(column))} AND "
+                           f"{map_value_sql(column, delivery)} IS NULL",
                            "text that is neither a JSON object nor a map"))
         elif shape in ("pairs", "entries"):
             checks.append((column, names_a_key_twice_sql(sql_identifier(column), shape),

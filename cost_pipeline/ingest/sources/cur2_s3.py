@@ -157,7 +157,7 @@ class S3Reader:
             # `tags` is fetched only from files without resource_tags: elsewhere it holds the
             # same resource tags (`cur2.resource_tags_expr`)
             typed = {uri: s.field(column).type for uri, s in self.schemas.items()
-                     if column in s.names and (column != "tags" or cur2.reads_tags(s.names))}
+                     if cur2.reads_column(column, s.names)}
             types = list(typed.values())
             if not types:
                 continue
@@ -187,8 +187,7 @@ class S3Reader:
                 raise source_error(self.delivery.source, uri, exc) from None
             try:
                 names = parquet.schema_arrow.names
-                present = [f.name for f in columns if f.name in names
-                           and (f.name != "tags" or cur2.reads_tags(names))]
+                present = [f.name for f in columns if cur2.reads_column(f.name, names)]
                 row = 1
                 for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=present):
                     n = batch.num_rows

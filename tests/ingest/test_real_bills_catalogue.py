@@ -586,6 +586,10 @@ def test_a_map_column_the_files_type_apart_is_read_unless_no_type_holds_both(tmp
     assert widened_type(list(cases["structs"])) == pa.struct(
         [("gpu", pa.string()), ("region", pa.string())])
     assert widened_type(list(cases["nested"])) is None
+    entries = [pa.list_(pa.struct([("key", pa.string()), ("value", value)]))
+               for value in (pa.int64(), pa.string())]  # entries whose values are typed apart
+    assert widened_type(entries) == entries[1]
+    assert widened_type([pa.list_(pa.int64()), pa.struct([("gpu", pa.int64())])]) is None
 
 
 def test_a_tags_column_of_another_type_is_named_unless_resource_tags_is_there(tmp_path):

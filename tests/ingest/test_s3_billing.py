@@ -196,6 +196,32 @@ def test_a_map_column_typed_apart_in_two_files_is_read_as_its_local_copy(
         build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
 
 
+def test_a_list_of_entries_typed_apart_in_two_files_is_read_as_its_local_copy(
+        tmp_path, s3_server, con):
+    # `product` as a list of {key, value} entries whose values are numbers in one file and
+    # text in another (pandas writes a column of dicts so): one list of text entries
+    from tests.support.cur_rows import month_dir, write_manifest
+
+    export = tmp_path / EXPORT
+    entries = {"a.parquet": (pa.int64(), [{"key": "gpu", "value": 4}]),
+               "b.parquet": (pa.string(), [{"key": "gpu", "value": "8"}])}
+    for hour, (name, (value, product)) in enumerate(entries.items()):
+        write_parquet(month_dir(export) / name, [
+            line(1.0, start=T0 + hour * HOUR, product=product,
+                 line_item_usage_type="BoxUsage:x9.large", line_item_resource_id=f"i-{hour}")],
+            types={"product": pa.list_(pa.struct([("key", pa.string()), ("value", value)]))})
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in entries])
+    query = "SELECT x_File[-9:], x_AcceleratorCount FROM billing_facts ORDER BY 1"
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    local = con.execute(query).fetchall()
+    assert local == [("a.parquet", 4), ("b.parquet", 8)]
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert con.execute(query).fetchall() == local
+
+
 def test_amounts_held_as_text_are_read_as_their_local_copy(tmp_path, s3_server, con):
     # one file holds its amounts as text (a CSV converted to parquet), the other as numbers:
     # pyarrow has no one type for the column, which travels as text and reads as numbers;

@@ -355,11 +355,16 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
 
 
 def widened_type(types: list[pa.DataType]) -> pa.DataType | None:
-    """One type the given struct or map types all cast to: a struct of every field any of
-    them has (a field typed apart widened the same way, a scalar one to text), a map of text
-    to text; None where there is none (a list beside a struct, a struct beside a number)."""
+    """One type the given struct, map or list types all cast to: a struct of every field any
+    of them has (a field typed apart widened the same way, a scalar one to text), a map of
+    text to text, a list of the widened items (a list of entries whose values the files type
+    apart); None where there is none (a list beside a struct, a struct beside a number)."""
     if not types:
         return pa.null()
+    if all(pa.types.is_list(t) or pa.types.is_large_list(t) for t in types):
+        items = [t.value_type for t in types if not pa.types.is_null(t.value_type)]
+        item = widened_type(items) if len(set(items)) > 1 else (items or [pa.null()])[0]
+        return None if item is None else pa.list_(item)
     if all(pa.types.is_map(t) for t in types):
         scalar = all(not pa.types.is_nested(t.key_type) and not pa.types.is_nested(t.item_type)
                      for t in types)

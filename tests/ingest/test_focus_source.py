@@ -242,11 +242,16 @@ def test_lines_sharing_a_meter_each_keep_their_resources_reading(con, tmp_path):
         "by-description": ("res-hours", "instance", "gpu", "g5.xlarge", 1.0)}
 
 
-@pytest.mark.parametrize(("unit", "zone"), [("ms", "UTC"), ("ns", "Asia/Kathmandu")])
-def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path, unit, zone):
+@pytest.mark.parametrize(("unit", "zone", "money"), [
+    ("ms", "UTC", None), ("ns", "Asia/Kathmandu", None),
+    ("us", "UTC", pa.decimal128(38, 10))])  # FOCUS's Decimal type, as Spark writes it
+def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path, unit, zone, money):
     csv_facts = load(con, write_csv(tmp_path / "csv" / "may.csv", ROWS))
     table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS + ("x_InstanceType",)}
                                   for r in ROWS])
+    for column in ("BilledCost", "EffectiveCost", "ConsumedQuantity") if money else ():
+        table = table.set_column(table.schema.get_field_index(column), column,
+                                 table[column].cast(pa.float64()).cast(money))
     for column in ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd"):
         stamps = pa.compute.strptime(table[column], "%Y-%m-%dT%H:%M:%SZ", "s")
         table = table.set_column(table.schema.get_field_index(column), column,

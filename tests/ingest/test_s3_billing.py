@@ -222,6 +222,47 @@ def test_a_list_of_entries_typed_apart_in_two_files_is_read_as_its_local_copy(
     assert con.execute(query).fetchall() == local
 
 
+@pytest.mark.parametrize("kinds", [
+    (pa.decimal128(38, 10), pa.decimal128(38, 10)),  # a Spark or Athena copy's DECIMAL(38,10)
+    (pa.decimal128(18, 6), pa.float64()),
+    (pa.decimal256(50, 12), pa.float64()),
+    (pa.int32(), pa.float64())], ids=["decimal", "decimal-double", "decimal256-double",
+                                      "int-double"])
+def test_amounts_held_as_decimals_or_integers_are_the_same_numbers(
+        tmp_path, s3_server, con, kinds):
+    # a copy written from Python decimals, Spark or Athena holds the amounts as DECIMAL, in
+    # some files or all: read as the numbers they are, locally and from S3
+    from decimal import Decimal
+
+    from tests.support.cur_rows import month_dir, write_manifest
+
+    amounts = ("line_item_unblended_cost", "line_item_net_unblended_cost",
+               "line_item_usage_amount")
+    export = tmp_path / EXPORT
+    for hour, (name, kind) in enumerate(zip(("a.parquet", "b.parquet"), kinds, strict=True)):
+        spell = (Decimal if pa.types.is_decimal(kind) else
+                 int if pa.types.is_integer(kind) else float)
+        write_parquet(month_dir(export) / name, [
+            line(spell("2.5" if spell is not int else "2"), start=T0 + hour * HOUR,
+                 identity_line_item_id=f"l{hour}", net=spell("2" if spell is int else "2.25"),
+                 line_item_usage_amount=spell("1"),
+                 line_item_usage_type="BoxUsage:p4d.24xlarge",
+                 line_item_resource_id=f"i-{hour}")],
+            types=dict.fromkeys(amounts, kind))
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.parquet", "b.parquet")])
+    query = ("SELECT split_part(x_SourceLine, ':', 2), BilledCost, EffectiveCost, "
+             "ConsumedQuantity, x_UsageHours, x_AcceleratorCount FROM billing_facts ORDER BY 1")
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    local = con.execute(query).fetchall()
+    first = 2.0 if pa.types.is_integer(kinds[0]) else 2.25
+    assert local == [("l0", first, first, 1.0, 1.0, 8), ("l1", 2.25, 2.25, 1.0, 1.0, 8)]
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert con.execute(query).fetchall() == local
+
+
 def test_amounts_held_as_text_are_read_as_their_local_copy(tmp_path, s3_server, con):
     # one file holds its amounts as text (a CSV converted to parquet), the other as numbers:
     # pyarrow has no one type for the column, which travels as text and reads as numbers;

@@ -109,7 +109,8 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
             + (f" from manifest {delivery.manifest}" if delivery.manifest else "")
         )
     else:
-        log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}")
+        log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}"
+                    + (f": {delivery.missing}" if delivery.missing else ""))
     try:  # the first reads of footers and data pages: a broken file shows here
         if s3.is_s3(source.path):
             reader = cur2_s3.S3Reader(fs, delivery)

@@ -668,7 +668,30 @@ def test_empty_month_is_zero_rows(tmp_path, con, caplog):
     with caplog.at_level(logging.WARNING, logger="test"):
         summary = build(con, config(tmp_path, export))
     assert summary.rows == 0 and _total(con) == (0, 0.0)
-    assert "no billing files" in caplog.text
+    assert "no billing files for 2026-07" in caplog.text
+    assert "the export holds 1 other month(s): 2026-06" in caplog.text
+    caplog.clear()
+    (export / "data").rename(tmp_path / "moved")
+    with caplog.at_level(logging.WARNING, logger="test"):
+        build(con, config(tmp_path, export))
+    assert "no data/BILLING_PERIOD=YYYY-MM folder yet" in caplog.text
+
+
+def test_a_path_that_is_no_export_folder_is_refused_saying_which_it_is(tmp_path, con):
+    # the export's data/ folder configured in its place, or a legacy Cost and Usage Report
+    # (its manifests in YYYYMMDD-YYYYMMDD/, its Athena parquet in year=/month=): every month
+    # would read as empty, so the run is refused, naming the path and what it holds
+    export = write_export(tmp_path, {"x.parquet": [L("a")]})
+    with pytest.raises(SourceError, match=r"aws_cur2: .*/data: this is an export's data/ "
+                                          r"folder .*the folder above it"):
+        build(con, config(tmp_path, export / "data"))
+    legacy = tmp_path / "cur" / "ml-cur"
+    (legacy / "20260701-20260801").mkdir(parents=True)
+    (legacy / "ml-cur" / "year=2026" / "month=7").mkdir(parents=True)
+    for path, folder in ((legacy, "20260701-20260801"), (legacy / "ml-cur", "year=2026")):
+        with pytest.raises(SourceError, match=rf"a legacy Cost and Usage Report \({folder}/\): "
+                                              r"aws_cur2 reads a CUR 2\.0 export"):
+            build(con, config(tmp_path, path))
 
 
 def test_a_failed_build_keeps_the_previous_rows(tmp_path, con):

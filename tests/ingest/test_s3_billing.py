@@ -108,6 +108,26 @@ def test_a_month_whose_files_differ_in_their_tag_column_is_read_as_its_local_cop
                             ).fetchall()) == MIXED_TAGS
 
 
+def test_a_month_not_delivered_names_the_months_there_and_a_wrong_prefix_is_refused(
+        tmp_path, s3_server, con, caplog):
+    import logging
+
+    bucket = new_bucket(s3_server.endpoint_url)
+    for month in ("2026-05", "2026-06"):
+        put(s3_server.endpoint_url, bucket,
+            f"{PREFIX}/data/BILLING_PERIOD={month}/{EXPORT}-00001.snappy.parquet",
+            parquet_bytes([line(1.0)], tmp_path))
+    with caplog.at_level(logging.WARNING):
+        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert "no billing files for 2026-07" in caplog.text
+    assert "the export holds 2 other month(s): 2026-05, 2026-06" in caplog.text
+    entry = {"kind": "aws_cur2", "path": f"s3://{bucket}/{PREFIX}/data",
+             "endpoint_url": s3_server.endpoint_url, "region": "us-east-1"}
+    with pytest.raises(SourceError, match=rf"s3://{bucket}/{PREFIX}/data: this is an "
+                                          r"export's data/ folder"):
+        build(con, parse_config({"billing": [entry]}, tmp_path))
+
+
 def test_a_csv_export_on_s3_is_refused_saying_how_to_fix_it(tmp_path, s3_server, con):
     # file format TEXT_OR_CSV: the month's gzipped CSV files are named, manifest or not
     import gzip

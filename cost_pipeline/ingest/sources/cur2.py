@@ -103,6 +103,10 @@ GRANULARITY_FIX = (
     "'Hourly' (TIME_GRANULARITY HOURLY) and 'Include resource IDs' (INCLUDE_RESOURCES)"
 )
 
+# what a legacy Cost and Usage Report holds where a CUR 2.0 export holds data/ and metadata/:
+# its Athena-ready parquet's `year=YYYY` folders, its manifests' `YYYYMMDD-YYYYMMDD` folders
+LEGACY_FOLDER = re.compile(r"year=\d{4}|\d{8}-\d{8}")
+
 
 @dataclass
 class Delivery:
@@ -138,6 +142,8 @@ class Delivery:
     # (relation, file SQL, row SQL): the files' own values, row by row, for error messages
     # (`register_raw`)
     raw_relation: tuple[str, str, str] | None = None
+    # why no file of the month was found (`no_month_files`), for the warning that says so
+    missing: str = ""
 
 
 def _month_folder(month: date) -> str:
@@ -183,7 +189,36 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
     for file in delivery.files:
         stat = Path(file).stat()
         delivery.stats[file] = (stat.st_size, str(stat.st_mtime))
+    if not delivery.files:
+        data = root / "data"
+        delivery.missing = no_month_files(
+            source, str(root), [p.name for p in root.iterdir() if p.is_dir()],
+            [p.name for p in data.iterdir() if p.is_dir()] if data.is_dir() else [])
     return delivery
+
+
+def no_month_files(source: str, where: str, folders: Collection[str],
+                   data_folders: Collection[str]) -> str:
+    """Why an export folder holds no file of the month, from the folders directly below it
+    and below its data/ folder: a SourceError where the path is no CUR 2.0 export's folder
+    (its data/ folder; a legacy Cost and Usage Report), else the reason the warning gives."""
+    if any(name.startswith("BILLING_PERIOD=") for name in folders):
+        raise SourceError(source, where, "this is an export's data/ folder (it holds "
+                          "BILLING_PERIOD=YYYY-MM folders): the path is the folder above it, "
+                          "<prefix>/<export-name>")
+    legacy = sorted(name for name in folders if LEGACY_FOLDER.fullmatch(name))
+    if legacy:
+        raise SourceError(source, where, f"a legacy Cost and Usage Report ({legacy[0]}/): "
+                          "aws_cur2 reads a CUR 2.0 export of AWS Data Exports "
+                          "(<prefix>/<export-name>/data/BILLING_PERIOD=YYYY-MM/*.parquet); "
+                          "create one with 'Include resource IDs', hourly, in Parquet")
+    months = sorted(name.removeprefix("BILLING_PERIOD=") for name in data_folders
+                    if name.startswith("BILLING_PERIOD="))
+    if months:
+        shown = ", ".join(months) if len(months) <= 3 else f"{months[0]} … {months[-1]}"
+        return f"the export holds {len(months)} other month(s): {shown}"
+    return ("no data/BILLING_PERIOD=YYYY-MM folder yet (an export's first delivery can take "
+            "up to 24 hours)")
 
 
 def is_text_export_file(name: str) -> bool:

@@ -78,7 +78,8 @@ def find_delivery(source: str, export_uri: str, month: date, fs: pafs.FileSystem
                 raise SourceError(source, delivery.manifest,
                                   f"dataFiles lists {uri}, not found at {uri_of(info.path)}")
     else:
-        if not list_files(fs, root.path, source, recursive=False):
+        top = list_files(fs, root.path, source, recursive=False)
+        if not top:
             raise SourceError(source, export_uri, "no export under this prefix (expected "
                               "…/<export-name>/data/BILLING_PERIOD=YYYY-MM/*.parquet)")
         folder = root.child(f"data/{_month_folder(month)}").path
@@ -87,6 +88,10 @@ def find_delivery(source: str, export_uri: str, month: date, fs: pafs.FileSystem
         files = [i for i in found if i.path.endswith(".parquet")]
         if not files:
             cur2.refuse_text_export(source, None, [uri_of(i.path) for i in found])
+            data = list_files(fs, root.child("data").path, source, recursive=False)
+            delivery.missing = cur2.no_month_files(
+                source, export_uri, [i.base_name for i in top if i.type == pafs.FileType.Directory],
+                [i.base_name for i in data if i.type == pafs.FileType.Directory])
     delivery.files = [uri_of(info.path) for info in files]
     delivery.stats = {uri_of(i.path): (int(i.size or 0), mtime_text(i)) for i in files}
     return delivery

@@ -89,6 +89,31 @@ def test_tags_written_as_lists_of_entries_read_as_the_local_copy(tmp_path, s3_se
         {"user:run_id": "r1", "size": "3"},)
 
 
+def test_column_names_in_capitals_read_as_the_local_copy(tmp_path, s3_server, con):
+    # a FOCUS table unloaded from Snowflake (BILLEDCOST) to S3, as parquet and as CSV
+    from tests.ingest.test_focus_source import COLUMNS
+
+    def facts_by_sku():  # a CSV numbers its rows from 2 (its header is row 1), parquet from 1
+        return con.execute("SELECT * EXCLUDE (month, x_File, x_SourceLine, x_Row) "
+                           "FROM billing_facts WHERE month = ? ORDER BY SkuId", [MAY]).fetchall()
+
+    build_billing_facts(con, parse_config({"billing": [{
+        "kind": "focus", "path": str(write_csv(tmp_path / "own" / "may.csv", ROWS)),
+        "name": "focus"}]}, tmp_path), MAY, LOG)
+    expected = facts_by_sku()
+    columns = (*COLUMNS, "x_InstanceType")  # write_csv's own
+    capitals = [{c.upper(): r.get(c) for c in columns} for r in ROWS]
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(capitals), buffer)
+    upper = write_csv(tmp_path / "upper.csv", capitals, columns=tuple(c.upper() for c in columns))
+    endpoint = s3_server.endpoint_url
+    for name, body in (("may.parquet", buffer.getvalue()), ("may.csv", upper.read_bytes())):
+        bucket = new_bucket(endpoint)
+        put(endpoint, bucket, f"{PREFIX}/{name}", body)
+        build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)
+        assert facts_by_sku() == expected and len(expected) == len(ROWS) - 1
+
+
 def _wide_parquet(rows: int) -> bytes:
     rng = random.Random(7)
     table = pa.table({

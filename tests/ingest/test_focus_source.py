@@ -269,6 +269,32 @@ def test_parquet_with_typed_columns_reads_like_csv(con, tmp_path, unit, zone, mo
             == {k: {c: v for c, v in f.items() if c not in drop} for k, f in csv_facts.items()})
 
 
+@pytest.mark.parametrize("fold", [str.upper, str.lower], ids=["snowflake", "redshift"])
+def test_column_names_in_another_case_read_as_focus_names_them(con, tmp_path, fold):
+    # a FOCUS table unloaded from a warehouse: Snowflake names its columns in capitals
+    # (BILLEDCOST), Redshift in lower case; a CSV streamed through pyarrow and a parquet
+    # file DuckDB reads itself give the facts of FOCUS's own spelling
+    drop = ("x_SourceLine", "month", "x_File", "x_Row")  # lineage
+    want = {k: {c: v for c, v in f.items() if c not in drop}
+            for k, f in load(con, write_csv(tmp_path / "own" / "may.csv", ROWS)).items()}
+    columns = COLUMNS + ("x_InstanceType",)
+    folded = [{fold(c): r.get(c) for c in columns} for r in ROWS]
+    write_csv(tmp_path / "csv" / "may.csv", folded, columns=tuple(map(fold, columns)))
+    (tmp_path / "parquet").mkdir()
+    pq.write_table(pa.Table.from_pylist(folded), tmp_path / "parquet" / "may.parquet")
+    for path in (tmp_path / "csv" / "may.csv", tmp_path / "parquet" / "may.parquet"):
+        got = load(con, path)
+        assert {k: {c: v for c, v in f.items() if c not in drop} for k, f in got.items()} == want
+    # two spellings, neither FOCUS's own: which is meant?
+    both = [{**r, "BILLEDCOST": r[fold("BilledCost")], "billedcost": r[fold("BilledCost")]}
+            for r in folded]
+    header = [c for c in map(fold, columns) if c.lower() != "billedcost"]
+    write_csv(tmp_path / "both" / "may.csv", both, columns=(*header, "BILLEDCOST", "billedcost"))
+    with pytest.raises(SourceError, match="columns BILLEDCOST and billedcost both name "
+                                          "FOCUS's BilledCost"):
+        load(con, tmp_path / "both" / "may.csv")
+
+
 def test_azure_tags_written_without_their_braces_are_read(con, tmp_path):
     # Azure's cost details write a resource's tags without braces; the FinOps toolkit's
     # mapping to FOCUS adds them, and so does the reader (such a row was refused); text that

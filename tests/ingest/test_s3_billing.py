@@ -283,6 +283,44 @@ def test_amounts_held_as_decimals_or_integers_are_the_same_numbers(
     assert con.execute(query).fetchall() == local
 
 
+def test_column_names_in_capitals_read_as_the_export_names_them(tmp_path, s3_server, con):
+    # a CUR unloaded from Snowflake names its columns in capitals (LINE_ITEM_UNBLENDED_COST),
+    # here in one file of two: the facts of the export's own spelling, locally and from S3
+    # (the missing line_item_resource_id read as an export without resource ids before)
+    from tests.support.cur_rows import month_dir, write_manifest
+
+    rows = [line(1.5, identity_line_item_id="a1", line_item_usage_type="BoxUsage:p4d.24xlarge",
+                 resource_tags={"user_team": "vision"}, product={"gpu": "8"}),
+            line(2.5, identity_line_item_id="b1", start=T0 + HOUR)]
+    own = write_export(tmp_path / "own", {"a.parquet": rows[:1], "b.parquet": rows[1:]})
+    query = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(own)}]}, tmp_path))
+    expected = con.execute(query).fetchall()
+    export = tmp_path / EXPORT
+    write_parquet(month_dir(export) / "b.parquet", rows[1:])
+    capitals = write_parquet(month_dir(export) / "a.parquet", rows[:1])
+    table = pq.read_table(capitals)
+    pq.write_table(table.rename_columns([c.upper() for c in table.column_names]), capitals)
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.parquet", "b.parquet")])
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    assert con.execute(query).fetchall() == expected and len(expected) == 2
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert con.execute(query).fetchall() == expected
+    pq.write_table(table.append_column("LINE_ITEM_USAGE_TYPE", table["line_item_usage_type"]),
+                   capitals)  # one column in two cases: which is meant?
+    with pytest.raises(SourceError, match=r"a\.parquet: columns line_item_usage_type and "
+                                          r"LINE_ITEM_USAGE_TYPE both name line_item_usage_type"):
+        build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]},
+                                tmp_path))
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    with pytest.raises(SourceError, match=r"a\.parquet: columns line_item_usage_type and "
+                                          r"LINE_ITEM_USAGE_TYPE both name"):
+        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+
+
 def test_amounts_held_as_text_are_read_as_their_local_copy(tmp_path, s3_server, con):
     # one file holds its amounts as text (a CSV converted to parquet), the other as numbers:
     # pyarrow has no one type for the column, which travels as text and reads as numbers;

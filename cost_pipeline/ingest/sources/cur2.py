@@ -312,6 +312,7 @@ def inspect_schema(delivery: Delivery,
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SourceError(delivery.source, file,
                               f"not a readable parquet file ({reason})") from None
+        schema = lower_case_names(delivery.source, file, schema)
         names = set(schema.names)
         if "line_item_resource_id" not in names:
             raise SourceError(delivery.source, file, RESOURCE_ID_FIX)
@@ -342,6 +343,36 @@ def inspect_schema(delivery: Delivery,
         delivery.tags_only_files = set()  # every file's tags come from `tags`
     delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
     delivery.has_split_columns = "split_line_item_parent_resource_id" in delivery.columns
+
+
+def lower_case_names(source: str, file: str, schema: pa.Schema) -> pa.Schema:
+    """A file's schema with the columns the normalization reads named in lower case, as CUR
+    2.0 names them: a copy unloaded from a warehouse may name them in capitals (Snowflake's
+    `LINE_ITEM_UNBLENDED_COST`); DuckDB binds them either way, so only the checks and the S3
+    reader's column selection need the names folded. A column named in two cases (an
+    ambiguous copy) is refused."""
+    wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
+    if all(name in wanted or name.lower() not in wanted for name in schema.names):
+        return schema  # nothing to fold: the export's own spelling
+    spelled: dict[str, str] = {}
+    fields = []
+    for column in schema:
+        name = column.name.lower()
+        if name in wanted:
+            if name in spelled:
+                raise SourceError(source, file, f"columns {spelled[name]} and {column.name} "
+                                  f"both name {name}: keep one")
+            spelled[name] = column.name
+            column = column.with_name(name)
+        fields.append(column)
+    return pa.schema(fields)
+
+
+def file_columns(schema: pa.Schema) -> dict[str, str]:
+    """A file's columns the normalization reads, as CUR 2.0 names them → the file's own
+    spelling (`lower_case_names`); other columns as they are."""
+    wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
+    return {name.lower() if name.lower() in wanted else name: name for name in schema.names}
 
 
 def reads_tags(names: Collection[str]) -> bool:
@@ -679,14 +710,14 @@ def locate_bad_file(delivery: Delivery, message: str) -> str | None:
     for file in delivery.files:
         try:
             parquet = pq.ParquetFile(file)
-            names = set(parquet.schema_arrow.names)
-            for _batch in parquet.iter_batches(columns=[c for c in columns if c in names]):
+            names = file_columns(parquet.schema_arrow)
+            for _batch in parquet.iter_batches(columns=[names[c] for c in columns if c in names]):
                 pass
         except Exception:  # any pyarrow failure marks the file as the broken one
             return file
     # values the file stores but the engine cannot take (e.g. a timestamp out of range)
     for file in delivery.files:
-        single = replace(delivery, files=[file], columns=set(pq.read_schema(file).names))
+        single = replace(delivery, files=[file], columns=set(file_columns(pq.read_schema(file))))
         try:
             with duckdb.connect() as con:
                 register_raw(con, single, "cur_check")

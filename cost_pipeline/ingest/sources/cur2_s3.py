@@ -143,11 +143,12 @@ class S3Reader:
     def read_schema(self, uri: str) -> pa.Schema:
         """The footer's schema (for `cur2.inspect_schema`): S3 failures are SourceErrors."""
         try:
-            self.schemas[uri] = self._open(uri).schema_arrow
+            schema = self._open(uri).schema_arrow
         except OSError as exc:
             if "parquet" in str(exc).lower() or "magic" in str(exc).lower():
                 raise  # a broken file: inspect_schema names it
             raise source_error(self.delivery.source, uri, exc) from None
+        self.schemas[uri] = cur2.lower_case_names(self.delivery.source, uri, schema)
         return self.schemas[uri]
 
     def close(self) -> None:
@@ -191,12 +192,13 @@ class S3Reader:
             except OSError as exc:
                 raise source_error(self.delivery.source, uri, exc) from None
             try:
-                names = parquet.schema_arrow.names
+                names = cur2.file_columns(parquet.schema_arrow)  # as CUR 2.0 names them
                 present = [f.name for f in columns if cur2.reads_column(f.name, names)]
                 row = 1
-                for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=present):
+                for batch in parquet.iter_batches(batch_size=BATCH_ROWS,
+                                                  columns=[names[c] for c in present]):
                     n = batch.num_rows
-                    arrays = [batch.column(f.name).cast(f.type) if f.name in present
+                    arrays = [batch.column(names[f.name]).cast(f.type) if f.name in present
                               else pa.nulls(n, f.type) for f in columns]
                     arrays += [pa.repeat(pa.scalar(uri), n),
                                pa.array(range(row, row + n), pa.int64())]

@@ -140,9 +140,11 @@ def _csv_header(path: Path, source: str) -> list[str]:
         raise SourceError(source, str(path), f"unreadable CSV header: {exc}") from None
 
 
-def _batches(path: Path | str, source: str, columns: list[str],
+def _batches(path: Path | str, source: str, spelled: dict[str, str],
              remote: S3Files | None = None) -> tuple[pa.Schema, Iterator]:
-    """The file's wanted columns as record batches, plus `_row`."""
+    """The file's wanted columns (FOCUS name → the file's spelling) as record batches named
+    as FOCUS names them, plus `_row`."""
+    columns, names = list(spelled.values()), list(spelled)
     if str(path).lower().endswith(".parquet"):
         parquet = remote.parquet(str(path)) if remote else pq.ParquetFile(path)
         batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
@@ -169,12 +171,13 @@ def _batches(path: Path | str, source: str, columns: list[str],
                 rows = pa.array(range(row, row + batch.num_rows), pa.int64())
                 row += batch.num_rows
                 yield pa.RecordBatch.from_arrays([*batch.columns, rows],
-                                                 names=[*batch.schema.names, "_row"])
+                                                 names=[*names, "_row"])
         except (pa.ArrowException, OSError) as exc:
             raise SourceError(source, f"{path} near row {row}",
                               f"unreadable: {str(exc).splitlines()[0]}") from None
 
-    return schema.append(pa.field("_row", pa.int64())), numbered()
+    named = pa.schema([f.with_name(name) for f, name in zip(schema, names, strict=True)])
+    return named.append(pa.field("_row", pa.int64())), numbered()
 
 
 def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str | None]:
@@ -243,17 +246,32 @@ def create_raw_table(con: duckdb.DuckDBPyConnection) -> None:
                 "_name VARCHAR, _row BIGINT, _problem VARCHAR)")
 
 
-def _present(header: list[str]) -> list[str]:
-    """The FOCUS columns this normalization reads that a file's header has, in COLUMNS order."""
-    return [c for c in COLUMNS if c in header]
+def _spelled(source: str, file: Path | str, header: list[str]) -> dict[str, str]:
+    """The FOCUS columns this normalization reads that a file's header has, in COLUMNS order,
+    each with the header's spelling: FOCUS's own, else the same name in another case, as a
+    warehouse unloads it (Snowflake `BILLEDCOST`, Redshift `billedcost`). A column spelled
+    in two cases, neither FOCUS's own, is refused."""
+    exact, folded = set(header), {}
+    for name in header:
+        folded.setdefault(name.lower(), []).append(name)
+    spelled = {}
+    for column in COLUMNS:
+        if column in exact:
+            spelled[column] = column
+        elif len(folded.get(column.lower(), [])) > 1:
+            raise SourceError(source, str(file), f"columns {' and '.join(folded[column.lower()])}"
+                              f" both name FOCUS's {column}: keep one")
+        elif column.lower() in folded:
+            spelled[column] = folded[column.lower()][0]
+    return spelled
 
 
 def _file_select(found: FocusFiles, path: Path | str, present: list[str], month: date,
                  rows_from: str, schema: pa.Schema) -> str:
     """The month's rows of one file as `focus_raw`'s columns (typed, with `_file`, `_name`,
     `_row` and `_problem`), read from `rows_from` (a relation with the file's `present`
-    columns and `_row`); rows whose period cannot be read are kept (reported, never
-    dropped)."""
+    columns, as FOCUS names them, and `_row`); rows whose period cannot be read are kept
+    (reported, never dropped)."""
     typed, problems = {}, []
     for column, kind in COLUMNS.items():
         arrow = schema.field(column).type if column in present else None
@@ -288,26 +306,26 @@ def _file_select(found: FocusFiles, path: Path | str, present: list[str], month:
             "OR (_period IS NULL AND _problem IS NOT NULL)")
 
 
-def _native_select(found: FocusFiles, path: Path, header: list[str], month: date) -> str:
+def _native_select(found: FocusFiles, path: Path, spelled: dict[str, str], month: date) -> str:
     """A local parquet file's month, read by DuckDB itself, in parallel, its rows numbered
     (`file_row_number`): at 2M rows ~3 s faster than streamed through pyarrow. The values and
     the typing are the same: `_typed` decides from the file's Arrow schema, which DuckDB maps
     to the same types."""
-    present = _present(header)
     file_schema = pq.read_schema(path)
-    schema = pa.schema([file_schema.field(c) for c in present])
-    columns = ", ".join(sql_identifier(c) for c in present)
+    schema = pa.schema([file_schema.field(name).with_name(c) for c, name in spelled.items()])
+    columns = ", ".join(f"{sql_identifier(name)} AS {sql_identifier(c)}"
+                        for c, name in spelled.items())
     rows_from = (f"(SELECT {columns}, file_row_number + 1 AS _row "
                  f"FROM read_parquet({sql_literal(str(path))}, file_row_number = true))")
-    return _file_select(found, path, present, month, rows_from, schema)
+    return _file_select(found, path, list(spelled), month, rows_from, schema)
 
 
 def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | str,
-               header: list[str], month: date) -> None:
+               spelled: dict[str, str], month: date) -> None:
     """Stream a file DuckDB does not read itself (CSV, or on S3) through pyarrow into the
     `focus_raw` table."""
-    present = _present(header)
-    schema, batches = _batches(path, found.source, present, found.remote)
+    present = list(spelled)
+    schema, batches = _batches(path, found.source, spelled, found.remote)
     con.register("focus_file", pa.RecordBatchReader.from_batches(schema, batches))
     try:
         con.execute(f"INSERT INTO {RAW_TABLE} "
@@ -377,23 +395,24 @@ def _register(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: str, mont
     con.execute("SET TimeZone = 'UTC'")
     single = (len(found.files) == 1 and found.files[0] == path) if found.remote else (
         Path(path).is_file())
-    headers = {}
+    headers, spellings = {}, {}
     for file in list(found.files):
         header = _header(found, file)
-        if not all(c in header for c in SIGNATURE) and not single:
+        spelled = _spelled(source, file, header)
+        if not all(c in spelled for c in SIGNATURE) and not single:
             log.info(f"{source}: {file} is not a FOCUS cost-and-usage file: skipped")
             found.files.remove(file)
             found.skipped.append(file)
             continue
-        missing = [c for c in REQUIRED if c not in header]
+        missing = [c for c in REQUIRED if c not in spelled]
         if missing:
             raise SourceError(source, str(file), f"missing FOCUS column(s) {', '.join(missing)}")
-        headers[file] = header
+        headers[file], spellings[file] = header, spelled
     if headers and all(_native(found, f, h) for f, h in headers.items()):
         # local parquet files only: `focus_raw` is a view over them, read where the
         # normalization reads it (copied into the table, 2M rows took 0.8-1.0 s)
-        selects = {file: _native_select(found, file, header, month)
-                   for file, header in headers.items()}
+        selects = {file: _native_select(found, file, spellings[file], month)
+                   for file in headers}
         for file in sorted(selects, key=str):  # the first bad row in (file, row) order
             _raise_first_problem(con, source, selects[file], str(file))
         con.execute(f"CREATE OR REPLACE TEMP VIEW {RAW_TABLE} AS "
@@ -401,8 +420,8 @@ def _register(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: str, mont
         found.raw_kind = "VIEW"
     else:
         create_raw_table(con)
-        for file, header in headers.items():
-            _load_file(con, found, file, header, month)
+        for file in headers:
+            _load_file(con, found, file, spellings[file], month)
         _raise_first_problem(con, source, f"FROM {RAW_TABLE}")
         found.raw_kind = "TABLE"
     found.rows = con.execute(f"SELECT count(*) FROM {RAW_TABLE}").fetchone()[0]

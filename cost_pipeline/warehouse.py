@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import date
 from functools import cache
 from importlib import resources
@@ -449,6 +449,14 @@ def register_stream(con: duckdb.DuckDBPyConnection, name: str, schema: Any,
     import pyarrow as pa  # (not at import: the command line's quick paths do without it)
 
     con.register(name, pa.RecordBatchReader.from_batches(schema, batches))
+
+
+def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop the registered view `name`, in a `finally` after a statement read it. A statement
+    that failed leaves an open transaction aborted, where DuckDB refuses even this; the
+    failure on its way is the one to report, and the name is replaced at its next register."""
+    with suppress(duckdb.TransactionException):
+        con.unregister(name)
 
 
 def register_datasets(con: duckdb.DuckDBPyConnection,

@@ -31,6 +31,7 @@ from cost_pipeline.warehouse import (
     month_transaction,
     register_stream,
     sql_text,
+    unregister,
     write_month,
 )
 
@@ -172,8 +173,8 @@ def build_checkpoint_inventory(
                         {"month": month})
         return rows
     finally:
-        con.unregister("listing_arrow")
-        con.unregister("listing_reports")
+        unregister(con, "listing_arrow")
+        unregister(con, "listing_reports")
 
 
 def _handed_out(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -15,7 +15,7 @@ from cost_pipeline.ingest.sources import SourceError, source_names
 from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
 from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
 from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
-from cost_pipeline.warehouse import register_once, replace_month_unless_identical
+from cost_pipeline.warehouse import register_once, replace_month_unless_identical, unregister
 
 
 def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
@@ -84,7 +84,7 @@ def write_tracker_runs(
             log.info(f"tracker_runs: the month's {rows} run(s) are as stored: kept")
         return rows, kept
     finally:
-        con.unregister("runs_arrow")
+        unregister(con, "runs_arrow")
 
 
 def _check_run_ids(runs: pa.Table) -> bool:

@@ -90,7 +90,8 @@ def test_tags_written_as_lists_of_entries_read_as_the_local_copy(tmp_path, s3_se
 
 
 def test_column_names_in_capitals_read_as_the_local_copy(tmp_path, s3_server, con):
-    # a FOCUS table unloaded from Snowflake (BILLEDCOST) to S3, as parquet and as CSV
+    # a FOCUS table unloaded from Snowflake (BILLEDCOST) to S3, as parquet and as CSV, and
+    # as parquet whose strings are plain binary (no UTF8 annotation, as Impala writes them)
     from tests.ingest.test_focus_source import COLUMNS
 
     def facts_by_sku():  # a CSV numbers its rows from 2 (its header is row 1), parquet from 1
@@ -103,11 +104,17 @@ def test_column_names_in_capitals_read_as_the_local_copy(tmp_path, s3_server, co
     expected = facts_by_sku()
     columns = (*COLUMNS, "x_InstanceType")  # write_csv's own
     capitals = [{c.upper(): r.get(c) for c in columns} for r in ROWS]
-    buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(capitals), buffer)
+    buffer, binary = io.BytesIO(), io.BytesIO()
+    table = pa.Table.from_pylist(capitals)
+    pq.write_table(table, buffer)
+    pq.write_table(pa.table({name: column.cast(pa.binary()) if pa.types.is_string(column.type)
+                             else column for name, column in zip(table.column_names,
+                                                                 table.columns, strict=True)}),
+                   binary)
     upper = write_csv(tmp_path / "upper.csv", capitals, columns=tuple(c.upper() for c in columns))
     endpoint = s3_server.endpoint_url
-    for name, body in (("may.parquet", buffer.getvalue()), ("may.csv", upper.read_bytes())):
+    for name, body in (("may.parquet", buffer.getvalue()), ("may.csv", upper.read_bytes()),
+                       ("binary.parquet", binary.getvalue())):
         bucket = new_bucket(endpoint)
         put(endpoint, bucket, f"{PREFIX}/{name}", body)
         build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)

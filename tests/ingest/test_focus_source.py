@@ -295,6 +295,23 @@ def test_column_names_in_another_case_read_as_focus_names_them(con, tmp_path, fo
         load(con, tmp_path / "both" / "may.csv")
 
 
+def test_strings_without_their_utf8_annotation_read_like_csv(con, tmp_path):
+    # Impala and older Hive write strings as plain binary: read as the UTF-8 they hold
+    drop = ("x_SourceLine", "month", "x_File", "x_Row")  # lineage
+    want = {k: {c: v for c, v in f.items() if c not in drop}
+            for k, f in load(con, write_csv(tmp_path / "csv" / "may.csv", ROWS)).items()}
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS + ("x_InstanceType",)}
+                                  for r in ROWS])
+    table = pa.table({name: column.cast(pa.binary()) if pa.types.is_string(column.type)
+                      else column for name, column in zip(table.column_names, table.columns,
+                                                          strict=True)})
+    (tmp_path / "parquet").mkdir()
+    pq.write_table(table, tmp_path / "parquet" / "may.parquet")
+    assert pq.read_schema(tmp_path / "parquet" / "may.parquet").field("Tags").type == pa.binary()
+    got = load(con, tmp_path / "parquet" / "may.parquet")
+    assert {k: {c: v for c, v in f.items() if c not in drop} for k, f in got.items()} == want
+
+
 def test_azure_tags_written_without_their_braces_are_read(con, tmp_path):
     # Azure's cost details write a resource's tags without braces; the FinOps toolkit's
     # mapping to FOCUS adds them, and so does the reader (such a row was refused); text that
@@ -503,6 +520,29 @@ def test_a_bad_value_names_file_row_and_column(con, tmp_path, change, column, me
     assert error.value.source == "focus"
     assert error.value.where == f"{path} row 3"
     assert error.value.problem == message
+
+
+def test_a_broken_file_or_record_is_refused_naming_the_file(con, tmp_path):
+    # a parquet file cut short; a CSV record of more cells than the header, in the first
+    # block pyarrow parses (on opening the file) and beyond it (while DuckDB reads the rows,
+    # inside the month's transaction): each a SourceError naming the file, where a raw
+    # ArrowInvalid named neither source nor file, and DuckDB's "transaction is aborted"
+    # replaced the error of a record beyond the first block
+    (tmp_path / "p").mkdir()
+    cut = tmp_path / "p" / "may.parquet"
+    pq.write_table(pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in ROWS]), cut)
+    cut.write_bytes(cut.read_bytes()[:-100])
+    with pytest.raises(SourceError, match=r"may\.parquet: not a readable parquet file") as err:
+        load(con, cut)
+    assert err.value.source == "focus"
+    for rows in (2, 60_000):  # 60,000 rows: ~10 MB, past the 4 MiB first block
+        path = write_csv(tmp_path / f"c{rows}" / "may.csv", [ROWS[0]] * rows + [ROWS[1]])
+        with path.open("a", encoding="utf-8") as out:
+            out.write("2026-05-01T00:00:00Z,too,many,cells" + ",x" * len(COLUMNS) + "\n")
+        with pytest.raises(SourceError, match=r"may\.csv( near row \d+)?: unreadable: CSV "
+                                              r"parse error: Expected \d+ columns, got \d+"):
+            load(con, path)
+    assert con.execute("SELECT 1").fetchone() == (1,)  # the connection is usable again
 
 
 def test_a_missing_column_or_path_is_refused(con, tmp_path):

@@ -321,6 +321,49 @@ def test_column_names_in_capitals_read_as_the_export_names_them(tmp_path, s3_ser
         build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
 
 
+def test_strings_without_their_utf8_annotation_read_as_text(tmp_path, s3_server, con):
+    # Impala and older Hive write strings as plain binary (no UTF8 annotation), which
+    # pyarrow and DuckDB read as BLOB: read as the UTF-8 text they hold, locally and from S3,
+    # in one file of two; bytes that are no UTF-8 refused naming the file
+    from tests.support.cur_rows import month_dir, write_manifest
+
+    rows = [line(1.5, identity_line_item_id="a1", line_item_usage_type="BoxUsage:p4d.24xlarge",
+                 line_item_resource_id="i-café", resource_tags={"user_team": "vision"}),
+            line(2.5, identity_line_item_id="b1", start=T0 + HOUR)]
+    own = write_export(tmp_path / "own", {"a.parquet": rows[:1], "b.parquet": rows[1:]})
+    query = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(own)}]}, tmp_path))
+    expected = con.execute(query).fetchall()
+    export = tmp_path / EXPORT
+    write_parquet(month_dir(export) / "b.parquet", rows[1:])
+    binary = write_parquet(month_dir(export) / "a.parquet", rows[:1])
+    table = pq.read_table(binary)
+    texts = [i for i, f in enumerate(table.schema) if pa.types.is_string(f.type)]
+    for i in texts:
+        table = table.set_column(i, table.schema.field(i).name, table.column(i).cast(pa.binary()))
+    pq.write_table(table, binary)
+    assert len(texts) > 5 and pq.read_schema(binary).field("line_item_resource_id").type == \
+        pa.binary()
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.parquet", "b.parquet")])
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    assert con.execute(query).fetchall() == expected and len(expected) == 2
+    assert ("i-café",) in con.execute("SELECT ResourceId FROM billing_facts").fetchall()
+    bucket = new_bucket(s3_server.endpoint_url)
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert con.execute(query).fetchall() == expected
+    index = table.schema.get_field_index("line_item_resource_id")
+    pq.write_table(table.set_column(index, "line_item_resource_id",
+                                    pa.array([b"i-\xff"], pa.binary())), binary)
+    with pytest.raises(SourceError, match=r"a\.parquet.*(not valid UTF8|Invalid UTF8)"):
+        build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]},
+                                tmp_path))
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    with pytest.raises(SourceError, match=r"a\.parquet.*(not valid UTF8|Invalid UTF8)"):
+        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+
+
 def test_amounts_held_as_text_are_read_as_their_local_copy(tmp_path, s3_server, con):
     # one file holds its amounts as text (a CSV converted to parquet), the other as numbers:
     # pyarrow has no one type for the column, which travels as text and reads as numbers;

@@ -86,3 +86,26 @@ def test_another_zone_is_set_back_to_utc():
     con.execute("SET TimeZone = 'Asia/Tokyo'")
     ensure_schema(con)
     assert con.execute("SELECT current_setting('TimeZone')").fetchall() == [("UTC",)]
+
+
+def test_a_registered_view_is_let_go_inside_an_aborted_transaction():
+    # a failed statement leaves the open transaction aborted, where DuckDB refuses even an
+    # unregister: called in a `finally`, it replaced the failure being raised by
+    # "Current transaction is aborted"
+    import pyarrow as pa
+    import pytest
+
+    from cost_pipeline.warehouse import unregister
+
+    with duckdb.connect() as con:
+        con.register("rows_in", pa.table({"x": [1]}))
+        con.execute("BEGIN TRANSACTION")
+        with pytest.raises(duckdb.Error):
+            con.execute("SELECT CAST('x' AS INTEGER) FROM rows_in")
+        with pytest.raises(duckdb.TransactionException):
+            con.unregister("rows_in")  # what the readers' `finally` blocks did
+        unregister(con, "rows_in")
+        con.execute("ROLLBACK")
+        unregister(con, "rows_in")
+        with pytest.raises(duckdb.CatalogException):
+            con.execute("SELECT * FROM rows_in")

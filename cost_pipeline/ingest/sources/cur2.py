@@ -139,6 +139,9 @@ class Delivery:
     # export converted to parquet with every column a string): read as the number it spells
     # (`_amount_sql`), text that spells none refused by `check_amounts`
     text_amounts: set[str] = field(default_factory=set)
+    # a text column held as binary in at least one file (parquet strings without their UTF8
+    # annotation, as Impala and older Hive write them): read as UTF-8 text
+    binary_text: bool = False
     # (relation, file SQL, row SQL): the files' own values, row by row, for error messages
     # (`register_raw`)
     raw_relation: tuple[str, str, str] | None = None
@@ -331,6 +334,8 @@ def inspect_schema(delivery: Delivery,
                     delivery.zoned_timestamps.add(column)
                 if kind == "DOUBLE" and is_text(actual):
                     delivery.text_amounts.add(column)
+                if kind == "VARCHAR" and is_binary(actual):
+                    delivery.binary_text = True
         if reads_tags(names):
             delivery.tags_only_files.add(file)
         seen |= names
@@ -400,6 +405,12 @@ def is_text(actual: pa.DataType) -> bool:
     return pa.types.is_string(actual) or pa.types.is_large_string(actual)
 
 
+def is_binary(actual: pa.DataType) -> bool:
+    """A binary column: in a text column's place, strings written without their UTF8
+    annotation."""
+    return pa.types.is_binary(actual) or pa.types.is_large_binary(actual)
+
+
 def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
     text = is_text(actual)
     ok = True
@@ -411,9 +422,8 @@ def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataT
     elif kind.startswith("MAP"):
         ok = (pa.types.is_map(actual) or pa.types.is_struct(actual) or pa.types.is_null(actual)
               or text or entry_list_shape(actual) is not None)
-    elif kind == "VARCHAR":
-        ok = not (pa.types.is_nested(actual) or pa.types.is_binary(actual)
-                  or pa.types.is_large_binary(actual))
+    elif kind == "VARCHAR":  # binary: a string without its UTF8 annotation
+        ok = not pa.types.is_nested(actual)
     if not ok:
         expected = {"DOUBLE": "a number", "TIMESTAMP": "a timestamp",
                     "VARCHAR": "a string"}.get(kind, kind)
@@ -589,7 +599,8 @@ def register_raw(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) 
     select.append("file_row_number + 1 AS _row")
     files = "[" + ", ".join(sql_literal(f) for f in delivery.files) + "]"
     relation = (f"read_parquet({files}, union_by_name = true, filename = true, "
-                "file_row_number = true)")
+                "file_row_number = true"
+                + (", binary_as_string = true)" if delivery.binary_text else ")"))
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "
                 f"FROM {relation}")
     delivery.raw_relation = (relation, "filename", "file_row_number + 1")

@@ -32,6 +32,7 @@ from cost_pipeline.ingest.sources.s3 import (
     source_error,
     uri_of,
 )
+from cost_pipeline.warehouse import unregister
 
 BATCH_ROWS = 65_536
 # files up to this size are fetched whole: pyarrow's footer read alone is 64 KiB, and
@@ -167,6 +168,10 @@ class S3Reader:
             types = list(typed.values())
             if not types:
                 continue
+            if kind == "VARCHAR" and any(cur2.is_binary(t) for t in types):
+                # strings without their UTF8 annotation: cast to text, their UTF-8 checked
+                fields.append(pa.field(column, pa.string()))
+                continue
             try:
                 unified = pa.unify_schemas([pa.schema([(column, t)]) for t in types],
                                            promote_options="permissive").field(column).type
@@ -240,7 +245,7 @@ def register_raw(con: duckdb.DuckDBPyConnection, reader: S3Reader, view: str) ->
             raise failure[0] from None
         raise
     finally:
-        con.unregister("cur_s3_stream")
+        unregister(con, "cur_s3_stream")
         reader.close()
     select = [*cur2.raw_columns(delivery, "_file"), "_file", "_row"]
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "

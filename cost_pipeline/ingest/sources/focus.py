@@ -53,6 +53,7 @@ from cost_pipeline.ingest.sources.map_columns import (
 )
 from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3
 from cost_pipeline.months import month_bounds
+from cost_pipeline.warehouse import unregister
 
 # FOCUS column → how it is read. JSON columns become JSON text whatever their file type.
 COLUMNS: dict[str, str] = {
@@ -148,7 +149,7 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
     if str(path).lower().endswith(".parquet"):
         parquet = remote.parquet(str(path)) if remote else pq.ParquetFile(path)
         batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
-        schema = pa.schema([parquet.schema_arrow.field(c) for c in columns])
+        schema = _binary_as_text(pa.schema([parquet.schema_arrow.field(c) for c in columns]))
         first_row = 1
     else:
         options = pacsv.ConvertOptions(
@@ -157,9 +158,13 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
             # refused by name instead of read as a missing one
             strings_can_be_null=True, quoted_strings_can_be_null=True,
             null_values=["", "NULL", "null"])
-        reader = pacsv.open_csv(remote.csv_stream(str(path)) if remote else path,
-                                read_options=pacsv.ReadOptions(block_size=1 << 22),
-                                convert_options=options)
+        try:  # the first block is parsed here: a malformed record in it fails now
+            reader = pacsv.open_csv(remote.csv_stream(str(path)) if remote else path,
+                                    read_options=pacsv.ReadOptions(block_size=1 << 22),
+                                    convert_options=options)
+        except (pa.ArrowException, OSError) as exc:
+            raise SourceError(source, str(path),
+                              f"unreadable: {str(exc).splitlines()[0]}") from None
         batches, schema = reader, reader.schema
         first_row = 2  # the header is row 1
 
@@ -170,14 +175,22 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
                 batch = batch.select(columns)  # the declared order, whatever the file's
                 rows = pa.array(range(row, row + batch.num_rows), pa.int64())
                 row += batch.num_rows
-                yield pa.RecordBatch.from_arrays([*batch.columns, rows],
-                                                 names=[*names, "_row"])
+                arrays = [array.cast(kind.type) if array.type != kind.type else array
+                          for array, kind in zip(batch.columns, schema, strict=True)]
+                yield pa.RecordBatch.from_arrays([*arrays, rows], names=[*names, "_row"])
         except (pa.ArrowException, OSError) as exc:
             raise SourceError(source, f"{path} near row {row}",
                               f"unreadable: {str(exc).splitlines()[0]}") from None
 
     named = pa.schema([f.with_name(name) for f, name in zip(schema, names, strict=True)])
     return named.append(pa.field("_row", pa.int64())), numbered()
+
+
+def _binary_as_text(schema: pa.Schema) -> pa.Schema:
+    """`schema` with its binary columns as text: strings written without their UTF8
+    annotation (Impala, older Hive), read as UTF-8 (which reading them checks)."""
+    return pa.schema([f.with_type(pa.string()) if pa.types.is_binary(f.type)
+                      or pa.types.is_large_binary(f.type) else f for f in schema])
 
 
 def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str | None]:
@@ -312,11 +325,13 @@ def _native_select(found: FocusFiles, path: Path, spelled: dict[str, str], month
     the typing are the same: `_typed` decides from the file's Arrow schema, which DuckDB maps
     to the same types."""
     file_schema = pq.read_schema(path)
-    schema = pa.schema([file_schema.field(name).with_name(c) for c, name in spelled.items()])
+    read = pa.schema([file_schema.field(name).with_name(c) for c, name in spelled.items()])
+    schema = _binary_as_text(read)
     columns = ", ".join(f"{sql_identifier(name)} AS {sql_identifier(c)}"
                         for c, name in spelled.items())
-    rows_from = (f"(SELECT {columns}, file_row_number + 1 AS _row "
-                 f"FROM read_parquet({sql_literal(str(path))}, file_row_number = true))")
+    binary = ", binary_as_string = true" if schema != read else ""
+    rows_from = (f"(SELECT {columns}, file_row_number + 1 AS _row FROM read_parquet("
+                 f"{sql_literal(str(path))}, file_row_number = true{binary}))")
     return _file_select(found, path, list(spelled), month, rows_from, schema)
 
 
@@ -326,14 +341,25 @@ def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | s
     `focus_raw` table."""
     present = list(spelled)
     schema, batches = _batches(path, found.source, spelled, found.remote)
-    con.register("focus_file", pa.RecordBatchReader.from_batches(schema, batches))
+    failure: list[SourceError] = []
+
+    def guarded() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from batches
+        except SourceError as exc:  # DuckDB would wrap it in an engine error
+            failure.append(exc)
+            raise
+
+    con.register("focus_file", pa.RecordBatchReader.from_batches(schema, guarded()))
     try:
         con.execute(f"INSERT INTO {RAW_TABLE} "
                     + _file_select(found, path, present, month, "focus_file", schema))
     except duckdb.Error as exc:
+        if failure:
+            raise failure[0] from None
         raise SourceError(found.source, str(path), str(exc).splitlines()[0]) from None
     finally:
-        con.unregister("focus_file")
+        unregister(con, "focus_file")
 
 
 def _native(found: FocusFiles, path: Path | str, header: list[str]) -> bool:
@@ -366,9 +392,16 @@ def _find(source: str, path: str, fs) -> FocusFiles:
 
 def _header(found: FocusFiles, file: Path | str) -> list[str]:
     if str(file).lower().endswith(".parquet"):
-        if found.remote:
-            return found.remote.parquet(str(file)).schema_arrow.names
-        return pq.ParquetFile(file).schema_arrow.names
+        try:
+            if found.remote:
+                return found.remote.parquet(str(file)).schema_arrow.names
+            return pq.ParquetFile(file).schema_arrow.names
+        except SourceError:
+            raise
+        except Exception as exc:  # pyarrow raises several types for a broken file
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SourceError(found.source, str(file),
+                              f"not a readable parquet file ({reason})") from None
     if found.remote:
         line = found.remote.csv_header(str(file))
         return [h.strip() for h in next(csv.reader(io.StringIO(line)), [])]

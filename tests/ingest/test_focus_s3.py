@@ -93,6 +93,7 @@ def test_column_names_in_capitals_read_as_the_local_copy(tmp_path, s3_server, co
     # a FOCUS table unloaded from Snowflake (BILLEDCOST) to S3, as parquet and as CSV, and
     # as parquet whose strings are plain binary (no UTF8 annotation, as Impala writes them)
     from tests.ingest.test_focus_source import COLUMNS
+    from tests.support.cur_rows import binary_strings
 
     def facts_by_sku():  # a CSV numbers its rows from 2 (its header is row 1), parquet from 1
         return con.execute("SELECT * EXCLUDE (month, x_File, x_SourceLine, x_Row) "
@@ -107,10 +108,7 @@ def test_column_names_in_capitals_read_as_the_local_copy(tmp_path, s3_server, co
     buffer, binary = io.BytesIO(), io.BytesIO()
     table = pa.Table.from_pylist(capitals)
     pq.write_table(table, buffer)
-    pq.write_table(pa.table({name: column.cast(pa.binary()) if pa.types.is_string(column.type)
-                             else column for name, column in zip(table.column_names,
-                                                                 table.columns, strict=True)}),
-                   binary)
+    pq.write_table(binary_strings(table), binary)
     upper = write_csv(tmp_path / "upper.csv", capitals, columns=tuple(c.upper() for c in columns))
     endpoint = s3_server.endpoint_url
     for name, body in (("may.parquet", buffer.getvalue()), ("may.csv", upper.read_bytes()),

@@ -283,85 +283,84 @@ def test_amounts_held_as_decimals_or_integers_are_the_same_numbers(
     assert con.execute(query).fetchall() == local
 
 
+FACTS = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+
+
+def _one_file_rewritten(tmp_path, con, first: dict, rewrite) -> tuple[list, object, object]:
+    """Two lines in two files, the first file's table rewritten by `rewrite` (another
+    writer's copy of it): the facts of the export as AWS writes it, the rewritten export
+    (with its manifest) and its first file."""
+    from tests.support.cur_rows import month_dir, write_manifest
+
+    rows = [line(1.5, identity_line_item_id="a1", line_item_usage_type="BoxUsage:p4d.24xlarge",
+                 resource_tags={"user_team": "vision"}, **first),
+            line(2.5, identity_line_item_id="b1", start=T0 + HOUR)]
+    own = write_export(tmp_path / "own", {"a.parquet": rows[:1], "b.parquet": rows[1:]})
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(own)}]}, tmp_path))
+    expected = con.execute(FACTS).fetchall()
+    export = tmp_path / EXPORT
+    write_parquet(month_dir(export) / "b.parquet", rows[1:])
+    path = write_parquet(month_dir(export) / "a.parquet", rows[:1])
+    pq.write_table(rewrite(pq.read_table(path)), path)
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.parquet", "b.parquet")])
+    return expected, export, path
+
+
+def _local_read(tmp_path, con, export) -> list:
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    return con.execute(FACTS).fetchall()
+
+
+def _s3_read(tmp_path, s3_server, con, export, bucket: str) -> list:
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    return con.execute(FACTS).fetchall()
+
+
 def test_column_names_in_capitals_read_as_the_export_names_them(tmp_path, s3_server, con):
     # a CUR unloaded from Snowflake names its columns in capitals (LINE_ITEM_UNBLENDED_COST),
     # here in one file of two: the facts of the export's own spelling, locally and from S3
     # (the missing line_item_resource_id read as an export without resource ids before)
-    from tests.support.cur_rows import month_dir, write_manifest
-
-    rows = [line(1.5, identity_line_item_id="a1", line_item_usage_type="BoxUsage:p4d.24xlarge",
-                 resource_tags={"user_team": "vision"}, product={"gpu": "8"}),
-            line(2.5, identity_line_item_id="b1", start=T0 + HOUR)]
-    own = write_export(tmp_path / "own", {"a.parquet": rows[:1], "b.parquet": rows[1:]})
-    query = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(own)}]}, tmp_path))
-    expected = con.execute(query).fetchall()
-    export = tmp_path / EXPORT
-    write_parquet(month_dir(export) / "b.parquet", rows[1:])
-    capitals = write_parquet(month_dir(export) / "a.parquet", rows[:1])
-    table = pq.read_table(capitals)
-    pq.write_table(table.rename_columns([c.upper() for c in table.column_names]), capitals)
-    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
-                            for name in ("a.parquet", "b.parquet")])
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    assert con.execute(query).fetchall() == expected and len(expected) == 2
+    expected, export, capitals = _one_file_rewritten(
+        tmp_path, con, {"product": {"gpu": "8"}},
+        lambda table: table.rename_columns([c.upper() for c in table.column_names]))
     bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    assert con.execute(query).fetchall() == expected
-    pq.write_table(table.append_column("LINE_ITEM_USAGE_TYPE", table["line_item_usage_type"]),
+    assert _local_read(tmp_path, con, export) == expected and len(expected) == 2
+    assert _s3_read(tmp_path, s3_server, con, export, bucket) == expected
+    table = pq.read_table(capitals)
+    pq.write_table(table.append_column("line_item_usage_type", table["LINE_ITEM_USAGE_TYPE"]),
                    capitals)  # one column in two cases: which is meant?
-    with pytest.raises(SourceError, match=r"a\.parquet: columns line_item_usage_type and "
-                                          r"LINE_ITEM_USAGE_TYPE both name line_item_usage_type"):
-        build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]},
-                                tmp_path))
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    with pytest.raises(SourceError, match=r"a\.parquet: columns line_item_usage_type and "
-                                          r"LINE_ITEM_USAGE_TYPE both name"):
-        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    both = (r"a\.parquet: columns LINE_ITEM_USAGE_TYPE and line_item_usage_type both name "
+            r"line_item_usage_type")
+    with pytest.raises(SourceError, match=both):
+        _local_read(tmp_path, con, export)
+    with pytest.raises(SourceError, match=both):
+        _s3_read(tmp_path, s3_server, con, export, bucket)
 
 
 def test_strings_without_their_utf8_annotation_read_as_text(tmp_path, s3_server, con):
     # Impala and older Hive write strings as plain binary (no UTF8 annotation), which
     # pyarrow and DuckDB read as BLOB: read as the UTF-8 text they hold, locally and from S3,
     # in one file of two; bytes that are no UTF-8 refused naming the file
-    from tests.support.cur_rows import month_dir, write_manifest
+    from tests.support.cur_rows import binary_strings
 
-    rows = [line(1.5, identity_line_item_id="a1", line_item_usage_type="BoxUsage:p4d.24xlarge",
-                 line_item_resource_id="i-café", resource_tags={"user_team": "vision"}),
-            line(2.5, identity_line_item_id="b1", start=T0 + HOUR)]
-    own = write_export(tmp_path / "own", {"a.parquet": rows[:1], "b.parquet": rows[1:]})
-    query = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(own)}]}, tmp_path))
-    expected = con.execute(query).fetchall()
-    export = tmp_path / EXPORT
-    write_parquet(month_dir(export) / "b.parquet", rows[1:])
-    binary = write_parquet(month_dir(export) / "a.parquet", rows[:1])
-    table = pq.read_table(binary)
-    texts = [i for i, f in enumerate(table.schema) if pa.types.is_string(f.type)]
-    for i in texts:
-        table = table.set_column(i, table.schema.field(i).name, table.column(i).cast(pa.binary()))
-    pq.write_table(table, binary)
-    assert len(texts) > 5 and pq.read_schema(binary).field("line_item_resource_id").type == \
-        pa.binary()
-    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
-                            for name in ("a.parquet", "b.parquet")])
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    assert con.execute(query).fetchall() == expected and len(expected) == 2
-    assert ("i-café",) in con.execute("SELECT ResourceId FROM billing_facts").fetchall()
+    expected, export, binary = _one_file_rewritten(
+        tmp_path, con, {"line_item_resource_id": "i-café"}, binary_strings)
+    assert pq.read_schema(binary).field("line_item_resource_id").type == pa.binary()
     bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    assert con.execute(query).fetchall() == expected
+    assert _local_read(tmp_path, con, export) == expected and len(expected) == 2
+    assert _s3_read(tmp_path, s3_server, con, export, bucket) == expected
+    assert ("i-café",) in con.execute("SELECT ResourceId FROM billing_facts").fetchall()
+    table = pq.read_table(binary)
     index = table.schema.get_field_index("line_item_resource_id")
     pq.write_table(table.set_column(index, "line_item_resource_id",
                                     pa.array([b"i-\xff"], pa.binary())), binary)
-    with pytest.raises(SourceError, match=r"a\.parquet.*(not valid UTF8|Invalid UTF8)"):
-        build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]},
-                                tmp_path))
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    with pytest.raises(SourceError, match=r"a\.parquet.*(not valid UTF8|Invalid UTF8)"):
-        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    not_utf8 = r"a\.parquet.*(not valid UTF8|Invalid UTF8)"
+    with pytest.raises(SourceError, match=not_utf8):
+        _local_read(tmp_path, con, export)
+    with pytest.raises(SourceError, match=not_utf8):
+        _s3_read(tmp_path, s3_server, con, export, bucket)
 
 
 def test_amounts_held_as_text_are_read_as_their_local_copy(tmp_path, s3_server, con):

@@ -117,6 +117,14 @@ def _convert(value: Any, kind: pa.DataType) -> Any:
     return value
 
 
+def binary_strings(table: pa.Table) -> pa.Table:
+    """`table` with its string columns as plain binary: strings written without their UTF8
+    annotation, as Impala and older Hive write them."""
+    return pa.table({name: column.cast(pa.binary()) if pa.types.is_string(column.type)
+                     else column for name, column in zip(table.column_names, table.columns,
+                                                         strict=True)})
+
+
 def write_maps_as(path: Path, rows: list[dict], shape: str, **kw: Any) -> Path:
     """`rows` as `write_parquet` writes them, with the map columns `product` and
     `resource_tags` held another way: `struct` (as pandas writes a column of dicts: one

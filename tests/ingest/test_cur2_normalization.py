@@ -613,14 +613,21 @@ def test_export_folder_not_found(tmp_path, con):
 
 
 def test_text_timestamps_with_offsets_are_utc(tmp_path, con):
+    # ISO 8601, and with a blank before the offset as Snowflake writes a TIMESTAMP_TZ by
+    # default (`… 00:00:00.000 +0000`; refused as no timestamp before)
     export = write_export(tmp_path, {"x.parquet": [
         L("a", line_item_usage_start_date="2026-07-01T02:00:00+02:00",
           line_item_usage_end_date="2026-07-01T01:00:00Z"),
+        L("b", line_item_usage_start_date="2026-06-30 17:00:00.000 -0700",
+          line_item_usage_end_date="2026-07-01 01:00:00 Z"),
+        L("c", line_item_usage_start_date="2026-07-01 05:30:00 +05:30",
+          line_item_usage_end_date="2026-07-01 01:00:00.000 +0000"),
     ]}, types={"line_item_usage_start_date": pa.string(), "line_item_usage_end_date": pa.string()})
     build(con, config(tmp_path, export))
-    row = facts(con)["a"]
-    assert (row["ChargePeriodStart"], row["ChargePeriodEnd"]) == (datetime(2026, 7, 1),
-                                                                  datetime(2026, 7, 1, 1))
+    for line_id in "abc":
+        row = facts(con)[line_id]
+        assert (row["ChargePeriodStart"], row["ChargePeriodEnd"]) == (datetime(2026, 7, 1),
+                                                                      datetime(2026, 7, 1, 1))
 
 
 def test_naive_timestamps_are_read_as_utc(tmp_path, con):

@@ -311,6 +311,23 @@ def test_strings_without_their_utf8_annotation_read_like_csv(con, tmp_path):
     assert {k: {c: v for c, v in f.items() if c not in drop} for k, f in got.items()} == want
 
 
+def test_timestamps_as_a_warehouse_writes_them_read_like_iso(con, tmp_path):
+    # a FOCUS table unloaded from Snowflake writes its TIMESTAMP_TZ columns with a blank
+    # before the offset (`2026-05-03 10:00:00.000 +0000`), BigQuery with ` UTC`: the same
+    # instants as FOCUS's ISO 8601 (the first was refused as no timestamp)
+    drop = ("x_SourceLine", "month", "x_File", "x_Row")  # lineage
+    want = {k: {c: v for c, v in f.items() if c not in drop}
+            for k, f in load(con, write_csv(tmp_path / "iso" / "may.csv", ROWS)).items()}
+    stamps = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd")
+    for name, spell in (("snowflake", lambda t: t.replace("T", " ").replace("Z", ".000 +0000")),
+                        ("offset", lambda t: t.replace("T", " ").replace("Z", " -00:00")),
+                        ("bigquery", lambda t: t.replace("T", " ").replace("Z", " UTC"))):
+        rows = [{**r, **{c: spell(r[c]) for c in stamps if r.get(c)}} for r in ROWS]
+        got = load(con, write_csv(tmp_path / name / "may.csv", rows))
+        assert {k: {c: v for c, v in f.items() if c not in drop}
+                for k, f in got.items()} == want, name
+
+
 def test_azure_tags_written_without_their_braces_are_read(con, tmp_path):
     # Azure's cost details write a resource's tags without braces; the FinOps toolkit's
     # mapping to FOCUS adds them, and so does the reader (such a row was refused); text that

@@ -75,6 +75,16 @@ def utc_wall_clock_sql(instant: str) -> str:
     return f"make_timestamp(epoch_us({instant}))"
 
 
+def text_instant_sql(text: str) -> str:
+    """SQL for the text `text` as the instant it spells (TIMESTAMPTZ; NULL where it spells
+    none): ISO 8601 as DuckDB reads it (`…T00:00:00Z`, `…+02:00`, `… 00:00:00 UTC`), and
+    with a blank before its offset, as Snowflake writes a TIMESTAMP_TZ by default
+    (`2026-07-01 00:00:00.000 +0000`). The second reading runs only where the first fails."""
+    return (f"coalesce(TRY_CAST({text} AS TIMESTAMPTZ), TRY_CAST(regexp_replace("
+            f"CAST({text} AS VARCHAR), '(\\d)\\s+([+-]\\d\\d(:?\\d\\d)?|Z)$', '\\1\\2') "
+            "AS TIMESTAMPTZ))")
+
+
 def sql_identifier(name: str) -> str:
     """`name` as a quoted SQL identifier (a file's column, whatever its spelling)."""
     return '"' + name.replace('"', '""') + '"'

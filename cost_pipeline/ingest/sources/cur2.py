@@ -25,6 +25,7 @@ from cost_pipeline.ingest.sources import (
     SourceError,
     sql_identifier,
     sql_literal,
+    text_instant_sql,
     utc_wall_clock_sql,
 )
 from cost_pipeline.ingest.sources.local_files import confined, walk_files
@@ -572,7 +573,7 @@ def _column_expr(column: str, kind: str, delivery: Delivery) -> str:
     ones (`…Z`, `…+02:00`) are converted, naive ones are taken as UTC."""
     name = sql_identifier(column)
     if kind == "TIMESTAMP" and column in delivery.zoned_timestamps:
-        return f"{utc_wall_clock_sql(f'TRY_CAST({name} AS TIMESTAMPTZ)')} AS {name}"
+        return f"{utc_wall_clock_sql(text_instant_sql(name))} AS {name}"
     if kind.startswith("MAP"):
         return f"{map_value_sql(column, delivery)} AS {name}"
     if column in delivery.text_amounts:

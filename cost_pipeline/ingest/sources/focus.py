@@ -41,6 +41,7 @@ from cost_pipeline.ingest.sources import (
     bad_amount_sql,
     sql_identifier,
     sql_literal,
+    text_instant_sql,
     utc_wall_clock_sql,
 )
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
@@ -204,7 +205,7 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
     text = pa.types.is_string(arrow) or pa.types.is_large_string(arrow)
     if kind == "TIMESTAMP":
         if text:
-            value = utc_wall_clock_sql(f"TRY_CAST(nullif(trim({c}), '') AS TIMESTAMPTZ)")
+            value = utc_wall_clock_sql(text_instant_sql(f"nullif(trim({c}), '')"))
             return value, f"nullif(trim({c}), '') IS NOT NULL AND {value} IS NULL"
         if pa.types.is_timestamp(arrow) and arrow.tz is not None:
             return utc_wall_clock_sql(f"CAST({c} AS TIMESTAMPTZ)"), None

@@ -170,6 +170,10 @@ def test_a_missing_required_column_is_named(tmp_path, con, missing):
     ("2026-07-01", datetime(2026, 7, 1)),
     ("1782907200", datetime(2026, 7, 1, 12)),        # epoch seconds
     ("1782907200000", datetime(2026, 7, 1, 12)),     # epoch milliseconds
+    # a blank before the offset, as Snowflake writes a TIMESTAMP_TZ
+    ("2026-07-01 12:00:00.000 +0000", datetime(2026, 7, 1, 12)),
+    ("2026-07-01 05:00:00 -07:00", datetime(2026, 7, 1, 12)),
+    ("2026-07-01 12:00:00 Z", datetime(2026, 7, 1, 12)),
 ])
 def test_time_zones(tmp_path, con, value, utc):
     path = write_csv(tmp_path / "runs.csv", [

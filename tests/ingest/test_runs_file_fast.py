@@ -274,7 +274,9 @@ TIMES = MOMENTS.flatmap(lambda d: st.sampled_from([
     d.isoformat(), d.isoformat(" "), f"{d:%Y-%m-%d}", f"{d:%Y-%m-%dT%H:%M}", d.isoformat() + "Z",
     d.isoformat(" ") + " UTC", d.isoformat() + "+05:30", d.isoformat() + "-0800",
     f"{d:%Y-%m-%dT%H:%M:%S.%f}"[:-3] + "+01", str(int(d.timestamp())),
-    str(int(d.timestamp() * 1000)), f" {d:%Y-%m-%d} "]))
+    str(int(d.timestamp() * 1000)), f" {d:%Y-%m-%d} ",
+    f"{d:%Y-%m-%d %H:%M:%S.%f}"[:-3] + " +0000", d.isoformat(" ") + " -07:00",
+    d.isoformat(" ") + " Z"]))
 ODD_TIMES = st.one_of(MOMENTS.flatmap(lambda d: st.sampled_from([
     f"{d:%Y-%m-%dT%H}", f"{d:%Y%m%d}", f"{d:%Y-%m-%dt%H:%M}", d.isoformat() + "z",
     f"{d.timestamp():.1f}", f"{d:%Y-%m-%dT%H:%M:%S}.1234567", f"{d:%Y-%m-%d}+02:00",

@@ -182,7 +182,9 @@ def parse_time(value: Any) -> datetime | None:
         number = float(value)
         moment = datetime.fromtimestamp(number / 1000 if number > 1e11 else number, UTC)
     else:
-        moment = datetime.fromisoformat(str(value).strip().replace(" UTC", "+00:00"))
+        # one blank may precede `Z` or the offset, as Snowflake writes a TIMESTAMP_TZ
+        text = re.sub(r"(\d) ([+-]\d\d(?::?\d\d)?|Z)$", r"\1\2", str(value).strip())
+        moment = datetime.fromisoformat(text.replace(" UTC", "+00:00"))
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment

@@ -81,9 +81,10 @@ _KINDS = {
     "resource_ids": {"text", "int", "float", "null", "list"},
 }
 # ISO 8601 as `parse_time` reads it, narrowed to a date alone, or a date and hours:minutes
-# with optional seconds, 1-6 fraction digits and an offset (" UTC" is its +00:00)
+# with optional seconds, 1-6 fraction digits and an offset (" UTC" is its +00:00; one blank
+# may precede `Z` or the offset, as Snowflake writes a TIMESTAMP_TZ: `… 00:00:00.000 +0000`)
 _ISO = (r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[T ]([0-9]{2}):([0-9]{2})"
-        r"(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?(Z| UTC|([+-])([0-9]{2})(?::?([0-9]{2}))?)?)?$")
+        r"(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?( ?Z| UTC| ?([+-])([0-9]{2})(?::?([0-9]{2}))?)?)?$")
 _ISO_PARTS = "['y', 'mo', 'd', 'h', 'mi', 's', 'f', 'zone', 'sign', 'zh', 'zm']"
 # the commonest spelling, to the second without a zone (DuckDB's own CSV times): `_ISO` with
 # neither fraction nor zone, read without its eleven captures (0.27 → 0.05–0.08 s a column at

@@ -246,8 +246,9 @@ def test_a_list_of_entries_typed_apart_in_two_files_is_read_as_its_local_copy(
     (pa.decimal128(38, 10), pa.decimal128(38, 10)),  # a Spark or Athena copy's DECIMAL(38,10)
     (pa.decimal128(18, 6), pa.float64()),
     (pa.decimal256(50, 12), pa.float64()),
-    (pa.int32(), pa.float64())], ids=["decimal", "decimal-double", "decimal256-double",
-                                      "int-double"])
+    (pa.int32(), pa.float64()),
+    (pa.decimal256(76, 38), pa.decimal256(76, 38))],  # BigQuery's BIGNUMERIC exported
+    ids=["decimal", "decimal-double", "decimal256-double", "int-double", "bignumeric"])
 def test_amounts_held_as_decimals_or_integers_are_the_same_numbers(
         tmp_path, s3_server, con, kinds):
     # a copy written from Python decimals, Spark or Athena holds the amounts as DECIMAL, in

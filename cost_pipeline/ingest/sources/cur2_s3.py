@@ -185,6 +185,8 @@ class S3Reader:
                     self.delivery.zoned_timestamps.add(column)
                 if kind == "DOUBLE":  # a number in one file, text in another
                     self.delivery.text_amounts.add(column)
+            if pa.types.is_decimal256(unified):  # DuckDB takes no 256-bit decimal in Arrow
+                unified = pa.float64()  # (BigQuery's BIGNUMERIC): read as the double it is
             fields.append(pa.field(column, unified))
         return pa.schema([*fields, ("_file", pa.string()), ("_row", pa.int64())])
 

@@ -150,7 +150,10 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
     if str(path).lower().endswith(".parquet"):
         parquet = remote.parquet(str(path)) if remote else pq.ParquetFile(path)
         batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
-        schema = _binary_as_text(pa.schema([parquet.schema_arrow.field(c) for c in columns]))
+        schema = _binary_as_text(pa.schema([
+            # DuckDB takes no 256-bit decimal in Arrow (BigQuery's BIGNUMERIC): as a double
+            f.with_type(pa.float64()) if pa.types.is_decimal256(f.type) else f
+            for f in (parquet.schema_arrow.field(c) for c in columns)]))
         first_row = 1
     else:
         options = pacsv.ConvertOptions(

@@ -371,7 +371,8 @@ def _native(found: FocusFiles, path: Path | str, header: list[str]) -> bool:
     pyarrow's ranged reads) without a column of the name DuckDB gives its row numbers, and
     whose path DuckDB would not read as a glob pattern."""
     return (found.remote is None and str(path).lower().endswith(".parquet")
-            and "file_row_number" not in header and not any(c in str(path) for c in "*?[]{}"))
+            and "file_row_number" not in map(str.lower, header)  # DuckDB's names: any case
+            and not any(c in str(path) for c in "*?[]{}"))
 
 
 def _display_name(found: FocusFiles, path: Path | str) -> str:

@@ -457,6 +457,11 @@ def test_a_local_parquet_file_numbers_its_rows_across_row_groups(con, tmp_path, 
     pq.write_table(table.slice(0, 2), folder / "a*.parquet")
     pq.write_table(table.slice(2, 1), folder / "ab.parquet")
     assert sorted(load(con, folder)) == sorted(r["SkuId"] for r in ROWS[:3])
+    # a column named as DuckDB names its row numbers, in any case, is streamed
+    for name in ("file_row_number", "FILE_ROW_NUMBER"):
+        pq.write_table(table.append_column(name, pa.array(range(len(ROWS)))),
+                       tmp_path / "p" / "may.parquet")
+        assert load(con, path) == native
 
     bad = table.set_column(table.schema.get_field_index("EffectiveCost"), "EffectiveCost",
                            pa.array([str(r["EffectiveCost"]) if i != 7 else "12,5"

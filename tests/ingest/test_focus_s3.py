@@ -90,8 +90,9 @@ def test_tags_written_as_lists_of_entries_read_as_the_local_copy(tmp_path, s3_se
 
 
 def test_column_names_in_capitals_read_as_the_local_copy(tmp_path, s3_server, con):
-    # a FOCUS table unloaded from Snowflake (BILLEDCOST) to S3, as parquet and as CSV, and
-    # as parquet whose strings are plain binary (no UTF8 annotation, as Impala writes them)
+    # a FOCUS table unloaded from Snowflake (BILLEDCOST) to S3, as parquet and as CSV, as
+    # parquet whose strings are plain binary (no UTF8 annotation, as Impala writes them),
+    # and as CSV separated by semicolons
     from tests.ingest.test_focus_source import COLUMNS
     from tests.support.cur_rows import binary_strings
 
@@ -110,9 +111,11 @@ def test_column_names_in_capitals_read_as_the_local_copy(tmp_path, s3_server, co
     pq.write_table(table, buffer)
     pq.write_table(binary_strings(table), binary)
     upper = write_csv(tmp_path / "upper.csv", capitals, columns=tuple(c.upper() for c in columns))
+    semicolons = write_csv(tmp_path / "semicolons.csv", ROWS, delimiter=";")
     endpoint = s3_server.endpoint_url
     for name, body in (("may.parquet", buffer.getvalue()), ("may.csv", upper.read_bytes()),
-                       ("binary.parquet", binary.getvalue())):
+                       ("binary.parquet", binary.getvalue()),
+                       ("semicolons.csv", semicolons.read_bytes())):
         bucket = new_bucket(endpoint)
         put(endpoint, bucket, f"{PREFIX}/{name}", body)
         build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)

@@ -84,10 +84,12 @@ ROWS = [
 MAY_TOTAL = sum(r["EffectiveCost"] for r in ROWS if r["SkuId"] != "june")
 
 
-def write_csv(path: Path, rows: list[dict], columns=COLUMNS + ("x_InstanceType",)) -> Path:
+def write_csv(path: Path, rows: list[dict], columns=COLUMNS + ("x_InstanceType",),
+              delimiter: str = ",") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore",
+                                delimiter=delimiter)
         writer.writeheader()
         writer.writerows(rows)
     return path
@@ -326,6 +328,26 @@ def test_timestamps_as_a_warehouse_writes_them_read_like_iso(con, tmp_path):
         got = load(con, write_csv(tmp_path / name / "may.csv", rows))
         assert {k: {c: v for c, v in f.items() if c not in drop}
                 for k, f in got.items()} == want, name
+
+
+def test_a_csv_separated_otherwise_reads_like_commas(con, tmp_path):
+    # a spreadsheet saves CSV with semicolons where the decimal mark is a comma; tabs and
+    # bars are other exports' choices: the delimiter that splits the header into FOCUS
+    # columns reads the file (a semicolon file was refused as missing every column), and a
+    # decimal comma is then refused naming its row
+    drop = ("x_SourceLine", "month", "x_File", "x_Row")  # lineage
+    want = {k: {c: v for c, v in f.items() if c not in drop}
+            for k, f in load(con, write_csv(tmp_path / "comma" / "may.csv", ROWS)).items()}
+    for name, delimiter in (("semicolon", ";"), ("tab", "\t"), ("bar", "|")):
+        got = load(con, write_csv(tmp_path / name / "may.csv", ROWS, delimiter=delimiter))
+        assert {k: {c: v for c, v in f.items() if c not in drop}
+                for k, f in got.items()} == want, name
+    decimal_comma = [ROWS[0], {**ROWS[1], "EffectiveCost": "12,5"}]
+    path = write_csv(tmp_path / "comma-decimal" / "may.csv", decimal_comma, delimiter=";")
+    with pytest.raises(SourceError) as error:
+        load(con, path)
+    assert (error.value.where, error.value.problem) == (
+        f"{path} row 3", 'EffectiveCost "12,5" is not a number')
 
 
 def test_azure_tags_written_without_their_braces_are_read(con, tmp_path):

@@ -116,6 +116,8 @@ class FocusFiles:
     rows: int = 0
     remote: S3Files | None = None       # set for a source on S3
     raw_kind: str = "TABLE"             # what `focus_raw` is: a TABLE, or a VIEW of the files
+    # a CSV file's delimiter where it is not a comma (`_split_header`)
+    delimiters: dict = field(default_factory=dict)
 
 
 def _is_data_file(path: Path) -> bool:
@@ -133,17 +135,38 @@ def find_files(source: str, path: str) -> FocusFiles:
     return FocusFiles(source, root, files)
 
 
-def _csv_header(path: Path, source: str) -> list[str]:
+def _csv_header(path: Path, source: str) -> str:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
-            return [h.strip() for h in next(csv.reader(io.StringIO(handle.readline())), [])]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            return handle.readline()
+    except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(source, str(path), f"unreadable CSV header: {exc}") from None
 
 
+# what a CSV header may be separated by: commas (FOCUS exports), else semicolons (a
+# spreadsheet's CSV where the decimal mark is a comma), tabs or bars
+DELIMITERS = (",", ";", "\t", "|")
+
+
+def _split_header(source: str, path: Path | str, line: str) -> tuple[list[str], str]:
+    """A CSV header line's names and the delimiter that splits it into the most FOCUS
+    columns (in any case; a comma where none does better)."""
+    known = {c.lower() for c in COLUMNS}
+    splits = []  # (FOCUS columns found, the delimiter's rank, names, delimiter)
+    for rank, delimiter in enumerate(DELIMITERS):
+        try:
+            names = [h.strip() for h in next(csv.reader(io.StringIO(line), delimiter=delimiter),
+                                             [])]
+        except csv.Error as exc:
+            raise SourceError(source, str(path), f"unreadable CSV header: {exc}") from None
+        splits.append((sum(name.lower() in known for name in names), -rank, names, delimiter))
+    _found, _rank, names, delimiter = max(splits)
+    return names, delimiter
+
+
 def _batches(path: Path | str, source: str, spelled: dict[str, str],
-             remote: S3Files | None = None) -> tuple[pa.Schema, Iterator]:
+             remote: S3Files | None = None, delimiter: str = ",") -> tuple[pa.Schema, Iterator]:
     """The file's wanted columns (FOCUS name → the file's spelling) as record batches named
     as FOCUS names them, plus `_row`."""
     columns, names = list(spelled.values()), list(spelled)
@@ -165,6 +188,7 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
         try:  # the first block is parsed here: a malformed record in it fails now
             reader = pacsv.open_csv(remote.csv_stream(str(path)) if remote else path,
                                     read_options=pacsv.ReadOptions(block_size=1 << 22),
+                                    parse_options=pacsv.ParseOptions(delimiter=delimiter),
                                     convert_options=options)
         except (pa.ArrowException, OSError) as exc:
             raise SourceError(source, str(path),
@@ -344,7 +368,8 @@ def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | s
     """Stream a file DuckDB does not read itself (CSV, or on S3) through pyarrow into the
     `focus_raw` table."""
     present = list(spelled)
-    schema, batches = _batches(path, found.source, spelled, found.remote)
+    schema, batches = _batches(path, found.source, spelled, found.remote,
+                               found.delimiters.get(path, ","))
     failure: list[SourceError] = []
 
     def guarded() -> Iterator[pa.RecordBatch]:
@@ -407,10 +432,12 @@ def _header(found: FocusFiles, file: Path | str) -> list[str]:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SourceError(found.source, str(file),
                               f"not a readable parquet file ({reason})") from None
-    if found.remote:
-        line = found.remote.csv_header(str(file))
-        return [h.strip() for h in next(csv.reader(io.StringIO(line)), [])]
-    return _csv_header(file, found.source)
+    line = (found.remote.csv_header(str(file)) if found.remote
+            else _csv_header(file, found.source))
+    header, delimiter = _split_header(found.source, file, line)
+    if delimiter != ",":
+        found.delimiters[file] = delimiter
+    return header
 
 
 def register_raw(con: duckdb.DuckDBPyConnection, source: str, path: str, month: date,

@@ -181,6 +181,30 @@ def test_time_zones(tmp_path, con, value, utc):
     assert load(con, tmp_path, path)["r1"]["start_time"] == utc
 
 
+@pytest.mark.parametrize("delimiter", [";", "\t", "|"])
+def test_a_runs_csv_separated_otherwise_reads_like_commas(tmp_path, con, delimiter):
+    # a spreadsheet saves CSV with semicolons where the decimal mark is a comma (a resource
+    # list's commas then need no quotes): both readers take the delimiter that splits the
+    # header into run columns (the file was refused: "2 fields, the header has 1")
+    from cost_pipeline.ingest.sources.runs_file import read_runs
+    from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
+
+    rows = [{"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-01T00:00:00Z",
+             "end_time": "2026-07-01T02:00:00Z", "resource_ids": "i-1,i-2", "gpus": "4"},
+            {"run_id": "r2", "status": "RUNNING", "start_time": "2026-07-02", "resource_ids": "",
+             "gpus": ""}]
+    (tmp_path / "commas").mkdir()
+    commas = write_csv(tmp_path / "commas" / "runs.csv", rows)
+    path = tmp_path / "runs.csv"
+    path.write_text("\n".join(delimiter.join(row) for row in
+                              [list(rows[0]), *([r.get(c, "") for c in rows[0]] for r in rows)])
+                    + "\n", encoding="utf-8")
+    want = load(con, tmp_path / "commas", commas)
+    assert load(con, tmp_path, path) == want and want["r1"]["resource_ids"] == ["i-1", "i-2"]
+    assert read_runs(path, "runs") == read_runs(commas, "runs")
+    assert read_runs_table(path, "runs").to_pylist() == read_runs_table(commas, "runs").to_pylist()
+
+
 def test_a_resource_list_in_every_spelling(tmp_path, con):
     path = write_csv(tmp_path / "runs.csv", [
         {"run_id": f"r{i}", "status": "RUNNING", "start_time": "2026-07-01", "resource_ids": text}

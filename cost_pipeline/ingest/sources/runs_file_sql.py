@@ -31,6 +31,7 @@ from cost_pipeline.ingest.sources.runs_file import (
     STATUSES,
     TRIGGERS,
     TRUE_WORDS,
+    csv_delimiter,
     file_format,
     read_records,
     read_runs,
@@ -326,6 +327,8 @@ def _unquoted(text: str) -> str | None:
 
 def _csv_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | None:
     text = path.read_bytes().decode("utf-8-sig")
+    if csv_delimiter(text) != ",":
+        return None  # semicolons, tabs, bars: read record by record (`read_runs`)
     if '"' in text or "\r" in text:
         # DuckDB reads a quote after a blank, a quote ending a field early or a lone \r
         # otherwise than Python does

@@ -74,6 +74,14 @@ def test_tags_written_as_lists_of_entries_read_as_the_local_copy(tmp_path, s3_se
     table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in ROWS])
     table = table.set_column(table.schema.get_field_index("Tags"), "Tags",
                              tags_as(ROWS, "entries"))
+    expected, got = _local_then_s3(tmp_path, s3_server, con, table)
+    assert got == expected and len(expected) == len(ROWS) - 1
+    assert con.execute("SELECT Tags FROM billing_facts WHERE SkuId = 'p4d'").fetchone() == (
+        {"user:run_id": "r1", "size": "3"},)
+
+
+def _local_then_s3(tmp_path, s3_server, con, table: pa.Table) -> tuple[list, list]:
+    """The facts of `table` written as a local parquet file, then as its copy on S3."""
     (tmp_path / "focus").mkdir()
     pq.write_table(table, tmp_path / "focus" / "may.parquet")
     build_billing_facts(con, parse_config({"billing": [{
@@ -84,9 +92,7 @@ def test_tags_written_as_lists_of_entries_read_as_the_local_copy(tmp_path, s3_se
     put(endpoint, bucket, f"{PREFIX}/may.parquet", (tmp_path / "focus" / "may.parquet")
         .read_bytes())
     build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)
-    assert facts(con) == expected and len(expected) == len(ROWS) - 1
-    assert con.execute("SELECT Tags FROM billing_facts WHERE SkuId = 'p4d'").fetchone() == (
-        {"user:run_id": "r1", "size": "3"},)
+    return expected, facts(con)
 
 
 def test_column_names_in_capitals_read_as_the_local_copy(tmp_path, s3_server, con):
@@ -133,19 +139,9 @@ def test_decimal_money_reads_as_the_local_copy(tmp_path, s3_server, con, money):
     for column in ("BilledCost", "EffectiveCost", "ConsumedQuantity"):
         table = table.set_column(table.schema.get_field_index(column), column,
                                  table[column].cast(pa.float64()).cast(money))
-    (tmp_path / "focus").mkdir()
-    pq.write_table(table, tmp_path / "focus" / "may.parquet")
-    build_billing_facts(con, parse_config({"billing": [{
-        "kind": "focus", "path": str(tmp_path / "focus"), "name": "focus"}]}, tmp_path),
-        MAY, LOG)
-    expected = facts(con)
-    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
-    put(endpoint, bucket, f"{PREFIX}/may.parquet", (tmp_path / "focus" / "may.parquet")
-        .read_bytes())
-    build_billing_facts(con, s3_config(tmp_path, endpoint, bucket), MAY, LOG)
+    expected, got = _local_then_s3(tmp_path, s3_server, con, table)
     # DuckDB's own parquet reader turns a 256-bit decimal into a double within an ulp
     # (10 → 10.000000000000002), pyarrow's cast exactly: equal to 1e-15
-    got = facts(con)
     assert len(got) == len(expected) == len(ROWS) - 1
     for row, want in zip(got, expected, strict=True):
         assert [pytest.approx(w, rel=1e-15) if isinstance(w, float) else w for w in want] == \

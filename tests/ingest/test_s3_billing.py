@@ -67,6 +67,22 @@ def totals(con) -> tuple[int, float]:
     return rows, round(cost or 0.0, 6)
 
 
+FACTS = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+
+
+def _local_read(tmp_path, con, export, query: str = FACTS) -> list:
+    """The month built from the local export folder `export`: `query`'s rows."""
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
+    return con.execute(query).fetchall()
+
+
+def _s3_read(tmp_path, s3_server, con, export, bucket: str, query: str = FACTS) -> list:
+    """The month built from `export` uploaded to `bucket`: `query`'s rows."""
+    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
+    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+    return con.execute(query).fetchall()
+
+
 def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
     # with CUR 2.0's `tags` column instead of resource_tags (the resource's tags read there)
     tagged = line(2.0, tags={"resourceTags/user:team": "vision", "accountTag/team": "finance"})
@@ -75,14 +91,8 @@ def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
                                                         line_item_line_item_type="Tax")]},
                           drop=("resource_tags",), extra={"tags": pa.map_(pa.string(),
                                                                          pa.string())})
-    bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    local = con.execute("SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
-                        ).fetchall()
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    remote = con.execute("SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
-                         ).fetchall()
+    local = _local_read(tmp_path, con, export)
+    remote = _s3_read(tmp_path, s3_server, con, export, new_bucket(s3_server.endpoint_url))
     assert remote == local and len(remote) == 3
     assert {"user:team": "vision"} in [row[-1] for row in con.execute(
         "SELECT Tags FROM billing_facts").fetchall()]
@@ -95,14 +105,11 @@ def test_a_month_whose_files_differ_in_their_tag_column_is_read_as_its_local_cop
     from tests.support.cur_rows import MIXED_TAGS, write_mixed_tag_export
 
     export = write_mixed_tag_export(tmp_path)
-    bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
     query = ("SELECT split_part(x_SourceLine, ':', 2), * EXCLUDE (month, x_File) "
              "FROM billing_facts ORDER BY x_SourceLine")
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    local = con.execute(query).fetchall()
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    remote = con.execute(query).fetchall()
+    local = _local_read(tmp_path, con, export, query)
+    remote = _s3_read(tmp_path, s3_server, con, export, new_bucket(s3_server.endpoint_url),
+                      query)
     assert remote == local and len(remote) == 6
     assert dict(con.execute("SELECT split_part(x_SourceLine, ':', 2), Tags FROM billing_facts"
                             ).fetchall()) == MIXED_TAGS
@@ -165,15 +172,10 @@ def test_map_columns_written_otherwise_read_as_their_maps(
     write_maps_as(month_dir(other) / "b.parquet", rows[2:], shape)
     write_manifest(other, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
                            for name in ("a.parquet", "b.parquet")])
+    local = _local_read(tmp_path, con, maps)
     bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, other, bucket, PREFIX)
-    query = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(maps)}]}, tmp_path))
-    local = con.execute(query).fetchall()
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    assert con.execute(query).fetchall() == local and len(local) == 4
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(other)}]}, tmp_path))
-    assert con.execute(query).fetchall() == local  # the local copy of the same files
+    assert _s3_read(tmp_path, s3_server, con, other, bucket) == local and len(local) == 4
+    assert _local_read(tmp_path, con, other) == local  # the local copy of the same files
     assert dict(con.execute("SELECT split_part(x_SourceLine, ':', 2), Tags FROM billing_facts"
                             ).fetchall())["l1"] == {"user:run_id": "r1", "user_team": "vision"}
 
@@ -199,21 +201,17 @@ def test_a_map_column_typed_apart_in_two_files_is_read_as_its_local_copy(
                             for name in shapes])
     query = ("SELECT x_File[-9:], x_AcceleratorCount, x_CostComponent FROM billing_facts "
              "ORDER BY 1")
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    local = con.execute(query).fetchall()
+    local = _local_read(tmp_path, con, export, query)
     assert local == [("a.parquet", 4, "gpu"), ("b.parquet", 8, "gpu")]
     bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    assert con.execute(query).fetchall() == local
+    assert _s3_read(tmp_path, s3_server, con, export, bucket, query) == local
     write_parquet(month_dir(export) / "b.parquet", [line(1.0, product={"gpu": {"count": 8}})],
                   types={"product": pa.struct([("gpu", pa.struct([("count", pa.int64())]))])})
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
     with pytest.raises(SourceError, match=rf"s3://{bucket}/{DATA}/b\.parquet: column product "
                                           r"is struct<gpu: struct<count: int64>> here but "
                                           r"struct<gpu: int64, region: string> in "
                                           rf"s3://{bucket}/{DATA}/a\.parquet"):
-        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+        _s3_read(tmp_path, s3_server, con, export, bucket)
 
 
 def test_a_list_of_entries_typed_apart_in_two_files_is_read_as_its_local_copy(
@@ -233,13 +231,10 @@ def test_a_list_of_entries_typed_apart_in_two_files_is_read_as_its_local_copy(
     write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
                             for name in entries])
     query = "SELECT x_File[-9:], x_AcceleratorCount FROM billing_facts ORDER BY 1"
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    local = con.execute(query).fetchall()
+    local = _local_read(tmp_path, con, export, query)
     assert local == [("a.parquet", 4), ("b.parquet", 8)]
     bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    assert con.execute(query).fetchall() == local
+    assert _s3_read(tmp_path, s3_server, con, export, bucket, query) == local
 
 
 @pytest.mark.parametrize("kinds", [
@@ -274,17 +269,11 @@ def test_amounts_held_as_decimals_or_integers_are_the_same_numbers(
                             for name in ("a.parquet", "b.parquet")])
     query = ("SELECT split_part(x_SourceLine, ':', 2), BilledCost, EffectiveCost, "
              "ConsumedQuantity, x_UsageHours, x_AcceleratorCount FROM billing_facts ORDER BY 1")
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    local = con.execute(query).fetchall()
+    local = _local_read(tmp_path, con, export, query)
     first = 2.0 if pa.types.is_integer(kinds[0]) else 2.25
     assert local == [("l0", first, first, 1.0, 1.0, 8), ("l1", 2.25, 2.25, 1.0, 1.0, 8)]
     bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    assert con.execute(query).fetchall() == local
-
-
-FACTS = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+    assert _s3_read(tmp_path, s3_server, con, export, bucket, query) == local
 
 
 def _one_file_rewritten(tmp_path, con, first: dict, rewrite) -> tuple[list, object, object]:
@@ -306,17 +295,6 @@ def _one_file_rewritten(tmp_path, con, first: dict, rewrite) -> tuple[list, obje
     write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
                             for name in ("a.parquet", "b.parquet")])
     return expected, export, path
-
-
-def _local_read(tmp_path, con, export) -> list:
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    return con.execute(FACTS).fetchall()
-
-
-def _s3_read(tmp_path, s3_server, con, export, bucket: str) -> list:
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    return con.execute(FACTS).fetchall()
 
 
 def test_column_names_in_capitals_read_as_the_export_names_them(tmp_path, s3_server, con):
@@ -382,21 +360,17 @@ def test_amounts_held_as_text_are_read_as_their_local_copy(tmp_path, s3_server, 
                             for name in ("a.parquet", "b.parquet")])
     query = ("SELECT split_part(x_SourceLine, ':', 2), BilledCost, ConsumedQuantity "
              "FROM billing_facts ORDER BY 1")
-    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(export)}]}, tmp_path))
-    local = con.execute(query).fetchall()
+    local = _local_read(tmp_path, con, export, query)
     assert local == [("n1", 4.0, 1.0), ("t1", 2.25, 1.0), ("t2", 3.0, None)]
     bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
-    build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
-    assert con.execute(query).fetchall() == local
+    assert _s3_read(tmp_path, s3_server, con, export, bucket, query) == local
     write_parquet(month_dir(export) / "a.parquet", [
         line("2.5", identity_line_item_id="t1", net="2,25")],
         types=dict.fromkeys(amounts, pa.string()))
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
     with pytest.raises(SourceError, match=rf"s3://{bucket}/{DATA}/a\.parquet row 1: column "
                                           r"line_item_net_unblended_cost is text that is not "
                                           r"a number: '2,25'"):
-        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+        _s3_read(tmp_path, s3_server, con, export, bucket)
 
 
 def test_a_list_of_entries_naming_a_key_twice_names_the_object_and_row(
@@ -412,11 +386,10 @@ def test_a_list_of_entries_naming_a_key_twice_names_the_object_and_row(
                   types={"resource_tags": pa.list_(entry)})
     write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/a.parquet"])
     bucket = new_bucket(s3_server.endpoint_url)
-    upload_tree(s3_server.endpoint_url, export, bucket, PREFIX)
     with pytest.raises(SourceError, match=rf"s3://{bucket}/{DATA}/a\.parquet row 2: column "
                                           r"resource_tags is a list of entries naming a key "
                                           r"twice"):
-        build(con, s3_config(tmp_path, s3_server.endpoint_url, bucket))
+        _s3_read(tmp_path, s3_server, con, export, bucket)
 
 
 def test_manifest_is_the_month_a_stale_file_is_ignored(tmp_path, s3_server, con):

@@ -28,6 +28,7 @@ from cost_pipeline.ingest.sources import (
     text_instant_sql,
     utc_wall_clock_sql,
 )
+from cost_pipeline.ingest.sources.arrow_types import is_binary, is_text
 from cost_pipeline.ingest.sources.local_files import confined, walk_files
 from cost_pipeline.ingest.sources.map_columns import (
     entry_list_shape,
@@ -397,19 +398,6 @@ def reads_column(column: str, names: Collection[str]) -> bool:
 def _tags_only_in(delivery: Delivery) -> list[str]:
     """The delivery's files read from `tags` beside files read from resource_tags."""
     return sorted(f for f in delivery.files if f in delivery.tags_only_files)
-
-
-def is_text(actual: pa.DataType) -> bool:
-    """A string column, plain or dictionary-encoded (as pyarrow writes a pandas category)."""
-    if pa.types.is_dictionary(actual):
-        actual = actual.value_type
-    return pa.types.is_string(actual) or pa.types.is_large_string(actual)
-
-
-def is_binary(actual: pa.DataType) -> bool:
-    """A binary column: in a text column's place, strings written without their UTF8
-    annotation."""
-    return pa.types.is_binary(actual) or pa.types.is_large_binary(actual)
 
 
 def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:

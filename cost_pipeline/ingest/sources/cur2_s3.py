@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cost_pipeline.ingest.sources import SourceError, cur2
+from cost_pipeline.ingest.sources.arrow_types import is_binary
 from cost_pipeline.ingest.sources.s3 import (
     CountingFile,
     S3Uri,
@@ -168,7 +169,7 @@ class S3Reader:
             types = list(typed.values())
             if not types:
                 continue
-            if kind == "VARCHAR" and any(cur2.is_binary(t) for t in types):
+            if kind == "VARCHAR" and any(is_binary(t) for t in types):
                 # strings without their UTF8 annotation: cast to text, their UTF-8 checked
                 fields.append(pa.field(column, pa.string()))
                 continue

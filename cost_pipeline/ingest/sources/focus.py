@@ -44,6 +44,7 @@ from cost_pipeline.ingest.sources import (
     text_instant_sql,
     utc_wall_clock_sql,
 )
+from cost_pipeline.ingest.sources.arrow_types import is_binary, is_text
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
 from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
 from cost_pipeline.ingest.sources.local_files import walk_files
@@ -217,8 +218,7 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
 def _binary_as_text(schema: pa.Schema) -> pa.Schema:
     """`schema` with its binary columns as text: strings written without their UTF8
     annotation (Impala, older Hive), read as UTF-8 (which reading them checks)."""
-    return pa.schema([f.with_type(pa.string()) if pa.types.is_binary(f.type)
-                      or pa.types.is_large_binary(f.type) else f for f in schema])
+    return pa.schema([f.with_type(pa.string()) if is_binary(f.type) else f for f in schema])
 
 
 def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str | None]:
@@ -229,7 +229,7 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
     c = sql_identifier(column)
     if pa.types.is_dictionary(arrow):  # parquet writers dictionary-encode repeated strings
         arrow = arrow.value_type
-    text = pa.types.is_string(arrow) or pa.types.is_large_string(arrow)
+    text = is_text(arrow)
     if kind == "TIMESTAMP":
         if text:
             value = utc_wall_clock_sql(text_instant_sql(f"nullif(trim({c}), '')"))

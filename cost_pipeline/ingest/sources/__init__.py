@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 # `scheme://user:password@` or `scheme://token@`: the user info of any URI in a text
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:?#]*)"
@@ -73,6 +74,17 @@ def utc_wall_clock_sql(instant: str) -> str:
     ~0.1 s per column per 2M lines. An infinite instant has no epoch: it becomes NULL, which
     the required-value checks then name."""
     return f"make_timestamp(epoch_us({instant}))"
+
+
+def csv_delimiter(text: str, known: Collection[str]) -> str:
+    """The delimiter of a CSV file (its text, or its header line): among comma, semicolon (a
+    spreadsheet's CSV where the decimal mark is a comma), tab and bar, the one that splits
+    its header line into the most `known` (lower-case) column names; a comma where none
+    does better."""
+    line = re.match(r"[^\r\n]*", text).group(0)  # (the reader words a header it cannot read)
+    found = [(sum(h.strip().strip('"').lower() in known for h in line.split(d)), -rank, d)
+             for rank, d in enumerate((",", ";", "\t", "|"))]
+    return max(found)[2]
 
 
 def text_instant_sql(text: str) -> str:

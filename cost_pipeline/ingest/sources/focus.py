@@ -39,6 +39,7 @@ from cost_pipeline.ingest.sources import (
     MAX_AMOUNT_TEXT,
     SourceError,
     bad_amount_sql,
+    csv_delimiter,
     sql_identifier,
     sql_literal,
     text_instant_sql,
@@ -145,25 +146,15 @@ def _csv_header(path: Path, source: str) -> str:
         raise SourceError(source, str(path), f"unreadable CSV header: {exc}") from None
 
 
-# what a CSV header may be separated by: commas (FOCUS exports), else semicolons (a
-# spreadsheet's CSV where the decimal mark is a comma), tabs or bars
-DELIMITERS = (",", ";", "\t", "|")
-
-
 def _split_header(source: str, path: Path | str, line: str) -> tuple[list[str], str]:
-    """A CSV header line's names and the delimiter that splits it into the most FOCUS
-    columns (in any case; a comma where none does better)."""
-    known = {c.lower() for c in COLUMNS}
-    splits = []  # (FOCUS columns found, the delimiter's rank, names, delimiter)
-    for rank, delimiter in enumerate(DELIMITERS):
-        try:
-            names = [h.strip() for h in next(csv.reader(io.StringIO(line), delimiter=delimiter),
-                                             [])]
-        except csv.Error as exc:
-            raise SourceError(source, str(path), f"unreadable CSV header: {exc}") from None
-        splits.append((sum(name.lower() in known for name in names), -rank, names, delimiter))
-    _found, _rank, names, delimiter = max(splits)
-    return names, delimiter
+    """A CSV header line's names and its delimiter: the one that splits it into the most
+    FOCUS columns (`csv_delimiter`, in any case)."""
+    delimiter = csv_delimiter(line, {c.lower() for c in COLUMNS})
+    try:
+        names = next(csv.reader(io.StringIO(line), delimiter=delimiter), [])
+    except csv.Error as exc:
+        raise SourceError(source, str(path), f"unreadable CSV header: {exc}") from None
+    return [h.strip() for h in names], delimiter
 
 
 def _batches(path: Path | str, source: str, spelled: dict[str, str],

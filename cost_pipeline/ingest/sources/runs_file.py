@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import SourceError, csv_delimiter
 
 REQUIRED = ("run_id", "status", "start_time")
 STATUSES = {"RUNNING", "FINISHED", "FAILED", "KILLED", "SCHEDULED"}
@@ -73,21 +73,12 @@ def _decode(path: Path, source: str) -> str:
                           f"not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})") from None
 
 
-def csv_delimiter(text: str) -> str:
-    """The delimiter of a runs CSV (its text): the one among comma, semicolon (a
-    spreadsheet's CSV where the decimal mark is a comma), tab and bar that splits its header
-    line into the most run columns; a comma where none does better."""
-    line = re.match(r"[^\r\n]*", text).group(0)  # (the reader words a header it cannot read)
-    found = [(sum(h.strip().strip('"').lower() in RUN_COLUMNS for h in line.split(d)), -rank, d)
-             for rank, d in enumerate((",", ";", "\t", "|"))]
-    return max(found)[2]
-
-
 def _csv_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
     """A CSV's records; `row N` is the line of the file the record starts on (the header is
     row 1), as a spreadsheet numbers it."""
     text = _decode(path, source)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=csv_delimiter(text))
+    reader = csv.reader(io.StringIO(text, newline=""),
+                        delimiter=csv_delimiter(text, RUN_COLUMNS))
     records: list[Record] = []
     try:
         header = [h.strip().lower() for h in next(reader, [])]

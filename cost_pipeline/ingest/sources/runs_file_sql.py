@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import SourceError, csv_delimiter
 from cost_pipeline.ingest.sources.runs_file import (
     FALSE_WORDS,
     MAX_GPUS,
@@ -31,7 +31,6 @@ from cost_pipeline.ingest.sources.runs_file import (
     STATUSES,
     TRIGGERS,
     TRUE_WORDS,
-    csv_delimiter,
     file_format,
     read_records,
     read_runs,
@@ -327,7 +326,7 @@ def _unquoted(text: str) -> str | None:
 
 def _csv_raw(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str] | None:
     text = path.read_bytes().decode("utf-8-sig")
-    if csv_delimiter(text) != ",":
+    if csv_delimiter(text, RUN_COLUMNS) != ",":
         return None  # semicolons, tabs, bars: read record by record (`read_runs`)
     if '"' in text or "\r" in text:
         # DuckDB reads a quote after a blank, a quote ending a field early or a lone \r

@@ -33,7 +33,7 @@ from cost_pipeline.ingest.sources.s3 import (
     source_error,
     uri_of,
 )
-from cost_pipeline.warehouse import unregister
+from cost_pipeline.ingest.sources.streams import registered_batches
 
 BATCH_ROWS = 65_536
 # files up to this size are fetched whole: pyarrow's footer read alone is 64 KiB, and
@@ -230,25 +230,11 @@ def register_raw(con: duckdb.DuckDBPyConnection, reader: S3Reader, view: str) ->
         return
     con.execute("SET TimeZone = 'UTC'")
     schema = reader.arrow_schema()
-    failure: list[SourceError] = []
-
-    def guarded() -> Iterator[pa.RecordBatch]:
-        try:
-            yield from reader.batches(schema)
-        except SourceError as exc:  # DuckDB would flatten it into an engine error
-            failure.append(exc)
-            raise
-
-    stream = pa.RecordBatchReader.from_batches(schema, guarded())
-    con.register("cur_s3_stream", stream)
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} AS SELECT * FROM cur_s3_stream")
-    except (duckdb.Error, OSError, pa.ArrowException):
-        if failure:
-            raise failure[0] from None
-        raise
+        with registered_batches(con, "cur_s3_stream", schema, reader.batches(schema)):
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} AS "
+                        "SELECT * FROM cur_s3_stream")
     finally:
-        unregister(con, "cur_s3_stream")
         reader.close()
     select = [*cur2.raw_columns(delivery, "_file"), "_file", "_row"]
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {', '.join(select)} "

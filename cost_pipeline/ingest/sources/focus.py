@@ -55,8 +55,8 @@ from cost_pipeline.ingest.sources.map_columns import (
     names_a_key_twice_sql,
 )
 from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3
+from cost_pipeline.ingest.sources.streams import registered_batches
 from cost_pipeline.months import month_bounds
-from cost_pipeline.warehouse import unregister
 
 # FOCUS column → how it is read. JSON columns become JSON text whatever their file type.
 COLUMNS: dict[str, str] = {
@@ -361,25 +361,12 @@ def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | s
     present = list(spelled)
     schema, batches = _batches(path, found.source, spelled, found.remote,
                                found.delimiters.get(path, ","))
-    failure: list[SourceError] = []
-
-    def guarded() -> Iterator[pa.RecordBatch]:
-        try:
-            yield from batches
-        except SourceError as exc:  # DuckDB would wrap it in an engine error
-            failure.append(exc)
-            raise
-
-    con.register("focus_file", pa.RecordBatchReader.from_batches(schema, guarded()))
     try:
-        con.execute(f"INSERT INTO {RAW_TABLE} "
-                    + _file_select(found, path, present, month, "focus_file", schema))
+        with registered_batches(con, "focus_file", schema, batches):
+            con.execute(f"INSERT INTO {RAW_TABLE} "
+                        + _file_select(found, path, present, month, "focus_file", schema))
     except duckdb.Error as exc:
-        if failure:
-            raise failure[0] from None
         raise SourceError(found.source, str(path), str(exc).splitlines()[0]) from None
-    finally:
-        unregister(con, "focus_file")
 
 
 def _native(found: FocusFiles, path: Path | str, header: list[str]) -> bool:

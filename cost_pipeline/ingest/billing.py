@@ -23,6 +23,7 @@ from cost_pipeline.ingest.sources import (
     SourceError,
     bad_amount_sql,
     cur2,
+    cur2_csv,
     cur2_s3,
     focus,
     gcp_billing,
@@ -95,6 +96,7 @@ class StagedSource:
 def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, month: date,
                 log: logging.Logger) -> StagedSource:
     start, _end = month_bounds(month)
+    fs = None
     if s3.is_s3(source.path):
         fs = s3.filesystem(source.endpoint_url, source.region)
         delivery = cur2_s3.find_delivery(name, source.path, month, fs)
@@ -112,7 +114,11 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}"
                     + (f": {delivery.missing}" if delivery.missing else ""))
     try:  # the first reads of footers and data pages: a broken file shows here
-        if s3.is_s3(source.path):
+        if cur2_csv.is_csv_delivery(delivery):  # an export in file format TEXT_OR_CSV
+            reader = cur2_csv.CsvReader(fs, delivery)
+            cur2.inspect_schema(delivery, reader.read_schema)
+            cur2_s3.register_raw(con, reader, "cur_raw")
+        elif s3.is_s3(source.path):
             reader = cur2_s3.S3Reader(fs, delivery)
             cur2.inspect_schema(delivery, reader.read_schema)
             cur2_s3.register_raw(con, reader, "cur_raw")

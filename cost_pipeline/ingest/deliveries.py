@@ -96,12 +96,10 @@ def _month_of(folder: str) -> str | None:
 
 
 def _data_file(name: str) -> bool:
-    """A month's data file: parquet, or the CSV of an export in that format, listed so that
-    its month's run refuses it at once (`cur2.refuse_text_export`) rather than at the
-    monthly schedule."""
-    from cost_pipeline.ingest.sources.cur2 import is_text_export_file
+    """A month's data file: parquet, or the CSV of an export in that format."""
+    from cost_pipeline.ingest.sources.cur2 import is_data_file
 
-    return name.endswith(".parquet") or is_text_export_file(name)
+    return is_data_file(name)
 
 
 def _local_listing(name: str, root: Path) -> dict[str, list]:

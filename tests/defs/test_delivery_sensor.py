@@ -81,7 +81,7 @@ def test_local_export_new_and_restated_deliveries(tmp_path, instance):
     write_parquet(month_dir(export, month="2026-08") / "y.parquet", [line(4.0)])
     assert ticks.partitions() == ["2026-08-01"]
     assert sorted(json.loads(ticks.cursor)) == ["2014-12", "2026-07", "2026-08"]
-    # September from an export recreated in CSV format: listed, so its run refuses it now
+    # September from an export recreated in CSV format: its gzipped CSV is the month's file
     (month_dir(export, month="2026-09")).mkdir(parents=True)
     (month_dir(export, month="2026-09") / f"{EXPORT}-00001.csv.gz").write_bytes(b"\x1f\x8b")
     assert ticks.partitions() == ["2026-09-01"]
@@ -107,7 +107,7 @@ def test_s3_export_restated_and_unreachable(tmp_path, s3_server, instance):
     assert ticks.partitions() == ["2026-08-01"]
     assert ticks.partitions() == []
     put(endpoint, bucket, f"cur/{EXPORT}/data/BILLING_PERIOD=2026-09/{EXPORT}-00001.csv.gz",
-        b"\x1f\x8b")  # an export in CSV format: its run refuses it
+        b"\x1f\x8b")  # an export in CSV format: its gzipped CSV is the month's file
     assert ticks.partitions() == ["2026-09-01"]
     cursor = ticks.cursor
 

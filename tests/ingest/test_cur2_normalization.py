@@ -460,28 +460,6 @@ def test_daily_export_is_refused(tmp_path, con):
     assert "TIME_GRANULARITY HOURLY" in str(err.value)
 
 
-def test_a_csv_export_is_refused_saying_how_to_fix_it(tmp_path, con):
-    # a Data Export created with file format TEXT_OR_CSV delivers gzipped CSV: refused, with
-    # or without its manifest, naming the file (not read as an empty month, nor as a broken
-    # parquet file)
-    import gzip
-
-    export = tmp_path / EXPORT
-    data = month_dir(export)
-    data.mkdir(parents=True)
-    (data / f"{EXPORT}-00001.csv.gz").write_bytes(
-        gzip.compress(b"identity_line_item_id,line_item_unblended_cost\nx,1.0\n"))
-    with pytest.raises(SourceError) as err:
-        build(con, config(tmp_path, export))
-    assert str(data / f"{EXPORT}-00001.csv.gz") in str(err.value)
-    assert "TEXT_OR_CSV" in str(err.value) and "Format PARQUET" in str(err.value)
-    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{EXPORT}-00001.csv.gz"])
-    with pytest.raises(SourceError, match=r"Manifest\.json: dataFiles lists s3://.*\.csv\.gz: "
-                                          r"the export is delivered as CSV"):
-        build(con, config(tmp_path, export))
-    assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
-
-
 def test_truncated_parquet_file_is_named(tmp_path, con):
     export = write_export(tmp_path, {"good.parquet": [L("a")], "bad.parquet": [L("b")]})
     bad = month_dir(export) / "bad.parquet"

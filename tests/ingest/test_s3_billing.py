@@ -135,22 +135,6 @@ def test_a_month_not_delivered_names_the_months_there_and_a_wrong_prefix_is_refu
         build(con, parse_config({"billing": [entry]}, tmp_path))
 
 
-def test_a_csv_export_on_s3_is_refused_saying_how_to_fix_it(tmp_path, s3_server, con):
-    # file format TEXT_OR_CSV: the month's gzipped CSV files are named, manifest or not
-    import gzip
-
-    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
-    put(endpoint, bucket, f"{DATA}/{EXPORT}-00001.csv.gz",
-        gzip.compress(b"identity_line_item_id,line_item_unblended_cost\nx,1.0\n"))
-    with pytest.raises(SourceError, match=rf"s3://{bucket}/{DATA}/{EXPORT}-00001\.csv\.gz: "
-                                          r"the export is delivered as CSV .*Format PARQUET"):
-        build(con, s3_config(tmp_path, endpoint, bucket))
-    put(endpoint, bucket, MANIFEST, manifest("exec-csv", [f"{EXPORT}-00001.csv.gz"]))
-    with pytest.raises(SourceError, match=r"Manifest\.json: dataFiles lists .*\.csv\.gz: "
-                                          r"the export is delivered as CSV"):
-        build(con, s3_config(tmp_path, endpoint, bucket))
-
-
 @pytest.mark.parametrize("shape", ["struct", "pairs", "entries", "text"])
 def test_map_columns_written_otherwise_read_as_their_maps(
         tmp_path, s3_server, con, shape):

@@ -4,9 +4,13 @@ map<string,string>), the `data/BILLING_PERIOD=YYYY-MM/` layout and the month's m
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import itertools
 import json
 import logging
+import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -158,6 +162,85 @@ def write_maps_as(path: Path, rows: list[dict], shape: str, **kw: Any) -> Path:
                 if r.get(column) is not None:
                     r[column] = json.dumps(r[column])
     return write_parquet(path, rows, types=types, **kw)
+
+
+def csv_bytes(rows: list[dict], *, drop: tuple[str, ...] = (),
+              extra: dict[str, pa.DataType] | None = None, delimiter: str = ",",
+              names: list[str] | None = None) -> bytes:
+    """`rows` as an export in file format TEXT_OR_CSV writes them: a header of the CUR 2.0
+    columns (minus `drop`, plus `extra`; or `names`), timestamps as ISO 8601 instants
+    (`2026-07-01T00:00:00Z`), maps as JSON objects, an empty field for NULL."""
+    if names is None:
+        names = [name for name in {**COLUMNS, **(extra or {})} if name not in drop]
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(names)
+    for row in rows:
+        writer.writerow([_csv_field(row.get(name)) for name in names])
+    return out.getvalue().encode("utf-8")
+
+
+def _csv_field(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, list):  # a map as pyarrow reads it: (key, value) pairs
+        value = dict(value)
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)  # a float's shortest round-trip text
+
+
+def write_compressed(path: Path, data: bytes, compression: str) -> Path:
+    """`data` at `path` + `.csv.gz`, `.csv.zip` (one CSV inside) or `.csv`."""
+    suffix = {"gzip": ".csv.gz", "zip": ".csv.zip"}.get(compression, ".csv")
+    out = path.with_name(path.name + suffix)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if compression == "gzip":
+        out.write_bytes(gzip.compress(data))
+    elif compression == "zip":
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr(f"{path.name}.csv", data)
+    else:
+        out.write_bytes(data)
+    return out
+
+
+def export_as_csv(export: Path, out: Path, compression: str = "gzip") -> Path:
+    """A copy of the parquet export `export` at `out` as the same export in file format
+    TEXT_OR_CSV would deliver it: each data file as CSV (`csv_bytes`), each manifest listing
+    the CSV files instead."""
+    for manifest in export.glob("metadata/**/*Manifest.json"):
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+        doc["dataFiles"] = [uri.removesuffix(".snappy.parquet").removesuffix(".parquet")
+                            + {"gzip": ".csv.gz", "zip": ".csv.zip"}.get(compression, ".csv")
+                            for uri in doc["dataFiles"]]
+        copy = out / manifest.relative_to(export)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(json.dumps(doc), encoding="utf-8")
+    for data in export.glob("data/**/*.parquet"):
+        table = pq.read_table(data)
+        stem = data.name.removesuffix(".snappy.parquet").removesuffix(".parquet")
+        write_compressed(out / data.parent.relative_to(export) / stem,
+                         csv_bytes(table.to_pylist(), names=table.column_names), compression)
+    return out
+
+
+def write_csv_export(root: Path, files: dict[str, list[dict]], *, manifest: bool = True,
+                     compression: str = "gzip", **csv_kw: Any) -> Path:
+    """`write_export` for an export in file format TEXT_OR_CSV: each file's rows as CSV
+    (`csv_bytes`), gzipped (`name.csv.gz`), zipped (`name.csv.zip`, one CSV inside) or
+    plain (`name.csv`) as `compression` says; `files` names them without suffix."""
+    export = root / EXPORT
+    uris = []
+    for name, rows in files.items():
+        path = write_compressed(month_dir(export) / name, csv_bytes(rows, **csv_kw),
+                                compression)
+        uris.append(f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{path.name}")
+    if manifest:
+        write_manifest(export, uris)
+    return export
 
 
 def month_dir(export: Path, kind: str = "data", month: str = "2026-07") -> Path:

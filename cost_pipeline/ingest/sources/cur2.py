@@ -93,12 +93,8 @@ RESOURCE_ID_FIX = (
     "Recreate the Data Export (CUR 2.0) with 'Include resource IDs' (INCLUDE_RESOURCES) "
     "and hourly time granularity"
 )
-FORMAT_FIX = (
-    "the export is delivered as CSV (file format TEXT_OR_CSV); CUR 2.0 is read as parquet. "
-    "Recreate the Data Export (CUR 2.0) with file format 'Parquet' (Format PARQUET, "
-    "Compression PARQUET)"
-)
-# the data files of an export whose file format is TEXT_OR_CSV (Compression GZIP or ZIP)
+# the data files of an export whose file format is TEXT_OR_CSV (Compression GZIP or ZIP),
+# read by `cur2_csv`
 TEXT_EXPORT_SUFFIXES = (".csv", ".csv.gz", ".csv.zip", ".gz", ".zip")
 GRANULARITY_FIX = (
     "the export is not hourly. Recreate the Data Export (CUR 2.0) with time granularity "
@@ -175,7 +171,7 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
         except (OSError, ValueError) as exc:
             raise SourceError(source, str(manifest), f"unreadable manifest: {exc}") from None
         delivery.execution_id, uris = manifest_files(source, str(manifest), doc)
-        refuse_text_export(source, str(manifest), uris)
+        one_format(source, str(manifest), uris)
         for uri in uris:
             # confined to the export folder: `../` or a link cannot read another file
             local = _local_file(root, uri)
@@ -188,9 +184,8 @@ def find_delivery(source: str, export_dir: str, month: date) -> Delivery:
         folder = root / "data" / _month_folder(month)
         if folder.is_dir():
             found = sorted(str(p) for p, _ in walk_files(folder, source))
-            delivery.files = [f for f in found if f.endswith(".parquet")]
-            if not delivery.files:
-                refuse_text_export(source, None, found)
+            delivery.files = [f for f in found if is_data_file(f)]
+            one_format(source, None, delivery.files)
     for file in delivery.files:
         stat = Path(file).stat()
         delivery.stats[file] = (stat.st_size, str(stat.st_mtime))
@@ -231,14 +226,23 @@ def is_text_export_file(name: str) -> bool:
     return name.lower().endswith(TEXT_EXPORT_SUFFIXES)
 
 
-def refuse_text_export(source: str, manifest: str | None, names: list[str]) -> None:
-    """A delivery of CSV data files (an export whose file format is TEXT_OR_CSV) is refused,
-    naming the manifest listing it or the file, and saying how to fix the export."""
-    for name in names:
-        if is_text_export_file(name):
-            if manifest is None:
-                raise SourceError(source, name, FORMAT_FIX)
-            raise SourceError(source, manifest, f"dataFiles lists {name}: {FORMAT_FIX}")
+def is_data_file(name: str) -> bool:
+    """A month's data file: parquet, or the CSV of an export in that format."""
+    return name.lower().endswith(".parquet") or is_text_export_file(name)
+
+
+def one_format(source: str, manifest: str | None, names: list[str]) -> None:
+    """A month's files are parquet or CSV, not both (an export delivers one format; the
+    other is a stale delivery left in the folder): refused naming one of each and the
+    manifest listing them, if any."""
+    text = [name for name in names if is_text_export_file(name)]
+    parquet = [name for name in names if not is_text_export_file(name)]
+    if text and parquet:
+        where = manifest or text[0]
+        raise SourceError(source, where, f"the month mixes CSV ({text[0]}) and parquet "
+                          f"({parquet[0]}) files: an export delivers one format; remove "
+                          "the stale delivery's files" + ("" if manifest else
+                                                          " or keep its manifest"))
 
 
 def manifest_files(source: str, where: str, doc: object) -> tuple[str | None, list[str]]:
@@ -704,8 +708,9 @@ def locate_bad_file(delivery: Delivery, message: str) -> str | None:
     for file in delivery.files:
         if file in message:
             return file
-    if not all(Path(file).is_file() for file in delivery.files):
-        return None  # remote files: their reader names the object it failed on
+    if not all(Path(file).is_file() and not is_text_export_file(file)
+               for file in delivery.files):
+        return None  # remote or CSV files: their reader names the object it failed on
     columns = [c for c in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS} if c in delivery.columns]
     for file in delivery.files:
         try:

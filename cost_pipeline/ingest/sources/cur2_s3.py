@@ -69,7 +69,7 @@ def find_delivery(source: str, export_uri: str, month: date, fs: pafs.FileSystem
         except ValueError as exc:
             raise SourceError(source, delivery.manifest, f"unreadable manifest: {exc}") from None
         delivery.execution_id, uris = cur2.manifest_files(source, delivery.manifest, doc)
-        cur2.refuse_text_export(source, delivery.manifest, uris)
+        cur2.one_format(source, delivery.manifest, uris)
         paths = [root.child(cur2.export_relative(uri, export_name)).path for uri in uris]
         try:
             files = fs.get_file_info(paths)
@@ -87,9 +87,9 @@ def find_delivery(source: str, export_uri: str, month: date, fs: pafs.FileSystem
         folder = root.child(f"data/{_month_folder(month)}").path
         found = sorted((i for i in list_files(fs, folder, source) if i.is_file),
                        key=lambda i: i.path)
-        files = [i for i in found if i.path.endswith(".parquet")]
+        files = [i for i in found if cur2.is_data_file(i.path)]
+        cur2.one_format(source, None, [uri_of(i.path) for i in files])
         if not files:
-            cur2.refuse_text_export(source, None, [uri_of(i.path) for i in found])
             data = list_files(fs, root.child("data").path, source, recursive=False)
             delivery.missing = cur2.no_month_files(
                 source, export_uri, [i.base_name for i in top if i.type == pafs.FileType.Directory],
@@ -158,38 +158,7 @@ class S3Reader:
             self._close(uri)
 
     def arrow_schema(self) -> pa.Schema:
-        """One type per needed column over all files (a column typed differently in two
-        files travels as text; the view's TRY_CASTs read it back)."""
-        fields = []
-        for column, kind in {**cur2.REQUIRED_COLUMNS, **cur2.OPTIONAL_COLUMNS}.items():
-            # `tags` is fetched only from files without resource_tags: elsewhere it holds the
-            # same resource tags (`cur2.resource_tags_expr`)
-            typed = {uri: s.field(column).type for uri, s in self.schemas.items()
-                     if cur2.reads_column(column, s.names)}
-            types = list(typed.values())
-            if not types:
-                continue
-            if kind == "VARCHAR" and any(is_binary(t) for t in types):
-                # strings without their UTF8 annotation: cast to text, their UTF-8 checked
-                fields.append(pa.field(column, pa.string()))
-                continue
-            try:
-                unified = pa.unify_schemas([pa.schema([(column, t)]) for t in types],
-                                           promote_options="permissive").field(column).type
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                if kind.startswith("MAP"):  # no text form: widened, else refused
-                    fields.append(pa.field(column, cur2.widened_map_type(
-                        self.delivery.source, column, typed)))
-                    continue
-                unified = pa.string()
-                if kind == "TIMESTAMP":
-                    self.delivery.zoned_timestamps.add(column)
-                if kind == "DOUBLE":  # a number in one file, text in another
-                    self.delivery.text_amounts.add(column)
-            if pa.types.is_decimal256(unified):  # DuckDB takes no 256-bit decimal in Arrow
-                unified = pa.float64()  # (BigQuery's BIGNUMERIC): read as the double it is
-            fields.append(pa.field(column, unified))
-        return pa.schema([*fields, ("_file", pa.string()), ("_row", pa.int64())])
+        return stream_schema(self.delivery, self.schemas)
 
     def batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         """Every file's needed columns, batch by batch, with `_file` and `_row` (1-based)."""
@@ -219,6 +188,42 @@ class S3Reader:
                                   f"unreadable data: {str(exc).splitlines()[0]}") from None
             finally:
                 self._close(uri)
+
+
+def stream_schema(delivery: cur2.Delivery, schemas: dict[str, pa.Schema]) -> pa.Schema:
+    """One type per needed column over all files (file → its schema, names folded as CUR
+    2.0 spells them): a column typed differently in two files travels as text (the view's
+    TRY_CASTs read it back), with `_file` and `_row`."""
+    fields = []
+    for column, kind in {**cur2.REQUIRED_COLUMNS, **cur2.OPTIONAL_COLUMNS}.items():
+        # `tags` is fetched only from files without resource_tags: elsewhere it holds the
+        # same resource tags (`cur2.resource_tags_expr`)
+        typed = {uri: s.field(column).type for uri, s in schemas.items()
+                 if cur2.reads_column(column, s.names)}
+        types = list(typed.values())
+        if not types:
+            continue
+        if kind == "VARCHAR" and any(is_binary(t) for t in types):
+            # strings without their UTF8 annotation: cast to text, their UTF-8 checked
+            fields.append(pa.field(column, pa.string()))
+            continue
+        try:
+            unified = pa.unify_schemas([pa.schema([(column, t)]) for t in types],
+                                       promote_options="permissive").field(column).type
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            if kind.startswith("MAP"):  # no text form: widened, else refused
+                fields.append(pa.field(column, cur2.widened_map_type(
+                    delivery.source, column, typed)))
+                continue
+            unified = pa.string()
+            if kind == "TIMESTAMP":
+                delivery.zoned_timestamps.add(column)
+            if kind == "DOUBLE":  # a number in one file, text in another
+                delivery.text_amounts.add(column)
+        if pa.types.is_decimal256(unified):  # DuckDB takes no 256-bit decimal in Arrow
+            unified = pa.float64()  # (BigQuery's BIGNUMERIC): read as the double it is
+        fields.append(pa.field(column, unified))
+    return pa.schema([*fields, ("_file", pa.string()), ("_row", pa.int64())])
 
 
 def register_raw(con: duckdb.DuckDBPyConnection, reader: S3Reader, view: str) -> None:

@@ -1,0 +1,233 @@
+"""A CUR 2.0 export in file format TEXT_OR_CSV (gzip, zip or plain CSV; local and on a real
+S3 server) reads as the same export delivered in parquet: the same billing_facts, each line
+named by its file and its line there; a broken file, record or value is refused naming the
+file and the row."""
+
+from __future__ import annotations
+
+import gzip
+import zipfile
+from datetime import date
+
+import duckdb
+import pytest
+
+from cost_pipeline.config import parse_config
+from cost_pipeline.demo.local_s3 import upload_tree
+from cost_pipeline.ingest.billing import build_billing_facts
+from cost_pipeline.ingest.sources import SourceError
+from tests.support.cur_rows import (
+    EXPORT,
+    HOUR,
+    LOG,
+    S3_EXPORT,
+    T0,
+    build,
+    config,
+    csv_bytes,
+    export_as_csv,
+    line,
+    month_dir,
+    write_csv_export,
+    write_export,
+    write_manifest,
+)
+from tests.support.s3_server import new_bucket
+
+FACTS = "SELECT * EXCLUDE (month, x_File, x_Row) FROM billing_facts ORDER BY x_SourceLine"
+SP_ARN = "arn:aws:savingsplans::999988887777:savingsplan/0a1b2c3d"
+RI_ARN = "arn:aws:ec2:us-east-1:999988887777:reserved-instances/5e6f7a8b"
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def month_lines() -> list[dict]:
+    """Lines of every kind the normalization tells apart: a tagged GPU hour, a covered and
+    a discounted hour, a negation, a fee, a tax, storage whose description holds a comma,
+    quotes and a line break, a line without net cost, a cost of many digits."""
+    gpu = dict(line_item_usage_type="USE1-BoxUsage:p4d.24xlarge",
+               product_instance_type="p4d.24xlarge", line_item_resource_id="i-0gpu",
+               product={"product_name": "Amazon Elastic Compute Cloud", "gpu": "8"})
+    return [
+        line(32.77, identity_line_item_id="g1", resource_tags={"user:run_id": "r1"}, **gpu),
+        line(0.0, identity_line_item_id="g2", start=T0 + HOUR, **gpu,
+             line_item_line_item_type="SavingsPlanCoveredUsage",
+             savings_plan_savings_plan_a_r_n=SP_ARN,
+             savings_plan_savings_plan_effective_cost=21.5,
+             savings_plan_net_savings_plan_effective_cost=20.25,
+             resource_tags={"user:run_id": "r1", "user:team": "vision, nlp"}),
+        line(-32.77, identity_line_item_id="g3", start=T0 + HOUR, **gpu,
+             line_item_line_item_type="SavingsPlanNegation",
+             savings_plan_savings_plan_a_r_n=SP_ARN),
+        line(0.0, identity_line_item_id="r1", line_item_line_item_type="DiscountedUsage",
+             line_item_resource_id="i-0ri", reservation_reservation_a_r_n=RI_ARN,
+             reservation_effective_cost=0.061, reservation_net_effective_cost=0.058),
+        line(740.0, identity_line_item_id="f1", line_item_line_item_type="RIFee",
+             line_item_resource_id=None, reservation_reservation_a_r_n=RI_ARN,
+             reservation_unused_recurring_fee=12.5, resource_tags=None),
+        line(1.23, identity_line_item_id="t1", line_item_line_item_type="Tax",
+             line_item_usage_type="Tax", line_item_resource_id=None, resource_tags=None),
+        line(0.000123456789012345, identity_line_item_id="s1", net=None,
+             line_item_product_code="AmazonS3", line_item_usage_type="USW2-TimedStorage-ByteHrs",
+             line_item_resource_id="ml-checkpoints", product_product_family="Storage",
+             line_item_line_item_description='$0.023 per GB-Mo, "standard"\nstorage',
+             line_item_usage_amount=0.005, pricing_unit="GB-Mo"),
+    ]
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zip", "plain"])
+@pytest.mark.parametrize("manifest", [True, False])
+def test_a_csv_export_reads_as_its_parquet_delivery(tmp_path, con, compression, manifest):
+    rows = month_lines()
+    parquet = write_export(tmp_path / "parquet", {"a.parquet": rows[:4], "b.parquet": rows[4:]})
+    build(con, config(tmp_path, parquet))
+    expected = con.execute(FACTS).fetchall()
+    text = write_csv_export(tmp_path / "csv", {"a": rows[:4], "b": rows[4:]},
+                            compression=compression, manifest=manifest)
+    build(con, config(tmp_path, text))
+    assert con.execute(FACTS).fetchall() == expected and len(expected) == 7
+    # each line named by its file and its line there (the header is line 1; the storage
+    # line's description spans two lines, yet it is the fourth record)
+    suffix = {"gzip": ".csv.gz", "zip": ".csv.zip"}.get(compression, ".csv")
+    named = dict(con.execute("SELECT split_part(x_SourceLine, ':', 2), "
+                             "parse_filename(x_File) || ' ' || x_Row FROM billing_facts"
+                             ).fetchall())
+    assert named["g1"] == f"a{suffix} 2" and named["r1"] == f"a{suffix} 5"
+    assert named["s1"] == f"b{suffix} 4"
+
+
+def test_the_demo_quarter_reads_from_csv_as_from_parquet(tmp_path):
+    # the demo's three months (1,453 to 2,865 lines: instances, volumes, buckets, transfer)
+    # converted as an export in CSV format delivers them: every billing fact the same
+    from cost_pipeline.demo.generate import generate_demo
+
+    generate_demo(tmp_path / "demo")
+    parquet = tmp_path / "demo" / "exports" / "cur" / EXPORT
+    text = export_as_csv(parquet, tmp_path / "csv" / EXPORT)
+    assert sorted(p.suffix for p in text.glob("data/**/*.*")) == [".gz"] * 6
+    for month in (date(2026, 7, 1), date(2026, 8, 1), date(2026, 9, 1)):
+        read = []
+        for export in (parquet, text):
+            with duckdb.connect() as con:
+                build_billing_facts(con, config(tmp_path, export), month, LOG)
+                read.append(con.execute(FACTS).fetchall())
+        assert read[0] == read[1] and len(read[0]) > 1000
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zip"])
+def test_a_csv_export_on_s3_reads_as_its_local_copy(tmp_path, s3_server, con, compression):
+    rows = month_lines()
+    export = write_csv_export(tmp_path, {"a": rows[:4], "b": rows[4:]}, compression=compression)
+    build(con, config(tmp_path, export))
+    local = con.execute(FACTS).fetchall()
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    upload_tree(endpoint, export, bucket, f"cur/{EXPORT}")
+    entry = {"kind": "aws_cur2", "path": f"s3://{bucket}/cur/{EXPORT}",
+             "endpoint_url": endpoint, "region": "us-east-1"}
+    build(con, parse_config({"billing": [entry]}, tmp_path))
+    assert con.execute(FACTS).fetchall() == local and len(local) == 7
+    assert con.execute("SELECT DISTINCT x_File FROM billing_facts ORDER BY 1").fetchall() == [
+        (f"s3://{bucket}/cur/{EXPORT}/data/BILLING_PERIOD=2026-07/{name}{suffix}",)
+        for name in ("a", "b") for suffix in [".csv.gz" if compression == "gzip" else ".csv.zip"]]
+
+
+def test_capitals_semicolons_and_a_bom_read_as_aws_writes_them(tmp_path, con):
+    # a copy saved by a spreadsheet or unloaded from a warehouse: names in capitals,
+    # semicolons, a byte-order mark
+    rows = month_lines()
+    plain = write_csv_export(tmp_path / "plain", {"a": rows})
+    build(con, config(tmp_path, plain))
+    expected = con.execute(FACTS).fetchall()
+    other = tmp_path / "other" / EXPORT
+    text = csv_bytes(rows, delimiter=";").decode()
+    header, body = text.split("\n", 1)
+    (month_dir(other)).mkdir(parents=True)
+    (month_dir(other) / "a.csv.gz").write_bytes(
+        gzip.compress(("\ufeff" + header.upper() + "\n" + body).encode()))
+    build(con, config(tmp_path, other))
+    assert con.execute(FACTS).fetchall() == expected
+
+
+def test_a_month_mixing_csv_and_parquet_files_is_refused(tmp_path, con):
+    # an export recreated in the other format leaves the old delivery's files beside the new
+    export = write_export(tmp_path, {"old.parquet": [line(1.0)]}, manifest=False)
+    (month_dir(export) / "new.csv.gz").write_bytes(gzip.compress(csv_bytes([line(2.0)])))
+    with pytest.raises(SourceError, match=r"new\.csv\.gz: the month mixes CSV .* and parquet "
+                                          r".*old\.parquet.* files"):
+        build(con, config(tmp_path, export))
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("old.parquet", "new.csv.gz")])
+    with pytest.raises(SourceError, match=r"Manifest\.json: the month mixes CSV"):
+        build(con, config(tmp_path, export))
+    # the manifest names the current delivery: the stale parquet file is then ignored
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/new.csv.gz"])
+    build(con, config(tmp_path, export))
+    assert con.execute("SELECT sum(BilledCost) FROM billing_facts").fetchone() == (2.0,)
+
+
+def _one_file_export(tmp_path, data: bytes, name: str = "a.csv.gz"):
+    export = tmp_path / EXPORT
+    month_dir(export).mkdir(parents=True)
+    (month_dir(export) / name).write_bytes(data)
+    return export
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"line_item_unblended_cost": "1,234.50"},
+     r"a\.csv\.gz row 3: column line_item_unblended_cost is text that is not a number: "
+     r"'1,234\.50'"),
+    ({"resource_tags": "user:run_id=r1"},
+     r"a\.csv\.gz row 3: column resource_tags is text that is neither a JSON object nor a "
+     r"map: 'user:run_id=r1'"),
+    ({"line_item_usage_end_date": "yesterday"},
+     r"a\.csv\.gz row 3: line_item_usage_end_date is empty or not a timestamp"),
+])
+def test_a_bad_value_names_the_file_and_the_row(tmp_path, con, value, message):
+    rows = month_lines()
+    rows[1].update(value)
+    export = _one_file_export(tmp_path, gzip.compress(csv_bytes(rows)))
+    with pytest.raises(SourceError, match=message):
+        build(con, config(tmp_path, export))
+    assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
+
+
+def test_a_broken_file_or_record_is_refused_naming_the_file(tmp_path, con):
+    good = csv_bytes([line(float(i), start=T0 + (i % 700) * HOUR) for i in range(60_000)])
+    cases = {
+        "not gzip": (good, r"a\.csv\.gz: unreadable CSV file \(.*(gzip|zlib)"),
+        "cut short": (gzip.compress(good)[:-5000],
+                      r"a\.csv\.gz: unreadable CSV file \(Truncated compressed stream"),
+        "extra cell": (gzip.compress(good + b"x" + b",y" * 60 + b"\n"),
+                       r"a\.csv\.gz near row \d+: unreadable CSV file \(CSV parse error: "
+                       r"Expected \d+ columns, got \d+"),
+        "not UTF-8": (gzip.compress(good.replace(b"i-0aaa", b"i-0a\xff\xfe", 1)),
+                      r"a\.csv\.gz: unreadable CSV file \(In CSV column #\d+ "
+                      r"\(line_item_resource_id\): CSV conversion error to string: invalid"),
+    }
+    for case, (data, message) in cases.items():
+        folder = tmp_path / case.replace(" ", "-")
+        with pytest.raises(SourceError, match=message):
+            build(con, config(folder, _one_file_export(folder, data)))
+    header_only = _one_file_export(tmp_path / "missing", gzip.compress(
+        csv_bytes([line(1.0)], drop=("line_item_usage_type",))))
+    with pytest.raises(SourceError, match=r"a\.csv\.gz: missing required column "
+                                          r"line_item_usage_type"):
+        build(con, config(tmp_path, header_only))
+
+
+def test_a_zip_file_holds_one_csv_file(tmp_path, con):
+    export = write_csv_export(tmp_path, {"a": [line(1.0)]}, compression="zip")
+    archive = month_dir(export) / "a.csv.zip"
+    with zipfile.ZipFile(archive, "a") as zipped:
+        zipped.writestr("b.csv", csv_bytes([line(2.0)]))
+    with pytest.raises(SourceError, match=r"a\.csv\.zip: a CUR 2\.0 ZIP file holds one CSV "
+                                          r"file; this one holds 2: a\.csv, b\.csv"):
+        build(con, config(tmp_path, export))
+    archive.write_bytes(b"PK not a zip")
+    with pytest.raises(SourceError, match=r"a\.csv\.zip: not a readable ZIP archive"):
+        build(con, config(tmp_path, export))

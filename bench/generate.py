@@ -110,6 +110,11 @@ copy converted from the CSV format with every column a string holds them: the sa
 read through the pipeline's text path (`bench/reference.py` and `bench/pandas_impl.py` parse
 the text too). Not with `--bill focus` (the pipeline would read the FOCUS export).
 
+`--cur-format csv` also delivers the month's CUR as an export in file format TEXT_OR_CSV
+writes it (`cur-csv/bench-cur/data/BILLING_PERIOD=2026-07/*.csv.gz`: gzipped CSV,
+timestamps `2026-07-01T00:00:00Z`, maps as JSON objects), which the config then reads; the
+reference and pandas read the parquet files. Not with `--bill focus`.
+
 `--tags N` puts N cost allocation tags (`user_team`, `user_project`, … with from one to a few
 hundred values each) on every line naming a resource, as in an account that tags everything:
 the same lines, a heavier `resource_tags` map to read and keep.
@@ -688,6 +693,32 @@ def amounts_as_text(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
     con.execute("SET preserve_insertion_order = false")
 
 
+def cur_as_csv(con: duckdb.DuckDBPyConnection, folder: Path, out: Path) -> None:
+    """The CUR files in `folder` as an export in file format TEXT_OR_CSV delivers them, in
+    `out` (`--cur-format csv`): each file as gzipped CSV, its timestamps as ISO 8601 instants
+    in UTC, its maps as JSON objects, its amounts as DuckDB's shortest text that reads back
+    as the same double, each row in its place."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    con.execute("SET preserve_insertion_order = true")
+    for file in sorted(folder.glob("*.parquet")):
+        spelled = []
+        for name, kind, *_ in con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
+                                          [str(file)]).fetchall():
+            if kind.startswith("TIMESTAMP"):
+                spelled.append(f"strftime({name} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ') "
+                               f"AS {name}" if "TIME ZONE" in kind else
+                               f"strftime({name}, '%Y-%m-%dT%H:%M:%SZ') AS {name}")
+            elif kind.startswith("MAP"):
+                spelled.append(f"CAST(to_json({name}) AS VARCHAR) AS {name}")
+            else:
+                spelled.append(name)
+        target = out / file.name.replace(".parquet", ".csv.gz")
+        con.execute(f"COPY (SELECT {', '.join(spelled)} FROM read_parquet('{file}')) TO "
+                    f"'{target}' (FORMAT csv, HEADER true, COMPRESSION gzip)")
+    con.execute("SET preserve_insertion_order = false")
+
+
 # the month's variants, as generate.py and bench/run.py take them: (option, its default and
 # its choices or type, what it makes of the month, the suffix of the month's data folder in
 # bench-data/ when it is not the default)
@@ -726,6 +757,8 @@ MONTH_OPTIONS = (
     ("amounts", "numbers", ("numbers", "text"), "text: the CUR's costs and quantities as text, "
      "as a copy converted from the CSV format with every column a string holds them",
      "-{}-amounts"),
+    ("cur_format", "parquet", ("parquet", "csv"), "csv: also the CUR as gzipped CSV, as an "
+     "export in file format TEXT_OR_CSV writes it, which the config then reads", "-{}"),
 )
 
 
@@ -750,9 +783,13 @@ def add_month_options(parser: argparse.ArgumentParser, kept_as: bool = False) ->
 def refusal(*, layout: str = "spread", run_tags: bool = False, commitments: bool = False,
             spot: bool = False, split: bool = False, sagemaker: bool = False,
             bill: str = "cur", granularity: str = "hourly", nodes: int = 0,
-            files: int = 0, amounts: str = "numbers") -> str | None:
+            files: int = 0, amounts: str = "numbers", cur_format: str = "parquet"
+            ) -> str | None:
     """Why the month's options do not go together (generate.py and bench/run.py refuse them
     alike), or None."""
+    if cur_format == "csv" and bill == "focus":
+        return ("--cur-format csv has the pipeline read the CUR as CSV, and --bill focus the "
+                "FOCUS export: use one of them")
     if amounts == "text" and bill == "focus":
         return ("--amounts text writes the CUR's amounts as text, and --bill focus has the "
                 "pipeline read the FOCUS export: use it without --bill focus")
@@ -785,10 +822,11 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
              commitments: bool = False, spot: bool = False, split: bool = False,
              sagemaker: bool = False, tags: int = 0, bill: str = "cur",
              inventory: str = "csv", granularity: str = "hourly", nodes: int = 0,
-             files: int = 0, amounts: str = "numbers") -> Path:
+             files: int = 0, amounts: str = "numbers", cur_format: str = "parquet") -> Path:
     if reason := refusal(layout=layout, run_tags=run_tags, commitments=commitments, spot=spot,
                          split=split, sagemaker=sagemaker, bill=bill, granularity=granularity,
-                         nodes=nodes, files=files, amounts=amounts):
+                         nodes=nodes, files=files, amounts=amounts,
+                         cur_format=cur_format):
         raise ValueError(reason)
     daily = granularity == "daily"
     # an instance's (or a volume's) lines in the month: an hour's or a day's each
@@ -983,6 +1021,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
         split_delivery(con, data, "bench-cur", files)
     if amounts == "text":
         amounts_as_text(con, data)
+    if cur_format == "csv":
+        cur_as_csv(con, data, out / "cur-csv" / "bench-cur" / "data" / "BILLING_PERIOD=2026-07")
     t_cur = time.perf_counter() - t0
     if bill == "focus":  # the same lines as AWS's FOCUS export writes them
         focus = out / "focus" / "bench-focus" / "data" / "BILLING_PERIOD=2026-07"
@@ -1033,7 +1073,8 @@ def generate(out: Path, lines: int, runs: int, objects: int, shape: str = "narro
     (out / "config.yaml").write_text(
         "warehouse: {path: warehouse.duckdb}\n"  # the default memory_limit
         + ("billing:\n  - {kind: focus, path: focus/bench-focus}\n" if bill == "focus"
-           else "billing:\n  - {kind: aws_cur2, path: cur/bench-cur}\n")
+           else "billing:\n  - {kind: aws_cur2, path: cur-csv/bench-cur}\n"
+           if cur_format == "csv" else "billing:\n  - {kind: aws_cur2, path: cur/bench-cur}\n")
         + "tracker:\n  - {kind: runs_file, path: runs.parquet}\n"
         f"checkpoints:\n  - {listing}\n"
         "datasets:\n  bench-ds: {bucket: bench-data, region: us-west-2}\n"

@@ -276,10 +276,9 @@ ORDER BY grouping(itype) DESC, itype
 def month_inputs(data: Path) -> dict:
     """The generated month's files and the config facts the attribution needs."""
     config = yaml.safe_load((data / "config.yaml").read_text(encoding="utf-8"))
-    # a `--bill focus` month's pipeline reads its FOCUS files; the reference its CUR ones
-    billing = (config["billing"][0]["path"] if config["billing"][0]["kind"] == "aws_cur2"
-               else "cur/bench-cur")
-    cur = sorted((data / billing).glob("data/BILLING_PERIOD=*/**/*.parquet"))
+    # the CUR's parquet files, whatever the pipeline reads (a `--bill focus` month's FOCUS
+    # files, a `--cur-format csv` month's CSV ones)
+    cur = sorted((data / "cur" / "bench-cur").glob("data/BILLING_PERIOD=*/**/*.parquet"))
     datasets = config.get("datasets") or {}
     checkpoints = config["checkpoints"][0]
     reports, snapshots = inventory_reports(data / checkpoints["path"])

@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                          commitments=args.commitments, spot=args.spot, split=args.split,
                          sagemaker=args.sagemaker, bill=args.bill,
                          granularity=args.granularity, nodes=args.nodes, files=args.files,
-                         amounts=args.amounts):
+                         amounts=args.amounts, cur_format=args.cur_format):
         parser.error(reason)
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     sizes = [(s, parse_size(s)) for s in re.split(r"[,\s]+", args.sizes.strip()) if s]

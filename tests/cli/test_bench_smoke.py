@@ -322,27 +322,31 @@ def test_a_month_variant_is_its_generator_options_and_its_folder():
     plain = argparse.Namespace(shape="narrow", timestamps="naive", run_tags=False,
                                layout="spread", commitments=False, spot=False, split=False,
                                sagemaker=False, tags=0, bill="cur", inventory="csv",
-                               granularity="hourly", nodes=0, files=0, amounts="numbers")
+                               granularity="hourly", nodes=0, files=0, amounts="numbers",
+                               cur_format="parquet")
     assert run.month_variant(plain) == {} and run._generator_options({}) == []
     every = argparse.Namespace(shape="wide", timestamps="zoned", run_tags=True, layout="packed",
                                commitments=True, spot=True, split=True, sagemaker=True,
                                tags=20, bill="focus", inventory="daily",
-                               granularity="daily", nodes=8, files=64, amounts="text")
+                               granularity="daily", nodes=8, files=64, amounts="text",
+                               cur_format="csv")
     variant = run.month_variant(every)
     assert variant == {"shape": "wide", "timestamps": "zoned", "run_tags": True,
                        "layout": "packed", "commitments": True, "spot": True, "split": True,
                        "sagemaker": True, "tags": 20, "bill": "focus", "inventory": "daily",
-                       "granularity": "daily", "nodes": 8, "files": 64, "amounts": "text"}
+                       "granularity": "daily", "nodes": 8, "files": 64, "amounts": "text",
+                       "cur_format": "csv"}
     assert run._generator_options(variant) == ["--shape", "wide", "--timestamps", "zoned",
                                                "--run-tags", "--layout", "packed",
                                                "--commitments", "--spot", "--split",
                                                "--sagemaker", "--tags", "20",
                                                "--bill", "focus", "--inventory", "daily",
                                                "--granularity", "daily", "--nodes", "8",
-                                               "--files", "64", "--amounts", "text"]
+                                               "--files", "64", "--amounts", "text",
+                                               "--cur-format", "csv"]
     assert run.variant_suffix(variant) == ("-wide-zoned-tagged-packed-committed-spot-split-"
                                            "sagemaker-tags20-focus-daily-daily-lines-nodes8-"
-                                           "files64-text-amounts")
+                                           "files64-text-amounts-csv")
     assert run.variant_suffix({"layout": "packed"}) == "-packed"
     assert run.variant_suffix({"layout": "ephemeral"}) == "-ephemeral"
 
@@ -360,6 +364,7 @@ REFUSED = [*(({"nodes": 8, **other}, "--nodes")
              for other in ("run_tags", "spot", "sagemaker")),
            ({"bill": "focus", "split": True}, "--bill focus"),
            ({"amounts": "text", "bill": "focus"}, "--amounts text"),
+           ({"cur_format": "csv", "bill": "focus"}, "--cur-format csv"),
            *(({"granularity": "daily", **other}, "--granularity daily")
              for other in ({}, {"bill": "focus", "layout": "ephemeral"},
                            {"bill": "focus", "sagemaker": True}))]
@@ -1138,3 +1143,29 @@ def test_a_month_with_amounts_as_text_is_the_same_month(tmp_path):
         numbers, text = totals["numbers", impl], totals["text", impl]
         assert numbers.keys() == text.keys() and numbers["search"] > 0
         assert all(text[k] == pytest.approx(numbers[k], rel=1e-12) for k in numbers), impl
+
+
+def test_a_month_delivered_as_csv_is_the_same_month(tmp_path):
+    # `--cur-format csv` delivers the CUR as gzipped CSV too, which the config then reads:
+    # the pipeline's billing facts from it are those read from the parquet files
+    import duckdb
+
+    from cost_pipeline.config import load_config, parse_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    out = tmp_path / "csv"
+    subprocess.run([sys.executable, str(BENCH / "generate.py"), str(out), "--lines", "5000",
+                    "--runs", "300", "--objects", "1000", "--commitments", "--tags", "3",
+                    "--cur-format", "csv"], check=True, capture_output=True, timeout=120)
+    config = load_config(out / "config.yaml")
+    assert config.billing[0].path == "cur-csv/bench-cur"
+    assert sorted(p.name for p in out.glob("cur-csv/**/*.*")) == [
+        p.name.replace(".parquet", ".csv.gz") for p in sorted(out.glob("cur/**/*.parquet"))]
+    facts = []
+    parquet = parse_config({"billing": [{"kind": "aws_cur2", "path": "cur/bench-cur"}]}, out)
+    for cfg in (config, parquet):
+        with duckdb.connect() as con:
+            build_billing_facts(con, cfg, date(2026, 7, 1), logging.getLogger("test"))
+            facts.append(con.execute("SELECT * EXCLUDE (month, x_File, x_Row) FROM "
+                                     "billing_facts ORDER BY x_SourceLine").fetchall())
+    assert facts[0] == facts[1] and len(facts[0]) > 5000

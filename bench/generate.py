@@ -703,8 +703,9 @@ def cur_as_csv(con: duckdb.DuckDBPyConnection, folder: Path, out: Path) -> None:
     con.execute("SET preserve_insertion_order = true")
     for file in sorted(folder.glob("*.parquet")):
         spelled = []
-        for name, kind, *_ in con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
-                                          [str(file)]).fetchall():
+        for name, kind, *_ in con.execute(
+                "DESCRIBE SELECT * FROM read_parquet(?, hive_partitioning = false)",
+                [str(file)]).fetchall():
             if kind.startswith("TIMESTAMP"):
                 spelled.append(f"strftime({name} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ') "
                                f"AS {name}" if "TIME ZONE" in kind else
@@ -714,7 +715,8 @@ def cur_as_csv(con: duckdb.DuckDBPyConnection, folder: Path, out: Path) -> None:
             else:
                 spelled.append(name)
         target = out / file.name.replace(".parquet", ".csv.gz")
-        con.execute(f"COPY (SELECT {', '.join(spelled)} FROM read_parquet('{file}')) TO "
+        con.execute(f"COPY (SELECT {', '.join(spelled)} FROM read_parquet('{file}', "
+                    "hive_partitioning = false)) TO "
                     f"'{target}' (FORMAT csv, HEADER true, COMPRESSION gzip)")
     con.execute("SET preserve_insertion_order = false")
 

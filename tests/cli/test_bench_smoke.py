@@ -4,6 +4,7 @@ benchmark itself (1M+ lines) is not part of the test suite."""
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 import logging
@@ -1145,9 +1146,11 @@ def test_a_month_with_amounts_as_text_is_the_same_month(tmp_path):
         assert all(text[k] == pytest.approx(numbers[k], rel=1e-12) for k in numbers), impl
 
 
-def test_a_month_delivered_as_csv_is_the_same_month(tmp_path):
+@pytest.mark.parametrize("options", [["--commitments", "--tags", "3"], ["--split"]])
+def test_a_month_delivered_as_csv_is_the_same_month(tmp_path, options):
     # `--cur-format csv` delivers the CUR as gzipped CSV too, which the config then reads:
-    # the pipeline's billing facts from it are those read from the parquet files
+    # the pipeline's billing facts from it are those read from the parquet files (commitment
+    # figures and tag maps; split cost allocation rows)
     import duckdb
 
     from cost_pipeline.config import load_config, parse_config
@@ -1155,8 +1158,11 @@ def test_a_month_delivered_as_csv_is_the_same_month(tmp_path):
 
     out = tmp_path / "csv"
     subprocess.run([sys.executable, str(BENCH / "generate.py"), str(out), "--lines", "5000",
-                    "--runs", "300", "--objects", "1000", "--commitments", "--tags", "3",
-                    "--cur-format", "csv"], check=True, capture_output=True, timeout=120)
+                    "--runs", "300", "--objects", "1000", *options, "--cur-format", "csv"],
+                   check=True, capture_output=True, timeout=120)
+    (first,) = [p for p in out.glob("cur-csv/**/*.csv.gz") if p.name.endswith("-0.csv.gz")]
+    header = gzip.decompress(first.read_bytes()).split(b"\n", 1)[0].decode()
+    assert "BILLING_PERIOD" not in header and "line_item_unblended_cost" in header
     config = load_config(out / "config.yaml")
     assert config.billing[0].path == "cur-csv/bench-cur"
     assert sorted(p.name for p in out.glob("cur-csv/**/*.*")) == [

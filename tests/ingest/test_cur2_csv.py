@@ -10,6 +10,7 @@ import zipfile
 from datetime import date
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from cost_pipeline.config import parse_config
@@ -99,6 +100,23 @@ def test_a_csv_export_reads_as_its_parquet_delivery(tmp_path, con, compression, 
                              ).fetchall())
     assert named["g1"] == f"a{suffix} 2" and named["r1"] == f"a{suffix} 5"
     assert named["s1"] == f"b{suffix} 4"
+
+
+def test_an_export_selecting_the_tags_column_reads_as_its_parquet_delivery(tmp_path, con):
+    # CUR 2.0's `tags` column in place of resource_tags: the resource's own tags, from JSON
+    tags = pa.map_(pa.string(), pa.string())
+    rows = [line(1.0, identity_line_item_id="a", tags={"resourceTags/user:run_id": "r1",
+                                                       "accountTag/team": "finance"}),
+            line(2.0, identity_line_item_id="b", tags={"costCategory/project": "research"}),
+            line(4.0, identity_line_item_id="c", tags=None)]
+    shape = {"drop": ("resource_tags",), "extra": {"tags": tags}}
+    build(con, config(tmp_path, write_export(tmp_path / "parquet", {"a.parquet": rows},
+                                             **shape)))
+    expected = con.execute(FACTS).fetchall()
+    build(con, config(tmp_path, write_csv_export(tmp_path / "csv", {"a": rows}, **shape)))
+    assert con.execute(FACTS).fetchall() == expected
+    assert con.execute("SELECT Tags FROM billing_facts ORDER BY x_Row").fetchall() == [
+        ({"user:run_id": "r1"},), ({},), (None,)]
 
 
 def test_the_demo_quarter_reads_from_csv_as_from_parquet(tmp_path):

@@ -71,6 +71,12 @@ def month_lines() -> list[dict]:
         line(740.0, identity_line_item_id="f1", line_item_line_item_type="RIFee",
              line_item_resource_id=None, reservation_reservation_a_r_n=RI_ARN,
              reservation_unused_recurring_fee=12.5, resource_tags=None),
+        # an instance type of no known accelerator count: the product's `gpu` attribute,
+        # among many others (a CSV line's product holds ~35), says how many
+        line(9.5, identity_line_item_id="u1", line_item_usage_type="USE1-BoxUsage:p9.48xlarge",
+             product_instance_type="p9.48xlarge", line_item_resource_id="i-0new",
+             product={"servicename": "Amazon Elastic Compute Cloud", "gpu": "16",
+                      **{f"attribute_{i}": f"value {i}, \"quoted\"" for i in range(35)}}),
         line(1.23, identity_line_item_id="t1", line_item_line_item_type="Tax",
              line_item_usage_type="Tax", line_item_resource_id=None, resource_tags=None),
         line(0.000123456789012345, identity_line_item_id="s1", net=None,
@@ -91,7 +97,7 @@ def test_a_csv_export_reads_as_its_parquet_delivery(tmp_path, con, compression, 
     text = write_csv_export(tmp_path / "csv", {"a": rows[:4], "b": rows[4:]},
                             compression=compression, manifest=manifest)
     build(con, config(tmp_path, text))
-    assert con.execute(FACTS).fetchall() == expected and len(expected) == 7
+    assert con.execute(FACTS).fetchall() == expected and len(expected) == 8
     # each line named by its file and its line there (the header is line 1; the storage
     # line's description spans two lines, yet it is the fourth record)
     suffix = {"gzip": ".csv.gz", "zip": ".csv.zip"}.get(compression, ".csv")
@@ -99,7 +105,24 @@ def test_a_csv_export_reads_as_its_parquet_delivery(tmp_path, con, compression, 
                              "parse_filename(x_File) || ' ' || x_Row FROM billing_facts"
                              ).fetchall())
     assert named["g1"] == f"a{suffix} 2" and named["r1"] == f"a{suffix} 5"
-    assert named["s1"] == f"b{suffix} 4"
+    assert named["s1"] == f"b{suffix} 5"
+    assert con.execute("SELECT x_AcceleratorCount, ServiceName FROM billing_facts WHERE "
+                       "x_SourceLine LIKE '%:u1:%'").fetchone() == (16, "Amazon Elastic "
+                                                                      "Compute Cloud")
+
+
+def test_the_product_keys_cut_from_json_text_are_those_the_normalization_reads():
+    # a `product` held as JSON text is cut to PRODUCT_KEYS before it is read as a map: a
+    # key the SQL reads and the list lacks would read as NULL on every such line
+    import re
+    from pathlib import Path
+
+    from cost_pipeline.ingest.sources import cur2
+
+    assets = Path(cur2.__file__).resolve().parents[3] / "assets" / "ingest"
+    read = {key for sql in assets.glob("billing_facts_cur2*.sql")
+            for key in re.findall(r"product\[\s*'([^']+)'\s*\]", sql.read_text())}
+    assert read and read <= set(cur2.PRODUCT_KEYS)
 
 
 def test_an_export_selecting_the_tags_column_reads_as_its_parquet_delivery(tmp_path, con):
@@ -148,7 +171,7 @@ def test_a_csv_export_on_s3_reads_as_its_local_copy(tmp_path, s3_server, con, co
     entry = {"kind": "aws_cur2", "path": f"s3://{bucket}/cur/{EXPORT}",
              "endpoint_url": endpoint, "region": "us-east-1"}
     build(con, parse_config({"billing": [entry]}, tmp_path))
-    assert con.execute(FACTS).fetchall() == local and len(local) == 7
+    assert con.execute(FACTS).fetchall() == local and len(local) == 8
     assert con.execute("SELECT DISTINCT x_File FROM billing_facts ORDER BY 1").fetchall() == [
         (f"s3://{bucket}/cur/{EXPORT}/data/BILLING_PERIOD=2026-07/{name}{suffix}",)
         for name in ("a", "b") for suffix in [".csv.gz" if compression == "gzip" else ".csv.zip"]]

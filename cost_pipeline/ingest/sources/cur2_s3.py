@@ -235,10 +235,13 @@ def register_raw(con: duckdb.DuckDBPyConnection, reader: S3Reader, view: str) ->
         return
     con.execute("SET TimeZone = 'UTC'")
     schema = reader.arrow_schema()
+    select = "*"
+    if delivery.map_shapes.get("product") == "text":  # cut once to the keys read
+        select = f"* REPLACE ({cur2.slim_product_sql('product')} AS product)"
     try:
         with registered_batches(con, "cur_s3_stream", schema, reader.batches(schema)):
             con.execute(f"CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} AS "
-                        "SELECT * FROM cur_s3_stream")
+                        f"SELECT {select} FROM cur_s3_stream")
     finally:
         reader.close()
     select = [*cur2.raw_columns(delivery, "_file"), "_file", "_row"]

@@ -367,6 +367,26 @@ def test_azure_tags_written_without_their_braces_are_read(con, tmp_path):
         assert f'may.csv row 5: Tags "{bad}" is not a JSON object' in str(err.value)
 
 
+def test_tags_as_json_arrays_of_entries_read_as_their_maps(con, tmp_path):
+    # a repeated key-value record turned to text (BigQuery's TO_JSON_STRING of GCP's tags,
+    # which carry `inherited` and `namespace` too; a polars map written as JSON): the map of
+    # its entries, as the same record exported to parquet reads; refused before
+    record = ('[{"key":"team","value":"nlp","inherited":false,"namespace":"123"},'
+              '{"key":"user:run_id","value":"r1","inherited":true,"namespace":""}]')
+    rows = [vm("gcp", "a2-highgpu-1g", ProviderName="Google Cloud", Tags=record),
+            vm("empty", "m6i.large", Tags="[]"),
+            vm("number", "m6i.large", Tags='[{"key": "size", "value": 3}]')]
+    got = load(con, write_csv(tmp_path / "ok" / "may.csv", rows))
+    assert {k: v["Tags"] for k, v in got.items()} == {
+        "gcp": {"team": "nlp", "user:run_id": "r1"}, "empty": {}, "number": {"size": "3"}}
+    for bad in ('[{"key": "a", "value": "1"}, {"key": "a", "value": "2"}]',
+                '[{"key": "a"}, {"name": "b"}]', '["a"]'):
+        with pytest.raises(SourceError) as err:
+            load(con, write_csv(tmp_path / "bad" / "may.csv", [*rows, vm("x", "m6i.large",
+                                                                          Tags=bad)]))
+        assert f'may.csv row 5: Tags "{bad}" is not a JSON object' in str(err.value)
+
+
 def tags_as(rows: list[dict], shape: str) -> pa.Array:
     """The rows' Tags as a struct (pandas writes a column of dicts so: a field for every key
     of any row, NULL where a row lacks it), lists of [key, value] pairs (pandas writes back

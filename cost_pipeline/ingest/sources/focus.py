@@ -258,10 +258,24 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
             braced = f"('{{' || {value} || '}}')"
             value = (f"CASE WHEN coalesce({valid}, false) THEN {value} "
                      f"WHEN coalesce({_json_object_sql(braced)}, false) THEN {braced} "
-                     f"ELSE {value} END")
+                     f"WHEN json_type(TRY_CAST({value} AS JSON)) = 'ARRAY' THEN "
+                     f"coalesce({_entries_object_sql(value)}, {value}) ELSE {value} END")
             valid = _json_object_sql(value)
         return value, f"{value} IS NOT NULL AND NOT coalesce({valid}, false)"
     return f"nullif(trim(CAST({c} AS VARCHAR)), '')", None
+
+
+def _entries_object_sql(array: str) -> str:
+    """SQL for the JSON array text `array` of {key, value} objects (a repeated key-value
+    record turned to text: BigQuery's TO_JSON_STRING of GCP's tags, which carry `inherited`
+    and `namespace` too, not read) as the JSON object of its entries; NULL where an item is
+    no object with a key, or a key comes twice (no map holds it). Only for JSON arrays:
+    `json_transform` fails on other text, and DuckDB's AND does not short-circuit."""
+    entries = f"json_transform({array}, '[{{\"key\": \"VARCHAR\", \"value\": \"VARCHAR\"}}]')"
+    keyed = f"list_filter({entries}, lambda p: p.key IS NOT NULL)"
+    return (f"CASE WHEN len({keyed}) = json_array_length({array}) AND NOT "
+            f"{names_a_key_twice_sql(entries, 'entries')} THEN CAST(to_json(map_from_entries("
+            f"{listed_entries_sql(entries, 'entries')})) AS VARCHAR) END")
 
 
 def _json_object_sql(value: str) -> str:

@@ -272,3 +272,16 @@ def test_a_zip_file_holds_one_csv_file(tmp_path, con):
     archive.write_bytes(b"PK not a zip")
     with pytest.raises(SourceError, match=r"a\.csv\.zip: not a readable ZIP archive"):
         build(con, config(tmp_path, export))
+
+
+def test_a_legacy_cur_file_is_refused_saying_what_it_is(tmp_path, con):
+    # a legacy Cost and Usage Report's CSV (`lineItem/UnblendedCost`) in an export's folder
+    # was refused as an export created without resource IDs
+    legacy = ("identity/LineItemId,identity/TimeInterval,lineItem/UsageStartDate,"
+              "lineItem/UnblendedCost,lineItem/ResourceId\n"
+              "l1,2026-07-01T00:00:00Z/2026-07-01T01:00:00Z,2026-07-01T00:00:00Z,1.0,i-0a\n")
+    export = _one_file_export(tmp_path, gzip.compress(legacy.encode()))
+    with pytest.raises(SourceError, match=r"a\.csv\.gz: columns named as a legacy Cost and Usage "
+                                          r"Report names them \(identity/LineItemId\): aws_cur2 "
+                                          r"reads a CUR 2\.0 export"):
+        build(con, config(tmp_path, export))

@@ -497,3 +497,31 @@ def test_a_server_that_keeps_failing_is_retried_then_one_clear_error(tmp_path, s
         assert proxy.requests - before >= s3.S3_ATTEMPTS
         assert str(caught.value).startswith(f"ckpt: s3://{bucket}: S3 error after up to")
     assert totals(con) == (0, 0.0)  # nothing was written
+
+
+def test_resource_tags_selected_as_columns_read_as_the_map(tmp_path, s3_server, con):
+    # an export whose query selects each tag as a column (`SELECT resource_tags.user_team …`,
+    # as a legacy CUR's Athena parquet names them) and no map: the lines' tags are those
+    # columns' keys and non-empty values, locally, from S3 and from CSV (they were lost)
+    from tests.support.cur_rows import write_csv_export
+
+    rows = [line(1.0, identity_line_item_id="a", resource_tags_user_run_id="r1",
+                 resource_tags_user_team="vision"),
+            line(2.0, identity_line_item_id="b", resource_tags_user_run_id=None,
+                 resource_tags_user_team="nlp"),
+            line(4.0, identity_line_item_id="c", resource_tags_user_run_id="",
+                 resource_tags_user_team=None)]
+    shape = {"drop": ("resource_tags",), "extra": {"resource_tags_user_run_id": pa.string(),
+                                                   "resource_tags_user_team": pa.string()}}
+    tags = "SELECT Tags FROM billing_facts ORDER BY x_SourceLine"
+    expected = [({"user_run_id": "r1", "user_team": "vision"},), ({"user_team": "nlp"},),
+                ({},)]
+    lineless = FACTS.replace("x_File", "x_File, x_Row")  # a CSV line is not a parquet row
+    export = write_export(tmp_path / "parquet", {"a.parquet": rows}, **shape)
+    assert _local_read(tmp_path, con, export, tags) == expected
+    local, facts = con.execute(FACTS).fetchall(), con.execute(lineless).fetchall()
+    assert _s3_read(tmp_path, s3_server, con, export,
+                    new_bucket(s3_server.endpoint_url)) == local
+    text = write_csv_export(tmp_path / "csv", {"a": rows}, **shape)
+    assert _local_read(tmp_path, con, text, lineless) == facts
+    assert con.execute(tags).fetchall() == expected

@@ -101,6 +101,14 @@ GRANULARITY_FIX = (
     "'Hourly' (TIME_GRANULARITY HOURLY) and 'Include resource IDs' (INCLUDE_RESOURCES)"
 )
 
+# a legacy Cost and Usage Report's column names (`lineItem/UnblendedCost`, its CSV's)
+LEGACY_COLUMN = re.compile(r"(identity|bill|lineItem|product|pricing|reservation|savingsPlan|"
+                           r"resourceTags|costCategory|discount|splitLineItem)/", re.IGNORECASE)
+# the resource tags of an export whose query selects them as columns, one a key
+# (`resource_tags.user_team` → `resource_tags_user_team`, as a legacy CUR's Athena parquet
+# names them), where it selects no map (`flat_tags_sql`)
+FLAT_TAG_PREFIX = "resource_tags_"
+
 # what a legacy Cost and Usage Report holds where a CUR 2.0 export holds data/ and metadata/:
 # its Athena-ready parquet's `year=YYYY` folders, its manifests' `YYYYMMDD-YYYYMMDD` folders
 LEGACY_FOLDER = re.compile(r"year=\d{4}|\d{8}-\d{8}")
@@ -145,6 +153,9 @@ class Delivery:
     raw_relation: tuple[str, str, str] | None = None
     # why no file of the month was found (`no_month_files`), for the warning that says so
     missing: str = ""
+    # columns holding one resource tag each (`FLAT_TAG_PREFIX`), read as the lines' tags
+    # where no file holds resource_tags or tags
+    flat_tags: list[str] = field(default_factory=list)
 
 
 def _month_folder(month: date) -> str:
@@ -301,6 +312,7 @@ def inspect_schema(delivery: Delivery,
     which decodes no other field: DuckDB's `parquet_file_metadata` fails on a damaged
     `created_by` string that reading the data never looks at."""
     seen: set[str] = set()
+    flat: set[str] = set()  # columns of one resource tag each
     wanted = {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}
     if read_schema is None:
         delivery.file_rows = {}
@@ -324,6 +336,12 @@ def inspect_schema(delivery: Delivery,
         schema = lower_case_names(delivery.source, file, schema)
         names = set(schema.names)
         if "line_item_resource_id" not in names:
+            legacy = [name for name in schema.names if LEGACY_COLUMN.match(name)]
+            if legacy:
+                raise SourceError(delivery.source, file, f"columns named as a legacy Cost and "
+                                  f"Usage Report names them ({legacy[0]}): aws_cur2 reads a "
+                                  "CUR 2.0 export of AWS Data Exports (line_item_resource_id); "
+                                  "create one with 'Include resource IDs', hourly")
             raise SourceError(delivery.source, file, RESOURCE_ID_FIX)
         for column in REQUIRED_COLUMNS:
             if column not in names:
@@ -344,11 +362,14 @@ def inspect_schema(delivery: Delivery,
                     delivery.binary_text = True
         if reads_tags(names):
             delivery.tags_only_files.add(file)
+        flat |= {name for name in names if name.lower().startswith(FLAT_TAG_PREFIX)}
         seen |= names
     for column, typed in map_types.items():
         if len(set(typed.values())) > 1 and shapes[column][0] in ("map", "struct"):
             widened_map_type(delivery.source, column, typed)  # refuses what has no one type
     delivery.columns = seen
+    # tags as columns are read only where no file holds a map of them
+    delivery.flat_tags = [] if seen & {"resource_tags", "tags"} else sorted(flat)
     delivery.map_shapes = {c: shape for c, (shape, _) in shapes.items() if shape != "map"}
     if "resource_tags" not in seen:
         delivery.tags_only_files = set()  # every file's tags come from `tags`
@@ -661,8 +682,23 @@ def resource_tags_expr(delivery: Delivery, file_column: str = "filename") -> str
         return (f"CASE WHEN {file_column} IN ({files}) THEN {from_tags} "
                 f"ELSE {map_value_sql('resource_tags', delivery)} END AS resource_tags")
     if "tags" not in delivery.columns:
+        if delivery.flat_tags:
+            return f"{flat_tags_sql(delivery.flat_tags)} AS resource_tags"
         return f"CAST(NULL AS {kind}) AS resource_tags"
     return f"{from_tags} AS resource_tags"
+
+
+def flat_tags_sql(columns: list[str]) -> str:
+    """The resource tags of an export that selects them as columns, one a key
+    (`resource_tags_user_team`, as the query `SELECT resource_tags.user_team …` or a legacy
+    CUR's Athena parquet names them), as the map a CUR 2.0 export's resource_tags holds: each
+    column's key after the prefix (`user_team`, as CUR 2.0 spells the key), its non-empty
+    values."""
+    entries = ", ".join(
+        f"{{'key': {sql_literal(column[len(FLAT_TAG_PREFIX):])}, "
+        f"'value': CAST({sql_identifier(column)} AS VARCHAR)}}" for column in columns)
+    return (f"map_from_entries(list_filter([{entries}], "
+            "lambda e: nullif(trim(e.value), '') IS NOT NULL))")
 
 
 def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:

@@ -223,6 +223,8 @@ def stream_schema(delivery: cur2.Delivery, schemas: dict[str, pa.Schema]) -> pa.
         if pa.types.is_decimal256(unified):  # DuckDB takes no 256-bit decimal in Arrow
             unified = pa.float64()  # (BigQuery's BIGNUMERIC): read as the double it is
         fields.append(pa.field(column, unified))
+    # resource tags held as columns, one a key (`cur2.flat_tags_sql`): as text
+    fields += [pa.field(column, pa.string()) for column in delivery.flat_tags]
     return pa.schema([*fields, ("_file", pa.string()), ("_row", pa.int64())])
 
 

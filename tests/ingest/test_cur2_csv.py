@@ -6,12 +6,16 @@ file and the row."""
 from __future__ import annotations
 
 import gzip
+import tempfile
 import zipfile
 from datetime import date
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cost_pipeline.config import parse_config
 from cost_pipeline.demo.local_s3 import upload_tree
@@ -285,3 +289,47 @@ def test_a_legacy_cur_file_is_refused_saying_what_it_is(tmp_path, con):
                                           r"Report names them \(identity/LineItemId\): aws_cur2 "
                                           r"reads a CUR 2\.0 export"):
         build(con, config(tmp_path, export))
+
+
+# text a CSV field must carry whole: delimiters, quotes, line breaks, any Unicode
+FIELD_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                     max_size=12)
+
+
+@st.composite
+def random_lines(draw) -> list[dict]:
+    """CUR lines of random costs (any finite double below 1e12, negative, tiny), hours,
+    usage and line types, and tags with any text for keys and values."""
+    kinds = st.sampled_from([
+        ("Usage", "USE1-BoxUsage:p4d.24xlarge", "i-0gpu"), ("Usage", "BoxUsage:m5.large", "i-0c"),
+        ("Usage", "USW2-TimedStorage-ByteHrs", "ml-bucket"), ("Tax", "Tax", None),
+        ("Credit", "Credit", None), ("Usage", "USE1-DataTransfer-Regional-Bytes", "i-0c")])
+    money = st.one_of(st.floats(-1e12, 1e12, allow_nan=False, allow_infinity=False),
+                      st.sampled_from([0.0, 1e-12, 0.1, 1 / 3]))
+    rows = []
+    for i in range(draw(st.integers(1, 12))):
+        kind, usage, resource = draw(kinds)
+        tags = draw(st.one_of(st.none(), st.dictionaries(FIELD_TEXT.filter(bool), FIELD_TEXT,
+                                                         max_size=3)))
+        rows.append(line(draw(money), identity_line_item_id=f"l{i}",
+                         start=T0 + draw(st.integers(0, 700)) * HOUR,
+                         hours=draw(st.sampled_from([1.0, 0.25])), net=draw(
+                             st.one_of(st.just("same"), st.none(), money)),
+                         line_item_line_item_type=kind, line_item_usage_type=usage,
+                         line_item_resource_id=resource, resource_tags=tags,
+                         line_item_line_item_description=draw(FIELD_TEXT),
+                         line_item_usage_amount=draw(st.one_of(st.none(), money))))
+    return rows
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rows=random_lines())
+def test_any_month_reads_from_csv_as_from_parquet(rows):
+    # the same lines in parquet and as AWS's CSV (every value text): the same billing facts
+    with tempfile.TemporaryDirectory() as folder, duckdb.connect() as con:
+        root = Path(folder)
+        build(con, config(root, write_export(root / "parquet", {"a.parquet": rows})))
+        expected = con.execute(FACTS).fetchall()
+        build(con, config(root, write_csv_export(root / "csv", {"a": rows})))
+        assert con.execute(FACTS).fetchall() == expected

@@ -173,7 +173,8 @@ def csv_bytes(rows: list[dict], *, drop: tuple[str, ...] = (),
     if names is None:
         names = [name for name in {**COLUMNS, **(extra or {})} if name not in drop]
     out = io.StringIO()
-    writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+    # records end in CRLF, so that a value holding either character alone is quoted
+    writer = csv.writer(out, delimiter=delimiter, lineterminator="\r\n")
     writer.writerow(names)
     for row in rows:
         writer.writerow([_csv_field(row.get(name)) for name in names])

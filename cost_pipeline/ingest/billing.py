@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 import duckdb
+import pyarrow.fs as pafs
 
 from cost_pipeline.config import AwsCur2Source, FocusSource, GcpBillingExportSource, PipelineConfig
 from cost_pipeline.ingest.accelerators import accelerator_table
@@ -124,7 +125,13 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
             cur2_s3.register_raw(con, reader, "cur_raw")
         else:
             cur2.inspect_schema(delivery)
-            cur2.register_raw(con, delivery, "cur_raw")
+            if delivery.engine_columns:  # DuckDB's reader would add a column the file has
+                reader = cur2_s3.S3Reader(pafs.LocalFileSystem(), delivery)
+                cur2.inspect_schema(delivery, reader.read_schema)
+                cur2_s3.register_raw(con, reader, "cur_raw")
+                delivery.bytes_read = None  # read locally
+            else:
+                cur2.register_raw(con, delivery, "cur_raw")
         cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
         # net columns are used when the export carries them with values; the split (a
         # statement after the insert) only when a line names a parent instance: exports that

@@ -742,3 +742,21 @@ def test_a_line_without_product_code_loads_as_no_instance_usage(tmp_path, con):
     row = facts(con)["bare"]
     assert row["x_InstanceUsage"] is False and row["x_UsageHours"] is None
     assert row["EffectiveCost"] == 0.5 and row["ChargeCategory"] == "Usage"
+
+
+@pytest.mark.parametrize("column", ["filename", "FILE_ROW_NUMBER"])
+def test_a_file_holding_a_column_named_as_duckdbs_lineage_columns_reads(tmp_path, con, column):
+    # a copy written by DuckDB with its `filename` / `file_row_number` columns kept: DuckDB's
+    # reader refused to add its own beside them (a binder error naming the file); such a
+    # delivery is streamed as from S3, to the same facts, each line named by its file and row
+    rows = [L("a", 1.0), L("b", 2.0, start=T0 + HOUR), L("c", 4.0, start=T0 + 2 * HOUR)]
+    plain = write_export(tmp_path / "plain", {"x.parquet": rows})
+    build(con, config(tmp_path, plain))
+    query = "SELECT * EXCLUDE (month, x_File) FROM billing_facts ORDER BY x_SourceLine"
+    expected = con.execute(query).fetchall()
+    copied = write_export(tmp_path / "copied", {"x.parquet": rows},
+                          extra={column: pa.string()})
+    build(con, config(tmp_path, copied))
+    assert con.execute(query).fetchall() == expected
+    assert {f for (f,) in con.execute("SELECT DISTINCT x_File FROM billing_facts").fetchall()} == {
+        str(month_dir(copied) / "x.parquet")}

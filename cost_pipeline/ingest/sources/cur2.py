@@ -109,6 +109,10 @@ LEGACY_COLUMN = re.compile(r"(identity|bill|lineItem|product|pricing|reservation
 # names them), where it selects no map (`flat_tags_sql`)
 FLAT_TAG_PREFIX = "resource_tags_"
 
+# the columns DuckDB's parquet reader adds for the lineage of a line (`register_raw`): a file
+# holding one of its own (a copy written by DuckDB with them) is streamed instead
+ENGINE_COLUMNS = frozenset({"filename", "file_row_number"})
+
 # what a legacy Cost and Usage Report holds where a CUR 2.0 export holds data/ and metadata/:
 # its Athena-ready parquet's `year=YYYY` folders, its manifests' `YYYYMMDD-YYYYMMDD` folders
 LEGACY_FOLDER = re.compile(r"year=\d{4}|\d{8}-\d{8}")
@@ -156,6 +160,9 @@ class Delivery:
     # columns holding one resource tag each (`FLAT_TAG_PREFIX`), read as the lines' tags
     # where no file holds resource_tags or tags
     flat_tags: list[str] = field(default_factory=list)
+    # a file holds a column named as DuckDB's reader names its lineage columns
+    # (`ENGINE_COLUMNS`, in any case): the delivery is streamed, as from S3
+    engine_columns: bool = False
 
 
 def _month_folder(month: date) -> str:
@@ -363,6 +370,7 @@ def inspect_schema(delivery: Delivery,
         if reads_tags(names):
             delivery.tags_only_files.add(file)
         flat |= {name for name in names if name.lower().startswith(FLAT_TAG_PREFIX)}
+        delivery.engine_columns |= any(name.lower() in ENGINE_COLUMNS for name in names)
         seen |= names
     for column, typed in map_types.items():
         if len(set(typed.values())) > 1 and shapes[column][0] in ("map", "struct"):

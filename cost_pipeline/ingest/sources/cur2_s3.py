@@ -28,6 +28,7 @@ from cost_pipeline.ingest.sources.arrow_types import is_binary
 from cost_pipeline.ingest.sources.s3 import (
     CountingFile,
     S3Uri,
+    is_s3,
     list_files,
     mtime_text,
     source_error,
@@ -112,7 +113,8 @@ class S3Reader:
 
     def _open(self, uri: str) -> pq.ParquetFile:
         if uri not in self._open_files:
-            native = self.fs.open_input_file(S3Uri.parse(uri).path)
+            # (a local file: a delivery streamed for its columns, `cur2.ENGINE_COLUMNS`)
+            native = self.fs.open_input_file(S3Uri.parse(uri).path if is_s3(uri) else uri)
             size = self.delivery.stats.get(uri, (WHOLE_FILE_BYTES + 1, ""))[0]
             if size <= WHOLE_FILE_BYTES and self._buffered + size <= BUFFERED_LIMIT_BYTES:
                 # one GET instead of a 64 KiB footer read plus overlapping column reads

@@ -115,23 +115,24 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         log.warning(f"{name}: no billing files for {month:%Y-%m} under {where}"
                     + (f": {delivery.missing}" if delivery.missing else ""))
     try:  # the first reads of footers and data pages: a broken file shows here
+        # streamed into a table (CSV, S3, a local file DuckDB's reader cannot take), or
+        # local parquet files read in place by DuckDB
+        reader: cur2_csv.CsvReader | cur2_s3.S3Reader | None = None
         if cur2_csv.is_csv_delivery(delivery):  # an export in file format TEXT_OR_CSV
             reader = cur2_csv.CsvReader(fs, delivery)
-            cur2.inspect_schema(delivery, reader.read_schema)
-            cur2_s3.register_raw(con, reader, "cur_raw")
-        elif s3.is_s3(source.path):
+        elif fs is not None:
             reader = cur2_s3.S3Reader(fs, delivery)
-            cur2.inspect_schema(delivery, reader.read_schema)
-            cur2_s3.register_raw(con, reader, "cur_raw")
         else:
             cur2.inspect_schema(delivery)
             if delivery.engine_columns:  # DuckDB's reader would add a column the file has
                 reader = cur2_s3.S3Reader(pafs.LocalFileSystem(), delivery)
-                cur2.inspect_schema(delivery, reader.read_schema)
-                cur2_s3.register_raw(con, reader, "cur_raw")
-                delivery.bytes_read = None  # read locally
-            else:
-                cur2.register_raw(con, delivery, "cur_raw")
+        if reader is None:
+            cur2.register_raw(con, delivery, "cur_raw")
+        else:
+            cur2.inspect_schema(delivery, reader.read_schema)
+            cur2_s3.register_raw(con, reader, "cur_raw")
+            if fs is None:
+                delivery.bytes_read = None  # read locally: no transfer to count
         cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
         # net columns are used when the export carries them with values; the split (a
         # statement after the insert) only when a line names a parent instance: exports that

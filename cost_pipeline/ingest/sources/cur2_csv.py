@@ -26,7 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 
 from cost_pipeline.ingest.sources import SourceError, csv_delimiter, cur2
-from cost_pipeline.ingest.sources.cur2_s3 import stream_schema
+from cost_pipeline.ingest.sources.cur2_s3 import lineage_batch, stream_schema
 from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3, source_error
 
 HEADER_BYTES = 1 << 20  # CUR 2.0 has ~125 columns: its header line is ~5 KB
@@ -51,20 +51,16 @@ class CsvReader:
     @contextmanager
     def _stream(self, file: str) -> Iterator[IO[bytes]]:
         """The file's CSV bytes, decompressed: `.gz` as gzip, `.zip` as the one CSV file the
-        archive holds, else as they are. Opening failures are SourceErrors naming the file."""
+        archive holds, else as they are."""
         name, source = file.lower(), self.delivery.source
-        try:
-            if name.endswith(".zip"):
-                raw = (self.fs.open_input_file(S3Uri.parse(file).path) if is_s3(file)
-                       else open(file, "rb"))  # noqa: SIM115 (closed below)
-            else:
-                compression = "gzip" if name.endswith(".gz") else None
-                raw = (self.fs.open_input_stream(S3Uri.parse(file).path, compression=compression)
-                       if is_s3(file) else pa.input_stream(file, compression=compression))
-        except OSError as exc:
-            if is_s3(file):
-                raise source_error(source, file, exc) from None
-            raise SourceError(source, file, f"unreadable: {exc}") from None
+        # (an OSError opening it reaches the caller, which names the file: `_unreadable`)
+        if name.endswith(".zip"):
+            raw = (self.fs.open_input_file(S3Uri.parse(file).path) if is_s3(file)
+                   else open(file, "rb"))  # noqa: SIM115 (closed below)
+        else:
+            compression = "gzip" if name.endswith(".gz") else None
+            raw = (self.fs.open_input_stream(S3Uri.parse(file).path, compression=compression)
+                   if is_s3(file) else pa.input_stream(file, compression=compression))
         try:
             if not name.endswith(".zip"):
                 yield raw
@@ -138,13 +134,8 @@ class CsvReader:
                                                           newlines_in_values=True),
                         convert_options=options)
                     for batch in reader:
-                        n = batch.num_rows
-                        arrays = [batch.column(names[f.name]) if f.name in present
-                                  else pa.nulls(n, f.type) for f in columns]
-                        arrays += [pa.repeat(pa.scalar(file), n),
-                                   pa.array(range(row, row + n), pa.int64())]
-                        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-                        row += n
+                        yield lineage_batch(schema, batch, names, present, file, row)
+                        row += batch.num_rows
             except SourceError:
                 raise
             except (pa.ArrowException, OSError, zipfile.BadZipFile, EOFError) as exc:

@@ -15,7 +15,7 @@ against the files' sizes: column pruning made visible in the asset metadata.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import date
 
 import duckdb
@@ -176,13 +176,8 @@ class S3Reader:
                 row = 1
                 for batch in parquet.iter_batches(batch_size=BATCH_ROWS,
                                                   columns=[names[c] for c in present]):
-                    n = batch.num_rows
-                    arrays = [batch.column(names[f.name]).cast(f.type) if f.name in present
-                              else pa.nulls(n, f.type) for f in columns]
-                    arrays += [pa.repeat(pa.scalar(uri), n),
-                               pa.array(range(row, row + n), pa.int64())]
-                    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-                    row += n
+                    yield lineage_batch(schema, batch, names, present, uri, row)
+                    row += batch.num_rows
             except OSError as exc:
                 raise source_error(self.delivery.source, uri, exc) from None
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
@@ -190,6 +185,18 @@ class S3Reader:
                                   f"unreadable data: {str(exc).splitlines()[0]}") from None
             finally:
                 self._close(uri)
+
+
+def lineage_batch(schema: pa.Schema, batch: pa.RecordBatch, names: dict[str, str],
+                  present: Collection[str], file: str, row: int) -> pa.RecordBatch:
+    """A batch of a file's columns (`names`: as CUR 2.0 names them → the file's spelling) as
+    one of `schema` (`stream_schema`): the `present` columns cast to their type, the others
+    NULL, then `_file` and `_row` (`row` the number of the batch's first record)."""
+    n = batch.num_rows
+    arrays = [batch.column(names[f.name]).cast(f.type) if f.name in present
+              else pa.nulls(n, f.type) for f in schema if not f.name.startswith("_")]
+    arrays += [pa.repeat(pa.scalar(file), n), pa.array(range(row, row + n), pa.int64())]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def stream_schema(delivery: cur2.Delivery, schemas: dict[str, pa.Schema]) -> pa.Schema:

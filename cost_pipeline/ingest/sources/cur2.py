@@ -771,9 +771,9 @@ def locate_bad_file(delivery: Delivery, message: str) -> str | None:
     for file in delivery.files:
         if file in message:
             return file
-    if not all(Path(file).is_file() and not is_text_export_file(file)
-               for file in delivery.files):
-        return None  # remote or CSV files: their reader names the object it failed on
+    if delivery.engine_columns or not all(Path(file).is_file() and not is_text_export_file(file)
+                                          for file in delivery.files):
+        return None  # streamed (remote, CSV, `ENGINE_COLUMNS`): their reader names the file
     columns = [c for c in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS} if c in delivery.columns]
     for file in delivery.files:
         try:

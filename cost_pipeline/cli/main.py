@@ -11,6 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from cost_pipeline import interrupts
 from cost_pipeline.cli.export import add_export_parser
 from cost_pipeline.ingest.sources import SourceError, redact
 from cost_pipeline.months import parse_month
@@ -223,12 +224,17 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ERROR
     # `docker stop` sends SIGTERM: the same as Ctrl-C (Dagster does the same during a run)
     signal.signal(signal.SIGTERM, _interrupt)
+    interrupts.install()  # a signal whose exception a finalizer swallowed still stops us
     # imported once a command runs, not to parse or print --help (pydantic, DuckDB: ~0.5 s)
     from cost_pipeline.config import ConfigError
     from cost_pipeline.estimate import EstimateError
 
     try:
-        return args.func(args)
+        code = args.func(args)
+        if interrupts.swallowed() and code != EXIT_INTERRUPTED:
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return code
     except (ConfigError, SourceError, EstimateError, ValueError, OSError) as exc:
         if args.debug:
             print(redact(traceback.format_exc()), file=sys.stderr, end="")

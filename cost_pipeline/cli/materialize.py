@@ -202,7 +202,7 @@ INTERRUPTS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
 def _failure(result, commit: str) -> tuple[str, str | None, bool]:
     """(one line, the whole error chain, whether a signal stopped the run) of a run whose
     month did not reach the warehouse."""
-    from cost_pipeline.defs.resources import COMMIT_FAILED, COMMITTED
+    from cost_pipeline.defs.resources import COMMIT_FAILED, COMMITTED, ROLLED_BACK
 
     errors = []
     for event in result.all_events:
@@ -221,6 +221,8 @@ def _failure(result, commit: str) -> tuple[str, str | None, bool]:
             chain = chain.cause
     if any(e.is_job_failure and "interrupted" in (e.message or "") for e in result.all_events):
         return stopped, None, True
+    if commit == f"{ROLLED_BACK}: interrupted":  # (a signal a finalizer swallowed in the last
+        return stopped, None, True                # step: every step succeeded, nothing raised)
     steps = [error for event, error in errors if event.is_step_failure]
     if steps:
         return _root_cause(steps[0]), steps[0].to_string(), False

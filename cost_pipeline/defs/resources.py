@@ -28,6 +28,7 @@ from dagster._utils.interrupts import check_captured_interrupt
 from dagster_duckdb import DuckDBResource
 from pydantic import PrivateAttr
 
+from cost_pipeline import interrupts
 from cost_pipeline.config import PipelineConfig, load_config
 from cost_pipeline.months import parse_month
 
@@ -197,7 +198,7 @@ class Warehouse(DuckDBResource):
         succeeded completely (every step, no interrupt, no termination request)."""
         if self._failed:
             return "a step failed"
-        if check_captured_interrupt():
+        if check_captured_interrupt() or interrupts.swallowed():
             return "interrupted"
         instance, run = context.instance, context.dagster_run
         if instance is None or run is None:
@@ -221,7 +222,7 @@ class Warehouse(DuckDBResource):
         missing = set(plan.step_keys_to_execute) - succeeded - OUTSIDE_WAREHOUSE_STEPS
         if missing:
             return f"step(s) not finished: {', '.join(sorted(missing))}"
-        if check_captured_interrupt():
+        if check_captured_interrupt() or interrupts.swallowed():
             return "interrupted"
         return None
 
@@ -266,6 +267,11 @@ class Warehouse(DuckDBResource):
                 # thread) stops the run at its next step; its writes roll back at teardown
                 self._failed = True
                 raise DagsterExecutionInterruptedError("the run was asked to terminate")
+            if interrupts.swallowed():
+                # a signal whose exception a finalizer swallowed (interrupts.py): the run
+                # stops at this step, as it would have where the signal landed
+                self._failed = True
+                raise DagsterExecutionInterruptedError("interrupted")
             try:
                 yield self._run_con
             except BaseException as exc:

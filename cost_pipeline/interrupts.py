@@ -1,0 +1,47 @@
+"""A signal whose exception Python could not raise.
+
+Ctrl-C and SIGTERM stop a run by raising an exception from the signal handler (Python's
+KeyboardInterrupt, Dagster's `DagsterExecutionInterruptedError` during a step) wherever the
+main thread is. When that is a finalizer — a weakref callback or a `__del__` run by the garbage
+collector (SQLAlchemy's event registry has such callbacks in every Dagster run) — Python
+cannot raise it: it prints "Exception ignored in …" and goes on, and the run would finish and
+commit as if no signal had come. The process's unraisable hook records such an interrupt
+instead; the run's warehouse connection refuses the next step and the transaction rolls back
+(`Warehouse` in `defs/resources.py`), and the command exits 130 as at any interrupt."""
+
+from __future__ import annotations
+
+import sys
+
+# the exceptions a signal handler raises here, by class name (Dagster is not imported for it)
+INTERRUPT_NAMES = frozenset({"KeyboardInterrupt", "DagsterExecutionInterruptedError"})
+
+_swallowed = {"interrupt": False}
+
+
+def is_interrupt(exc_type: type[BaseException] | None) -> bool:
+    return exc_type is not None and any(
+        cls.__name__ in INTERRUPT_NAMES for cls in exc_type.__mro__)
+
+
+def install() -> None:
+    """Record, and do not print, an interrupt that a finalizer swallowed; any other
+    unraisable exception goes to the hook that was there before. Idempotent."""
+    previous = sys.unraisablehook
+    if getattr(previous, "_records_interrupts", False):
+        return
+
+    def hook(unraisable) -> None:
+        if is_interrupt(unraisable.exc_type):
+            _swallowed["interrupt"] = True
+            return
+        previous(unraisable)
+
+    hook._records_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+def swallowed() -> bool:
+    """Whether a signal's exception was lost in a finalizer since this process started: the
+    process was asked to stop, and nothing it writes from then on may commit."""
+    return _swallowed["interrupt"]

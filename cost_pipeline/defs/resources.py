@@ -129,6 +129,9 @@ class Warehouse(DuckDBResource):
                                        f"{exc.strerror or exc} ({path})") from None
         self._lock = handle
         self._staged = []
+        # in any process running the job (a run worker the daemon launched, too), a signal a
+        # finalizer swallowed must still stop the run (interrupts.py)
+        interrupts.install()
         self._run = (context.instance, context.run_id) if context.instance else None
         if self.run_transaction:
             try:

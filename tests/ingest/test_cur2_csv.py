@@ -33,6 +33,7 @@ from tests.support.cur_rows import (
     export_as_csv,
     line,
     month_dir,
+    write_compressed,
     write_csv_export,
     write_export,
     write_manifest,
@@ -179,6 +180,17 @@ def test_a_csv_export_on_s3_reads_as_its_local_copy(tmp_path, s3_server, con, co
     assert con.execute("SELECT DISTINCT x_File FROM billing_facts ORDER BY 1").fetchall() == [
         (f"s3://{bucket}/cur/{EXPORT}/data/BILLING_PERIOD=2026-07/{name}{suffix}",)
         for name in ("a", "b") for suffix in [".csv.gz" if compression == "gzip" else ".csv.zip"]]
+    # a record of too few cells in b: named by its row, found by a second read from S3
+    broken = tmp_path / "broken" / EXPORT
+    write_csv_export(tmp_path / "broken", {"a": rows[:4], "b": rows[4:]}, compression=compression)
+    text = csv_bytes(rows[4:]).split(b"\r\n")
+    data = b"\r\n".join([*text[:3], b"x,y", *text[3:]])  # header, rows 2 and 3, then row 4
+    name = write_compressed(month_dir(broken) / "b", data, compression)
+    upload_tree(endpoint, broken, bucket, f"broken/{EXPORT}")
+    with pytest.raises(SourceError, match=rf"{name.name} row 4: unreadable CSV file \(CSV parse "
+                                          r"error: Expected \d+ columns, got 2"):
+        build(con, parse_config({"billing": [{**entry, "path": f"s3://{bucket}/broken/{EXPORT}"}]},
+                                tmp_path))
 
 
 def test_capitals_semicolons_and_a_bom_read_as_aws_writes_them(tmp_path, con):
@@ -242,17 +254,38 @@ def test_a_bad_value_names_the_file_and_the_row(tmp_path, con, value, message):
 
 
 def test_a_broken_file_or_record_is_refused_naming_the_file(tmp_path, con):
-    good = csv_bytes([line(float(i), start=T0 + (i % 700) * HOUR) for i in range(60_000)])
+    # 60,000 records, ~14 MB: pyarrow fails a 4 MiB block; the record is found by a second
+    # read (csv_fault), its row as `x_Row` numbers rows and, after a value spanning lines, its line
+    rows = [line(float(i), start=T0 + (i % 700) * HOUR) for i in range(60_000)]
+    good = csv_bytes(rows)
+    records = good.split(b"\r\n")  # [header, row 2, row 3, …, ""] (no value spans lines)
+    spanning = csv_bytes([*rows[:10], line(1.0, line_item_line_item_description="a\nb\nc"),
+                          *rows[10:]])
+
+    def at(row: int, record: bytes, data: bytes = good) -> bytes:
+        lines = data.split(b"\r\n")
+        return b"\r\n".join([*lines[:row - 1], record, *lines[row - 1:]])
+
     cases = {
         "not gzip": (good, r"a\.csv\.gz: unreadable CSV file \(.*(gzip|zlib)"),
         "cut short": (gzip.compress(good)[:-5000],
                       r"a\.csv\.gz: unreadable CSV file \(Truncated compressed stream"),
         "extra cell": (gzip.compress(good + b"x" + b",y" * 60 + b"\n"),
-                       r"a\.csv\.gz near row \d+: unreadable CSV file \(CSV parse error: "
-                       r"Expected \d+ columns, got \d+"),
-        "not UTF-8": (gzip.compress(good.replace(b"i-0aaa", b"i-0a\xff\xfe", 1)),
-                      r"a\.csv\.gz: unreadable CSV file \(In CSV column #\d+ "
+                       r"a\.csv\.gz row 60002: unreadable CSV file \(CSV parse error: "
+                       r"Expected 40 columns, got 61"),
+        "too few cells": (gzip.compress(at(41_234, b"x,y")),
+                          r"a\.csv\.gz row 41234: unreadable CSV file \(CSV parse error: "
+                          r"Expected 40 columns, got 2"),
+        "after a value spanning lines": (
+            gzip.compress(at(50_001, b"x,y", spanning)),
+            r"a\.csv\.gz row 50001 \(line 50003\): unreadable CSV file \(CSV parse error: "
+            r"Expected 40 columns, got 2"),
+        "not UTF-8": (gzip.compress(at(33_334, records[1].replace(b"i-0aaa", b"i-0a\xff\xfe"))),
+                      r"a\.csv\.gz row 33334: unreadable CSV file \(In CSV column #\d+ "
                       r"\(line_item_resource_id\): CSV conversion error to string: invalid"),
+        "not UTF-8 in the first block": (
+            gzip.compress(good.replace(b"i-0aaa", b"i-0a\xff\xfe", 1)),
+            r"a\.csv\.gz row 2: unreadable CSV file \(In CSV column #\d+ "),
     }
     for case, (data, message) in cases.items():
         folder = tmp_path / case.replace(" ", "-")

@@ -8,8 +8,9 @@ only the columns the normalization needs, every one as text, an empty field NULL
 batch into the temp table the S3 reader fills. The view then reads the text as it reads a
 parquet copy converted from CSV: amounts as the numbers they spell, timestamps as the ISO
 8601 instants AWS writes (`2026-07-01T00:00:00Z`), `product` and `resource_tags` as the
-JSON objects AWS writes them as (`{"user_team":"vision"}`). `_row` is a record's line in its
-file (the header is line 1), so an error names the line a user opens.
+JSON objects AWS writes them as (`{"user_team":"vision"}`). `_row` is a record's row in its
+file (the header is row 1: its line, unless a value before it spans lines); a record pyarrow
+cannot read is found by a second read of the file (`csv_fault`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 
-from cost_pipeline.ingest.sources import SourceError, csv_delimiter, cur2
+from cost_pipeline.ingest.sources import SourceError, csv_delimiter, csv_fault, cur2
 from cost_pipeline.ingest.sources.cur2_s3 import lineage_batch, stream_schema
 from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3, source_error
 
@@ -139,12 +140,23 @@ class CsvReader:
             except SourceError:
                 raise
             except (pa.ArrowException, OSError, zipfile.BadZipFile, EOFError) as exc:
-                # a record's fault is near the batch reached; the stream's (a gzip cut
-                # short) is wherever the reader had read ahead to: the file alone
-                where = (f"{file} near row {row}" if row > 2 and "CSV" in str(exc) else file)
+                # a record's fault is found by a second read (csv_fault); the stream's (a gzip
+                # cut short) is wherever the reader had read ahead to: the file alone
+                where = self._record(file, str(exc), f"{file} near row {row}"
+                                     if row > 2 else file) if "CSV" in str(exc) else file
                 raise self._unreadable(where, file, exc) from None
             if self.fs is not None:
                 self.delivery.bytes_read += self.delivery.stats.get(file, (0, ""))[0]
+
+    def _record(self, file: str, reason: str, fallback: str) -> str:
+        """Where in `file` the record pyarrow's `reason` is about is (`fallback` when the
+        second read finds none, or cannot read the file either)."""
+        try:
+            with self._stream(file) as stream:
+                found = csv_fault.record_at_fault(stream, self._delimiters[file], reason)
+        except (OSError, csv.Error, zipfile.BadZipFile, EOFError, SourceError):
+            found = None
+        return csv_fault.located(file, found, fallback)
 
     def _unreadable(self, where: str, file: str, exc: BaseException) -> SourceError:
         """A failure reading `file` (at `where`): the transfer's (S3's own words) or the

@@ -40,6 +40,7 @@ from cost_pipeline.ingest.sources import (
     SourceError,
     bad_amount_sql,
     csv_delimiter,
+    csv_fault,
     sql_identifier,
     sql_literal,
     text_instant_sql,
@@ -183,7 +184,7 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
                                     parse_options=pacsv.ParseOptions(delimiter=delimiter),
                                     convert_options=options)
         except (pa.ArrowException, OSError) as exc:
-            raise SourceError(source, str(path),
+            raise SourceError(source, _record(path, remote, delimiter, str(exc), str(path)),
                               f"unreadable: {str(exc).splitlines()[0]}") from None
         batches, schema = reader, reader.schema
         first_row = 2  # the header is row 1
@@ -199,11 +200,29 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
                           for array, kind in zip(batch.columns, schema, strict=True)]
                 yield pa.RecordBatch.from_arrays([*arrays, rows], names=[*names, "_row"])
         except (pa.ArrowException, OSError) as exc:
-            raise SourceError(source, f"{path} near row {row}",
-                              f"unreadable: {str(exc).splitlines()[0]}") from None
+            where = _record(path, remote, delimiter, str(exc), f"{path} near row {row}") \
+                if first_row == 2 else f"{path} near row {row}"
+            raise SourceError(source, where, f"unreadable: {str(exc).splitlines()[0]}") from None
 
     named = pa.schema([f.with_name(name) for f, name in zip(schema, names, strict=True)])
     return named.append(pa.field("_row", pa.int64())), numbered()
+
+
+def _record(path: Path | str, remote: S3Files | None, delimiter: str, reason: str,
+            fallback: str) -> str:
+    """Where in the CSV file the record pyarrow's `reason` is about is: found by a second
+    read (`csv_fault`), `fallback` when none is."""
+    if "CSV" not in reason:
+        return fallback
+    try:
+        with (remote.csv_stream(str(path)) if remote
+              else pa.input_stream(str(path), compression="detect")) as stream:
+            # one record a line: pyarrow reads FOCUS CSV without newlines in values
+            found = csv_fault.record_at_fault(stream, delimiter, reason,
+                                              newlines_in_values=False)
+    except (OSError, csv.Error, SourceError, pa.ArrowException):
+        found = None
+    return csv_fault.located(str(path), found, fallback)
 
 
 def _binary_as_text(schema: pa.Schema) -> pa.Schema:

@@ -1,0 +1,77 @@
+"""The record a CSV reader's error is about.
+
+pyarrow's streaming CSV reader fails a whole block (4 MiB, some ten thousand records) when one
+record in it has more or fewer cells than the header, or bytes that are no UTF-8 in a column
+it converts; its message quotes the record's cells but not where it is. On that error only,
+the file is read once more with Python's csv module to find the record: its row as `_row`
+numbers rows (the header is row 1, empty lines are no rows) and the line it starts on, which
+differs after a value spanning lines."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterator
+from typing import IO
+
+_COLUMN = re.compile(r"CSV column #(\d+)")
+
+
+def record_at_fault(stream: IO[bytes], delimiter: str, reason: str,
+                    newlines_in_values: bool = True) -> tuple[int, int] | None:
+    """(row, first line) of the first record of `stream` (decompressed CSV bytes, header
+    first) that `reason` — pyarrow's error — is about: a record whose number of cells is not
+    the header's, or, for `In CSV column #N: … invalid UTF8`, whose N-th cell (from 0) is no
+    UTF-8. None when no record is (the fault was the stream's, or a quote the two readers
+    read differently)."""
+    column = _COLUMN.search(reason)
+    index = int(column.group(1)) if column else None
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    records = _records(text, delimiter, newlines_in_values)
+    header = next(records, None)
+    if header is None:
+        return None
+    width, row = len(header[0]), 1
+    for cells, line in records:
+        if not cells:  # an empty line: no record (pyarrow skips it)
+            continue
+        row += 1
+        if index is None:
+            if len(cells) != width:
+                return row, line
+        elif index < len(cells) and not _utf8(cells[index]):
+            return row, line
+    return None
+
+
+def _records(text: IO[str], delimiter: str,
+             newlines_in_values: bool) -> Iterator[tuple[list[str], int]]:
+    """(cells, first line) of every record; without `newlines_in_values` every line is one
+    record, as pyarrow then reads it."""
+    if not newlines_in_values:
+        for number, line in enumerate(text, start=1):
+            yield next(csv.reader([line], delimiter=delimiter), []), number
+        return
+    reader = csv.reader(text, delimiter=delimiter)
+    line = 1
+    for cells in reader:
+        yield cells, line
+        line = reader.line_num + 1
+
+
+def _utf8(cell: str) -> bool:
+    try:
+        cell.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is no UTF-8, kept as a lone surrogate
+        return False
+    return True
+
+
+def located(file: str, found: tuple[int, int] | None, fallback: str) -> str:
+    """Where an error is: `file row R` (`(line L)` after a value spanning lines), else
+    `fallback`."""
+    if found is None:
+        return fallback
+    row, line = found
+    return f"{file} row {row}" + (f" (line {line})" if line != row else "")

@@ -525,3 +525,30 @@ def test_resource_tags_selected_as_columns_read_as_the_map(tmp_path, s3_server, 
     text = write_csv_export(tmp_path / "csv", {"a": rows}, **shape)
     assert _local_read(tmp_path, con, text, lineless) == facts
     assert con.execute(tags).fetchall() == expected
+
+
+def test_a_month_of_tag_columns_beside_a_map_reads_each_files_own(tmp_path, s3_server, con):
+    # the export's query changed within the month: a.* holds resource_tags, b.* each tag as a
+    # column and no map; each file's lines read their tags from what that file holds, locally,
+    # from S3 and from CSV (b's were lost: the map was read, b's columns ignored)
+    from tests.support.cur_rows import csv_bytes, month_dir, write_compressed
+
+    mapped = [line(1.0, identity_line_item_id="a1", resource_tags={"user:run_id": "r1"}),
+              line(2.0, identity_line_item_id="a2", resource_tags={})]
+    columns = [line(4.0, identity_line_item_id="b1", resource_tags_user_run_id="r2"),
+               line(8.0, identity_line_item_id="b2", resource_tags_user_run_id=None)]
+    flat = {"drop": ("resource_tags",), "extra": {"resource_tags_user_run_id": pa.string()}}
+    tags = "SELECT BilledCost, Tags FROM billing_facts ORDER BY BilledCost"
+    expected = [(1.0, {"user:run_id": "r1"}), (2.0, {}), (4.0, {"user_run_id": "r2"}),
+                (8.0, {})]
+    export = tmp_path / "parquet" / EXPORT
+    write_parquet(month_dir(export) / "a.parquet", mapped)
+    write_parquet(month_dir(export) / "b.parquet", columns, **flat)
+    assert _local_read(tmp_path, con, export, tags) == expected
+    local = con.execute(FACTS).fetchall()
+    assert _s3_read(tmp_path, s3_server, con, export,
+                    new_bucket(s3_server.endpoint_url)) == local
+    text = tmp_path / "csv" / EXPORT
+    write_compressed(month_dir(text) / "a", csv_bytes(mapped), "gzip")
+    write_compressed(month_dir(text) / "b", csv_bytes(columns, **flat), "gzip")
+    assert _local_read(tmp_path, con, text, tags) == expected

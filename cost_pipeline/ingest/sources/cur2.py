@@ -157,9 +157,12 @@ class Delivery:
     raw_relation: tuple[str, str, str] | None = None
     # why no file of the month was found (`no_month_files`), for the warning that says so
     missing: str = ""
-    # columns holding one resource tag each (`FLAT_TAG_PREFIX`), read as the lines' tags
-    # where no file holds resource_tags or tags
+    # columns holding one resource tag each (`FLAT_TAG_PREFIX`), read as the lines' tags of
+    # the files holding no map of them (`flat_tags_files`)
     flat_tags: list[str] = field(default_factory=list)
+    # files holding tags as columns and neither resource_tags nor tags, in a delivery where
+    # another file holds a map (the export's query changed within the month)
+    flat_tags_files: set[str] = field(default_factory=set)
     # a file holds a column named as DuckDB's reader names its lineage columns
     # (`ENGINE_COLUMNS`, in any case): the delivery is streamed, as from S3
     engine_columns: bool = False
@@ -324,6 +327,7 @@ def inspect_schema(delivery: Delivery,
     if read_schema is None:
         delivery.file_rows = {}
     delivery.tags_only_files = set()
+    flat_only: set[str] = set()  # files holding tags as columns, no map of them
     shapes: dict[str, tuple[str, str]] = {}  # map column → (its shape, the first file so)
     map_types: dict[str, dict[str, pa.DataType]] = {}  # map column → file → its type
     for file in delivery.files:
@@ -369,15 +373,19 @@ def inspect_schema(delivery: Delivery,
                     delivery.binary_text = True
         if reads_tags(names):
             delivery.tags_only_files.add(file)
-        flat |= {name for name in names if name.lower().startswith(FLAT_TAG_PREFIX)}
+        file_flat = {name for name in names if name.lower().startswith(FLAT_TAG_PREFIX)}
+        if file_flat and not names & {"resource_tags", "tags"}:
+            flat_only.add(file)
+        flat |= file_flat
         delivery.engine_columns |= any(name.lower() in ENGINE_COLUMNS for name in names)
         seen |= names
     for column, typed in map_types.items():
         if len(set(typed.values())) > 1 and shapes[column][0] in ("map", "struct"):
             widened_map_type(delivery.source, column, typed)  # refuses what has no one type
     delivery.columns = seen
-    # tags as columns are read only where no file holds a map of them
-    delivery.flat_tags = [] if seen & {"resource_tags", "tags"} else sorted(flat)
+    # tags as columns are read only in the files holding no map of them
+    delivery.flat_tags = sorted(flat) if flat_only else []
+    delivery.flat_tags_files = flat_only if seen & {"resource_tags", "tags"} else set()
     delivery.map_shapes = {c: shape for c, (shape, _) in shapes.items() if shape != "map"}
     if "resource_tags" not in seen:
         delivery.tags_only_files = set()  # every file's tags come from `tags`
@@ -673,27 +681,35 @@ def resource_tags_expr(delivery: Delivery, file_column: str = "filename") -> str
     export selecting both columns holds the same resource tags twice: resource_tags alone is
     read (taking them from `tags` costs ~1 s per 1.5M lines of five tags). A delivery whose
     files differ (the export's columns changed within the month) reads each file's lines
-    from the column that file has: `tags` only in the files without resource_tags (named by
-    `file_column`)."""
-    kind = OPTIONAL_COLUMNS["resource_tags"]
+    from the column that file has: `tags` only in the files without resource_tags, the tag
+    columns only in the files holding neither (named by `file_column`)."""
+    tags = _map_tags_sql(delivery, file_column)
+    if delivery.flat_tags_files:  # files of tags as columns beside files of a map
+        files = ", ".join(sql_literal(f) for f in sorted(delivery.flat_tags_files))
+        tags = (f"CASE WHEN {file_column} IN ({files}) THEN {flat_tags_sql(delivery.flat_tags)} "
+                f"ELSE {tags} END")
+    return f"{tags} AS resource_tags"
+
+
+def _map_tags_sql(delivery: Delivery, file_column: str) -> str:
+    """`resource_tags_expr`'s value (unnamed) but in files holding tags as columns only."""
     prefix = sql_literal(RESOURCE_TAGS_PREFIX)
     from_tags = (f"map_from_entries(list_transform(list_filter(map_entries("
                  f"{map_value_sql('tags', delivery)}), lambda e: starts_with(e.key, {prefix})), "
                  f"lambda e: {{'key': e.key[{len(RESOURCE_TAGS_PREFIX) + 1}:], "
                  f"'value': e.value}}))")
     if "resource_tags" in delivery.columns:
-        own = _column_expr("resource_tags", kind, delivery)
+        own = map_value_sql("resource_tags", delivery)
         tags_only = _tags_only_in(delivery)
         if not tags_only:
             return own
         files = ", ".join(sql_literal(f) for f in tags_only)
-        return (f"CASE WHEN {file_column} IN ({files}) THEN {from_tags} "
-                f"ELSE {map_value_sql('resource_tags', delivery)} END AS resource_tags")
-    if "tags" not in delivery.columns:
-        if delivery.flat_tags:
-            return f"{flat_tags_sql(delivery.flat_tags)} AS resource_tags"
-        return f"CAST(NULL AS {kind}) AS resource_tags"
-    return f"{from_tags} AS resource_tags"
+        return f"CASE WHEN {file_column} IN ({files}) THEN {from_tags} ELSE {own} END"
+    if "tags" in delivery.columns:
+        return from_tags
+    if delivery.flat_tags:
+        return flat_tags_sql(delivery.flat_tags)
+    return f"CAST(NULL AS {OPTIONAL_COLUMNS['resource_tags']})"
 
 
 def flat_tags_sql(columns: list[str]) -> str:

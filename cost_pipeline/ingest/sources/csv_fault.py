@@ -4,8 +4,8 @@ pyarrow's streaming CSV reader fails a whole block (4 MiB, some ten thousand rec
 record in it has more or fewer cells than the header, or bytes that are no UTF-8 in a column
 it converts; its message quotes the record's cells but not where it is. On that error only,
 the file is read once more with Python's csv module to find the record: its row as `_row`
-numbers rows (the header is row 1, empty lines are no rows) and the line it starts on, which
-differs after a value spanning lines."""
+numbers rows (the header is row 1, empty lines are no rows) and the line it starts on (lines
+end at LF), which differs after a value spanning lines."""
 
 from __future__ import annotations
 
@@ -16,18 +16,23 @@ from collections.abc import Iterator
 from typing import IO
 
 _COLUMN = re.compile(r"CSV column #(\d+)")
+_COUNT = re.compile(r"Expected \d+ columns, got (\d+)")
 
 
 def record_at_fault(stream: IO[bytes], delimiter: str, reason: str,
                     newlines_in_values: bool = True) -> tuple[int, int] | None:
     """(row, first line) of the first record of `stream` (decompressed CSV bytes, header
-    first) that `reason` — pyarrow's error — is about: a record whose number of cells is not
-    the header's, or, for `In CSV column #N: … invalid UTF8`, whose N-th cell (from 0) is no
-    UTF-8. None when no record is (the fault was the stream's, or a quote the two readers
-    read differently)."""
-    column = _COLUMN.search(reason)
+    first) that `reason` — pyarrow's error — is about: a record of the number of cells its
+    `Expected 40 columns, got 61` says (not the header's), or, for `In CSV column #N: …
+    invalid UTF8`, whose N-th cell (from 0) is no UTF-8. None when no record is (the fault
+    was the stream's, or a quote the two readers read differently)."""
+    column, count = _COLUMN.search(reason), _COUNT.search(reason)
     index = int(column.group(1)) if column else None
-    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    got = int(count.group(1)) if count else None  # the cells pyarrow counted in the record
+    # lines end at LF only (as `wc -l`, `grep -n` and `sed` count them): a lone CR inside a
+    # quoted value stays in its line
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape",
+                            newline="\n")
     records = _records(text, delimiter, newlines_in_values)
     header = next(records, None)
     if header is None:
@@ -38,7 +43,7 @@ def record_at_fault(stream: IO[bytes], delimiter: str, reason: str,
             continue
         row += 1
         if index is None:
-            if len(cells) != width:
+            if len(cells) != width and got in (None, len(cells)):
                 return row, line
         elif index < len(cells) and not _utf8(cells[index]):
             return row, line

@@ -99,14 +99,16 @@ SELECT
     SUM(pricing_amount) AS pricing_amount,
     SUM(export_rows) AS export_rows,
     MAX(invoice_month) AS invoice_month,
-    ANY_VALUE(resource_name) AS resource_name,
-    ANY_VALUE(sku_description) AS sku_description,
-    ANY_VALUE(service_description) AS service_description,
-    ANY_VALUE(region) AS region,
-    ANY_VALUE(usage_unit) AS usage_unit,
-    ANY_VALUE(pricing_unit) AS pricing_unit,
+    -- the greatest of each, not ANY_VALUE's pick: the same input gives the same row, also
+    -- where the key's rows differ (a label changed within the hour)
+    MAX(resource_name) AS resource_name,
+    MAX(sku_description) AS sku_description,
+    MAX(service_description) AS service_description,
+    MAX(region) AS region,
+    MAX(usage_unit) AS usage_unit,
+    MAX(pricing_unit) AS pricing_unit,
     MAX(currency) AS currency,
-    ANY_VALUE(labels_json) AS labels_json,
+    MAX(labels_json) AS labels_json,
     MAX(machine_spec) AS machine_spec,
     MAX(cores) AS cores,
     MAX(accelerator_type) AS accelerator_type

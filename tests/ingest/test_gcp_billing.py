@@ -245,6 +245,34 @@ def test_month_through_the_runner_attributes_the_vm_to_its_run(bigquery, tmp_pat
     assert metadata["gcp_billing_export.bytes_scanned_estimate"].value >= 0
 
 
+def test_an_hours_rows_of_other_labels_reduce_to_the_same_labels_in_any_order(bigquery):
+    # a label changed within an hour: two export rows of one resource × hour × SKU whose
+    # labels differ but in the run's. The reduced row's labels were ANY_VALUE's pick — the
+    # row BigQuery happens to meet first, which may change from one query to the next; they
+    # are the greatest now, whatever the order the rows were written in
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import bigquery as bq
+
+    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
+                       client_options=ClientOptions(api_endpoint=bigquery))
+    hour = ("2026-09-12T08:00:00Z", "2026-09-12T09:00:00Z")
+    rows = [export._row(export.CORE_N2, *hour, cost, resource=VM_B, amount=1800.0,
+                        pricing=0.5, labels={"run_id": "r1", "team": team}, spec=export.N2)
+            for cost, team in ((0.25, "nlp"), (0.5, "vision"))]
+    read = []
+    for name, order in (("relabelled_a", rows), ("relabelled_b", rows[::-1])):
+        table = client.create_table(bq.Table(
+            f"{bq_emulator.PROJECT}.{export.DATASET}.{name}", schema=export.SCHEMA))
+        assert client.insert_rows_json(table, order) == []
+        source = GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=bigquery,
+                                        table=f"{bq_emulator.PROJECT}.{export.DATASET}.{name}")
+        read.append([(r["amount"], r["run_label"], r["labels_json"])
+                     for r in read_month("gcp", source, SEPT, "run_id").rows.to_pylist()])
+    assert read[0] == read[1] == [(0.75, "r1", '[{"key":"run_id","value":"r1"},'
+                                               '{"key":"team","value":"vision"}]')]
+
+
 def test_missing_table_and_bad_table_ids_are_source_errors(bigquery):
     missing = GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=bigquery,
                                      table=f"{bq_emulator.PROJECT}.{export.DATASET}.no_such_table")

@@ -119,7 +119,7 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
         # local parquet files read in place by DuckDB
         reader: cur2_csv.CsvReader | cur2_s3.S3Reader | None = None
         if cur2_csv.is_csv_delivery(delivery):  # an export in file format TEXT_OR_CSV
-            reader = cur2_csv.CsvReader(fs, delivery)
+            reader = cur2_csv.CsvReader(fs, delivery, log)
         elif fs is not None:
             reader = cur2_s3.S3Reader(fs, delivery)
         else:

@@ -253,7 +253,7 @@ def test_a_bad_value_names_the_file_and_the_row(tmp_path, con, value, message):
     assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
 
 
-def test_a_broken_file_or_record_is_refused_naming_the_file(tmp_path, con):
+def test_a_broken_file_or_record_is_refused_naming_the_file(tmp_path, con, caplog):
     # 60,000 records, ~14 MB: pyarrow fails a 4 MiB block; the record is found by a second
     # read (csv_fault), its row as `x_Row` numbers rows and, after a value spanning lines, its line
     rows = [line(float(i), start=T0 + (i % 700) * HOUR) for i in range(60_000)]
@@ -289,8 +289,12 @@ def test_a_broken_file_or_record_is_refused_naming_the_file(tmp_path, con):
     }
     for case, (data, message) in cases.items():
         folder = tmp_path / case.replace(" ", "-")
-        with pytest.raises(SourceError, match=message):
+        caplog.clear()
+        with caplog.at_level("INFO"), pytest.raises(SourceError, match=message):
             build(con, config(folder, _one_file_export(folder, data)))
+        # the second read is said before it starts (seconds for millions of records)
+        assert ("a.csv.gz: unreadable; reading it again to name the record" in caplog.text) \
+            == (" row " in message), case
     header_only = _one_file_export(tmp_path / "missing", gzip.compress(
         csv_bytes([line(1.0)], drop=("line_item_usage_type",))))
     with pytest.raises(SourceError, match=r"a\.csv\.gz: missing required column "

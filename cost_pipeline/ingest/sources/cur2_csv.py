@@ -16,6 +16,7 @@ cannot read is found by a second read of the file (`csv_fault`).
 from __future__ import annotations
 
 import csv
+import logging
 import re
 import zipfile
 from collections.abc import Iterator
@@ -41,8 +42,9 @@ class CsvReader:
     The interface of `cur2_s3.S3Reader`: `read_schema` for `cur2.inspect_schema`, then
     `arrow_schema` and `batches` for `cur2_s3.register_raw`."""
 
-    def __init__(self, fs: pafs.FileSystem | None, delivery: cur2.Delivery):
-        self.fs, self.delivery = fs, delivery
+    def __init__(self, fs: pafs.FileSystem | None, delivery: cur2.Delivery,
+                 log: logging.Logger | None = None):
+        self.fs, self.delivery, self.log = fs, delivery, log
         self.schemas: dict[str, pa.Schema] = {}
         self._delimiters: dict[str, str] = {}
         self._headers: dict[str, pa.Schema] = {}  # the files' own spelling
@@ -151,6 +153,9 @@ class CsvReader:
     def _record(self, file: str, reason: str, fallback: str) -> str:
         """Where in `file` the record pyarrow's `reason` is about is (`fallback` when the
         second read finds none, or cannot read the file either)."""
+        if self.log is not None:  # a file of millions of records takes seconds
+            self.log.info(f"{self.delivery.source}: {file}: unreadable; reading it again to "
+                          "name the record")
         try:
             with self._stream(file) as stream:
                 found = csv_fault.record_at_fault(stream, self._delimiters[file], reason)

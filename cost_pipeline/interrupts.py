@@ -6,8 +6,9 @@ main thread is. When that is a finalizer — a weakref callback or a `__del__` r
 collector (SQLAlchemy's event registry has such callbacks in every Dagster run) — Python
 cannot raise it: it prints "Exception ignored in …" and goes on, and the run would finish and
 commit as if no signal had come. The process's unraisable hook records such an interrupt
-instead; the run's warehouse connection refuses the next step and the transaction rolls back
-(`Warehouse` in `defs/resources.py`), and the command exits 130 as at any interrupt."""
+instead. The next query run through `warehouse.query` raises it there (`stop_if_swallowed`),
+the run's warehouse connection refuses the next step, and the transaction rolls back
+(`Warehouse` in `defs/resources.py`); the command exits 130 as at any interrupt."""
 
 from __future__ import annotations
 
@@ -45,3 +46,10 @@ def swallowed() -> bool:
     """Whether a signal's exception was lost in a finalizer since this process started: the
     process was asked to stop, and nothing it writes from then on may commit."""
     return _swallowed["interrupt"]
+
+
+def stop_if_swallowed() -> None:
+    """Raise, where it can be raised, the KeyboardInterrupt a finalizer swallowed: a step then
+    stops at its next query instead of running on to its end."""
+    if _swallowed["interrupt"]:
+        raise KeyboardInterrupt

@@ -17,6 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 import duckdb
 
 from cost_pipeline.config import PipelineConfig
+from cost_pipeline.interrupts import stop_if_swallowed
 from cost_pipeline.months import month_bounds
 
 if TYPE_CHECKING:
@@ -189,7 +190,8 @@ def summarize_month(con: duckdb.DuckDBPyConnection, month: date,
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None):
-    """Run `sql` with only the named parameters it uses."""
+    """Run `sql` with only the named parameters it uses (not after a signal: interrupts.py)."""
+    stop_if_swallowed()
     return con.execute(sql, bind(sql, params or {}))
 
 

@@ -204,6 +204,7 @@ import dagster as dg
 from cost_pipeline import interrupts
 from cost_pipeline.cli.materialize import _failure
 from cost_pipeline.defs.resources import COMMIT_TAG, Warehouse
+from cost_pipeline.warehouse import query
 
 class Box:
     pass
@@ -217,12 +218,14 @@ def _finalizer(_ref):
 def _write(duckdb, name):
     with duckdb.get_connection() as con:
         con.execute(f"CREATE TABLE {{name}} AS SELECT 1 AS x")
-    print(f"{{name}} wrote", file=sys.stderr, flush=True)
-    if name == sys.argv[2]:
-        box = Box()
-        ref = weakref.ref(box, _finalizer)
-        del box
-        print(f"{{name}} ended", file=sys.stderr, flush=True)
+        print(f"{{name}} wrote", file=sys.stderr, flush=True)
+        if name == sys.argv[2]:
+            box = Box()
+            ref = weakref.ref(box, _finalizer)
+            del box
+            if sys.argv[3] == "query":  # the step goes on to another query
+                query(con, f"CREATE TABLE {{name}}_after AS SELECT 1 AS x")
+            print(f"{{name}} ended", file=sys.stderr, flush=True)
 
 @dg.asset
 def first(duckdb: Warehouse) -> None:
@@ -244,8 +247,11 @@ print(json.dumps({{"commit": commit, "interrupted": _failure(result, commit)[2],
 
 
 @pytest.mark.parametrize("signame", ["INT", "TERM"])
-@pytest.mark.parametrize("where", ["first", "second"])
-def test_a_signal_a_finalizer_swallowed_still_stops_the_run(tmp_path, signame, where):
+@pytest.mark.parametrize(("where", "then"), [("first", "query"), ("first", "end"),
+                                             ("second", "end")])
+def test_a_signal_a_finalizer_swallowed_still_stops_the_run(tmp_path, signame, where, then):
+    # the step stops at its next query (`warehouse.query`), else the run at its next step,
+    # else the commit after the last step rolls back
     import json
     import sys
 
@@ -254,22 +260,22 @@ def test_a_signal_a_finalizer_swallowed_still_stops_the_run(tmp_path, signame, w
     script = tmp_path / "job.py"
     script.write_text(_FINALIZER_JOB.format(signal=signame), encoding="utf-8")
     database = tmp_path / "w.duckdb"
-    done = subprocess.run([sys.executable, str(script), str(database), where],
+    done = subprocess.run([sys.executable, str(script), str(database), where, then],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
-    assert f"{where} ended" in done.stderr  # the signal's exception did not stop the step…
+    assert f"{where} wrote" in done.stderr
+    # the signal's exception did not stop the step where it landed; its next query did
+    assert (f"{where} ended" in done.stderr) == (then == "end"), done.stderr
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    # … but the run is interrupted: at the next step, or at the commit after the last one
-    why = "a step failed" if where == "first" else "interrupted"
+    why = "interrupted" if where == "second" else "a step failed"
     assert outcome == {"commit": f"rolled back: {why}", "interrupted": True,
                        "swallowed": True}, done.stderr
-    if where == "first":  # stopped at the next step, which writes nothing
+    if where == "first":  # the next step never writes
         assert "second wrote" not in done.stderr
     assert "Exception ignored" not in done.stderr  # recorded, not printed
     with duckdb.connect(str(database), read_only=True) as con:  # the month rolled back
-        assert con.execute("SELECT count(*) FROM information_schema.tables "
-                           "WHERE table_name IN ('first', 'second')").fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM information_schema.tables").fetchone() == (0,)
 
 
 def test_a_signal_a_finalizer_swallowed_outside_a_run_exits_130(monkeypatch, capsys):

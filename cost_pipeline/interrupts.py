@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import sys
 
-# the exceptions a signal handler raises here, by class name (Dagster is not imported for it)
+# the exceptions a signal handler raises here, by class name (Dagster is not imported for it;
+# a failed run's error chain names them so too: `cli/materialize._failure`)
 INTERRUPT_NAMES = frozenset({"KeyboardInterrupt", "DagsterExecutionInterruptedError"})
 
 _swallowed = {"interrupt": False}

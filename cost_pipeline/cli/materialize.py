@@ -20,6 +20,7 @@ import duckdb
 from cost_pipeline.cli import incremental, quick_skip
 from cost_pipeline.config import load_config
 from cost_pipeline.ingest.sources import redact
+from cost_pipeline.interrupts import INTERRUPT_NAMES
 from cost_pipeline.months import out_of_range
 
 if TYPE_CHECKING:  # imported when a run is needed: an unchanged month is decided without it
@@ -196,9 +197,6 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
                        skipped, error_detail=detail, interrupted=interrupted)
 
 
-INTERRUPTS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
-
-
 def _failure(result, commit: str) -> tuple[str, str | None, bool]:
     """(one line, the whole error chain, whether a signal stopped the run) of a run whose
     month did not reach the warehouse."""
@@ -216,7 +214,7 @@ def _failure(result, commit: str) -> tuple[str, str | None, bool]:
     for _, error in errors:
         chain = error
         while chain is not None:
-            if chain.cls_name in INTERRUPTS:
+            if chain.cls_name in INTERRUPT_NAMES:
                 return stopped, error.to_string(), True
             chain = chain.cause
     if any(e.is_job_failure and "interrupted" in (e.message or "") for e in result.all_events):

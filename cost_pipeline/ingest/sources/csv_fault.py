@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import re
-from collections.abc import Iterator
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import IO
+
+import pyarrow as pa
+
+from cost_pipeline.ingest.sources import SourceError
 
 _COLUMN = re.compile(r"CSV column #(\d+)")
 _COUNT = re.compile(r"Expected \d+ columns, got (\d+)")
@@ -73,9 +80,23 @@ def _utf8(cell: str) -> bool:
     return True
 
 
-def located(file: str, found: tuple[int, int] | None, fallback: str) -> str:
-    """Where an error is: `file row R` (`(line L)` after a value spanning lines), else
-    `fallback`."""
+def where(file: str, reason: str, fallback: str,
+          opened: Callable[[], AbstractContextManager[IO[bytes]]], delimiter: str, *,
+          newlines_in_values: bool = True, log: logging.Logger | None = None,
+          source: str = "") -> str:
+    """Where in `file` the record pyarrow's CSV error `reason` is about is: `file row R`
+    (`(line L)` after a value spanning lines), found by reading the file again (`opened`:
+    its decompressed bytes); `fallback` when `reason` is no CSV error, or the second read
+    finds no such record or cannot read the file either."""
+    if "CSV" not in reason:
+        return fallback
+    if log is not None:  # a file of millions of records takes seconds
+        log.info(f"{source}: {file}: unreadable; reading it again to name the record")
+    try:
+        with opened() as stream:
+            found = record_at_fault(stream, delimiter, reason, newlines_in_values)
+    except (OSError, EOFError, csv.Error, zipfile.BadZipFile, pa.ArrowException, SourceError):
+        return fallback
     if found is None:
         return fallback
     row, line = found

@@ -21,6 +21,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import IO
 
 import pyarrow as pa
@@ -119,7 +120,7 @@ class CsvReader:
 
     def batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         """Every file's needed columns, batch by batch, with `_file` and `_row` (the record's
-        line: the header is line 1)."""
+        row: the header is row 1)."""
         columns = [f for f in schema if not f.name.startswith("_")]
         for file in self.delivery.files:
             names = cur2.file_columns(self._headers[file])  # as CUR 2.0 names them
@@ -144,24 +145,14 @@ class CsvReader:
             except (pa.ArrowException, OSError, zipfile.BadZipFile, EOFError) as exc:
                 # a record's fault is found by a second read (csv_fault); the stream's (a gzip
                 # cut short) is wherever the reader had read ahead to: the file alone
-                where = self._record(file, str(exc), f"{file} near row {row}"
-                                     if row > 2 else file) if "CSV" in str(exc) else file
+                reason = str(exc)
+                near = f"{file} near row {row}" if row > 2 and "CSV" in reason else file
+                where = csv_fault.where(file, reason, near, partial(self._stream, file),
+                                        self._delimiters[file], log=self.log,
+                                        source=self.delivery.source)
                 raise self._unreadable(where, file, exc) from None
             if self.fs is not None:
                 self.delivery.bytes_read += self.delivery.stats.get(file, (0, ""))[0]
-
-    def _record(self, file: str, reason: str, fallback: str) -> str:
-        """Where in `file` the record pyarrow's `reason` is about is (`fallback` when the
-        second read finds none, or cannot read the file either)."""
-        if self.log is not None:  # a file of millions of records takes seconds
-            self.log.info(f"{self.delivery.source}: {file}: unreadable; reading it again to "
-                          "name the record")
-        try:
-            with self._stream(file) as stream:
-                found = csv_fault.record_at_fault(stream, self._delimiters[file], reason)
-        except (OSError, csv.Error, zipfile.BadZipFile, EOFError, SourceError):
-            found = None
-        return csv_fault.located(file, found, fallback)
 
     def _unreadable(self, where: str, file: str, exc: BaseException) -> SourceError:
         """A failure reading `file` (at `where`): the transfer's (S3's own words) or the

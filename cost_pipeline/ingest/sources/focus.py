@@ -210,19 +210,13 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
 
 def _record(path: Path | str, remote: S3Files | None, delimiter: str, reason: str,
             fallback: str) -> str:
-    """Where in the CSV file the record pyarrow's `reason` is about is: found by a second
-    read (`csv_fault`), `fallback` when none is."""
-    if "CSV" not in reason:
-        return fallback
-    try:
-        with (remote.csv_stream(str(path)) if remote
-              else pa.input_stream(str(path), compression="detect")) as stream:
-            # one record a line: pyarrow reads FOCUS CSV without newlines in values
-            found = csv_fault.record_at_fault(stream, delimiter, reason,
-                                              newlines_in_values=False)
-    except (OSError, csv.Error, SourceError, pa.ArrowException):
-        found = None
-    return csv_fault.located(str(path), found, fallback)
+    """Where in the CSV file the record pyarrow's `reason` is about is (`csv_fault.where`)."""
+    # one record a line: pyarrow reads FOCUS CSV without newlines in values
+    return csv_fault.where(
+        str(path), reason, fallback,
+        lambda: (remote.csv_stream(str(path)) if remote
+                 else pa.input_stream(str(path), compression="detect")),
+        delimiter, newlines_in_values=False)
 
 
 def _binary_as_text(schema: pa.Schema) -> pa.Schema:

@@ -685,10 +685,15 @@ def resource_tags_expr(delivery: Delivery, file_column: str = "filename") -> str
     columns only in the files holding neither (named by `file_column`)."""
     tags = _map_tags_sql(delivery, file_column)
     if delivery.flat_tags_files:  # files of tags as columns beside files of a map
-        files = ", ".join(sql_literal(f) for f in sorted(delivery.flat_tags_files))
-        tags = (f"CASE WHEN {file_column} IN ({files}) THEN {flat_tags_sql(delivery.flat_tags)} "
-                f"ELSE {tags} END")
+        tags = _in_files_sql(file_column, sorted(delivery.flat_tags_files),
+                             flat_tags_sql(delivery.flat_tags), tags)
     return f"{tags} AS resource_tags"
+
+
+def _in_files_sql(file_column: str, files: list[str], then: str, otherwise: str) -> str:
+    """`then` for the lines of `files` (`file_column` naming each line's), else `otherwise`."""
+    listed = ", ".join(sql_literal(f) for f in files)
+    return f"CASE WHEN {file_column} IN ({listed}) THEN {then} ELSE {otherwise} END"
 
 
 def _map_tags_sql(delivery: Delivery, file_column: str) -> str:
@@ -701,10 +706,7 @@ def _map_tags_sql(delivery: Delivery, file_column: str) -> str:
     if "resource_tags" in delivery.columns:
         own = map_value_sql("resource_tags", delivery)
         tags_only = _tags_only_in(delivery)
-        if not tags_only:
-            return own
-        files = ", ".join(sql_literal(f) for f in tags_only)
-        return f"CASE WHEN {file_column} IN ({files}) THEN {from_tags} ELSE {own} END"
+        return _in_files_sql(file_column, tags_only, from_tags, own) if tags_only else own
     if "tags" in delivery.columns:
         return from_tags
     if delivery.flat_tags:

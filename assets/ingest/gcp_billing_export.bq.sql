@@ -31,6 +31,8 @@ WITH month_rows AS (
         cost,
         {list_cost} AS cost_listed,
         credits,
+        -- a row whose usage ends before it starts (counted, refused by the reader)
+        usage_end_time < usage_start_time AS reversed_period,
         (SELECT l.value FROM UNNEST(labels) AS l WHERE l.key = @run_tag LIMIT 1) AS run_label,
         TO_JSON_STRING(labels) AS labels_json,
         (SELECT s.value FROM UNNEST(system_labels) AS s
@@ -62,7 +64,12 @@ amounts AS (
         cost_listed AS list_amount,
         usage_amount,
         pricing_amount,
-        1 AS export_rows
+        1 AS export_rows,
+        IF(reversed_period, 1, 0) AS reversed_periods,
+        IF(cost IS NULL, 1, 0) AS empty_costs,
+        IF(currency IS NULL, 1, 0) AS empty_currencies,
+        IFNULL((SELECT SUM(IF(c.amount IS NULL, 1, 0)) FROM UNNEST(credits) AS c
+                 WHERE c.type IN UNNEST(@usage_discount_types)), 0) AS empty_credits
     FROM month_rows
     UNION ALL
     -- every other credit (promotions, free tier, reseller margin …): a row of its own
@@ -78,7 +85,11 @@ amounts AS (
         0 AS list_amount,
         0 AS usage_amount,
         0 AS pricing_amount,
-        0 AS export_rows
+        0 AS export_rows,
+        0 AS reversed_periods,
+        0 AS empty_costs,
+        0 AS empty_currencies,
+        IF(c.amount IS NULL, 1, 0) AS empty_credits
     FROM month_rows AS m
     CROSS JOIN UNNEST(m.credits) AS c
     WHERE c.type IS NULL OR c.type NOT IN UNNEST(@usage_discount_types)
@@ -98,6 +109,13 @@ SELECT
     SUM(usage_amount) AS usage_amount,
     SUM(pricing_amount) AS pricing_amount,
     SUM(export_rows) AS export_rows,
+    -- what the reader refuses, counted here where the export rows are: SUM skips an empty
+    -- cost or credit amount, and a key's rows may differ in currency (MIN and MAX)
+    SUM(reversed_periods) AS reversed_periods,
+    SUM(empty_costs) AS empty_costs,
+    SUM(empty_credits) AS empty_credits,
+    SUM(empty_currencies) AS empty_currencies,
+    MIN(currency) AS least_currency,
     MAX(invoice_month) AS invoice_month,
     -- the greatest of each, not ANY_VALUE's pick: the same input gives the same row, also
     -- where the key's rows differ (a label changed within the hour)

@@ -240,7 +240,8 @@ def load_month(
             summary.source_metadata[name] = staged.metadata
         # FOCUS exports may be daily (Azure's are): hours per line still hold there
         _check_source(con, name, staged.where, month, hourly=source.kind != "focus")
-    _check_staged(con, month, summary)
+    _check_staged(con, month, summary,
+                  dict(zip(source_names(cfg.billing), (s.kind for s in cfg.billing), strict=True)))
     return summary
 
 
@@ -299,10 +300,10 @@ AMOUNTS = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity", "x_Usa
 _SOURCE_FIELDS = {
     "aws_cur2": {"ConsumedQuantity": "line_item_usage_amount",
                  "x_UsageHours": "line_item_usage_amount", "ListCost":
-                 "pricing_public_on_demand_cost"},
+                 "pricing_public_on_demand_cost", "BillingCurrency": "line_item_currency_code"},
     "gcp_billing_export": {"BilledCost": "cost", "EffectiveCost": "cost (with its credits)",
                            "ListCost": "cost_at_list", "ConsumedQuantity": "usage.amount",
-                           "x_UsageHours": "usage.amount"},
+                           "x_UsageHours": "usage.amount", "BillingCurrency": "currency"},
 }
 
 
@@ -360,8 +361,10 @@ def _check_source(con: duckdb.DuckDBPyConnection, name: str, where: str, month: 
                           "than a day: " + cur2.GRANULARITY_FIX)
 
 
-def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingSummary) -> None:
-    """The month as a whole: duplicate line ids, one currency."""
+def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingSummary,
+                  kinds: dict[str, str]) -> None:
+    """The month as a whole: duplicate line ids, one currency (`kinds`: each source's kind,
+    whose own name of the currency the message uses)."""
     # a count of distinct hashes can only under-count (collisions), so equal counts prove
     # that no line id repeats and the costly duplicate search can be skipped
     rows, distinct_hashes = con.execute(
@@ -406,8 +409,10 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
             f"SELECT x_SourceLine, x_File, x_Row, BillingCurrency FROM {STAGE} "
             "WHERE BillingCurrency <> ? ORDER BY x_File, x_Row LIMIT 1",
             [currencies[0]]).fetchone()
+        field = _SOURCE_FIELDS.get(kinds.get(_source_of(line), ""), {}).get(
+            "BillingCurrency", "BillingCurrency")
         raise SourceError(_source_of(line), f"{file} row {row}",
-                          f"line_item_currency_code {currency} differs from {currencies[0]}: "
+                          f"{field} {currency} differs from {currencies[0]}: "
                           f"one currency per month is required ({month:%Y-%m} has "
                           f"{', '.join(sorted(currencies))})")
     summary.currency = currencies[0] if currencies else None

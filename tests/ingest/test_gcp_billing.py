@@ -4,6 +4,7 @@ normalization to billing_facts, and a month through the Dagster runner."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import yaml
 
 from cost_pipeline.config import GcpBillingExportSource, parse_config
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import SourceError, gcp_billing
 from cost_pipeline.ingest.sources.gcp_billing import USAGE_DISCOUNT_TYPES, parse_table, read_month
 from tests.support import bq_emulator
 from tests.support import gcp_export_rows as export
@@ -271,6 +272,135 @@ def test_an_hours_rows_of_other_labels_reduce_to_the_same_labels_in_any_order(bi
                      for r in read_month("gcp", source, SEPT, "run_id").rows.to_pylist()])
     assert read[0] == read[1] == [(0.75, "r1", '[{"key":"run_id","value":"r1"},'
                                                '{"key":"team","value":"vision"}]')]
+
+
+def _export_table(endpoint: str, name: str, rows: list[dict]) -> GcpBillingExportSource:
+    """A table of `rows` beside the session's export, and a source reading it."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import bigquery as bq
+
+    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
+                       client_options=ClientOptions(api_endpoint=endpoint))
+    table_id = f"{bq_emulator.PROJECT}.{export.DATASET}.{name}"
+    table = client.create_table(bq.Table(table_id, schema=export.SCHEMA))
+    assert client.insert_rows_json(table, rows) == []
+    return GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=endpoint,
+                                  table=table_id)
+
+
+def _export_row(rows: list[dict], sku: dict, start: str, nth: int = 0) -> dict:
+    return [r for r in rows if r["sku"] == sku and r["usage_start_time"] == start][nth]
+
+
+def _vm_a_key(hour: str, sku: dict) -> str:
+    return f"resource {VM_A}, hour 2026-09-10 {hour}:00 UTC, SKU {sku['id']} ({sku['description']})"
+
+
+def _set(row: dict, path: str, value) -> None:
+    *parents, leaf = path.split(".")
+    for part in parents:
+        row = row[int(part)] if part.isdigit() else row[part]
+    row[leaf] = value
+
+
+H10, H11 = "2026-09-10T10:00:00Z", "2026-09-10T11:00:00Z"
+
+
+@pytest.mark.parametrize(("sku", "start", "nth", "changes", "key", "problem"), [
+    # an empty cost or credit amount: SUM in BigQuery would have skipped it
+    (export.CORE_A2, H10, 0, {"cost": None}, _vm_a_key("10", export.CORE_A2),
+     "cost is empty in 1 export row(s)"),
+    (export.GPU_A100, H10, 1, {"credits.1.amount": None},
+     _vm_a_key("10", export.GPU_A100) + ", credit PROMOTION",
+     "credits.amount is empty in 1 credit(s) of its export rows"),
+    (export.GPU_A100, H10, 1, {"credits.0.amount": None}, _vm_a_key("10", export.GPU_A100),
+     "credits.amount is empty in 1 credit(s) of its export rows"),
+    # one slice of four of the 11:00 RAM line: the key's other rows hid it
+    (export.RAM_A2, H11, 2, {"currency": None}, _vm_a_key("11", export.RAM_A2),
+     "currency is empty in 1 export row(s)"),
+    (export.RAM_A2, H11, 2, {"currency": "EUR"}, _vm_a_key("11", export.RAM_A2),
+     "its export rows are in EUR and USD: one currency per month is required"),
+    (export.CORE_A2, H10, 0, {"usage_end_time": "2026-09-10T09:30:00Z"},
+     _vm_a_key("10", export.CORE_A2), "usage_end_time is before usage_start_time in 1 "
+     "export row(s)"),
+    (export.CORE_A2, H10, 0, {"cost": "NaN"}, _vm_a_key("10", export.CORE_A2),
+     "cost sums to nan: a cost or quantity must be a finite number below 1e28"),
+    (export.GPU_A100, H10, 0, {"cost_at_list": "Infinity"}, _vm_a_key("10", export.GPU_A100),
+     "cost_at_list sums to inf: a cost or quantity must be a finite number below 1e28"),
+    (export.GPU_A100, H10, 1, {"credits.1.amount": -1e30},
+     _vm_a_key("10", export.GPU_A100) + ", credit PROMOTION",
+     "credits.amount sums to -1e+30: a cost or quantity must be a finite number below 1e28"),
+    (export.RAM_A2, H10, 0, {"usage.amount": "-Infinity"}, _vm_a_key("10", export.RAM_A2),
+     "usage.amount sums to -inf: a cost or quantity must be a finite number below 1e28"),
+    # a whole key in another currency: the month's is the one most of its rows are in
+    (export.PD_BAL, H10, 0, {"currency": "EUR"},
+     f"resource {DISK}, hour 2026-09-10 10:00 UTC, SKU {export.PD_BAL['id']} "
+     f"({export.PD_BAL['description']})",
+     "currency EUR differs from USD: one currency per month is required (2026-09 has EUR, "
+     "USD)"),
+])
+def test_an_export_row_the_month_cannot_take_is_refused_naming_its_key(
+        bigquery, sku, start, nth, changes, key, problem):
+    # the reader reduces the export inside BigQuery: an error names the export rows by the
+    # fields that select them (a reduced row's number is nothing a user can look up), with
+    # the export's own field names; before, an empty cost among a key's rows, another
+    # currency or a reversed period in one slice of four was summed away without a word
+    rows = export_rows()
+    for path, value in changes.items():
+        _set(_export_row(rows, sku, start, nth), path, value)
+    name = "bad_" + hashlib.sha1(repr((sku, start, nth, changes)).encode()).hexdigest()[:10]
+    source = _export_table(bigquery, name, rows)
+    with pytest.raises(SourceError) as caught:
+        read_month("gcp", source, SEPT, "run_id")
+    assert caught.value.source == "gcp"
+    assert caught.value.where == f"{source.table}, the export rows of {key}"
+    assert caught.value.problem == problem
+
+
+def test_the_months_rows_come_back_in_one_order_whatever_the_exports(bigquery):
+    # BigQuery returns a GROUP BY's rows in any order, and x_Row numbers them: they are
+    # numbered in the order of their key, so the same export gives the same billing facts.
+    # An export row without an end is the hour's (as before); one without a start is in no
+    # month
+    rows = export_rows()
+    _export_row(rows, export.CORE_A2, H10)["usage_end_time"] = None
+    reads = [read_month("gcp", _export_table(bigquery, name, order), SEPT, "run_id").rows
+             for name, order in (("ordered_a", rows), ("ordered_b", rows[::-1]))]
+    keys = [[tuple(r[k] for k in (*gcp_billing.KEY, "x_Row")) for r in read.to_pylist()]
+            for read in reads]
+    assert keys[0] == keys[1]
+    assert [k[-1] for k in keys[0]] == list(range(1, len(keys[0]) + 1))
+    assert [k[:-1] for k in keys[0]] == sorted(
+        (k[:-1] for k in keys[0]), key=lambda k: tuple((v is None, v or "") for v in k))
+    core = [r for r in reads[0].to_pylist()
+            if r["sku_id"] == export.CORE_A2["id"] and r["hour_start"].hour == 10
+            and r["hour_start"].day == 10]
+    assert len(core) == 1 and core[0]["usage_end"] is None
+
+
+def test_a_month_of_two_sources_names_the_other_currency_in_its_sources_own_field(
+        bigquery, tmp_path):
+    # the month's currency is the one most lines are in (here a FOCUS export's EUR): the
+    # GCP lines' USD is named as GCP names it, where every source's was AWS's
+    # `line_item_currency_code`
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.ingest.test_focus_source import row, write_csv
+
+    euro = [row(f"eur-{i}", 1.0, BillingCurrency="EUR",
+                BillingPeriodStart="2026-09-01T00:00:00Z",
+                ChargePeriodStart="2026-09-03T10:00:00Z",
+                ChargePeriodEnd="2026-09-03T11:00:00Z") for i in range(30)]
+    focus = write_csv(tmp_path / "focus" / "september.csv", euro)
+    cfg = parse_config({"billing": [
+        {"kind": "gcp_billing_export", "table": TABLE_ID, "api_endpoint": bigquery},
+        {"kind": "focus", "path": str(focus)}]}, tmp_path)
+    with duckdb.connect() as con, pytest.raises(SourceError) as caught:
+        build_billing_facts(con, cfg, SEPT, LOG)
+    assert caught.value.source == "gcp_billing_export"
+    assert caught.value.where.startswith(f"{TABLE_ID} row ")
+    assert caught.value.problem == ("currency USD differs from EUR: one currency per month is "
+                                    "required (2026-09 has EUR, USD)")
 
 
 def test_missing_table_and_bad_table_ids_are_source_errors(bigquery):

@@ -11,6 +11,8 @@ parameter.
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, date
@@ -19,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cost_pipeline.config import GcpBillingExportSource
-from cost_pipeline.ingest.sources import SourceError
+from cost_pipeline.ingest.sources import MAX_AMOUNT, MAX_AMOUNT_TEXT, SourceError
 from cost_pipeline.months import month_bounds
 from cost_pipeline.warehouse import sql_text
 
@@ -61,7 +63,12 @@ RAW_SCHEMA = pa.schema([
     ("labels_json", pa.string()), ("machine_spec", pa.string()), ("cores", pa.string()),
     ("commitment_discounts", pa.float64()), ("list_amount", pa.float64()),
     ("accelerator_type", pa.string()),
+    ("reversed_periods", pa.int64()), ("empty_costs", pa.int64()),
+    ("empty_credits", pa.int64()), ("empty_currencies", pa.int64()),
+    ("least_currency", pa.string()),
 ])
+# a reduced row's key (its x_SourceLine): the rows are numbered in this order
+KEY = ("global_name", "hour_start", "sku_id", "cost_type", "run_label", "credit_type")
 
 
 @dataclass
@@ -166,7 +173,8 @@ def read_month(source_name: str, source: GcpBillingExportSource, month: date,
         with client:
             export = client.get_table(str(table), **calls)
             table_rows = export.num_rows
-            sql = month_sql(table, any(f.name == "cost_at_list" for f in export.schema or []))
+            has_list = any(f.name == "cost_at_list" for f in export.schema or [])
+            sql = month_sql(table, has_list)
             dry = client.query(sql, job_config=bigquery.QueryJobConfig(
                 dry_run=True, use_query_cache=False, query_parameters=params), **calls)
             job = client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params),
@@ -187,16 +195,87 @@ def read_month(source_name: str, source: GcpBillingExportSource, month: date,
     except (OSError, requests.RequestException) as exc:  # a transport error not retried
         raise SourceError(source_name, str(table), f"unreachable: {_message(exc)}") from None
     rows = _typed(rows)
+    check_rows(source_name, str(table), rows, month, run_tag, has_list)
     return MonthRead(str(table), rows, dry.total_bytes_processed, table_rows,
                      int(pc.sum(rows["export_rows"]).as_py() or 0))
 
 
 def _typed(rows: pa.Table) -> pa.Table:
-    """The reduced rows in RAW_SCHEMA's column order and types, numbered (x_Row)."""
+    """The reduced rows in RAW_SCHEMA's column order and types, in KEY order and numbered
+    (x_Row): BigQuery returns a GROUP BY's rows in any order, and the same month must give
+    the same rows."""
     columns = [rows[f.name].cast(f.type) if f.name in rows.column_names
                else pa.nulls(rows.num_rows, f.type) for f in RAW_SCHEMA]
-    typed = pa.Table.from_arrays(columns, schema=RAW_SCHEMA)
+    typed = pa.Table.from_arrays(columns, schema=RAW_SCHEMA).sort_by(
+        [(k, "ascending") for k in KEY])
     return typed.append_column("x_Row", pa.array(range(1, typed.num_rows + 1), pa.int64()))
+
+
+def check_rows(source_name: str, table: str, rows: pa.Table, month: date, run_tag: str,
+               has_cost_at_list: bool = True) -> None:
+    """Raise a SourceError naming the export table and the key of the first reduced row
+    (KEY order) that sums an export row the month cannot take: an empty cost or credit
+    amount (SUM would skip it), a figure that is not a finite amount below MAX_AMOUNT, a
+    usage that ends before it starts, no currency, or a currency other than the month's."""
+    def first(mask) -> dict | None:
+        hit = rows.filter(mask)  # a null in the mask is not a hit
+        return hit.slice(0, 1).to_pylist()[0] if hit.num_rows else None
+
+    def refuse(row: dict, problem: str):
+        raise SourceError(source_name, f"{table}, the export rows of {describe(row, run_tag)}",
+                          problem)
+
+    for column, problem in (
+            ("empty_costs", "cost is empty in {n} export row(s)"),
+            ("empty_credits", "credits.amount is empty in {n} credit(s) of its export rows"),
+            ("empty_currencies", "currency is empty in {n} export row(s)"),
+            ("reversed_periods", "usage_end_time is before usage_start_time in {n} export "
+                                 "row(s)")):
+        row = first(pc.greater(rows[column], 0))
+        if row:
+            refuse(row, problem.format(n=row[column]))
+    fields = {"amount": "cost", "usage_discounts": "credits.amount",
+              "list_amount": "cost_at_list" if has_cost_at_list else "cost",
+              "usage_amount": "usage.amount", "pricing_amount": "usage.amount_in_pricing_units"}
+    bad = {c: pc.or_(pc.invert(pc.is_finite(rows[c])),
+                     pc.greater_equal(pc.abs(rows[c]), MAX_AMOUNT)) for c in fields}
+    row = first(functools.reduce(pc.or_, bad.values()))
+    if row:
+        column = next(c for c in fields if row[c] is not None and not _finite(row[c]))
+        field = "credits.amount" if column == "amount" and row["credit_type"] else fields[column]
+        refuse(row, f"{field} sums to {row[column]}: a cost or quantity must be a finite "
+                    f"number below {MAX_AMOUNT_TEXT}")
+    row = first(pc.not_equal(rows["least_currency"], rows["currency"]))
+    if row:
+        refuse(row, f"its export rows are in {row['least_currency']} and {row['currency']}: "
+                    "one currency per month is required")
+    counts = sorted((-c["counts"], c["values"])
+                    for c in rows["currency"].value_counts().to_pylist())
+    if len(counts) > 1:
+        month_currency = counts[0][1]
+        row = first(pc.not_equal(rows["currency"], month_currency))
+        refuse(row, f"currency {row['currency']} differs from {month_currency}: one currency "
+                    f"per month is required ({month:%Y-%m} has "
+                    f"{', '.join(sorted(c for _, c in counts))})")
+
+
+def describe(row: dict, run_tag: str) -> str:
+    """A reduced row's key as the export's fields spell it: what to filter the table by."""
+    sku = row["sku_id"] or "(none)"
+    parts = [f"resource {row['global_name']}" if row["global_name"] else "no resource",
+             f"hour {row['hour_start']:%Y-%m-%d %H:00} UTC",
+             f"SKU {sku} ({row['sku_description']})" if row["sku_description"] else f"SKU {sku}"]
+    if row["cost_type"] != "regular":
+        parts.append(f"cost_type {row['cost_type']}")
+    if row["run_label"] is not None:
+        parts.append(f"label {run_tag}={row['run_label']}")
+    if row["credit_type"] is not None:
+        parts.append(f"credit {row['credit_type']}")
+    return ", ".join(parts)
+
+
+def _finite(value: float) -> bool:
+    return math.isfinite(value) and abs(value) < MAX_AMOUNT
 
 
 def _message(exc) -> str:

@@ -585,7 +585,7 @@ def test_a_bad_value_names_file_row_and_column(con, tmp_path, change, column, me
     assert error.value.problem == message
 
 
-def test_a_broken_file_or_record_is_refused_naming_the_file(con, tmp_path):
+def test_a_broken_file_or_record_is_refused_naming_the_file(con, tmp_path, caplog):
     # a parquet file cut short; a CSV record of more cells than the header, in the first
     # block pyarrow parses (on opening the file) and beyond it (while DuckDB reads the rows,
     # inside the month's transaction): each a SourceError naming the file, where a raw
@@ -602,10 +602,14 @@ def test_a_broken_file_or_record_is_refused_naming_the_file(con, tmp_path):
         path = write_csv(tmp_path / f"c{rows}" / "may.csv", [ROWS[0]] * rows + [ROWS[1]])
         with path.open("a", encoding="utf-8") as out:
             out.write("2026-05-01T00:00:00Z,too,many,cells" + ",x" * len(COLUMNS) + "\n")
-        # the record's row, found by a second read (csv_fault): pyarrow fails a whole block
-        with pytest.raises(SourceError, match=rf"may\.csv row {rows + 3}: unreadable: CSV "
-                                              r"parse error: Expected \d+ columns, got \d+"):
+        # the record's row, found by a second read (csv_fault): pyarrow fails a whole block;
+        # the second read is said first (a file of millions of records takes seconds)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=LOG.name), \
+                pytest.raises(SourceError, match=rf"may\.csv row {rows + 3}: unreadable: CSV "
+                                                 r"parse error: Expected \d+ columns, got \d+"):
             load(con, path)
+        assert f"focus: {path}: unreadable; reading it again to name the record" in caplog.text
     assert con.execute("SELECT 1").fetchone() == (1,)  # the connection is usable again
 
 

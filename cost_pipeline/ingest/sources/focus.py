@@ -159,7 +159,8 @@ def _split_header(source: str, path: Path | str, line: str) -> tuple[list[str], 
 
 
 def _batches(path: Path | str, source: str, spelled: dict[str, str],
-             remote: S3Files | None = None, delimiter: str = ",") -> tuple[pa.Schema, Iterator]:
+             remote: S3Files | None = None, delimiter: str = ",",
+             log: logging.Logger | None = None) -> tuple[pa.Schema, Iterator]:
     """The file's wanted columns (FOCUS name → the file's spelling) as record batches named
     as FOCUS names them, plus `_row`."""
     columns, names = list(spelled.values()), list(spelled)
@@ -184,7 +185,8 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
                                     parse_options=pacsv.ParseOptions(delimiter=delimiter),
                                     convert_options=options)
         except (pa.ArrowException, OSError) as exc:
-            raise SourceError(source, _record(path, remote, delimiter, str(exc), str(path)),
+            raise SourceError(source, _record(path, remote, delimiter, str(exc), str(path),
+                                              log, source),
                               f"unreadable: {str(exc).splitlines()[0]}") from None
         batches, schema = reader, reader.schema
         first_row = 2  # the header is row 1
@@ -200,8 +202,8 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
                           for array, kind in zip(batch.columns, schema, strict=True)]
                 yield pa.RecordBatch.from_arrays([*arrays, rows], names=[*names, "_row"])
         except (pa.ArrowException, OSError) as exc:
-            where = _record(path, remote, delimiter, str(exc), f"{path} near row {row}") \
-                if first_row == 2 else f"{path} near row {row}"
+            where = _record(path, remote, delimiter, str(exc), f"{path} near row {row}",
+                            log, source) if first_row == 2 else f"{path} near row {row}"
             raise SourceError(source, where, f"unreadable: {str(exc).splitlines()[0]}") from None
 
     named = pa.schema([f.with_name(name) for f, name in zip(schema, names, strict=True)])
@@ -209,14 +211,14 @@ def _batches(path: Path | str, source: str, spelled: dict[str, str],
 
 
 def _record(path: Path | str, remote: S3Files | None, delimiter: str, reason: str,
-            fallback: str) -> str:
+            fallback: str, log: logging.Logger | None = None, source: str = "") -> str:
     """Where in the CSV file the record pyarrow's `reason` is about is (`csv_fault.where`)."""
     # one record a line: pyarrow reads FOCUS CSV without newlines in values
     return csv_fault.where(
         str(path), reason, fallback,
         lambda: (remote.csv_stream(str(path)) if remote
                  else pa.input_stream(str(path), compression="detect")),
-        delimiter, newlines_in_values=False)
+        delimiter, newlines_in_values=False, log=log, source=source)
 
 
 def _binary_as_text(schema: pa.Schema) -> pa.Schema:
@@ -382,12 +384,12 @@ def _native_select(found: FocusFiles, path: Path, spelled: dict[str, str], month
 
 
 def _load_file(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: Path | str,
-               spelled: dict[str, str], month: date) -> None:
+               spelled: dict[str, str], month: date, log: logging.Logger | None = None) -> None:
     """Stream a file DuckDB does not read itself (CSV, or on S3) through pyarrow into the
     `focus_raw` table."""
     present = list(spelled)
     schema, batches = _batches(path, found.source, spelled, found.remote,
-                               found.delimiters.get(path, ","))
+                               found.delimiters.get(path, ","), log)
     try:
         with registered_batches(con, "focus_file", schema, batches):
             con.execute(f"INSERT INTO {RAW_TABLE} "
@@ -491,7 +493,7 @@ def _register(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: str, mont
     else:
         create_raw_table(con)
         for file in headers:
-            _load_file(con, found, file, spellings[file], month)
+            _load_file(con, found, file, spellings[file], month, log)
         _raise_first_problem(con, source, f"FROM {RAW_TABLE}")
         found.raw_kind = "TABLE"
     found.rows = con.execute(f"SELECT count(*) FROM {RAW_TABLE}").fetchone()[0]

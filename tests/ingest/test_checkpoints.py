@@ -138,6 +138,22 @@ def test_bad_timestamp_and_header(tmp_path, con):
         build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
 
 
+def test_a_row_of_more_cells_than_its_header_names_the_row(tmp_path, con):
+    # a key holding an unquoted comma: read by its first four cells, the row was another
+    # object (`runs/a` of 7 bytes here), or refused for a size that is no number. A trailing
+    # empty cell is no cell
+    path = write(tmp_path / "inv.csv", f"{HEADER}\nb,ok,1,2026-07-01,\n"
+                                       "b,runs/a,7,2026-07-01,b/ckpt.pt,2026-07-02\n")
+    with pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+    assert str(err.value) == (f"checkpoints[0] inventory: {path} row 3: 6 cells where the "
+                              "header has 4: a key holding a comma must be quoted")
+    write(tmp_path / "inv.csv",
+          f'{HEADER}\nb,ok,1,2026-07-01,\nb,"runs/a,b/ckpt.pt",7,2026-07-01\n')
+    rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+    assert [(r[1], r[2]) for r in rows] == [("ok", 1), ("runs/a,b/ckpt.pt", 7)]
+
+
 def _file(root: Path, key: str, size: int, modified: datetime) -> None:
     path = root / key
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,11 @@ def read_inventory_csv(path: Path | str, source: str, bucket: str | None,
             for line, row in enumerate(reader, start=2):
                 if not row:
                     continue
+                if any(cell.strip() for cell in row[len(header):]):
+                    # read by its first cells, a key cut at its comma was another object
+                    raise SourceError(source, f"{path} row {line}",
+                                      f"{len(row)} cells where the header has {len(header)}: "
+                                      "a key holding a comma must be quoted")
                 yield _object(row, index, bucket, source, f"{path} row {line}")
         except (UnicodeDecodeError, csv.Error) as exc:
             raise SourceError(source, str(path), f"unreadable: {exc}") from None

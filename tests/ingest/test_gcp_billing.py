@@ -403,6 +403,30 @@ def test_a_month_of_two_sources_names_the_other_currency_in_its_sources_own_fiel
                                     "required (2026-09 has EUR, USD)")
 
 
+def test_a_table_lacking_the_fields_read_is_refused_naming_them(bigquery):
+    # the standard export (no `resource`), or a table lacking a field the query reads: named
+    # before the query, where BigQuery's error named one field (`Unrecognized name: resource`)
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import bigquery as bq
+
+    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
+                       client_options=ClientOptions(api_endpoint=bigquery))
+    for dropped, problem in (
+            ("resource", gcp_billing.STANDARD_EXPORT_FIX),
+            ("usage", "not a detailed billing export: no field usage.amount, usage.unit, "
+                      "usage.amount_in_pricing_units, usage.pricing_unit"),
+            ("cost_type", "not a detailed billing export: no field cost_type")):
+        table_id = f"{bq_emulator.PROJECT}.{export.DATASET}.without_{dropped}"
+        client.create_table(bq.Table(table_id, schema=[
+            f for f in export.SCHEMA if f.name != dropped]))
+        source = GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=bigquery,
+                                        table=table_id)
+        with pytest.raises(SourceError) as caught:
+            read_month("gcp", source, SEPT, "run_id")
+        assert (caught.value.where, caught.value.problem) == (table_id, problem)
+
+
 def test_missing_table_and_bad_table_ids_are_source_errors(bigquery):
     missing = GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=bigquery,
                                      table=f"{bq_emulator.PROJECT}.{export.DATASET}.no_such_table")

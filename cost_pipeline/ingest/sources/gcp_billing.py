@@ -67,6 +67,17 @@ RAW_SCHEMA = pa.schema([
     ("empty_credits", pa.int64()), ("empty_currencies", pa.int64()),
     ("least_currency", pa.string()),
 ])
+# the export's fields the month's query reads (assets/ingest/gcp_billing_export.bq.sql)
+FIELDS = ("usage_start_time", "usage_end_time", "service.description", "sku.id",
+          "sku.description", "location.region", "location.location", "resource.name",
+          "resource.global_name", "usage.amount", "usage.unit", "usage.amount_in_pricing_units",
+          "usage.pricing_unit", "cost_type", "invoice.month", "currency", "cost", "credits.amount",
+          "credits.type", "labels.key", "labels.value", "system_labels.key",
+          "system_labels.value")
+STANDARD_EXPORT_FIX = (
+    "a standard usage cost export (gcp_billing_export_v1_…) has no resource field: read the "
+    "detailed usage cost export (gcp_billing_export_resource_v1_…), which names each VM, "
+    "disk and bucket")
 # a reduced row's key (its x_SourceLine): the rows are numbered in this order
 KEY = ("global_name", "hour_start", "sku_id", "cost_type", "run_label", "credit_type")
 
@@ -172,6 +183,7 @@ def read_month(source_name: str, source: GcpBillingExportSource, month: date,
         client = make_client(source, table)
         with client:
             export = client.get_table(str(table), **calls)
+            check_fields(source_name, str(table), export.schema or [])
             table_rows = export.num_rows
             has_list = any(f.name == "cost_at_list" for f in export.schema or [])
             sql = month_sql(table, has_list)
@@ -209,6 +221,25 @@ def _typed(rows: pa.Table) -> pa.Table:
     typed = pa.Table.from_arrays(columns, schema=RAW_SCHEMA).sort_by(
         [(k, "ascending") for k in KEY])
     return typed.append_column("x_Row", pa.array(range(1, typed.num_rows + 1), pa.int64()))
+
+
+def check_fields(source_name: str, table: str, schema: list) -> None:
+    """Raise naming the fields of FIELDS the table lacks (BigQuery's own error names one,
+    as `Unrecognized name`), saying so where the table is the standard export."""
+    def names(fields, prefix: str = "") -> set[str]:
+        found = set()
+        for field in fields:
+            found.add(prefix + field.name)
+            found |= names(field.fields or (), prefix + field.name + ".")
+        return found
+
+    present = names(schema)
+    missing = [f for f in FIELDS if f not in present]
+    if "resource.global_name" in missing:
+        raise SourceError(source_name, table, STANDARD_EXPORT_FIX)
+    if missing:
+        raise SourceError(source_name, table, f"not a detailed billing export: no field "
+                          f"{', '.join(missing)}")
 
 
 def check_rows(source_name: str, table: str, rows: pa.Table, month: date, run_tag: str,

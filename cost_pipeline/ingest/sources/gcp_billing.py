@@ -281,7 +281,7 @@ def check_rows(source_name: str, table: str, rows: pa.Table, month: date, run_ta
         refuse(row, f"its export rows are in {row['least_currency']} and {row['currency']}: "
                     "one currency per month is required")
     counts = sorted((-c["counts"], c["values"])
-                    for c in rows["currency"].value_counts().to_pylist())
+                    for c in rows["currency"].drop_null().value_counts().to_pylist())
     if len(counts) > 1:
         month_currency = counts[0][1]
         row = first(pc.not_equal(rows["currency"], month_currency))

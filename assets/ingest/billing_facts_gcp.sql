@@ -28,6 +28,10 @@
 WITH raw AS (
     SELECT
         *,
+        -- numbered in the order of their key (gcp_billing.KEY): BigQuery returns them in any
+        -- order, and the same month must give the same lines
+        row_number() OVER (ORDER BY global_name, hour_start, sku_id, cost_type, run_label,
+                                    credit_type) AS x_Row,
         utc_wall_clock(hour_start) AS s,
         CASE WHEN utc_wall_clock(usage_end) > utc_wall_clock(hour_start)
              THEN utc_wall_clock(usage_end)

@@ -358,25 +358,29 @@ def test_an_export_row_the_month_cannot_take_is_refused_naming_its_key(
     assert caught.value.problem == problem
 
 
-def test_the_months_rows_come_back_in_one_order_whatever_the_exports(bigquery):
-    # BigQuery returns a GROUP BY's rows in any order, and x_Row numbers them: they are
-    # numbered in the order of their key, so the same export gives the same billing facts.
-    # An export row without an end is the hour's (as before); one without a start is in no
-    # month
+def test_the_months_lines_are_numbered_in_one_order_whatever_the_exports(bigquery, tmp_path):
+    # BigQuery returns a GROUP BY's rows in any order, and x_Row numbers them: the
+    # normalization numbers them in the order of their key, so the same export gives the same
+    # billing facts. An export row without an end is the hour's (as before)
+    from cost_pipeline.ingest.billing import build_billing_facts
+
     rows = export_rows()
     _export_row(rows, export.CORE_A2, H10)["usage_end_time"] = None
-    reads = [read_month("gcp", _export_table(bigquery, name, order), SEPT, "run_id").rows
-             for name, order in (("ordered_a", rows), ("ordered_b", rows[::-1]))]
-    keys = [[tuple(r[k] for k in (*gcp_billing.KEY, "x_Row")) for r in read.to_pylist()]
-            for read in reads]
-    assert keys[0] == keys[1]
-    assert [k[-1] for k in keys[0]] == list(range(1, len(keys[0]) + 1))
-    assert [k[:-1] for k in keys[0]] == sorted(
-        (k[:-1] for k in keys[0]), key=lambda k: tuple((v is None, v or "") for v in k))
-    core = [r for r in reads[0].to_pylist()
-            if r["sku_id"] == export.CORE_A2["id"] and r["hour_start"].hour == 10
-            and r["hour_start"].day == 10]
-    assert len(core) == 1 and core[0]["usage_end"] is None
+    lines = []
+    for name, order in (("ordered_a", rows), ("ordered_b", rows[::-1])):
+        table = _export_table(bigquery, name, order).table
+        cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": table,
+                                         "api_endpoint": bigquery, "name": "gcp"}]}, tmp_path)
+        with duckdb.connect() as con:
+            build_billing_facts(con, cfg, SEPT, LOG)
+            lines.append(con.execute(
+                "SELECT x_Row, x_SourceLine, ChargePeriodEnd FROM billing_facts "
+                "ORDER BY x_Row").fetchall())
+    assert [line[:2] for line in lines[0]] == [line[:2] for line in lines[1]]
+    assert [line[0] for line in lines[0]] == list(range(1, len(lines[0]) + 1))
+    core = [line for line in lines[0]
+            if line[1] == f"gcp:{VM_A}:2026-09-10T10:00:00Z:{export.CORE_A2['id']}"]
+    assert len(core) == 1 and core[0][2] == datetime(2026, 9, 10, 11)
 
 
 def test_a_month_of_two_sources_names_the_other_currency_in_its_sources_own_field(

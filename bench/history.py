@@ -41,10 +41,14 @@ def copy_back(path: str, month: date, months: int) -> list[tuple[date, int]]:
                 for c in ("run_id", "search_id") if c in columns[table]]
             con.execute(f"INSERT INTO {table} SELECT * REPLACE ({', '.join(renamed)}) "
                         f"FROM {table} WHERE month = ?", [month])
-        # rows naming their run by hash(run_id): the renamed run's
-        con.execute(f"UPDATE attribution_rows AS a SET run_hash = hash(r.run_id || '@{k}') "
+        # rows naming their run by key_hash(run_id) (macros.sql; inlined: this connection
+        # has no macros): the renamed run's
+        renamed_id = f"r.run_id || '@{k}'"
+        con.execute(f"UPDATE attribution_rows AS a SET run_hash = "
+                    f"hash({renamed_id}, reverse({renamed_id})) "
                     "FROM (SELECT DISTINCT run_id FROM tracker_runs WHERE month = ?) AS r "
-                    f"WHERE a.month = {earlier} AND a.run_hash = hash(r.run_id)", [month])
+                    f"WHERE a.month = {earlier} "
+                    "AND a.run_hash = hash(r.run_id, reverse(r.run_id))", [month])
     con.execute("COMMIT")
     con.execute("CHECKPOINT")
     return con.execute("SELECT month, count(*) FROM attribution_rows GROUP BY 1 ORDER BY 1"

@@ -98,6 +98,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         # a warehouse from before `attribution_rows`: its table makes way for the view
         con.execute("ALTER TABLE attribution RENAME TO attribution_before_line_keys")
     old_run_ids = "attribution_rows" in before and _names_runs_by_id(con)
+    # rows keyed by DuckDB's hash of the text alone (macros.sql `key_hash`): keyed again below
+    old_keys = "attribution_rows" in before and not _keyed_by_key_hash(con)
     # per-run sums written before their exact DECIMAL cost: summed again below
     inexact_sums = ("attribution_runs" in before
                     and not _has_column(con, "attribution_runs", "cost_exact"))
@@ -109,7 +111,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     if old_attribution:
         con.execute(
             "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (x_SourceLine, run_id), "
-            "hash(x_SourceLine) AS line_key, run_hash_of(run_id) AS run_hash "
+            "key_hash(x_SourceLine) AS line_key, run_hash_of(run_id) AS run_hash "
             "FROM attribution_before_line_keys")
         con.execute("DROP TABLE attribution_before_line_keys")
     if old_run_ids:
@@ -117,6 +119,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
             "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (run_id), "
             "run_hash_of(run_id) AS run_hash FROM attribution_rows_before_run_hashes")
         con.execute("DROP TABLE attribution_rows_before_run_hashes")
+    if old_keys:
+        _key_again(con, runs=not old_run_ids)
+    if not _keyed_by_key_hash(con):
+        con.execute(f"COMMENT ON COLUMN attribution_rows.line_key IS '{KEY_COMMENT}'")
     if "attribution_runs" not in before or inexact_sums:
         # a warehouse from before the per-run sums (or their `cost_exact`): every month it
         # holds gets them now, so that the decisions reading them see earlier months
@@ -144,6 +150,36 @@ def _schema_unchanged(con: duckdb.DuckDBPyConnection, seen: int) -> bool:
         f"SELECT ({_SCHEMA_STATE}) = ? AND EXISTS (SELECT 1 FROM duckdb_tables() "
         f"WHERE temporary AND table_name = '{_SCHEMA_MARK}')", [seen]).fetchall()
     return bool(unchanged)
+
+
+# the comment on attribution_rows.line_key of a warehouse whose rows name their lines and runs
+# by macros.sql `key_hash`
+KEY_COMMENT = "key_hash"
+
+
+def _keyed_by_key_hash(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether `attribution_rows` names its lines and runs by `key_hash`, not by DuckDB's hash
+    of the text alone (a warehouse written before it: two ids differing in a few digits could
+    share that one, and ingest refused their month)."""
+    found = con.execute(
+        "SELECT comment FROM duckdb_columns() WHERE schema_name = 'main' "
+        "AND table_name = 'attribution_rows' AND column_name = 'line_key'").fetchall()
+    return bool(found) and found[0][0] == KEY_COMMENT
+
+
+def _key_again(con: duckdb.DuckDBPyConnection, runs: bool = True) -> None:
+    """Name each stored attribution row's line (and run, with `runs`) by `key_hash` where it
+    was named by hash(text): each month's old key is one line's, or one run's (ingest refused
+    a month where two shared one), found among the month's billing lines and tracker runs."""
+    con.execute(
+        "UPDATE attribution_rows AS a SET line_key = k.new_key FROM ("
+        "SELECT DISTINCT month, hash(x_SourceLine) AS old_key, key_hash(x_SourceLine) AS new_key "
+        "FROM billing_facts) AS k WHERE k.month = a.month AND k.old_key = a.line_key")
+    if runs:
+        con.execute(
+            "UPDATE attribution_rows AS a SET run_hash = k.new_key FROM ("
+            "SELECT DISTINCT month, hash(run_id) AS old_key, key_hash(run_id) AS new_key "
+            "FROM tracker_runs) AS k WHERE k.month = a.month AND k.old_key = a.run_hash")
 
 
 def _names_runs_by_id(con: duckdb.DuckDBPyConnection) -> bool:
@@ -601,7 +637,8 @@ def connect_read_only(database: str | Path) -> duckdb.DuckDBPyConnection:
 
 def upgrade(database: str | Path) -> None:
     """Bring a warehouse an older version wrote to this version's tables — `attribution_rows`
-    under the `attribution` view, naming runs by `run_hash`; `attribution_runs` with its
+    under the `attribution` view, naming runs by `run_hash`, lines and runs by `key_hash`;
+    `attribution_runs` with its
     `cost_exact`; `billing_months` — with one short read-write open under the writer lock,
     so that the read-only readers (report, estimate, export) find what they query. Nothing
     happens for a current warehouse or a missing file."""
@@ -612,6 +649,7 @@ def upgrade(database: str | Path) -> None:
         if "billing_facts" not in names or (
                 {"attribution_rows", "attribution_runs", "billing_months"} <= names
                 and not _names_runs_by_id(con)
+                and _keyed_by_key_hash(con)
                 and _has_column(con, "attribution_runs", "cost_exact")):
             return
     with exclusive_writer(str(database), "upgrade"), duckdb.connect(str(database)) as con:

@@ -10,7 +10,7 @@ lines AS NOT MATERIALIZED (
     -- read where used (three times): a scan of the month is cheaper than holding it
     SELECT
         rowid AS line_key,
-        hash(x_SourceLine) AS line_hash,  -- stored as attribution_rows.line_key
+        key_hash(x_SourceLine) AS line_hash,  -- stored as attribution_rows.line_key
         ResourceId,
         coalesce(x_SplitParent, false) AS split_parent,
         EffectiveCost AS c, x_AcceleratorCount AS g,
@@ -43,7 +43,7 @@ run_rows AS (
     FROM attribution_claims cl
     JOIN attribution_claimed t USING (line_key)
     JOIN lines l USING (line_key)
-    LEFT JOIN (SELECT hash(run_id) AS run_hash,
+    LEFT JOIN (SELECT key_hash(run_id) AS run_hash,
                       CAST(run_purpose_class(purpose, search_id) AS attribution_purpose_class)
                           AS purpose_class
                FROM tracker_runs WHERE month = $month) r

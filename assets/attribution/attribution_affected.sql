@@ -24,7 +24,7 @@
 -- Parameters: $month, $run_tag.
 
 CREATE OR REPLACE TEMP TABLE attribution_changed AS
-SELECT *, hash(run_id) AS run_hash FROM attribution_changed_runs;
+SELECT *, key_hash(run_id) AS run_hash FROM attribution_changed_runs;
 
 -- when each changed run's claims may have changed: always, unless only its window moved;
 -- then where its start moved and where its end moved
@@ -48,7 +48,8 @@ WHERE month = $month AND run_hash IN (SELECT run_hash FROM attribution_changed);
 CREATE OR REPLACE TEMP TABLE attribution_storage_changed AS
 SELECT c.run_id, c.run_hash
 FROM attribution_changed AS c
-LEFT JOIN (SELECT hash(run_id) AS run_hash, run_purpose_class(purpose, search_id) AS pc
+LEFT JOIN (SELECT key_hash(run_id) AS run_hash,
+                  run_purpose_class(purpose, search_id) AS pc
            FROM tracker_runs WHERE month = $month) AS n
   ON n.run_hash = c.run_hash
 WHERE n.run_hash IS NULL
@@ -89,7 +90,7 @@ SELECT f.rowid AS line_key, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd
        attribution_rule(f.ChargeCategory, f.CommitmentDiscountStatus, f.x_ResourceKind,
                         f.x_CostComponent) AS rule
 FROM billing_facts AS f
-JOIN before_spans AS b ON b.line_hash = hash(f.x_SourceLine)
+JOIN before_spans AS b ON b.line_hash = key_hash(f.x_SourceLine)
 WHERE f.month = $month AND b.ws < f.ChargePeriodEnd AND b.we > f.ChargePeriodStart
 UNION
 SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd, w.rule
@@ -140,6 +141,7 @@ lines AS (
       AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
                            b.x_CostComponent) = 'compute'
 )
-SELECT rowid AS line_key, hash(x_SourceLine) AS line_hash, claim_key(ResourceId) AS claim_key
+SELECT rowid AS line_key, key_hash(x_SourceLine) AS line_hash,
+       claim_key(ResourceId) AS claim_key
 FROM billing_facts
 WHERE month = $month AND rowid IN (SELECT line_key FROM lines);

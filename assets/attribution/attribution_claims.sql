@@ -1,7 +1,7 @@
 -- The claims of one slice of the month (SPEC §6): the lines whose charge period starts in
 -- [$slice_start, $slice_end), as temp tables for `attribution.sql` to turn into rows:
 --   attribution_claims (line_key, run_hash, raw_share): each run's share of a line before
---                       over-claimed lines are scaled down, the run named by hash(run_id)
+--                       over-claimed lines are scaled down, the run named by key_hash(run_id)
 --                       as attribution_rows names it (computed once per run in
 --                       attribution_prepare.sql);
 --   attribution_claimed (line_key, claimed_share): S, the sum of a line's shares.
@@ -122,7 +122,7 @@ storage_lines AS (
     SELECT * FROM attribution_lines WHERE rule = 'bucket_storage'
 ),
 storage_tagged AS (
-    SELECT l.line_key, hash(l.tag_run) AS run_hash, 1.0 AS raw_share
+    SELECT l.line_key, key_hash(l.tag_run) AS run_hash, 1.0 AS raw_share
     FROM storage_lines l
     WHERE l.tag_run IN (SELECT run_id FROM tracker_runs WHERE month = $month)
 ),

@@ -6,7 +6,7 @@
 -- compute or transfer; a RUNNING run is taken to run until the end of the month.
 -- (macros.sql `claimant_runs`, which reconciliation reads too).
 CREATE OR REPLACE TEMP TABLE attribution_claimants AS
-SELECT run_id, hash(run_id) AS run_hash, gpus, resource_ids, region, dataset, rs, re
+SELECT run_id, key_hash(run_id) AS run_hash, gpus, resource_ids, region, dataset, rs, re
 FROM claimant_runs($month, $month_end);
 
 CREATE OR REPLACE TEMP TABLE attribution_run_resources AS

@@ -16,7 +16,7 @@ SELECT bucket, snapshot_date, sum(size) AS bytes
 FROM attribution_snapshot_objects GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE attribution_run_bytes AS
-SELECT bucket, snapshot_date, hash(run_id) AS run_hash, sum(size) AS bytes
+SELECT bucket, snapshot_date, key_hash(run_id) AS run_hash, sum(size) AS bytes
 FROM attribution_snapshot_objects
 WHERE prefix IS NOT NULL
   AND run_id IN (SELECT run_id FROM tracker_runs WHERE month = $month)

@@ -6,7 +6,8 @@ WITH
 -- and a row carries its line's component, so the sums below need no join back to the lines
 -- except for the instance type of untracked GPU rows.
 lines AS NOT MATERIALIZED (
-    SELECT hash(x_SourceLine) AS line_key, ResourceId, EffectiveCost, x_CostComponent, x_UsageHours,
+    SELECT key_hash(x_SourceLine) AS line_key, ResourceId, EffectiveCost, x_CostComponent,
+           x_UsageHours,
            x_AcceleratorCount, x_InstanceType, x_InvoiceId,
            attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
                             x_CostComponent) AS rule

@@ -136,7 +136,7 @@ top_untracked AS (
          SEMI JOIN (SELECT line_key FROM attribution_rows
                     WHERE month = $month AND purpose_class = 'untracked'
                       AND component IN ('gpu', 'cpu')) AS a
-           ON a.line_key = hash(l.x_SourceLine)
+           ON a.line_key = key_hash(l.x_SourceLine)
          WHERE l.month = $month AND l.ResourceId IS NOT DISTINCT FROM t.resource_id)
             AS instance_type,
         t.cost

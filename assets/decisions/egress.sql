@@ -18,7 +18,7 @@ WITH tr AS (
 ),
 runs AS (
     SELECT
-        r.run_id, hash(r.run_id) AS run_hash,  -- as attribution_rows names the run
+        r.run_id, key_hash(r.run_id) AS run_hash,  -- as attribution_rows names the run
         r.model, r.dataset, r.region AS run_region,
         d.bucket                              AS dataset_bucket,
         coalesce(d.region, r.dataset_region)  AS dataset_region
@@ -35,7 +35,8 @@ bucket_datasets AS (
 ),
 network_lines AS (
     -- the month's network lines only: the join's hash table holds these, not every line
-    SELECT hash(x_SourceLine) AS line_key, ResourceId, ConsumedQuantity, ConsumedUnit
+    SELECT key_hash(x_SourceLine) AS line_key, ResourceId, ConsumedQuantity,
+           ConsumedUnit
     FROM billing_facts
     WHERE month = $month AND x_CostComponent = 'network'
 ),

@@ -27,7 +27,7 @@
 WITH RECURSIVE runs AS (
     SELECT run_id, model, start_time, resumed_from,
            CASE WHEN restart_of <> run_id THEN restart_of END AS restart_of,
-           hash(run_id) AS run_hash  -- as attribution_rows names the run
+           key_hash(run_id) AS run_hash  -- as attribution_rows names the run
     FROM month_runs($month)
 ),
 restarts AS (
@@ -63,7 +63,7 @@ members AS (
     LEFT JOIN chain_runs AS c USING (run_id)
 ),
 spot_lines AS MATERIALIZED (
-    SELECT hash(x_SourceLine) AS line_key
+    SELECT key_hash(x_SourceLine) AS line_key
     FROM billing_facts WHERE month = $month AND x_PricingCategory = 'spot'
 ),
 spot_runs AS MATERIALIZED (
@@ -127,9 +127,9 @@ line_keys AS MATERIALIZED (
 lines AS (
     -- a month's line ids are unique (ingest keeps an identical duplicate once and refuses a
     -- conflicting one), as are their hashes (ingest refuses a month where two share one)
-    SELECT hash(x_SourceLine) AS line_key, ListCost, x_PricingCategory
+    SELECT key_hash(x_SourceLine) AS line_key, ListCost, x_PricingCategory
     FROM billing_facts
-    WHERE month = $month AND hash(x_SourceLine) IN (SELECT line_key FROM line_keys)
+    WHERE month = $month AND key_hash(x_SourceLine) IN (SELECT line_key FROM line_keys)
 ),
 priced AS (
     SELECT c.chain_id, c.run_id, c.share * l.ListCost AS on_demand, l.ListCost IS NULL AS unpriced,

@@ -19,13 +19,13 @@ WITH runs AS (
 ),
 teamed AS (
     -- the runs whose every row takes the run's team: their rows are not read one by one
-    SELECT hash(run_id) AS run_hash FROM runs WHERE team IS NOT NULL
+    SELECT key_hash(run_id) AS run_hash FROM runs WHERE team IS NOT NULL
 ),
 line_tags AS MATERIALIZED (
     -- every tagged line's team tag, looked up once: a filter on the lookup would be pushed
     -- into the scan and the lookup evaluated twice (0.84 -> 0.74 s at 2M, every line tagged)
     SELECT
-        hash(x_SourceLine) AS line_key,
+        key_hash(x_SourceLine) AS line_key,
         nullif(trim(user_tag(Tags, 'team')), '') AS tag_team
     FROM billing_facts
     WHERE month = $month

@@ -27,7 +27,8 @@ SELECT
     fsum(a.accelerator_hours)                    AS accelerator_hours,
     fsum(a.cost)                                 AS cost
 FROM untracked AS a
-JOIN (SELECT month, ResourceId, ChargePeriodStart, hash(x_SourceLine) AS line_key
+JOIN (SELECT month, ResourceId, ChargePeriodStart,
+             key_hash(x_SourceLine) AS line_key
       FROM billing_facts WHERE month = $month) AS b
   ON b.month = a.month
  AND b.line_key = a.line_key

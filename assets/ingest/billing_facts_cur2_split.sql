@@ -53,9 +53,9 @@ FROM (
             SELECT line, min({'parent': parent, 's': s, 'e': e, 'split_cost': split_cost}) AS p
             FROM (
                 SELECT
-                    hash(cur_source_line($source, identity_line_item_id, identity_time_interval,
-                                         line_item_usage_start_date, line_item_usage_end_date))
-                        AS line,
+                    key_hash(cur_source_line($source, identity_line_item_id,
+                                             identity_time_interval, line_item_usage_start_date,
+                                             line_item_usage_end_date)) AS line,
                     trim(split_line_item_parent_resource_id) AS parent,
                     line_item_usage_start_date AS s, line_item_usage_end_date AS e,
                     greatest(coalesce(split_line_item_net_split_cost, split_line_item_split_cost,
@@ -78,8 +78,8 @@ FROM (
     parent_lines AS (
         -- the delivery's lines on a parent's resource in one of its pods' hours
         SELECT DISTINCT
-            hash(cur_source_line($source, identity_line_item_id, identity_time_interval,
-                                 line_item_usage_start_date, line_item_usage_end_date)) AS line
+            key_hash(cur_source_line($source, identity_line_item_id, identity_time_interval,
+                                     line_item_usage_start_date, line_item_usage_end_date)) AS line
         FROM cur_raw
         SEMI JOIN pod_hours p
           ON p.parent = nullif(trim(line_item_resource_id), '')
@@ -87,13 +87,14 @@ FROM (
     ),
     parent_rows AS (
         -- of those, the instance-usage rows (covered, negation, on-demand …), each line once
-        SELECT hash(f.x_SourceLine) AS line, f.ResourceId AS parent, f.ChargePeriodStart AS s,
+        SELECT key_hash(f.x_SourceLine) AS line, f.ResourceId AS parent,
+               f.ChargePeriodStart AS s,
                f.ChargePeriodEnd AS e, f.EffectiveCost, f.BilledCost, f.ListCost,
                f.x_PricingCategory, f.x_CostComponent, f.x_InstanceType
         FROM billing_facts f
-        SEMI JOIN parent_lines l ON l.line = hash(f.x_SourceLine)
+        SEMI JOIN parent_lines l ON l.line = key_hash(f.x_SourceLine)
         WHERE f.month = $month AND f.x_InstanceUsage AND f.x_ResourceKind <> 'container'
-        QUALIFY row_number() OVER (PARTITION BY hash(f.x_SourceLine)
+        QUALIFY row_number() OVER (PARTITION BY key_hash(f.x_SourceLine)
                                    ORDER BY f.x_File, f.x_Row) = 1
     ),
     split_hours AS (
@@ -117,5 +118,5 @@ FROM (
     FROM (SELECT DISTINCT line, parent, s, e FROM parent_rows) r
     JOIN split_hours h USING (parent, s, e)
 ) AS m
-WHERE b.month = $month AND hash(b.x_SourceLine) = m.line
+WHERE b.month = $month AND key_hash(b.x_SourceLine) = m.line
   AND (b.x_ResourceKind = 'container') = m.pod

@@ -5,7 +5,8 @@
 WITH a AS (
     SELECT a.*, l.x_ResourceKind AS resource_kind
     FROM attribution_rows a
-    JOIN (SELECT month, hash(x_SourceLine) AS line_key, x_ResourceKind FROM billing_facts
+    JOIN (SELECT month, hash(x_SourceLine, reverse(x_SourceLine)) AS line_key, x_ResourceKind
+          FROM billing_facts
           WHERE month BETWEEN $first AND $last) l USING (month, line_key)
     WHERE a.month BETWEEN $first AND $last
 )
@@ -23,6 +24,6 @@ SELECT
     END AS line,
     coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
     coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
-    count(DISTINCT run_hash) AS runs,  -- hash(run_id)
+    count(DISTINCT run_hash) AS runs,  -- macros.sql key_hash(run_id)
     fsum(cost) AS cost
 FROM a GROUP BY 1 ORDER BY cost DESC, line

@@ -45,7 +45,7 @@
 WITH origin AS (
     SELECT
         b.x_SourceLine,
-        hash(b.x_SourceLine) AS line_key,  -- attribution_rows.line_key
+        hash(b.x_SourceLine, reverse(b.x_SourceLine)) AS line_key,  -- attribution_rows.line_key
         split_part(b.x_SourceLine, ':', 1) AS source_name,
         b.ChargePeriodStart, b.ChargePeriodEnd,
         coalesce(nullif(trim(b.ProviderName), ''), split_part(b.x_SourceLine, ':', 1))
@@ -124,12 +124,12 @@ parts AS (
         row_number() OVER line_rows AS part,
         count(*) OVER (PARTITION BY a.line_key) AS parts
     FROM attribution_rows a
-    -- the run's run_id from its run_hash = hash(run_id) (macros.sql `run_hashes`, inlined:
+    -- the run's run_id from its run_hash = key_hash(run_id) (macros.sql `run_hashes`, inlined:
     -- the export's read-only connection has no macros)
-    LEFT JOIN (SELECT DISTINCT run_id, hash(run_id) AS run_hash
+    LEFT JOIN (SELECT DISTINCT run_id, hash(run_id, reverse(run_id)) AS run_hash
                FROM tracker_runs WHERE month = $month) h ON h.run_hash = a.run_hash
     WHERE a.month = $month
-      AND a.line_key IN (SELECT hash(x_SourceLine) FROM billing_facts
+      AND a.line_key IN (SELECT hash(x_SourceLine, reverse(x_SourceLine)) FROM billing_facts
                          WHERE month = $month
                            AND ($line_from IS NULL OR x_SourceLine >= $line_from)
                            AND ($line_to IS NULL OR x_SourceLine < $line_to))

@@ -75,7 +75,7 @@ WITH line_rows AS (
     FROM billing_facts b
     LEFT JOIN (SELECT line_key, count(*) AS parts FROM attribution_rows
                WHERE month = $month GROUP BY line_key) a
-      ON a.line_key = hash(b.x_SourceLine)
+      ON a.line_key = hash(b.x_SourceLine, reverse(b.x_SourceLine))
     WHERE b.month = $month
 ),
 before AS (

@@ -368,7 +368,7 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
     # a count of distinct hashes can only under-count (collisions), so equal counts prove
     # that no line id repeats and the costly duplicate search can be skipped
     rows, distinct_hashes = con.execute(
-        f"SELECT count(*), count(DISTINCT hash(x_SourceLine)) FROM {STAGE}").fetchone()
+        f"SELECT count(*), count(DISTINCT key_hash(x_SourceLine)) FROM {STAGE}").fetchone()
     has_duplicates = rows != distinct_hashes
     conflict = None if not has_duplicates else con.execute(
         f"""SELECT x_SourceLine, list(DISTINCT x_File ORDER BY x_File),
@@ -393,11 +393,11 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
             f"SELECT count(*), count(DISTINCT x_SourceLine) FROM {STAGE}").fetchone()
         summary.duplicates_dropped = rows - distinct
         if distinct != distinct_hashes:
-            # attribution_rows names a line by hash(x_SourceLine): two ids sharing one (about
-            # a one-in-a-million chance for a month of 5M lines) would mix their rows
+            # attribution_rows names a line by key_hash(x_SourceLine): two ids sharing one
+            # (about a one-in-a-million chance for a month of 5M lines) would mix their rows
             (lines,) = con.execute(
                 f"SELECT list(DISTINCT x_SourceLine ORDER BY x_SourceLine) FROM {STAGE} "
-                "GROUP BY hash(x_SourceLine) HAVING count(DISTINCT x_SourceLine) > 1 "
+                "GROUP BY key_hash(x_SourceLine) HAVING count(DISTINCT x_SourceLine) > 1 "
                 "ORDER BY 1 LIMIT 1").fetchone()
             raise SourceError(_source_of(lines[0]), None,
                               f"line ids {' and '.join(lines[:2])} share a 64-bit hash, which "

@@ -88,20 +88,24 @@ def write_tracker_runs(
 
 
 def _check_run_ids(runs: pa.Table) -> bool:
-    """attribution_rows names a run by hash(run_id): two run ids sharing one (about a
-    one-in-a-hundred-million chance for a month of 100,000 runs) would mix their rows.
+    """attribution_rows names a run by hash(run_id, reverse(run_id)) (macros.sql `key_hash`):
+    two run ids sharing one (about a one-in-a-hundred-million chance for a month of 100,000
+    runs; DuckDB's hash of the id alone is far weaker on ids differing in a few digits) would
+    mix their rows.
     Whether every run id comes once — counted on a connection of its own, which lets go of
     the table when it closes."""
     with duckdb.connect() as check:
         check.register("runs_arrow", runs)
         ((rows, ids, hashes),) = check.execute(
-            "SELECT count(*), count(DISTINCT run_id), count(DISTINCT hash(run_id)) "
+            "SELECT count(*), count(DISTINCT run_id), "
+            "count(DISTINCT hash(run_id, reverse(run_id))) "
             "FROM runs_arrow").fetchall()
         if ids == hashes:
             return rows == ids
         ((source, run_ids),) = check.execute(
             "SELECT min(source), list(DISTINCT run_id ORDER BY run_id) FROM runs_arrow "
-            "GROUP BY hash(run_id) HAVING count(DISTINCT run_id) > 1 ORDER BY 2 LIMIT 1"
+            "GROUP BY hash(run_id, reverse(run_id)) HAVING count(DISTINCT run_id) > 1 "
+            "ORDER BY 2 LIMIT 1"
         ).fetchall()
     raise SourceError(source or "tracker", "run_id",
                       f"run ids {' and '.join(run_ids[:2])} share a 64-bit hash, which the "

@@ -33,7 +33,7 @@ def _warehouse(path) -> duckdb.DuckDBPyConnection:
     con.executemany(
         "INSERT INTO attribution_rows (month, line_key, run_hash, purpose_class, component, "
         "cost, hours, accelerator_hours, share, rule, kind) "
-        "VALUES (?, hash(?), run_hash_of(?), ?, ?, ?, ?, ?, 1.0, 'compute', ?)", ROWS)
+        "VALUES (?, key_hash(?), run_hash_of(?), ?, ?, ?, ?, ?, 1.0, 'compute', ?)", ROWS)
     return con
 
 
@@ -217,7 +217,7 @@ def _awkward_warehouse(path) -> duckdb.DuckDBPyConnection:
     con.executemany(
         "INSERT INTO attribution_rows (month, line_key, run_hash, purpose_class, component, "
         "cost, hours, accelerator_hours, share, rule) "
-        "VALUES (?, hash(?), run_hash_of(?), ?, ?, ?, 1.0, 1.0, 1.0, 'compute')", rows)
+        "VALUES (?, key_hash(?), run_hash_of(?), ?, ?, ?, 1.0, 1.0, 1.0, 'compute')", rows)
     summarize_month(con, JULY)
     summarize_month(con, AUGUST)
     return con

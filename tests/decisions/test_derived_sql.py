@@ -117,7 +117,7 @@ def attr(con, line, run_id, purpose_class, cost, component="gpu", hours=None, ac
     con.execute(
         """INSERT INTO attribution_rows BY NAME
            SELECT * EXCLUDE (run_id), run_hash_of(run_id) AS run_hash FROM (
-           SELECT ? AS month, hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
+           SELECT ? AS month, key_hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
                   ? AS component, ? AS cost, ? AS hours, ? AS accelerator_hours,
                   1.0 AS share, 'compute' AS rule, ? AS kind)""",
         [month, line, run_id, purpose_class, component, cost, hours, acc_hours, kind],

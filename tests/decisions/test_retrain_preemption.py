@@ -50,7 +50,7 @@ def attr(con, run_id, purpose_class, cost, month=MARCH):
     con.execute(
         """INSERT INTO attribution_rows BY NAME
            SELECT * EXCLUDE (run_id), run_hash_of(run_id) AS run_hash FROM (
-           SELECT ? AS month, hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
+           SELECT ? AS month, key_hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
                   'gpu' AS component, ? AS cost, 1.0 AS share, 'compute' AS rule)""",
         [month, f"line-{run_id}", run_id, purpose_class, cost])
     summarize_month(con, month)  # the per-run sums the attribution step writes with it

@@ -70,7 +70,7 @@ def attr(con, line_name, run_id, purpose_class, cost, *, component="gpu", hours=
     con.execute(
         """INSERT INTO attribution_rows BY NAME
            SELECT * EXCLUDE (run_id), run_hash_of(run_id) AS run_hash FROM (
-           SELECT ? AS month, hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
+           SELECT ? AS month, key_hash(?) AS line_key, ? AS run_id, ? AS purpose_class,
                   ? AS component, ? AS cost, ? AS hours, ? AS accelerator_hours,
                   ? AS share, ? AS rule, ? AS kind)""",
         [month, line_name, run_id, purpose_class, component, cost, hours, acc, share, rule,
@@ -394,7 +394,7 @@ def test_showback_gives_every_row_its_runs_team_else_its_lines_tag(data):
     for n, (line_no, run_no, component, cents) in enumerate(rows):
         c.execute(
             "INSERT INTO attribution_rows BY NAME SELECT * EXCLUDE (run_id), "
-            "run_hash_of(run_id) AS run_hash FROM (SELECT ? AS month, hash(?) AS line_key, "
+            "run_hash_of(run_id) AS run_hash FROM (SELECT ? AS month, key_hash(?) AS line_key, "
             "? AS run_id, ? AS purpose_class, ? AS component, ? AS cost, 1.0 AS share, "
             "'compute' AS rule)",
             [MARCH, f"L{line_no}", None if run_no is None else f"r{run_no}",

@@ -20,7 +20,8 @@ def _creates(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def _macro_works(con) -> bool:
-    return con.execute("SELECT run_hash_of('r1') = hash('r1')").fetchall() == [(True,)]
+    return con.execute(
+        "SELECT run_hash_of('r1') = hash('r1', reverse('r1'))").fetchall() == [(True,)]
 
 
 def test_a_second_call_creates_nothing():

@@ -74,7 +74,7 @@ def _insert_attribution(con: duckdb.DuckDBPyConnection, row: dict) -> None:
     names = [c for c in row if c not in ("x_SourceLine", "run_id")]
     con.execute(
         f"INSERT INTO attribution_rows ({', '.join(names)}, line_key, run_hash) "
-        f"VALUES ({', '.join('?' for _ in names)}, hash(?), run_hash_of(?::VARCHAR))",
+        f"VALUES ({', '.join('?' for _ in names)}, key_hash(?), run_hash_of(?::VARCHAR))",
         [row[c] for c in names] + [row["x_SourceLine"], row.get("run_id")])
 
 

@@ -19,7 +19,7 @@ ROWS = [  # month, line, run, purpose class, component, cost, hours, accelerator
 
 
 def _runs(con) -> None:
-    """The tracker runs the rows name (attribution_rows names a run by hash(run_id))."""
+    """The tracker runs the rows name (attribution_rows names a run by key_hash(run_id))."""
     con.executemany(
         "INSERT INTO tracker_runs (month, run_id, status, start_time, keep, deleted) "
         "VALUES (?, ?, 'FINISHED', ?, false, false)",

@@ -107,7 +107,7 @@ def trend_months(con):
     runs(con, {"run_id": "s5-a", "model": "fraud", "search_id": "S5",
                "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 2),
                "metric_name": "val_auc", "metric_value": 0.7})
-    # each month's snapshot holds the runs its attribution rows name (by hash(run_id))
+    # each month's snapshot holds the runs its attribution rows name (by key_hash(run_id))
     for month in (JAN, FEB, APRIL):
         con.execute("INSERT INTO tracker_runs SELECT * REPLACE (CAST(? AS DATE) AS month) "
                     "FROM tracker_runs WHERE month = ?", [month, MARCH])

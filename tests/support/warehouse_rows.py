@@ -30,7 +30,7 @@ INVENTORY_DEFAULTS = {"source": "test", "snapshot_date": None, "prefix": None, "
 def insert(con: duckdb.DuckDBPyConnection, table: str, month: date, rows: list[dict],
            defaults: dict) -> None:
     ensure_schema(con)
-    if table == "attribution":  # a view: its rows are stored keyed by hash(x_SourceLine)
+    if table == "attribution":  # a view: its rows are stored keyed by key_hash(x_SourceLine)
         for row in rows:
             _insert_attribution(con, {**defaults, **row, "month": month})
         summarize_month(con, month)  # and summed per run, as the attribution step does

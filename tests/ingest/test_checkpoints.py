@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from cost_pipeline.config import parse_config
@@ -152,6 +153,19 @@ def test_a_row_of_more_cells_than_its_header_names_the_row(tmp_path, con):
           f'{HEADER}\nb,ok,1,2026-07-01,\nb,"runs/a,b/ckpt.pt",7,2026-07-01\n')
     rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
     assert [(r[1], r[2]) for r in rows] == [("ok", 1), ("runs/a,b/ckpt.pt", 7)]
+
+
+def test_keys_differing_in_a_few_digits_are_not_counted_as_repeats():
+    # DuckDB's hash of these two keys alone is one number: the listing was deduplicated (a
+    # window over every object) though no object repeats
+    from cost_pipeline.ingest.checkpoints import _repeats_an_object
+
+    keys = ["sweep-10/trial-30", "sweep-17/trial-40"]
+    listing = pa.table({"bucket": ["b", "b"], "key": keys, "snapshot_date": [None, None]})
+    with duckdb.connect() as con:
+        assert con.execute("SELECT hash(?) = hash(?)", keys).fetchone() == (True,)
+    assert not _repeats_an_object(listing)
+    assert _repeats_an_object(pa.concat_tables([listing, listing.slice(0, 1)]))
 
 
 def _file(root: Path, key: str, size: int, modified: datetime) -> None:

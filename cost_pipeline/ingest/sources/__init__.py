@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection
 
@@ -110,3 +111,8 @@ def sql_literal(text: str) -> str:
 def bad_amount_sql(expr: str) -> str:
     """SQL true when `expr` (a DOUBLE) is not a finite amount below MAX_AMOUNT."""
     return f"(NOT isfinite({expr}) OR abs({expr}) >= {MAX_AMOUNT_TEXT})"
+
+
+def bad_amount(value: float) -> bool:
+    """`bad_amount_sql` of a value in hand: not a finite amount below MAX_AMOUNT."""
+    return not math.isfinite(value) or abs(value) >= MAX_AMOUNT

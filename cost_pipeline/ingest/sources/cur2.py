@@ -10,7 +10,6 @@ the month's folder is the month. Only the columns the normalization needs are re
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
@@ -771,14 +770,14 @@ def bad_amount_column(con: duckdb.DuckDBPyConnection, view: str, file: str,
                       row: int) -> tuple[str, float] | None:
     """The export's own column behind a bad figure of line (file, row) of `view`: the first
     amount of the line that is not finite or not below MAX_AMOUNT (an error path only)."""
-    from cost_pipeline.ingest.sources import MAX_AMOUNT
+    from cost_pipeline.ingest.sources import bad_amount
 
     columns = [c for c, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
                if kind == "DOUBLE"]
     values = con.execute(f"SELECT {', '.join(sql_identifier(c) for c in columns)} FROM {view} "
                          "WHERE _file = ? AND _row = ?", [file, row]).fetchone()
     for column, value in zip(columns, values or (), strict=False):
-        if value is not None and (not math.isfinite(value) or abs(value) >= MAX_AMOUNT):
+        if value is not None and bad_amount(value):
             return column, value
     return None
 

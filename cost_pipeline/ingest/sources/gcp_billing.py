@@ -12,7 +12,6 @@ parameter.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, date
@@ -21,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cost_pipeline.config import GcpBillingExportSource
-from cost_pipeline.ingest.sources import MAX_AMOUNT, MAX_AMOUNT_TEXT, SourceError
+from cost_pipeline.ingest.sources import MAX_AMOUNT, MAX_AMOUNT_TEXT, SourceError, bad_amount
 from cost_pipeline.months import month_bounds
 from cost_pipeline.warehouse import sql_text
 
@@ -274,7 +273,7 @@ def check_rows(source_name: str, table: str, rows: pa.Table, month: date, run_ta
                      pc.greater_equal(pc.abs(rows[c]), MAX_AMOUNT)) for c in fields}
     row = first(functools.reduce(pc.or_, bad.values()))
     if row:
-        column = next(c for c in fields if row[c] is not None and not _finite(row[c]))
+        column = next(c for c in fields if row[c] is not None and bad_amount(row[c]))
         field = "credits.amount" if column == "amount" and row["credit_type"] else fields[column]
         refuse(row, f"{field} sums to {row[column]}: a cost or quantity must be a finite "
                     f"number below {MAX_AMOUNT_TEXT}")
@@ -305,10 +304,6 @@ def describe(row: dict, run_tag: str) -> str:
     if row["credit_type"] is not None:
         parts.append(f"credit {row['credit_type']}")
     return ", ".join(parts)
-
-
-def _finite(value: float) -> bool:
-    return math.isfinite(value) and abs(value) < MAX_AMOUNT
 
 
 def _message(exc) -> str:

@@ -121,7 +121,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("DROP TABLE attribution_rows_before_run_hashes")
     if old_keys:
         _key_again(con, runs=not old_run_ids)
-    if not _keyed_by_key_hash(con):
+    if old_keys or "attribution_rows" not in before:  # (the rows' table is new, or keyed now)
         con.execute(f"COMMENT ON COLUMN attribution_rows.line_key IS '{KEY_COMMENT}'")
     if "attribution_runs" not in before or inexact_sums:
         # a warehouse from before the per-run sums (or their `cost_exact`): every month it
@@ -638,10 +638,9 @@ def connect_read_only(database: str | Path) -> duckdb.DuckDBPyConnection:
 def upgrade(database: str | Path) -> None:
     """Bring a warehouse an older version wrote to this version's tables — `attribution_rows`
     under the `attribution` view, naming runs by `run_hash`, lines and runs by `key_hash`;
-    `attribution_runs` with its
-    `cost_exact`; `billing_months` — with one short read-write open under the writer lock,
-    so that the read-only readers (report, estimate, export) find what they query. Nothing
-    happens for a current warehouse or a missing file."""
+    `attribution_runs` with its `cost_exact`; `billing_months` — with one short read-write
+    open under the writer lock, so that the read-only readers (report, estimate, export) find
+    what they query. Nothing happens for a current warehouse or a missing file."""
     if not Path(database).exists():
         return
     with duckdb.connect(str(database), read_only=True) as con:

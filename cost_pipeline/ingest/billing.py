@@ -217,7 +217,8 @@ def load_month(
                 f"WHERE month = DATE '{month.isoformat()}'")
     _relax_old_constraints(con)
     summary = BillingSummary()
-    for name, source in zip(source_names(cfg.billing), cfg.billing, strict=True):
+    sources = dict(zip(source_names(cfg.billing), cfg.billing, strict=True))
+    for name, source in sources.items():
         reader = READERS.get(source.kind)
         if reader is None:
             raise SourceError(name, None,
@@ -240,8 +241,7 @@ def load_month(
             summary.source_metadata[name] = staged.metadata
         # FOCUS exports may be daily (Azure's are): hours per line still hold there
         _check_source(con, name, staged.where, month, hourly=source.kind != "focus")
-    _check_staged(con, month, summary,
-                  dict(zip(source_names(cfg.billing), (s.kind for s in cfg.billing), strict=True)))
+    _check_staged(con, month, summary, {name: s.kind for name, s in sources.items()})
     return summary
 
 

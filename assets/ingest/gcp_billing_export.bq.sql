@@ -5,9 +5,11 @@
 -- these reduced rows leave BigQuery; assets/billing_facts_gcp.sql normalizes them.
 --
 -- Rows arrive late (export_time can be days after the usage): the month is selected by
--- usage_start_time, never by export time or partition.
--- Parameters: @month_start, @month_end (TIMESTAMP), @run_tag (STRING: the label naming a
--- run), @usage_discount_types (ARRAY<STRING>: credit types folded into EffectiveCost).
+-- usage_start_time, never by export time or partition. A row without usage_start_time is
+-- in no month: those invoiced in the month are read to be counted (the reader refuses them).
+-- Parameters: @month_start, @month_end (TIMESTAMP), @invoice_month (STRING, `YYYYMM`),
+-- @run_tag (STRING: the label naming a run), @usage_discount_types (ARRAY<STRING>: credit
+-- types folded into EffectiveCost).
 -- {export_table} is the table identifier, validated against a strict pattern before use.
 -- {list_cost} is `cost_at_list` when the table has that column, else `cost` (the cost before
 -- any credit: the usage at the account's price without sustained/committed use discounts).
@@ -47,7 +49,8 @@ WITH month_rows AS (
                  WHERE ENDS_WITH(l.key, 'accelerator_type') OR ENDS_WITH(l.key, 'accelerator-type')
                  LIMIT 1)) AS accelerator_type
     FROM `{export_table}`
-    WHERE usage_start_time >= @month_start AND usage_start_time < @month_end
+    WHERE (usage_start_time >= @month_start AND usage_start_time < @month_end)
+       OR (usage_start_time IS NULL AND invoice.month = @invoice_month)
 ),
 amounts AS (
     -- the export row itself: its cost with its usage discounts folded in
@@ -66,6 +69,7 @@ amounts AS (
         pricing_amount,
         1 AS export_rows,
         IF(reversed_period, 1, 0) AS reversed_periods,
+        IF(hour_start IS NULL, 1, 0) AS undated_rows,
         IF(cost IS NULL, 1, 0) AS empty_costs,
         IF(currency IS NULL, 1, 0) AS empty_currencies,
         IFNULL((SELECT SUM(IF(c.amount IS NULL, 1, 0)) FROM UNNEST(credits) AS c
@@ -87,6 +91,7 @@ amounts AS (
         0 AS pricing_amount,
         0 AS export_rows,
         0 AS reversed_periods,
+        0 AS undated_rows,
         0 AS empty_costs,
         0 AS empty_currencies,
         IF(c.amount IS NULL, 1, 0) AS empty_credits
@@ -110,8 +115,10 @@ SELECT
     SUM(pricing_amount) AS pricing_amount,
     SUM(export_rows) AS export_rows,
     -- what the reader refuses, counted here where the export rows are: SUM skips an empty
-    -- cost or credit amount, and a key's rows may differ in currency (MIN and MAX)
+    -- cost or credit amount, a key's rows may differ in currency (MIN and MAX), and a row
+    -- without a start time belongs to no hour
     SUM(reversed_periods) AS reversed_periods,
+    SUM(undated_rows) AS undated_rows,
     SUM(empty_costs) AS empty_costs,
     SUM(empty_credits) AS empty_credits,
     SUM(empty_currencies) AS empty_currencies,

@@ -321,6 +321,12 @@ H10, H11 = "2026-09-10T10:00:00Z", "2026-09-10T11:00:00Z"
      "currency is empty in 1 export row(s)"),
     (export.RAM_A2, H11, 2, {"currency": "EUR"}, _vm_a_key("11", export.RAM_A2),
      "its export rows are in EUR and USD: one currency per month is required"),
+    # no start time: in no month, it was dropped from every month without a word
+    (export.CORE_A2, H10, 0, {"usage_start_time": None},
+     f"resource {VM_A}, invoice month 202609, SKU {export.CORE_A2['id']} "
+     f"({export.CORE_A2['description']})",
+     "usage_start_time is empty in 1 export row(s) invoiced in the month: a row is read in "
+     "the month its usage starts"),
     (export.CORE_A2, H10, 0, {"usage_end_time": "2026-09-10T09:30:00Z"},
      _vm_a_key("10", export.CORE_A2), "usage_end_time is before usage_start_time in 1 "
      "export row(s)"),

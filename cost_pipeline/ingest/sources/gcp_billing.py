@@ -62,7 +62,7 @@ RAW_SCHEMA = pa.schema([
     ("labels_json", pa.string()), ("machine_spec", pa.string()), ("cores", pa.string()),
     ("commitment_discounts", pa.float64()), ("list_amount", pa.float64()),
     ("accelerator_type", pa.string()),
-    ("reversed_periods", pa.int64()), ("empty_costs", pa.int64()),
+    ("reversed_periods", pa.int64()), ("undated_rows", pa.int64()), ("empty_costs", pa.int64()),
     ("empty_credits", pa.int64()), ("empty_currencies", pa.int64()),
     ("least_currency", pa.string()),
 ])
@@ -169,6 +169,7 @@ def read_month(source_name: str, source: GcpBillingExportSource, month: date,
     params = [
         bigquery.ScalarQueryParameter("month_start", "TIMESTAMP", start.replace(tzinfo=UTC)),
         bigquery.ScalarQueryParameter("month_end", "TIMESTAMP", end.replace(tzinfo=UTC)),
+        bigquery.ScalarQueryParameter("invoice_month", "STRING", f"{month:%Y%m}"),
         bigquery.ScalarQueryParameter("run_tag", "STRING", run_tag),
         bigquery.ArrayQueryParameter("usage_discount_types", "STRING",
                                      list(USAGE_DISCOUNT_TYPES)),
@@ -244,7 +245,8 @@ def check_rows(source_name: str, table: str, rows: pa.Table, month: date, run_ta
                has_cost_at_list: bool = True) -> None:
     """Raise a SourceError naming the export table and the key of the first reduced row
     (in KEY order, as the normalization numbers them) that sums an export row the month
-    cannot take: an empty cost or credit amount (SUM would skip it), a figure that is not a
+    cannot take: no start time (in no month: those invoiced in the month are read to be
+    named), an empty cost or credit amount (SUM would skip it), a figure that is not a
     finite amount below MAX_AMOUNT, a usage that ends before it starts, no currency, or a
     currency other than the month's."""
     def first(mask) -> dict | None:
@@ -258,6 +260,8 @@ def check_rows(source_name: str, table: str, rows: pa.Table, month: date, run_ta
                           problem)
 
     for column, problem in (
+            ("undated_rows", "usage_start_time is empty in {n} export row(s) invoiced in the "
+                             "month: a row is read in the month its usage starts"),
             ("empty_costs", "cost is empty in {n} export row(s)"),
             ("empty_credits", "credits.amount is empty in {n} credit(s) of its export rows"),
             ("empty_currencies", "currency is empty in {n} export row(s)"),
@@ -294,8 +298,9 @@ def check_rows(source_name: str, table: str, rows: pa.Table, month: date, run_ta
 def describe(row: dict, run_tag: str) -> str:
     """A reduced row's key as the export's fields spell it: what to filter the table by."""
     sku = row["sku_id"] or "(none)"
-    parts = [f"resource {row['global_name']}" if row["global_name"] else "no resource",
-             f"hour {row['hour_start']:%Y-%m-%d %H:00} UTC",
+    hour = (f"hour {row['hour_start']:%Y-%m-%d %H:00} UTC" if row["hour_start"] is not None
+            else f"invoice month {row['invoice_month']}")
+    parts = [f"resource {row['global_name']}" if row["global_name"] else "no resource", hour,
              f"SKU {sku} ({row['sku_description']})" if row["sku_description"] else f"SKU {sku}"]
     if row["cost_type"] != "regular":
         parts.append(f"cost_type {row['cost_type']}")

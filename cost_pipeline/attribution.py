@@ -219,14 +219,17 @@ def _resummed(con: duckdb.DuckDBPyConnection, month: date, max_share: float) -> 
     return None if resummed > max_share * pairs else _RESUMMED
 
 
-# the bill's columns the rows read, as one count and sum of hashes (~0.13 s at 2M lines)
+# the bill's columns the rows read, as one count and sum of hashes (~0.13 s at 2M lines); a
+# text with its reversed text too (warehouse.py `row_hash`)
 _BILL_HASH = """
     SELECT count(*), sum(hash(x_SourceLine, ResourceId, ChargePeriodStart, ChargePeriodEnd,
                               ChargeCategory, ChargeClass, CommitmentDiscountStatus,
                               x_ResourceKind, x_CostComponent, x_AcceleratorCount,
-                              x_UsageHours, EffectiveCost, x_SplitParent,
-                              user_tag(Tags, $run_tag)))
-    FROM billing_facts WHERE month = $month"""
+                              x_UsageHours, EffectiveCost, x_SplitParent, tag_value,
+                              reverse(x_SourceLine), reverse(ResourceId),
+                              reverse(tag_value)))
+    FROM (SELECT *, user_tag(Tags, $run_tag) AS tag_value FROM billing_facts
+          WHERE month = $month)"""
 
 
 @dataclass
@@ -268,10 +271,11 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
     bill = _bill_hash(con, month, params, remembered)
     # the listed objects, and the reports read (an empty one empties its bucket's day)
     listing = query(con, """
-        SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified)),
+        SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified,
+                                  reverse(bucket), reverse(prefix), reverse(run_id))),
                (SELECT count(*) FROM checkpoint_snapshots WHERE month = $month),
-               (SELECT sum(hash(bucket, snapshot_date)) FROM checkpoint_snapshots
-                WHERE month = $month)
+               (SELECT sum(hash(bucket, snapshot_date, reverse(bucket)))
+                FROM checkpoint_snapshots WHERE month = $month)
         FROM checkpoint_inventory WHERE month = $month""", params).fetchall()
     # attribution_runs too: a kept month keeps its per-run sums as well
     code = [sql_text(name) for name in ("macros", "attribution_prepare", "attribution_storage",
@@ -330,8 +334,8 @@ def _remember_bill(con: duckdb.DuckDBPyConnection, month: date, bill: _Bill) -> 
 def _basis_token(con: duckdb.DuckDBPyConnection, month: date) -> str:
     """The month's stored basis as one text: the rows are what it determines."""
     ((rows, hashes),) = con.execute(
-        "SELECT count(*), coalesce(sum(hash(run_id, inputs, run_key, shape_key, rs, re)), 0) "
-        "FROM attribution_basis WHERE month = ?", [month]).fetchall()
+        "SELECT count(*), coalesce(sum(hash(run_id, inputs, run_key, shape_key, rs, re, "
+        "reverse(run_id))), 0) FROM attribution_basis WHERE month = ?", [month]).fetchall()
     return f"{rows}:{hashes}"
 
 

@@ -6,25 +6,30 @@
 --               does not) and its claim: GPUs, listed resources, region, dataset, start, end.
 --               Its model, team, metrics … are not in it: the rows do not depend on them.
 --   shape_key - the same without the start and end; rs, re - its window, when it claims.
+-- A text is hashed with its reversed text too (warehouse.py `row_hash`): DuckDB's hash of a
+-- text alone is equal for texts such as `sweep-10/trial-30` and `sweep-17/trial-40`.
 -- A run's membership of the month is its row: a run added or gone is a change.
 -- Reads `attribution_claimants` (attribution_prepare.sql). Parameters: $month.
 CREATE OR REPLACE TEMP TABLE attribution_basis_now AS
 WITH runs AS (
-    SELECT run_id, list(hash(purpose, search_id) ORDER BY hash(purpose, search_id)) AS purposes
-    FROM tracker_runs
-    WHERE month = $month
+    SELECT run_id, list(h ORDER BY h) AS purposes
+    FROM (SELECT run_id, hash(purpose, search_id, reverse(search_id)) AS h
+          FROM tracker_runs
+          WHERE month = $month)
     GROUP BY run_id
 ),
 claims AS (
     SELECT run_id,
-           list(hash(gpus, resource_ids, region, dataset, rs, re)
-                ORDER BY hash(gpus, resource_ids, region, dataset, rs, re)) AS claims,
-           list(hash(gpus, resource_ids, region, dataset)
-                ORDER BY hash(gpus, resource_ids, region, dataset)) AS shapes,
+           list(hash(shape, rs, re) ORDER BY hash(shape, rs, re)) AS claims,
+           list(shape ORDER BY shape) AS shapes,
            -- (one claim per run: tracker_runs holds a run once)
            CASE WHEN count(*) = 1 THEN min(rs) END AS rs,
            CASE WHEN count(*) = 1 THEN min(re) END AS re
-    FROM attribution_claimants
+    FROM (SELECT run_id, rs, re,
+                 hash(gpus, resource_ids, region, dataset,
+                      list_transform(resource_ids, lambda item: reverse(item)), reverse(region),
+                      reverse(dataset)) AS shape
+          FROM attribution_claimants)
     GROUP BY run_id
 )
 SELECT r.run_id, hash(r.purposes, c.claims) AS run_key, hash(r.purposes, c.shapes) AS shape_key,

@@ -2,15 +2,21 @@
 -- `checkpoint_objects`), as one text: every listed object of the month, the S3 Inventory
 -- reports read (an empty one empties its bucket), the bill's storage lines (a bucket's price
 -- per byte), and of each run only what classes it (live, production, dead) — not its times
--- or its cost. Sums of row hashes: the order rows are read in does not matter.
+-- or its cost. Sums of row hashes: the order rows are read in does not matter. Each text is
+-- hashed with its reversed text too (warehouse.py `row_hash`): DuckDB's hash of a text alone
+-- is equal for texts such as `sweep-10/trial-30` and `sweep-17/trial-40`.
 -- decision_basis keeps it beside the rows they wrote. Parameters: $month.
 SELECT concat_ws(' ',
-    (SELECT count(*) || ':' || coalesce(sum(hash(i)), 0)
+    (SELECT count(*) || ':' || coalesce(sum(hash(i, reverse(i.source), reverse(i.bucket),
+                                                 reverse(i.key), reverse(i.prefix),
+                                                 reverse(i.run_id), reverse(i.checkpoint))), 0)
      FROM checkpoint_inventory AS i WHERE month = $month),
-    (SELECT count(*) || ':' || coalesce(sum(hash(s)), 0)
+    (SELECT count(*) || ':' || coalesce(sum(hash(s, reverse(s.source), reverse(s.bucket))), 0)
      FROM checkpoint_snapshots AS s WHERE month = $month),
-    (SELECT count(*) || ':' || coalesce(sum(hash(ResourceId, EffectiveCost)), 0)
+    (SELECT count(*) || ':' || coalesce(sum(hash(ResourceId, reverse(ResourceId),
+                                                 EffectiveCost)), 0)
      FROM billing_facts WHERE month = $month AND x_CostComponent = 'storage'),
-    (SELECT count(*) || ':' || coalesce(sum(hash(run_id, status, purpose, keep, deleted)), 0)
+    (SELECT count(*) || ':' || coalesce(sum(hash(run_id, reverse(run_id), status, purpose,
+                                                 keep, deleted)), 0)
      FROM tracker_runs WHERE month = $month)
 ) AS inputs

@@ -11,8 +11,12 @@ SELECT concat_ws(' ',
             || coalesce(string_agg(month || '/' || input || '=' || token, ','
                                    ORDER BY month, input), '')
      FROM input_tokens),
-    (SELECT count(*) || ':' || coalesce(sum(hash(a)), 0) FROM search_approvals AS a),
-    (SELECT count(*) || ':' || coalesce(sum(hash(d)), 0) FROM config_datasets AS d),
+    -- (a row's hash with its text reversed: DuckDB's hash of a text alone is equal for
+    -- texts such as `sweep-10/trial-30` and `sweep-17/trial-40`, warehouse.py `row_hash`)
+    (SELECT count(*) || ':' || coalesce(sum(hash(a, reverse(a::VARCHAR))), 0)
+     FROM search_approvals AS a),
+    (SELECT count(*) || ':' || coalesce(sum(hash(d, reverse(d::VARCHAR))), 0)
+     FROM config_datasets AS d),
     (SELECT count(*) || ':'
             || coalesce(string_agg(table_name || '=' || inputs || '/' || rows, ','
                                    ORDER BY table_name), '')

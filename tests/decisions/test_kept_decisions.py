@@ -89,6 +89,35 @@ def test_a_changed_metric_writes_the_tables_that_read_runs_again(demo):
     assert after["search_costs"] != before["search_costs"]  # the change is seen
 
 
+# two run ids whose texts DuckDB's hash() maps to one number (tests/attribution/test_keys.py)
+SAME_HASH = ("sweep-10/trial-30", "sweep-17/trial-40")
+
+
+@pytest.mark.parametrize("field", ["run_id", "search_id"])
+def test_a_text_changed_to_one_of_the_same_hash_writes_them_again(demo, field):
+    # a row's hash was DuckDB's hash() of its texts, and a run renamed between two such ids
+    # gave the runs the same token: the month kept every table, naming the old run
+    def rename(text):
+        def change(rows):
+            trial = next(r for r in rows if r["search_id"] and r["start_time"] >= "2026-07-02")
+            trial[field] = text
+        return change
+
+    def named(text: str) -> list:
+        with duckdb.connect(load_config(demo).warehouse_path, read_only=True) as con:
+            return con.execute(f"SELECT run_id FROM tracker_runs WHERE month = ? AND "
+                               f"{field} = ?", [JULY, text]).fetchall()
+
+    edit_runs(demo, rename(SAME_HASH[0]))
+    assert materialize_month(str(demo), JULY, progress=False).success
+    assert len(named(SAME_HASH[0])) == 1
+    edit_runs(demo, lambda rows: next(r for r in rows if r[field] == SAME_HASH[0]).update(
+        {field: SAME_HASH[1]}))
+    meta, _ = rerun_then_force(demo)  # (and every table equal to a forced run's)
+    assert not meta["tracker_runs"]["kept"] and not meta["search_costs"]["kept"]
+    assert len(named(SAME_HASH[1])) == 1 and not named(SAME_HASH[0])
+
+
 def test_a_bill_delivered_again_writes_them_again(demo):
     # one line's region changed: not an attributed column, so the attribution keeps its rows
     data = demo.parent / "exports/cur/ml-cur/data/BILLING_PERIOD=2026-07"

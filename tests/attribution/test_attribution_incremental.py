@@ -286,8 +286,8 @@ def test_the_bills_hash_is_read_again_only_after_the_bill_was_written_again():
     def bill_hashed(params=PARAMS, **kw) -> tuple[str, bool]:
         recording = Recording(con)
         done = build_attribution(recording, MONTH, params, DATASET_ROWS, **kw)
-        return done.mode, any("FROM billing_facts WHERE month = $month" in s and
-                              "sum(hash(x_SourceLine" in s for s in recording.statements)
+        return done.mode, any("FROM billing_facts" in s and "sum(hash(x_SourceLine" in s
+                              for s in recording.statements)
 
     assert bill_hashed(keep_unchanged=True) == ("kept", False)
     new_runs(con, [dict(runs[0], end_time=hour(1)), runs[1]])

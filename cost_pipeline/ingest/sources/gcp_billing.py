@@ -62,9 +62,9 @@ RAW_SCHEMA = pa.schema([
     ("labels_json", pa.string()), ("machine_spec", pa.string()), ("cores", pa.string()),
     ("commitment_discounts", pa.float64()), ("list_amount", pa.float64()),
     ("accelerator_type", pa.string()),
-    ("reversed_periods", pa.int64()), ("undated_rows", pa.int64()), ("empty_costs", pa.int64()),
-    ("empty_credits", pa.int64()), ("empty_currencies", pa.int64()),
-    ("least_currency", pa.string()),
+    ("reversed_periods", pa.int64()), ("undated_rows", pa.int64()),
+    ("empty_costs", pa.int64()), ("empty_credits", pa.int64()),
+    ("empty_currencies", pa.int64()), ("least_currency", pa.string()),
 ])
 # the export's fields the month's query reads (assets/ingest/gcp_billing_export.bq.sql)
 FIELDS = ("usage_start_time", "usage_end_time", "service.description", "sku.id",

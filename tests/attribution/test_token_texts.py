@@ -53,7 +53,7 @@ def test_the_twins_share_duckdbs_hash_but_not_the_texts_reversed():
                 True, True)
 
 
-def _month(**run_fields) -> tuple[duckdb.DuckDBPyConnection, dict]:
+def _month() -> tuple[duckdb.DuckDBPyConnection, dict]:
     """A month attributed once: a run on RESOURCE, its checkpoint listed under its prefix."""
     lines = [line(rid=RESOURCE, x_SourceLine=LINE_ID,
                   Tags={"run_id": "churn-trial-000123"}),
@@ -61,7 +61,7 @@ def _month(**run_fields) -> tuple[duckdb.DuckDBPyConnection, dict]:
                   x_ResourceKind="bucket")]
     runs = [run("churn-trial-000123", res=(RESOURCE,), purpose="search",
                 search_id="churn-search-2024-03-a", dataset="churn-events-2024-03",
-                region="ap-southeast-2", **run_fields)]
+                region="ap-southeast-2")]
     inventory = [{"bucket": "bucket-of-churn-checkpoints", "key": KEY, "size": 10,
                   "prefix": "checkpoints/", "run_id": "churn-trial-000123"}]
     con = sql_backend.run_month(lines, runs, inventory, {}, M)

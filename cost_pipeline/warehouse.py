@@ -17,6 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 import duckdb
 
 from cost_pipeline.config import PipelineConfig
+from cost_pipeline.ingest.sources import sql_identifier
 from cost_pipeline.interrupts import stop_if_swallowed
 from cost_pipeline.months import month_bounds
 
@@ -421,14 +422,10 @@ def row_hash(con: duckdb.DuckDBPyConnection, table: str, alias: str) -> str:
     `sweep-17/trial-40` (1,120 pairs of 90,000 such ids) gave the runs the same token, and the
     month kept every table naming the old run. The reversed text aligns its bytes otherwise:
     100,000 rows of `tracker_runs` hash in 29 ms, against 12 ms without."""
-    columns = con.execute(
-        "SELECT database_name = 'temp', column_name, data_type FROM duckdb_columns() "
-        "WHERE table_name = ? AND database_name IN ('temp', current_database()) "
-        "AND schema_name = 'main' ORDER BY column_index", [table]).fetchall()
-    temporary = any(t for t, _, _ in columns)  # (a temp table hides a base table's name)
     parts = [alias]
-    for _, name, kind in (c for c in columns if c[0] == temporary):
-        quoted = alias + '."' + name.replace('"', '""') + '"'
+    # DESCRIBE resolves `table` as the query does (a temp table before a base table)
+    for name, kind, *_ in con.execute(f"DESCRIBE {table}").fetchall():
+        quoted = f"{alias}.{sql_identifier(name)}"
         if kind == "VARCHAR":
             parts.append(f"reverse({quoted})")
         elif kind == "VARCHAR[]":

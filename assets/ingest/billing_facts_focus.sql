@@ -33,7 +33,16 @@
 --   per On Demand Linux g5.xlarge Instance Hour`, the only place in FOCUS 1.0 files).
 -- * An accelerator SKU line (GCP bills GPUs per GPU-second over all the VM's GPUs: its
 --   description or meter names a GPU/TPU, not the VM) has x_UsageHours = GPU-hours ÷ G.
+-- * A Compute Engine VM's own SKU lines (`N2 Instance Core running in …`, `… Ram …`, `Small
+--   Instance with 1 VCPU …`), as Google's FOCUS view writes them (ConsumedQuantity = the
+--   export's usage: vCPU-seconds, byte-seconds, instance-seconds), are instance usage and
+--   carry the VM's hours once, as billing_facts_gcp.sql does: an accelerator VM's (an
+--   accelerator machine type, or a GPU line of the resource and period) are its GPU lines',
+--   its core and memory lines carry none and are gpu; a plain VM's core line carries
+--   vCPU-hours ÷ its vCPUs (the `cores` label, SkuPriceDetails CoreCount, a predefined or
+--   custom type's name; as given where none says), its memory none.
 -- * gpu = instance usage of an accelerator type: AWS `p|g|gr|trn|inf|dl<digit>` families
+--   (not GCP's shared-core `g1-small`)
 --   (SageMaker's `ml.` stripped), Azure N-series (`Standard_NC…`, `NCC…`, `ND…`, `NV…`,
 --   `NG…`), GCP `a2-/a3-/a4-` and `g2-` machine types, TPU `ct<digit>` types; or an
 --   accelerator count given by the provider (x_AcceleratorCount, SkuPriceDetails
@@ -64,7 +73,11 @@ WITH tag_hints AS (
             list_filter(map_entries(tag_map),
                         lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])accelerator[_-]type$')
                                   AND regexp_matches(lower(e.value), '^(v[2-6][a-z]*|v5litepod)-[0-9]+$'))[1].value
-        ) AS tag_machine_type
+        ) AS tag_machine_type,
+        -- GCP's `compute.googleapis.com/cores` system label: the VM's vCPUs
+        TRY_CAST(list_filter(map_entries(tag_map),
+                             lambda e: regexp_matches(lower(e.key), '(^|[/:_.-])cores$'))[1].value
+                 AS DOUBLE) AS tag_cores
     FROM (
         SELECT Tags, CAST(json_transform(Tags, '"MAP(VARCHAR, VARCHAR)"') AS MAP(VARCHAR, VARCHAR))
             AS tag_map
@@ -90,7 +103,8 @@ detail_hints AS (
                  TRY_CAST(json_extract_string(SkuPriceDetails, '$.AcceleratorCount') AS DOUBLE),
                  TRY_CAST(json_extract_string(SkuPriceDetails, '$.GpuCount') AS DOUBLE),
                  TRY_CAST(json_extract_string(SkuPriceDetails, '$.x_GpuCount') AS DOUBLE))
-            AS detail_accelerators
+            AS detail_accelerators,
+        TRY_CAST(json_extract_string(SkuPriceDetails, '$.CoreCount') AS DOUBLE) AS detail_cores
     FROM (SELECT DISTINCT SkuPriceDetails, x_SkuDetails FROM focus_raw)
 ),
 job_instances AS (
@@ -132,6 +146,21 @@ meters AS (
         regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
                        '(?i)\b(gpu|tpu)\b') AND NOT regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
                        '(?i)(instance|core|ram|vm)\b') AS accelerator_sku,
+        -- a Compute Engine VM's own meter (GCP bills a VM's hour as SKU lines: its vCPUs in
+        -- vCPU-seconds, its memory in byte-seconds, a shared-core VM in instance-seconds;
+        -- its GPUs as accelerator lines), as billing_facts_gcp.sql reads it
+        regexp_matches(coalesce(ServiceName, ''), '(?i)^\s*compute engine\s*$')
+          AND regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
+                             '(?i)(\bcore\b|\bram\b|\binstance with\b).*\brunning in\b')
+          AND NOT regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter), '(?i)\bgpu\b')
+            AS gcp_vm_meter,
+        gcp_vm_meter AND regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
+                                        '(?i)\bcore\b') AS gcp_core_meter,
+        gcp_vm_meter AND NOT gcp_core_meter
+          AND regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter), '(?i)\bram\b')
+            AS gcp_ram_meter,
+        regexp_matches(coalesce(ServiceName, ''), '(?i)^\s*compute engine\s*$')
+          AND accelerator_sku AS gcp_accelerator_meter,
         consumed_hours_per_unit(ConsumedUnit) AS hours_per_unit,
         regexp_matches(coalesce(ResourceType, ''),
                        '(?i)(virtual machine|instance|node|compute fleet|training job)')
@@ -159,6 +188,17 @@ meters AS (
               FROM focus_raw)
     )
 ),
+gcp_accelerated AS (
+    -- the Compute Engine resource-periods with a GPU line: their VM's hours are the GPU
+    -- line's, its core and memory lines carry none (billing_facts_gcp.sql). A pass over the
+    -- GPU lines alone (none in a bill without them)
+    SELECT DISTINCT nullif(trim(f.ResourceId), '') AS resource_id, f.ChargePeriodStart
+    FROM focus_raw f
+    SEMI JOIN (SELECT ChargeDescription, SkuMeter FROM meters WHERE gcp_accelerator_meter) g
+      ON g.ChargeDescription IS NOT DISTINCT FROM f.ChargeDescription
+     AND g.SkuMeter IS NOT DISTINCT FROM f.SkuMeter
+    WHERE f.ChargeCategory = 'Usage' AND nullif(trim(f.ResourceId), '') IS NOT NULL
+),
 resources AS (
     -- what a resource id says, once per resource
     SELECT
@@ -177,9 +217,11 @@ resources AS (
 hints AS (
     SELECT
         f.*,
-        t.tag_map,
+        t.tag_map, t.tag_cores,
         d.detail_instance_type,
-        d.detail_accelerators,
+        d.detail_accelerators, d.detail_cores,
+        m.gcp_vm_meter, m.gcp_core_meter, m.gcp_ram_meter,
+        g.resource_id IS NOT NULL AS gcp_accelerator_period,
         m.usage_type_instance, m.meter_instance_type, m.description_instance_type,
         m.accelerator_sku, m.instance_usage_type, m.hours_per_unit, m.instance_resource_type,
         m.network_usage, m.storage_usage, m.shared_meter, m.object_storage_meter,
@@ -203,6 +245,8 @@ hints AS (
      AND m.ResourceType IS NOT DISTINCT FROM f.ResourceType
      AND m.ServiceCategory IS NOT DISTINCT FROM f.ServiceCategory
     LEFT JOIN resources r ON r.resource_text IS NOT DISTINCT FROM f.ResourceId
+    LEFT JOIN gcp_accelerated g
+      ON g.resource_id = r.resource_id AND g.ChargePeriodStart = f.ChargePeriodStart
 ),
 raw AS (
     SELECT
@@ -219,9 +263,21 @@ raw AS (
             AS provider_accelerators
     FROM hints
 ),
+cored AS (
+    SELECT
+        *,
+        -- a GCP VM's vCPUs, for its core lines: GCP's `cores` label, FOCUS's SkuPriceDetails
+        -- CoreCount, else a predefined or custom machine type's name (`n2-standard-8`,
+        -- `n2-custom-8-32768`)
+        CASE WHEN gcp_core_meter THEN coalesce(tag_cores, detail_cores, TRY_CAST(coalesce(
+            nullif(regexp_extract(coalesce(instance_type, ''), '^[a-z][a-z0-9]*-custom-(\d+)-\d+$', 1), ''),
+            nullif(regexp_extract(coalesce(instance_type, ''), '^[a-z][a-z0-9]*-[a-z]+-(\d+)(-lssd|-metal)?$', 1), ''))
+            AS DOUBLE)) END AS vm_cores
+    FROM raw
+),
 classified AS (
     SELECT
-        raw.*,
+        cored.*,
         ChargeCategory = 'Usage' AND coalesce(CommitmentDiscountStatus, '') <> 'Unused'
           AND lower(trim(coalesce(CapacityReservationStatus, ''))) <> 'unused'
           -- an AWS row (its export keeps CUR's usage types) is instance usage only as a CUR
@@ -231,19 +287,23 @@ classified AS (
                    THEN NOT regexp_matches(coalesce(ServiceProviderName, ProviderName, ''),
                                            '(?i)^\s*(aws|amazon)')
                    ELSE true END
-          AND resource_id IS NOT NULL AND hours_per_unit IS NOT NULL
+          -- (a VM's memory line, in byte-seconds, is the VM's usage without hours)
+          AND resource_id IS NOT NULL AND (hours_per_unit IS NOT NULL OR gcp_vm_meter)
           AND ConsumedQuantity IS NOT NULL
           AND (ServiceCategory IN ('Compute', 'AI and Machine Learning')
                OR lower(coalesce(x_CostComponent, '')) IN ('gpu', 'cpu'))
           AND (instance_type IS NOT NULL OR instance_resource_type)
             AS instance_usage,
-        regexp_matches(coalesce(instance_type, ''),
+        (regexp_matches(coalesce(instance_type, ''),
             '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?(ncc|n[cdvg])\d|a[2-4]-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$)')
+          -- GCP's shared-core g1-small is no GPU (AWS has no g1 family)
+          AND NOT regexp_matches(coalesce(instance_type, ''), '(?i)^g1-'))
           OR coalesce(provider_accelerators, 0) > 0
-          OR lower(coalesce(x_CostComponent, '')) = 'gpu' AS accelerator_type,
+          OR lower(coalesce(x_CostComponent, '')) = 'gpu'
+          OR (gcp_vm_meter AND gcp_accelerator_period) AS accelerator_type,
         shared_meter OR shared_resource AS shared_network,
         coalesce(BilledCost < 0 AND EffectiveCost = 0, false) AS cancels_bill
-    FROM raw
+    FROM cored
 ),
 component AS (
     SELECT
@@ -300,6 +360,14 @@ SELECT
     CASE WHEN cancels_bill THEN NULL
          WHEN instance_usage AND accelerator_sku AND accelerators > 0
          THEN ConsumedQuantity * hours_per_unit / accelerators
+         -- a GCP VM's hours: an accelerator VM's are its GPU lines', a VM's memory carries
+         -- none, its vCPU-seconds ÷ its vCPUs (as given where they are unknown) and a
+         -- shared-core VM's instance-seconds are its hours
+         WHEN instance_usage AND gcp_vm_meter
+         THEN CASE WHEN accelerator_type OR gcp_ram_meter THEN NULL
+                   WHEN gcp_core_meter AND vm_cores > 0
+                   THEN ConsumedQuantity * hours_per_unit / vm_cores
+                   ELSE ConsumedQuantity * hours_per_unit END
          WHEN instance_usage THEN ConsumedQuantity * hours_per_unit / instance_count
     END AS x_UsageHours,
     coalesce(instance_usage, false) AS x_InstanceUsage,
@@ -318,6 +386,7 @@ SELECT
     _file AS x_File,
     _row AS x_Row,
     (cost_component = 'gpu' AND coalesce(provider_accelerators, 0) < 0.5
+     AND NOT coalesce(gcp_vm_meter, false)  -- the VM's GPU lines report it
      AND table_accelerators IS NULL
      AND NOT regexp_matches(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$')
      AND tpu_chips IS NULL)

@@ -87,17 +87,26 @@ CASES = {
     "azure-gb200": (line("azure-gb200", **AZURE, x_SkuMeterName="ND128isr NDR GB200 v6"),
                     "gpu", 4, 1.0),
     # GCP: the machine type in the `machine_spec` system label; the GPU SKU is metered in
-    # GPU-seconds over all the VM's GPUs (8 × 3600 s = one hour of the VM)
+    # GPU-seconds over all the VM's GPUs (8 × 3600 s = one hour of the VM), the core SKU in
+    # vCPU-seconds: an accelerator VM's hours are its GPU lines' (tests/ingest/
+    # test_focus_gcp_view.py), a plain VM's its vCPU-hours ÷ its vCPUs
     "gcp-core": (line("gcp-core", **GCP, ChargeDescription="A2 Instance Core running in Americas",
+                      ConsumedQuantity=96 * 3600.0, ConsumedUnit="seconds",
                       Tags=json.dumps({"compute.googleapis.com/machine_spec": "a2-highgpu-8g"})),
-                 "gpu", 8, 1.0),
+                 "gpu", 8, None),
+    "gcp-n2": (line("gcp-n2", **GCP, ChargeDescription="N2 Instance Core running in Americas",
+                    ConsumedQuantity=8 * 3600.0, ConsumedUnit="seconds",
+                    Tags=json.dumps({"compute.googleapis.com/machine_spec": "n2-standard-8",
+                                     "compute.googleapis.com/cores": "8"})), "cpu", 0, 1.0),
     "gcp-gpu": (line("gcp-gpu", **GCP,
                      ChargeDescription="Nvidia Tesla A100 GPU running in Americas",
                      ConsumedQuantity=28800.0, ConsumedUnit="Seconds",
                      Tags=json.dumps({"compute.googleapis.com/machine_spec": "a2-highgpu-8g"})),
                 "gpu", 8, 1.0),
     "gcp-g2": (line("gcp-g2", **GCP, ChargeDescription="G2 Instance Core running in Americas",
-                    SkuPriceDetails=json.dumps({"MachineType": "g2-standard-24"})), "gpu", 2, 1.0),
+                    ConsumedQuantity=24 * 3600.0, ConsumedUnit="seconds",
+                    SkuPriceDetails=json.dumps({"MachineType": "g2-standard-24"})),
+               "gpu", 2, None),
     # a TPU slice: chip-seconds over the slice, G = its chips (v4-32: 32 TensorCores, 16 chips)
     "gcp-tpu-v5e": (line("gcp-tpu-v5e", **TPU,
                          ChargeDescription="TPU v5e chip running in Americas",
@@ -170,7 +179,8 @@ def test_the_instance_type_is_read_where_the_export_puts_it(facts, sku):
 
 def test_gpu_hours_of_the_aws_sample_rows(facts):
     gpu_hours = sum(g * h for c, g, h in facts.values() if c == "gpu" and h is not None)
-    expected = sum(case[2] * case[3] for case in CASES.values() if case[1] == "gpu")
+    expected = sum(case[2] * case[3] for case in CASES.values()
+                   if case[1] == "gpu" and case[3] is not None)
     assert gpu_hours == pytest.approx(expected)
     assert facts["sample-g5"][0] == "gpu" and facts["sample-g3"][1] * facts["sample-g3"][2] == 4
 

@@ -375,16 +375,19 @@ def test_tags_as_json_arrays_of_entries_read_as_their_maps(con, tmp_path):
               '{"key":"user:run_id","value":"r1","inherited":true,"namespace":""}]')
     rows = [vm("gcp", "a2-highgpu-1g", ProviderName="Google Cloud", Tags=record),
             vm("empty", "m6i.large", Tags="[]"),
-            vm("number", "m6i.large", Tags='[{"key": "size", "value": 3}]')]
+            vm("number", "m6i.large", Tags='[{"key": "size", "value": 3}]'),
+            # a key named twice (Google's FOCUS view: a label the project repeats) is its first
+            vm("twice", "m6i.large",
+               Tags='[{"key": "a", "value": "1"}, {"key": "a", "value": "2"}]')]
     got = load(con, write_csv(tmp_path / "ok" / "may.csv", rows))
     assert {k: v["Tags"] for k, v in got.items()} == {
-        "gcp": {"team": "nlp", "user:run_id": "r1"}, "empty": {}, "number": {"size": "3"}}
-    for bad in ('[{"key": "a", "value": "1"}, {"key": "a", "value": "2"}]',
-                '[{"key": "a"}, {"name": "b"}]', '["a"]'):
+        "gcp": {"team": "nlp", "user:run_id": "r1"}, "empty": {}, "number": {"size": "3"},
+        "twice": {"a": "1"}}
+    for bad in ('[{"key": "a"}, {"name": "b"}]', '["a"]'):
         with pytest.raises(SourceError) as err:
             load(con, write_csv(tmp_path / "bad" / "may.csv", [*rows, vm("x", "m6i.large",
                                                                           Tags=bad)]))
-        assert f'may.csv row 5: Tags "{bad}" is not a JSON object' in str(err.value)
+        assert f'may.csv row 6: Tags "{bad}" is not a JSON object' in str(err.value)
 
 
 def tags_as(rows: list[dict], shape: str) -> pa.Array:
@@ -433,10 +436,25 @@ def test_tags_written_as_structs_or_lists_of_entries_read_like_csv(con, tmp_path
     assert got["gcp-a2"]["Tags"] == {"team": "nlp"}
 
 
+def test_a_list_of_entries_naming_a_key_twice_reads_as_its_first(con, tmp_path):
+    # refused before: a BigQuery repeated record of a resource's labels and its project's
+    # (Google's FOCUS view) names a key twice, and the resource's own label comes first
+    rows = [vm("ok", "m6i.large"), vm("twice", "m6i.large")]
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows])
+    record = pa.struct([("key", pa.string()), ("value", pa.string()),
+                        ("x_inherited", pa.bool_())])
+    table = table.set_column(table.schema.get_field_index("Tags"), "Tags", pa.array(
+        [None, [{"key": "env", "value": "prod", "x_inherited": False},
+                {"key": "team", "value": "nlp", "x_inherited": False},
+                {"key": "env", "value": "research", "x_inherited": True}]],
+        pa.list_(record)))
+    (tmp_path / "f").mkdir()
+    pq.write_table(table, tmp_path / "f" / "may.parquet")
+    assert load(con, tmp_path / "f" / "may.parquet")["twice"]["Tags"] == {
+        "env": "prod", "team": "nlp"}
+
+
 @pytest.mark.parametrize(("tags", "kind", "message"), [
-    ([[{"key": "a", "value": "1"}, {"key": "a", "value": "2"}]],
-     pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())])),
-     "is not a list of entries naming each key once"),
     ([[1, 2]], pa.list_(pa.int64()), "Tags \"[1, 2]\" is not a JSON object")])
 def test_tags_that_no_map_holds_name_their_row(con, tmp_path, tags, kind, message):
     rows = [vm("ok", "m6i.large"), vm("bad", "m6i.large")]

@@ -53,7 +53,6 @@ from cost_pipeline.ingest.sources.local_files import walk_files
 from cost_pipeline.ingest.sources.map_columns import (
     entry_list_shape,
     listed_entries_sql,
-    names_a_key_twice_sql,
 )
 from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3
 from cost_pipeline.ingest.sources.streams import registered_batches
@@ -98,6 +97,21 @@ COLUMNS: dict[str, str] = {
     "x_MachineType": "VARCHAR",         # GCP-style machine type, when an export carries it
     "x_CostComponent": "VARCHAR",
     "x_AcceleratorCount": "DOUBLE",
+}
+# the columns whose values the normalization and the attribution compare, with FOCUS's
+# allowed values: a value in another case reads as FOCUS spells it (Google's FOCUS view for
+# BigQuery writes ChargeCategory `usage`, `tax`, `adjustment` and ChargeClass `correction`,
+# which compared to `Usage` made every line of the month a non-usage line)
+VOCABULARY: dict[str, tuple[str, ...]] = {
+    "ChargeCategory": ("Usage", "Purchase", "Tax", "Credit", "Adjustment"),
+    "ChargeClass": ("Correction",),
+    "CommitmentDiscountStatus": ("Used", "Unused"),
+    "CapacityReservationStatus": ("Used", "Unused"),
+    "ServiceCategory": (
+        "AI and Machine Learning", "Analytics", "Business Applications", "Compute",
+        "Databases", "Developer Tools", "Multicloud", "Identity", "Integration",
+        "Internet of Things", "Management and Governance", "Media", "Migration", "Mobile",
+        "Networking", "Security", "Storage", "Web", "Other"),
 }
 REQUIRED = ("ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "BilledCost",
             "EffectiveCost", "BillingCurrency")
@@ -258,10 +272,8 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
             return f"CAST(json_merge_patch('{{}}', to_json({c})) AS VARCHAR)", None
         shape = entry_list_shape(arrow)
         if shape:  # a map read and written back by pandas or polars (`map_columns`)
-            twice = names_a_key_twice_sql(c, shape)
-            entries = listed_entries_sql(c, shape)
-            return (f"CASE WHEN NOT {twice} THEN CAST(to_json(map_from_entries({entries})) "
-                    "AS VARCHAR) END", twice if column == "Tags" else None)
+            entries = first_entries_sql(listed_entries_sql(c, shape))
+            return f"CAST(to_json(map_from_entries({entries})) AS VARCHAR)", None
         value = (f"nullif(trim({c}), '')" if text else f"CAST(to_json({c}) AS VARCHAR)")
         valid = _json_object_sql(value)
         if column != "Tags":  # only read for hints: an unreadable one is no hint
@@ -277,20 +289,35 @@ def _typed(column: str, kind: str, arrow: pa.DataType | None) -> tuple[str, str 
                      f"coalesce({_entries_object_sql(value)}, {value}) ELSE {value} END")
             valid = _json_object_sql(value)
         return value, f"{value} IS NOT NULL AND NOT coalesce({valid}, false)"
-    return f"nullif(trim(CAST({c} AS VARCHAR)), '')", None
+    value = f"nullif(trim(CAST({c} AS VARCHAR)), '')"
+    if column in VOCABULARY:
+        spelled = " ".join(f"WHEN '{word.lower()}' THEN '{word}'"
+                           for word in VOCABULARY[column])
+        value = f"CASE lower({value}) {spelled} ELSE {value} END"
+    return value, None
+
+
+def first_entries_sql(entries: str) -> str:
+    """The list of {key, value} structs `entries` with each key's first entry only. A
+    repeated key-value record names a key more than once where its items come from several
+    places: Google's FOCUS view for BigQuery lists a resource's labels, then its system
+    labels, its project's labels and its tags, so a label `env` on a VM of a project labelled
+    `env` comes twice, and the resource's own label (the first) is the one it carries."""
+    keys = f"list_transform({entries}, lambda q: q.key)"
+    return f"list_filter({entries}, lambda p, i: list_position({keys}, p.key) = i)"
 
 
 def _entries_object_sql(array: str) -> str:
     """SQL for the JSON array text `array` of {key, value} objects (a repeated key-value
     record turned to text: BigQuery's TO_JSON_STRING of GCP's tags, which carry `inherited`
-    and `namespace` too, not read) as the JSON object of its entries; NULL where an item is
-    no object with a key, or a key comes twice (no map holds it). Only for JSON arrays:
+    and `namespace` too, not read) as the JSON object of its entries, each key's first
+    (`first_entries_sql`); NULL where an item is no object with a key. Only for JSON arrays:
     `json_transform` fails on other text, and DuckDB's AND does not short-circuit."""
     entries = f"json_transform({array}, '[{{\"key\": \"VARCHAR\", \"value\": \"VARCHAR\"}}]')"
     keyed = f"list_filter({entries}, lambda p: p.key IS NOT NULL)"
-    return (f"CASE WHEN len({keyed}) = json_array_length({array}) AND NOT "
-            f"{names_a_key_twice_sql(entries, 'entries')} THEN CAST(to_json(map_from_entries("
-            f"{listed_entries_sql(entries, 'entries')})) AS VARCHAR) END")
+    return (f"CASE WHEN len({keyed}) = json_array_length({array}) THEN CAST(to_json("
+            f"map_from_entries({first_entries_sql(listed_entries_sql(entries, 'entries'))})) "
+            "AS VARCHAR) END")
 
 
 def _json_object_sql(value: str) -> str:
@@ -339,9 +366,7 @@ def _file_select(found: FocusFiles, path: Path | str, present: list[str], month:
         typed[column], invalid = _typed(column, kind, arrow)
         if invalid:
             what = "a timestamp" if kind == "TIMESTAMP" else (
-                "a number" if kind == "DOUBLE" else
-                "a list of entries naming each key once" if entry_list_shape(arrow) else
-                "a JSON object")
+                "a number" if kind == "DOUBLE" else "a JSON object")
             problems.append((invalid, f"'{column} \"' || CAST({sql_identifier(column)} AS "
                              f"VARCHAR) || '\" is not {what}'"))
     problems += [(f"{typed[c]} IS NULL", f"'{c} is empty'") for c in REQUIRED]

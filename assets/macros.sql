@@ -120,15 +120,24 @@ CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
     least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)
       * CASE WHEN gpus IS NOT NULL AND g > 0 THEN least(gpus, g)::DOUBLE / g ELSE 1.0 END;
 
+-- an amount's magnitude to the cent as text (`1,234.50`), for `fmt_money`: rounded half up
+-- as a DECIMAL where one holds it; from 1e32 on, beyond DECIMAL(38, 6), the double as it is
+-- (its cents are noise there); `∞` for an infinite amount
+CREATE OR REPLACE TEMP MACRO money_digits(amount) AS
+    CASE WHEN isinf(amount) THEN '∞'
+         WHEN abs(amount) >= 1e32 THEN format('{:,.2f}', abs(CAST(amount AS DOUBLE)))
+         ELSE format('{:,.2f}', abs(round(CAST(amount AS DECIMAL(38, 6)), 2))) END;
+
 -- an amount as text, in the bill's currency (BillingCurrency) to the cent: `$1,234.50` for
--- USD (or no currency), `NOK 1,234.50` for any other, `−` before a negative amount; the same
--- rule as report/money.py `in_currency`, so SQL evidence and Python output read alike
+-- USD (or no currency), `NOK 1,234.50` for any other, `−` before a negative amount, `–` for
+-- none or NaN; the same rule as report/money.py `in_currency`, so SQL evidence and Python
+-- output read alike
 CREATE OR REPLACE TEMP MACRO fmt_money(amount, currency) AS
-    CASE WHEN amount IS NULL THEN '–' ELSE
-        CASE WHEN round(CAST(amount AS DECIMAL(38, 6)), 2) < 0 THEN '−' ELSE '' END
+    CASE WHEN amount IS NULL OR isnan(amount) THEN '–' ELSE
+        CASE WHEN amount < 0 AND money_digits(amount) <> '0.00' THEN '−' ELSE '' END
         || CASE WHEN coalesce(nullif(upper(trim(currency)), ''), 'USD') = 'USD' THEN '$'
                 ELSE upper(trim(currency)) || ' ' END
-        || format('{:,.2f}', abs(round(CAST(amount AS DECIMAL(38, 6)), 2)))
+        || money_digits(amount)
     END;
 
 -- the month's BillingCurrency (one per month, SPEC §5; USD when the bill names none)
@@ -371,7 +380,10 @@ CREATE OR REPLACE TEMP MACRO metric_improvement(goal, best, previous) AS
     CASE WHEN goal = 'min' THEN previous - best ELSE best - previous END;
 
 -- the searches active in the month: billed in it, or one of their runs was running at some
--- point of it (a run with no end yet counts as still running)
+-- point of it. A RUNNING run with no end yet is running until the month's end; a run that
+-- stopped (FAILED, KILLED, FINISHED) without a recorded end is active only in the month it
+-- started: it claims nothing (SPEC §6), and taking it as running forever kept its search
+-- "active", at $0 and without an estimate, in every later month
 CREATE OR REPLACE TEMP MACRO active_searches(for_month, start_of_month, end_of_month) AS TABLE
     SELECT s.search_id
     FROM attribution_runs AS a
@@ -380,4 +392,7 @@ CREATE OR REPLACE TEMP MACRO active_searches(for_month, start_of_month, end_of_m
     UNION
     SELECT search_id
     FROM search_runs(for_month)
-    WHERE start_time < end_of_month AND coalesce(end_time, end_of_month) > start_of_month;
+    WHERE start_time < end_of_month
+      AND CASE WHEN end_time IS NOT NULL THEN end_time > start_of_month
+               WHEN status = 'RUNNING' THEN true
+               ELSE start_time >= start_of_month END;

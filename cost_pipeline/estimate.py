@@ -1,8 +1,9 @@
 """The cost of a search before it runs: configs × seeds × re-runs runs, each priced from the
-model's recorded search runs in the warehouse (median of the recent ones), or from what the
-caller says (GPUs, hours, price per GPU-hour), against the approval budget.
+model's recorded search runs in the warehouse (median of the recent ones) — a run's whole
+recorded cost, every component — or, for its GPU part, from what the caller says (GPUs, hours,
+price per GPU-hour), against the approval budget.
 
-    cost = runs × (GPUs × hours × price + preprocessing + storage + transfer)
+    cost = runs × (GPUs × hours × price + cpu + storage + transfer + other + preprocessing)
 """
 
 from __future__ import annotations
@@ -128,14 +129,18 @@ def estimate_search(
     gpus = float(gpus if gpus is not None else basis["gpus"])
     hours = float(hours if hours is not None else basis["hours"])
     price = float(price if price is not None else basis["price"])
+    # a run's whole recorded cost (SPEC §10), each component as the recent runs recorded it:
+    # a search that runs as its runs did costs what was estimated (searches_within_estimate)
     per_run = {
         "gpu": gpus * hours * price,
-        "preprocessing": 0.0 if cached else float(basis.get("preprocessing_per_run") or 0),
+        "cpu": float(basis.get("cpu_per_run") or 0),
         "storage": float(basis.get("storage_per_run") or 0),
         "transfer": float(basis.get("transfer_per_run") or 0),
+        "other": float(basis.get("other_per_run") or 0),
+        "preprocessing": 0.0 if cached else float(basis.get("preprocessing_per_run") or 0),
     }
     runs = configs * seeds * reruns
-    extra = per_run["preprocessing"] + per_run["storage"] + per_run["transfer"]
+    extra = sum(value for part, value in per_run.items() if part != "gpu")
     total = search_cost(configs, seeds, reruns, gpus, hours, price, extra)
     if not math.isfinite(total) or abs(total) >= 1e28:
         raise EstimateError(f"the estimate overflows ({configs} × {seeds} × {reruns} runs of "
@@ -156,14 +161,15 @@ def render(est: SearchEstimate) -> str:
     rows = [
         f"Search estimate for {est.model}: {est.configs} configs × {est.seeds} seeds × "
         f"{est.reruns} re-run(s) = {est.runs} runs",
-        f"  per run: {est.gpus:g} GPUs × {est.hours:g} h × {est.price:,.4f} "
+        f"  GPU per run: {est.gpus:g} GPUs × {est.hours:g} h × {est.price:,.4f} "
         f"{est.currency}/GPU-hour",
         f"  amounts in {est.currency}",
     ]
     for part, value in est.per_run.items():
         rows.append(f"  {part:<14} {money(value, symbol):>16} per run  "
                     f"{money(value * est.runs, symbol):>16} total")
-    rows.append(f"  {'per run':<14} {money(est.per_run_cost, symbol):>16}")
+    rows.append(f"  {'per run':<14} {money(est.per_run_cost, symbol):>16}  "
+                "(every component of a recorded run)")
     rows.append(f"  {'total':<14} {money(est.total_cost, symbol):>16}")
     verdict = "within" if est.approved else "OVER"
     rows.append(f"  approval budget {money(est.approval_budget, symbol)}: {verdict} budget")

@@ -22,7 +22,8 @@
 --   use a cheaper card        idle GPU cost from gpu_utilization (runs that report their mean
 --                             utilization); 0 when no run reports one
 --
--- Ranking: all but the last by dollars, largest first (ties in the order above). "Use a cheaper
+-- Ranking: all but the last by dollars to the cent, largest first (ties — figures the page
+-- shows alike, whatever a float sum's last bits say — in the order above). "Use a cheaper
 -- card" is always last, whatever its figure: the per-hour price explains little of the bill
 -- and changing hardware is the most expensive lever to pull, so the mission pulls it last.
 WITH
@@ -294,7 +295,7 @@ levers AS (
 )
 SELECT
     CAST($month AS DATE) AS month,
-    CAST(row_number() OVER (ORDER BY (lever = 'use a cheaper card'), dollars DESC,
+    CAST(row_number() OVER (ORDER BY (lever = 'use a cheaper card'), round(dollars, 2) DESC,
                                      mission_order) AS INTEGER) AS rank,
     lever,
     dollars,

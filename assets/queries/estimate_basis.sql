@@ -1,7 +1,8 @@
 -- What one more search run of a model is likely to cost, from its recorded search runs:
--- per run, the GPUs it used, its wall-clock hours, its GPU-hours and GPU cost, and what came
--- with it — CPU preprocessing (shared out over the training runs of the same months),
--- checkpoint storage and data transfer. The most recent $sample runs are the basis.
+-- per run, the GPUs it used, its wall-clock hours, its GPU-hours and GPU cost, and the rest of
+-- its recorded cost, every other component — its own CPU, checkpoint storage, data transfer
+-- and other — plus the model's preprocessing (shared out over the training runs of the same
+-- months). The most recent $sample runs are the basis.
 -- Parameters: $model, $sample.
 WITH runs AS (
     -- the newest tracker snapshot of each run
@@ -20,9 +21,11 @@ spend AS (
     SELECT a.run_id,
         fsum(a.accelerator_hours) FILTER (WHERE a.component = 'gpu') AS gpu_hours,
         fsum(a.cost) FILTER (WHERE a.component = 'gpu') AS gpu_cost,
+        fsum(a.cost) FILTER (WHERE a.component = 'cpu') AS cpu_cost,
         fsum(a.cost) FILTER (WHERE a.component = 'storage') AS storage_cost,
         fsum(a.cost) FILTER (WHERE a.component = 'network') AS transfer_cost,
-        fsum(a.cost) FILTER (WHERE a.component NOT IN ('gpu', 'storage', 'network')) AS other_cost
+        fsum(a.cost) FILTER (WHERE a.component NOT IN ('gpu', 'cpu', 'storage', 'network'))
+            AS other_cost
     FROM attribution_runs a
     WHERE a.run_id IN (SELECT run_id FROM trials)
     GROUP BY a.run_id
@@ -34,6 +37,7 @@ recent AS (
             AS gpus,
         coalesce(s.gpu_hours, 0) AS gpu_hours,
         coalesce(s.gpu_cost, 0) AS gpu_cost,
+        coalesce(s.cpu_cost, 0) AS cpu_cost,
         coalesce(s.storage_cost, 0) AS storage_cost,
         coalesce(s.transfer_cost, 0) AS transfer_cost,
         coalesce(s.other_cost, 0) AS other_cost
@@ -61,6 +65,7 @@ SELECT
     (SELECT median(gpus) FROM recent) AS gpus,
     (SELECT median(wall_hours) FROM recent) AS hours,
     (SELECT fsum(gpu_cost) / nullif(fsum(gpu_hours), 0) FROM recent) AS price,
+    (SELECT median(cpu_cost) FROM recent) AS cpu_per_run,
     (SELECT median(storage_cost) FROM recent) AS storage_per_run,
     (SELECT median(transfer_cost) FROM recent) AS transfer_per_run,
     (SELECT median(other_cost) FROM recent) AS other_per_run,

@@ -1,14 +1,16 @@
--- The levers summed over the period, ranked like cost_levers ranks a month: by dollars,
--- largest first; "use a cheaper card" always last. Ties go by the lever's rank in the last
--- month (which orders a month's ties in the mission's order, SPEC §12), then by name.
--- Each lever's dollars per month and its latest month's evidence come along.
--- Parameters: $first, $last.
+-- The levers summed over the period, ranked like cost_levers ranks a month: by dollars to the
+-- cent, largest first, ties in the mission's order (SPEC §12: bound the search, retrain on
+-- measured decay, cache preprocessing, delete dead checkpoints, co-locate compute with data,
+-- chase untracked usage, checkpoint before going preemptible; cost_levers.sql
+-- `mission_order`, spelled out here: the read-only queries have no macros); "use a cheaper
+-- card" always last. The last month's ranks are no tie-break: they order the last month's
+-- dollars, not the period's. Each lever's dollars per month and its latest month's evidence
+-- come along. Parameters: $first, $last.
 WITH summed AS (
     SELECT
         lever,
         sum(CAST(dollars AS DECIMAL(38, 10)))                          AS dollars,
         map(list(month ORDER BY month), list(dollars ORDER BY month))  AS by_month,
-        arg_max(rank, month)                                           AS last_rank,
         arg_max(evidence, month)                                       AS evidence,
         arg_max(what_it_costs_to_pull, month)                          AS what_it_costs_to_pull,
         strftime(max(month), '%Y-%m')                                  AS evidence_month
@@ -17,8 +19,13 @@ WITH summed AS (
     GROUP BY lever
 )
 SELECT
-    CAST(row_number() OVER (ORDER BY (lever = 'use a cheaper card'), dollars DESC,
-                                     last_rank, lever) AS INTEGER) AS rank,
+    CAST(row_number() OVER (
+        ORDER BY (lever = 'use a cheaper card'), round(dollars, 2) DESC,
+                 coalesce(list_position(['bound the search', 'retrain on measured decay',
+                                         'cache preprocessing', 'delete dead checkpoints',
+                                         'co-locate compute with data', 'chase untracked usage',
+                                         'checkpoint before going preemptible'], lever), 8),
+                 lever) AS INTEGER) AS rank,
     lever, dollars, by_month, evidence, what_it_costs_to_pull, evidence_month
 FROM summed
 ORDER BY rank

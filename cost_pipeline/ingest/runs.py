@@ -17,6 +17,14 @@ from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
 from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
 from cost_pipeline.warehouse import register_once, replace_month_unless_identical, unregister
 
+# a run's measurements as every reader takes them: a metric or GPU utilization that is not a
+# finite number is no measurement (NULL). MLflow stores NaN for a metric a diverged run logged,
+# a runs file may say `nan`: kept as NaN, it made a search's best metric, improvement and cost
+# per improvement NaN, and the report's money() raised on it
+MEASURED_RUN_COLUMNS = ("* REPLACE (CASE WHEN isfinite(metric_value) THEN metric_value END "
+                        "AS metric_value, CASE WHEN isfinite(gpu_utilization) "
+                        "THEN gpu_utilization END AS gpu_utilization)")
+
 
 def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
     """Every configured tracker's runs (RUN_SCHEMA); a run two trackers know is kept as the
@@ -74,7 +82,8 @@ def write_tracker_runs(
     try:
         # one row per run (SPEC §4), which every reader relies on (macros.sql `month_runs`):
         # the readers above already keep a run once, so this only guards the table
-        select = ("SELECT CAST($month AS DATE) AS month, * FROM runs_arrow" + ("" if once else
+        select = (f"SELECT CAST($month AS DATE) AS month, {MEASURED_RUN_COLUMNS} "
+                  "FROM runs_arrow" + ("" if once else
                   " QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY source NULLS LAST, "
                   "start_time) = 1"))
         rows, kept = replace_month_unless_identical(con, "tracker_runs", month, select,

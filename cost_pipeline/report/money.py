@@ -4,13 +4,21 @@ same rule through the `fmt_money(amount, currency)` macro (assets/macros.sql).""
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 
 CENT = Decimal("0.01")
+# digits enough for any double to the cent (the largest, ~1.8e308, has 309 before the point):
+# the default context's 28 refused to round an amount from 1e26 on
+_ANY_DOUBLE = Context(prec=330)
 
 
 def cents(value) -> Decimal:
-    return Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP)
+    """`value` rounded half up to the cent, however large; a value that is not a finite number
+    (NaN, ±infinity) comes back as that Decimal, unrounded: there are no cents to round."""
+    amount = Decimal(str(value))
+    if not amount.is_finite():
+        return amount
+    return amount.quantize(CENT, rounding=ROUND_HALF_UP, context=_ANY_DOUBLE)
 
 
 def symbol_of(currency: str | None) -> str:
@@ -21,10 +29,15 @@ def symbol_of(currency: str | None) -> str:
 
 
 def money(value, symbol: str) -> str:
-    """`value` to the cent after `symbol` (from `symbol_of`), a minus sign before it."""
+    """`value` to the cent after `symbol` (from `symbol_of`), a minus sign before it. A value
+    that is not a number reads `–`, as a missing one; an infinite one `∞` (`fmt_money` alike)."""
     if value is None:
         return "–"
     amount = cents(value)
+    if amount.is_nan():
+        return "–"
+    if amount.is_infinite():
+        return f"{'−' if amount < 0 else ''}{symbol}∞"
     return f"{'−' if amount < 0 else ''}{symbol}{abs(amount):,.2f}"
 
 

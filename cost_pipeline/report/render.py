@@ -3,6 +3,7 @@ styles and SVG inline, nothing fetched when it is opened."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
@@ -37,12 +38,30 @@ LINE_ITEM_LABELS = {
 }
 
 
+def _not_finite(value) -> str | None:
+    """How a figure that is not a finite number reads (as `money` writes one): `–` for none
+    or NaN, `∞` or `−∞`; None for a finite figure."""
+    if value is None or math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return None
+
+
 def percent(fraction, digits: int = 1) -> str:
-    return "–" if fraction is None else f"{fraction * 100:.{digits}f}%"
+    text = _not_finite(fraction)
+    return f"{fraction * 100:.{digits}f}%" if text is None else text
 
 
 def number(value, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
+    text = _not_finite(value)
+    return f"{value:,.{digits}f}" if text is None else text
+
+
+def metric(value, spec: str = "%.4g") -> str:
+    """A metric value or change (`spec`: 4 significant digits); `–` or `∞` as `number`."""
+    text = _not_finite(value)
+    return spec % value if text is None else text
 
 
 def size(num_bytes) -> str:
@@ -105,7 +124,8 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("cost_pipeline.report", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    env.filters.update(money=money, percent=percent, number=number, size=size, cents=cents)
+    env.filters.update(money=money, percent=percent, number=number, metric=metric,
+                       size=size, cents=cents, currency_symbol=symbol_of)
     return env
 
 

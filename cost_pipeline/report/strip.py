@@ -1,6 +1,7 @@
-"""The monthly report's strip: the 6 months ending with the month — each month's total,
-its cost by purpose class and its untracked share — and the month arithmetic and readers the
-period report shares with it (`assets/queries/period_*.sql`, money summed as DECIMAL)."""
+"""The monthly report's strip: the 6 months ending with the month — each month's total and
+its cost by purpose class, in that month's currency, and its untracked share — and the month
+arithmetic and readers the period report shares with it (`assets/queries/period_*.sql`, money
+summed as DECIMAL)."""
 
 from __future__ import annotations
 
@@ -48,12 +49,13 @@ def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:
 
 def six_months(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """The monthly report's strip: the 6 months ending with `month` — each month's total,
-    its cost by purpose class and its untracked share; months the warehouse does not hold
-    are listed as absent (the strip marks them, it does not invent a zero)."""
+    its cost by purpose class (both in the month's own currency, `currencies`) and its
+    untracked share; months the warehouse does not hold are listed as absent (the strip marks
+    them, it does not invent a zero)."""
     have = table_names(con)
     first = months_back(month, STRIP_MONTHS)
-    totals = {r["month"]: r["effective_cost"]
-              for r in read_rows(con, "period_month_totals", first, month)}
+    month_rows = read_rows(con, "period_month_totals", first, month)
+    totals = {r["month"]: r["effective_cost"] for r in month_rows}
     cells = (read_rows(con, "period_purpose_component", first, month)
              if "attribution" in have else [])
     shares = {r["month"]: r for r in read_rows(con, "period_untracked_share", first, month)} \
@@ -61,6 +63,8 @@ def six_months(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     return {
         "months": months_between(first, month),
         "totals": totals,
+        # each month is billed in its own currency (SPEC §5): its figures are shown in it
+        "currencies": {r["month"]: r["currency"] for r in month_rows},
         "by_purpose": by_purpose(cells),
         "shares": shares,
     }

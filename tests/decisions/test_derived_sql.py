@@ -360,6 +360,75 @@ def test_search_costs_min_goal(con):
     assert s2["accelerator_hours_per_improvement"] == pytest.approx(200.0)  # 6 ÷ 0.03
 
 
+def test_a_stopped_run_without_an_end_is_active_only_in_the_month_it_started(con):
+    """SPEC §6: a non-RUNNING run with no end claims nothing. Its search is active in the
+    month the run started, not in every month after (there it was listed at $0 and failed
+    searches_within_estimate month after month); a RUNNING run with no end is running until
+    the month's end, every month."""
+    jan = date(2024, 1, 1)
+    for month in (jan, MARCH):                          # each month's tracker snapshot
+        for run_id, status, start in [("jan-failed", "FAILED", datetime(2024, 1, 3)),
+                                      ("jan-killed", "KILLED", datetime(2024, 1, 4)),
+                                      ("jan-running", "RUNNING", datetime(2024, 1, 5)),
+                                      ("mar-failed", "FAILED", datetime(2024, 3, 3))]:
+            tracker(con, run_id, status, start=start, model="churn", purpose="search",
+                    search_id=f"S-{run_id}", month=month)
+    expected = {jan: {"S-jan-failed", "S-jan-killed", "S-jan-running"},
+                MARCH: {"S-jan-running", "S-mar-failed"}}
+    for month, searches in expected.items():
+        for table in ("search_costs", "search_shape"):
+            run(con, table, month)
+            listed = rows(con, f"SELECT search_id, cost FROM {table} WHERE month = ?", month)
+            assert {search for search, _ in listed} == searches, (table, month)
+
+
+def test_a_nan_metric_is_no_metric_in_every_table_that_reads_one(con, tmp_path):
+    """A runs file's (or MLflow's) NaN metric, read through the tracker ingest, is no metric:
+    the search's best is its other trial's, as search_shape says, and nothing is NaN (a NaN
+    improvement made the report's money() raise, and the month failed)."""
+    import logging
+    import math
+
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.ingest.runs import build_tracker_runs
+    from cost_pipeline.warehouse import month_params
+
+    (tmp_path / "runs.csv").write_text(
+        "run_id,status,start_time,end_time,model,purpose,search_id,config_id,seed,"
+        "metric_name,metric_value\n"
+        "p0,FINISHED,2024-02-20T00:00:00Z,2024-02-20T05:00:00Z,m,production,,,,val_auc,0.80\n"
+        "t1,FINISHED,2024-03-02T00:00:00Z,2024-03-02T10:00:00Z,m,search,S1,c1,0,val_auc,0.85\n"
+        "t2,FINISHED,2024-03-02T00:00:00Z,2024-03-02T10:00:00Z,m,search,S1,c2,0,val_auc,nan\n"
+        "p1,FINISHED,2024-03-20T00:00:00Z,2024-03-20T05:00:00Z,m,production,,,,val_auc,NaN\n",
+        encoding="utf-8")
+    cfg = parse_config({"tracker": [{"kind": "runs_file", "path": "runs.csv"}]}, tmp_path)
+    build_tracker_runs(con, cfg, MARCH, logging.getLogger("test"))
+    attr(con, "L1", "t1", "search", 100.0, hours=10.0, acc_hours=10.0)
+    attr(con, "L2", "t2", "search", 100.0, hours=10.0, acc_hours=10.0)
+    attr(con, "L3", "p1", "production", 50.0, hours=5.0, acc_hours=5.0)
+    params = month_params(cfg, MARCH)
+    tables = ("search_costs", "search_trend", "search_shape", "retrain_cadence")
+    for table in tables:
+        replace_month(con, table, MARCH, sql_text(table), params)
+
+    got = by_search(con)["S1"]
+    assert got["best_metric"] == pytest.approx(0.85)                  # t1's; t2 has none
+    assert got["improvement"] == pytest.approx(0.05)                  # over p0's 0.80
+    assert got["cost_per_improvement"] == pytest.approx(4000.0)       # 200 ÷ 0.05
+    assert rows(con, "SELECT best_metric, improvement FROM search_trend") == [
+        (pytest.approx(0.85), pytest.approx(0.05))]
+    assert rows(con, "SELECT best_config_id FROM search_shape") == [("c1",)]
+    # p1's change is unknown (no metric): not a flat retrain, no mean change
+    assert rows(con, "SELECT retrains, mean_metric_change, flat_retrains FROM retrain_cadence"
+                ) == [(1, None, 0)]
+    for table in tables:
+        cur = con.execute(f"SELECT * FROM {table}")
+        names = [d[0] for d in cur.description]
+        for row in cur.fetchall():
+            assert not [n for n, v in zip(names, row, strict=True)
+                        if isinstance(v, float) and not math.isfinite(v)], (table, row)
+
+
 # ---------------------------------------------------- retention_violations, storage by status
 
 CUTOFF = datetime(2024, 3, 25)   # month end (1 April) − 7 grace days

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import date, datetime
 
 import pytest
 
@@ -48,6 +49,38 @@ def test_recorded_basis_from_the_demo_quarter(demo_quarter, demo_warehouse):
     cached = estimate_search(cfg, "churn", 12, 3, 1, con=demo_warehouse, cached=True)
     assert cached.per_run["preprocessing"] == 0
     assert cached.total_cost == pytest.approx(est.total_cost - 36 * est.per_run["preprocessing"])
+
+
+def test_a_run_is_priced_at_its_whole_recorded_cost(tmp_path):
+    """SPEC §10 "from the model's recorded per-run cost": every component of it. Two search
+    runs of 10 GPU-hours ($100) that each also paid CPU $20, storage $2, transfer $3 and other
+    $1: a search of two such runs is estimated at what those two cost ($252), where pricing
+    GPU alone said $200 and the search ran 26 % over its own estimate."""
+    import duckdb
+
+    from tests.support.warehouse_rows import insert, insert_runs
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    march = date(2026, 3, 1)
+    parts = {"gpu": 100.0, "cpu": 20.0, "storage": 2.0, "network": 3.0, "other": 1.0}
+    with duckdb.connect() as con:
+        insert_runs(con, march, [
+            {"run_id": run_id, "status": "FINISHED", "model": "m", "purpose": "search",
+             "search_id": "S0", "config_id": run_id, "start_time": datetime(2026, 3, day),
+             "end_time": datetime(2026, 3, day, 10)} for day, run_id in ((2, "t1"), (3, "t2"))])
+        insert(con, "attribution", march, [
+            {"x_SourceLine": f"{run_id}-{component}", "run_id": run_id, "purpose_class": "search",
+             "component": component, "cost": cost, "share": 1.0, "rule": "compute",
+             "hours": 10.0 if component in ("gpu", "cpu") else None,
+             "accelerator_hours": 10.0 if component == "gpu" else None}
+            for run_id in ("t1", "t2") for component, cost in parts.items()], {})
+        est = estimate_search(cfg, "m", 2, 1, con=con)
+        (recorded,) = con.execute("SELECT sum(cost) FROM attribution").fetchone()
+    assert (est.gpus, est.hours, est.price) == (1.0, 10.0, 10.0)
+    assert est.per_run == pytest.approx({"gpu": 100.0, "cpu": 20.0, "storage": 2.0,
+                                         "transfer": 3.0, "other": 1.0, "preprocessing": 0.0})
+    assert est.per_run_cost == pytest.approx(126.0)
+    assert est.total_cost == pytest.approx(recorded) == pytest.approx(252.0)
 
 
 def test_cli_json_and_exit_code(demo_quarter, dagster_home):

@@ -520,10 +520,16 @@ def test_cost_levers_evidence_is_in_the_bills_currency(con):
 def test_fmt_money_matches_the_python_formatter(con):
     from cost_pipeline.report.money import in_currency
 
-    for amount in [0.0, 0.1, 1.005, -0.004, -1234567.125, 2.675, 1e15 + 0.5, None]:
+    for amount in [0.0, 0.1, 1.005, -0.004, -1234567.125, 2.675, 1e15 + 0.5, None,
+                   float("nan"), float("inf"), float("-inf")]:
         for currency in ["USD", "NOK", None, "eur"]:
             (sql,) = con.execute("SELECT fmt_money(?, ?)", [amount, currency]).fetchone()
             assert sql == in_currency(amount, currency), (amount, currency)
+    # nothing finite is refused (a DECIMAL(38, 6) holds less than 1e32): beyond a double's
+    # 17 digits the two may spell its noise apart
+    for amount in [1e26, 1e32, -1e300]:
+        (sql,) = con.execute("SELECT fmt_money(?, 'USD')", [amount]).fetchone()
+        assert sql[:6] == in_currency(amount, "USD")[:6] and sql.endswith(".00"), amount
 
 
 def test_cost_levers_of_an_empty_month_keep_the_mission_order(con):
@@ -533,6 +539,20 @@ def test_cost_levers_of_an_empty_month_keep_the_mission_order(con):
                    ("cache preprocessing", 0.0), ("delete dead checkpoints", 0.0),
                    ("co-locate compute with data", 0.0), ("chase untracked usage", 0.0),
                    ("checkpoint before going preemptible", 0.0), ("use a cheaper card", 0.0)]
+
+
+def test_cost_levers_equal_to_the_cent_rank_in_the_mission_order(con):
+    # untracked compute $0.1 + $0.2 (0.30000000000000004 as a float sum) and dead
+    # checkpoints $0.30: both read $0.30, so the mission order decides, not the last bit
+    attr(con, "U1", None, "untracked", 0.1, component="gpu", hours=1.0, acc=1.0, kind="no_run")
+    attr(con, "U2", None, "untracked", 0.2, component="cpu", hours=1.0, kind="no_run")
+    put(con, "retention_violations", bucket="b", key="k1", reason="dead_run", bytes=1,
+        monthly_cost=0.3)
+    run(con, "untracked_usage")
+    run(con, "cost_levers")
+    got = con.execute("SELECT lever, dollars FROM cost_levers ORDER BY rank LIMIT 2").fetchall()
+    assert [lever for lever, _ in got] == ["delete dead checkpoints", "chase untracked usage"]
+    assert got[1][1] > got[0][1]     # by a float's last bit
 
 
 def test_the_new_tables_are_idempotent_per_month(con):

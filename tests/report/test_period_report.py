@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -116,6 +117,55 @@ def test_levers_summed_over_the_period_and_ranked(quarter, demo_warehouse):
     assert ranked == sorted(ranked, reverse=True)
 
 
+MISSION_ORDER = ["bound the search", "retrain on measured decay", "cache preprocessing",
+                 "delete dead checkpoints", "co-locate compute with data", "chase untracked usage",
+                 "checkpoint before going preemptible", "use a cheaper card"]   # SPEC §12
+
+
+def test_levers_tied_over_the_period_rank_in_the_mission_order():
+    """Summed over the period, equal levers rank in the mission order (SPEC §12), not in the
+    last month's order: "bound the search" ($50 in January) before "chase untracked usage"
+    ($50 in February, first there); $0.30 and $0.30 + 1e-9 are equal to the cent."""
+    from cost_pipeline.report.strip import read_rows
+
+    jan, feb = date(2026, 1, 1), date(2026, 2, 1)
+    dollars = {jan: {"bound the search": 50.0, "cache preprocessing": 0.1 + 1e-9,
+                     "retrain on measured decay": 0.1},
+               feb: {"chase untracked usage": 50.0, "cache preprocessing": 0.2,
+                     "retrain on measured decay": 0.2}}
+    with duckdb.connect() as con:
+        for month, figures in dollars.items():
+            ranked = sorted(MISSION_ORDER, key=lambda lever: -figures.get(lever, 0.0))
+            insert(con, "cost_levers", month,
+                   [{"rank": rank, "lever": lever, "dollars": figures.get(lever, 0.0),
+                     "what_it_costs_to_pull": "-", "evidence": "-"}
+                    for rank, lever in enumerate(ranked, 1)], {})
+        got = read_rows(con, "period_levers", jan, feb)
+    assert [r["lever"] for r in got] == [
+        "bound the search", "chase untracked usage", "retrain on measured decay",
+        "cache preprocessing", "delete dead checkpoints", "co-locate compute with data",
+        "checkpoint before going preemptible", "use a cheaper card"]
+    assert [r["rank"] for r in got] == list(range(1, 9))
+
+
+def test_levers_of_a_period_without_dollars_rank_as_cost_levers_ranks_a_month():
+    """The mission order period_levers.sql spells out is cost_levers.sql's."""
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.report.strip import read_rows
+    from cost_pipeline.warehouse import month_params, register_datasets, replace_month, sql_text
+
+    month = date(2026, 1, 1)
+    with duckdb.connect() as con:
+        insert_lines(con, month, [])
+        register_datasets(con, [])
+        replace_month(con, "cost_levers", month, sql_text("cost_levers"),
+                      month_params(parse_config({}, Path(".")), month))
+        monthly = [lever for (lever,) in con.execute(
+            "SELECT lever FROM cost_levers ORDER BY rank").fetchall()]
+        period = [r["lever"] for r in read_rows(con, "period_levers", month, month)]
+    assert monthly == period == MISSION_ORDER
+
+
 def test_default_path_and_one_month_period(warehouse, demo_warehouse):
     path, data = write_period_report(warehouse, FIRST, LAST)
     assert path == period_report_path(warehouse, FIRST, LAST)
@@ -187,6 +237,29 @@ def test_monthly_report_strip_of_six_months(warehouse, demo_warehouse, tmp_path)
     assert search.quantize(CENT) == sql_cents(
         demo_warehouse, "SELECT sum(cost) FROM attribution WHERE month = ? AND "
         "purpose_class = 'search'", [LAST])
+
+
+def test_monthly_report_strip_shows_each_month_in_its_own_currency(tmp_path):
+    """SPEC §5: one currency per month, not per warehouse. January billed USD 100 reads
+    `$100.00` in February's (EUR) strip, where it read `EUR 100.00`."""
+    path, jan, feb = tmp_path / "w.duckdb", date(2026, 1, 1), date(2026, 2, 1)
+    with duckdb.connect(str(path)) as con:
+        for month, cost, currency in ((jan, 100.0, "USD"), (feb, 90.0, "EUR")):
+            insert_lines(con, month, [_line(0, month, cost, currency)])
+            insert(con, "attribution", month, [
+                {"x_SourceLine": "l0", "run_id": None, "purpose_class": "untracked",
+                 "component": "gpu", "cost": cost, "hours": 1.0, "accelerator_hours": 1.0,
+                 "share": 1.0, "rule": "compute"}], {})
+    out, data = write_report(str(path), feb, out=tmp_path / "feb.html")
+    html = out.read_text(encoding="utf-8")
+    strip = html[html.index('id="strip"'):html.index('id="bill"')]
+    assert strip.count("$100.00") == 2 and strip.count("EUR 90.00") == 2  # untracked, total
+    assert "EUR 100.00" not in strip and "$90.00" not in strip
+    cells = {a["data-strip-month"]: a for a in Elements(strip).having("data-strip-month")}
+    assert (cells["2026-01"]["data-strip-currency"], cells["2026-02"]["data-strip-currency"]) == (
+        "USD", "EUR")
+    assert "Each month in the currency it was billed in" in strip
+    assert data["strip"]["currencies"] == {jan: "USD", feb: "EUR"}
 
 
 def test_period_report_renders_in_headless_chromium(quarter, demo_warehouse, tmp_path):

@@ -4,6 +4,7 @@ it, and it renders in a real headless Chromium."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from datetime import date, datetime
@@ -217,6 +218,35 @@ def test_long_tables_show_their_head_and_what_the_rest_adds_up_to(tmp_path):
     assert html.count(f"… and {len(left_out)} more models") == 2
     assert f"… and {len(left_out)} more searches" in html
     assert "every row is in the warehouse's <code>search_costs</code>" in html
+
+
+def test_figures_that_are_not_finite_numbers_render_and_large_ones_to_the_cent(tmp_path):
+    """A search whose improvement was NaN (a warehouse written while a NaN metric counted) or
+    infinite renders `–` / `∞`, where money() raised decimal.InvalidOperation and the month's
+    report failed; a finite amount, however large, is written to the cent."""
+    from cost_pipeline.report.money import in_currency
+    from cost_pipeline.report.render import number, percent
+
+    nan, inf = float("nan"), float("inf")
+    assert [in_currency(v, "USD") for v in (nan, inf, -inf)] == ["–", "$∞", "−$∞"]
+    assert in_currency(1e26, "EUR") == "EUR 100,000,000,000,000,000,000,000,000.00"
+    assert in_currency(-1e300, "USD").startswith("−$1,000,000,000,")
+    assert [number(nan), number(-inf), percent(nan), percent(inf)] == ["–", "−∞", "–", "∞"]
+    month, path = date(2026, 10, 1), tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, month, [_line(0, "Usage", 100.0, 100.0)])
+        insert(con, "search_costs", month, [
+            {"search_id": "s-1", "model": "m", "runs": 2, "configs": 2.0, "seeds": 1,
+             "runs_this_month": 2, "hours": 1.0, "accelerator_hours": 1.0, "cost": 60.0,
+             "metric_name": "val_auc", "best_metric": nan, "previous_best": 0.8,
+             "improvement": nan, "cost_per_improvement": nan},
+            {"search_id": "s-2", "model": "m", "runs": 1, "configs": 1.0, "seeds": 1,
+             "runs_this_month": 1, "hours": 1.0, "accelerator_hours": 1.0, "cost": 40.0,
+             "metric_name": "val_auc", "best_metric": 0.9, "previous_best": 0.9,
+             "improvement": 1e-320, "cost_per_improvement": inf}], {})
+    page, html = render(str(path), month, tmp_path)
+    assert [a["data-search"] for a in page.having("data-search")] == ["s-1", "s-2"]
+    assert "$∞" in html and not {"nan", "NaN", "inf"} & set(re.findall(r"\b\w+\b", html))
 
 
 def test_cli_writes_the_report_and_prints_its_path(demo_quarter, warehouse, dagster_home,

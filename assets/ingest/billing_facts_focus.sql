@@ -53,7 +53,8 @@
 --   (EBS is EC2's: AWS may file its rows under Compute); other = the rest. A valid
 --   x_CostComponent in the file wins.
 -- * G (x_AcceleratorCount) = the provider's count, else the accelerator table (built-in +
---   `accelerators:`), else the GCP name's `-<N>g` / `-<N>t` suffix, else 1 (reported).
+--   `accelerators:`), else the GCP name's `-<N>g` / `-<N>t` suffix, else (reported as
+--   unknown) an accelerator SKU line's accelerator-hours ÷ its period's hours, else 1.
 -- * Buckets (x_ResourceKind = bucket): object-storage resources (S3, GCS, Azure Blob storage
 --   accounts) and resources the config names as buckets; an S3 ARN or a GCS resource name is
 --   reduced to the bucket name so it matches the checkpoint listings.
@@ -300,6 +301,8 @@ classified AS (
           AND NOT regexp_matches(coalesce(instance_type, ''), '(?i)^g1-'))
           OR coalesce(provider_accelerators, 0) > 0
           OR lower(coalesce(x_CostComponent, '')) = 'gpu'
+          -- a line metering GPU or TPU time, whatever its type names
+          OR accelerator_sku
           OR (gcp_vm_meter AND gcp_accelerator_period) AS accelerator_type,
         shared_meter OR shared_resource AS shared_network,
         coalesce(BilledCost < 0 AND EffectiveCost = 0, false) AS cancels_bill
@@ -402,6 +405,12 @@ FROM (
             table_accelerators,
             TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
             tpu_chips,
+            -- an accelerator SKU line of an unknown type: its accelerator-hours ÷ the hours of
+            -- its period, a lower bound (reported as unknown), as billing_facts_gcp.sql
+            CASE WHEN accelerator_sku AND ChargePeriodEnd > ChargePeriodStart
+                 THEN greatest(1, CAST(ceil(ConsumedQuantity * hours_per_unit
+                                            / (epoch(ChargePeriodEnd - ChargePeriodStart) / 3600.0)
+                                            - 1e-9) AS INTEGER)) END,
             1) AS INTEGER) * instance_count
     END AS accelerators
     FROM (

@@ -83,6 +83,12 @@ ROWS = [
     # a shared-core VM: billed in instance-seconds, and no GPU
     sku("small-vm", "G1-SMALL", "Small Instance with 1 VCPU running in Americas", HOUR,
         "seconds", 0.03, tags("g1-small", 1, env="dev")),
+    # an A100 VM without its machine type label: its GPU line says it is one, and G is its
+    # GPU-hours over the hour (a lower bound, reported as unknown)
+    sku("bare-vm", "BARE-GPU", "Nvidia Tesla A100 GPU running in Americas", 4 * HOUR,
+        "seconds", 11.7, tags(None, 48)),
+    sku("bare-vm", "BARE-CORE", "A2 Instance Core running in Americas", 48 * HOUR,
+        "seconds", 1.5, tags(None, 48)),
     sku("cpu-vm", "TAX", "Tax", 0.0, "", 1.5, "[]", ChargeCategory="tax", ConsumedUnit=None,
         ConsumedQuantity=None, ResourceId=None, ResourceType=None),
     sku("cpu-vm", "ADJ", "Adjustment", 0.0, "", -0.5, "[]", ChargeCategory="adjustment",
@@ -139,6 +145,8 @@ def test_the_lower_case_vocabulary_reads_as_focus_spells_it(month):
     ("A2-RAM", ("gpu", 8, None, True)),
     ("CUSTOM-CORE", ("cpu", 0, 1.0, True)),     # 6 vCPU-hours ÷ n2-custom-6-…'s 6
     ("G1-SMALL", ("cpu", 0, 1.0, True)),        # instance-seconds; g1 is no GPU family
+    ("BARE-GPU", ("gpu", 4, 1.0, True)),        # 4 GPU-hours in an hour: G ≥ 4
+    ("BARE-CORE", ("gpu", 1, None, True)),      # a GPU line in its hour: no hours here
 ])
 def test_a_vms_sku_lines_carry_its_hours_once(month, sku_id, expected):
     got = month.execute("SELECT x_CostComponent, x_AcceleratorCount, x_UsageHours, "
@@ -162,11 +170,15 @@ def test_a_run_holding_the_vms_for_their_hour_takes_all_their_cost(month):
     vm_rows = [r for r in ROWS if r["ResourceId"] and r["ResourceId"].endswith(("cpu-vm",
                                                                                "gpu-vm"))]
     assert by_line == {**{r["SkuId"]: pytest.approx(r["EffectiveCost"]) for r in vm_rows},
-                       "CUSTOM-CORE": None, "G1-SMALL": None, "TAX": None, "ADJ": None}
+                       "CUSTOM-CORE": None, "G1-SMALL": None, "BARE-GPU": None,
+                       "BARE-CORE": None, "TAX": None, "ADJ": None}
+    unknown = month.execute("SELECT list(SkuId ORDER BY SkuId) FROM billing_facts "
+                            "WHERE x_UnknownAcceleratorType").fetchone()[0]
+    assert unknown == ["BARE-GPU"]
     billed, attributed, gpu_hours, tracked = month.execute(
         "SELECT (SELECT sum(EffectiveCost) FROM billing_facts), sum(cost), "
         "(SELECT sum(x_UsageHours * x_AcceleratorCount) FROM billing_facts "
         " WHERE x_CostComponent = 'gpu'), "
         "sum(accelerator_hours) FILTER (WHERE run_id = 'r1') FROM attribution").fetchone()
     assert attributed == pytest.approx(billed, rel=1e-12)  # conserved
-    assert gpu_hours == pytest.approx(8.0) and tracked == pytest.approx(8.0)
+    assert gpu_hours == pytest.approx(8.0 + 4.0) and tracked == pytest.approx(8.0)

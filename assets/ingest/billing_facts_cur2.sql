@@ -67,8 +67,12 @@ classified AS (
     SELECT
         raw.*,
         -- instance usage: EC2 Box/Spot/Host usage and SageMaker training instances, on the
-        -- usage line types (a negation mirrors its covered line but carries no hours)
-        line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage', 'SavingsPlanNegation')
+        -- usage line types (a negation mirrors its covered line but carries no hours) and a
+        -- refund of such usage (a Usage line, SPEC §5: a refunded GPU hour is gpu, not
+        -- other); a refund gives money back for hours its usage line counted, so it carries
+        -- none either (hours of its own would double d, the hours the instance ran)
+        line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage', 'SavingsPlanNegation',
+                      'Refund')
           AND (box_usage OR (line_item_product_code = 'AmazonSageMaker' AND train_usage))
             AS instance_usage,
         transfer_usage
@@ -194,7 +198,7 @@ SELECT
           * instance_count
         ELSE 0
     END AS x_AcceleratorCount,
-    CASE WHEN instance_usage AND line_type <> 'SavingsPlanNegation'
+    CASE WHEN instance_usage AND line_type NOT IN ('SavingsPlanNegation', 'Refund')
          THEN coalesce(line_item_usage_amount, 0) / instance_count END AS x_UsageHours,
     coalesce(instance_usage, false) AS x_InstanceUsage,
     CASE WHEN instance_usage THEN instance_type END AS x_InstanceType,

@@ -117,6 +117,8 @@ def bill_lines() -> list[dict]:
           line_item_resource_id=None, line_item_usage_type="Credit"),
         L("refund_old", -3.0, start=june, line_item_line_item_type="Refund"),
         L("refund_now", -1.0, start=T0 + 24 * HOUR, line_item_line_item_type="Refund"),
+        gpu_box("refund_gpu", "USE1-BoxUsage:g5.xlarge", -5.0,
+                line_item_line_item_type="Refund"),  # a refunded GPU hour: gpu, G as its type's
         # instance usage of every kind, accelerator counts
         L("box", 0.096, product_instance_type="m5.large"),
         L("neg_usage", -0.048, line_item_usage_amount=-0.5),
@@ -166,6 +168,7 @@ EXPECTED_COSTS = {
     "credit": ("Credit", None, -20.0, -20.0, None),
     "refund_old": ("Usage", "Correction", -3.0, -3.0, None),
     "refund_now": ("Usage", None, -1.0, -1.0, None),
+    "refund_gpu": ("Usage", None, -5.0, -5.0, None),
     "box": ("Usage", None, 0.096, 0.096, None),
     "neg_usage": ("Usage", None, -0.048, -0.048, None),
     "spot_p4d": ("Usage", None, 5.0, 5.0, None),
@@ -187,6 +190,7 @@ EXPECTED_COSTS = {
 EXPECTED_USAGE = {
     "sp_cov": ("gpu", 1, 1.0, "p3.2xlarge", "instance"),
     "sp_neg": ("gpu", 1, None, "p3.2xlarge", "instance"),  # a negation carries no hours
+    "refund_gpu": ("gpu", 1, None, "g5.xlarge", "instance"),  # nor does a refund
     "ri_used": ("cpu", 0, 1.0, "m5.large", "instance"),
     "box": ("cpu", 0, 1.0, "m5.large", "instance"),
     "neg_usage": ("cpu", 0, -0.5, "m5.large", "instance"),
@@ -243,7 +247,12 @@ def test_components_hours_and_accelerators(normalized):
                row["x_InstanceType"], row["x_ResourceKind"])
         assert got == expected, name
     assert rows["sp_neg"]["x_InstanceUsage"] and not rows["ebs"]["x_InstanceUsage"]
-    assert not rows["refund_old"]["x_InstanceUsage"]
+    # a refund of instance usage is that usage's component and kind, without hours of its
+    # own (they would double the hours the instance ran): it was `other`
+    for refund in ("refund_old", "refund_now"):
+        assert rows[refund]["x_InstanceUsage"], refund
+        assert (rows[refund]["x_CostComponent"], rows[refund]["x_UsageHours"],
+                rows[refund]["x_ResourceKind"]) == ("cpu", None, "instance"), refund
 
 
 def test_columns_of_a_line(normalized):

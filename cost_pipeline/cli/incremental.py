@@ -2,9 +2,11 @@
 (the package version and the hash of its Python, SQL and template files), the config file's
 content, the month, and — for the three source assets — the inputs they read (every file's
 path, size and modification time, local or on S3), or — for every other asset — its parents'
-fingerprints. An asset whose fingerprint equals the one recorded in the warehouse table
-`materializations` for its last successful materialization is unchanged and skipped; a
-changed runs file therefore re-runs `tracker_runs` and what depends on it, not the bill.
+fingerprints, and for those that read the warehouse's other months too (all but
+`MONTH_LOCAL`) what those months hold (`input_tokens`). An asset whose fingerprint equals
+the one recorded in the warehouse table `materializations` for its last successful
+materialization is unchanged and skipped; a changed runs file therefore re-runs
+`tracker_runs` and what depends on it, not the bill.
 
 Inputs that cannot be fingerprinted without reading them (an MLflow server, a BigQuery
 export, a whole-bucket S3 listing) make their asset, and everything downstream, always run.
@@ -135,25 +137,42 @@ SOURCE_INPUTS = {
 }
 
 
-def _approvals(cfg: PipelineConfig) -> list | None:
-    """The recorded search estimates (`estimate --approve`): a table of the warehouse that no
-    asset writes, read by search_costs. None when it cannot be read now (then it runs)."""
+def _warehouse_state(cfg: PipelineConfig, month: date) -> dict[str, list] | None:
+    """What the fingerprints read of the warehouse, in one read-only look: the recorded search
+    estimates (`estimate --approve`, a table no asset writes, read by search_costs) and what
+    the other months hold — each month's bill, runs and attribution as their writers noted
+    them (`input_tokens`, which the decision tables' bases read too). None when it cannot be
+    read now (then what reads it runs)."""
+    state: dict[str, list] = {"approvals": [], "other_months": []}
     if not Path(cfg.warehouse_path).exists():
-        return []
+        return state
     try:
         with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
-            if not con.execute("SELECT count(*) FROM information_schema.tables "
-                               "WHERE table_name = 'search_approvals'").fetchone()[0]:
-                return []
-            return [list(r) for r in con.execute(
-                "SELECT search_id, recorded_at, estimated_cost FROM search_approvals "
-                "ORDER BY search_id, recorded_at").fetchall()]
+            tables = {t for (t,) in con.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_name IN ('search_approvals', 'input_tokens')").fetchall()}
+            if "search_approvals" in tables:
+                state["approvals"] = [list(r) for r in con.execute(
+                    "SELECT search_id, recorded_at, estimated_cost FROM search_approvals "
+                    "ORDER BY search_id, recorded_at").fetchall()]
+            if "input_tokens" in tables:
+                state["other_months"] = [[str(m), name, token] for m, name, token in con.execute(
+                    "SELECT month, input, token FROM input_tokens WHERE month <> ? "
+                    "ORDER BY month, input", [month]).fetchall()]
     except duckdb.Error:
         return None
+    return state
 
 
 # assets that also read a table of the warehouse written outside the pipeline
-WAREHOUSE_INPUTS = {"search_costs": _approvals}
+WAREHOUSE_INPUTS = {"search_costs": "approvals"}
+
+# the assets that read their month alone; every other one also reads the warehouse's other
+# months (a search's cost to date, earlier searches and retrains, the trends, the strip, the
+# write-back's sums over every month): a month restated after a later one was written (a
+# CUR delivered again) must not leave the later month's skip keeping its figures
+MONTH_LOCAL = frozenset({"billing_facts", "tracker_runs", "checkpoint_inventory", "attribution",
+                         "reconciliation", "retention_violations", "storage_by_run_status"})
 
 
 def fingerprints(asset_graph, cfg: PipelineConfig, config_text: str,
@@ -175,6 +194,8 @@ def fingerprints_of(graph: list[tuple[str, list[str]]], cfg: PipelineConfig, con
     base = {"code": code_version(), "month": month.isoformat(),
             "config": hashlib.sha256(config_text.encode()).hexdigest()}
     out: dict[str, str | None] = {}
+    state: dict[str, list] | None = None
+    read = False
     for name, parents in graph:
         if name in SOURCE_INPUTS:
             inputs = SOURCE_INPUTS[name](cfg, month)
@@ -182,9 +203,16 @@ def fingerprints_of(graph: list[tuple[str, list[str]]], cfg: PipelineConfig, con
             inputs = {p: out[p] for p in parents}
         else:
             inputs = None
-        if inputs is not None and name in WAREHOUSE_INPUTS:
-            extra = WAREHOUSE_INPUTS[name](cfg)
-            inputs = None if extra is None else {"parents": inputs, "warehouse": extra}
+        if inputs is not None and (name not in MONTH_LOCAL or name in WAREHOUSE_INPUTS):
+            if not read:  # the warehouse is looked at once, and only when an asset reads it
+                state, read = _warehouse_state(cfg, month), True
+            if state is None:
+                inputs = None
+            else:
+                if name not in MONTH_LOCAL:
+                    inputs = {"parents": inputs, "other_months": state["other_months"]}
+                if name in WAREHOUSE_INPUTS:
+                    inputs = {"parents": inputs, "warehouse": state[WAREHOUSE_INPUTS[name]]}
         out[name] = None if inputs is None else hashlib.sha256(json.dumps(
             {**base, "asset": name, "inputs": inputs}, sort_keys=True, default=str
         ).encode()).hexdigest()

@@ -153,3 +153,37 @@ def test_a_failed_run_records_nothing(demo_copy, monkeypatch):
     monkeypatch.undo()
     again = materialize_month(str(demo_copy), JULY, progress=False)
     assert again.success and set(again.skipped) == {"billing_facts", "checkpoint_inventory"}
+
+
+def test_a_month_restated_after_a_later_one_reruns_what_reads_it(demo_quarter, tmp_path):
+    """A CUR delivered again for July after August was written (AWS restates a month): July's
+    costs change, and August's skip must not keep the figures that read July — a search's
+    cost to date, the trends, the strip. August's own bill, runs and attribution stay kept."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from cost_pipeline.cli.incremental import MONTH_LOCAL
+
+    config = copy_demo(demo_quarter, tmp_path)
+    august = date(2026, 8, 1)
+    for month in (JULY, august):
+        assert materialize_month(str(config), month, progress=False).success
+    for path in (config.parent / "exports").rglob("BILLING_PERIOD=2026-07/*.parquet"):
+        table = pq.read_table(path)  # every cost of July doubled
+        for i, name in enumerate(table.column_names):
+            if name.endswith("_cost") and pc.sum(table[name]).as_py() is not None:
+                table = table.set_column(i, name, pc.multiply(table[name], 2))
+        pq.write_table(table, path)
+    assert materialize_month(str(config), JULY, progress=False).run_id
+    again = materialize_month(str(config), august, progress=False)
+    assert again.success and again.run_id
+    assert {*SOURCES, "attribution"} <= set(again.skipped) <= MONTH_LOCAL
+
+    def to_date() -> list:
+        with duckdb.connect(load_config(config).warehouse_path, read_only=True) as con:
+            return con.execute("SELECT search_id, round(cumulative_cost, 2) FROM search_costs "
+                               "WHERE month = ? ORDER BY search_id", [august]).fetchall()
+
+    kept = to_date()
+    assert materialize_month(str(config), august, progress=False, force=True).success
+    assert kept == to_date() and kept  # what a forced run writes

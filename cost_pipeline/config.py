@@ -245,11 +245,38 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
         raise ConfigError(f"no config: pass --config FILE or set {CONFIG_ENV}")
     file = Path(raw).expanduser().resolve()
     try:
-        text = file.read_text(encoding="utf-8")
+        content = file.read_bytes()
     except OSError as exc:
         raise ConfigError(f"config {file}: {exc.strerror or exc}") from None
     try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = content.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (content.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"config {file} line {line} column {column}: not UTF-8 text (byte "
+                          f"0x{content[exc.start]:02x}); save the file as UTF-8") from None
+    try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config {file}: not valid YAML: {exc}") from None
+        raise ConfigError(f"config {file}{_yaml_problem(exc, text)}") from None
     return parse_config(data, file.parent, origin=f"config {file}")
+
+
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """PyYAML's error as the rest of one line: ` line L column C: not valid YAML: problem
+    (context)`. Its own message spans several lines and quotes the text with a caret."""
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        return (f" line {line} column {column}: not valid YAML: character "
+                f"#x{exc.character:04x} ({exc.reason})")
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return f": not valid YAML: {' '.join(str(exc).split())}"
+    where = f" line {mark.line + 1} column {mark.column + 1}"
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and context_mark is not None and context_mark.line != mark.line:
+        context = f"{context} that starts at line {context_mark.line + 1} column " \
+                  f"{context_mark.column + 1}"
+    return f"{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")

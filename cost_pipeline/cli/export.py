@@ -6,10 +6,11 @@ per-run cost for trackers without write-back. Each export is one `cmd_*` functio
 from __future__ import annotations
 
 import argparse
-import os
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from cost_pipeline.export import written_atomically
 
 if TYPE_CHECKING:  # duckdb and pyarrow are imported when an export runs, not when parsing
     import pyarrow as pa
@@ -49,17 +50,15 @@ def _read_month(warehouse: str | Path, table: str, month: date, order_by: str) -
 
 
 def _write(rows: pa.Table, path: Path, fmt: str) -> Path:
-    """Write atomically: a reader never sees half a file."""
+    """Write atomically: a reader never sees half a file, a failure leaves none."""
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    if fmt == "csv":
-        pacsv.write_csv(rows, partial)
-    else:
-        pq.write_table(rows, partial)
-    os.replace(partial, path)
+    with written_atomically(path) as partial:
+        if fmt == "csv":
+            pacsv.write_csv(rows, partial)
+        else:
+            pq.write_table(rows, partial)
     return path.resolve()
 
 

@@ -1,5 +1,6 @@
 """`cost-pipeline`: demo, materialize (and more). Results go to stdout, progress to stderr.
-Exit codes: 0 done, 1 error (one line), 2 an ERROR check failed under --strict."""
+Exit codes: 0 done, 1 error (one line; a wrong command line too), 2 an ERROR check failed
+under --strict."""
 
 from __future__ import annotations
 
@@ -150,8 +151,29 @@ def cmd_demo(args) -> int:
     return run_demo(Path(args.out), strict=args.strict)
 
 
+class UsageError(Exception):
+    """The command line itself is wrong (an unknown option, a missing or bad argument)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises a one-line `UsageError` naming the command instead of printing
+    its usage and exiting 2: exit 2 means an ERROR check failed under --strict (SPEC §10).
+    `--help` still prints the help and exits 0. Subcommands are made of this class too."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)")
+
+    def parse_known_args(self, args=None, namespace=None):
+        # an option a subcommand does not know is named by that subcommand (argparse would
+        # leave it to the top-level parser, whose message names no command)
+        known, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return known, extra
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cost-pipeline", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="cost-pipeline", description=__doc__.split("\n")[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -213,7 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     if getattr(args, "config", None) is None and args.command != "demo":
         import os
 

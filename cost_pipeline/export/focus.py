@@ -10,7 +10,6 @@ byte-stable: the same warehouse month gives the same bytes.
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from cost_pipeline.config import WarehouseConfig
+from cost_pipeline.export import written_atomically
 from cost_pipeline.warehouse import bind, connect_read_only, run_script, sql_text
 
 # the config's own default, for callers without a config
@@ -142,15 +142,12 @@ def write_focus(rows: pa.Table, path: str | Path, fmt: str = "parquet") -> Path:
     """Write atomically (a reader never sees half a file), byte-stable for the same rows."""
     if fmt not in FORMATS:
         raise FocusExportError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    if fmt == "csv":
-        pacsv.write_csv(_csv_ready(rows), partial)
-    else:
-        pq.write_table(rows, partial, compression="zstd", write_statistics=True)
-    os.replace(partial, path)
-    return path.resolve()
+    with written_atomically(path) as partial:
+        if fmt == "csv":
+            pacsv.write_csv(_csv_ready(rows), partial)
+        else:
+            pq.write_table(rows, partial, compression="zstd", write_statistics=True)
+    return Path(path).resolve()
 
 
 def default_focus_path(warehouse: str | Path, month: date, fmt: str = "parquet") -> Path:
@@ -211,53 +208,44 @@ def stream_focus(con: duckdb.DuckDBPyConnection, month: date, path: str | Path,
         raise FocusExportError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     _require_attribution(con, month)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    _prepare(con, month)
-    sums = {"BilledCost": Decimal(0), "EffectiveCost": Decimal(0)}
-    rows, runs, writer, empty = 0, set(), None, None
-    try:
-        # a batch is written (pyarrow, without the GIL) while DuckDB hands over the next one;
-        # one write at a time, in order, and the batch after it waits for it
-        with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="focus-writer") as pool,
-              closing(_batches(con, month)) as batches):  # a failure ends DuckDB's result
-            written = None
-            for batch in batches:
-                if not batch.num_rows:
-                    empty = batch
-                    continue
-                table = _ascii_strings(batch)
-                for column in sums:
-                    sums[column] += Decimal(str(pc.sum(table[column]).as_py() or 0))
-                runs.update(pc.unique(table.column("x_RunId").drop_null()).to_pylist())
-                rows += table.num_rows
-                if fmt == "csv":
-                    table = _csv_ready(table)
-                    writer = writer or pacsv.CSVWriter(partial, table.schema)
-                else:
-                    writer = writer or pq.ParquetWriter(partial, table.schema,
-                                                        compression="zstd",
-                                                        write_statistics=True)
+    # the partial file becomes `path` only after the sums check; any failure removes it
+    with written_atomically(path) as partial:
+        _prepare(con, month)
+        sums = {"BilledCost": Decimal(0), "EffectiveCost": Decimal(0)}
+        rows, runs, writer, empty = 0, set(), None, None
+        try:
+            # a batch is written (pyarrow, without the GIL) while DuckDB hands over the next
+            # one; one write at a time, in order, and the batch after it waits for it
+            with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="focus-writer") as pool,
+                  closing(_batches(con, month)) as batches):  # a failure ends DuckDB's result
+                written = None
+                for batch in batches:
+                    if not batch.num_rows:
+                        empty = batch
+                        continue
+                    table = _ascii_strings(batch)
+                    for column in sums:
+                        sums[column] += Decimal(str(pc.sum(table[column]).as_py() or 0))
+                    runs.update(pc.unique(table.column("x_RunId").drop_null()).to_pylist())
+                    rows += table.num_rows
+                    if fmt == "csv":
+                        table = _csv_ready(table)
+                        writer = writer or pacsv.CSVWriter(partial, table.schema)
+                    else:
+                        writer = writer or pq.ParquetWriter(partial, table.schema,
+                                                            compression="zstd",
+                                                            write_statistics=True)
+                    if written is not None:
+                        written.result()
+                    written = pool.submit(writer.write_table, table)
                 if written is not None:
                     written.result()
-                written = pool.submit(writer.write_table, table)
-            if written is not None:
-                written.result()
+        finally:
+            if writer is not None:
+                writer.close()
         if writer is None:  # no rows: still a file with the dataset's columns
             write_focus(empty, partial, fmt)
-    except BaseException:
-        if writer is not None:
-            writer.close()
-        partial.unlink(missing_ok=True)
-        raise
-    if writer is not None:
-        writer.close()
-    try:
         _check_sums(con, month, sums)
-    except FocusExportError:
-        partial.unlink(missing_ok=True)
-        raise
-    os.replace(partial, path)
     return path.resolve(), rows, len(runs)
 
 

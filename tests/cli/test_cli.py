@@ -69,6 +69,29 @@ def test_bad_config_key_is_one_clear_line(tmp_path, dagster_home):
     assert "policy.reconciliation.max_untracked_share" in lines[0] and "bogus" in lines[0]
 
 
+@pytest.mark.parametrize(("content", "where", "problem"), [
+    (b"warehouse: {path: w.duckdb\nbilling: [\n", "line 2 column 8",
+     "not valid YAML: expected ',' or '}', but got ':' (while parsing a flow mapping that "
+     "starts at line 1 column 12)"),
+    (b"warehouse:\n  path: w.duckdb\n   bad: 1\n", "line 3 column 7",
+     "not valid YAML: mapping values are not allowed here"),
+    (b"warehouse: {path: w\x01.duckdb}\n", "line 1 column 20",
+     "not valid YAML: character #x0001"),
+    (b"# caf\xe9 (latin-1)\nwarehouse: {path: w.duckdb}\n", "line 1 column 6",
+     "not UTF-8 text (byte 0xe9)"),
+], ids=["flow-mapping", "indentation", "control-character", "latin-1"])
+def test_an_unreadable_config_is_one_line_naming_the_file_and_where(content, where, problem,
+                                                                     tmp_path, capsys):
+    from cost_pipeline.cli.main import main
+
+    config = tmp_path / "c.yaml"
+    config.write_bytes(content)
+    assert main(["report", "--config", str(config), "--month", "2026-07"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: config {config} {where}: {problem}")
+
+
 def test_source_error_fails_cleanly_and_keeps_the_previous_month(demo_quarter, tmp_path,
                                                                  dagster_home):
     config = copy_demo(demo_quarter, tmp_path)
@@ -107,6 +130,28 @@ def test_bad_month_argument(tmp_path, dagster_home):
     done = run_cli("materialize", "--config", str(tmp_path / "none.yaml"), "--month", "2026-13",
                    env_home=dagster_home)
     assert done.returncode == 1 and done.stderr.startswith("error:")
+
+
+@pytest.mark.parametrize(("argv", "command", "named"), [
+    (["materialize", "--month", "2026-07", "--stict"], "cost-pipeline materialize", "--stict"),
+    (["materialize", "--config", "c.yaml"], "cost-pipeline materialize", "--month"),
+    (["export", "runs", "--month", "2026-07", "--format", "json"], "cost-pipeline export runs",
+     "'json'"),
+    ([], "cost-pipeline", "command"),
+])
+def test_a_wrong_command_line_is_one_line_and_exit_1(argv, command, named, capsys):
+    """Exit 2 is kept for an ERROR check under --strict (SPEC §10): a usage error is an error
+    like any other, one line naming the command and its --help."""
+    from cost_pipeline.cli.main import main
+
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith(f"error: {command}: ") and named in captured.err
+    assert captured.err.rstrip().endswith(f"(see {command} --help)")
+    with pytest.raises(SystemExit) as done:
+        main([*argv[:2], "--help"] if argv[:1] == ["export"] else [*argv[:1], "--help"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: ")
 
 
 def test_the_command_process_tunes_the_garbage_collector(tmp_path):

@@ -78,3 +78,29 @@ def test_a_month_not_materialized_is_one_line(config, tmp_path, capsys):
     missing.write_text(yaml.safe_dump({"warehouse": {"path": "nowhere.duckdb"}}))
     assert main(["export", "runs", "--config", str(missing), "--month", "2024-03"]) == 1
     assert "no warehouse at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_failed_write_leaves_no_partial_file(config, tmp_path, capsys, monkeypatch, fmt):
+    """The file is written atomically: whatever fails — `--out` an existing directory, the
+    final rename — nothing is left beside the target (a `.runs.csv.partial` was)."""
+    import cost_pipeline.export
+
+    folder = tmp_path / "out"
+    (folder / "runs.csv").mkdir(parents=True)
+    args = ["export", "runs", "--config", str(config), "--month", "2024-03", "--format", fmt]
+    assert main([*args, "--out", str(folder / "runs.csv")]) == 1
+    assert [p.name for p in folder.iterdir()] == ["runs.csv"]
+    err = capsys.readouterr().err
+    assert err == f"error: {folder / 'runs.csv'} is a directory: name the file to write\n"
+
+    def no_space(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cost_pipeline.export.os, "replace", no_space)  # the rename fails
+    assert main([*args, "--out", str(folder / "runs.out")]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert [p.name for p in folder.iterdir()] == ["runs.csv"]
+    monkeypatch.undo()
+    assert main([*args, "--out", str(folder / "runs.out")]) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == ["runs.csv", "runs.out"]

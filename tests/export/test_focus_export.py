@@ -348,3 +348,26 @@ def test_a_failure_mid_month_leaves_no_file_and_the_connection_usable(demo_wareh
         monkeypatch.setattr(focus, "_ascii_strings", convert)
         path, rows, runs = focus.stream_focus(con, month, target)
     assert rows == pq.read_metadata(path).num_rows > 1500 and runs > 0
+
+
+def test_a_directory_or_a_failed_rename_leaves_no_partial_file(demo_warehouse, tmp_path,
+                                                                monkeypatch):
+    # the partial copy is removed whatever fails, the final rename included
+    import cost_pipeline.export
+    from cost_pipeline.export import focus
+
+    month = DEMO_MONTHS[0]
+    (tmp_path / "focus.parquet").mkdir()
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        with pytest.raises(ValueError, match="is a directory: name the file to write"):
+            focus.stream_focus(con, month, tmp_path / "focus.parquet")
+
+        def no_space(*_args, **_kwargs):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(cost_pipeline.export.os, "replace", no_space)
+        with pytest.raises(OSError, match="No space left"):
+            focus.stream_focus(con, month, tmp_path / "focus.csv", "csv")
+        with pytest.raises(OSError, match="No space left"):
+            write_focus(focus_rows(con, month), tmp_path / "small.parquet")
+    assert [p.name for p in tmp_path.iterdir()] == ["focus.parquet"]

@@ -162,6 +162,36 @@ def test_tags_written_once_deleted_and_unknown_runs_skipped(store, fast_dir, req
     assert cost_tags(uri, ids["r-b"])["cost.total_usd"] == "1.50"
 
 
+@pytest.mark.parametrize("id_tags", [BY_NAME, {"run_id": "run_id"}])
+def test_runs_are_matched_by_the_id_the_reader_keeps(id_tags, fast_dir):
+    """A name or `run_id` tag with blanks around it is the stripped id in `run_costs`; a tag of
+    only blanks is no tag (the MLflow id). The write-back finds each run under that same id."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{fast_dir / ('blanks-' + id_tags['run_id'] + '.db')}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("blanks")
+    start, end, tags = RUNS["r-b"]
+    ids = {}
+    for name, id_tag in (("  nb-child ", "\tnb-child "), ("nb-blank", "   ")):
+        run_tags = {**tags, "run_id": id_tag} if "run_id" in id_tags.values() else tags
+        run = client.create_run(experiment, start_time=ms(start), tags=run_tags, run_name=name)
+        client.set_terminated(run.info.run_id, "FINISHED", end_time=ms(end))
+        ids[name] = run.info.run_id
+    read = {row["run_id"] for row in mlflow_runs.read_mlflow_runs(
+        uri, "mlflow", experiments=["blanks"], tags=id_tags, log=LOG)}
+    blank_id = "nb-blank" if id_tags == BY_NAME else ids["nb-blank"]
+    assert read == {"nb-child", blank_id}
+
+    con = duckdb.connect()
+    run_costs_rows(con, [(MAY, run_id, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0) for run_id in read])
+    done = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["blanks"],
+                           tags=id_tags, log=LOG)
+    assert (done.runs_written, done.runs_skipped_not_in_tracker) == (2, 0)
+    for mlflow_id in ids.values():
+        assert cost_tags(uri, mlflow_id)["cost.cpu_usd"] == "0.50"
+
+
 def test_tags_go_in_batches_of_at_most_100():
     batches = list(mlflow_tags._batches(list(range(250))))
     assert [len(b) for b in batches] == [100, 100, 50]

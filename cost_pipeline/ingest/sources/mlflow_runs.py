@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cost_pipeline.ingest.sources import SourceError, redact
-from cost_pipeline.ingest.sources.runs_file import RUN_COLUMNS, normalize_run
+from cost_pipeline.ingest.sources.runs_file import RUN_COLUMNS, field_text, normalize_run
 
 # MLflow phones home and retries a dead server for minutes by default; this reader retries
 # on its own schedule below, so MLflow's own HTTP retries are kept short (users may override).
@@ -415,11 +415,13 @@ def gpu_utilizations(client, keys_of: dict[str, list[str]], source: str, uri: st
 def warehouse_run_id(run, id_tag: str) -> str:
     """The id the warehouse knows an MLflow run by: its `id_tag` tag (`tags: run_id:`), its
     run name when that tag is `mlflow.runName` and the run has no such tag (MLflow keeps the
-    name in the run's info too), else its MLflow run id."""
+    name in the run's info too), else its MLflow run id. Normalized as `normalize_run` keeps
+    a run id (`field_text`: blanks stripped, a blank tag is no tag), so the reader and the
+    write-back (mlflow_tags) name a run the same way."""
     tags = run.data.tags
     found = run.info.run_name if id_tag == RUN_NAME_TAG and id_tag not in tags \
         else tags.get(id_tag)
-    return found or run.info.run_id
+    return field_text(found) or run.info.run_id
 
 
 def raw_run(run, experiment: str, tags_of: dict[str, str], metric: str | None,

@@ -163,7 +163,10 @@ def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def _text(value: Any) -> str | None:
+def field_text(value: Any) -> str | None:
+    """A record's field as the warehouse keeps it: stripped of blanks, None when empty (a
+    whole float as an integer). The one spelling of a run id: the MLflow write-back matches
+    runs by it too."""
     if value is None or _is_nan(value):
         return None
     if isinstance(value, float) and value.is_integer():
@@ -232,7 +235,7 @@ def split_resource_ids(text: str) -> list[str]:
 def _bool(value: Any, field: str) -> bool:
     if isinstance(value, bool):
         return value
-    text = (_text(value) or "").lower()
+    text = (field_text(value) or "").lower()
     if text in TRUE_WORDS:
         return True
     if text in FALSE_WORDS:
@@ -246,21 +249,21 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
     for column in ("run_id", "experiment", "model", "search_id", "seed", "config_id", "region",
                    "dataset", "dataset_region", "input_hash", "transform_version", "metric_name",
                    "parent_run_id", "team", "restart_of", "resumed_from"):
-        run[column] = _text(raw.get(column))
+        run[column] = field_text(raw.get(column))
     if not run["run_id"]:
         raise ValueError("run_id: empty")
-    run["source"] = _text(raw.get("source")) or source
-    status = (_text(raw.get("status")) or "").upper()
+    run["source"] = field_text(raw.get("source")) or source
+    status = (field_text(raw.get("status")) or "").upper()
     if status not in STATUSES:
         raise ValueError(f"status: {raw.get('status')!r} is not one of RUNNING, FINISHED, "
                          "FAILED, KILLED")
     run["status"] = "RUNNING" if status == "SCHEDULED" else status
-    purpose = (_text(raw.get("purpose")) or "").lower() or None
+    purpose = (field_text(raw.get("purpose")) or "").lower() or None
     if purpose is not None and purpose not in PURPOSES:
         raise ValueError(f"purpose: {raw.get('purpose')!r} is not one of "
                          f"{', '.join(sorted(PURPOSES))}")
     run["purpose"] = purpose or ("search" if run["search_id"] else None)
-    trigger = (_text(raw.get("trigger")) or "").lower() or None
+    trigger = (field_text(raw.get("trigger")) or "").lower() or None
     if trigger is not None and trigger not in TRIGGERS:
         raise ValueError(f"trigger: {raw.get('trigger')!r} is not one of "
                          f"{', '.join(sorted(TRIGGERS))}")
@@ -276,7 +279,7 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
         raise ValueError(f"end_time: {run['end_time']:%Y-%m-%dT%H:%M:%S} is before start_time "
                          f"{run['start_time']:%Y-%m-%dT%H:%M:%S}")
     run["resource_ids"] = _resource_ids(raw.get("resource_ids"))
-    gpus = _text(raw.get("gpus"))
+    gpus = field_text(raw.get("gpus"))
     try:
         number = None if gpus is None else float(gpus)
     except ValueError:
@@ -288,12 +291,12 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
         raise ValueError(f"gpus: {gpus!r} is negative")
     if run["gpus"] is not None and run["gpus"] > MAX_GPUS:
         raise ValueError(f"gpus: {gpus!r} is more than {MAX_GPUS:,} accelerators for one run")
-    metric = _text(raw.get("metric_value"))
+    metric = field_text(raw.get("metric_value"))
     try:
         run["metric_value"] = None if metric is None else float(metric)
     except ValueError:
         raise ValueError(f"metric_value: {metric!r} is not a number") from None
-    utilization = _text(raw.get("gpu_utilization"))   # mean GPU utilization, percent
+    utilization = field_text(raw.get("gpu_utilization"))   # mean GPU utilization, percent
     try:
         run["gpu_utilization"] = None if utilization is None else float(utilization)
     except ValueError:

@@ -225,7 +225,7 @@ def _arrow_kind(type_: pa.DataType) -> str | None:
 
 
 def _column_sql(column: str, kind: str) -> tuple[str, str, list[str]]:
-    """One column's text as `_text` sees it (or its typed value), its run value, and what
+    """One column's text as `field_text` sees it (or its typed value), its run value, and what
     makes a row doubtful: SQL over `raw`, over stage 1 (`t_…`) and over both stages."""
     raw, t = f"raw.{column}", f"t_{column}"
     text = {"text": f"py_text({raw})", "int": f"CAST({raw} AS VARCHAR)",

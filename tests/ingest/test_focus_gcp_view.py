@@ -10,11 +10,9 @@ repeated by the project refused the month."""
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from datetime import date, datetime
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -23,6 +21,7 @@ from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.ingest.billing import build_billing_facts
 from cost_pipeline.warehouse import month_params
+from tests.ingest.test_focus_source import write_csv
 from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
 JULY = date(2026, 7, 1)
@@ -97,20 +96,12 @@ ROWS = [
 ]
 
 
-def write_csv(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
 @pytest.fixture(scope="module")
 def month(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gcp-focus")
     cfg = parse_config({"billing": [{"kind": "focus", "name": "gcp",
-                                     "path": str(write_csv(folder / "gcp.csv", ROWS))}]},
+                                     "path": str(write_csv(folder / "gcp.csv", ROWS,
+                                                           columns=COLUMNS))}]},
                        folder)
     con = duckdb.connect()
     build_billing_facts(con, cfg, JULY, LOG)

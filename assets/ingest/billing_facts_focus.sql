@@ -42,11 +42,10 @@
 --   vCPU-hours ÷ its vCPUs (the `cores` label, SkuPriceDetails CoreCount, a predefined or
 --   custom type's name; as given where none says), its memory none.
 -- * gpu = instance usage of an accelerator type: AWS `p|g|gr|trn|inf|dl<digit>` families
---   (not GCP's shared-core `g1-small`)
---   (SageMaker's `ml.` stripped), Azure N-series (`Standard_NC…`, `NCC…`, `ND…`, `NV…`,
---   `NG…`), GCP `a2-/a3-/a4-` and `g2-` machine types, TPU `ct<digit>` types; or an
---   accelerator count given by the provider (x_AcceleratorCount, SkuPriceDetails
---   GpuCount/AcceleratorCount);
+--   (SageMaker's `ml.` stripped; not GCP's shared-core `g1-small`), Azure N-series
+--   (`Standard_NC…`, `NCC…`, `ND…`, `NV…`, `NG…`), GCP `a2-/a3-/a4-` and `g2-` machine
+--   types, TPU `ct<digit>` types; or an accelerator count given by the provider
+--   (x_AcceleratorCount, SkuPriceDetails GpuCount/AcceleratorCount); or a GPU/TPU SKU line;
 --   or x_CostComponent = 'gpu'. cpu = other instance usage.
 -- * network = the Networking category, or data transfer / egress / NAT / endpoint meters;
 --   storage = the Storage category, a *Storage subcategory or AWS's `EBS:` usage types

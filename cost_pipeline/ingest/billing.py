@@ -30,6 +30,7 @@ from cost_pipeline.ingest.sources import (
     gcp_billing,
     s3,
     source_names,
+    sql_identifier,
 )
 from cost_pipeline.months import month_bounds
 from cost_pipeline.warehouse import (
@@ -370,23 +371,32 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
     rows, distinct_hashes = con.execute(
         f"SELECT count(*), count(DISTINCT key_hash(x_SourceLine)) FROM {STAGE}").fetchone()
     has_duplicates = rows != distinct_hashes
+    # a line's copies are identical when every value is (its tags, its usage type's instance
+    # and component too: copies differing only there were dropped as identical, the run or the
+    # GPUs a line had depending on which file sorted first); where it was read from is not
+    names = [c for (c, *_) in con.execute(f"DESCRIBE {STAGE}").fetchall()
+             if c not in ("month", "x_SourceLine", "x_File", "x_Row")]  # (the schema's names)
+    values = [sql_identifier(c) for c in names]
     conflict = None if not has_duplicates else con.execute(
         f"""SELECT x_SourceLine, list(DISTINCT x_File ORDER BY x_File),
                    list(x_Row ORDER BY x_File, x_Row)
             FROM {STAGE}
             GROUP BY x_SourceLine
-            HAVING count(DISTINCT (EffectiveCost, BilledCost, ChargePeriodStart, ChargePeriodEnd,
-                                   ResourceId, ChargeCategory, ConsumedQuantity,
-                                   BillingCurrency)) > 1
+            HAVING count(DISTINCT ({', '.join(values)})) > 1
             ORDER BY 1
             LIMIT 1"""
     ).fetchone()
     if conflict:
         line, files, rows = conflict
         source = _source_of(line)
+        differs = ", ".join(f"CASE WHEN count(DISTINCT {v}) > 1 THEN '{name}' END"
+                            for v, name in zip(values, names, strict=True))
+        (differ,) = con.execute(f"SELECT [{differs}] FROM {STAGE} WHERE x_SourceLine = ?",
+                                [line]).fetchone()
         raise SourceError(source, ", ".join(files),
                           f"line {line[len(source) + 1:]} appears more than once with different "
-                          f"values (rows {', '.join(map(str, rows[:5]))}): conflicting "
+                          f"values (rows {', '.join(map(str, rows[:5]))}; "
+                          f"{', '.join(d for d in differ if d)} differ): conflicting "
                           "duplicate line id")
     if has_duplicates:
         rows, distinct = con.execute(

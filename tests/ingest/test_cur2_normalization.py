@@ -425,6 +425,22 @@ def test_conflicting_duplicates_are_an_error(tmp_path, con):
     assert "aws_cur2" in message and "x.parquet" in message and "y.parquet" in message
     assert "line a:2026-07-01T00:00:00Z/2026-07-01T01:00:00Z" in message
     assert "conflicting" in message and "\n" not in message
+    assert "BilledCost, EffectiveCost differ" in message  # the values that differ, named
+
+
+@pytest.mark.parametrize(("field", "one", "other"), [
+    ("resource_tags", {"user_run_id": "r1"}, {"user_run_id": "r2"}),
+    ("line_item_usage_type", "BoxUsage:p4d.24xlarge", "BoxUsage:m5.large")])
+def test_copies_differing_only_in_tags_or_instance_are_conflicting(tmp_path, con, field, one,
+                                                                    other):
+    # they were dropped as identical duplicates: the run a line's tag names, or the GPUs its
+    # usage type gives, depended on which file sorted first
+    export = write_export(tmp_path, {"x.parquet": [L("a", 1.0, **{field: one})],
+                                     "y.parquet": [L("a", 1.0, **{field: other})]})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert "conflicting duplicate line id" in str(err.value)
+    assert ("Tags" if field == "resource_tags" else "x_InstanceType") in str(err.value)
 
 
 def test_mixed_currencies_are_an_error(tmp_path, con):

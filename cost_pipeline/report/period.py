@@ -74,7 +74,8 @@ def summary(data: dict, symbol: str) -> list[str]:
             text += f" by {money(abs(change), symbol)}"
             if before > 0:
                 text += f" ({'+' if change > 0 else '−'}{percent(abs(change) / before)})"
-        if data["moves"]:
+        attributed = data["by_purpose"] or {}
+        if data["moves"] and first in attributed and last in attributed:  # (else not computed)
             text += "; most of the move: " + ", ".join(
                 f"{PURPOSE_LABELS.get(c['purpose_class'], c['purpose_class'])} {c['component']} "
                 f"{'+' if c['change'] > 0 else '−'}{money(abs(c['change']), symbol)}"
@@ -167,8 +168,16 @@ def render_period_html(data: dict, source: str) -> str:
         keep=lambda r: r["model"] is None, cost="total")
     searches, searches_rest = searches_shown(data["searches"])
     shown = {**data, "searches": searches}
+    # the months a section's table has no rows for while it has some for others (a month
+    # whose bill was written but not what is derived from it): the section says so, where it
+    # read them as $0 before
+    has = {"attribution": set(data["by_purpose"] or {}),
+           "cost_per_model_monthly": {r["month"] for r in data["models"] or []},
+           "cost_levers": {m for lever in data["levers"] or [] for m in lever["by_month"]}}
+    missing = {table: [m for m in data["months"] if m not in months] if months else []
+               for table, months in has.items()}
     return _environment().get_template("period.html.j2").render(
-        d=shown, symbol=symbol, span=_span(data), summary=summary(data, symbol),
+        d=shown, symbol=symbol, span=_span(data), summary=summary(data, symbol), missing=missing,
         purposes=purposes, purpose_labels=PURPOSE_LABELS,
         purpose_totals={p: sum((m.get(p, 0) for m in (data["by_purpose"] or {}).values()), 0)
                         for p in purposes},

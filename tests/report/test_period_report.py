@@ -221,6 +221,26 @@ def test_hand_made_months_exact_in_their_currency(tmp_path):
         write_period_report(str(path), oct_, nov, out=tmp_path / "p.html")
 
 
+def test_a_month_billed_but_not_attributed_is_not_computed_not_zero(tmp_path):
+    """January's bill is in the warehouse, its attribution is not (a month materialized in
+    part): the sections that read the attribution say so for January, and the summary does
+    not call February's search cost the month's move — they read January as $0 before."""
+    path, jan, feb = tmp_path / "w.duckdb", date(2026, 1, 1), date(2026, 2, 1)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, jan, [_line(0, jan, 100.0, "USD")])
+        insert_lines(con, feb, [_line(0, feb, 90.0, "USD")])
+        insert(con, "attribution", feb, [{
+            "x_SourceLine": "l0", "run_id": "r0", "purpose_class": "search",
+            "component": "gpu", "cost": 90.0, "hours": 1.0, "accelerator_hours": 1.0,
+            "share": 1.0, "rule": "compute"}], {})
+    out, data = write_period_report(str(path), jan, feb, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    notes = Elements(html).having("data-not-computed")
+    assert [n["data-not-computed"] for n in notes] == ["attribution"] * 3  # moved, lines, chart
+    assert "Not computed for January 2026: <code>attribution</code>" in html
+    assert "most of the move" not in html and "data-move=" not in html
+
+
 def test_monthly_report_strip_of_six_months(warehouse, demo_warehouse, tmp_path):
     path, data = write_report(warehouse, LAST, out=tmp_path / "sep.html")
     html = path.read_text(encoding="utf-8")

@@ -310,14 +310,11 @@ def replace_month_unless_identical(
         con.execute(f"CREATE OR REPLACE TEMP TABLE {staged} AS FROM {table} LIMIT 0")
         try:
             query(con, f"INSERT INTO {staged} BY NAME ({select_sql})", params)
-            if key:  # each row hashed once, for the tokens and for the rows that changed
-                _hash_rows(con, table, f"{staged}_old", key, month)
-                _hash_rows(con, staged, f"{staged}_new", key, month)
-                token = _hashed_token(con, f"{staged}_new")
-                kept = token == _hashed_token(con, f"{staged}_old")
-            else:
-                token = content_token(con, staged, month)
-                kept = token == content_token(con, table, month)
+            # each row hashed once, for the tokens and (with `key`) for the rows that changed
+            _hash_rows(con, table, f"{staged}_old", key, month)
+            _hash_rows(con, staged, f"{staged}_new", key, month)
+            token = _hashed_token(con, f"{staged}_new")
+            kept = token == _hashed_token(con, f"{staged}_old")
             if not kept and not (key and _rewrite_changed(con, table, staged, month, key,
                                                           stored)):
                 con.execute(f"DELETE FROM {table} WHERE month = ?", [month])
@@ -356,10 +353,11 @@ def _rewrite_changed(con: duckdb.DuckDBPyConnection, table: str, staged: str, mo
     return True
 
 
-def _hash_rows(con: duckdb.DuckDBPyConnection, table: str, hashed: str, key: str,
+def _hash_rows(con: duckdb.DuckDBPyConnection, table: str, hashed: str, key: str | None,
                month: date) -> None:
-    """The month's rows of `table` as (`key` k, `row_hash` h) in the temp table `hashed`."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {hashed} AS SELECT {key} AS k, "
+    """The month's rows of `table` as (`key` k, NULL without one; `row_hash` h) in the temp
+    table `hashed`."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {hashed} AS SELECT {key or 'NULL'} AS k, "
                 f"{row_hash(con, table, 't')} AS h FROM {table} AS t WHERE month = ?", [month])
 
 

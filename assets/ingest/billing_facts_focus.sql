@@ -143,24 +143,20 @@ meters AS (
             '(^|[^A-Za-z0-9.-])((ml\.)?[a-z][a-z0-9-]*[0-9][a-z0-9-]*\.([0-9]*x?large|medium|small|micro|nano|metal[a-z0-9-]*))([^A-Za-z0-9.-]|$)',
             2), '') AS description_instance_type,
         -- a line metering accelerator time (GCP's GPU SKUs), not the VM's
-        regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
-                       '(?i)\b(gpu|tpu)\b') AND NOT regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
-                       '(?i)(instance|core|ram|vm)\b') AS accelerator_sku,
+        regexp_matches(description_text, '(?i)\b(gpu|tpu)\b')
+          AND NOT regexp_matches(description_text, '(?i)(instance|core|ram|vm)\b')
+            AS accelerator_sku,
         -- a Compute Engine VM's own meter (GCP bills a VM's hour as SKU lines: its vCPUs in
         -- vCPU-seconds, its memory in byte-seconds, a shared-core VM in instance-seconds;
         -- its GPUs as accelerator lines), as billing_facts_gcp.sql reads it
-        regexp_matches(coalesce(ServiceName, ''), '(?i)^\s*compute engine\s*$')
-          AND regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
+        compute_engine
+          AND regexp_matches(description_text,
                              '(?i)(\bcore\b|\bram\b|\binstance with\b).*\brunning in\b')
-          AND NOT regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter), '(?i)\bgpu\b')
-            AS gcp_vm_meter,
-        gcp_vm_meter AND regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter),
-                                        '(?i)\bcore\b') AS gcp_core_meter,
-        gcp_vm_meter AND NOT gcp_core_meter
-          AND regexp_matches(concat_ws(' ', ChargeDescription, SkuMeter), '(?i)\bram\b')
+          AND NOT regexp_matches(description_text, '(?i)\bgpu\b') AS gcp_vm_meter,
+        gcp_vm_meter AND regexp_matches(description_text, '(?i)\bcore\b') AS gcp_core_meter,
+        gcp_vm_meter AND NOT gcp_core_meter AND regexp_matches(description_text, '(?i)\bram\b')
             AS gcp_ram_meter,
-        regexp_matches(coalesce(ServiceName, ''), '(?i)^\s*compute engine\s*$')
-          AND accelerator_sku AS gcp_accelerator_meter,
+        compute_engine AND accelerator_sku AS gcp_accelerator_meter,
         consumed_hours_per_unit(ConsumedUnit) AS hours_per_unit,
         regexp_matches(coalesce(ResourceType, ''),
                        '(?i)(virtual machine|instance|node|compute fleet|training job)')
@@ -181,7 +177,10 @@ meters AS (
             AS object_storage_meter,
         regexp_matches(coalesce(ResourceType, ''), '(?i)(volume|disk)') AS volume_resource_type
     FROM (
-        SELECT *, concat_ws(' ', ServiceSubcategory, SkuMeter, x_UsageType, ResourceType) AS meter_text
+        SELECT *, concat_ws(' ', ServiceSubcategory, SkuMeter, x_UsageType, ResourceType) AS meter_text,
+               concat_ws(' ', ChargeDescription, SkuMeter) AS description_text,
+               regexp_matches(coalesce(ServiceName, ''), '(?i)^\s*compute engine\s*$')
+                   AS compute_engine
         FROM (SELECT DISTINCT x_UsageType, x_SkuMeterCategory, ServiceName, x_SkuMeterName,
                               ChargeDescription, SkuMeter, ConsumedUnit, ServiceSubcategory,
                               ResourceType, ServiceCategory

@@ -232,6 +232,10 @@ def search_month(con):
     # another metric entirely (a loss): not comparable with an AUC
     tracker(con, "prod-loss", model="churn", purpose="production", start=datetime(2024, 1, 1),
             end=datetime(2024, 1, 2), metric_name="logloss", metric_value=5.0)
+    # a production run still RUNNING, no end recorded, started before S1: its metric is a
+    # reading in flight, not a result the search had to beat
+    tracker(con, "prod-live", "RUNNING", model="churn", purpose="production",
+            start=datetime(2024, 1, 5), metric_name="val_auc", metric_value=0.93)
     # another model
     tracker(con, "fraud-old", model="fraud", purpose="production", start=datetime(2024, 1, 1),
             end=datetime(2024, 1, 2), metric_name="val_auc", metric_value=0.97)
@@ -318,7 +322,8 @@ def test_search_costs_max_goal(con):
     assert s1["metric_name"] == "val_auc"
     assert s1["best_metric"] == pytest.approx(0.87)
     # before 20 Feb: prod-old 0.80, s0-a 0.83 → 0.83 (not s0-late 0.90, ended 21 Feb;
-    # not prod-new 0.95; not adhoc 0.99; not the logloss 5.0; not fraud's 0.97)
+    # not prod-new 0.95; not prod-live 0.93, still running; not adhoc 0.99; not the
+    # logloss 5.0; not fraud's 0.97)
     assert s1["previous_best"] == pytest.approx(0.83)
     assert s1["improvement"] == pytest.approx(0.04)                  # 0.87 − 0.83
     assert s1["cost_per_improvement"] == pytest.approx(1537.5)      # 61.5 ÷ 0.04

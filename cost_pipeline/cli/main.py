@@ -155,7 +155,7 @@ class UsageError(Exception):
     """The command line itself is wrong (an unknown option, a missing or bad argument)."""
 
 
-class _Parser(argparse.ArgumentParser):
+class CommandParser(argparse.ArgumentParser):
     """argparse that raises a one-line `UsageError` naming the command instead of printing
     its usage and exiting 2: exit 2 means an ERROR check failed under --strict (SPEC §10).
     `--help` still prints the help and exits 0. Subcommands are made of this class too."""
@@ -173,7 +173,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="cost-pipeline", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="cost-pipeline", description=__doc__.split("\n")[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -17,7 +17,6 @@ and points its part of the config at the server:
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from pathlib import Path
 import duckdb
 import yaml
 
+from cost_pipeline.cli.main import EXIT_ERROR, CommandParser, UsageError
 from cost_pipeline.config import load_config
 from cost_pipeline.demo.generate import generate_demo
 from cost_pipeline.demo.local_s3 import (
@@ -140,12 +140,18 @@ def run_demo_services(out_dir: Path, strict: bool = False) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cost_pipeline.demo.services",
-                                     description=__doc__.split("\n\n")[0])
+    # the command line's parser: a wrong option is one line and exit 1, as `cost-pipeline`'s
+    # (exit 2 means an ERROR check failed under --strict)
+    parser = CommandParser(prog="python -m cost_pipeline.demo.services",
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("demo-services"))
     parser.add_argument("--strict", action="store_true",
                         help="exit 2 when an ERROR check failed")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     return run_demo_services(args.out, args.strict)
 
 

@@ -154,6 +154,18 @@ def test_a_wrong_command_line_is_one_line_and_exit_1(argv, command, named, capsy
     assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: ")
 
 
+def test_the_services_demo_reads_its_command_line_as_the_command_does(capsys):
+    """`python -m cost_pipeline.demo.services` (`make demo-services`) passes `--strict` on:
+    its wrong option is the same one line and exit 1, not argparse's exit 2."""
+    from cost_pipeline.demo.services import main
+
+    command = "python -m cost_pipeline.demo.services"
+    assert main(["--strcit"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith(f"error: {command}: ") and "--strcit" in captured.err
+
+
 def test_the_command_process_tunes_the_garbage_collector(tmp_path):
     """`cost-pipeline` is `run`: `main` with Python's cyclic collector set for one short run
     (fewer collections, the heap frozen at exit); `main` itself, which the tests call

@@ -2,17 +2,18 @@
 -- An object under `<prefix><run_id>/` belongs to that run id (known to a tracker or not);
 -- the checkpoint is the next path segment, or the object itself when it sits directly
 -- under the run's folder. An object under the prefix but outside any run folder (a loose
--- file such as `<prefix>README`) keeps its prefix and has no run id. A prefix written
--- without its trailing `/` (`checkpoints`) locates the same run folders as `checkpoints/`.
+-- file such as `<prefix>README`) keeps its prefix and has no run id. `source_prefix` is
+-- the configured prefix as `checkpoints.py` `run_prefix` reads it: one ending in a letter or
+-- digit names a folder, so `checkpoints` is `checkpoints/` (and `checkpoints-old/…` is not
+-- under it); one ending in `/` or any other character is the keys' start as written
+-- (`ckpt-` makes `ckpt-r1/…` run `r1`).
 -- The same object listed by two sources is kept once: `checkpoints.py` adds that step only
 -- when the listing repeats an object (a hash count says; the step costs ~0.25 s at 1M
 -- objects), keeping the copy under a prefix, then the first source.
 WITH listed AS (
     SELECT *,
         starts_with(key, coalesce(source_prefix, '')) AS under_prefix,
-        string_split(
-            regexp_replace(substr(key, length(coalesce(source_prefix, '')) + 1), '^/', ''),
-            '/') AS parts
+        string_split(substr(key, length(coalesce(source_prefix, '')) + 1), '/') AS parts
     FROM listing_arrow
 )
 SELECT

@@ -79,7 +79,7 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
         count = 0
         for batch in listed:
             count += batch.num_rows
-            batches.append(_with_source(batch, name, entry.prefix))
+            batches.append(_with_source(batch, name, run_prefix(entry.prefix)))
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
         reports.update((name, bucket, day.isoformat()) for bucket, day in read)
         each_once = len(cfg.checkpoints) == 1 and _lists_each_object_once(entry, read)
@@ -97,6 +97,16 @@ def _lists_each_object_once(entry: object, reports: list[tuple[str, date]]) -> b
         return True
     days = [day for _, day in reports]
     return bool(days) and len(set(days)) == len(days)
+
+
+def run_prefix(prefix: str) -> str:
+    """The text every key in the entry's run folders starts with (`checkpoint_inventory.sql`
+    takes the next segment as the run id). A prefix ending in a letter or digit names a
+    folder: `checkpoints` is `checkpoints/`, and `checkpoints-old/…` is outside it (read as
+    run `-old` of `checkpoints`, its objects were orphans). A prefix ending in `/` or in any
+    other character is the keys' start as written (SPEC §3 `<prefix><run_id>/`):
+    `ckpt-` locates `ckpt-r1/…` as run `r1`."""
+    return f"{prefix}/" if prefix[-1:].isalnum() else prefix
 
 
 def _with_source(batch: pa.RecordBatch, source: str, prefix: str | None) -> pa.RecordBatch:

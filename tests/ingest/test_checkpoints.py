@@ -198,23 +198,69 @@ def test_local_folder(tmp_path, con):
         build(con, tmp_path, {"kind": "local", "path": "nowhere", "bucket": "b"})
 
 
+def violations(con, month: date = JULY, **runs: str) -> list[tuple]:
+    """The month's `retention_violations` (SPEC §7, default policy) of the
+    `checkpoint_inventory` written, the tracker knowing `runs` (run id=status, started the
+    month before): (key, run_id, checkpoint, reason) by key."""
+    from cost_pipeline.warehouse import month_params, replace_month, sql_text
+
+    con.execute("DELETE FROM tracker_runs WHERE month = ?", [month])
+    for run_id, status in runs.items():
+        con.execute("INSERT INTO tracker_runs BY NAME SELECT ? AS month, ? AS run_id, "
+                    "? AS status, ?::TIMESTAMP AS start_time, false AS keep, "
+                    "false AS deleted", [month, run_id, status, datetime(2026, 6, 1)])
+    replace_month(con, "retention_violations", month, sql_text("retention_violations"),
+                  month_params(parse_config({}, Path()), month))
+    return con.execute("SELECT key, run_id, checkpoint, reason FROM retention_violations "
+                       "WHERE month = ? ORDER BY key", [month]).fetchall()
+
+
 def test_prefix_spellings(tmp_path, con):
     write(tmp_path / "inv.csv", f"""
 {HEADER}
 b,checkpoints/run-a/s1/x.pt,1,2026-07-01
 b,top.txt,1,2026-07-01
 """)
-    # without the trailing slash the run folders are the same
+    # without the trailing slash the run folders are the same: the prefix is that folder
     rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv",
                                  "prefix": "checkpoints"})
     assert [(r[1], r[5], r[6], r[7]) for r in rows] == [
-        ("checkpoints/run-a/s1/x.pt", "checkpoints", "run-a", "s1"),
+        ("checkpoints/run-a/s1/x.pt", "checkpoints/", "run-a", "s1"),
         ("top.txt", None, None, None)]
     # an empty prefix: the first segment is the run id; a top-level file is in no run folder
     rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
     assert [(r[1], r[5], r[6], r[7]) for r in rows] == [
         ("checkpoints/run-a/s1/x.pt", "", "checkpoints", "run-a"),
         ("top.txt", "", None, None)]
+
+
+def test_a_prefix_ending_in_a_letter_or_digit_is_a_folder(tmp_path, con):
+    """`prefix: checkpoints` is the folder `checkpoints/`: a sibling folder whose name
+    starts alike (`checkpoints-old/`) is outside it, where it was read as run `-old` and its
+    archive reported as an orphan. A prefix ending in another character is the start of
+    the key as written (SPEC §3 `<prefix><run_id>/`): `ckpt-r1/…` is run `r1`."""
+    write(tmp_path / "inv.csv", f"""
+{HEADER}
+b,checkpoints/r1/step-1/m.pt,10,2026-06-01
+b,checkpoints-old/archive/step-1/m.pt,20,2026-06-01
+b,checkpoints,3,2026-06-01
+b,ckpt-r1/step-1/m.pt,30,2026-06-01
+b,ckpt-/r2/step-1/m.pt,40,2026-06-01
+b,runs/run=r1/step-1/m.pt,50,2026-06-01
+""")
+    located = {}
+    for prefix in ("checkpoints", "checkpoints/", "ckpt-", "runs/run="):
+        rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv", "prefix": prefix})
+        located[prefix] = [(r[1], r[5], r[6], r[7]) for r in rows if r[5] is not None]
+        if prefix == "checkpoints":
+            assert violations(con, r1="RUNNING") == []  # no orphan `-old`
+    assert located["checkpoints"] == located["checkpoints/"] == [
+        ("checkpoints/r1/step-1/m.pt", "checkpoints/", "r1", "step-1")]
+    assert located["ckpt-"] == [
+        ("ckpt-/r2/step-1/m.pt", "ckpt-", None, None),  # in no run folder: `ckpt-` + ``
+        ("ckpt-r1/step-1/m.pt", "ckpt-", "r1", "step-1")]
+    assert located["runs/run="] == [
+        ("runs/run=r1/step-1/m.pt", "runs/run=", "r1", "step-1")]
 
 
 def test_an_object_listed_by_two_sources_is_kept_once(tmp_path, con):

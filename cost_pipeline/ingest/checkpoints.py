@@ -22,7 +22,10 @@ from cost_pipeline.config import (
     S3Checkpoints,
 )
 from cost_pipeline.ingest.sources import SourceError, s3
-from cost_pipeline.ingest.sources.listing_arrow import object_batches
+from cost_pipeline.ingest.sources.listing_arrow import (
+    object_batches,
+    without_folder_markers,
+)
 from cost_pipeline.ingest.sources.listing_inventory import read_inventory
 from cost_pipeline.ingest.sources.listing_rows import walk_local
 from cost_pipeline.months import month_bounds
@@ -54,9 +57,9 @@ EACH_ONCE = b"each_object_once"
 
 def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
                  vectorized: bool = True) -> pa.Table:
-    """The objects of every configured listing that belong to the month's snapshot(s);
-    `vectorized=False` reads every listing file row by row (the reference the vectorized
-    reader is tested against)."""
+    """The objects of every configured listing that belong to the month's snapshot(s), but
+    folder markers (`without_folder_markers`); `vectorized=False` reads every listing file
+    row by row (the reference the vectorized reader is tested against)."""
     _, month_end = month_bounds(month)
     batches: list[pa.RecordBatch] = []
     reports: set[tuple[str, str, str]] = set()
@@ -77,7 +80,7 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
         else:
             raise SourceError(name, None, f"checkpoint kind {entry.kind!r} is not supported yet")
         count = 0
-        for batch in listed:
+        for batch in map(without_folder_markers, listed):
             count += batch.num_rows
             batches.append(_with_source(batch, name, run_prefix(entry.prefix)))
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")

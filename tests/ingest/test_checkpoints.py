@@ -263,6 +263,36 @@ b,runs/run=r1/step-1/m.pt,50,2026-06-01
         ("runs/run=r1/step-1/m.pt", "runs/run=", "r1", "step-1")]
 
 
+def test_a_folder_marker_is_no_object(tmp_path, con):
+    """A zero-byte object whose key ends in `/` is the folder the S3 console's "Create
+    folder" writes: no data, no checkpoint. Counted, `step-4/` (the newest) pushed run
+    live1's real `step-1` out of its newest 3 (`beyond_keep_last`), and `live1/` was a
+    0-byte checkpoint of its own. An object ending in `/` that holds bytes is data."""
+    from tests.ingest.test_s3_checkpoints import CONFIG_FOLDER, _daily_reports
+
+    objects = [("checkpoints/", 0, "2026-06-01T00:00:00Z"),
+               ("checkpoints/live1/", 0, "2026-06-01T00:00:00Z"),
+               *((f"checkpoints/live1/step-{n}/m.pt", 10 * n, f"2026-07-0{n}T00:00:00Z")
+                 for n in (1, 2, 3)),
+               ("checkpoints/live1/step-4/", 0, "2026-07-04T00:00:00Z"),
+               ("checkpoints/live1/step-5/", 7, "2026-06-04T00:00:00Z")]  # 7 bytes: data
+    write(tmp_path / "inv.csv", HEADER + "\n" + "".join(
+        f"ml-ckpt,{key},{size},{stamp}\n" for key, size, stamp in objects))
+    _daily_reports(tmp_path / "reports" / CONFIG_FOLDER, {"2026-07-15": [
+        ["ml-ckpt", key, "", "true", "false", str(size), stamp.replace("Z", ".000Z"), "e",
+         "STANDARD"] for key, size, stamp in objects]})
+    kept = [("checkpoints/live1/step-1/m.pt", "step-1"), ("checkpoints/live1/step-2/m.pt",
+             "step-2"), ("checkpoints/live1/step-3/m.pt", "step-3"),
+            ("checkpoints/live1/step-5/", "step-5")]
+    for path in ("inv.csv", f"reports/{CONFIG_FOLDER}"):
+        rows = build(con, tmp_path, {"kind": "inventory", "path": path,
+                                     "prefix": "checkpoints/"})
+        assert [(r[1], r[7]) for r in rows] == kept
+        # the newest 3 are step-1..3; step-5 is older than each (4 June), beyond them
+        assert violations(con, live1="RUNNING") == [
+            ("checkpoints/live1/step-5/", "live1", "step-5", "beyond_keep_last")]
+
+
 def test_an_object_listed_by_two_sources_is_kept_once(tmp_path, con):
     write(tmp_path / "inv.csv", f"{HEADER}\nml-ckpt,checkpoints/run-a/s1/x.pt,8,2026-07-01\n")
     _file(tmp_path / "bucket", "checkpoints/run-a/s1/x.pt", 8, datetime(2026, 7, 1))

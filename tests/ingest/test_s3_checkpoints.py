@@ -49,18 +49,22 @@ def test_s3_listing_reads_every_page_of_the_whole_bucket(tmp_path, s3_server, co
     keys += ["datasets/churn/part-0.parquet", "checkpoints/README.md", "loose.bin", "x/y/z"]
     for key in keys:
         put(endpoint, bucket, key, b"0123456789")
+    # folders the S3 console's "Create folder" writes: zero-byte objects, no checkpoint
+    for folder in ("checkpoints/", "checkpoints/run-a/", "checkpoints/run-a/step-9/"):
+        put(endpoint, bucket, folder, b"")
     with FlakyProxy(endpoint, failures=1) as proxy:  # one SlowDown: boto3 retries it
         listed = list(s3.list_bucket(s3.client(proxy.endpoint_url), bucket, "test",
                                      page_size=10))
     pages = [p for p in proxy.paths if "list-type=2" in p]
-    assert len(pages) == 3 + 1 and proxy.failed == 1  # 25 keys / 10 per page, one retry
-    assert sorted(o["key"] for o in listed) == sorted(keys)
+    assert len(pages) == 3 + 1 and proxy.failed == 1  # 28 keys / 10 per page, one retry
+    assert len(listed) == len(keys) + 3
     # a listing is the bucket as it is now: the objects were written this month
     this_month = datetime.now(UTC).date().replace(day=1)
     rows = build(con, tmp_path, {"kind": "s3", "bucket": bucket, "prefix": "checkpoints/",
                                  "endpoint_url": endpoint, "region": "us-east-1"},
                  month=this_month)
-    assert len(rows) == len(keys)  # the whole bucket; the prefix only locates run ids
+    # the whole bucket but its folder markers; the prefix only locates run ids
+    assert sorted(row[1] for row in rows) == sorted(keys)
     runs = {(key, run, ckpt) for _b, key, _s, _d, run, ckpt in rows}
     assert ("checkpoints/run-b/step-3/model.pt", "run-b", "step-3") in runs
     assert ("datasets/churn/part-0.parquet", None, None) in runs

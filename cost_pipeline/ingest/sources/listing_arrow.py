@@ -218,6 +218,19 @@ def month_objects(batch: pa.RecordBatch, month: date, month_end: datetime) -> pa
     return batch.filter(pc.or_(pc.fill_null(dated, False), pc.fill_null(undated, False)))
 
 
+def without_folder_markers(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` (LISTING_SCHEMA) without its folder markers: zero-byte objects whose key ends
+    in `/`, as the S3 console's "Create folder" writes. They hold no data: counted, one was a
+    run's newest checkpoint (pushing a real one out of the newest kept), and a run folder's
+    marker a checkpoint of its own. The sizes are looked at first: most batches hold no
+    empty object."""
+    empty = pc.equal(batch.column("size"), 0)
+    if not some(empty):
+        return batch
+    marker = pc.fill_null(pc.and_(empty, pc.ends_with(batch.column("key"), "/")), False)
+    return batch.filter(pc.invert(marker)) if some(marker) else batch
+
+
 def object_batches(objects: Iterable[dict[str, Any]], month: date,
                    month_end: datetime) -> Iterator[pa.RecordBatch]:
     """The month's objects among row-by-row `objects`, a bounded number per batch."""

@@ -107,6 +107,13 @@ CREATE OR REPLACE TEMP MACRO service_category(component) AS
         WHEN 'storage' THEN 'Storage' WHEN 'network' THEN 'Networking' ELSE 'Other'
     END;
 
+-- a list of {key, value} entries (a repeated key-value record) as a map of each key's first
+-- entry, entries without a key left out: a map takes neither a repeated nor a NULL key
+CREATE OR REPLACE TEMP MACRO first_entries_map(entries) AS
+    map_from_entries(list_filter(list_filter(entries, lambda p: p.key IS NOT NULL),
+        lambda p, i: list_position(list_transform(
+            list_filter(entries, lambda q: q.key IS NOT NULL), lambda q: q.key), p.key) = i));
+
 -- a line's tag `key` (the run tag, the team): under the key itself, or as CUR 2.0 (`user_…`) or
 -- FOCUS-style exports (`user:…`) spell a user tag (docs/attribution.md). Most lines carry no
 -- tags: tested first, the three lookups are skipped for them (at 5M lines, the compute lines'

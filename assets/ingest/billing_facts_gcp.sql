@@ -30,8 +30,8 @@ WITH raw AS (
         *,
         -- numbered in the order of their key (gcp_billing.KEY): BigQuery returns them in any
         -- order, and the same month must give the same lines
-        row_number() OVER (ORDER BY global_name, hour_start, sku_id, cost_type, run_label,
-                                    credit_type) AS x_Row,
+        row_number() OVER (ORDER BY global_name, shared_project, shared_labels, hour_start,
+                                    sku_id, cost_type, run_label, credit_type) AS x_Row,
         utc_wall_clock(hour_start) AS s,
         CASE WHEN utc_wall_clock(usage_end) > utc_wall_clock(hour_start)
              THEN utc_wall_clock(usage_end)
@@ -51,8 +51,11 @@ WITH raw AS (
                              '(?i)(\bcore\b|\bram\b|\binstance with\b).*\brunning in\b')
           AND NOT regexp_matches(coalesce(sku_description, ''), '(?i)\bgpu\b')
           AS vm_text,
-        -- the usage itself (not a credit row of it, not tax or an adjustment)
-        credit_type IS NULL AND cost_type = 'regular' AS usage_row,
+        -- the usage itself (not a credit row of it, not tax or an adjustment, not a commitment's
+        -- fee: "Commitment v1: Nvidia Tesla A100 GPU running in Americas for 1 Year" names a
+        -- GPU running, yet is the purchase, its hours committed, not run)
+        credit_type IS NULL AND cost_type = 'regular'
+          AND NOT starts_with(coalesce(sku_description, ''), 'Commitment') AS usage_row,
         -- usage in hours: GCP meters VM SKUs in seconds (vCPU-, GPU- or byte-seconds)
         CASE WHEN usage_unit = 'seconds' THEN usage_amount / 3600.0
              WHEN pricing_unit = 'hour' THEN pricing_amount END AS unit_hours,
@@ -179,11 +182,13 @@ SELECT
         WHEN commitment_discounts < 0 THEN 'committed'
         ELSE 'on_demand'
     END AS x_PricingCategory,
-    CASE WHEN labels_json IS NOT NULL THEN
-        map_from_entries(from_json(labels_json, '[{"key": "VARCHAR", "value": "VARCHAR"}]'))
+    -- each label's first entry (a key the row names twice keeps its first value, as the run
+    -- label is read)
+    CASE WHEN labels_json IS NOT NULL THEN first_entries_map(
+        from_json(labels_json, '[{"key": "VARCHAR", "value": "VARCHAR"}]'))
     END AS Tags,
     cost_component AS x_CostComponent,
-    CASE WHEN cost_component = 'gpu' AND credit_type IS NULL AND cost_type = 'regular'
+    CASE WHEN cost_component = 'gpu' AND usage_row
          THEN coalesce(accelerators, 1) ELSE 0 END AS x_AcceleratorCount,
     CASE
         WHEN gpu_sku THEN unit_hours / coalesce(accelerators, 1)
@@ -207,6 +212,10 @@ SELECT
     false AS x_SplitParent,  -- split cost allocation is a CUR feature
     $source || ':' || coalesce(resource, '') || ':' || strftime(s, '%Y-%m-%dT%H:%M:%SZ')
         || ':' || coalesce(sku_id, '')
+        -- a row naming no resource: its project and (a digest of) its labels
+        || CASE WHEN shared_project IS NOT NULL THEN ':project=' || shared_project ELSE '' END
+        || CASE WHEN coalesce(shared_labels, '[]') <> '[]'
+                THEN ':labels=' || left(md5(shared_labels), 12) ELSE '' END
         || CASE WHEN cost_type <> 'regular' THEN ':' || cost_type ELSE '' END
         || CASE WHEN run_label IS NOT NULL THEN ':label=' || run_label ELSE '' END
         || CASE WHEN credit_type IS NOT NULL THEN ':credit=' || credit_type ELSE '' END

@@ -1,6 +1,7 @@
 -- BigQuery (GoogleSQL), sent by cost_pipeline/sources/gcp_billing.py: one month of the GCP
 -- detailed billing export (gcp_billing_export_resource_v1_*), reduced inside BigQuery to
--- one row per resource × hour × SKU (× cost type × run label) carrying the cost, the usage
+-- one row per resource × hour × SKU (× cost type × run label; a row naming no resource also
+-- × project × labels) carrying the cost, the usage
 -- and the usage-discount credits, plus one row per other credit type of that key. Only
 -- these reduced rows leave BigQuery; assets/billing_facts_gcp.sql normalizes them.
 --
@@ -15,7 +16,9 @@
 -- any credit: the usage at the account's price without sustained/committed use discounts).
 WITH month_rows AS (
     SELECT
-        resource.global_name AS global_name,
+        -- an empty name is no name, as NULL is (the normalization reads both as no resource)
+        NULLIF(TRIM(resource.global_name), '') AS global_name,
+        project.id AS project_id,
         resource.name AS resource_name,
         TIMESTAMP_TRUNC(usage_start_time, HOUR) AS hour_start,
         usage_end_time,
@@ -35,7 +38,10 @@ WITH month_rows AS (
         credits,
         -- a row whose usage ends before it starts (counted, refused by the reader)
         usage_end_time < usage_start_time AS reversed_period,
-        (SELECT l.value FROM UNNEST(labels) AS l WHERE l.key = @run_tag LIMIT 1) AS run_label,
+        -- the first entry of the run's label: a key the row names twice keeps its first value,
+        -- as the normalization keeps each label's first entry
+        (SELECT l.value FROM UNNEST(labels) AS l WITH OFFSET AS o WHERE l.key = @run_tag
+          ORDER BY o LIMIT 1) AS run_label,
         TO_JSON_STRING(labels) AS labels_json,
         (SELECT s.value FROM UNNEST(system_labels) AS s
           WHERE s.key = 'compute.googleapis.com/machine_spec' LIMIT 1) AS machine_spec,
@@ -55,9 +61,9 @@ WITH month_rows AS (
 amounts AS (
     -- the export row itself: its cost with its usage discounts folded in
     SELECT
-        global_name, resource_name, hour_start, usage_end_time, sku_id, sku_description,
-        service_description, region, usage_unit, pricing_unit, cost_type, invoice_month,
-        currency, run_label, labels_json, machine_spec, cores, accelerator_type,
+        global_name, project_id, resource_name, hour_start, usage_end_time, sku_id,
+        sku_description, service_description, region, usage_unit, pricing_unit, cost_type,
+        invoice_month, currency, run_label, labels_json, machine_spec, cores, accelerator_type,
         CAST(NULL AS STRING) AS credit_type,
         cost AS amount,
         IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c
@@ -78,7 +84,7 @@ amounts AS (
     UNION ALL
     -- every other credit (promotions, free tier, reseller margin …): a row of its own
     SELECT
-        m.global_name, m.resource_name, m.hour_start, m.usage_end_time, m.sku_id,
+        m.global_name, m.project_id, m.resource_name, m.hour_start, m.usage_end_time, m.sku_id,
         m.sku_description, m.service_description, m.region, m.usage_unit, m.pricing_unit,
         m.cost_type, m.invoice_month, m.currency, m.run_label, m.labels_json, m.machine_spec,
         m.cores, m.accelerator_type,
@@ -101,6 +107,8 @@ amounts AS (
 )
 SELECT
     global_name,
+    shared_project,
+    shared_labels,
     hour_start,
     sku_id,
     cost_type,
@@ -137,5 +145,13 @@ SELECT
     MAX(machine_spec) AS machine_spec,
     MAX(cores) AS cores,
     MAX(accelerator_type) AS accelerator_type
-FROM amounts
-GROUP BY global_name, hour_start, sku_id, cost_type, run_label, credit_type
+FROM (
+    -- rows naming no resource (BigQuery analysis, support, some network SKUs) are kept apart
+    -- per project and per label set: merged, one project's cost took another's labels
+    SELECT *,
+        IF(global_name IS NULL, project_id, NULL) AS shared_project,
+        IF(global_name IS NULL, labels_json, NULL) AS shared_labels
+    FROM amounts
+)
+GROUP BY global_name, shared_project, shared_labels, hour_start, sku_id, cost_type, run_label,
+         credit_type

@@ -157,7 +157,7 @@ def test_billing_facts_from_the_export(bigquery, tmp_path):
     assert storage[7:9] == (BUCKET, "bucket") and storage[11] == datetime(2026, 9, 16)
     disk = line(DISK, h1, "7C2D-9E1A-BALD")
     assert (disk[2], disk[8]) == ("storage", "volume")
-    tax = line("", "2026-09-30T00:00:00Z", "", ":tax")
+    tax = line("", "2026-09-30T00:00:00Z", "", ":project=ml-train:tax")
     assert tax[1:4] == ("Tax", "other", pytest.approx(3.5))
     assert sum(f[3] for f in facts.values() if f[1] == "Credit") == pytest.approx(-2.1)
 
@@ -184,7 +184,7 @@ def test_list_cost_and_pricing_category_from_the_export(bigquery, tmp_path):
         pytest.approx(0.2), "committed")
     assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0L40") == (pytest.approx(1.75), "spot")
     assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0G20")[1] == "spot"
-    assert line("", "2026-09-30T00:00:00Z", "", ":tax")[1] == "other"
+    assert line("", "2026-09-30T00:00:00Z", "", ":project=ml-train:tax")[1] == "other"
 
 
 def test_list_cost_falls_back_to_cost_before_credits_without_cost_at_list():
@@ -638,3 +638,85 @@ def test_the_runs_transaction_does_not_keep_the_months_rows(tmp_path, monkeypatc
         "'gpu'), sum(x_UsageHours), min(x_AcceleratorCount) FROM billing_facts"
     ).fetchone() == (2 * n, round(0.2 * n, 6), 2 * n, 1.0 * n, 1)
     warehouse.close()
+
+
+def _facts_of(endpoint: str, name: str, rows: list[dict], tmp_path: Path) -> dict:
+    """billing_facts of a table of `rows`, by x_SourceLine."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    source = _export_table(endpoint, name, rows)
+    cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": source.table,
+                                     "api_endpoint": endpoint}]}, tmp_path)
+    with duckdb.connect() as con:
+        build_billing_facts(con, cfg, SEPT, LOG)
+        cur = con.execute(
+            "SELECT x_SourceLine, ChargeCategory, x_CostComponent, EffectiveCost, "
+            "x_AcceleratorCount, x_UsageHours, x_InstanceUsage, Tags FROM billing_facts "
+            "WHERE month = ? ORDER BY x_Row", [SEPT])
+        names = [d[0] for d in cur.description]
+        return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+
+
+def test_a_gpu_commitments_fee_is_a_purchase_not_gpu_hours_run(bigquery, tmp_path):
+    """GCP names a GPU commitment's SKU "Commitment v1: Nvidia Tesla A100 GPU running in
+    Americas for 1 Year": it matched the GPU lines' text, so its fee carried the committed
+    GPU-hours as instance usage (G = 1) and every month with a commitment failed
+    reconciliation on hours no VM ran. It is a Purchase line, without hours or a GPU count."""
+    from tests.support.gcp_export_rows import _row
+
+    hour = ("2026-09-10T10:00:00Z", "2026-09-10T11:00:00Z")
+    vm = _row(export.GPU_A100, *hour, 24.0, resource=VM_A, amount=8 * 3600.0, pricing=8.0,
+              spec=export.A2)
+    fee = _row({"id": "CUD-A100-1Y", "description": "Commitment v1: Nvidia Tesla A100 GPU "
+                "running in Americas for 1 Year"}, *hour, 14.0, amount=8 * 3600.0, pricing=8.0)
+    facts = _facts_of(bigquery, "gpu_commitment", [vm, fee], tmp_path)
+    commitment = next(f for line, f in facts.items() if ":CUD-A100-1Y" in line)
+    assert (commitment["ChargeCategory"], commitment["x_AcceleratorCount"],
+            commitment["x_UsageHours"], commitment["x_InstanceUsage"]) == (
+        "Purchase", 0, None, False)
+    assert commitment["EffectiveCost"] == pytest.approx(14.0)
+    usage = next(f for line, f in facts.items() if line.endswith(":039F-D0DA-4055"))
+    assert (usage["x_AcceleratorCount"], usage["x_UsageHours"], usage["x_InstanceUsage"]) == (
+        8, pytest.approx(1.0), True)
+    billed = sum(f["x_UsageHours"] * f["x_AcceleratorCount"] for f in facts.values()
+                 if f["x_CostComponent"] == "gpu" and f["x_UsageHours"] is not None)
+    assert billed == pytest.approx(8.0)  # the VM's 8 GPU-hours, not 16
+
+
+def test_a_label_named_twice_keeps_its_first_entry_and_the_month_is_read(bigquery, tmp_path):
+    """A row whose labels name a key twice (or an entry without a key) refused the month with
+    DuckDB's "Map keys must be unique", naming no row: each key keeps its first entry — the
+    run label too, read from the same entry — and an entry without a key is left out."""
+    from tests.support.gcp_export_rows import _row
+
+    row = _row(export.CORE_N2, "2026-09-12T08:00:00Z", "2026-09-12T09:00:00Z", 0.4,
+               resource=VM_B, amount=8 * 3600.0, pricing=8.0, spec=export.N2)
+    row["labels"] = [{"key": "team", "value": "nlp"}, {"key": "run_id", "value": "r1"},
+                     {"key": "team", "value": "vision"}, {"key": "run_id", "value": "r2"},
+                     {"key": None, "value": "loose"}]
+    (line, fact), = _facts_of(bigquery, "labels_twice", [row], tmp_path).items()
+    assert fact["Tags"] == {"team": "nlp", "run_id": "r1"}
+    assert line.endswith(":label=r1")
+
+
+def test_rows_naming_no_resource_keep_their_own_project_and_labels(bigquery, tmp_path):
+    """Two projects' BigQuery analysis in one hour, neither naming a resource: they were one
+    line of the summed cost, carrying the greater row's labels, so showback put team a's cost
+    on team b. Each project and label set is a line of its own; an empty `global_name` is no
+    name, as NULL is (the two were refused as a conflicting duplicate)."""
+    from tests.support.gcp_export_rows import _row
+
+    analysis = {"id": "3362-E469-6BEF", "description": "Analysis"}
+    service = {"id": "24E6-581D-38E5", "description": "BigQuery"}
+    hour = ("2026-09-10T10:00:00Z", "2026-09-10T11:00:00Z")
+    rows = []
+    for cost, team, project in ((1.0, "a", "ml-train"), (2.0, "b", "other-proj"),
+                                (0.5, "b", "other-proj")):
+        row = _row(analysis, *hour, cost, service=service, labels={"team": team})
+        row["project"] = {**row["project"], "id": project, "name": project}
+        rows.append(row)
+    rows[2]["resource"] = {"name": None, "global_name": ""}
+    facts = _facts_of(bigquery, "no_resource", rows, tmp_path)
+    by_team = {f["Tags"]["team"]: f["EffectiveCost"] for f in facts.values()}
+    assert len(facts) == 2 and by_team == {"a": pytest.approx(1.0), "b": pytest.approx(2.5)}
+    assert all(":project=" in line and ":labels=" in line for line in facts)

@@ -50,7 +50,8 @@ ADC_FIX = (
 )
 # the reduced rows as assets/billing_facts_gcp.sql reads them (an empty month keeps its types)
 RAW_SCHEMA = pa.schema([
-    ("global_name", pa.string()), ("hour_start", pa.timestamp("us", tz="UTC")),
+    ("global_name", pa.string()), ("shared_project", pa.string()),
+    ("shared_labels", pa.string()), ("hour_start", pa.timestamp("us", tz="UTC")),
     ("sku_id", pa.string()), ("cost_type", pa.string()), ("run_label", pa.string()),
     ("credit_type", pa.string()), ("usage_end", pa.timestamp("us", tz="UTC")),
     ("amount", pa.float64()), ("usage_discounts", pa.float64()),
@@ -72,14 +73,15 @@ FIELDS = ("usage_start_time", "usage_end_time", "service.description", "sku.id",
           "resource.global_name", "usage.amount", "usage.unit", "usage.amount_in_pricing_units",
           "usage.pricing_unit", "cost_type", "invoice.month", "currency", "cost", "credits.amount",
           "credits.type", "labels.key", "labels.value", "system_labels.key",
-          "system_labels.value")
+          "system_labels.value", "project.id")
 STANDARD_EXPORT_FIX = (
     "a standard usage cost export (gcp_billing_export_v1_…) has no resource field: read the "
     "detailed usage cost export (gcp_billing_export_resource_v1_…), which names each VM, "
     "disk and bucket")
 # a reduced row's key (its x_SourceLine), in the order assets/ingest/billing_facts_gcp.sql
-# numbers the rows (x_Row)
-KEY = ("global_name", "hour_start", "sku_id", "cost_type", "run_label", "credit_type")
+# numbers the rows (x_Row); a row naming no resource is keyed by its project and labels too
+KEY = ("global_name", "shared_project", "shared_labels", "hour_start", "sku_id", "cost_type",
+       "run_label", "credit_type")
 
 
 @dataclass
@@ -300,7 +302,9 @@ def describe(row: dict, run_tag: str) -> str:
     sku = row["sku_id"] or "(none)"
     hour = (f"hour {row['hour_start']:%Y-%m-%d %H:00} UTC" if row["hour_start"] is not None
             else f"invoice month {row['invoice_month']}")
-    parts = [f"resource {row['global_name']}" if row["global_name"] else "no resource", hour,
+    parts = [f"resource {row['global_name']}" if row["global_name"] else "no resource"
+             + (f" (project {row['shared_project']})" if row.get("shared_project") else ""),
+             hour,
              f"SKU {sku} ({row['sku_description']})" if row["sku_description"] else f"SKU {sku}"]
     if row["cost_type"] != "regular":
         parts.append(f"cost_type {row['cost_type']}")

@@ -395,7 +395,9 @@ def test_inventory_report_parquet_is_read_alike(tmp_path):
         "key": pa.array(["a", "b"]), "size": pa.array([1, 2], pa.int32()),
         "last_modified_date": pa.array([datetime(2026, 7, 1, 2)] * 2, pa.timestamp("s")),
     })
-    float_size = parquet_report({"key": pa.array(["f"]), "size": pa.array([1.5])})
+    float_size = parquet_report({
+        "key": pa.array(["f"]), "size": pa.array([1.5]),
+        "last_modified_date": pa.array([datetime(2026, 7, 1)], pa.timestamp("s"))})
     write_report(tmp_path, {"aws.parquet": aws, "other.parquet": other_types},
                  file_format="Parquet")
     entry = {"kind": "inventory", "path": str(tmp_path)}
@@ -409,6 +411,34 @@ def test_inventory_report_parquet_is_read_alike(tmp_path):
     write_report(tmp_path, {"aws.parquet": aws, "float.parquet": float_size},
                  file_format="Parquet")
     assert_same(*both([entry], tmp_path))  # a float size: read row by row
+
+
+def test_a_report_without_last_modified_date_is_refused(tmp_path):
+    """An S3 Inventory report whose fields leave out LastModifiedDate (a CSV `fileSchema` of
+    `Bucket, Key, Size`; a Parquet or ORC file without `last_modified_date`) cannot place an
+    object in a month or age it: accepted, its objects had no time, and
+    `retention_violations` was silently empty. Both readers refuse it, naming the manifest
+    (a CSV report's fields are its manifest's) or the data file, and the field."""
+    row = ["ml-checkpoints", "checkpoints/run-a/s1/m.pt", "5"]
+    folder = tmp_path / "csv"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "part0.csv.gz").write_bytes(csv_report([row]))
+    (folder / "2026-07-15T01-00Z").mkdir()
+    (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+        manifest("2026-07-15", "CSV", ["x/data/part0.csv.gz"], schema="Bucket, Key, Size"))
+    fast, slow = both([{"kind": "inventory", "path": str(folder)}], tmp_path)
+    assert fast == slow == (
+        f"SourceError: checkpoints[0] inventory: {folder}/2026-07-15T01-00Z/manifest.json: "
+        "fileSchema lacks LastModifiedDate: add Size and LastModifiedDate to the "
+        "inventory's fields")
+    columnar = tmp_path / "parquet"
+    write_report(columnar, {"part0.parquet": parquet_report({
+        "bucket": pa.array(row[:1]), "key": pa.array(row[1:2]),
+        "size": pa.array([5], pa.int64())})}, file_format="Parquet")
+    fast, slow = both([{"kind": "inventory", "path": str(columnar)}], tmp_path)
+    assert fast == slow == (
+        f"SourceError: checkpoints[0] inventory: {columnar}/data/part0.parquet: no "
+        "last_modified_date column: add Size and LastModifiedDate to the inventory's fields")
 
 
 def test_on_s3_the_vectorized_readers_do_the_work(tmp_path, s3_server):

@@ -75,6 +75,10 @@ DATETIME_MICROS = (-62135510400_000_000, 253402128000_000_000)
 CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
                "last_modified": "LastModifiedDate", "is_latest": "IsLatest",
                "is_delete_marker": "IsDeleteMarker"}
+# the fields a report must hold: without LastModifiedDate no object has a time, and none
+# was ever old enough for `retention_violations` (the report was read, the table empty)
+REQUIRED_FIELDS = ("key", "size", "last_modified")
+ADD_FIELDS = "add Size and LastModifiedDate to the inventory's fields"
 
 
 def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
@@ -206,6 +210,12 @@ class _Inventory:
         if file_format not in ("CSV", "PARQUET", "ORC"):
             raise SourceError(self.source, where, f"fileFormat {doc.get('fileFormat')!r} is not "
                               "an S3 Inventory format: CSV, Parquet or ORC")
+        if file_format == "CSV":
+            missing = [column for column in (CSV_COLUMNS[f] for f in REQUIRED_FIELDS)
+                       if column not in _csv_names(doc)]
+            if missing:
+                raise SourceError(self.source, where, f"fileSchema lacks {' and '.join(missing)}"
+                                  f": {ADD_FIELDS}")
         bucket = doc.get("sourceBucket")
         bucket = bucket if isinstance(bucket, str) and bucket else self.bucket
         if bucket is not None:
@@ -248,7 +258,7 @@ class _Inventory:
     @contextmanager
     def _open_csv(self, path: str, doc: dict) -> Iterator[tuple[dict[str, int], Any]]:
         """The report's columns wanted (field → index), and a CSV reader of its text."""
-        names = [n.strip() for n in str(doc.get("fileSchema", "")).split(",")]
+        names = _csv_names(doc)
         wanted = {field: names.index(column) for field, column in CSV_COLUMNS.items()
                   if column in names}
         columns = [f"c{i}" for i in range(len(names))]
@@ -268,10 +278,7 @@ class _Inventory:
             yield wanted, reader
 
     def _csv_rows(self, path: str, doc: dict) -> Iterator[tuple[int, dict]]:
-        names = [n.strip() for n in str(doc.get("fileSchema", "")).split(",")]
-        if "Key" not in names or "Size" not in names:
-            raise SourceError(self.source, self.show(path), "fileSchema lacks Key or Size: "
-                              "add Size and LastModifiedDate to the inventory's fields")
+        # (the manifest's fileSchema holds REQUIRED_FIELDS: `report` checked it)
         try:
             with self._open_csv(path, doc) as (wanted, reader):
                 line = 0
@@ -291,8 +298,6 @@ class _Inventory:
     def _csv_batches(self, path: str, doc: dict, bucket: str | None,
                      snapshot: date) -> Iterator[pa.RecordBatch]:
         """`_csv_rows` → `_object`, vectorized."""
-        if not {"Key", "Size"} <= {n.strip() for n in str(doc.get("fileSchema", "")).split(",")}:
-            raise NotClean
         try:
             with self._open_csv(path, doc) as (wanted, reader):
                 for batch in reader:
@@ -366,8 +371,10 @@ class _Inventory:
     def _columnar_rows(self, path: str, file_format: str) -> Iterator[tuple[int, dict]]:
         try:
             with self._open_columnar(path, file_format) as (wanted, batches):
-                if "key" not in wanted or "size" not in wanted:
-                    raise SourceError(self.source, self.show(path), "no key or size column")
+                missing = [PARQUET_COLUMNS[f] for f in REQUIRED_FIELDS if f not in wanted]
+                if missing:
+                    raise SourceError(self.source, self.show(path),
+                                      f"no {' or '.join(missing)} column: {ADD_FIELDS}")
                 line = 0
                 for batch in batches:
                     values = {f: batch.column(c).to_pylist() for f, c in wanted.items()}
@@ -385,13 +392,18 @@ class _Inventory:
         """`_columnar_rows` → `_object`, vectorized, for the column types AWS writes."""
         try:
             with self._open_columnar(path, file_format) as (wanted, batches):
-                if "key" not in wanted or "size" not in wanted:
-                    raise NotClean
+                if not all(f in wanted for f in REQUIRED_FIELDS):
+                    raise NotClean  # the row reader names the columns missing
                 for batch in batches:
                     yield _parquet_objects({f: batch.column(c) for f, c in wanted.items()},
                                            bucket, snapshot)
         except (pa.ArrowException, OSError):
             raise NotClean from None
+
+
+def _csv_names(doc: dict) -> list[str]:
+    """A CSV report's column names, from its manifest's `fileSchema`."""
+    return [n.strip() for n in str(doc.get("fileSchema", "")).split(",")]
 
 
 def _micros(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -116,10 +116,12 @@ ZONES = CLEAN_ZONES + ["z", "+24:00", "+05:99", "UTC", "+00:00:30", " Z"]
 
 
 @st.composite
-def stamp_texts(draw, messy: bool = True) -> str:
+def stamp_texts(draw, messy: bool = True, blank: bool = True) -> str:
     """Timestamps as listings spell them; `messy` adds spellings the vectorized reader leaves
-    to `parse_time` (and some `parse_time` refuses)."""
-    kinds = ["iso", "iso", "iso", "epoch", "blank"] + (["junk"] if messy else [])
+    to `parse_time` (and some `parse_time` refuses); `blank`, blank cells (an object's
+    `last_modified` must not be: those are refused)."""
+    kinds = ["iso", "iso", "iso", "epoch"] + (["blank"] if blank else []) + (
+        ["junk"] if messy else [])
     kind = draw(st.sampled_from(kinds))
     if kind == "iso":
         wide = draw(st.booleans())
@@ -193,7 +195,6 @@ def test_clean_listing_is_read_vectorized(tmp_path):
          ""],
         ["", 'checkpoints/run-a/"quoted".pt', " 7 ", "1751328000", "2026-07-01"],
         ["ml-ckpt", "checkpoints/run-b/x.pt", "", "1785542399999", ""],  # ms: 2026-07-31
-        ["ml-ckpt", "checkpoints/run-b/y.pt", "5", "", ""],
         ["ml-ckpt", "checkpoints/run-b/late.pt", "5", "2026-08-01T01:00:00+02:00", ""],
         ["ml-ckpt", "checkpoints/run-b/gone.pt", "5", "2026-08-01", ""],
         ["ml-ckpt", "checkpoints/run-c/é.pt", "5", "2026-06-01 10:00:00 UTC", "2026-08-01"],
@@ -213,7 +214,6 @@ def test_clean_listing_is_read_vectorized(tmp_path):
          date(2026, 7, 1)),
         ("ml-ckpt", "checkpoints/run-b/x.pt", 0, datetime(2026, 7, 31, 23, 59, 59, 999000),
          None),
-        ("ml-ckpt", "checkpoints/run-b/y.pt", 5, None, None),
         ("ml-ckpt", "checkpoints/run-b/late.pt", 5, datetime(2026, 7, 31, 23), None),
     ]
 
@@ -260,7 +260,7 @@ def listings(draw):
                          .filter(lambda k: messy or k.strip())),
         "size": st.one_of(st.sampled_from(SIZES if messy else ["", "0", "12", " 7 ", "007"]),
                           st.integers(0, 10**12).map(str)),
-        "last_modified": stamp_texts(messy),
+        "last_modified": stamp_texts(messy, blank=messy),
         "snapshot_date": st.one_of(st.sampled_from(
             ["", "", "2026-06-30", "2026-07-01", "2026-07-31", "2026-08-01",
              "2026-07-31T23:00:00-02:00"]), stamp_texts(messy)),
@@ -358,7 +358,7 @@ def report_rows(draw, messy: bool) -> list[str]:
             "", draw(st.sampled_from(flags)), draw(st.sampled_from(flags)),
             draw(st.sampled_from(["", "5", "0", " 5", "-1", "5.0", "99999999999999999999"]
                                  if messy else ["", "5", "0", "123456789012"])),
-            draw(stamp_texts(messy)), "e", "STANDARD"]
+            draw(stamp_texts(messy, blank=messy)), "e", "STANDARD"]
 
 
 @st.composite
@@ -389,7 +389,7 @@ def test_inventory_report_parquet_is_read_alike(tmp_path):
         "is_latest": pa.array([True, None, False]),
         "is_delete_marker": pa.array([False, False, None]),
         "size": pa.array([10, None, 30], pa.int64()),
-        "last_modified_date": pa.array([stamp, None, stamp], pa.timestamp("ms", tz="UTC")),
+        "last_modified_date": pa.array([stamp, stamp, None], pa.timestamp("ms", tz="UTC")),
     })
     other_types = parquet_report({
         "key": pa.array(["a", "b"]), "size": pa.array([1, 2], pa.int32()),
@@ -405,7 +405,7 @@ def test_inventory_report_parquet_is_read_alike(tmp_path):
     assert_same(fast, both([entry], tmp_path)[1])
     assert [(r["bucket"], r["key"], r["size"], r["last_modified"]) for r in fast.to_pylist()] \
         == [("ml-checkpoints", "checkpoints/run-z/a.pt", 10, datetime(2026, 7, 15, 0, 30)),
-            ("ml-checkpoints", "checkpoints/run-z/b+c.pt", 0, None),
+            ("ml-checkpoints", "checkpoints/run-z/b+c.pt", 0, datetime(2026, 7, 15, 0, 30)),
             ("ml-checkpoints", "a", 1, datetime(2026, 7, 1, 2)),
             ("ml-checkpoints", "b", 2, datetime(2026, 7, 1, 2))]
     write_report(tmp_path, {"aws.parquet": aws, "float.parquet": float_size},
@@ -439,6 +439,48 @@ def test_a_report_without_last_modified_date_is_refused(tmp_path):
     assert fast == slow == (
         f"SourceError: checkpoints[0] inventory: {columnar}/data/part0.parquet: no "
         "last_modified_date column: add Size and LastModifiedDate to the inventory's fields")
+
+
+def test_an_object_without_its_time_is_refused_naming_the_row(tmp_path):
+    """A blank `last_modified` (a plain CSV) or LastModifiedDate (an S3 Inventory row, CSV
+    or Parquet) was read as no time: the month-end snapshot (`last_modified` before the
+    month's end) left the object out, the bucket's listed bytes shrank and its storage was
+    split among the runs as if it were not there. Both readers refuse it, naming the file,
+    the row and the field; a delete marker or a non-current version, left out, needs none."""
+    write_listing(tmp_path / "inv.csv", ["bucket", "key", "size", "last_modified"],
+                  [["b", "k1", "1", "2026-07-01"], ["b", "k2", "2", " "]])
+    fast, slow = both([{"kind": "inventory", "path": "inv.csv"}], tmp_path)
+    assert fast == slow == (f"SourceError: checkpoints[0] inventory: {tmp_path / 'inv.csv'} "
+                            "row 3: last_modified: empty: an object needs its time")
+
+    stamped = ["ml-checkpoints", "checkpoints/run-a/s1/m.pt", "", "true", "false", "5",
+               "2026-07-01T00:00:00.000Z", "e", "STANDARD"]
+    gone = ["ml-checkpoints", "checkpoints/run-a/s2/m.pt", "v2", "true", "true", "", "", "",
+            ""]
+    old = ["ml-checkpoints", "checkpoints/run-a/s3/m.pt", "v1", "false", "false", "7", "",
+           "e", "STANDARD"]
+    folder = tmp_path / "csv"
+    write_report(folder, {"part0.csv.gz": csv_report([stamped, gone, old])})
+    fast = vectorized_only([{"kind": "inventory", "path": str(folder)}], tmp_path)
+    assert_same(fast, both([{"kind": "inventory", "path": str(folder)}], tmp_path)[1])
+    assert fast.column("key").to_pylist() == ["checkpoints/run-a/s1/m.pt"]
+    write_report(folder, {"part0.csv.gz": csv_report([stamped, gone, stamped[:6] + [""]
+                                                      + stamped[7:]])})
+    fast, slow = both([{"kind": "inventory", "path": str(folder)}], tmp_path)
+    assert fast == slow == (f"SourceError: checkpoints[0] inventory: {folder}/data/"
+                            "part0.csv.gz row 3: LastModifiedDate: empty: an object needs "
+                            "its time")
+
+    columnar = tmp_path / "parquet"
+    write_report(columnar, {"part0.parquet": parquet_report({
+        "key": pa.array(["a", "gone", "b"]), "size": pa.array([1, 0, 2], pa.int64()),
+        "is_delete_marker": pa.array([False, True, False]),
+        "last_modified_date": pa.array([datetime(2026, 7, 1), None, None],
+                                       pa.timestamp("ms", tz="UTC"))})}, file_format="Parquet")
+    fast, slow = both([{"kind": "inventory", "path": str(columnar)}], tmp_path)
+    assert fast == slow == (f"SourceError: checkpoints[0] inventory: {columnar}/data/"
+                            "part0.parquet row 3: LastModifiedDate: empty: an object needs "
+                            "its time")
 
 
 def test_on_s3_the_vectorized_readers_do_the_work(tmp_path, s3_server):

@@ -140,11 +140,12 @@ def _csv_objects(batch: pa.RecordBatch, index: dict[str, int],
 
 
 def listing_batch(names: pa.Array | None, bucket: str | None, keys: pa.Array, sizes: pa.Array,
-                  modified: pa.Array | None, snapshots: pa.Array | date | None) -> pa.RecordBatch:
+                  modified: pa.Array, snapshots: pa.Array | date | None) -> pa.RecordBatch:
     """A LISTING_SCHEMA batch; the `bucket` given stands in for blank or missing `names`.
-    NotClean when a key is blank, or a bucket is missing and no `bucket` is given."""
+    NotClean when a key is blank or a time missing (the row reader names its row), or a
+    bucket is missing and no `bucket` is given."""
     rows = len(keys)
-    if not every(pc.fill_null(pc.not_equal(keys, ""), False)):
+    if modified.null_count or not every(pc.fill_null(pc.not_equal(keys, ""), False)):
         raise NotClean
     known = isinstance(bucket, str) and bucket != ""
     if names is None:
@@ -159,9 +160,8 @@ def listing_batch(names: pa.Array | None, bucket: str | None, keys: pa.Array, si
             names = pc.if_else(missing, bucket, names)
     if not isinstance(snapshots, pa.Array):
         snapshots = pa.repeat(pa.scalar(snapshots, pa.date32()), rows)
-    return pa.RecordBatch.from_arrays(
-        [names, keys, sizes, pa.nulls(rows, pa.timestamp("us")) if modified is None
-         else modified, snapshots], schema=LISTING_SCHEMA)
+    return pa.RecordBatch.from_arrays([names, keys, sizes, modified, snapshots],
+                                      schema=LISTING_SCHEMA)
 
 
 def arrow_times(text: pa.Array) -> pa.Array:
@@ -213,8 +213,8 @@ def month_objects(batch: pa.RecordBatch, month: date, month_end: datetime) -> pa
     snapshot, modified = batch.column("snapshot_date"), batch.column("last_modified")
     dated = pc.and_(pc.greater_equal(snapshot, pa.scalar(month.replace(day=1), pa.date32())),
                     pc.less(snapshot, pa.scalar(month_end.date(), pa.date32())))
-    undated = pc.and_(pc.is_null(snapshot), pc.or_kleene(
-        pc.is_null(modified), pc.less(modified, pa.scalar(month_end, pa.timestamp("us")))))
+    undated = pc.and_(pc.is_null(snapshot),
+                      pc.less(modified, pa.scalar(month_end, pa.timestamp("us"))))
     return batch.filter(pc.or_(pc.fill_null(dated, False), pc.fill_null(undated, False)))
 
 

@@ -307,12 +307,11 @@ class _Inventory:
                     size = text["size"]
                     if not all_digits(size, 18):
                         raise NotClean
-                    stamps = text.get("last_modified")
                     yield listing_batch(
                         text.get("bucket"), bucket, self._url_decode(text["key"]),
                         pc.cast(pc.if_else(pc.equal(size, ""), "0", size), pa.int64()),
-                        None if stamps is None else arrow_times(
-                            pc.utf8_trim(stamps, characters=PY_WHITESPACE)),
+                        arrow_times(pc.utf8_trim(text["last_modified"],
+                                                 characters=PY_WHITESPACE)),
                         snapshot)
         except (pa.ArrowException, OSError):
             raise NotClean from None
@@ -458,6 +457,8 @@ def _object(row: dict, bucket: str | None, snapshot: date, source: str,
     except (TypeError, ValueError, OverflowError):
         raise SourceError(source, where, f"LastModifiedDate: {row.get('last_modified')!r} "
                           "is not a timestamp") from None
+    if modified is None:
+        raise SourceError(source, where, "LastModifiedDate: empty: an object needs its time")
     name = row.get("bucket") or bucket
     if not name or not row.get("key"):
         raise SourceError(source, where, "bucket or key empty")
@@ -490,14 +491,13 @@ def _parquet_objects(columns: dict[str, pa.Array], bucket: str | None,
     if not all(PARQUET_TYPES[f](v.type) for f, v in columns.items()):
         raise NotClean
     columns = _current(columns, columns.get("is_delete_marker"), columns.get("is_latest"))
-    stamps = columns.get("last_modified")
-    if stamps is not None:
-        # the instant, as the row reader's aware datetimes turned to naive UTC have it
-        stamps = pc.cast(stamps.view(pa.timestamp(stamps.type.unit)), pa.timestamp("us"))
-        low, high = pc.min_max(stamps.view(pa.int64())).values()
-        if low.is_valid and not (DATETIME_MICROS[0] <= low.as_py()
-                                 and high.as_py() <= DATETIME_MICROS[1]):
-            raise NotClean  # near or beyond what `datetime` holds
+    stamps = columns["last_modified"]
+    # the instant, as the row reader's aware datetimes turned to naive UTC have it
+    stamps = pc.cast(stamps.view(pa.timestamp(stamps.type.unit)), pa.timestamp("us"))
+    low, high = pc.min_max(stamps.view(pa.int64())).values()
+    if low.is_valid and not (DATETIME_MICROS[0] <= low.as_py()
+                             and high.as_py() <= DATETIME_MICROS[1]):
+        raise NotClean  # near or beyond what `datetime` holds
     names = columns.get("bucket")
     return listing_batch(None if names is None else names.cast(pa.string()), bucket,
                          columns["key"].cast(pa.string()),

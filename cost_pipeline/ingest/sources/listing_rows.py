@@ -87,6 +87,9 @@ def _object(row: list[str], index: dict[str, int], bucket: str | None, source: s
         except (TypeError, ValueError, OverflowError):
             raise SourceError(source, where,
                               f"{name}: {field(name)!r} is not a timestamp") from None
+    if values["last_modified"] is None:
+        # no time: in no month-end snapshot, so the bucket's listed bytes left it out
+        raise SourceError(source, where, "last_modified: empty: an object needs its time")
     key = field("key")
     if not key:
         raise SourceError(source, where, "key: empty")
@@ -125,10 +128,10 @@ def walk_local(path: Path, source: str, bucket: str) -> Iterator[dict[str, Any]]
 
 
 def in_month(obj: dict[str, Any], month: date, month_end: datetime) -> bool:
-    """Whether a listed object belongs to the month's snapshot(s)."""
+    """Whether a listed object (which has its time) belongs to the month's snapshot(s)."""
     snapshot = obj["snapshot_date"]
     if snapshot is not None:
         return snapshot.year == month.year and snapshot.month == month.month
-    return obj["last_modified"] is None or obj["last_modified"] < month_end
+    return obj["last_modified"] < month_end
 
 

@@ -1,6 +1,15 @@
 -- Every run's cost over all the months the warehouse holds: what the `cost.*` tags of an
 -- MLflow run say (SPEC §12; ingest/sources/mlflow_tags.py formats and writes them).
--- Σ in month order (fsum: compensated), so the same rows always give the same cents.
+-- Σ in month order (fsum: compensated), so the same rows always give the same cents; with
+-- the currencies its months are billed in (`billing_months`, one a month, SPEC §5; a month
+-- without its bill counts as USD, as the reports do), comma-separated: amounts of months in
+-- two currencies do not add up, and the writer leaves them out.
+WITH month_currency AS (
+    SELECT m.month, coalesce(b.currency, 'USD') AS currency
+    FROM (SELECT DISTINCT month FROM run_costs) AS m
+    LEFT JOIN (SELECT month, min(upper(trim(currency))) AS currency
+               FROM billing_months GROUP BY month) AS b USING (month)
+)
 SELECT
     run_id,
     fsum(cost ORDER BY month)              AS total_usd,
@@ -11,7 +20,9 @@ SELECT
     fsum(other_cost ORDER BY month)        AS other_usd,
     fsum(accelerator_hours ORDER BY month) AS gpu_hours,
     string_agg(DISTINCT strftime(month, '%Y-%m'), ',' ORDER BY strftime(month, '%Y-%m'))
-                                           AS months
+                                           AS months,
+    string_agg(DISTINCT currency, ',' ORDER BY currency) AS currencies
 FROM run_costs
+JOIN month_currency USING (month)
 GROUP BY run_id
 ORDER BY run_id

@@ -122,10 +122,11 @@ HAND_ROWS = [  # month, run, gpu, cpu, storage, network, other, accelerator-hour
 EXPECTED = {
     "r-a": {"cost.total_usd": "66.90", "cost.gpu_usd": "66.79", "cost.cpu_usd": "0.00",
             "cost.storage_usd": "0.10", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
-            "cost.gpu_hours": "13.333", "cost.months": "2026-05,2026-06"},
+            "cost.gpu_hours": "13.333", "cost.months": "2026-05,2026-06",
+            "cost.currency": "USD"},
     "r-b": {"cost.total_usd": "0.50", "cost.gpu_usd": "0.00", "cost.cpu_usd": "0.50",
             "cost.storage_usd": "0.00", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
-            "cost.gpu_hours": "0.000", "cost.months": "2026-05"},
+            "cost.gpu_hours": "0.000", "cost.months": "2026-05", "cost.currency": "USD"},
 }
 
 
@@ -142,9 +143,9 @@ def test_tags_written_once_deleted_and_unknown_runs_skipped(store, fast_dir, req
     assert {k: costs[k] for k in EXPECTED} == EXPECTED
 
     done = write_cost_tags(uri, "mlflow", costs, experiments=["costs"], tags=BY_NAME, log=LOG)
-    assert (done.runs_written, done.tags_written, done.runs_unchanged) == (2, 16, 0)
+    assert (done.runs_written, done.tags_written, done.runs_unchanged) == (2, 18, 0)
     assert (done.runs_skipped_deleted, done.runs_skipped_not_in_tracker) == (1, 1)
-    assert done.calls == 2  # one log_batch per run: 8 tags
+    assert done.calls == 2  # one log_batch per run: 9 tags
     for name, tags in EXPECTED.items():
         assert cost_tags(uri, ids[name]) == tags
     assert cost_tags(uri, ids["r-del"]) == {} and cost_tags(uri, ids["r-idle"]) == {}
@@ -190,6 +191,45 @@ def test_runs_are_matched_by_the_id_the_reader_keeps(id_tags, fast_dir):
     assert (done.runs_written, done.runs_skipped_not_in_tracker) == (2, 0)
     for mlflow_id in ids.values():
         assert cost_tags(uri, mlflow_id)["cost.cpu_usd"] == "0.50"
+
+
+def test_a_run_without_cost_now_loses_its_tags_and_amounts_round_half_up(fast_dir):
+    """A restated bill moved r-b's only cost to another resource: `run_costs` no longer lists
+    it, and its tags kept saying $0.50 in May (the writer visited only runs with cost). Its
+    `cost.*` tags are deleted — only those: its other tags stay. Amounts round half up to
+    the cent as the report does ($2.675 → 2.68, where Python's round of the double gave
+    2.67); a run whose months are billed in two currencies gets no amounts, and its
+    `cost.currency` names both."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{fast_dir / 'stale.db'}"
+    ids = write_runs(uri, "stale")
+    con = duckdb.connect()
+    run_costs_rows(con, [(MAY, "r-a", 2.675, 0.0, 0.0, 0.0, 0.0, 0.0005),
+                         (MAY, "r-b", 0.0, 0.5, 0.0, 0.0, 0.0, 0.0)])
+    write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"], tags=BY_NAME,
+                    log=LOG)
+    assert cost_tags(uri, ids["r-a"])["cost.total_usd"] == "2.68"
+    assert cost_tags(uri, ids["r-a"])["cost.gpu_hours"] == "0.001"
+    assert cost_tags(uri, ids["r-b"])["cost.cpu_usd"] == "0.50"
+
+    con.execute("DELETE FROM run_costs WHERE run_id = 'r-b'")
+    # r-a's months now in two currencies: June billed in EUR, May in USD
+    con.execute("INSERT INTO run_costs VALUES ('2026-06-01', 'r-a', NULL, 'search', NULL, "
+                "1, 0, 0, 0, 0, 1, 1, 0)")
+    con.execute("INSERT INTO billing_months VALUES ('2026-05-01', 1, 1, 1, 1, 'USD'), "
+                "('2026-06-01', 1, 1, 1, 1, 'EUR')")
+    done = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"],
+                           tags=BY_NAME, log=LOG)
+    assert (done.runs_cleared, done.tags_deleted) == (1, 9 + 6)  # r-b's 9, r-a's 6 amounts
+    assert cost_tags(uri, ids["r-b"]) == {}
+    assert MlflowClient(uri).get_run(ids["r-b"]).data.tags["model"] == "churn"
+    assert cost_tags(uri, ids["r-a"]) == {"cost.gpu_hours": "1.001",
+                                          "cost.months": "2026-05,2026-06",
+                                          "cost.currency": "EUR,USD"}
+    again = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"],
+                            tags=BY_NAME, log=LOG)
+    assert (again.calls, again.runs_unchanged, again.tags_deleted) == (0, 1, 0)
 
 
 def test_tags_go_in_batches_of_at_most_100():
@@ -302,7 +342,8 @@ def test_the_month_writes_back_through_dagster(server, tmp_path, dagster_home, m
     assert cost_tags(uri, ids["r-a"]) == {
         "cost.total_usd": "80.12", "cost.gpu_usd": "80.12", "cost.cpu_usd": "0.00",
         "cost.storage_usd": "0.00", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
-        "cost.gpu_hours": "16.000", "cost.months": "2026-05,2026-06"}
+        "cost.gpu_hours": "16.000", "cost.months": "2026-05,2026-06",
+        "cost.currency": "USD"}
     for name, cost in attributed.items():
         tags = cost_tags(uri, ids[name])
         if name == "r-del":

@@ -21,8 +21,8 @@ from cost_pipeline.defs.resources import PipelineSettings
 from cost_pipeline.ingest.sources import source_names
 from cost_pipeline.ingest.sources.mlflow_runs import resolve_tracking_uri
 
-COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_skipped_deleted",
-          "runs_skipped_not_in_tracker")
+COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_cleared", "tags_deleted",
+          "runs_skipped_deleted", "runs_skipped_not_in_tracker")
 
 
 @dg.asset(
@@ -35,7 +35,7 @@ COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_skipped_delete
         "cost_pipeline.defs.assets.tracker_tags", "cost_pipeline.ingest.sources.mlflow_tags")),
     description="The runs' cost (summed over every month of the warehouse) as `cost.*` tags "
     "in each MLflow tracker configured with `write_back: true`; unchanged tags are not "
-    "rewritten, deleted runs are skipped.",
+    "rewritten, stale ones (a run without cost now) deleted, deleted runs are skipped.",
 )
 def tracker_cost_tags(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings

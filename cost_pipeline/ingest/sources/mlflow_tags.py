@@ -3,11 +3,16 @@ tracker with `write_back: true` (SPEC §12).
 
 Each run with rows in `run_costs` gets its cost summed over the months (`cost.total_usd`,
 `cost.gpu_usd`, `cost.cpu_usd`, `cost.storage_usd`, `cost.network_usd`, `cost.other_usd`, 2
-decimals), its accelerator-hours (`cost.gpu_hours`, 3 decimals) and its months
-(`cost.months`, `YYYY-MM` ascending, comma-separated). The tracker's runs are listed once
-(deleted ones too, so they can be told apart from runs it does not know); a run's current
-tags come with the listing, and only the tags whose value differs are written, with
-`log_batch` (≤ 100 tags a call). Calls are retried on connection errors and 5xx answers;
+decimals, rounded half up as the reports round), its accelerator-hours (`cost.gpu_hours`, 3
+decimals), its months (`cost.months`, `YYYY-MM` ascending, comma-separated) and the currency
+they are billed in (`cost.currency`: the `_usd` names are SPEC §12's, the amounts are the
+bill's). A run whose months are billed in two currencies gets no amounts (they do not add
+up): its `cost.currency` names both. The tracker's runs are listed once (deleted ones too, so
+they can be told apart from runs it does not know); a run's current tags come with the
+listing, and only the tags whose value differs are written, with `log_batch` (≤ 100 tags a
+call). A run that holds `cost.*` tags the warehouse no longer gives it (its cost moved to
+another run, or its months are gone) has them deleted: left, they said a cost it no longer
+has. Calls are retried on connection errors and 5xx answers;
 the last failure is one line naming the tracker (its URI without the password) and the run.
 
 Dagster-free: the asset `tracker_cost_tags` (defs/assets/tracker_tags.py) calls it.
@@ -18,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -32,6 +38,7 @@ from cost_pipeline.ingest.sources.mlflow_runs import (
     tag_names,
     warehouse_run_id,
 )
+from cost_pipeline.report.money import cents
 from cost_pipeline.warehouse import sql_text
 
 TAG_PREFIX = "cost."
@@ -40,8 +47,8 @@ MONEY_TAGS = {  # tag → column of the run_cost_tags query (2 decimals)
     "cost.storage_usd": "storage_usd", "cost.network_usd": "network_usd",
     "cost.other_usd": "other_usd",
 }
-HOURS_TAG, MONTHS_TAG = "cost.gpu_hours", "cost.months"
-COST_TAGS = (*MONEY_TAGS, HOURS_TAG, MONTHS_TAG)
+HOURS_TAG, MONTHS_TAG, CURRENCY_TAG = "cost.gpu_hours", "cost.months", "cost.currency"
+COST_TAGS = (*MONEY_TAGS, HOURS_TAG, MONTHS_TAG, CURRENCY_TAG)
 MAX_TAGS_PER_CALL = 100        # MLflow's log_batch limit on tags (1000 items in all)
 MAX_TAG_VALUE = 8000           # MLflow's limit on a tag value's length (cost.months)
 RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)   # seconds before each retry of a call
@@ -56,12 +63,14 @@ def redact_uri(uri: str) -> str:
 
 
 def _money(value: float) -> str:
-    text = f"{round(value, 2):.2f}"
+    """To the cent, half up, as the reports round (`report.money.cents`): Python's `round`
+    of the double 2.675 is 2.67 where the report shows $2.68."""
+    text = f"{cents(value):f}"
     return "0.00" if text == "-0.00" else text
 
 
 def _hours(value: float) -> str:
-    text = f"{round(value, 3):.3f}"
+    text = f"{Decimal(str(value)).quantize(Decimal('0.001'), rounding=ROUND_HALF_UP):f}"
     return "0.000" if text == "-0.000" else text
 
 
@@ -73,9 +82,12 @@ def cost_tags_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]
     tags: dict[str, dict[str, str]] = {}
     for values in cursor.fetchall():
         row = dict(zip(names, values, strict=True))
-        run_tags = {tag: _money(row[column] or 0.0) for tag, column in MONEY_TAGS.items()}
+        currencies = row["currencies"]
+        run_tags = ({} if "," in currencies else
+                    {tag: _money(row[column] or 0.0) for tag, column in MONEY_TAGS.items()})
         run_tags[HOURS_TAG] = _hours(row["gpu_hours"] or 0.0)
         run_tags[MONTHS_TAG] = row["months"][:MAX_TAG_VALUE]
+        run_tags[CURRENCY_TAG] = currencies
         tags[row["run_id"]] = run_tags
     return tags
 
@@ -90,7 +102,9 @@ class WriteBack:
     runs_unchanged: int = 0
     runs_skipped_deleted: int = 0
     runs_skipped_not_in_tracker: int = 0
-    calls: int = 0                 # log_batch calls made
+    runs_cleared: int = 0          # runs whose stale cost tags were deleted
+    tags_deleted: int = 0
+    calls: int = 0                 # log_batch and delete_tag calls made
 
 
 def _with_retries(call: Callable[[], T], tracker: str, uri: str, what: str,
@@ -143,16 +157,19 @@ def write_cost_tags(
         return found
 
     found = _with_retries(listing, tracker, uri, "list runs", password, log)
-    for run_id in sorted(costs):
-        if run_id not in found:
-            done.runs_skipped_not_in_tracker += 1
-            continue
+    done.runs_skipped_not_in_tracker = sum(1 for run_id in costs if run_id not in found)
+    # the runs with cost, and the live runs holding cost tags the warehouse no longer gives
+    stale = {run_id for run_id, (_, deleted, current) in found.items()
+             if not deleted and set(current) & set(COST_TAGS) - set(costs.get(run_id, {}))}
+    for run_id in sorted(stale | (set(costs) & set(found))):
         mlflow_id, deleted, current = found[run_id]
         if deleted:
             done.runs_skipped_deleted += 1
             continue
-        changed = [RunTag(k, v) for k, v in costs[run_id].items() if current.get(k) != v]
-        if not changed:
+        wanted = costs.get(run_id, {})
+        changed = [RunTag(k, v) for k, v in wanted.items() if current.get(k) != v]
+        dropped = sorted(k for k in COST_TAGS if k in current and k not in wanted)
+        if not changed and not dropped:
             done.runs_unchanged += 1
             continue
         where = f"run {run_id}" + (f" (MLflow {mlflow_id})" if mlflow_id != run_id else "")
@@ -160,10 +177,19 @@ def write_cost_tags(
             _with_retries(lambda b=batch, r=mlflow_id: client.log_batch(r, tags=b), tracker, uri,
                           f"writing the cost tags of {where}", password, log)
             done.calls += 1
-        done.runs_written += 1
-        done.tags_written += len(changed)
+        for key in dropped:  # MLflow deletes one tag a call
+            _with_retries(lambda k=key, r=mlflow_id: client.delete_tag(r, k), tracker, uri,
+                          f"deleting the stale tag {key} of {where}", password, log)
+            done.calls += 1
+        if changed:
+            done.runs_written += 1
+            done.tags_written += len(changed)
+        if run_id not in costs:
+            done.runs_cleared += 1
+        done.tags_deleted += len(dropped)
     log.info(f"{tracker}: cost tags written on {done.runs_written} run(s) "
              f"({done.tags_written} tag(s)), {done.runs_unchanged} unchanged, "
-             f"{done.runs_skipped_deleted} deleted and {done.runs_skipped_not_in_tracker} "
-             f"not in {uri} skipped")
+             f"{done.tags_deleted} stale tag(s) deleted ({done.runs_cleared} run(s) without "
+             f"cost now), {done.runs_skipped_deleted} deleted and "
+             f"{done.runs_skipped_not_in_tracker} not in {uri} skipped")
     return done

@@ -9,7 +9,9 @@
 -- (`ckpt-` makes `ckpt-r1/…` run `r1`).
 -- The same object listed by two sources is kept once: `checkpoints.py` adds that step only
 -- when the listing repeats an object (a hash count says; the step costs ~0.25 s at 1M
--- objects), keeping the copy under a prefix, then the first source.
+-- objects), keeping the copy under a prefix, then the first source's (then the newest, the
+-- largest: an order with no ties). Copies within one source are identical by then: copies
+-- differing in size or time were refused (`_refuse_differing_copies`, SPEC §11).
 WITH listed AS (
     SELECT *,
         starts_with(key, coalesce(source_prefix, '')) AS under_prefix,

@@ -53,6 +53,8 @@ OBJECT_SCHEMA = pa.schema([
 REPORTS = b"inventory_reports"
 # and "1" when no object can be listed twice (`_lists_each_object_once`)
 EACH_ONCE = b"each_object_once"
+# and the sources that may list an object twice themselves, {source: its path}
+MAY_REPEAT = b"sources_that_may_repeat"
 
 
 def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
@@ -63,7 +65,7 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
     _, month_end = month_bounds(month)
     batches: list[pa.RecordBatch] = []
     reports: set[tuple[str, str, str]] = set()
-    each_once = False
+    may_repeat: dict[str, str] = {}
     for i, entry in enumerate(cfg.checkpoints):
         name = f"checkpoints[{i}] {entry.kind}"
         read: list[tuple[str, date]] = []
@@ -85,9 +87,12 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
             batches.append(_with_source(batch, name, run_prefix(entry.prefix)))
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
         reports.update((name, bucket, day.isoformat()) for bucket, day in read)
-        each_once = len(cfg.checkpoints) == 1 and _lists_each_object_once(entry, read)
+        if not _lists_each_object_once(entry, read):
+            may_repeat[name] = cfg.resolve(entry.path)  # (an `inventory` entry's)
+    each_once = len(cfg.checkpoints) == 1 and not may_repeat
     return pa.Table.from_batches(batches, schema=OBJECT_SCHEMA).replace_schema_metadata(
-        {REPORTS: json.dumps(sorted(reports)), EACH_ONCE: b"1" if each_once else b"0"})
+        {REPORTS: json.dumps(sorted(reports)), EACH_ONCE: b"1" if each_once else b"0",
+         MAY_REPEAT: json.dumps(may_repeat)})
 
 
 def _lists_each_object_once(entry: object, reports: list[tuple[str, date]]) -> bool:
@@ -164,8 +169,12 @@ def build_checkpoint_inventory(
     sql = sql_text("checkpoint_inventory")
     metadata = listing.schema.metadata or {}
     if metadata.get(EACH_ONCE) != b"1" and _repeats_an_object(listing):
+        # copies in one source are identical (else an error); of two sources', the one
+        # under a prefix, then the first source's
+        _refuse_differing_copies(listing, json.loads(metadata.get(MAY_REPEAT, b"null")))
         sql = (f"SELECT * FROM ({sql}) QUALIFY row_number() OVER (PARTITION BY bucket, key, "
-               "snapshot_date ORDER BY prefix IS NOT NULL DESC, source) = 1")
+               "snapshot_date ORDER BY prefix IS NOT NULL DESC, source, last_modified DESC, "
+               "size DESC) = 1")
     reports = pa.Table.from_pylist(
         [{"source": source, "bucket": bucket, "snapshot_date": day} for source, bucket, day
          in json.loads(metadata.get(REPORTS, b"[]"))],
@@ -218,3 +227,36 @@ def _repeats_an_object(listing: pa.Table) -> bool:
             "SELECT count(*), count(DISTINCT hash(bucket, key, reverse(key), snapshot_date)) "
             "FROM listing_arrow").fetchall()
     return objects != distinct
+
+
+def _refuse_differing_copies(listing: pa.Table, sources: dict[str, str] | None) -> None:
+    """SPEC §11 duplicates, in the `sources` that may list an object twice ({source: its
+    path}; None: every source): copies of an object (bucket, key, snapshot) in one source
+    are one object when identical, and an error naming the source, its path, the object and
+    the values they differ in when not (the first such object in key order). Read on a
+    connection of its own, as `_repeats_an_object`; only when that found a repeat, over the
+    sources that may repeat (two reports of one day, a plain CSV): a listing read from S3
+    or a folder, or daily reports, skip it."""
+    if sources == {}:
+        return
+    with duckdb.connect() as check:
+        check.register("listing_arrow", listing)
+        found = check.execute(
+            "SELECT source, bucket, key, snapshot_date, min(size), max(size), "
+            "min(last_modified), max(last_modified) FROM listing_arrow "
+            "WHERE $sources IS NULL OR list_contains($sources, source) "
+            "GROUP BY source, bucket, key, snapshot_date "
+            "HAVING min(size) <> max(size) OR min(last_modified) <> max(last_modified) "
+            "ORDER BY source, bucket, key, snapshot_date LIMIT 1",
+            {"sources": None if sources is None else list(sources)}).fetchall()
+    if not found:
+        return
+    ((source, bucket, key, snapshot, *values),) = found
+    differ = [f"{name} {low} and {high}" for name, low, high
+              in (("size", *values[:2]), ("last_modified", *values[2:]))
+              if low != high]
+    raise SourceError(source, (sources or {}).get(source),
+                      f"bucket {bucket}, key {key!r}"
+                      + (f", snapshot {snapshot}" if snapshot else "")
+                      + f": listed twice with different values: {', '.join(differ)}")
+

@@ -303,6 +303,69 @@ def test_an_object_listed_by_two_sources_is_kept_once(tmp_path, con):
         ("checkpoints/run-a/s1/x.pt", "run-a", "checkpoints[0] inventory")]
 
 
+def test_copies_of_an_object_in_one_listing_are_one_object_or_an_error(tmp_path, con):
+    """SPEC §11 duplicates: copies of an object (bucket, key, snapshot) in one source that
+    are identical are one object; copies differing in size or time are an error naming the
+    source, its file, the object and the two values. One was kept at random before (no
+    order within a source): the bucket's bytes changed from run to run."""
+    path = tmp_path / "inv.csv"
+    entry = {"kind": "inventory", "path": "inv.csv", "prefix": "checkpoints/"}
+    write(path, f"{HEADER}\nb,checkpoints/r1/s1/x.pt,8,2026-07-01\nb,other,1,2026-07-01\n"
+                "b,checkpoints/r1/s1/x.pt,8,2026-07-01T00:00:00Z\n")
+    assert [(r[1], r[2]) for r in build(con, tmp_path, entry)] == [
+        ("checkpoints/r1/s1/x.pt", 8), ("other", 1)]
+    write(path, f"{HEADER}\nb,checkpoints/r1/s1/x.pt,8,2026-07-01\nb,other,1,2026-07-01\n"
+                "b,checkpoints/r1/s1/x.pt,9,2026-07-01\n"
+                "b,checkpoints/r1/s1/x.pt,8,2026-07-01\n")
+    with pytest.raises(SourceError) as err:
+        build(con, tmp_path, entry)
+    assert str(err.value) == (
+        f"checkpoints[0] inventory: {path}: bucket b, key 'checkpoints/r1/s1/x.pt': listed "
+        "twice with different values: size 8 and 9")
+    write(path, "bucket,key,size,last_modified,snapshot_date\n"
+                "b,k,8,2026-07-01,2026-07-05\nb,k,8,2026-07-02,2026-07-06\n"
+                "b,k,9,2026-07-02,2026-07-05\n")
+    with pytest.raises(SourceError) as err:
+        build(con, tmp_path, entry)
+    assert str(err.value) == (
+        f"checkpoints[0] inventory: {path}: bucket b, key 'k', snapshot 2026-07-05: listed "
+        "twice with different values: size 8 and 9, last_modified 2026-07-01 00:00:00 and "
+        "2026-07-02 00:00:00")
+    # two sources listing the object: one copy kept, by a total order (under a prefix, the
+    # first source)
+    write(path, f"{HEADER}\nb,checkpoints/r1/s1/x.pt,8,2026-07-01\n")
+    write(tmp_path / "inv2.csv", f"{HEADER}\nb,checkpoints/r1/s1/x.pt,9,2026-07-02\n")
+    for first, second in (("inv.csv", "inv2.csv"), ("inv2.csv", "inv.csv")):
+        rows = build(con, tmp_path, {**entry, "path": first}, {**entry, "path": second})
+        assert [(r[1], r[2], r[8]) for r in rows] == [
+            ("checkpoints/r1/s1/x.pt", 8 if first == "inv.csv" else 9,
+             "checkpoints[0] inventory")]
+
+
+def test_two_reports_of_a_day_disagreeing_on_an_object_are_an_error(tmp_path, con):
+    """Two S3 Inventory reports of one day in one configuration folder list the object
+    twice in that day's snapshot: the same copy is one object; copies of another size are
+    the conflict any one listing's are, named with the day."""
+    from tests.ingest.test_s3_checkpoints import CONFIG_FOLDER, _csv_report, _manifest
+
+    folder = tmp_path / "reports" / CONFIG_FOLDER
+    (folder / "data").mkdir(parents=True)
+    for n, size in enumerate(("8", "9")):
+        (folder / "data" / f"{n}.csv.gz").write_bytes(_csv_report([[
+            "ml-checkpoints", "checkpoints/run-a/s1/x.pt", "", "true", "false", size,
+            "2026-07-01T00:00:00.000Z", "e", "STANDARD"]]))
+    for n, stamp in enumerate(("2026-07-03T01-00Z", "2026-07-03T13-00Z")):
+        (folder / stamp).mkdir()
+        (folder / stamp / "manifest.json").write_text(
+            _manifest(stamp[:10], "CSV", [f"{CONFIG_FOLDER}/data/{n}.csv.gz"]))
+    with pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "inventory", "path": f"reports/{CONFIG_FOLDER}"})
+    assert str(err.value) == (
+        f"checkpoints[0] inventory: {folder}: bucket ml-checkpoints, key "
+        "'checkpoints/run-a/s1/x.pt', snapshot 2026-07-03: listed twice with different "
+        "values: size 8 and 9")
+
+
 def test_the_runs_transaction_does_not_keep_the_listing(tmp_path):
     """Inside a run's transaction DuckDB keeps what a statement scanned until the commit: the
     listing reaches it as a stream, so its Arrow memory goes once the caller drops it — not

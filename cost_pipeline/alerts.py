@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cost_pipeline.ingest.sources import redact
-from cost_pipeline.report.money import in_currency
+from cost_pipeline.report.money import in_currency, symbol_of
 
 STATE_VERSION = 1
 RETRY_INITIAL_SECONDS = 30.0
@@ -66,6 +66,7 @@ class FailedRun:
     month: str
     failed_at: float
     error: str
+    sensor: str = ""  # the sensor that launched it, when no schedule did
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,17 @@ def _num(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, int | float) else "?"
 
 
+def _apart(value: Any, limit: Any, digits: int = 1) -> tuple[str, str]:
+    """`value` and `limit` with the fewest digits (from `digits`, up to 6) that tell them
+    apart when they differ: a share of 5.004% failing a 5% threshold read "5.0% … threshold
+    5.0%" under a FAILED heading."""
+    for more in range(digits, 7):
+        shown = _num(value, more), _num(limit, more)
+        if shown[0] != shown[1] or value == limit:
+            return shown
+    return shown
+
+
 def _money(value: Any, currency: Any) -> str:
     """An amount in the bill's currency (the check's `currency` metadata)."""
     if not isinstance(value, int | float):
@@ -222,9 +234,11 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         for r in (m.get("top_untracked") or [])
     ]
     if "untracked_share" in m:
-        detail = (f"{_num(100 * m['untracked_share'])}% of {_num(m.get('billed_gpu_hours'))} "
+        share, threshold = (_apart(100 * m["untracked_share"], 100 * (m.get("threshold") or 0))
+                            if isinstance(m["untracked_share"], int | float) else ("?", "?"))
+        detail = (f"{share}% of {_num(m.get('billed_gpu_hours'))} "
                   f"billed GPU-hours untracked (tracked {_num(m.get('tracked_gpu_hours'))}, "
-                  f"threshold {_num(100 * (m.get('threshold') or 0))}%)")
+                  f"threshold {threshold}%)")
         if top:
             detail += "; largest untracked: " + ", ".join(
                 f"{r['resource_id']} ({r['instance_type']}) {_num(r['gpu_hours'])} GPU-hours "
@@ -234,8 +248,16 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         detail = (f"{len(missing)} of {m.get('days_expected')} days have no usage lines "
                   f"({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''})")
     elif "delta" in m:
-        detail = (f"attribution is off the bill by {_money(m['delta'], m.get('currency'))} "
-                  f"(tolerance {_money(m.get('tolerance'), m.get('currency'))})")
+        delta, tolerance = (_money(m["delta"], m.get("currency")),
+                            _money(m.get("tolerance"), m.get("currency")))
+        if delta.lstrip("−") == tolerance and isinstance(m["delta"], int | float) \
+                and isinstance(m.get("tolerance"), int | float) \
+                and abs(m["delta"]) != m["tolerance"]:  # a cent apart at most: the digits
+            shown = _apart(abs(m["delta"]), m["tolerance"], 3)
+            sign = "−" if m["delta"] < 0 else ""
+            delta, tolerance = (f"{sign}{symbol_of(m.get('currency'))}{shown[0]}",
+                                f"{symbol_of(m.get('currency'))}{shown[1]}")
+        detail = f"attribution is off the bill by {delta} (tolerance {tolerance})"
     else:  # amounts in the bill's currency when the check names it
         detail = ", ".join(
             f"{k} {_money(v, m['currency']) if _is_amount(k, v) and m.get('currency') else v}"
@@ -263,14 +285,16 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
 
 
 def run_alert(run: FailedRun) -> dict[str, Any]:
-    text = (f":rotating_light: cost-pipeline: scheduled run of {run.job} for "
-            f"{run.month or 'no partition'} failed (schedule {run.schedule}): "
+    launched = (f"schedule {run.schedule}" if run.schedule or not run.sensor
+                else f"sensor {run.sensor}")
+    text = (f":rotating_light: cost-pipeline: {'scheduled ' if run.schedule else ''}run of "
+            f"{run.job} for {run.month or 'no partition'} failed ({launched}): "
             f"{redact(run.error)}. "
             f"Dagster run {run.run_id}")
     return {"text": slack_escape(text), "alert_id": f"run|{run.run_id}",
             "kind": "scheduled_run_failed", "run_id": run.run_id, "job": run.job,
-            "schedule": run.schedule, "month": run.month, "failed_at": _iso(run.failed_at),
-            "error": redact(run.error)}
+            "schedule": run.schedule, "sensor": run.sensor, "month": run.month,
+            "failed_at": _iso(run.failed_at), "error": redact(run.error)}
 
 
 # ---------------------------------------------------------------------------- delivery

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,9 +18,9 @@ import duckdb
 
 from cost_pipeline.cli import incremental, quick_skip
 from cost_pipeline.config import load_config
-from cost_pipeline.ingest.sources import redact
 from cost_pipeline.interrupts import INTERRUPT_NAMES
 from cost_pipeline.months import out_of_range
+from cost_pipeline.run_errors import root_cause
 
 if TYPE_CHECKING:  # imported when a run is needed: an unchanged month is decided without it
     import dagster as dg
@@ -100,19 +99,6 @@ def ensure_dagster_home_locked() -> Path:
     home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home")
     with _setup_lock(home):
         return ensure_dagster_home()
-
-
-def _root_cause(error) -> str:
-    """The innermost user error's message, one line, without the exception class."""
-    while error is not None and getattr(error, "cause", None) is not None:
-        error = error.cause
-    if error is None:
-        return "the run failed"
-    message = (error.message or "").strip().splitlines()
-    text = message[0] if message else error.cls_name or "error"
-    if error.cls_name:  # `SourceError: …` or `cost_pipeline.ingest.sources.SourceError: …`
-        text = re.sub(rf"^(?:[\w.]+\.)?{re.escape(error.cls_name)}: ", "", text)
-    return redact(text)
 
 
 def materialize_month(config_path: str, month: date, progress: bool = True,
@@ -223,11 +209,11 @@ def _failure(result, commit: str) -> tuple[str, str | None, bool]:
         return stopped, None, True                # step: every step succeeded, nothing raised)
     steps = [error for event, error in errors if event.is_step_failure]
     if steps:
-        return _root_cause(steps[0]), steps[0].to_string(), False
+        return root_cause(steps[0]), steps[0].to_string(), False
     if commit.startswith(COMMIT_FAILED):
         return commit.partition(": ")[2] or commit, None, False
     if errors:  # a resource that could not start (the warehouse is locked, read-only …)
-        return _root_cause(errors[0][1]), errors[0][1].to_string(), False
+        return root_cause(errors[0][1]), errors[0][1].to_string(), False
     if commit:
         return f"the run's writes were not committed ({commit})", None, False
     return "the run failed before any step started", None, False

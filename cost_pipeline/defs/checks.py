@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 
-from cost_pipeline.defs.metadata import rounded
+from cost_pipeline.defs.metadata import kept_apart, rounded
 from cost_pipeline.months import next_month
 from cost_pipeline.report import data as report_data
 from cost_pipeline.warehouse import query, rows_of, sql_text
@@ -26,21 +26,22 @@ def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckRe
         "untracked_cost, unallocated_cost FROM month_cost_totals(?)", [month]).fetchone()
     delta = attributed + untracked + unallocated - billed
     tolerance = max(ABS_TOLERANCE, REL_TOLERANCE * magnitude)
+    figures = {
+        "month": f"{month:%Y-%m}",
+        "currency": currency or "",
+        "effective_cost": billed,
+        "attributed": attributed,
+        "untracked": untracked,
+        "unallocated": unallocated,
+        "delta": delta,
+        "tolerance": tolerance,
+    }
     return dg.AssetCheckResult(
         check_name="cost_conserved",
         asset_key="attribution",
         passed=abs(delta) <= tolerance,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata=rounded({
-            "month": f"{month:%Y-%m}",
-            "currency": currency or "",
-            "effective_cost": billed,
-            "attributed": attributed,
-            "untracked": untracked,
-            "unallocated": unallocated,
-            "delta": delta,
-            "tolerance": tolerance,
-        }),
+        metadata=kept_apart(rounded(figures), figures, "delta", "tolerance"),
     )
 
 
@@ -84,7 +85,8 @@ def reconciliation_outcome(
         asset_key="reconciliation",
         passed=row["status"] == "pass",
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata=rounded({**figures, "top_untracked": dg.MetadataValue.json(top)}),
+        metadata=kept_apart(rounded({**figures, "top_untracked": dg.MetadataValue.json(top)}),
+                            figures, "untracked_share", "threshold"),
     )
     return check, figures
 

@@ -16,6 +16,7 @@ from cost_pipeline.defs.assets.focus_export import focus_export
 from cost_pipeline.defs.assets.ingest import ingest
 from cost_pipeline.defs.assets.report import monthly_report
 from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
+from cost_pipeline.defs.delivery_sensor import SENSOR_NAME as DELIVERY_SENSOR
 from cost_pipeline.defs.delivery_sensor import build_delivery_sensor
 from cost_pipeline.defs.partitions import monthly, monthly_from
 from cost_pipeline.defs.period_report import build_period_job
@@ -80,7 +81,8 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
                    daily_refresh(monthly_job, timing)],
         sensors=[build_delivery_sensor(path, JOB_NAME, partitions),
                  build_check_alert_sensor(path, CHECK_KEYS),
-                 build_run_failure_alert_sensor(path, [MONTHLY_CLOSE, DAILY_REFRESH])],
+                 build_run_failure_alert_sensor(path, [MONTHLY_CLOSE, DAILY_REFRESH],
+                                                sensor_names=[DELIVERY_SENSOR])],
         resources={
             "duckdb": Warehouse(database=warehouse, connection_config=connection_config),
             "settings": PipelineSettings(config_path=path),

@@ -4,7 +4,9 @@ partition of the monthly job.
 
 The cursor is JSON `{"YYYY-MM": fingerprint}` of the exports as last listed (names, sizes
 and modification times: nothing is downloaded). The first tick only records what exists,
-so a fresh daemon does not re-run every month of history.
+so a fresh daemon does not re-run every month of history; a first tick that cannot list the
+exports (the export folder not there yet) records that nothing is delivered, so the first
+deliveries a later tick finds are requested.
 """
 
 import json
@@ -35,9 +37,15 @@ def build_delivery_sensor(config_path: str, job_name: str,
     def billing_delivery_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         try:
             seen = export_fingerprints(load_config(config_path))
-        except (ConfigError, SourceError) as exc:
+        except ConfigError as exc:
             # the cursor stays as it was: the next successful listing compares against it
             return dg.SensorResult(skip_reason=f"cannot list the billing exports: {exc}")
+        except SourceError as exc:
+            # the same; but a first tick whose exports cannot be listed (the export folder not
+            # there yet) records "nothing delivered": what a later listing finds arrived after
+            # the sensor started, and is requested, not recorded as history
+            return dg.SensorResult(skip_reason=f"cannot list the billing exports: {exc}",
+                                   cursor="{}" if context.cursor is None else None)
         if context.cursor is None:
             return dg.SensorResult(
                 skip_reason=f"first tick: recorded the deliveries of {len(seen)} month(s); "

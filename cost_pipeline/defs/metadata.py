@@ -27,6 +27,21 @@ def rounded_figure(key: str, value: Any) -> Any:
     return round(value, 4)
 
 
+def kept_apart(shown: dict[str, Any], raw: dict[str, Any], key: str,
+               limit: str) -> dict[str, Any]:
+    """`shown` (rounded) with `key` to the digits that keep it apart from `limit` when
+    rounding made the two equal (in size) but they are not: a share of 0.05004 against a
+    0.05 threshold showed 0.05 and 0.05 on a failed check, and the alert said so."""
+    value, bound = raw.get(key), raw.get(limit)
+    if not (isinstance(value, float) and isinstance(bound, float)) \
+            or abs(shown[key]) != abs(shown[limit]) or abs(value) == abs(bound):
+        return shown
+    for digits in range(3, 13):
+        if round(abs(value), digits) != round(abs(bound), digits):
+            return {**shown, key: round(value, digits)}
+    return {**shown, key: value}
+
+
 def rounded(metadata: dict[str, Any]) -> dict[str, Any]:
     """`metadata` with its float figures rounded by what they are (from the key's name);
     lists and dicts of plain figures (JSON metadata before wrapping) likewise."""

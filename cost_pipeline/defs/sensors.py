@@ -15,6 +15,7 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 from cost_pipeline import alerts
 from cost_pipeline.config import Alerts, ConfigError, load_config
 from cost_pipeline.ingest.sources import redact
+from cost_pipeline.run_errors import root_cause
 
 SENSOR_INTERVAL_SECONDS = 30
 PAGE = 100
@@ -25,6 +26,7 @@ LOOKBACK_SECONDS = 6 * 3600.0
 COMPLETED = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
 PARTITION_TAG = "dagster/partition"
 SCHEDULE_TAG = "dagster/schedule_name"
+SENSOR_TAG = "dagster/sensor_name"
 
 Clock = Callable[[], float]
 
@@ -86,13 +88,23 @@ def _evaluation(instance: dg.DagsterInstance, record, horizon: float | None,
 
 
 def read_failed_scheduled_runs(instance: dg.DagsterInstance, schedule_names: Sequence[str],
-                               watermark: float | None) -> list[alerts.FailedRun]:
+                               watermark: float | None,
+                               sensor_names: Sequence[str] = ()) -> list[alerts.FailedRun]:
+    """Failed runs launched by `schedule_names` or by `sensor_names` (the delivery sensor's
+    refresh of a restated month: after the monthly close it is the only run that brings a
+    closed month's new bill in, and its cursor has moved on — unalerted, its failure left
+    the old bill in place silently), newest first."""
     after = (None if watermark is None
              else datetime.fromtimestamp(watermark - LOOKBACK_SECONDS, UTC))
-    records = instance.get_run_records(
-        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
-                              tags={SCHEDULE_TAG: list(schedule_names)}, updated_after=after),
-        limit=PAGE, order_by="update_timestamp", ascending=False)
+    records = {}
+    for tag, names in ((SCHEDULE_TAG, schedule_names), (SENSOR_TAG, sensor_names)):
+        if not names:
+            continue
+        for r in instance.get_run_records(
+                filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
+                                      tags={tag: list(names)}, updated_after=after),
+                limit=PAGE, order_by="update_timestamp", ascending=False):
+            records[r.dagster_run.run_id] = r
     return [
         alerts.FailedRun(
             run_id=r.dagster_run.run_id, job=r.dagster_run.job_name,
@@ -100,8 +112,10 @@ def read_failed_scheduled_runs(instance: dg.DagsterInstance, schedule_names: Seq
             month=(r.dagster_run.tags.get(PARTITION_TAG) or "")[:7],
             failed_at=r.end_time or r.update_timestamp.timestamp(),
             error=_failure_reason(instance, r.dagster_run.run_id),
+            sensor=r.dagster_run.tags.get(SENSOR_TAG, ""),
         )
-        for r in records
+        for r in sorted(records.values(), key=lambda r: (r.update_timestamp,
+                                                         r.dagster_run.run_id), reverse=True)
     ]
 
 
@@ -112,11 +126,10 @@ def _failure_reason(instance: dg.DagsterInstance, run_id: str) -> str:
         error = (event.step_failure_data.error if event.is_step_failure
                  # a run failed outside its steps (a commit that failed): its own error
                  else getattr(event.event_specific_data, "error", None)) if event else None
-        while error is not None and error.cause is not None:
-            error = error.cause
-        message = error.message if error is not None else (entry.message or "")
+        # the innermost error's line, without its exception class (as the command prints it)
+        message = root_cause(error) if error is not None else redact(entry.message or "")
         if message.strip():
-            return redact(message.strip().splitlines()[0])[:500]
+            return message.strip().splitlines()[0][:500]
     return "the run failed"
 
 
@@ -162,17 +175,19 @@ def build_check_alert_sensor(config_path: str, check_keys: Sequence[dg.AssetChec
 
 
 def build_run_failure_alert_sensor(config_path: str, schedule_names: Sequence[str],
-                                   clock: Clock = time.time) -> dg.SensorDefinition:
+                                   clock: Clock = time.time,
+                                   sensor_names: Sequence[str] = ()) -> dg.SensorDefinition:
     @dg.sensor(
         name="scheduled_run_failure_alerts",
         minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="POSTs an alert when a run launched by this pipeline's schedules fails.",
+        description="POSTs an alert when a run launched by this pipeline's schedules (or its "
+        "delivery sensor) fails.",
     )
     def scheduled_run_failure_alerts(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         def observe(state: dict, now: float) -> list:
             found = read_failed_scheduled_runs(context.instance, schedule_names,
-                                               state["watermark"])
+                                               state["watermark"], sensor_names)
             return alerts.observe_runs(state, found, now)
 
         return _tick(context, config_path, clock, observe)

@@ -23,6 +23,7 @@ import duckdb
 from cost_pipeline.config import AwsCur2Source, PipelineConfig
 from cost_pipeline.ingest.sources import SourceError, s3, source_names
 from cost_pipeline.ingest.sources.s3 import S3Uri
+from cost_pipeline.months import parse_month
 from cost_pipeline.warehouse import query, sql_text
 
 
@@ -88,9 +89,16 @@ def export_fingerprints(cfg: PipelineConfig) -> dict[str, str]:
 
 
 def _month_of(folder: str) -> str | None:
+    """The month of a `BILLING_PERIOD=YYYY-MM` folder; None for any other folder — one that
+    names no month (`BILLING_PERIOD=2026-13`, a template's `YYYY-MM`) is not a delivery, and
+    taken as one it stopped the delivery sensor at every tick."""
     if folder.startswith("BILLING_PERIOD="):
         month = folder.split("=", 1)[1]
         if len(month) == 7 and month[4] == "-":
+            try:
+                parse_month(month)
+            except ValueError:
+                return None
             return month
     return None
 

@@ -118,3 +118,24 @@ def test_s3_export_restated_and_unreachable(tmp_path, s3_server, instance):
     result = broken.tick()
     assert result.run_requests == [] and "bucket does not exist" in result.skip_message
     assert broken.cursor == cursor  # kept: the next good listing compares against it
+
+
+def test_deliveries_after_a_first_tick_that_could_not_list_are_requested(tmp_path, instance):
+    """The export folder is not there on the sensor's first tick: the first deliveries found
+    later arrived after it started and are requested — they were recorded as history (no
+    cursor), never refreshed. A folder naming no month (`BILLING_PERIOD=2026-13`, a
+    template's `YYYY-MM`) is no delivery: it stopped the sensor at every tick."""
+    export = tmp_path / "exports" / EXPORT
+    ticks = Ticks(_config(tmp_path, {"kind": "aws_cur2", "path": str(export)}), instance)
+    first = ticks.tick()
+    assert first.run_requests == [] and "cannot list" in first.skip_message
+    assert ticks.cursor == "{}"
+
+    written = write_export(tmp_path / "later", {"a.parquet": [line(1.0)]})
+    export.parent.mkdir(parents=True)
+    written.rename(export)
+    write_parquet(month_dir(export, month="2026-13") / "x.parquet", [line(2.0)])
+    write_parquet(month_dir(export, month="YYYY-MM") / "x.parquet", [line(2.0)])
+    assert ticks.partitions() == ["2026-07-01"]
+    assert list(json.loads(ticks.cursor)) == ["2026-07"]
+    assert ticks.partitions() == []

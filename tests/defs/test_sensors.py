@@ -286,7 +286,8 @@ def test_failed_scheduled_run_alerts_once(alert_env, receiver):
     job = build_defs(str(broken)).resolve_job_def(JOB_NAME)
     clock = Clock()
     sensor = build_run_failure_alert_sensor(str(alert_env.strict),
-                                            ["monthly_close", "daily_refresh"], clock=clock)
+                                            ["monthly_close", "daily_refresh"], clock=clock,
+                                            sensor_names=["billing_delivery_sensor"])
     with alert_env.instance() as instance:
         ticker = Ticker(sensor, instance, build_defs(str(alert_env.strict)))
         assert "initialized" in ticker.tick()
@@ -305,10 +306,20 @@ def test_failed_scheduled_run_alerts_once(alert_env, receiver):
         for _ in range(2):
             clock.advance(30)
             ticker.tick()
-    [alert] = receiver.bodies()
+        # a restated month's refresh that the delivery sensor launched: its cursor has moved
+        # on, so unalerted its failure kept the old bill silently
+        refresh = fail({"dagster/sensor_name": "billing_delivery_sensor",
+                        "cost_pipeline/launched_by": "delivery_sensor"})
+        clock.advance(30)
+        assert "1 new alert(s), 1 delivered" in ticker.tick()
+    alert, sensed = receiver.bodies()
     assert alert["kind"] == "scheduled_run_failed" and alert["run_id"] == scheduled
     assert alert["schedule"] == "monthly_close" and alert["month"] == "2026-10"
     assert alert["job"] == JOB_NAME and "missing-export" in alert["error"]
+    # the error as the command prints it: without the exception's class
+    assert not alert["error"].startswith(("cost_pipeline.", "SourceError"))
+    assert sensed["run_id"] == refresh and sensed["sensor"] == "billing_delivery_sensor"
+    assert "(sensor billing_delivery_sensor)" in sensed["text"]
 
 
 # ------------------------------------------------------------------- the plain core rules
@@ -390,3 +401,27 @@ def test_a_budget_check_alert_writes_its_amounts_in_the_bills_currency():
     text = alerts.check_alert(budget)["text"]
     assert "violation_cost NOK 158.90, budget NOK 100.00, objects 3373" in text
     assert "$" not in text
+
+
+def test_a_failed_check_never_shows_its_figure_equal_to_its_limit():
+    """Rounded for display, a share of 0.05004 failing a 0.05 threshold read 0.05 and 0.05,
+    and the alert "FAILED … 5.0% … threshold 5.0%": the figure keeps the digits that tell it
+    from its limit, in the check's metadata and in the alert's text; a delta a fraction of
+    a cent over the tolerance likewise."""
+    from cost_pipeline.defs.metadata import kept_apart, rounded
+
+    raw = {"untracked_share": 0.05004, "threshold": 0.05, "billed_gpu_hours": 10.0}
+    shown = kept_apart(rounded(raw), raw, "untracked_share", "threshold")
+    assert shown["untracked_share"] == 0.05004 and shown["threshold"] == 0.05
+    plain = {"untracked_share": 0.1234567, "threshold": 0.05}
+    assert kept_apart(rounded(plain), plain, "untracked_share", "threshold") == rounded(plain)
+    share = alerts.CheckEvaluation(RECONCILIATION, "2026-10", False, "ERROR", 1.0, "r5",
+                                   {**shown, "tracked_gpu_hours": 9.5})
+    assert "5.004% of 10.0 billed GPU-hours untracked (tracked 9.5, threshold 5.000%)" in (
+        alerts.check_alert(share)["text"])
+    off = {"delta": -0.0123, "tolerance": 0.01, "currency": "USD"}
+    shown = kept_apart(rounded(off), off, "delta", "tolerance")
+    assert shown["delta"] == -0.012
+    text = alerts.check_alert(alerts.CheckEvaluation(
+        "attribution.cost_conserved", "2026-10", False, "ERROR", 1.0, "r6", shown))["text"]
+    assert "off the bill by −$0.012 (tolerance $0.010)" in text

@@ -229,6 +229,37 @@ def test_without_billing_facts_the_ingest_step_validates_its_inputs(tmp_path, da
         assert not result.get_asset_materialization_events()
 
 
+@pytest.mark.parametrize(("listed", "problem"), [
+    # an object listed twice by the one listing, with another size
+    ([["ml-ckpt", EVIL_KEY, 600, "2026-07-01T03:00:00Z"], ["ml-ckpt", "other/x", 400,
+      "2026-07-01T03:00:00Z"], ["ml-ckpt", "other/x", 500, "2026-07-01T03:00:00Z"]],
+     "bucket ml-ckpt, key 'other/x': listed twice with different values: size 400 and 500"),
+    # an object without its time
+    ([["ml-ckpt", EVIL_KEY, 600, "2026-07-01T03:00:00Z"], ["ml-ckpt", "other/x", 400, ""]],
+     "inventory.csv row 3: last_modified: empty: an object needs its time"),
+])
+def test_a_bad_listing_is_refused_before_any_table_is_written(tmp_path, dagster_home, listed,
+                                                              problem):
+    """The listing's checks are made as it is read (in the ingest step, beside the bill):
+    a listing repeating an object with other values, or listing one without its time, fails
+    the step before any of its tables — the bill's included — is written or reported."""
+    from cost_pipeline.definitions import JOB_NAME, build_defs
+
+    job = build_defs(str(project(tmp_path))).resolve_job_def(JOB_NAME)
+    listing = io.StringIO()
+    csv.writer(listing, lineterminator="\n").writerows(
+        [["bucket", "key", "size", "last_modified"], *listed])
+    (tmp_path / "inventory.csv").write_text(listing.getvalue(), encoding="utf-8")
+    with dg.instance_for_test() as instance:
+        result = job.execute_in_process(
+            partition_key="2026-07-01", instance=instance, raise_on_error=False,
+            asset_selection=[dg.AssetKey(name) for name in
+                             ("billing_facts", "tracker_runs", "checkpoint_inventory")])
+        assert {e.step_key for e in result.all_events if e.is_step_failure} == {"ingest"}
+        assert problem in str(result.failure_data_for_node("ingest").error)
+        assert not result.get_asset_materialization_events()
+
+
 def test_a_bad_runs_file_is_named_before_a_bad_bill(tmp_path, dagster_home):
     # the runs file and the listing are read in threads while the bill loads; when the bill
     # and the runs file are both bad, the runs file's error is the one reported, as when the

@@ -42,6 +42,11 @@
 --   Learning; any other category → Other (<category>).
 -- * InvoiceId: the line's final-bill id when every line of the month has one; NULL for every
 --   row otherwise (a provisional month: FOCUS wants all rows invoiced or none).
+-- Columns it carries, made to FOCUS's rules: RegionId and RegionName are the line's RegionId
+-- (no region names are kept); SkuId the line's, NULL for Tax, and for a Usage or Purchase row
+-- that is no correction a stand-in when the line has none; PricingCategory from
+-- x_PricingCategory (on_demand → Standard, spot → Dynamic, committed → Committed, other →
+-- Other), Committed for a commitment's usage, NULL for Tax.
 WITH origin AS (
     SELECT
         b.x_SourceLine,
@@ -55,6 +60,8 @@ WITH origin AS (
              THEN b.ChargeCategory ELSE 'Adjustment' END AS charge_category,
         CASE WHEN b.ChargeClass = 'Correction' THEN 'Correction' END AS charge_class,
         nullif(trim(b.ResourceId), '') AS resource_id,
+        nullif(trim(b.RegionId), '') AS region_id,
+        nullif(trim(b.SkuId), '') AS sku_id,
         upper(trim(b.BillingCurrency)) AS BillingCurrency,
         b.Tags,
         b.x_CostComponent, b.x_AcceleratorCount, b.x_InstanceType, b.SkuId, b.x_PricingCategory,
@@ -228,6 +235,17 @@ SELECT
     coalesce(c.subcategory, 'Other (' || c.category || ')') AS ServiceSubcategory,
     CASE WHEN (SELECT invoiced FROM focus_invoicing) THEN x_InvoiceId END AS InvoiceId,
     resource_id AS ResourceId,
+    region_id AS RegionId,
+    region_id AS RegionName,
+    CASE WHEN charge_category = 'Tax' THEN NULL
+         -- FOCUS: a Usage or Purchase row that is no correction names its SKU; a line without
+         -- one gets a stand-in from what it bought: service/component/instance type (a
+         -- commitment fee and its unused part: service/component/its line item type)
+         WHEN charge_category IN ('Usage', 'Purchase') AND charge_class IS NULL
+             THEN coalesce(sku_id, concat_ws('/', a.service, x_CostComponent,
+                 CASE WHEN charge_category = 'Purchase' THEN coalesce(x_LineItemType, 'Purchase')
+                      ELSE x_InstanceType END))
+         ELSE sku_id END AS SkuId,
     CASE WHEN piece = 1 THEN CAST(0 AS DECIMAL(38, 10)) ELSE BilledCost END AS BilledCost,
     CASE WHEN charge_category = 'Purchase' AND piece = 0 THEN CAST(0 AS DECIMAL(38, 10))
          ELSE EffectiveCost END AS EffectiveCost,
@@ -239,6 +257,15 @@ SELECT
     CASE WHEN piece = 1 THEN CAST(0 AS DECIMAL(38, 10)) ELSE PricingQuantity END
         AS PricingQuantity,
     pricing_unit AS PricingUnit,
+    -- FOCUS: null for Tax; a commitment's usage (Used, and Unused: a fee's unused part too) is
+    -- Committed; else x_PricingCategory's, anything unknown Other (never null off Tax)
+    CASE WHEN charge_category = 'Tax' THEN NULL
+         WHEN piece = 1 OR (charge_category = 'Usage' AND commitment_status IS NOT NULL)
+             THEN 'Committed'
+         WHEN x_PricingCategory = 'on_demand' THEN 'Standard'
+         WHEN x_PricingCategory = 'spot' THEN 'Dynamic'
+         WHEN x_PricingCategory = 'committed' THEN 'Committed'
+         ELSE 'Other' END AS PricingCategory,
     CASE WHEN piece = 1 THEN 'Unused' WHEN charge_category = 'Usage' THEN commitment_status
     END AS CommitmentDiscountStatus,
     CASE WHEN Tags IS NULL OR cardinality(Tags) = 0 THEN

@@ -39,7 +39,8 @@ CSV_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # FOCUS StringHandling (as focus-validator checks it): these columns hold ASCII only. Ids keep
 # every ASCII character and percent-encode the others (reversible); names and descriptions
 # lose their accents (`Zürich` → `Zurich`), any other non-ASCII character becoming `?`.
-ASCII_IDS = ("BillingAccountId", "InvoiceId", "ResourceId")
+# RegionName is RegionId, spelled alike.
+ASCII_IDS = ("BillingAccountId", "InvoiceId", "RegionId", "RegionName", "ResourceId", "SkuId")
 ASCII_TEXT = ("BillingAccountName", "BillingCurrency", "ChargeDescription", "ConsumedUnit",
               "InvoiceIssuerName", "PricingUnit", "ProviderName", "PublisherName",
               "ServiceName")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,17 +11,38 @@ from pathlib import Path
 
 @contextmanager
 def written_atomically(path: str | Path) -> Iterator[Path]:
-    """A partial file beside `path` (`.<name>.partial`) for the block to write; it becomes
-    `path` when the block ends, and is removed on any failure — the block's or the rename's
-    (`path` a directory) — so a reader never sees half a file and nothing is left behind."""
+    """A partial file of its own beside `path` (`.<name>.<random>.partial`) for the block to
+    write; it becomes `path` when the block ends, and is removed on any failure — the block's
+    or the rename's (`path` a directory) — so a reader never sees half a file and nothing is
+    left behind. Its name is unique, so two writers of the same `path` at once never share
+    one: each renames a whole file of its own, and the last to finish leaves its copy."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a directory: name the file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    partial = Path(name)
     try:
+        os.close(handle)
+        # mkstemp's file is private (0600): the export gets the mode any new file gets
+        os.chmod(partial, 0o666 & ~_umask())
         yield partial
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (os.umask sets it
+    to read it, for every thread at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

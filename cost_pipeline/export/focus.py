@@ -10,6 +10,8 @@ byte-stable: the same warehouse month gives the same bytes.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import unicodedata
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -266,12 +268,15 @@ def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
         raise FocusExportError(f"no warehouse at {warehouse}: materialize a month first")
     target = Path(out) if out else default_focus_path(warehouse, month, fmt)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # a spill folder of this export's own: two exports of the same path at once would share
+    # (and remove) each other's temporary files
+    spill = (Path(tempfile.mkdtemp(dir=target.resolve().parent, prefix=f".{target.name}.",
+                                   suffix=".spill")) if memory_limit else None)
     try:
         with connect_read_only(warehouse) as con:
             con.execute("SET TimeZone = 'UTC'")
-            if memory_limit:
+            if spill is not None:
                 con.execute(f"SET memory_limit = '{memory_limit}'")
-                spill = target.resolve().parent / f".{target.name}.spill"
                 con.execute(f"SET temp_directory = '{_sql_string(str(spill))}'")
             lines = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
                                 [month]).fetchall()[0][0]
@@ -281,4 +286,7 @@ def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
             path, rows, _ = stream_focus(con, month, target, fmt)
     except duckdb.Error as exc:  # e.g. another process holds the write lock, no such table
         raise FocusExportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from None
+    finally:
+        if spill is not None:
+            shutil.rmtree(spill, ignore_errors=True)
     return path, rows

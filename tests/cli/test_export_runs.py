@@ -4,6 +4,7 @@ equal to the warehouse's rows; the default path; a month not materialized is one
 from __future__ import annotations
 
 import csv
+import os
 from datetime import date
 from pathlib import Path
 
@@ -104,3 +105,45 @@ def test_a_failed_write_leaves_no_partial_file(config, tmp_path, capsys, monkeyp
     monkeypatch.undo()
     assert main([*args, "--out", str(folder / "runs.out")]) == 0, capsys.readouterr().err
     assert sorted(p.name for p in folder.iterdir()) == ["runs.csv", "runs.out"]
+
+
+def test_two_exports_of_the_same_path_at_once_both_succeed(config, tmp_path, monkeypatch):
+    """Two writers of one path each write a partial file of their own: both renames succeed
+    (a barrier holds each until both have written) and the file is one whole copy. With one
+    fixed `.runs.csv.partial` the second rename failed: No such file or directory."""
+    import threading
+
+    import cost_pipeline.export
+    from cost_pipeline.cli.export import export_runs
+    from cost_pipeline.config import load_config
+
+    warehouse = load_config(config).warehouse_path
+    target = tmp_path / "race" / "runs.csv"
+    expected, _ = export_runs(warehouse, MARCH, "csv", tmp_path / "alone.csv")
+    both_written = threading.Barrier(2, timeout=60)
+    replace = cost_pipeline.export.os.replace
+
+    def replace_together(source, destination):
+        both_written.wait()
+        replace(source, destination)
+
+    monkeypatch.setattr(cost_pipeline.export.os, "replace", replace_together)
+    outcomes: list = []
+
+    def export() -> None:
+        try:
+            outcomes.append(export_runs(warehouse, MARCH, "csv", target)[0])
+        except Exception as exc:  # the outcome is what the test checks
+            outcomes.append(exc)
+
+    writers = [threading.Thread(target=export) for _ in range(2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+    assert outcomes == [target.resolve()] * 2
+    assert target.read_bytes() == expected.read_bytes()
+    assert [p.name for p in target.parent.iterdir()] == ["runs.csv"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # a new file's mode, not 0600

@@ -6,7 +6,8 @@
 -- the configured prefix as `checkpoints.py` `run_prefix` reads it: one ending in a letter or
 -- digit names a folder, so `checkpoints` is `checkpoints/` (and `checkpoints-old/…` is not
 -- under it); one ending in `/` or any other character is the keys' start as written
--- (`ckpt-` makes `ckpt-r1/…` run `r1`).
+-- (`ckpt-` makes `ckpt-r1/…` run `r1`). A `/` doubled after the prefix counts once:
+-- `checkpoints//r1/…` (a prefix ending in `/` joined to `/r1`) is run `r1`.
 -- The same object listed by two sources is kept once: `checkpoints.py` adds that step only
 -- when the listing repeats an object (a hash count says; the step costs ~0.25 s at 1M
 -- objects), keeping the copy under a prefix, then the first source's (then the newest, the
@@ -15,7 +16,9 @@
 WITH listed AS (
     SELECT *,
         starts_with(key, coalesce(source_prefix, '')) AS under_prefix,
-        string_split(substr(key, length(coalesce(source_prefix, '')) + 1), '/') AS parts
+        string_split(
+            regexp_replace(substr(key, length(coalesce(source_prefix, '')) + 1), '^/', ''),
+            '/') AS parts
     FROM listing_arrow
 )
 SELECT

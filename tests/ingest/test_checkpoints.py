@@ -244,8 +244,8 @@ def test_a_prefix_ending_in_a_letter_or_digit_is_a_folder(tmp_path, con):
 b,checkpoints/r1/step-1/m.pt,10,2026-06-01
 b,checkpoints-old/archive/step-1/m.pt,20,2026-06-01
 b,checkpoints,3,2026-06-01
+b,checkpoints//r2/step-1/m.pt,4,2026-06-01
 b,ckpt-r1/step-1/m.pt,30,2026-06-01
-b,ckpt-/r2/step-1/m.pt,40,2026-06-01
 b,runs/run=r1/step-1/m.pt,50,2026-06-01
 """)
     located = {}
@@ -253,12 +253,12 @@ b,runs/run=r1/step-1/m.pt,50,2026-06-01
         rows = build(con, tmp_path, {"kind": "inventory", "path": "inv.csv", "prefix": prefix})
         located[prefix] = [(r[1], r[5], r[6], r[7]) for r in rows if r[5] is not None]
         if prefix == "checkpoints":
-            assert violations(con, r1="RUNNING") == []  # no orphan `-old`
+            assert violations(con, r1="RUNNING", r2="RUNNING") == []  # no orphan `-old`
+    # (a `/` doubled after the prefix counts once)
     assert located["checkpoints"] == located["checkpoints/"] == [
+        ("checkpoints//r2/step-1/m.pt", "checkpoints/", "r2", "step-1"),
         ("checkpoints/r1/step-1/m.pt", "checkpoints/", "r1", "step-1")]
-    assert located["ckpt-"] == [
-        ("ckpt-/r2/step-1/m.pt", "ckpt-", None, None),  # in no run folder: `ckpt-` + ``
-        ("ckpt-r1/step-1/m.pt", "ckpt-", "r1", "step-1")]
+    assert located["ckpt-"] == [("ckpt-r1/step-1/m.pt", "ckpt-", "r1", "step-1")]
     assert located["runs/run="] == [
         ("runs/run=r1/step-1/m.pt", "runs/run=", "r1", "step-1")]
 

@@ -6,6 +6,11 @@ per-run cost for trackers without write-back. Each export is one `cmd_*` functio
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +21,7 @@ if TYPE_CHECKING:  # duckdb and pyarrow are imported when an export runs, not wh
     import pyarrow as pa
 
 FORMATS = ("csv", "parquet")
+STDOUT = "-"  # `--out -`: the CSV to stdout (SPEC §10: results go to stdout)
 
 
 class ExportError(ValueError):
@@ -72,13 +78,50 @@ def export_runs(warehouse: str | Path, month: date, fmt: str = "csv",
     return _write(rows, target, fmt), rows.num_rows
 
 
+def require_csv_for_stdout(fmt: str) -> None:
+    """`--out -` takes CSV; parquet (a file read from its footer, at its end) is refused."""
+    if fmt != "csv":
+        raise ExportError(f"{fmt} cannot go to stdout (--out -): name a file with --out, or "
+                          "use --format csv")
+
+
+def copy_to_stdout(warehouse: str | Path, name: str, write: Callable[[Path], object]) -> None:
+    """`write` the export to a file staged beside the warehouse (a temporary folder: the
+    export may be gigabytes), then copy it to stdout: an export that fails, or whose totals
+    do not check, writes nothing there, as it leaves no file."""
+    beside = Path(warehouse).resolve().parent
+    with tempfile.TemporaryDirectory(dir=beside if beside.is_dir() else None,
+                                     prefix=".export-to-stdout-") as folder:
+        staged = Path(folder) / name
+        write(staged)
+        sys.stdout.flush()
+        try:
+            with staged.open("rb") as data:
+                shutil.copyfileobj(data, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            # the reader stopped reading (`| head`): nothing more can be written there, and
+            # the interpreter's last flush must not fail on it too
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):  # a stdout that is no file (tests' capture)
+                pass
+            raise ExportError("stdout was closed before the whole export was written to it"
+                              ) from None
+
+
 def cmd_export_runs(args) -> int:
     from cost_pipeline.config import load_config
     from cost_pipeline.months import parse_month
 
     month = parse_month(args.month)
-    path, _rows = export_runs(load_config(args.config).warehouse_path, month, args.format,
-                              args.out)
+    warehouse = load_config(args.config).warehouse_path
+    if args.out == STDOUT:
+        require_csv_for_stdout(args.format)
+        copy_to_stdout(warehouse, "run-costs.csv",
+                       lambda staged: export_runs(warehouse, month, args.format, staged))
+        return 0
+    path, _rows = export_runs(warehouse, month, args.format, args.out)
     print(path)
     return 0
 
@@ -87,13 +130,14 @@ def add_runs_parser(exports) -> None:
     runs = exports.add_parser(
         "runs", help="the month's per-run cost (run_costs) as CSV or Parquet",
         description="Write the month's run_costs: one row per run with cost in the month — "
-        "cost by component, accelerator-hours, CPU-hours. Prints the file's path.")
+        "cost by component, accelerator-hours, CPU-hours. Prints the file's path (--out -: "
+        "writes the CSV itself to stdout).")
     runs.add_argument("--config", default=None,
                       help="config YAML (default: $COST_PIPELINE_CONFIG)")
     runs.add_argument("--month", required=True, help="YYYY-MM")
     runs.add_argument("--format", choices=FORMATS, default="csv", help="default: csv")
-    runs.add_argument("--out", default=None, help="file to write (default: <warehouse "
-                      "folder>/exports/run-costs-YYYY-MM.csv, or .parquet)")
+    runs.add_argument("--out", default=None, help="file to write, - for stdout (CSV only; "
+                      "default: <warehouse folder>/exports/run-costs-YYYY-MM.csv, or .parquet)")
     runs.set_defaults(func=cmd_export_runs)
 
 
@@ -103,8 +147,15 @@ def cmd_export_focus(args) -> int:
     from cost_pipeline.months import parse_month
 
     cfg = load_config(args.config)
-    path, _rows = export_focus(cfg.warehouse_path, parse_month(args.month), args.format,
-                               args.out, memory_limit=cfg.warehouse.memory_limit)
+    month = parse_month(args.month)
+    if args.out == STDOUT:
+        require_csv_for_stdout(args.format)
+        copy_to_stdout(cfg.warehouse_path, "focus.csv", lambda staged: export_focus(
+            cfg.warehouse_path, month, args.format, staged,
+            memory_limit=cfg.warehouse.memory_limit))
+        return 0
+    path, _rows = export_focus(cfg.warehouse_path, month, args.format, args.out,
+                               memory_limit=cfg.warehouse.memory_limit)
     print(path)
     return 0
 
@@ -115,14 +166,15 @@ def add_focus_parser(exports) -> None:
         description="Write the month's bill as a FOCUS 1.2 cost-and-usage dataset: one row "
         "per billing line and run | untracked | unallocated, the metrics split to sum back to "
         "each line exactly, the allocation in x_RunId, x_Model, x_PurposeClass, x_SearchId, "
-        "x_AllocationRule and cost-pipeline/* tags (docs/focus-export.md). Prints the path.")
+        "x_AllocationRule and cost-pipeline/* tags (docs/focus-export.md). Prints the path "
+        "(--out -: writes the CSV itself to stdout).")
     focus.add_argument("--config", default=None,
                        help="config YAML (default: $COST_PIPELINE_CONFIG)")
     focus.add_argument("--month", required=True, help="YYYY-MM")
     focus.add_argument("--format", choices=("parquet", "csv"), default="parquet",
                        help="default: parquet")
-    focus.add_argument("--out", default=None, help="file to write (default: <warehouse "
-                       "folder>/exports/focus-YYYY-MM.parquet, or .csv)")
+    focus.add_argument("--out", default=None, help="file to write, - for stdout (CSV only; "
+                       "default: <warehouse folder>/exports/focus-YYYY-MM.parquet, or .csv)")
     focus.set_defaults(func=cmd_export_focus)
 
 

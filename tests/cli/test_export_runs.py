@@ -147,3 +147,26 @@ def test_two_exports_of_the_same_path_at_once_both_succeed(config, tmp_path, mon
     umask = os.umask(0o022)
     os.umask(umask)
     assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # a new file's mode, not 0600
+
+
+def test_out_dash_writes_the_csv_to_stdout(config, tmp_path, capsysbinary, monkeypatch):
+    """`--out -` is stdout (SPEC §10), not a file named `-`: the CSV itself, the same bytes
+    as the file; parquet cannot go there and is one line, exit 1, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    args = ["export", "runs", "--config", str(config), "--month", "2024-03"]
+    assert main(args) == 0
+    path = Path(capsysbinary.readouterr().out.decode().strip())
+    assert main([*args, "--out", "-"]) == 0
+    out, err = capsysbinary.readouterr()
+    assert out == path.read_bytes() and err == b""
+    assert main([*args, "--format", "parquet", "--out", "-"]) == 1
+    out, err = capsysbinary.readouterr()
+    assert out == b"" and err == (b"error: parquet cannot go to stdout (--out -): name a file "
+                                  b"with --out, or use --format csv\n")
+    assert main([*args, "--month", "2024-05", "--out", "-"]) == 1  # a month not materialized
+    out, err = capsysbinary.readouterr()
+    assert out == b"" and err.startswith(b"error: no run_costs for 2024-05") and \
+        err.count(b"\n") == 1
+    assert not (tmp_path / "-").exists()
+    # the staging folder beside the warehouse is gone
+    assert sorted(p.name for p in path.parents[1].iterdir()) == ["exports", "warehouse.duckdb"]

@@ -336,6 +336,34 @@ def test_cli_export_focus(demo_warehouse, tmp_path):
         export_focus(demo_warehouse, DEMO_MONTHS[0], "xlsx")
 
 
+def test_cli_export_focus_to_stdout(demo_warehouse, tmp_path):
+    # `--out -` writes the CSV to stdout (no file named `-`), the same bytes as the file;
+    # parquet cannot go there: one line, exit 1; a reader that stops early is one line too
+    config = demo_warehouse.parent / "config.yaml"
+    expected, _ = export_focus(demo_warehouse, DEMO_MONTHS[0], "csv", tmp_path / "f.csv")
+    run = [sys.executable, "-m", "cost_pipeline.cli", "export", "focus", "--config",
+           str(config), "--month", "2026-07", "--out", "-"]
+    done = subprocess.run([*run, "--format", "csv"], capture_output=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected.read_bytes() and done.stderr == b""
+    refused = subprocess.run([*run, "--format", "parquet"], capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == ("error: parquet cannot go to stdout (--out -): name a file with "
+                              "--out, or use --format csv\n")
+    assert not (tmp_path / "-").exists()
+    with subprocess.Popen([*run, "--format", "csv"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=tmp_path) as head:  # `| head -c 100`
+        assert len(head.stdout.read(100)) == 100
+        head.stdout.close()
+        stderr = head.stderr.read().decode()
+    assert head.returncode == 1
+    assert stderr == "error: stdout was closed before the whole export was written to it\n"
+    assert sorted(p.name for p in demo_warehouse.parent.iterdir()
+                  if p.name.startswith(".")) == []  # no staging folder left
+
+
 def test_the_asset_writes_the_file_beside_the_warehouse(demo_warehouse):
     import dagster as dg
     from dagster_duckdb import DuckDBResource

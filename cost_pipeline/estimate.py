@@ -51,7 +51,7 @@ class SearchEstimate:
     approval_budget: float
     approved: bool
     basis: dict = field(default_factory=dict)
-    currency: str = "USD"  # the bill's (BillingCurrency of the warehouse's latest month)
+    currency: str = "USD"  # the basis runs' (else the warehouse's latest month's)
 
     def as_json(self) -> dict:
         """JSON-safe: a non-finite figure (a basis with no data) is null, never NaN."""
@@ -117,7 +117,12 @@ def estimate_search(
         if con is not None:
             try:
                 basis = recorded_basis(con, model)
+                # the basis runs' currency; without a basis (or priced by the caller: a basis
+                # of two currencies), the bill's latest
+                currencies = basis.pop("currencies", None)
                 currency = bill_currency(con)
+                if currencies and ("," not in currencies or needs_history):
+                    currency = currencies
             except duckdb.CatalogException:
                 basis = {"sample_runs": 0}
     finally:
@@ -126,6 +131,10 @@ def estimate_search(
     if needs_history and not basis.get("sample_runs"):
         raise EstimateError(f"no recorded search runs of model {model!r} in the warehouse: "
                             "pass --gpus, --hours and --price")
+    if "," in currency:
+        raise EstimateError(f"the recorded search runs of model {model!r} were billed in "
+                            f"{currency.replace(',', ' and ')}: their amounts do not add up "
+                            "(pass --gpus, --hours and --price to price a run yourself)")
     gpus = float(gpus if gpus is not None else basis["gpus"])
     hours = float(hours if hours is not None else basis["hours"])
     price = float(price if price is not None else basis["price"])
@@ -199,6 +208,10 @@ def record_approval(
     search_id = (search_id or "").strip()
     if not search_id:
         raise EstimateError("--search-id must name the search (the tracker's search_id)")
+    if expected_improvement is not None and not math.isfinite(expected_improvement):
+        # checked before the write: a NaN was recorded, then the JSON output failed on it
+        raise EstimateError(f"--expected-improvement must be a finite number, got "
+                            f"{expected_improvement}")
     at = (recorded_at or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
     row = {
         "month": date(at.year, at.month, 1), "search_id": search_id, "model": est.model,

@@ -1,8 +1,13 @@
 -- What one more search run of a model is likely to cost, from its recorded search runs:
--- per run, the GPUs it used, its wall-clock hours, its GPU-hours and GPU cost, and the rest of
--- its recorded cost, every other component — its own CPU, checkpoint storage, data transfer
--- and other — plus the model's preprocessing (shared out over the training runs of the same
--- months). The most recent $sample runs are the basis.
+-- per run, its wall-clock hours, its GPU-hours and GPU cost, and the rest of its recorded
+-- cost, every other component — its own CPU, checkpoint storage, data transfer and other —
+-- plus the model's preprocessing (shared out over the training runs of the same months). The
+-- most recent $sample runs are the basis. A run's GPU part is its recorded GPU-hours (a run
+-- on two nodes of 4 GPUs holds 8, where the tracker's `gpus` counts each node's) at the
+-- basis's price per GPU-hour: the median run's GPU-hours, shown as GPUs (= those GPU-hours
+-- over the median hours) × the median hours — the median of GPUs times the median of hours
+-- is no recorded run's (runs of 1 GPU × 10 h and of 8 GPUs × 1 h made 8 × 10). With the
+-- currencies the basis runs were billed in (one expected: amounts of two do not add up).
 -- Parameters: $model, $sample.
 WITH runs AS (
     -- the newest tracker snapshot of each run
@@ -33,8 +38,6 @@ spend AS (
 recent AS (
     SELECT t.run_id, t.start_time, t.end_time,
         epoch(t.end_time - t.start_time) / 3600.0 AS wall_hours,
-        coalesce(t.gpus::DOUBLE, s.gpu_hours / nullif(epoch(t.end_time - t.start_time) / 3600.0, 0))
-            AS gpus,
         coalesce(s.gpu_hours, 0) AS gpu_hours,
         coalesce(s.gpu_cost, 0) AS gpu_cost,
         coalesce(s.cpu_cost, 0) AS cpu_cost,
@@ -62,11 +65,16 @@ preprocessing AS (
 )
 SELECT
     (SELECT count(*) FROM recent) AS sample_runs,
-    (SELECT median(gpus) FROM recent) AS gpus,
+    (SELECT median(gpu_hours) / nullif(median(wall_hours), 0) FROM recent) AS gpus,
     (SELECT median(wall_hours) FROM recent) AS hours,
+    (SELECT median(gpu_hours) FROM recent) AS gpu_hours_per_run,
     (SELECT fsum(gpu_cost) / nullif(fsum(gpu_hours), 0) FROM recent) AS price,
     (SELECT median(cpu_cost) FROM recent) AS cpu_per_run,
     (SELECT median(storage_cost) FROM recent) AS storage_per_run,
     (SELECT median(transfer_cost) FROM recent) AS transfer_per_run,
     (SELECT median(other_cost) FROM recent) AS other_per_run,
-    (SELECT cost / nullif(training_runs, 0) FROM preprocessing) AS preprocessing_per_run
+    (SELECT cost / nullif(training_runs, 0) FROM preprocessing) AS preprocessing_per_run,
+    (SELECT string_agg(DISTINCT coalesce(b.currency, 'USD'), ',' ORDER BY coalesce(b.currency, 'USD'))
+       FROM (SELECT DISTINCT month FROM attribution_runs
+             WHERE run_id IN (SELECT run_id FROM recent)) AS m
+       LEFT JOIN billing_months b USING (month)) AS currencies

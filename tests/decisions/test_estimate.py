@@ -146,3 +146,71 @@ def test_an_overflowing_estimate_is_one_clear_error(tmp_path):
     cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
     with pytest.raises(EstimateError, match="overflows"):
         estimate_search(cfg, "churn", 10**6, 10**6, gpus=1e300, hours=1e10, price=1.0)
+
+
+def _recorded_runs(con, runs: list[tuple], month: date = date(2026, 3, 1),
+                   price: float = 1.0) -> None:
+    """Search runs of model m: (run_id, tracker gpus, wall hours, recorded GPU-hours)."""
+    from tests.support.warehouse_rows import insert, insert_runs
+
+    insert_runs(con, month, [
+        {"run_id": run_id, "status": "FINISHED", "model": "m", "purpose": "search",
+         "search_id": "S0", "gpus": gpus, "start_time": datetime(month.year, month.month, i + 1),
+         "end_time": datetime(month.year, month.month, i + 1, hours)}
+        for i, (run_id, gpus, hours, _) in enumerate(runs)])
+    insert(con, "attribution", month, [
+        {"x_SourceLine": f"{run_id}-gpu", "run_id": run_id, "purpose_class": "search",
+         "component": "gpu", "cost": gpu_hours * price, "share": 1.0, "rule": "compute",
+         "hours": float(hours), "accelerator_hours": float(gpu_hours)}
+        for run_id, _, hours, gpu_hours in runs], {})
+
+
+def test_a_run_is_priced_at_the_gpu_hours_it_recorded(tmp_path):
+    """Its recorded per-run cost (SPEC §10), not the tracker's `gpus` × the median hours: a
+    run on two nodes of 4 GPUs (`gpus` counts each node's, SPEC §4) recorded 80 GPU-hours in
+    10 h and cost $200, estimated at 4 × 10 × 2.5 = $100 and approved against a $100 budget.
+    And the median run's GPU-hours, not the median GPUs × the median hours: runs of 1 GPU ×
+    10 h (twice), 8 × 1 (twice) and 8 × 10 cost 10, 10, 8, 8 and 80 — estimated at 8 × 10."""
+    import duckdb
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"},
+                        "policy": {"search": {"approval_budget": 100}}}, tmp_path)
+    with duckdb.connect() as con:
+        _recorded_runs(con, [("two-nodes", 4, 10, 80.0)], price=2.5)
+        est = estimate_search(cfg, "m", 1, 1, con=con)
+    assert (est.gpus, est.hours) == (8.0, 10.0)
+    assert est.per_run["gpu"] == pytest.approx(200.0) and not est.approved
+    with duckdb.connect() as con:
+        _recorded_runs(con, [("a", 1, 10, 10.0), ("b", 1, 10, 10.0), ("c", 8, 1, 8.0),
+                             ("d", 8, 1, 8.0), ("e", 8, 10, 80.0)])
+        est = estimate_search(cfg, "m", 1, 1, con=con)
+    assert est.per_run["gpu"] == pytest.approx(10.0)  # the median run's 10 GPU-hours × $1
+
+
+def test_a_basis_billed_in_two_currencies_is_refused_unless_priced_by_hand(tmp_path, capsys):
+    """Runs billed in EUR in March and in USD in April: their amounts do not add up, and the
+    estimate said "USD" (the latest month's) over a price mixing both. It is refused, saying
+    so; priced by the caller it is in the latest month's currency. A non-finite expected
+    improvement is refused before anything is recorded (a NaN was written, then the JSON
+    output failed on it)."""
+    import duckdb
+
+    from cost_pipeline.cli.main import main
+
+    (tmp_path / "c.yaml").write_text("warehouse: {path: w.duckdb}\n")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        _recorded_runs(con, [("a", 1, 10, 10.0)], month=date(2026, 3, 1))
+        _recorded_runs(con, [("b", 1, 10, 10.0)], month=date(2026, 4, 1))
+        con.execute("INSERT INTO billing_months VALUES ('2026-03-01', 1, 1, 1, 1, 'EUR'), "
+                    "('2026-04-01', 1, 1, 1, 1, 'USD')")
+    cfg = load_config(str(tmp_path / "c.yaml"))
+    with pytest.raises(EstimateError, match="billed in EUR and USD"):
+        estimate_search(cfg, "m", 1, 1)
+    assert estimate_search(cfg, "m", 1, 1, gpus=1, hours=1, price=2).total_cost == 2
+    argv = ["estimate", "--config", str(tmp_path / "c.yaml"), "--model", "m", "--configs", "1",
+            "--seeds", "1", "--gpus", "1", "--hours", "1", "--price", "2", "--approve",
+            "--search-id", "S-nan", "--expected-improvement", "nan", "--json"]
+    assert main(argv) == 1
+    assert "--expected-improvement must be a finite number" in capsys.readouterr().err
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        assert con.execute("SELECT count(*) FROM search_approvals").fetchone() == (0,)

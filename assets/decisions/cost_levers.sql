@@ -275,6 +275,12 @@ levers AS (
              WHEN pe.from_scratch = 0
              THEN pe.chains || ' chain(s) on spot capacity, ' || pe.restarts
                   || ' restart(s), none from scratch'
+             -- restarts from scratch whose repeated runs cost nothing this month (billed in
+             -- another month, or a restart_of naming no recorded run): no chain to list, and
+             -- the list's NULL made the evidence NULL and rolled the month back
+             WHEN pe.dollars = 0
+             THEN pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
+                  || ' spot chain(s), repeating no run billed this month'
              ELSE pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
                   || ' spot chain(s) repeated ' || fmt_money(pe.dollars, bill_currency($month))
                   || '; ' || pe.dearer || ' chain(s) cost more than their last run on demand: '

@@ -11,7 +11,8 @@
 --                     (policy.search.metric_goal); a tie goes to the lowest config_id. NULL
 --                     when no trial with a config_id reports the metric
 --   rerun_configs     configs of this search (same config_id) also run in an earlier search of
---                     the same model: one whose first run started strictly earlier
+--                     the same model: one whose first run started strictly earlier (a search
+--                     without a model re-runs nothing)
 --   rerun_cost        the cost of every trial of those configs, all its seeds
 --   extra_seed_cost   the cost of every trial that is not its config's first seed (the lowest
 --                     seed, else the earliest start, then the lowest run id), for configs other
@@ -71,7 +72,9 @@ reruns AS (
     JOIN (SELECT DISTINCT search_id, config_id FROM trials WHERE config_id IS NOT NULL) AS e
       ON e.config_id = t.config_id AND e.search_id <> t.search_id
     JOIN identity AS ei ON ei.search_id = e.search_id
-    WHERE ei.model IS NOT DISTINCT FROM i.model
+    -- the same model: two searches naming none are not one model's (short config ids such
+    -- as "0", "1" made every model-less search re-run the others)
+    WHERE ei.model = i.model
       AND ei.search_start < i.search_start
 ),
 rerun_configs AS (

@@ -311,6 +311,20 @@ def test_without_the_data_the_levers_say_zero_and_why(con):
         0.0, "no spot compute billed to a run this month")
 
 
+def test_restarts_from_scratch_that_repeated_nothing_billed_say_so(con):
+    """A from-scratch restart of a run the tracker does not hold (or one billed in another
+    month): a restart from scratch, but no chain lost anything this month. The evidence was
+    the list of chains that did — NULL — and its NOT NULL constraint rolled the month back."""
+    lines = [instance_line("i-r2", 0, 4, 12.0, 40.0)]
+    runs = [run("r2", 0, 4, ["i-r2"], restart_of="r1-not-in-tracker", status="FINISHED")]
+    rows = {r["chain_id"]: r for r in preemption_month(con, lines=lines, runs=runs)}
+    assert (rows["r2"]["restarts_from_scratch"], rows["r2"]["lost_cost"]) == (1, 0.0)
+    preempt = levers(con)["checkpoint before going preemptible"]
+    assert preempt["dollars"] == 0.0
+    assert preempt["evidence"] == ("1 restart(s) from scratch in 1 spot chain(s), repeating no "
+                                   "run billed this month")
+
+
 def test_spot_chains_without_restart_records(con):
     runs = [{**r, "restart_of": None, "resumed_from": None} for r in RUNS]
     preemption_month(con, runs=runs)

@@ -165,6 +165,22 @@ def test_each_search_against_the_hand_computed_shape(con):
     assert "S1" not in got and "S5" not in got
 
 
+def test_searches_without_a_model_re_run_nothing(con):
+    """SPEC §12: a re-run is a config "already run in an earlier search of the model". Two
+    searches naming no model, config ids "0" and "1" then "0" and "5": N2's "0" was a re-run
+    of N1's (NULL matched NULL) and $100 went to "bound the search"."""
+    rows = [trial("n1-0", "N1", "0", 0, d(1), 100.0, model=None),
+            trial("n1-1", "N1", "1", 0, d(1), 100.0, model=None),
+            trial("n2-0", "N2", "0", 0, d(10), 100.0, model=None),
+            trial("n2-5", "N2", "5", 0, d(10), 100.0, model=None)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    build(con, "search_shape")
+    n2 = shape(con)["N2"]
+    assert (n2["rerun_configs"], n2["rerun_of"], n2["rerun_cost"], n2["questioned_cost"]) == (
+        0, None, 0.0, 0.0)
+
+
 def test_a_min_metric_goal_picks_the_lowest_value(con):
     march(con)
     build(con, "search_shape", metric_goal="min")

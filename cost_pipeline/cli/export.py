@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # duckdb and pyarrow are imported when an export runs, not wh
 
 FORMATS = ("csv", "parquet")
 STDOUT = "-"  # `--out -`: the CSV to stdout (SPEC §10: results go to stdout)
+# the format an --out name's extension says (any case); other names say none
+EXTENSION_FORMATS = {".csv": "csv", ".parquet": "parquet"}
 
 
 class ExportError(ValueError):
@@ -78,6 +80,21 @@ def export_runs(warehouse: str | Path, month: date, fmt: str = "csv",
     return _write(rows, target, fmt), rows.num_rows
 
 
+def output_format(given: str | None, out: str | None, default: str) -> str:
+    """The format to write: `--format` when given, else the one `--out`'s extension names
+    (`.csv`, `.parquet`; `-`, stdout, takes CSV), else the export's `default`. A `--format`
+    that `--out`'s extension contradicts is refused: parquet in a `.csv` file (or CSV in a
+    `.parquet` one) would be written silently otherwise."""
+    if out == STDOUT:
+        return given or "csv"
+    suffix = Path(out).suffix if out else ""
+    named = EXTENSION_FORMATS.get(suffix.lower())
+    if given and named and given != named:
+        raise ExportError(f"--format {given} contradicts --out {out} (a {suffix} file): "
+                          f"drop --format, or name a .{given} file")
+    return given or named or default
+
+
 def require_csv_for_stdout(fmt: str) -> None:
     """`--out -` takes CSV; parquet (a file read from its footer, at its end) is refused."""
     if fmt != "csv":
@@ -115,13 +132,14 @@ def cmd_export_runs(args) -> int:
     from cost_pipeline.months import parse_month
 
     month = parse_month(args.month)
+    fmt = output_format(args.format, args.out, "csv")
     warehouse = load_config(args.config).warehouse_path
     if args.out == STDOUT:
-        require_csv_for_stdout(args.format)
+        require_csv_for_stdout(fmt)
         copy_to_stdout(warehouse, "run-costs.csv",
-                       lambda staged: export_runs(warehouse, month, args.format, staged))
+                       lambda staged: export_runs(warehouse, month, fmt, staged))
         return 0
-    path, _rows = export_runs(warehouse, month, args.format, args.out)
+    path, _rows = export_runs(warehouse, month, fmt, args.out)
     print(path)
     return 0
 
@@ -135,7 +153,9 @@ def add_runs_parser(exports) -> None:
     runs.add_argument("--config", default=None,
                       help="config YAML (default: $COST_PIPELINE_CONFIG)")
     runs.add_argument("--month", required=True, help="YYYY-MM")
-    runs.add_argument("--format", choices=FORMATS, default="csv", help="default: csv")
+    runs.add_argument("--format", choices=FORMATS, default=None,
+                      help="default: --out's extension (.csv, .parquet), else csv; one "
+                      "contradicting the extension is refused")
     runs.add_argument("--out", default=None, help="file to write, - for stdout (CSV only; "
                       "default: <warehouse folder>/exports/run-costs-YYYY-MM.csv, or .parquet)")
     runs.set_defaults(func=cmd_export_runs)
@@ -146,15 +166,15 @@ def cmd_export_focus(args) -> int:
     from cost_pipeline.export.focus import export_focus
     from cost_pipeline.months import parse_month
 
-    cfg = load_config(args.config)
     month = parse_month(args.month)
+    fmt = output_format(args.format, args.out, "parquet")
+    cfg = load_config(args.config)
     if args.out == STDOUT:
-        require_csv_for_stdout(args.format)
+        require_csv_for_stdout(fmt)
         copy_to_stdout(cfg.warehouse_path, "focus.csv", lambda staged: export_focus(
-            cfg.warehouse_path, month, args.format, staged,
-            memory_limit=cfg.warehouse.memory_limit))
+            cfg.warehouse_path, month, fmt, staged, memory_limit=cfg.warehouse.memory_limit))
         return 0
-    path, _rows = export_focus(cfg.warehouse_path, month, args.format, args.out,
+    path, _rows = export_focus(cfg.warehouse_path, month, fmt, args.out,
                                memory_limit=cfg.warehouse.memory_limit)
     print(path)
     return 0
@@ -171,8 +191,9 @@ def add_focus_parser(exports) -> None:
     focus.add_argument("--config", default=None,
                        help="config YAML (default: $COST_PIPELINE_CONFIG)")
     focus.add_argument("--month", required=True, help="YYYY-MM")
-    focus.add_argument("--format", choices=("parquet", "csv"), default="parquet",
-                       help="default: parquet")
+    focus.add_argument("--format", choices=("parquet", "csv"), default=None,
+                       help="default: --out's extension (.parquet, .csv; - is csv), else "
+                       "parquet; one contradicting the extension is refused")
     focus.add_argument("--out", default=None, help="file to write, - for stdout (CSV only; "
                        "default: <warehouse folder>/exports/focus-YYYY-MM.parquet, or .csv)")
     focus.set_defaults(func=cmd_export_focus)

@@ -88,12 +88,12 @@ def test_a_failed_write_leaves_no_partial_file(config, tmp_path, capsys, monkeyp
     import cost_pipeline.export
 
     folder = tmp_path / "out"
-    (folder / "runs.csv").mkdir(parents=True)
+    (folder / f"runs.{fmt}").mkdir(parents=True)
     args = ["export", "runs", "--config", str(config), "--month", "2024-03", "--format", fmt]
-    assert main([*args, "--out", str(folder / "runs.csv")]) == 1
-    assert [p.name for p in folder.iterdir()] == ["runs.csv"]
+    assert main([*args, "--out", str(folder / f"runs.{fmt}")]) == 1
+    assert [p.name for p in folder.iterdir()] == [f"runs.{fmt}"]
     err = capsys.readouterr().err
-    assert err == f"error: {folder / 'runs.csv'} is a directory: name the file to write\n"
+    assert err == f"error: {folder / f'runs.{fmt}'} is a directory: name the file to write\n"
 
     def no_space(*_args, **_kwargs):
         raise OSError(28, "No space left on device")
@@ -101,10 +101,10 @@ def test_a_failed_write_leaves_no_partial_file(config, tmp_path, capsys, monkeyp
     monkeypatch.setattr(cost_pipeline.export.os, "replace", no_space)  # the rename fails
     assert main([*args, "--out", str(folder / "runs.out")]) == 1
     assert "No space left on device" in capsys.readouterr().err
-    assert [p.name for p in folder.iterdir()] == ["runs.csv"]
+    assert [p.name for p in folder.iterdir()] == [f"runs.{fmt}"]
     monkeypatch.undo()
     assert main([*args, "--out", str(folder / "runs.out")]) == 0, capsys.readouterr().err
-    assert sorted(p.name for p in folder.iterdir()) == ["runs.csv", "runs.out"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"runs.{fmt}", "runs.out"])
 
 
 def test_two_exports_of_the_same_path_at_once_both_succeed(config, tmp_path, monkeypatch):
@@ -170,3 +170,27 @@ def test_out_dash_writes_the_csv_to_stdout(config, tmp_path, capsysbinary, monke
     assert not (tmp_path / "-").exists()
     # the staging folder beside the warehouse is gone
     assert sorted(p.name for p in path.parents[1].iterdir()) == ["exports", "warehouse.duckdb"]
+
+
+def test_the_format_follows_the_extension_and_a_contradiction_is_refused(config, tmp_path,
+                                                                           capsys):
+    """Without --format, --out's extension says the format (.csv, .parquet, any case); other
+    names keep the default, csv. A --format the extension contradicts is one line, exit 1,
+    and no file (parquet went silently into a .csv file)."""
+    args = ["export", "runs", "--config", str(config), "--month", "2024-03"]
+    assert main([*args, "--out", str(tmp_path / "runs.parquet")]) == 0
+    assert pq.read_table(tmp_path / "runs.parquet").num_rows == 2
+    assert main([*args, "--out", str(tmp_path / "RUNS.CSV")]) == 0
+    assert main([*args, "--out", str(tmp_path / "runs.dat")]) == 0
+    for name in ("RUNS.CSV", "runs.dat"):
+        assert (tmp_path / name).read_text(encoding="utf-8").startswith('"month","run_id"')
+    assert main([*args, "--format", "parquet", "--out", str(tmp_path / "runs.txt")]) == 0
+    assert pq.read_table(tmp_path / "runs.txt").num_rows == 2  # --format over an unknown one
+    capsys.readouterr()
+    for fmt, name in (("parquet", "other.csv"), ("csv", "other.Parquet")):
+        assert main([*args, "--format", fmt, "--out", str(tmp_path / name)]) == 1
+        err = capsys.readouterr().err
+        suffix = name.rsplit(".", 1)[1]
+        assert err == (f"error: --format {fmt} contradicts --out {tmp_path / name} (a "
+                       f".{suffix} file): drop --format, or name a .{fmt} file\n")
+        assert not (tmp_path / name).exists()

@@ -336,6 +336,24 @@ def test_cli_export_focus(demo_warehouse, tmp_path):
         export_focus(demo_warehouse, DEMO_MONTHS[0], "xlsx")
 
 
+def test_cli_export_focus_format_from_the_extension(demo_warehouse, tmp_path, capsys):
+    # without --format, --out's extension says the format; without either, parquet; a
+    # --format the extension contradicts is one line, exit 1, no file (parquet went into f.csv)
+    from cost_pipeline.cli.main import main
+
+    config = demo_warehouse.parent / "config.yaml"
+    args = ["export", "focus", "--config", str(config), "--month", "2026-07"]
+    assert main([*args, "--out", str(tmp_path / "f.csv")]) == 0
+    assert (tmp_path / "f.csv").read_text(encoding="utf-8").startswith('"BillingAccountId"')
+    assert main([*args, "--out", str(tmp_path / "f.data")]) == 0
+    assert pq.read_metadata(tmp_path / "f.data").num_rows > 0
+    assert main([*args, "--format", "csv", "--out", str(tmp_path / "f.parquet")]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"error: --format csv contradicts --out {tmp_path / 'f.parquet'} (a .parquet file): "
+        "drop --format, or name a .csv file\n")
+    assert not (tmp_path / "f.parquet").exists()
+
+
 def test_cli_export_focus_to_stdout(demo_warehouse, tmp_path):
     # `--out -` writes the CSV to stdout (no file named `-`), the same bytes as the file;
     # parquet cannot go there: one line, exit 1; a reader that stops early is one line too
@@ -343,10 +361,10 @@ def test_cli_export_focus_to_stdout(demo_warehouse, tmp_path):
     expected, _ = export_focus(demo_warehouse, DEMO_MONTHS[0], "csv", tmp_path / "f.csv")
     run = [sys.executable, "-m", "cost_pipeline.cli", "export", "focus", "--config",
            str(config), "--month", "2026-07", "--out", "-"]
-    done = subprocess.run([*run, "--format", "csv"], capture_output=True, timeout=120,
-                          cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == expected.read_bytes() and done.stderr == b""
+    for fmt in (["--format", "csv"], []):  # stdout takes CSV: the format without --format
+        done = subprocess.run([*run, *fmt], capture_output=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == expected.read_bytes() and done.stderr == b""
     refused = subprocess.run([*run, "--format", "parquet"], capture_output=True, text=True,
                              timeout=120, cwd=tmp_path)
     assert refused.returncode == 1 and refused.stdout == ""

@@ -105,10 +105,18 @@ def test_arrow_times_of_the_usual_spellings():
                                   "2026-07-01T24:00:00Z", "2026-07-01T10:00:00+05:99",
                                   "0999-01-01", "2026-07-01T10:00:00.1234567", "12345678",
                                   "\u0661\u0667\u0665\u0661\u0663\u0662\u0668\u0660\u0660\u0660",
-                                  "2026-07-01t10:00"])
+                                  "2026-07-01t10:00", "202607011000", "20260701100000"])
 def test_arrow_times_leaves_the_rest_to_parse_time(text):
     with pytest.raises(NotClean):
         arrow_times(pa.array(["2026-07-01", text], pa.string()))
+
+
+def test_a_compact_time_is_its_date_and_time_not_epoch_milliseconds():
+    # `%Y%m%d%H%M[%S]`, as exports without separators write it: read as epoch milliseconds
+    # they were 1976 and 2612 (a checkpoint's age, a run's month)
+    assert parse_time("202607011000") == datetime(2026, 7, 1, 10)
+    assert parse_time("20260701100000") == parse_time(20260701100000) == datetime(2026, 7, 1, 10)
+    assert parse_time("100000000000") == datetime(5138, 11, 16, 9, 46, 40)  # no date: epoch
 
 
 CLEAN_ZONES = ["", "Z", "+02:00", "-05:30", "+0530", "+05", "-00:00", "+23:59", " UTC"]

@@ -170,6 +170,10 @@ def test_a_missing_required_column_is_named(tmp_path, con, missing):
     ("2026-07-01", datetime(2026, 7, 1)),
     ("1782907200", datetime(2026, 7, 1, 12)),        # epoch seconds
     ("1782907200000", datetime(2026, 7, 1, 12)),     # epoch milliseconds
+    # compact `%Y%m%d%H%M[%S]`: read as epoch ms they were 2612 and 1976, the run's cost
+    # untracked without a word
+    ("20260701120000", datetime(2026, 7, 1, 12)),
+    ("202607011200", datetime(2026, 7, 1, 12)),
     # a blank before the offset, as Snowflake writes a TIMESTAMP_TZ
     ("2026-07-01 12:00:00.000 +0000", datetime(2026, 7, 1, 12)),
     ("2026-07-01 05:00:00 -07:00", datetime(2026, 7, 1, 12)),

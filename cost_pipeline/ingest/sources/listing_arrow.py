@@ -195,7 +195,15 @@ def arrow_times(text: pa.Array) -> pa.Array:
 
 def _epoch_times(text: pa.Array) -> pa.Array:
     """Epoch seconds, or milliseconds above 1e11, rounded to the microsecond in the same
-    double arithmetic as `datetime.fromtimestamp` (modf, then half-even)."""
+    double arithmetic as `datetime.fromtimestamp` (modf, then half-even). NotClean where a
+    whole number of 12 or 14 digits spells a date and time: `parse_time` reads it as a
+    compact `YYYYMMDDHHMM[SS]`."""
+    for width, spelled in ((12, "%Y%m%d%H%M"), (14, "%Y%m%d%H%M%S")):
+        whole = text.filter(pc.and_(pc.equal(pc.utf8_length(text), width),
+                                    pc.match_substring_regex(text, "^[0-9]+$")))
+        if len(whole) and pc.any(pc.is_valid(pc.strptime(
+                whole, format=spelled, unit="us", error_is_null=True))).as_py():
+            raise NotClean
     number = pc.cast(text, pa.float64())
     seconds = pc.if_else(pc.greater(number, 1e11), pc.divide(number, 1000.0), number)
     whole = pc.floor(seconds)

@@ -175,14 +175,36 @@ def field_text(value: Any) -> str | None:
     return text or None
 
 
+def _compact_time(value: Any) -> datetime | None:
+    """A whole number of 12 or 14 digits spelling a date and time (`202607011000`,
+    `20260701100000`: `%Y%m%d%H%M[%S]`, UTC), else None. As epoch milliseconds such a number
+    is a moment of 1973–2001 (12 digits) or after 2286 (14): the run moved decades and
+    dropped out of its month, its cost untracked without a word."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    text = str(value).strip()
+    if len(text) not in (12, 14) or not text.isascii() or not text.isdigit():
+        return None
+    parts = [int(text[at:at + width]) for at, width in ((0, 4), (4, 2), (6, 2), (8, 2),
+                                                        (10, 2), (12, 2)) if at < len(text)]
+    try:
+        return datetime(*parts)  # type: ignore[arg-type]
+    except ValueError:
+        return None
+
+
 def parse_time(value: Any) -> datetime | None:
-    """ISO 8601 (offsets and `Z` honoured, naive = UTC) or epoch seconds/ms → naive UTC."""
+    """ISO 8601 (offsets and `Z` honoured, naive = UTC), a compact `YYYYMMDDHHMM[SS]` (UTC),
+    or epoch seconds/ms → naive UTC."""
     if value is None or _is_nan(value) or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a timestamp")
+    compact = _compact_time(value)
     if isinstance(value, datetime):
         moment = value
+    elif compact is not None:
+        moment = compact
     elif isinstance(value, int | float) or re.fullmatch(r"\d{9,14}(\.\d+)?", str(value).strip()):
         number = float(value)
         moment = datetime.fromtimestamp(number / 1000 if number > 1e11 else number, UTC)

@@ -129,7 +129,14 @@ CREATE MACRO py_text(x) AS nullif(py_strip(x), '');
 CREATE MACRO float_doubt(x) AS NOT isnan(x) AND (abs(x) >= 9007199254740992 OR x <> trunc(x));
 CREATE MACRO float_text(x) AS CASE WHEN NOT isnan(x) AND NOT float_doubt(x)
     THEN CAST(CAST(x AS BIGINT) AS VARCHAR) END;
-CREATE MACRO epoch_time(t) AS CASE WHEN regexp_full_match(t, '[0-9]{{9,14}}') THEN CASE
+-- a whole number of 12 or 14 digits that spells a date and time is a compact one
+-- (`parse_time`, `YYYYMMDDHHMM[SS]`): NULL here, so the row reader reads it
+CREATE MACRO compact_time(t) AS CASE WHEN length(t) IN (12, 14) THEN TRY_CAST(
+    substr(t, 1, 4) || '-' || substr(t, 5, 2) || '-' || substr(t, 7, 2) || ' '
+    || substr(t, 9, 2) || ':' || substr(t, 11, 2) || ':'
+    || coalesce(nullif(substr(t, 13, 2), ''), '00') AS TIMESTAMP) END;
+CREATE MACRO epoch_time(t) AS CASE WHEN regexp_full_match(t, '[0-9]{{9,14}}')
+    AND compact_time(t) IS NULL THEN CASE
     WHEN CAST(t AS BIGINT) <= 100000000000 THEN epoch_ms(CAST(t AS BIGINT) * 1000)
     -- below 2^32 s the float division by 1000 in parse_time rounds back to the millisecond
     WHEN CAST(t AS BIGINT) < 4294967296000 THEN epoch_ms(CAST(t AS BIGINT)) END END;

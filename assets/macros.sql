@@ -77,6 +77,15 @@ CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
          WHEN resource_id ILIKE '/subscriptions/%' THEN lower(resource_id)
          ELSE resource_id END;
 
+-- the keys a run's listed id claims by: its claim_key and, for a bare name (no `:`, no `/`),
+-- that name lowercased too — a SageMaker job named `LLM-SFT-0042` is billed under its ARN,
+-- which SageMaker writes lowercased (`…:training-job/llm-sft-0042`); the bill's ids keep
+-- their case, so a bare id billed as written still matches as written
+CREATE OR REPLACE TEMP MACRO claim_keys(listed) AS
+    CASE WHEN contains(listed, ':') OR contains(listed, '/') OR lower(listed) = listed
+         THEN [claim_key(listed)]
+         ELSE [claim_key(listed), lower(listed)] END;
+
 -- a CUR 2.0 line's id (x_SourceLine): the source, the line item and its period, as the
 -- export's identity columns give them (the period from the usage dates when the export lacks
 -- identity_time_interval)
@@ -217,12 +226,16 @@ CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_m
           FROM claimant_runs(for_month, end_of_month)) AS c
     WHERE c.start_time < CAST(end_of_month AS TIMESTAMP)
       AND c.re > CAST(start_of_month AS TIMESTAMP)
-      -- matched as the attribution matches them
+      -- matched as the attribution matches them (`claim_keys`: a bare name lowercased too)
       -- (each distinct resource once: a month has far fewer resources than lines)
       AND claim_key(c.listed) NOT IN (SELECT claim_key(ResourceId)
                                       FROM (SELECT DISTINCT ResourceId FROM billing_facts
                                             WHERE month = for_month
-                                              AND ResourceId IS NOT NULL));
+                                              AND ResourceId IS NOT NULL))
+      AND claim_keys(c.listed)[-1] NOT IN (SELECT claim_key(ResourceId)
+                                           FROM (SELECT DISTINCT ResourceId FROM billing_facts
+                                                 WHERE month = for_month
+                                                   AND ResourceId IS NOT NULL));
 
 -- the month's cost as the bill states it and as the attribution splits it, which must agree
 -- to the cent (SPEC §6.6): the cost_conserved check and reconciliation's coverage and totals

@@ -10,5 +10,6 @@ SELECT run_id, key_hash(run_id) AS run_hash, gpus, resource_ids, region, dataset
 FROM claimant_runs($month, $month_end);
 
 CREATE OR REPLACE TEMP TABLE attribution_run_resources AS
-SELECT DISTINCT k.run_id, k.run_hash, claim_key(listed) AS resource_id, k.rs, k.re, k.gpus
+SELECT DISTINCT k.run_id, k.run_hash, unnest(claim_keys(listed)) AS resource_id, k.rs, k.re,
+                k.gpus
 FROM (SELECT *, unnest(resource_ids) AS listed FROM attribution_claimants) k;

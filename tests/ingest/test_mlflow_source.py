@@ -318,3 +318,25 @@ def test_a_runs_warehouse_id_is_the_same_for_reading_and_writing_back(id_tag, ta
     assert mlflow_runs.warehouse_run_id(run, id_tag) == expected
     tags_of = mlflow_runs.tag_names({"run_id": id_tag}, "mlflow")
     assert mlflow_runs.raw_run(run, "exp", tags_of, None, None)["run_id"] == expected
+
+
+def test_a_run_started_while_the_pages_are_read_leaves_every_run_read_once(tmp_path):
+    """MLflow pages by offset, newest start first by default: a run started after the first
+    page shifted the next one, its first run was the first page's last again, and the read
+    failed on a run id "shared by more than one run". Oldest first, the new run comes on the
+    last page; every run is handed over once."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'live.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("live")
+    for i in range(7):
+        run = client.create_run(experiment, start_time=ms(datetime(2026, 7, 1, i)),
+                                run_name=f"r{i}")
+        client.set_terminated(run.info.run_id, "FINISHED", end_time=ms(datetime(2026, 7, 1, i, 30)))
+    pages = mlflow_runs.search_all_runs(client, [experiment], "mlflow", uri, page_size=3)
+    read = [run.info.run_name for run in next(pages)]
+    client.create_run(experiment, run_name="r-new")  # started now: after every other run
+    read += [run.info.run_name for page in pages for run in page]
+    assert sorted(read) == sorted([f"r{i}" for i in range(7)] + ["r-new"])
+    assert len(read) == len(set(read)) == 8

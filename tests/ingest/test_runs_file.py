@@ -479,3 +479,17 @@ def test_the_runs_transaction_does_not_keep_the_runs(tmp_path):
     warehouse.execute("COMMIT")
     assert warehouse.execute("SELECT count(DISTINCT run_id) FROM tracker_runs").fetchone() == (n,)
     warehouse.close()
+
+
+def test_a_postgres_array_and_a_nan_metric_twice_read_as_meant(tmp_path, con):
+    """`{i-0a,i-0b}` (psql's and COPY's text[]) was split into `{i-0a` and `i-0b}`, claiming
+    nothing; the same row twice with `metric_value` nan was refused as conflicting (nan is
+    no nan to Python's ==)."""
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,status,start_time,resource_ids,metric_value\n"
+                    'r1,RUNNING,2026-07-01,"{i-0a,i-0b}",nan\n'
+                    'r1,RUNNING,2026-07-01,"{i-0a,i-0b}",nan\n'
+                    'r2,RUNNING,2026-07-01,"{""vm a"",i-0c}",0.5\n')
+    runs = load(con, tmp_path, path)
+    assert runs["r1"]["resource_ids"] == ["i-0a", "i-0b"] and runs["r1"]["metric_value"] is None
+    assert runs["r2"]["resource_ids"] == ["vm a", "i-0c"]

@@ -86,8 +86,11 @@ def test_training_lines_have_the_job_as_resource(tmp_path, con):
     assert (half["x_AcceleratorCount"], half["x_UsageHours"]) == (16, 0.5)
 
 
-@pytest.mark.parametrize("listed", [NAME, ARN], ids=["job name", "job ARN"])
+@pytest.mark.parametrize("listed", [NAME, ARN, NAME.upper()],
+                         ids=["job name", "job ARN", "job name as created"])
 def test_a_run_naming_the_job_gets_its_full_cost(tmp_path, con, listed):
+    # SageMaker keeps a job's name as created (`LLM-SFT-0042`) and writes it lowercased in
+    # its ARN, which the bill names: the name as created claimed nothing
     by_owner, recon = month(con, tmp_path, [run(listed)])
     assert by_owner == {"sft-42": pytest.approx(JOB_COST)}
     # 16 A100 for 2.5 hours, all of them the run's, and the name is no unknown resource

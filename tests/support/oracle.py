@@ -82,6 +82,15 @@ def claim_key(resource_id: str) -> str:
     return resource_id
 
 
+def listed_keys(resource_id: str) -> set[str]:
+    """The keys a run's listed id claims by: its claim_key, and a bare name (no `:`, no `/`)
+    lowercased too (a SageMaker job named as created, billed under its lowercased ARN)."""
+    keys = {claim_key(resource_id)}
+    if ":" not in resource_id and "/" not in resource_id:
+        keys.add(resource_id.lower())
+    return keys
+
+
 def is_claimable(line: dict) -> bool:
     """Usage lines are attributed; everything else (and unused commitment) is unallocated."""
     return line["ChargeCategory"] == "Usage" and line.get("CommitmentDiscountStatus") != "Unused"
@@ -129,7 +138,7 @@ def compute_shares(line: dict, d_by_group: dict, cands: list, run_tag: str) -> l
     shares = []
     for run, start, end in cands:
         listed = bool(line.get("ResourceId")) and claim_key(line["ResourceId"]) in {
-            claim_key(rid) for rid in run["resource_ids"] or []}
+            key for rid in run["resource_ids"] or [] for key in listed_keys(rid)}
         tagged = tag is not None and tag == run["run_id"]
         ov = overlap_hours(start, end, s, e)
         if (listed or tagged) and ov > 0:
@@ -318,8 +327,11 @@ def reconcile(
         in_month = overlap_hours(start, end, m_start, m_end)
         if in_month <= 0:
             continue
-        for rid in {claim_key(rid) for rid in run["resource_ids"] or []}:
-            if rid not in billed_ids:
+        keys: dict[str, set[str]] = {}
+        for rid in run["resource_ids"] or []:
+            keys.setdefault(claim_key(rid), set()).update(listed_keys(rid))
+        for claimed in keys.values():
+            if not claimed & billed_ids:
                 unbilled += in_month * (run["gpus"] if run["gpus"] else 1)
 
     total = sum(line["EffectiveCost"] for line in lines)

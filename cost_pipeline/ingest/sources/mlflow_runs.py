@@ -166,17 +166,27 @@ def _experiments(client, names: list[str] | None, source: str, uri: str) -> dict
 
 def search_all_runs(client, experiment_ids: list[str], source: str, uri: str,
                     page_size: int = PAGE_SIZE) -> Iterator[list]:
-    """Every run of the experiments, active and deleted, one page at a time."""
+    """Every run of the experiments, active and deleted, one page at a time, each once.
+
+    MLflow pages by offset. In its default order (newest start first) a run started while
+    the pages were read shifted every later page by one: the last run of a page came again
+    on the next, and the read failed on a run id "shared by more than one run". Oldest first,
+    a new run lands on the last page; a run the pages hand over twice anyway (one created
+    with a past start) is kept once."""
     from mlflow.entities import ViewType
 
+    seen: set[str] = set()
     for experiment_id in experiment_ids:
         token = None
         while True:
             page = call_with_retries(
                 lambda t=token, e=experiment_id: client.search_runs(
-                    [e], run_view_type=ViewType.ALL, max_results=page_size, page_token=t),
+                    [e], run_view_type=ViewType.ALL, max_results=page_size, page_token=t,
+                    order_by=["attributes.start_time ASC"]),
                 source, uri, f"search_runs (experiment {experiment_id})")
-            yield list(page)
+            runs = [run for run in page if run.info.run_id not in seen]
+            seen.update(run.info.run_id for run in runs)
+            yield runs
             token = page.token
             if not token:
                 break

@@ -228,6 +228,11 @@ def _resource_ids(value: Any) -> list[str]:
             return _resource_ids(json.loads(text))
         except ValueError:
             text = text.strip("[]")
+    elif text.startswith("{") and text.endswith("}"):
+        # a PostgreSQL array, as psql and COPY write a text[] (`{i-0a,i-0b}`, an item with a
+        # blank or a comma double-quoted): split as the CSV reader splits a record
+        return [item.strip() for item in next(csv.reader([text[1:-1]], skipinitialspace=True))
+                if item.strip()] if text[1:-1].strip() else []
     return split_resource_ids(text)
 
 
@@ -344,6 +349,13 @@ def _check_unicode(run: dict[str, Any]) -> None:
                                      f"{exc.start + 1} is a lone surrogate)") from None
 
 
+def _same_run(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two records of a run are identical, a `nan` metric equal to a `nan` (as the
+    SQL reader compares them): the same row twice with `metric_value` nan was "conflicting"."""
+    return a.keys() == b.keys() and all(
+        a[k] == b[k] or (_is_nan(a[k]) and _is_nan(b[k])) for k in a)
+
+
 def read_runs(path: Path, source: str) -> list[dict[str, Any]]:
     columns, records = read_records(path, source)
     missing = [c for c in REQUIRED if c not in columns]
@@ -356,7 +368,7 @@ def read_runs(path: Path, source: str) -> list[dict[str, Any]]:
         except ValueError as exc:
             raise SourceError(source, f"{path} {where}", str(exc)) from None
         previous = runs.get(run["run_id"])
-        if previous is not None and previous != run:
+        if previous is not None and not _same_run(previous, run):
             raise SourceError(source, f"{path} {where}",
                               f"run_id {run['run_id']!r} appears twice with different values")
         runs[run["run_id"]] = run

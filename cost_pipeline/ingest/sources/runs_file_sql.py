@@ -193,6 +193,8 @@ CREATE MACRO resource_list(t) AS CASE
     -- JSON word cannot be JSON: `_resource_ids` strips the brackets and splits it
     WHEN regexp_full_match(t, '{_BARE_LIST}') AND NOT regexp_full_match(t, '{_JSON_WORDS}')
         THEN regexp_extract_all(t, '{_ID_CHAR}+')
+    -- a PostgreSQL array (`{{i-0a,i-0b}}`, as psql and COPY write a text[]): the row reader
+    WHEN starts_with(t, '{{') AND ends_with(t, '}}') THEN NULL
     WHEN regexp_full_match(t, '{_ASCII}') AND NOT starts_with(t, '[') THEN py_split(t)
     -- a '[' list quoted with ' and never with " cannot be JSON: `_resource_ids` splits it
     WHEN regexp_full_match(t, '{_ASCII}') AND contains(t, '''') AND NOT contains(t, '"')

@@ -493,3 +493,17 @@ def test_a_postgres_array_and_a_nan_metric_twice_read_as_meant(tmp_path, con):
     runs = load(con, tmp_path, path)
     assert runs["r1"]["resource_ids"] == ["i-0a", "i-0b"] and runs["r1"]["metric_value"] is None
     assert runs["r2"]["resource_ids"] == ["vm a", "i-0c"]
+
+
+def test_the_states_of_a_wandb_export_read_as_the_four_they_mean(tmp_path, con):
+    """A W&B export's states (SPEC §3 names W&B exports as a runs_file) were refused:
+    `crashed` is FAILED, `preempted` KILLED, `pending` and `preempting` RUNNING."""
+    states = {"w1": "crashed", "w2": "preempted", "w3": "pending", "w4": "preempting",
+              "w5": "finished", "w6": "Crashed"}
+    path = write_csv(tmp_path / "runs.csv", [
+        {"run_id": run_id, "status": state, "start_time": "2026-07-01"}
+        for run_id, state in states.items()])
+    runs = load(con, tmp_path, path)
+    assert {run_id: run["status"] for run_id, run in runs.items()} == {
+        "w1": "FAILED", "w2": "KILLED", "w3": "RUNNING", "w4": "RUNNING", "w5": "FINISHED",
+        "w6": "FAILED"}

@@ -26,7 +26,11 @@ import pyarrow.parquet as pq
 from cost_pipeline.ingest.sources import SourceError, csv_delimiter
 
 REQUIRED = ("run_id", "status", "start_time")
-STATUSES = {"RUNNING", "FINISHED", "FAILED", "KILLED", "SCHEDULED"}
+# the tracker states a runs file may spell, beyond SPEC §4's four: MLflow's SCHEDULED and
+# W&B's exports' (`crashed`, `pending`, `preempting`, `preempted`), as the four they mean
+STATUS_ALIASES = {"SCHEDULED": "RUNNING", "PENDING": "RUNNING", "PREEMPTING": "RUNNING",
+                  "CRASHED": "FAILED", "PREEMPTED": "KILLED"}
+STATUSES = {"RUNNING", "FINISHED", "FAILED", "KILLED", *STATUS_ALIASES}
 PURPOSES = {"production", "search", "preprocess", "eval", "adhoc"}
 TRIGGERS = {"schedule", "drift", "manual"}     # why a production run (a retrain) was launched
 RUN_COLUMNS = (
@@ -284,7 +288,7 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
     if status not in STATUSES:
         raise ValueError(f"status: {raw.get('status')!r} is not one of RUNNING, FINISHED, "
                          "FAILED, KILLED")
-    run["status"] = "RUNNING" if status == "SCHEDULED" else status
+    run["status"] = STATUS_ALIASES.get(status, status)
     purpose = (field_text(raw.get("purpose")) or "").lower() or None
     if purpose is not None and purpose not in PURPOSES:
         raise ValueError(f"purpose: {raw.get('purpose')!r} is not one of "

@@ -28,6 +28,7 @@ from cost_pipeline.ingest.sources.runs_file import (
     REQUIRED,
     RUN_COLUMNS,
     RUN_SCHEMA,
+    STATUS_ALIASES,
     STATUSES,
     TRIGGERS,
     TRUE_WORDS,
@@ -117,7 +118,9 @@ _JSON_WORDS = rf"\[ *{_JSON_WORD}(?: *, *{_JSON_WORD})* *\]"
 _ASCII = r"[\x20-\x7e\t]*"
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _WHOLE = r"[0-9]{1,9}(?:\.0*)?"
-_STATUSES = ", ".join(f"'{s}'" for s in sorted(STATUSES - {"SCHEDULED"}))
+_STATUSES = ", ".join(f"'{s}'" for s in sorted(STATUSES - set(STATUS_ALIASES)))
+_STATUS_CASE = "".join(f" WHEN '{alias}' THEN '{status}'"
+                       for alias, status in sorted(STATUS_ALIASES.items()))
 _PURPOSES = ", ".join(f"'{p}'" for p in sorted(PURPOSES))
 _TRIGGERS = ", ".join(f"'{t}'" for t in sorted(TRIGGERS))
 
@@ -269,7 +272,7 @@ def _column_sql(column: str, kind: str) -> tuple[str, str, list[str]]:
                 f"THEN CAST(split_part({t}, '.', 1) AS INTEGER) END"
         doubts += [f"{t} IS NOT NULL AND gpus IS NULL", f"gpus > {MAX_GPUS}"]
     elif column == "status":
-        value = f"CASE upper({t}) WHEN 'SCHEDULED' THEN 'RUNNING' ELSE upper({t}) END"
+        value = f"CASE upper({t}){_STATUS_CASE} ELSE upper({t}) END"
         doubts.append(f"NOT coalesce(regexp_full_match({t}, '[A-Za-z]+') "
                       f"AND status IN ({_STATUSES}), false)")
     elif column == "purpose":

@@ -144,13 +144,15 @@ def retrains(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]
 
 
 def preemption(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
-    """The spot run chains: restarts, what restarting from scratch repeated, vs on demand."""
-    return rows_of(con, f"""
+    """The spot run chains: restarts, what restarting from scratch repeated, vs on demand —
+    every chain, the page showing the head and what the rest add up to (`head_and_rest`): a
+    top 5 left the others out without a word, while the lever counted them."""
+    return rows_of(con, """
         SELECT chain_id, model, runs, restarts, restarts_from_scratch, cost, lost_cost,
                on_demand_cost, last_run_id, last_run_on_demand_cost,
                spot_cost_more_than_on_demand
         FROM preemption WHERE month = ?
-        ORDER BY lost_cost DESC, cost DESC, chain_id LIMIT {TOP}""", [month])
+        ORDER BY lost_cost DESC, cost DESC, chain_id""", [month])
 
 
 def levers(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:
@@ -188,6 +190,10 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     found, searches_rest = head_and_rest(
         section("search_costs", lambda c, m: searches(c, m, "search_trend" in have)))
     retrain_rows, retrains_rest = head_and_rest(section("retrain_cadence", retrains))
+    chains = section("preemption", preemption)
+    chain_rows, chains_rest = head_and_rest(chains, long=LONG)
+    if chains_rest is not None:  # and what the chains left out lost
+        chains_rest["lost_cost"] = sum(c["lost_cost"] or 0 for c in chains[len(chain_rows):])
     return {
         "month": month,
         "headline": head,
@@ -204,7 +210,8 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "levers": section("cost_levers", levers),
         "retrains": retrain_rows,
         "retrains_rest": retrains_rest,
-        "preemption": section("preemption", preemption),
+        "preemption": chain_rows,
+        "preemption_rest": chains_rest,
         "bridge": bridge(con, month, head),
         "strip": six_months(con, month),  # the 6 months ending with this one
         "tables": have,

@@ -349,6 +349,24 @@ def test_the_monthly_report_shows_retrains_and_preemption(con):
     assert "spot cost more than on demand" in page
 
 
+def test_the_report_lists_every_chain_or_says_what_the_rest_lost(con, monkeypatch):
+    """A top 5 of the chains left the others off the page without a word while the lever
+    counted them: the page shows the head and a row of what the rest add up to."""
+    from cost_pipeline.report import data as report_data
+    from cost_pipeline.report.render import render_html
+
+    monkeypatch.setattr(report_data, "LONG", 2)
+    preemption_month(con)
+    levers(con)
+    data = report_data.collect(con, MARCH)
+    assert [c["chain_id"] for c in data["preemption"]] == ["x", "a"]
+    assert data["preemption_rest"]["count"] == 2                        # p and solo
+    assert data["preemption_rest"]["cost"] == pytest.approx(5.0)        # 4 + 1
+    assert data["preemption_rest"]["lost_cost"] == pytest.approx(0.0)
+    page = render_html(data, "test.duckdb")
+    assert "… and 2 more chains" in page and 'data-rest-cost="5.00"' in page
+
+
 def test_runs_restarting_each_other_in_a_cycle_are_one_chain(con):
     lines = [instance_line("i-m", 0, 2, 2.0, 6.0), instance_line("i-n", 3, 5, 2.0, 6.0),
              instance_line("i-o", 6, 8, 2.0, 6.0)]

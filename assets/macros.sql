@@ -67,24 +67,23 @@ CREATE OR REPLACE TEMP MACRO utc_wall_clock(t) AS
     make_timestamp(epoch_us(CAST(t AS TIMESTAMPTZ)));
 
 -- the key a resource is claimed by, the same on the bill's side and the run's: a SageMaker
--- training job's ARN counts as the job's name, lowercased as SageMaker writes it in ARNs; an
--- Azure resource id (`/subscriptions/…`) is case-insensitive, and Azure's cost data writes it
--- lowercased where a tracker has it as created (`resourceGroups/ML-RG/…`): lowercased; any
--- other id is matched as it is
+-- training job's ARN is claimed by the job's name, lowercased as SageMaker writes it in ARNs
+-- (`sagemaker:<name>`: no other id takes that form); an Azure resource id (`/subscriptions/…`)
+-- is case-insensitive, and Azure's cost data writes it lowercased where a tracker has it as
+-- created (`resourceGroups/ML-RG/…`): lowercased; any other id is matched as it is
 CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
     CASE WHEN resource_id LIKE 'arn:%:sagemaker:%:training-job/%'
-         THEN lower(split_part(resource_id, ':training-job/', 2))
+         THEN 'sagemaker:' || lower(split_part(resource_id, ':training-job/', 2))
          WHEN resource_id ILIKE '/subscriptions/%' THEN lower(resource_id)
          ELSE resource_id END;
 
 -- the keys a run's listed id claims by: its claim_key and, for a bare name (no `:`, no `/`),
--- that name lowercased too — a SageMaker job named `LLM-SFT-0042` is billed under its ARN,
--- which SageMaker writes lowercased (`…:training-job/llm-sft-0042`); the bill's ids keep
--- their case, so a bare id billed as written still matches as written
+-- the training job of that name — SageMaker keeps a job's name as created (`LLM-SFT-0042`)
+-- and bills it under its ARN, lowercased (`…:training-job/llm-sft-0042`); any other bare id
+-- (an instance's) is still matched as it is
 CREATE OR REPLACE TEMP MACRO claim_keys(listed) AS
-    CASE WHEN contains(listed, ':') OR contains(listed, '/') OR lower(listed) = listed
-         THEN [claim_key(listed)]
-         ELSE [claim_key(listed), lower(listed)] END;
+    CASE WHEN contains(listed, ':') OR contains(listed, '/') THEN [claim_key(listed)]
+         ELSE [claim_key(listed), 'sagemaker:' || lower(listed)] END;
 
 -- a CUR 2.0 line's id (x_SourceLine): the source, the line item and its period, as the
 -- export's identity columns give them (the period from the usage dates when the export lacks

@@ -76,18 +76,19 @@ def claim_key(resource_id: str) -> str:
     (lowercased, as SageMaker writes it in ARNs), so runs may list either; an Azure resource
     id (`/subscriptions/…`, case-insensitive) in lower case; other ids as is."""
     if re.fullmatch(r"arn:.*:sagemaker:.*:training-job/.*", resource_id, re.DOTALL):
-        return resource_id.split(":training-job/")[1].lower()
+        return "sagemaker:" + resource_id.split(":training-job/")[1].lower()
     if resource_id.lower().startswith("/subscriptions/"):
         return resource_id.lower()
     return resource_id
 
 
 def listed_keys(resource_id: str) -> set[str]:
-    """The keys a run's listed id claims by: its claim_key, and a bare name (no `:`, no `/`)
-    lowercased too (a SageMaker job named as created, billed under its lowercased ARN)."""
+    """The keys a run's listed id claims by: its claim_key, and for a bare name (no `:`, no
+    `/`) the training job of that name (a SageMaker job named as created, billed under its
+    lowercased ARN)."""
     keys = {claim_key(resource_id)}
     if ":" not in resource_id and "/" not in resource_id:
-        keys.add(resource_id.lower())
+        keys.add("sagemaker:" + resource_id.lower())
     return keys
 
 

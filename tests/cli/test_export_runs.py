@@ -111,36 +111,15 @@ def test_two_exports_of_the_same_path_at_once_both_succeed(config, tmp_path, mon
     """Two writers of one path each write a partial file of their own: both renames succeed
     (a barrier holds each until both have written) and the file is one whole copy. With one
     fixed `.runs.csv.partial` the second rename failed: No such file or directory."""
-    import threading
-
-    import cost_pipeline.export
     from cost_pipeline.cli.export import export_runs
     from cost_pipeline.config import load_config
+    from tests.support.export_race import write_twice_at_once
 
     warehouse = load_config(config).warehouse_path
     target = tmp_path / "race" / "runs.csv"
     expected, _ = export_runs(warehouse, MARCH, "csv", tmp_path / "alone.csv")
-    both_written = threading.Barrier(2, timeout=60)
-    replace = cost_pipeline.export.os.replace
-
-    def replace_together(source, destination):
-        both_written.wait()
-        replace(source, destination)
-
-    monkeypatch.setattr(cost_pipeline.export.os, "replace", replace_together)
-    outcomes: list = []
-
-    def export() -> None:
-        try:
-            outcomes.append(export_runs(warehouse, MARCH, "csv", target)[0])
-        except Exception as exc:  # the outcome is what the test checks
-            outcomes.append(exc)
-
-    writers = [threading.Thread(target=export) for _ in range(2)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(60)
+    outcomes = write_twice_at_once(
+        lambda: export_runs(warehouse, MARCH, "csv", target)[0], monkeypatch)
     assert outcomes == [target.resolve()] * 2
     assert target.read_bytes() == expected.read_bytes()
     assert [p.name for p in target.parent.iterdir()] == ["runs.csv"]

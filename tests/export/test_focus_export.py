@@ -508,33 +508,12 @@ def test_two_exports_of_the_same_path_at_once_both_succeed(demo_warehouse, tmp_p
     # each writer has a partial file of its own: both finish writing before either renames
     # (a barrier in the rename), and both renames succeed, leaving one whole copy. With one
     # fixed `.f.csv.partial` the second rename failed: No such file or directory.
-    import threading
-
-    import cost_pipeline.export
+    from tests.support.export_race import write_twice_at_once
 
     month, target = DEMO_MONTHS[0], tmp_path / "race" / "f.csv"
     expected, _ = export_focus(demo_warehouse, month, "csv", tmp_path / "alone.csv")
-    both_written = threading.Barrier(2, timeout=60)
-    replace = cost_pipeline.export.os.replace
-
-    def replace_together(source, destination):
-        both_written.wait()
-        replace(source, destination)
-
-    monkeypatch.setattr(cost_pipeline.export.os, "replace", replace_together)
-    outcomes: list = []
-
-    def export() -> None:
-        try:
-            outcomes.append(export_focus(demo_warehouse, month, "csv", target)[0])
-        except Exception as exc:  # the outcome is what the test checks
-            outcomes.append(exc)
-
-    writers = [threading.Thread(target=export) for _ in range(2)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(120)
+    outcomes = write_twice_at_once(
+        lambda: export_focus(demo_warehouse, month, "csv", target)[0], monkeypatch)
     assert outcomes == [target.resolve()] * 2
     assert target.read_bytes() == expected.read_bytes()
     assert [p.name for p in target.parent.iterdir()] == ["f.csv"]  # no partial, no spill

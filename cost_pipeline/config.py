@@ -21,7 +21,16 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: YAML's `yes` is no share and `true` no count (a threshold of `yes` read as 1.0
+    # passed every reconciliation); an int is still a float
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+# a path, URI, table, bucket or name that must say something: an empty tracking_uri read an
+# empty `./mlflow.db` (or $MLFLOW_TRACKING_URI's tracker), an empty path the config's folder
+Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+# the most accelerators one instance type counts (as for one run's `gpus`)
+MAX_ACCELERATORS = 1_000_000
 
 
 class WarehouseConfig(_Strict):
@@ -29,13 +38,16 @@ class WarehouseConfig(_Strict):
     # DuckDB's memory_limit: what it may hold before spilling to `<warehouse>.tmp/`. The default
     # keeps the whole process under 2 GiB at 20M billing lines; more is faster on big
     # machines; null leaves DuckDB's own default (80% of the RAM)
-    memory_limit: str | None = "1100MB"
-    threads: int | None = None
+    # what DuckDB's memory_limit takes (`8GB`, `1.5GiB`, `80%`, `-1`): refused here, not by
+    # DuckDB at the first connection without the file or the key
+    memory_limit: str | None = Field(
+        "1100MB", pattern=r"(?i)^\s*([0-9]+(\.[0-9]+)?\s*(b|bytes|[kmgtp]i?b|[kmgtp]|%)|-1)\s*$")
+    threads: int | None = Field(None, ge=1, le=4096)
 
 
 class AwsCur2Source(_Strict):
     kind: Literal["aws_cur2"]
-    path: str
+    path: Text
     endpoint_url: str | None = None
     region: str | None = None
     name: str | None = None
@@ -43,7 +55,7 @@ class AwsCur2Source(_Strict):
 
 class GcpBillingExportSource(_Strict):
     kind: Literal["gcp_billing_export"]
-    table: str
+    table: Text
     api_endpoint: str | None = None
     project: str | None = None
     name: str | None = None
@@ -51,7 +63,7 @@ class GcpBillingExportSource(_Strict):
 
 class FocusSource(_Strict):
     kind: Literal["focus"]
-    path: str                        # a local file or folder, or s3://bucket/prefix
+    path: Text                       # a local file or folder, or s3://bucket/prefix
     endpoint_url: str | None = None  # optional: an S3-compatible endpoint (as aws_cur2)
     region: str | None = None
     name: str | None = None
@@ -64,7 +76,7 @@ BillingSource = Annotated[
 
 class MlflowTracker(_Strict):
     kind: Literal["mlflow"]
-    tracking_uri: str
+    tracking_uri: Text
     experiments: list[str] | None = None
     metric: str | None = None
     tags: dict[str, str] = {}
@@ -75,7 +87,7 @@ class MlflowTracker(_Strict):
 
 class RunsFileTracker(_Strict):
     kind: Literal["runs_file"]
-    path: str
+    path: Text
     name: str | None = None
 
 
@@ -84,7 +96,7 @@ TrackerSource = Annotated[MlflowTracker | RunsFileTracker, Field(discriminator="
 
 class S3Checkpoints(_Strict):
     kind: Literal["s3"]
-    bucket: str
+    bucket: Text
     prefix: str = ""
     endpoint_url: str | None = None
     region: str | None = None
@@ -92,7 +104,7 @@ class S3Checkpoints(_Strict):
 
 class InventoryCheckpoints(_Strict):
     kind: Literal["inventory"]
-    path: str  # a plain CSV, an S3 Inventory manifest.json or its folder; local or s3://
+    path: Text  # a plain CSV, an S3 Inventory manifest.json or its folder; local or s3://
     prefix: str = ""
     # the bucket of a plain CSV without a bucket column, or of a manifest without sourceBucket
     bucket: str | None = None
@@ -102,8 +114,8 @@ class InventoryCheckpoints(_Strict):
 
 class LocalCheckpoints(_Strict):
     kind: Literal["local"]
-    path: str
-    bucket: str
+    path: Text
+    bucket: Text
     prefix: str = ""
 
 
@@ -113,8 +125,8 @@ CheckpointSource = Annotated[
 
 
 class Dataset(_Strict):
-    bucket: str
-    region: str
+    bucket: Text
+    region: Text
 
 
 class ReconciliationPolicy(_Strict):
@@ -124,7 +136,7 @@ class ReconciliationPolicy(_Strict):
 class RetentionPolicy(_Strict):
     keep_last_live: int = Field(3, ge=0)
     keep_last_production: int = Field(3, ge=0)
-    grace_days: int = Field(7, ge=0)
+    grace_days: int = Field(7, ge=0, le=36500)
     max_monthly_violation_cost: float = Field(100.0, ge=0)
 
 
@@ -172,7 +184,7 @@ class PipelineConfig(_Strict):
     first_month: date = FIRST_MONTH
     warehouse: WarehouseConfig = WarehouseConfig()
     billing: list[BillingSource] = []
-    run_tag: str = "run_id"
+    run_tag: Text = "run_id"
     accelerators: dict[str, int] = {}
     datasets: dict[str, Dataset] = {}
     tracker: list[TrackerSource] = []
@@ -188,8 +200,12 @@ class PipelineConfig(_Strict):
         if isinstance(value, date):  # YAML reads 2015-01-01 as a date
             if value.day != 1:
                 raise ValueError(f"{value}: expected a month, YYYY-MM")
-            return value
-        month = parse_month(str(value))
+            month = value
+        else:
+            month = parse_month(str(value))
+        if month.year < 1970:  # `0202-01` for 2020-01: no partition can be named before it
+            raise ValueError(f"{month.year:04d}-{month.month:02d}: a month from 1970 on is "
+                             "expected")
         if month > open_month():
             raise ValueError(f"{month:%Y-%m} has not started yet")
         return month
@@ -198,8 +214,9 @@ class PipelineConfig(_Strict):
     @classmethod
     def _counts_positive(cls, value: dict[str, int]) -> dict[str, int]:
         for instance_type, count in value.items():
-            if count < 0:
-                raise ValueError(f"{instance_type}: accelerator count must be >= 0")
+            if not 0 <= count <= MAX_ACCELERATORS:
+                raise ValueError(f"{instance_type}: accelerator count must be 0 to "
+                                 f"{MAX_ACCELERATORS:,}")
         return value
 
     def resolve(self, path: str) -> str:
@@ -219,6 +236,11 @@ def _describe(error: dict) -> str:
     msg = error["msg"]
     if error["type"] == "extra_forbidden":
         msg = "unknown key"
+    elif error["type"] == "string_pattern_mismatch":
+        msg = (f"{error.get('input')!r} is no size: expected e.g. 8GB, 1.5GiB or 80%"
+               if loc.endswith("memory_limit") else "must not be blank")
+    elif error["type"] == "string_too_short":
+        msg = "must not be empty"
     elif error["type"] == "union_tag_invalid":
         msg = f"unknown kind {error.get('input', {}).get('kind')!r}; expected one of " + (
             error.get("ctx", {}).get("expected_tags", "")
@@ -231,6 +253,8 @@ def parse_config(data: object, base_dir: Path, origin: str = "<config>") -> Pipe
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a mapping at the top level")
+    if "base_dir" in data:  # the file's folder, set here: no key of the file
+        raise ConfigError(f"{origin}: base_dir: unknown key")
     try:
         return PipelineConfig.model_validate({**data, "base_dir": base_dir})
     except ValidationError as exc:
@@ -243,7 +267,9 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
     raw = path or os.environ.get(CONFIG_ENV)
     if not raw:
         raise ConfigError(f"no config: pass --config FILE or set {CONFIG_ENV}")
-    file = Path(raw).expanduser().resolve()
+    # absolute, its links not followed: a config linked into place (a Kubernetes ConfigMap
+    # mount links it into a `..2024_…` folder) resolves its relative paths beside the link
+    file = Path(os.path.abspath(Path(raw).expanduser()))
     try:
         content = file.read_bytes()
     except OSError as exc:
@@ -256,10 +282,35 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
         raise ConfigError(f"config {file} line {line} column {column}: not UTF-8 text (byte "
                           f"0x{content[exc.start]:02x}); save the file as UTF-8") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except _DuplicateKey as exc:
+        raise ConfigError(f"config {file} {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {file}{_yaml_problem(exc, text)}") from None
     return parse_config(data, file.parent, origin=f"config {file}")
+
+
+class _DuplicateKey(ValueError):
+    """A mapping of the file names a key twice."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing a key written twice in one mapping: PyYAML keeps the
+    last, and a second `billing:` dropped the first's sources without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges, not repeats
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise _DuplicateKey(f"line {line}: key {key!r} written twice (first at line "
+                                    f"{seen[key]}): keep one")
+            if isinstance(key, str | int | float | bool):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:

@@ -81,11 +81,19 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
                                                entry.bucket), month, month_end)
         else:
             raise SourceError(name, None, f"checkpoint kind {entry.kind!r} is not supported yet")
-        count = 0
+        count, located, first_key = 0, not entry.prefix, None
         for batch in map(without_folder_markers, listed):
             count += batch.num_rows
+            if not located and batch.num_rows:  # until one key is under the prefix
+                first_key = first_key or batch.column("key")[0].as_py()
+                located = pc.any(pc.starts_with(batch.column("key"),
+                                                run_prefix(entry.prefix))).as_py()
             batches.append(_with_source(batch, name, run_prefix(entry.prefix)))
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
+        if count and not located:  # `/checkpoints/` for `checkpoints/`: no run folder at all
+            log.warning(f"{name}: none of its {count} object(s) is under prefix "
+                        f"{entry.prefix!r}, so no object is a run's checkpoint (keys start "
+                        f"like {first_key!r}): check the prefix")
         reports.update((name, bucket, day.isoformat()) for bucket, day in read)
         if not _lists_each_object_once(entry, read):
             may_repeat[name] = cfg.resolve(entry.path)  # (an `inventory` entry's)

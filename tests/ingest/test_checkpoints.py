@@ -485,3 +485,19 @@ def test_an_object_is_counted_for_repeats_unless_its_listing_lists_each_once(tmp
     assert not each_once(reports)
     assert [(r[1], r[4]) for r in build(con, tmp_path, reports)] == [
         ("checkpoints/run-a/s1/x.pt", date(2026, 7, d)) for d in (2, 3)]
+
+
+def test_a_prefix_no_object_is_under_is_said(tmp_path, con, caplog):
+    """`/checkpoints/` for keys `checkpoints/…`: no object was a run's checkpoint, the
+    retention table empty and the lever $0, without a word. The listing says so."""
+    write(tmp_path / "inv.csv", f"{HEADER}\nb,checkpoints/r1/s1/x.pt,8,2026-07-01\n")
+    entry = {"kind": "inventory", "path": "inv.csv", "prefix": "/checkpoints/"}
+    with caplog.at_level(logging.WARNING, logger="test"):
+        build(con, tmp_path, entry)
+    assert ("checkpoints[0] inventory: none of its 1 object(s) is under prefix '/checkpoints/', "
+            "so no object is a run's checkpoint (keys start like 'checkpoints/r1/s1/x.pt'): "
+            "check the prefix") in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="test"):
+        build(con, tmp_path, {**entry, "prefix": "checkpoints"})
+    assert "check the prefix" not in caplog.text

@@ -1,0 +1,83 @@
+"""The config file's contract (SPEC §9): what it refuses, with one line naming the file and
+the key — a value of the wrong kind is never read as another (`yes` as a share of 1.0), a key
+written twice never drops the first, and relative paths resolve beside the file as named."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from cost_pipeline.config import ConfigError, load_config, parse_config
+
+
+@pytest.mark.parametrize(("data", "named"), [
+    # YAML's booleans are no numbers: `max_untracked_share: yes` passed every reconciliation
+    ({"policy": {"reconciliation": {"max_untracked_share": True}}},
+     "policy.reconciliation.max_untracked_share"),
+    ({"policy": {"retention": {"keep_last_live": True}}}, "policy.retention.keep_last_live"),
+    ({"policy": {"retention": {"grace_days": False}}}, "policy.retention.grace_days"),
+    ({"policy": {"search": {"approval_budget": True}}}, "policy.search.approval_budget"),
+    ({"accelerators": {"x.large": True}}, "accelerators.x.large"),
+    # an empty tracker or path read nothing (or $MLFLOW_TRACKING_URI's tracker) and exited 0
+    ({"tracker": [{"kind": "mlflow", "tracking_uri": ""}]}, "tracking_uri: must not be empty"),
+    ({"billing": [{"kind": "focus", "path": "  "}]}, "path: must not be blank"),
+    # values DuckDB refused later, without the file or the key
+    ({"warehouse": {"memory_limit": "lots"}}, "warehouse.memory_limit: 'lots' is no size"),
+    ({"warehouse": {"threads": 0}}, "warehouse.threads"),
+    ({"policy": {"retention": {"grace_days": 10**9}}}, "policy.retention.grace_days"),
+    ({"accelerators": {"x.large": 10**11}}, "accelerators: Value error, x.large: accelerator"),
+    # a year of three digits broke the partitions; a future month as a YAML date passed
+    ({"first_month": "0202-01"}, "first_month: Value error, 0202-01: a month from 1970 on"),
+    ({"first_month": date(2999, 1, 1)}, "first_month: Value error, 2999-01 has not started"),
+    ({"base_dir": "/etc"}, "base_dir: unknown key"),
+])
+def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(data, named):
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, Path("."), origin="config c.yaml")
+    assert str(err.value).startswith("config c.yaml: ") and named in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_sizes_and_numbers_duckdb_takes_are_accepted():
+    cfg = parse_config({"warehouse": {"memory_limit": "1.5GiB", "threads": 2},
+                        "policy": {"reconciliation": {"max_untracked_share": 0},
+                                   "search": {"approval_budget": 500}}}, Path("."))
+    assert cfg.policy.reconciliation.max_untracked_share == 0.0
+    assert cfg.policy.search.approval_budget == 500.0
+    for size in ("8GB", "80%", "-1", "4gb", "1000000000 bytes"):
+        parse_config({"warehouse": {"memory_limit": size}}, Path("."))
+
+
+def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
+    """PyYAML keeps the last of two equal keys: a second `billing:` dropped the first's
+    sources without a word. Merge keys (`<<: *anchor`) still merge."""
+    path = tmp_path / "config.yaml"
+    path.write_text("billing:\n  - {kind: aws_cur2, path: cur}\ntracker: []\n"
+                    "billing:\n  - {kind: focus, path: focus}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"config {path} line 4: key 'billing' written twice (first at "
+                              "line 1): keep one")
+    path.write_text("defaults: &d {kind: runs_file, path: runs.csv}\n"
+                    "tracker:\n  - {<<: *d, name: team}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="defaults: unknown key"):  # merged, then refused
+        load_config(path)
+
+
+def test_a_linked_config_resolves_its_paths_beside_the_link(tmp_path):
+    """A config linked into place (a Kubernetes ConfigMap mounts it as a link into a
+    `..2024_…` folder) resolved its relative paths in the target's folder: the runs file was
+    not found and the warehouse written into the mount."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "config.yaml").write_text("warehouse: {path: warehouse.duckdb}\n"
+                                      "tracker: [{kind: runs_file, path: runs.csv}]\n",
+                                      encoding="utf-8")
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    (mounted / "config.yaml").symlink_to(real / "config.yaml")
+    cfg = load_config(mounted / "config.yaml")
+    assert cfg.warehouse_path == str(mounted / "warehouse.duckdb")
+    assert cfg.resolve(cfg.tracker[0].path) == str(mounted / "runs.csv")

@@ -256,7 +256,7 @@ def parse_config(data: object, base_dir: Path, origin: str = "<config>") -> Pipe
     if "base_dir" in data:  # the file's folder, set here: no key of the file
         raise ConfigError(f"{origin}: base_dir: unknown key")
     try:
-        return PipelineConfig.model_validate({**data, "base_dir": base_dir})
+        return PipelineConfig.model_validate({**data, "base_dir": Path(base_dir)})
     except ValidationError as exc:
         problems = "; ".join(_describe(e) for e in exc.errors())
         raise ConfigError(f"{origin}: {problems}") from None

@@ -17,7 +17,9 @@
 --                   run, usually the controller, starts.
 --   estimated_cost - the latest recorded estimate of the search (its latest approval row)
 --   cumulative_cost - the search's attributed cost in every materialized month up to and
---                   including this one (a month not materialized yet counts nothing)
+--                   including this one (a month not materialized yet counts nothing); NULL
+--                   when those months are billed in different currencies (`billing_months`:
+--                   EUR and USD amounts do not add up, and the sum was shown under "$")
 --   overrun       - cumulative_cost - estimated_cost (NULL without an estimate)
 WITH search_runs AS (
     SELECT * FROM search_runs($month)
@@ -33,9 +35,12 @@ spend AS (
         coalesce(fsum(a.accelerator_hours) FILTER (WHERE a.month = $month), 0)
                                                                  AS accelerator_hours,
         coalesce(fsum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost,
-        coalesce(fsum(a.cost), 0)                                AS cumulative_cost
+        CASE WHEN count(DISTINCT coalesce(upper(trim(bm.currency)), 'USD')) <= 1
+             THEN coalesce(fsum(a.cost), 0) END                  AS cumulative_cost
     FROM attribution_runs AS a
     JOIN search_runs AS s ON s.run_id = a.run_id
+    LEFT JOIN (SELECT month, min(currency) AS currency FROM billing_months GROUP BY month)
+        AS bm ON bm.month = a.month
     WHERE a.month <= $month
     GROUP BY s.search_id
 ),
@@ -98,8 +103,9 @@ SELECT
     CASE WHEN s.improvement > 0 THEN coalesce(sp.accelerator_hours, 0) / s.improvement END
                                                 AS accelerator_hours_per_improvement,
     ap.estimated_cost,
-    coalesce(sp.cumulative_cost, 0)             AS cumulative_cost,
-    coalesce(sp.cumulative_cost, 0) - ap.estimated_cost AS overrun
+    CASE WHEN sp.search_id IS NULL THEN 0 ELSE sp.cumulative_cost END AS cumulative_cost,
+    CASE WHEN sp.search_id IS NULL THEN 0 ELSE sp.cumulative_cost END - ap.estimated_cost
+                                                AS overrun
 FROM scored AS s
 LEFT JOIN spend    AS sp ON sp.search_id = s.search_id
 LEFT JOIN approval AS ap ON ap.search_id = s.search_id

@@ -18,9 +18,11 @@ import pytest
 from cost_pipeline.config import load_config
 from cost_pipeline.defs.checks import searches_within_estimate
 from cost_pipeline.estimate import EstimateError, estimate_search, record_approval
+from cost_pipeline.report.data import collect
+from cost_pipeline.report.render import render_html
 from cost_pipeline.warehouse import ensure_schema, replace_month, sql_text
 from tests.decisions.test_search_shape import FEB, MARCH, d, params, put_costs
-from tests.support.warehouse_rows import insert_runs
+from tests.support.warehouse_rows import insert_lines, insert_runs
 
 
 @pytest.fixture
@@ -132,3 +134,26 @@ def test_a_search_id_is_required(cfg):
     est = estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=1.0)
     with pytest.raises(EstimateError, match="--search-id"):
         record_approval(cfg, est, "  ")
+
+
+def test_a_search_billed_in_two_currencies_has_no_cost_to_date(cfg):
+    """SX cost EUR 60 in February and USD 50 in March: the sum (110) was its "cost to date",
+    shown under "$" and held against its estimate. Amounts of two currencies do not add up:
+    no cost to date, no overrun; a search billed in one currency keeps both."""
+    approve(cfg, "SX", 100, datetime(2024, 2, 2, tzinfo=UTC))
+    with duckdb.connect(cfg.warehouse_path) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        months(con)
+        con.execute("INSERT INTO billing_months VALUES ('2024-02-01', 1, 1, 1, 1, 'EUR'), "
+                    "('2024-03-01', 1, 1, 1, 1, 'USD')")
+        got = search_costs(con)
+        insert_lines(con, MARCH, [{  # March's bill, in USD
+            "ChargePeriodStart": d(3), "ChargePeriodEnd": d(3, hour=1), "ChargeCategory": "Usage",
+            "EffectiveCost": 57.0, "x_CostComponent": "gpu", "x_SourceLine": "l0",
+            "BillingCurrency": "USD"}])
+        page = render_html(collect(con, MARCH), "test.duckdb")  # the page says "–", no sum
+    assert got["SX"] == (100.0, None, None)
+    assert got["SY"][1] == pytest.approx(7.0)  # March alone: USD
+    assert 'data-search="SX"' in page and 'data-cost-to-date=""' in page

@@ -215,6 +215,13 @@ CREATE OR REPLACE TEMP MACRO claimant_runs(for_month, end_of_month) AS TABLE
 -- accounts), with the GPU-hours the run spent on them in the month (its GPUs, else 1):
 -- `reconciliation.unbilled_claim_gpu_hours` and the `tracker_claims_billed` check
 CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_month) AS TABLE
+    -- the keys the month's bill claims by, read once (each distinct resource once: a month
+    -- has far fewer resources than lines)
+    WITH billed AS MATERIALIZED (
+        SELECT claim_key(ResourceId) AS claimed
+        FROM (SELECT DISTINCT ResourceId FROM billing_facts
+              WHERE month = for_month AND ResourceId IS NOT NULL)
+    )
     SELECT DISTINCT
         c.run_id, c.start_time, c.re, c.gpus, c.listed AS resource_id,
         claim_key(c.listed) AS claim_key,
@@ -225,16 +232,10 @@ CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_m
           FROM claimant_runs(for_month, end_of_month)) AS c
     WHERE c.start_time < CAST(end_of_month AS TIMESTAMP)
       AND c.re > CAST(start_of_month AS TIMESTAMP)
-      -- matched as the attribution matches them (`claim_keys`: a bare name lowercased too)
-      -- (each distinct resource once: a month has far fewer resources than lines)
-      AND claim_key(c.listed) NOT IN (SELECT claim_key(ResourceId)
-                                      FROM (SELECT DISTINCT ResourceId FROM billing_facts
-                                            WHERE month = for_month
-                                              AND ResourceId IS NOT NULL))
-      AND claim_keys(c.listed)[-1] NOT IN (SELECT claim_key(ResourceId)
-                                           FROM (SELECT DISTINCT ResourceId FROM billing_facts
-                                                 WHERE month = for_month
-                                                   AND ResourceId IS NOT NULL));
+      -- matched as the attribution matches them: by every key of `claim_keys` (its first is
+      -- claim_key, its last the training job a bare name may be)
+      AND claim_key(c.listed) NOT IN (SELECT claimed FROM billed)
+      AND claim_keys(c.listed)[-1] NOT IN (SELECT claimed FROM billed);
 
 -- the month's cost as the bill states it and as the attribution splits it, which must agree
 -- to the cent (SPEC §6.6): the cost_conserved check and reconciliation's coverage and totals

@@ -159,6 +159,12 @@ CREATE OR REPLACE TEMP MACRO fmt_money(amount, currency) AS
 CREATE OR REPLACE TEMP MACRO bill_currency(for_month) AS
     (SELECT coalesce(min(BillingCurrency), 'USD') FROM billing_facts WHERE month = for_month);
 
+-- each billed month's currency, from its row of `billing_months` (one a month, SPEC §5): what
+-- sums across months check before adding amounts (two currencies do not add up). The
+-- estimate's read-only query (queries/estimate_basis.sql) spells it out: it has no macros
+CREATE OR REPLACE TEMP MACRO month_currencies() AS TABLE
+    SELECT month, min(upper(trim(currency))) AS currency FROM billing_months GROUP BY month;
+
 -- Table macros: blocks several SQL files read the same way. Parameters are named apart from
 -- the columns (a macro parameter would shadow a column of the same name).
 

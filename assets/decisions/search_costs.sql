@@ -35,12 +35,11 @@ spend AS (
         coalesce(fsum(a.accelerator_hours) FILTER (WHERE a.month = $month), 0)
                                                                  AS accelerator_hours,
         coalesce(fsum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost,
-        CASE WHEN count(DISTINCT coalesce(upper(trim(bm.currency)), 'USD')) <= 1
+        CASE WHEN count(DISTINCT coalesce(bm.currency, 'USD')) <= 1
              THEN coalesce(fsum(a.cost), 0) END                  AS cumulative_cost
     FROM attribution_runs AS a
     JOIN search_runs AS s ON s.run_id = a.run_id
-    LEFT JOIN (SELECT month, min(currency) AS currency FROM billing_months GROUP BY month)
-        AS bm ON bm.month = a.month
+    LEFT JOIN month_currencies() AS bm ON bm.month = a.month
     WHERE a.month <= $month
     GROUP BY s.search_id
 ),

@@ -74,7 +74,9 @@ SELECT
     (SELECT median(transfer_cost) FROM recent) AS transfer_per_run,
     (SELECT median(other_cost) FROM recent) AS other_per_run,
     (SELECT cost / nullif(training_runs, 0) FROM preprocessing) AS preprocessing_per_run,
+    -- each month's currency as macros.sql `month_currencies` reads it (no macros here)
     (SELECT string_agg(DISTINCT coalesce(b.currency, 'USD'), ',' ORDER BY coalesce(b.currency, 'USD'))
        FROM (SELECT DISTINCT month FROM attribution_runs
              WHERE run_id IN (SELECT run_id FROM recent)) AS m
-       LEFT JOIN billing_months b USING (month)) AS currencies
+       LEFT JOIN (SELECT month, min(upper(trim(currency))) AS currency
+                  FROM billing_months GROUP BY month) AS b USING (month)) AS currencies

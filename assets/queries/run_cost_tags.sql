@@ -7,8 +7,7 @@
 WITH month_currency AS (
     SELECT m.month, coalesce(b.currency, 'USD') AS currency
     FROM (SELECT DISTINCT month FROM run_costs) AS m
-    LEFT JOIN (SELECT month, min(upper(trim(currency))) AS currency
-               FROM billing_months GROUP BY month) AS b USING (month)
+    LEFT JOIN month_currencies() AS b USING (month)
 )
 SELECT
     run_id,

@@ -12,13 +12,19 @@ CENT = Decimal("0.01")
 _ANY_DOUBLE = Context(prec=330)
 
 
-def cents(value) -> Decimal:
-    """`value` rounded half up to the cent, however large; a value that is not a finite number
-    (NaN, ±infinity) comes back as that Decimal, unrounded: there are no cents to round."""
+def half_up(value, step: Decimal) -> Decimal:
+    """`value` rounded half up to `step` (`Decimal("0.01")`, `Decimal("0.001")`), however
+    large; a value that is not a finite number (NaN, ±infinity) comes back as that Decimal,
+    unrounded: there is nothing to round."""
     amount = Decimal(str(value))
     if not amount.is_finite():
         return amount
-    return amount.quantize(CENT, rounding=ROUND_HALF_UP, context=_ANY_DOUBLE)
+    return amount.quantize(step, rounding=ROUND_HALF_UP, context=_ANY_DOUBLE)
+
+
+def cents(value) -> Decimal:
+    """`value` rounded half up to the cent (`half_up`)."""
+    return half_up(value, CENT)
 
 
 def symbol_of(currency: str | None) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -38,7 +38,7 @@ from cost_pipeline.ingest.sources.mlflow_runs import (
     tag_names,
     warehouse_run_id,
 )
-from cost_pipeline.report.money import cents
+from cost_pipeline.report.money import cents, half_up
 from cost_pipeline.warehouse import sql_text
 
 TAG_PREFIX = "cost."
@@ -48,6 +48,7 @@ MONEY_TAGS = {  # tag → column of the run_cost_tags query (2 decimals)
     "cost.other_usd": "other_usd",
 }
 HOURS_TAG, MONTHS_TAG, CURRENCY_TAG = "cost.gpu_hours", "cost.months", "cost.currency"
+HOURS_STEP = Decimal("0.001")  # cost.gpu_hours: 3 decimals
 COST_TAGS = (*MONEY_TAGS, HOURS_TAG, MONTHS_TAG, CURRENCY_TAG)
 MAX_TAGS_PER_CALL = 100        # MLflow's log_batch limit on tags (1000 items in all)
 MAX_TAG_VALUE = 8000           # MLflow's limit on a tag value's length (cost.months)
@@ -70,7 +71,7 @@ def _money(value: float) -> str:
 
 
 def _hours(value: float) -> str:
-    text = f"{Decimal(str(value)).quantize(Decimal('0.001'), rounding=ROUND_HALF_UP):f}"
+    text = f"{half_up(value, HOURS_STEP):f}"
     return "0.000" if text == "-0.000" else text
 
 

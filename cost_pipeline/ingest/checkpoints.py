@@ -82,13 +82,13 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
         else:
             raise SourceError(name, None, f"checkpoint kind {entry.kind!r} is not supported yet")
         count, located, first_key = 0, not entry.prefix, None
+        prefix = run_prefix(entry.prefix)
         for batch in map(without_folder_markers, listed):
             count += batch.num_rows
             if not located and batch.num_rows:  # until one key is under the prefix
                 first_key = first_key or batch.column("key")[0].as_py()
-                located = pc.any(pc.starts_with(batch.column("key"),
-                                                run_prefix(entry.prefix))).as_py()
-            batches.append(_with_source(batch, name, run_prefix(entry.prefix)))
+                located = pc.any(pc.starts_with(batch.column("key"), prefix)).as_py()
+            batches.append(_with_source(batch, name, prefix))
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
         if count and not located:  # `/checkpoints/` for `checkpoints/`: no run folder at all
             log.warning(f"{name}: none of its {count} object(s) is under prefix "

@@ -314,23 +314,21 @@ def test_copies_of_an_object_in_one_listing_are_one_object_or_an_error(tmp_path,
                 "b,checkpoints/r1/s1/x.pt,8,2026-07-01T00:00:00Z\n")
     assert [(r[1], r[2]) for r in build(con, tmp_path, entry)] == [
         ("checkpoints/r1/s1/x.pt", 8), ("other", 1)]
-    write(path, f"{HEADER}\nb,checkpoints/r1/s1/x.pt,8,2026-07-01\nb,other,1,2026-07-01\n"
-                "b,checkpoints/r1/s1/x.pt,9,2026-07-01\n"
-                "b,checkpoints/r1/s1/x.pt,8,2026-07-01\n")
-    with pytest.raises(SourceError) as err:
-        build(con, tmp_path, entry)
-    assert str(err.value) == (
-        f"checkpoints[0] inventory: {path}: bucket b, key 'checkpoints/r1/s1/x.pt': listed "
-        "twice with different values: size 8 and 9")
-    write(path, "bucket,key,size,last_modified,snapshot_date\n"
-                "b,k,8,2026-07-01,2026-07-05\nb,k,8,2026-07-02,2026-07-06\n"
-                "b,k,9,2026-07-02,2026-07-05\n")
-    with pytest.raises(SourceError) as err:
-        build(con, tmp_path, entry)
-    assert str(err.value) == (
-        f"checkpoints[0] inventory: {path}: bucket b, key 'k', snapshot 2026-07-05: listed "
-        "twice with different values: size 8 and 9, last_modified 2026-07-01 00:00:00 and "
-        "2026-07-02 00:00:00")
+    for text, problem in [
+        (f"{HEADER}\nb,checkpoints/r1/s1/x.pt,8,2026-07-01\nb,other,1,2026-07-01\n"
+         "b,checkpoints/r1/s1/x.pt,9,2026-07-01\nb,checkpoints/r1/s1/x.pt,8,2026-07-01\n",
+         "bucket b, key 'checkpoints/r1/s1/x.pt': listed twice with different values: size 8 "
+         "and 9"),
+        ("bucket,key,size,last_modified,snapshot_date\n"
+         "b,k,8,2026-07-01,2026-07-05\nb,k,8,2026-07-02,2026-07-06\n"
+         "b,k,9,2026-07-02,2026-07-05\n",
+         "bucket b, key 'k', snapshot 2026-07-05: listed twice with different values: size 8 "
+         "and 9, last_modified 2026-07-01 00:00:00 and 2026-07-02 00:00:00"),
+    ]:
+        write(path, text)
+        with pytest.raises(SourceError) as err:
+            build(con, tmp_path, entry)
+        assert str(err.value) == f"checkpoints[0] inventory: {path}: {problem}"
     # two sources listing the object: one copy kept, by a total order (under a prefix, the
     # first source)
     write(path, f"{HEADER}\nb,checkpoints/r1/s1/x.pt,8,2026-07-01\n")

@@ -43,7 +43,10 @@ WITH usage_types AS (
         regexp_matches(usage_type, '(^|-)EBS:') AS ebs_usage,
         regexp_matches(usage_type, '(NatGateway|TransitGateway|VpcEndpoint|PrivateLink)')
             AS shared_network,
-        regexp_matches(usage_type, '(^|-)(SpotUsage(:|$)|Train-Spot:)') AS spot_usage
+        regexp_matches(usage_type, '(^|-)(SpotUsage(:|$)|Train-Spot:)') AS spot_usage,
+        -- a commitment's own fee: a reservation's (`HeavyUsage:m5.large`) or a savings
+        -- plan's (`ComputeSP:1yrNoUpfront`, `SageMakerSP:…`): what a refund of it refunds
+        regexp_matches(usage_type, '((^|-)HeavyUsage(:|$)|[A-Za-z]SP:)') AS commitment_fee
     FROM (SELECT DISTINCT coalesce(line_item_usage_type, '') AS usage_type FROM cur_raw)
 ),
 raw AS (
@@ -132,6 +135,10 @@ SELECT
              nullif(product_servicecode, ''), line_item_product_code) AS ServiceName,
     service_category(cost_component) AS ServiceCategory,
     CASE
+        -- a refund takes the category of what it refunds: a reservation's or savings plan's
+        -- fee (its usage type), a tax (its tax type), else usage
+        WHEN line_type = 'Refund' AND commitment_fee THEN 'Purchase'
+        WHEN line_type = 'Refund' AND coalesce(trim(line_item_tax_type), '') <> '' THEN 'Tax'
         WHEN line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
                            'SavingsPlanNegation', 'Refund') THEN 'Usage'
         WHEN line_type = 'Tax' THEN 'Tax'

@@ -135,6 +135,7 @@ def _stage_cur2(con, name: str, source: AwsCur2Source, cfg: PipelineConfig, mont
             if fs is None:
                 delivery.bytes_read = None  # read locally: no transfer to count
         cur2.check_amounts(con, delivery, "cur_raw")  # inf / NaN / 1e30 stop here
+        cur2.check_commitment_figures(con, delivery, "cur_raw")
         # net columns are used when the export carries them with values; the split (a
         # statement after the insert) only when a line names a parent instance: exports that
         # select every column carry the split ones, empty, without split cost allocation data

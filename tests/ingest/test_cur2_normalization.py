@@ -119,6 +119,15 @@ def bill_lines() -> list[dict]:
         L("refund_now", -1.0, start=T0 + 24 * HOUR, line_item_line_item_type="Refund"),
         gpu_box("refund_gpu", "USE1-BoxUsage:g5.xlarge", -5.0,
                 line_item_line_item_type="Refund"),  # a refunded GPU hour: gpu, G as its type's
+        # a refund of a reservation's or savings plan's fee is a purchase, of a tax a tax
+        L("refund_ri_fee", -300.0, hours=744, line_item_line_item_type="Refund",
+          line_item_usage_type="USE1-HeavyUsage:g5.xlarge", line_item_resource_id=RI_ARN,
+          reservation_reservation_a_r_n=RI_ARN),
+        L("refund_sp_fee", -50.0, hours=744, line_item_line_item_type="Refund",
+          line_item_product_code="ComputeSavingsPlans", line_item_resource_id=SP_ARN,
+          line_item_usage_type="ComputeSP:1yrNoUpfront"),
+        L("refund_tax", -2.0, hours=744, line_item_line_item_type="Refund",
+          line_item_resource_id=None, line_item_usage_type="", line_item_tax_type="USSalesTax"),
         # instance usage of every kind, accelerator counts
         L("box", 0.096, product_instance_type="m5.large"),
         L("neg_usage", -0.048, line_item_usage_amount=-0.5),
@@ -169,6 +178,9 @@ EXPECTED_COSTS = {
     "refund_old": ("Usage", "Correction", -3.0, -3.0, None),
     "refund_now": ("Usage", None, -1.0, -1.0, None),
     "refund_gpu": ("Usage", None, -5.0, -5.0, None),
+    "refund_ri_fee": ("Purchase", None, -300.0, -300.0, None),
+    "refund_sp_fee": ("Purchase", None, -50.0, -50.0, None),
+    "refund_tax": ("Tax", None, -2.0, -2.0, None),
     "box": ("Usage", None, 0.096, 0.096, None),
     "neg_usage": ("Usage", None, -0.048, -0.048, None),
     "spot_p4d": ("Usage", None, 5.0, 5.0, None),
@@ -327,6 +339,46 @@ def test_net_columns_without_values_count_as_absent(tmp_path, con):
     assert facts(con)["edp"]["EffectiveCost"] == -1.5
     assert summary.total_effective_cost == pytest.approx(8.5)
     assert summary.total_billed_cost == pytest.approx(8.5)
+
+
+COMMITMENT_LINES = {
+    "SavingsPlanCoveredUsage": dict(savings_plan_savings_plan_a_r_n=SP_ARN,
+                                    line_item_usage_type="BoxUsage:p3.2xlarge",
+                                    savings_plan_savings_plan_effective_cost=2.0),
+    "DiscountedUsage": dict(reservation_reservation_a_r_n=RI_ARN, reservation_effective_cost=0.06),
+    "SavingsPlanRecurringFee": dict(line_item_resource_id=SP_ARN,
+                                    line_item_usage_type="ComputeSP:1yrNoUpfront",
+                                    savings_plan_total_commitment_to_date=100.0,
+                                    savings_plan_used_commitment=62.5),
+    "RIFee": dict(line_item_resource_id=RI_ARN, line_item_usage_type="HeavyUsage:m5.large",
+                  reservation_unused_amortized_upfront_fee_for_billing_period=4.0,
+                  reservation_unused_recurring_fee=1.0),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(COMMITMENT_LINES))
+def test_a_commitment_line_without_its_figures_is_refused(tmp_path, con, kind):
+    # an export whose query left out the savings plan / reservation columns: read as 0, the
+    # covered usage was free and the unused commitment gone, silently
+    fields = COMMITMENT_LINES[kind]
+    figures = [c for c in fields if c.startswith(("savings_plan_", "reservation_"))
+               and not c.endswith("_a_r_n")]
+    net = [c.replace("savings_plan_savings_plan", "savings_plan_net_savings_plan")
+           .replace("reservation_", "reservation_net_") for c in figures]
+    lines = [L("use", 10.0), L("commit", 3.0, line_item_line_item_type=kind, **fields)]
+    export = write_export(tmp_path / "absent", {"a.parquet": lines}, drop=(*figures, *net))
+    with pytest.raises(SourceError, match=rf"a.parquet row 2: a {kind} line without "
+                                          r".*the export has no such column"):
+        build(con, config(tmp_path, export))
+    # the columns there, empty on the line: named as empty
+    empty = [L("commit", 3.0, line_item_line_item_type=kind,
+               **{**fields, **dict.fromkeys(figures)})]
+    export = write_export(tmp_path / "empty", {"a.parquet": empty})
+    with pytest.raises(SourceError, match=rf"row 1: a {kind} line without .*empty on this line"):
+        build(con, config(tmp_path, export))
+    # with its figures the line reads (and an empty net column falls back to the gross one)
+    export = write_export(tmp_path / "whole", {"a.parquet": lines})
+    assert build(con, config(tmp_path, export)).rows == 2
 
 
 # ------------------------------------------------------------------ 2. source-level outcomes

@@ -37,7 +37,7 @@ COLUMNS: dict[str, pa.DataType] = {
     "identity_line_item_id": _S, "identity_time_interval": _S,
     "line_item_availability_zone": _S, "line_item_currency_code": _S,
     "line_item_line_item_description": _S, "line_item_line_item_type": _S,
-    "line_item_net_unblended_cost": _F, "line_item_operation": _S,
+    "line_item_net_unblended_cost": _F, "line_item_operation": _S, "line_item_tax_type": _S,
     "line_item_product_code": _S, "line_item_resource_id": _S,
     "line_item_unblended_cost": _F, "line_item_usage_account_id": _S,
     "line_item_usage_amount": _F, "line_item_usage_end_date": _TS,

@@ -43,6 +43,7 @@ OPTIONAL_COLUMNS: dict[str, str] = {
     "line_item_currency_code": "VARCHAR",
     "line_item_net_unblended_cost": "DOUBLE",
     "line_item_operation": "VARCHAR",
+    "line_item_tax_type": "VARCHAR",
     "line_item_availability_zone": "VARCHAR",
     "line_item_usage_amount": "DOUBLE",
     "product_instance_type": "VARCHAR",
@@ -750,6 +751,53 @@ def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str)
         raise SourceError(delivery.source, where,
                           f"{column} is {value}: a cost or quantity must be a finite number "
                           f"below {MAX_AMOUNT_TEXT}")
+
+
+# what a commitment line's EffectiveCost is read from (SPEC §5), net column first: a line
+# of that type with none of them carries no amount, and would count 0
+COMMITMENT_FIGURES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "SavingsPlanCoveredUsage": (("savings_plan_net_savings_plan_effective_cost",
+                                 "savings_plan_savings_plan_effective_cost"),),
+    "DiscountedUsage": (("reservation_net_effective_cost", "reservation_effective_cost"),),
+    "SavingsPlanRecurringFee": (("savings_plan_total_commitment_to_date",),
+                                ("savings_plan_used_commitment",)),
+    "RIFee": (("reservation_net_unused_amortized_upfront_fee_for_billing_period",
+               "reservation_unused_amortized_upfront_fee_for_billing_period",
+               "reservation_net_unused_recurring_fee", "reservation_unused_recurring_fee"),),
+}
+
+
+def check_commitment_figures(con: duckdb.DuckDBPyConnection, delivery: Delivery,
+                             view: str) -> None:
+    """Refuse the delivery when a savings plan's or reservation's line lacks every column
+    its amortized cost is read from (an export whose query left them out, or a line with
+    them empty): counted as 0, the covered usage would be free and the unused commitment
+    gone. Names the file, row, line type and the columns (absent from the export or empty)."""
+    cases = [(kind, names) for kind, groups in COMMITMENT_FIGURES.items() for names in groups]
+    found = con.execute(
+        f"SELECT _file, _row, line_item_line_item_type FROM {view} WHERE "
+        + " OR ".join(
+            f"(line_item_line_item_type = '{kind}' AND "
+            + " AND ".join(f"{sql_identifier(n)} IS NULL" for n in names) + ")"
+            for kind, names in cases)
+        + " ORDER BY _file, _row LIMIT 1").fetchone()
+    if not found:
+        return
+    file, row, kind = found
+    for names in COMMITMENT_FIGURES[kind]:
+        values = con.execute(
+            f"SELECT {', '.join(sql_identifier(n) for n in names)} FROM {view} "
+            "WHERE _file = ? AND _row = ?", [file, row]).fetchone()
+        if all(v is None for v in values or ()):
+            break
+    absent = [n for n in names if n not in delivery.columns]
+    spelled = " / ".join(names)
+    problem = (f"a {kind} line without {spelled}: "
+               + ("the export has no such column; add it to the Data Export's columns "
+                  "(or select every column)" if len(absent) == len(names)
+                  else "the column is empty on this line")
+               + f": its EffectiveCost cannot be read (SPEC §5), and 0 would make it free")
+    raise SourceError(delivery.source, f"{file} row {row}", problem)
 
 
 def _unread_amount_text(con: duckdb.DuckDBPyConnection, delivery: Delivery, column: str,

@@ -45,7 +45,8 @@ recent AS (
         coalesce(s.transfer_cost, 0) AS transfer_cost,
         coalesce(s.other_cost, 0) AS other_cost
     FROM trials t JOIN spend s ON s.run_id = t.run_id
-    WHERE s.gpu_hours > 0
+    -- the runs that held GPUs; a model searched on CPUs alone is priced from all its runs
+    WHERE s.gpu_hours > 0 OR NOT coalesce((SELECT bool_or(gpu_hours > 0) FROM spend), false)
     ORDER BY t.start_time DESC, t.run_id
     LIMIT $sample
 ),
@@ -68,7 +69,9 @@ SELECT
     (SELECT median(gpu_hours) / nullif(median(wall_hours), 0) FROM recent) AS gpus,
     (SELECT median(wall_hours) FROM recent) AS hours,
     (SELECT median(gpu_hours) FROM recent) AS gpu_hours_per_run,
-    (SELECT fsum(gpu_cost) / nullif(fsum(gpu_hours), 0) FROM recent) AS price,
+    -- per GPU-hour; 0 for runs that held none (their GPU part is 0 GPUs × hours × 0)
+    (SELECT CASE WHEN count(*) > 0 THEN coalesce(fsum(gpu_cost) / nullif(fsum(gpu_hours), 0), 0)
+            END FROM recent) AS price,
     (SELECT median(cpu_cost) FROM recent) AS cpu_per_run,
     (SELECT median(storage_cost) FROM recent) AS storage_per_run,
     (SELECT median(transfer_cost) FROM recent) AS transfer_per_run,

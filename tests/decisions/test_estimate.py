@@ -187,6 +187,32 @@ def test_a_run_is_priced_at_the_gpu_hours_it_recorded(tmp_path):
     assert est.per_run["gpu"] == pytest.approx(10.0)  # the median run's 10 GPU-hours × $1
 
 
+def test_a_model_searched_on_cpus_is_priced_from_its_cpu_runs(tmp_path):
+    """Two search runs on CPU instances, $3 each: "no recorded search runs" was said of a model
+    with two, and priced by hand (--gpus 0) every part came from an empty basis: $0,
+    approved, then over its own estimate."""
+    import duckdb
+
+    from tests.support.warehouse_rows import insert, insert_runs
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    march = date(2026, 3, 1)
+    with duckdb.connect() as con:
+        insert_runs(con, march, [
+            {"run_id": run_id, "status": "FINISHED", "model": "fraud", "purpose": "search",
+             "search_id": "S0", "start_time": datetime(2026, 3, day),
+             "end_time": datetime(2026, 3, day, 2)} for day, run_id in ((2, "c1"), (3, "c2"))])
+        insert(con, "attribution", march, [
+            {"x_SourceLine": f"{run_id}-cpu", "run_id": run_id, "purpose_class": "search",
+             "component": "cpu", "cost": 3.0, "share": 1.0, "rule": "compute", "hours": 2.0,
+             "accelerator_hours": 0.0} for run_id in ("c1", "c2")], {})
+        est = estimate_search(cfg, "fraud", 2, 1, con=con)
+    assert est.basis["sample_runs"] == 2
+    assert (est.gpus, est.hours, est.price) == (0.0, 2.0, 0.0)
+    assert est.per_run["cpu"] == pytest.approx(3.0)
+    assert est.total_cost == pytest.approx(6.0)
+
+
 def test_a_basis_billed_in_two_currencies_is_refused_unless_priced_by_hand(tmp_path, capsys):
     """Runs billed in EUR in March and in USD in April: their amounts do not add up, and the
     estimate said "USD" (the latest month's) over a price mixing both. It is refused, saying

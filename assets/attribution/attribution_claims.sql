@@ -58,11 +58,13 @@ SELECT
     date_trunc('hour', s) = date_trunc('hour', e - INTERVAL 1 MICROSECOND)
         AND s >= CAST($month_start AS TIMESTAMP) AND e <= CAST($month_end AS TIMESTAMP)
         AS in_hour,
-    -- d: how long the resource ran in the period; a line without a resource is its own
+    -- d: how long the resource ran in the period; a line without a resource is its own.
+    -- The resource is its claim key, as runs name it: an Azure id's rows spelled in two
+    -- cases (a reservation-covered row `…/ML-RG/…`, an on-demand one lowercased) are one VM
     CASE WHEN coalesce(fsum(usage_hours) OVER period, 0) > 0 THEN fsum(usage_hours) OVER period
          ELSE epoch(e - s) / 3600.0 END AS d
 FROM usage_lines
-WINDOW period AS (PARTITION BY coalesce(ResourceId, '#' || line_key), s, e);
+WINDOW period AS (PARTITION BY coalesce(claim_key, '#' || line_key), s, e);
 
 CREATE OR REPLACE TEMP TABLE attribution_claims AS
 WITH

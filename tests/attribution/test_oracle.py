@@ -87,6 +87,21 @@ def test_hour_split_across_savings_plan_and_on_demand_rows():
     assert out[sl(od), "idle_capacity"]["cost"] == pytest.approx(2.5)
 
 
+def test_an_azure_vm_spelled_in_two_cases_is_one_resource():
+    # Azure ids are case-insensitive: a reservation-covered row spelled as created and an
+    # on-demand row lowercased, 12 h each of one VM-day → d = 24 h; a run on the VM for 12 h
+    # holds half of each row (each row read as its own resource gave d = 12: share 1, the
+    # run took the whole day and nothing was untracked)
+    vm = "/subscriptions/S1/resourceGroups/ML-RG/providers/Microsoft.Compute/virtualMachines/GPU-VM-1"
+    day0, day1 = T(5), T(6)
+    covered = line(rid=vm, s=day0, e=day1, uh=12.0, cost=100.0)
+    on_demand = line(rid=vm.lower(), s=day0, e=day1, uh=12.0, cost=300.0)
+    out = attr([covered, on_demand], [run("r1", start=day0, end=T(5, 12), res=(vm,))])
+    assert out[sl(covered), "r1"]["share"] == pytest.approx(0.5)
+    assert out[sl(on_demand), "r1"]["cost"] == pytest.approx(150.0)
+    assert out[sl(on_demand), "idle_capacity"]["cost"] == pytest.approx(150.0)
+
+
 def test_shared_instance_two_runs_of_four_gpus():
     # G = 8; each run: min(1, 1/1) × 4/8 = 0.5; S = 1 → no untracked row. $16 → 8 + 8.
     ln = line(cost=16.0)

@@ -109,10 +109,11 @@ def rule_of(line: dict) -> str:
 
 
 def group_key(line: dict) -> tuple:
-    """(ResourceId, s, e); a line without a resource id is a group of its own."""
+    """(resource, s, e), the resource as runs name it (`claim_key`: an Azure id in any case is
+    one resource); a line without a resource id is a group of its own."""
     if not line.get("ResourceId"):
         return ("<no resource>", line["x_SourceLine"])
-    return (line["ResourceId"], line["ChargePeriodStart"], line["ChargePeriodEnd"])
+    return (claim_key(line["ResourceId"]), line["ChargePeriodStart"], line["ChargePeriodEnd"])
 
 
 def usage_hours_by_group(lines: list[dict]) -> dict[tuple, float]:

@@ -125,7 +125,8 @@ WHERE month = $month
 CREATE OR REPLACE TEMP TABLE attribution_affected AS
 WITH
 periods AS (
-    SELECT DISTINCT ResourceId, ChargePeriodStart, ChargePeriodEnd
+    -- by the resource's claim key, as d sums its hours (an Azure id in two cases is one VM)
+    SELECT DISTINCT claim_key(ResourceId) AS claim_key, ChargePeriodStart, ChargePeriodEnd
     FROM attribution_affected_seeds
     WHERE ResourceId IS NOT NULL AND rule = 'compute'
 ),
@@ -135,7 +136,7 @@ lines AS (
     SELECT b.rowid
     FROM billing_facts AS b
     SEMI JOIN periods AS p
-      ON p.ResourceId = b.ResourceId AND p.ChargePeriodStart = b.ChargePeriodStart
+      ON p.claim_key = claim_key(b.ResourceId) AND p.ChargePeriodStart = b.ChargePeriodStart
      AND p.ChargePeriodEnd = b.ChargePeriodEnd
     WHERE b.month = $month
       AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,

@@ -254,6 +254,28 @@ def test_unchanged_runs_keep_the_rows_and_a_changed_run_redoes_its_lines_or_the_
     assert (again.mode, again.changed_runs) == ("full", 0)
 
 
+def test_a_partial_re_run_redoes_every_row_of_an_azure_vm_hour_in_either_case():
+    """A tagged run's line brings the other rows of its resource-hour into a partial re-run
+    (d is summed over them): an Azure VM's rows spelled in two cases are one resource-hour,
+    so the lowercased row comes too; left out, d was the tagged row's hours alone."""
+    vm = "/subscriptions/S1/resourceGroups/ML-RG/providers/Microsoft.Compute/virtualMachines/V1"
+    lines = [dict(line, x_UsageHours=0.5) for line in gpu_lines((vm,), range(1), 10.0)]
+    lines.append(dict(lines[0], x_SourceLine="lower-0", ResourceId=vm.lower()))
+    lines[0]["Tags"] = {"run_id": "tagged"}
+    runs = [{**RUN_DEFAULTS, "run_id": "tagged", "status": "FINISHED",
+             "start_time": hour(0), "end_time": hour(1), "resource_ids": []}]
+    con = month_of(lines, runs, [])
+    attribute(con)
+    # the tagged run now ended after 15 minutes: its tagged row takes 0.25 h of d = 1 h
+    later = [dict(runs[0], end_time=hour(0) + timedelta(minutes=15))]
+    new_runs(con, later)
+    done = attribute(con, **ANY_SHARE)
+    assert done.mode == "partial"
+    assert_same_attribution(con, _whole(lines, later, []))
+    assert con.execute("SELECT sum(cost) FROM attribution WHERE run_id = 'tagged'"
+                       ).fetchall() == [(pytest.approx(2.5),)]
+
+
 def test_rule_4s_bytes_are_computed_only_for_a_month_attributed_again():
     """attribution_storage.sql reads the listing for the buckets' per-run bytes: a kept month
     does not need them (0.2 s of a re-run at 2M lines with 1M objects)."""

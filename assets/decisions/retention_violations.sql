@@ -19,18 +19,20 @@ WITH objects AS (
 ),
 checkpoints AS (
     -- a checkpoint is as new as its newest shard; only the runs keep-last applies to (live,
-    -- production) are ranked: a dead run's or an orphan's objects break the policy anyway
-    SELECT bucket, run_id, checkpoint_name, max(last_modified) AS newest
+    -- production) are ranked: a dead run's or an orphan's objects break the policy anyway.
+    -- A run's checkpoints are counted across every listed bucket (keep-last is per run: two
+    -- buckets of 3 each kept 6), a checkpoint of one name in two buckets (a replica) once
+    SELECT run_id, checkpoint_name, max(last_modified) AS newest
     FROM objects
     WHERE run_class IN ('live', 'production')
-    GROUP BY bucket, run_id, checkpoint_name
+    GROUP BY run_id, checkpoint_name
 ),
 ranked AS (
     -- 1 = the run's newest checkpoint; equal times are broken by name, the higher name
     -- (e.g. step-000300 over step-000200) counting as the newer one
     SELECT
-        bucket, run_id, checkpoint_name,
-        row_number() OVER (PARTITION BY bucket, run_id
+        run_id, checkpoint_name,
+        row_number() OVER (PARTITION BY run_id
                            ORDER BY newest DESC NULLS LAST, checkpoint_name DESC) AS recency
     FROM checkpoints
 ),
@@ -46,7 +48,7 @@ judged AS (
         END AS reason
     FROM objects AS o
     LEFT JOIN ranked AS k
-      ON k.bucket = o.bucket AND k.run_id = o.run_id AND k.checkpoint_name = o.checkpoint_name
+      ON k.run_id = o.run_id AND k.checkpoint_name = o.checkpoint_name
 )
 SELECT
     CAST($month AS DATE)                    AS month,

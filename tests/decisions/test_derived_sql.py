@@ -521,6 +521,26 @@ def test_retention_violations(con):
     assert total == pytest.approx(20.5)
 
 
+def test_keep_last_counts_a_runs_checkpoints_in_every_bucket(con):
+    """Keep-last is per run (SPEC §7 "a run's checkpoints"): production run P has c1–c3 in
+    bucket b1 and c4, c5 in b2, so c1 and c2 are beyond its newest 3 (ranked per bucket, it
+    kept all five). A checkpoint of one name in both buckets (a replica) is one checkpoint:
+    c5's copy in b1 is as new as c5, kept with it."""
+    for bucket in ("b1", "b2"):
+        bill(con, f"S-{bucket}", bucket, datetime(2024, 3, 1), 10.0, component="storage",
+             resource_kind="bucket")
+    tracker(con, "P", "FINISHED", end=datetime(2024, 3, 6), purpose="production")
+    for day, bucket, name in ((1, "b1", "c1"), (2, "b1", "c2"), (3, "b1", "c3"),
+                              (4, "b2", "c4"), (5, "b2", "c5"), (5, "b1", "c5")):
+        obj(con, bucket, f"checkpoints/P/{name}/shard0", 10, datetime(2024, 3, day))
+    run(con, "retention_violations")
+    assert rows(con, "SELECT bucket, checkpoint, reason, round(monthly_cost, 9) "
+                     "FROM retention_violations ORDER BY bucket, key") == [
+        ("b1", "c1", "beyond_keep_last", 2.5),    # b1: 40 listed bytes, $10 → 0.25 / byte
+        ("b1", "c2", "beyond_keep_last", 2.5),
+    ]
+
+
 def test_storage_by_run_status(con):
     retention_month(con)
     assert run(con, "storage_by_run_status") == 4

@@ -31,19 +31,24 @@ def _fmt(value, currency: str | None = None) -> str:
     return str(value)
 
 
-MONEY_FIGURES = {"effective_cost", "delta"}  # printed in the bill's currency
+MONEY_FIGURES = {"effective_cost", "delta", "violation_cost", "budget"}  # in the bill's currency
+FIGURES = ("untracked_share", "threshold", "billed_gpu_hours", "tracked_gpu_hours",
+           "effective_cost", "delta")
+# what a failed check says beside its figures: what failed (its metadata holds the rest)
+FAILED_FIGURES = ("missing_days", "violation_cost", "budget", "unbilled_claim_gpu_hours",
+                  "resource_ids", "models", "without_estimate", "over_estimate")
 
 
 def print_checks(result) -> None:
     for check in result.checks:
         mark = "PASS" if check.passed else f"FAIL ({check.severity})"
-        keys = [k for k in ("untracked_share", "threshold", "billed_gpu_hours",
-                            "tracked_gpu_hours", "effective_cost", "delta") if k in check.metadata]
+        keys = [k for k in (*FIGURES, *(() if check.passed else FAILED_FIGURES))
+                if check.metadata.get(k) not in (None, "")]
         currency = check.metadata.get("currency") or "USD"
         figures = ", ".join(
             f"{k} {_fmt(check.metadata[k], currency if k in MONEY_FIGURES else None)}"
             for k in keys)
-        print(f"{result.month:%Y-%m} {check.asset}.{check.name}: {mark}  {figures}")
+        print(f"{result.month:%Y-%m} {check.asset}.{check.name}: {mark}  {figures}".rstrip())
 
 
 def cmd_materialize(args) -> int:

@@ -46,6 +46,35 @@ def test_materialize_prints_checks_and_strict_exit(demo_quarter, tmp_path, dagst
     assert passing.returncode == 0, passing.stderr
 
 
+def test_a_failed_check_says_what_failed(capsys):
+    """A failing WARN check printed only "FAIL (WARN)": it names what failed now (the
+    searches, the days, the models, the cost against the budget); a passing one stays short."""
+    from datetime import date
+
+    from cost_pipeline.cli.main import print_checks
+    from cost_pipeline.cli.materialize import CheckOutcome, MonthResult
+
+    checks = [
+        CheckOutcome("search_costs", "searches_within_estimate", False, "WARN",
+                     {"without_estimate": "S2", "over_estimate": "S1, S3", "searches": 3}),
+        CheckOutcome("retention_violations", "retention_within_budget", False, "WARN",
+                     {"violation_cost": 120.5, "budget": 100.0, "currency": "EUR"}),
+        CheckOutcome("billing_facts", "billing_complete", True, "ERROR",
+                     {"missing_days": "", "days_expected": 31}),
+        CheckOutcome("cost_per_model_monthly", "model_cost_trend", True, "WARN",
+                     {"models": ""}),
+    ]
+    print_checks(MonthResult(date(2026, 7, 1), True, "r", None, checks))
+    assert capsys.readouterr().out.splitlines() == [
+        "2026-07 search_costs.searches_within_estimate: FAIL (WARN)  without_estimate S2, "
+        "over_estimate S1, S3",
+        "2026-07 retention_violations.retention_within_budget: FAIL (WARN)  "
+        "violation_cost EUR 120.50, budget EUR 100.00",
+        "2026-07 billing_facts.billing_complete: PASS",
+        "2026-07 cost_per_model_monthly.model_cost_trend: PASS",
+    ]
+
+
 def test_cli_runs_are_recorded_in_the_instance(demo_quarter, tmp_path, dagster_home):
     import dagster as dg
 

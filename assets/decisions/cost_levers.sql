@@ -177,14 +177,22 @@ preempted AS (
         count(*)                                                       AS chains,
         coalesce(sum(restarts), 0)                                     AS restarts,
         coalesce(sum(restarts_from_scratch), 0)                        AS from_scratch,
-        count(*) FILTER (WHERE spot_cost_more_than_on_demand)          AS dearer,
+        -- each list under the heading that counts it: the chains that lost compute, the
+        -- chains dearer than their last run on demand, the chains whose last run has no
+        -- on-demand figure this month (compared with nothing)
         string_agg(chain_id || ' (' || runs || ' runs, ' || restarts_from_scratch
-                   || ' from scratch): ' || fmt_money(cost, bill_currency($month))
-                   || CASE WHEN last_run_on_demand_cost IS NOT NULL
-                           THEN ' vs ' || fmt_money(last_run_on_demand_cost, bill_currency($month))
-                                || ' for its last run on demand' ELSE '' END,
-                   '; ' ORDER BY lost_cost DESC, chain_id)
-            FILTER (WHERE lost_cost <> 0)                              AS detail
+                   || ' from scratch) ' || fmt_money(lost_cost, bill_currency($month))
+                   || ' of ' || fmt_money(cost, bill_currency($month)),
+                   ', ' ORDER BY lost_cost DESC, chain_id)
+            FILTER (WHERE lost_cost <> 0)                              AS lost_detail,
+        count(*) FILTER (WHERE spot_cost_more_than_on_demand)          AS dearer,
+        string_agg(chain_id || ' ' || fmt_money(cost, bill_currency($month)) || ' vs '
+                   || fmt_money(last_run_on_demand_cost, bill_currency($month)),
+                   ', ' ORDER BY cost - last_run_on_demand_cost DESC, chain_id)
+            FILTER (WHERE spot_cost_more_than_on_demand)               AS dearer_detail,
+        count(*) FILTER (WHERE last_run_on_demand_cost IS NULL)        AS unpriced,
+        string_agg(chain_id, ', ' ORDER BY chain_id)
+            FILTER (WHERE last_run_on_demand_cost IS NULL)             AS unpriced_detail
     FROM preemption
     WHERE month = $month
 ),
@@ -283,8 +291,14 @@ levers AS (
                   || ' spot chain(s), repeating no run billed this month'
              ELSE pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
                   || ' spot chain(s) repeated ' || fmt_money(pe.dollars, bill_currency($month))
-                  || '; ' || pe.dearer || ' chain(s) cost more than their last run on demand: '
-                  || pe.detail END
+                  || ': ' || pe.lost_detail || '; ' || pe.dearer
+                  || ' chain(s) cost more than their last run on demand'
+                  || coalesce(': ' || pe.dearer_detail, '')
+                  || CASE WHEN pe.unpriced > 0
+                          THEN '; ' || pe.unpriced || ' chain(s) whose last run has no on-demand '
+                               || 'price this month (no compute row, or a line without '
+                               || 'ListCost): ' || pe.unpriced_detail
+                          ELSE '' END END
     FROM preempted AS pe, restart_records AS rr
     UNION ALL
     SELECT 8, 'use a cheaper card', i.dollars,

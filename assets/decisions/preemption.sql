@@ -22,8 +22,10 @@
 --                   (share is the row's final share of the line, so a line whose
 --                   EffectiveCost is 0 still prices); NULL when one of those lines has no
 --                   ListCost (the source does not state the public price)
---   last_run_on_demand_cost  the same for the chain's last run (latest start) alone
---   spot_cost_more_than_on_demand  cost > last_run_on_demand_cost
+--   last_run_on_demand_cost  the same for the chain's last run (latest start) alone; NULL
+--                   when that run has no compute row this month (it starts in a later month,
+--                   or lists no billed resource): there is nothing to compare with
+--   spot_cost_more_than_on_demand  cost > last_run_on_demand_cost (NULL when that is NULL)
 WITH RECURSIVE runs AS (
     SELECT run_id, model, start_time, resumed_from,
            CASE WHEN restart_of <> run_id THEN restart_of END AS restart_of,
@@ -168,8 +170,10 @@ on_demand AS (
         p.chain_id,
         bool_or(p.spot)                                                         AS spot,
         CASE WHEN NOT bool_or(p.unpriced) THEN fsum(p.on_demand) END             AS on_demand_cost,
-        CASE WHEN NOT coalesce(bool_or(p.unpriced) FILTER (WHERE p.run_id = l.last_run_id), false)
-             THEN coalesce(fsum(p.on_demand) FILTER (WHERE p.run_id = l.last_run_id), 0) END
+        -- NULL, not 0, when the last run has no compute row this month (it starts in a
+        -- later month, or lists no billed resource): nothing to compare the chain with
+        CASE WHEN NOT bool_or(p.unpriced) FILTER (WHERE p.run_id = l.last_run_id)
+             THEN fsum(p.on_demand) FILTER (WHERE p.run_id = l.last_run_id) END
                                                                                 AS last_run_on_demand_cost
     FROM priced AS p
     JOIN last_runs AS l USING (chain_id)

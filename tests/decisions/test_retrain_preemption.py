@@ -325,6 +325,45 @@ def test_restarts_from_scratch_that_repeated_nothing_billed_say_so(con):
                                    "run billed this month")
 
 
+def test_a_last_run_without_compute_this_month_is_compared_with_nothing(con):
+    """q's restart q2 starts in April (and lists no billed resource): the chain's last run
+    has no compute row in March, so its on-demand figure is unknown, not $0 — "$8.00 vs
+    $0.00" called the chain dearer than nothing. The evidence lists each chain under the
+    heading that counts it: m lost compute but is not dearer than its last run on demand."""
+    lines = [instance_line("i-q", 0, 4, 8.0, 24.0),
+             instance_line("i-m", 5, 6, 5.0, 15.0), instance_line("i-m2", 6, 7, 5.0, 15.0),
+             instance_line("i-x", 0, 6, 6.0, 9.0, day=3),
+             instance_line("i-y", 6, 12, 6.0, 9.0, day=3)]
+    runs = [run("q", 0, 4, ["i-q"]),
+            {**run("q2", 0, 5, ["i-z"], restart_of="q", status="FINISHED"),
+             "start_time": d(2024, 4, 1, 0), "end_time": d(2024, 4, 1, 5)},
+            run("m", 5, 6, ["i-m"]), run("m2", 6, 7, ["i-m2"], restart_of="m"),
+            run("x", 0, 6, ["i-x"], day=3), run("y", 6, 9, ["i-y"], restart_of="x", day=3)]
+    rows = {r["chain_id"]: r for r in preemption_month(con, lines=lines, runs=runs)}
+    q = rows["q"]
+    assert (q["runs"], q["cost"], q["lost_cost"], q["on_demand_cost"], q["last_run_id"]) == (
+        2, pytest.approx(8.0), pytest.approx(8.0), pytest.approx(24.0), "q2")
+    assert q["last_run_on_demand_cost"] is None
+    assert q["spot_cost_more_than_on_demand"] is None
+    m = rows["m"]
+    assert (m["cost"], m["lost_cost"], m["last_run_on_demand_cost"]) == (
+        pytest.approx(10.0), pytest.approx(5.0), pytest.approx(15.0))
+    assert m["spot_cost_more_than_on_demand"] is False
+    x = rows["x"]                       # y ran 3 h of i-y's 6: 6 + 3 against 9 × 0.5
+    assert (x["cost"], x["lost_cost"], x["last_run_on_demand_cost"]) == (
+        pytest.approx(9.0), pytest.approx(6.0), pytest.approx(4.5))
+    assert x["spot_cost_more_than_on_demand"] is True
+    preempt = levers(con)["checkpoint before going preemptible"]
+    assert preempt["dollars"] == pytest.approx(19.0)                # 8 + 5 + 6
+    assert preempt["evidence"] == (
+        "3 restart(s) from scratch in 3 spot chain(s) repeated $19.00: "
+        "q (2 runs, 1 from scratch) $8.00 of $8.00, x (2 runs, 1 from scratch) $6.00 of $9.00, "
+        "m (2 runs, 1 from scratch) $5.00 of $10.00; "
+        "1 chain(s) cost more than their last run on demand: x $9.00 vs $4.50; "
+        "1 chain(s) whose last run has no on-demand price this month (no compute row, or a "
+        "line without ListCost): q")
+
+
 def test_spot_chains_without_restart_records(con):
     runs = [{**r, "restart_of": None, "resumed_from": None} for r in RUNS]
     preemption_month(con, runs=runs)

@@ -89,18 +89,28 @@ classified AS (
             AS storage_usage
     FROM raw
 ),
-job_instances AS (
-    -- a training job keeps its instance count: the most instance-hours per hour any of its
-    -- lines shows, so that a partial hour (2 instances × 30 min = 1.0) or an hour split
-    -- between a savings-plan row and an on-demand row does not read as fewer instances.
-    -- Its own narrow pass over cur_raw (SageMaker rows, four columns): sharing the chain
-    -- below would make DuckDB buffer every row of the month.
+job_period_hours AS (
+    -- a training job's instance-hours in each of its periods, summed over the rows the period
+    -- is split into (a savings-plan row + an on-demand row of 1.0 each are 2 instances'
+    -- hour); only the rows that carry hours (a negation mirrors its covered row, a refund
+    -- gives money back for hours counted). Its own narrow pass over cur_raw (SageMaker rows,
+    -- five columns): sharing the chain below would make DuckDB buffer every row of the month.
     SELECT line_item_resource_id AS job, line_item_usage_type AS job_usage_type,
-           max(instance_hours_per_hour(line_item_usage_amount, line_item_usage_start_date,
-                                       line_item_usage_end_date)) AS peak_instances
+           instance_hours_per_hour(sum(line_item_usage_amount), line_item_usage_start_date,
+                                   line_item_usage_end_date) AS instances
     FROM cur_raw
     WHERE line_item_product_code = 'AmazonSageMaker'
       AND line_item_usage_end_date > line_item_usage_start_date
+      AND line_item_line_item_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage')
+    GROUP BY line_item_resource_id, line_item_usage_type, line_item_usage_start_date,
+             line_item_usage_end_date
+),
+job_instances AS (
+    -- a training job keeps its instance count: the most instance-hours per hour any of its
+    -- periods shows, so that a partial hour (2 instances × 30 min = 1.0) or an hour split
+    -- into rows of at most 1.0 each does not read as fewer instances
+    SELECT job, job_usage_type, max(instances) AS peak_instances
+    FROM job_period_hours
     GROUP BY ALL
 ),
 component AS (

@@ -86,6 +86,34 @@ def test_training_lines_have_the_job_as_resource(tmp_path, con):
     assert (half["x_AcceleratorCount"], half["x_UsageHours"]) == (16, 0.5)
 
 
+def test_a_two_instance_hour_split_into_rows_of_one_is_still_two_instances(tmp_path, con):
+    """Each hour of a 2-instance job billed as a savings-plan row (1.0 instance-hour, with its
+    negation) and an on-demand row (1.0): the most one row showed was 1.0, so the job read
+    as 1 instance (G 8, 1 h a row, d 2 h): its run got half and the rest was untracked."""
+    sp = {"savings_plan_savings_plan_a_r_n": "arn:aws:savingsplans::1:savingsplan/x",
+          "savings_plan_savings_plan_effective_cost": 30.0}
+    rows = []
+    for h in range(2):
+        at = START + timedelta(hours=h)
+        common = dict(start=at, line_item_product_code="AmazonSageMaker",
+                      line_item_usage_type="USE1-Train:ml.p4d.24xlarge",
+                      line_item_resource_id=ARN, line_item_usage_amount=1.0)
+        rows += [line(RATE, identity_line_item_id=f"sp{h}",
+                      line_item_line_item_type="SavingsPlanCoveredUsage", **common, **sp),
+                 line(-RATE, identity_line_item_id=f"neg{h}",
+                      line_item_line_item_type="SavingsPlanNegation", **common, **sp),
+                 line(40.0, identity_line_item_id=f"od{h}", **common)]
+    cfg = config(tmp_path, write_export(tmp_path, {"p.parquet": rows}))
+    build(con, cfg)
+    got = facts(con)
+    assert {(got[k]["x_AcceleratorCount"], got[k]["x_UsageHours"]) for k in ("sp0", "od1")} == {
+        (16, 0.5)}
+    insert_runs(con, JULY, [{**RUN_DEFAULTS, **run(NAME, end_time=START + timedelta(hours=2))}])
+    build_attribution(con, JULY, month_params(cfg, JULY))
+    assert dict(con.execute("SELECT coalesce(run_id, kind), round(sum(cost), 6) "
+                            "FROM attribution GROUP BY 1").fetchall()) == {"sft-42": 140.0}
+
+
 @pytest.mark.parametrize("listed", [NAME, ARN, NAME.upper()],
                          ids=["job name", "job ARN", "job name as created"])
 def test_a_run_naming_the_job_gets_its_full_cost(tmp_path, con, listed):

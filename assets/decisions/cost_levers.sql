@@ -11,10 +11,15 @@
 --                             policy.retrain.min_metric_change; 0 with its reason when no
 --                             retrain records a metric to compare
 --   cache preprocessing       preprocessing_waste, kind 'recomputed': preprocess runs that
---                             recomputed a table a cache would have served
+--                             recomputed a table a cache would have served; 0 with its reason
+--                             when no preprocess run records an input_hash and
+--                             transform_version
 --   delete dead checkpoints   retention_violations: the monthly cost of every object the
---                             retention policy says should be gone
---   co-locate compute & data  egress: cross-region pulls of datasets (run or untracked)
+--                             retention policy says should be gone; 0 with its reason when
+--                             nothing was listed this month (no checkpoints source)
+--   co-locate compute & data  egress: cross-region pulls of datasets (run or untracked); 0
+--                             with its reason when no dataset region is known (no datasets in
+--                             the config, no run records dataset_region)
 --   chase untracked usage     untracked GPU and CPU compute (attribution, purpose untracked)
 --   checkpoint before going   Σ preemption.lost_cost: this month's cost of the runs that a
 --   preemptible               restart from scratch repeated (chains with spot compute); 0 with
@@ -196,9 +201,31 @@ preempted AS (
     FROM preemption
     WHERE month = $month
 ),
-restart_records AS (
-    SELECT count(*) FILTER (WHERE restart_of IS NOT NULL) AS runs
+run_records AS (
+    -- what the tracker records that three levers need to be priced at all, in one pass
+    SELECT
+        count(*) FILTER (WHERE restart_of IS NOT NULL)                  AS restarts,
+        count(*) FILTER (WHERE purpose = 'preprocess' AND input_hash IS NOT NULL
+                           AND transform_version IS NOT NULL)          AS keyed_preprocess,
+        count(*) FILTER (WHERE dataset_region IS NOT NULL)              AS dataset_regions
     FROM month_runs($month)
+),
+month_spend AS (
+    -- the month's cost the missing-data reasons quote: what the lever could not look into
+    SELECT
+        coalesce(fsum(cost) FILTER (WHERE purpose_class = 'preprocessing'), 0) AS preprocessing,
+        coalesce(fsum(cost) FILTER (WHERE component = 'storage'), 0)          AS storage,
+        coalesce(fsum(cost) FILTER (WHERE component = 'network'), 0)          AS network
+    FROM attribution_runs
+    WHERE month = $month
+),
+known AS (
+    -- a checkpoint listing of the month (objects, or a dated report of an empty bucket), and
+    -- a dataset region from the config
+    SELECT
+        EXISTS (SELECT 1 FROM checkpoint_inventory WHERE month = $month)
+            OR EXISTS (SELECT 1 FROM checkpoint_snapshots WHERE month = $month) AS listing,
+        EXISTS (SELECT 1 FROM config_datasets WHERE region IS NOT NULL)       AS config_regions
 ),
 levers AS (
     SELECT 1 AS mission_order, 'bound the search' AS lever, s.dollars,
@@ -237,31 +264,44 @@ levers AS (
     SELECT 3, 'cache preprocessing', p.dollars,
         'a feature-table cache keyed by (input_hash, transform_version): storage for '
         || p.tables || ' cached table(s) and a lookup before each preprocess step',
-        p.runs || ' preprocess run(s) recomputed an (input_hash, transform_version) already '
-        || 'computed: ' || format('{:,.1f}', p.cpu_hours) || ' CPU-hours'
-        || CASE WHEN p.stale_runs > 0
-                THEN '; ' || p.stale_runs || ' run(s) (' || fmt_money(p.stale_cost, bill_currency($month))
-                     || ') trained on a stale transform_version (not counted here)'
-                ELSE '' END
-    FROM preprocessing AS p
+        CASE WHEN p.runs = 0 AND rr.keyed_preprocess = 0
+             THEN 'no preprocess run records an input_hash and transform_version: '
+                  || 'recomputations cannot be told (preprocessing cost this month '
+                  || fmt_money(ms.preprocessing, bill_currency($month)) || ')'
+             ELSE p.runs || ' preprocess run(s) recomputed an (input_hash, transform_version) '
+                  || 'already computed: ' || format('{:,.1f}', p.cpu_hours) || ' CPU-hours'
+                  || CASE WHEN p.stale_runs > 0
+                          THEN '; ' || p.stale_runs || ' run(s) ('
+                               || fmt_money(p.stale_cost, bill_currency($month))
+                               || ') trained on a stale transform_version (not counted here)'
+                          ELSE '' END END
+    FROM preprocessing AS p, run_records AS rr, month_spend AS ms
     UNION ALL
     SELECT 4, 'delete dead checkpoints', r.dollars,
         'a lifecycle rule or cleanup job applying the retention policy; risk: deleting a '
         || 'checkpoint someone still needs (keep=true protects a run)',
-        r.objects || ' object(s), ' || format('{:,.1f}', r.gib) || ' GiB, break the '
-        || 'retention policy: dead runs ' || fmt_money(r.dead, bill_currency($month))
-        || ', beyond keep-last ' || fmt_money(r.beyond, bill_currency($month))
-        || ', orphans ' || fmt_money(r.orphan, bill_currency($month)) || ' a month'
-    FROM retention AS r
+        CASE WHEN r.objects = 0 AND NOT k.listing
+             THEN 'no checkpoint listing this month (no checkpoints source in the config, or '
+                  || 'it listed nothing): dead checkpoints cannot be told (storage cost this '
+                  || 'month ' || fmt_money(ms.storage, bill_currency($month)) || ')'
+             ELSE r.objects || ' object(s), ' || format('{:,.1f}', r.gib) || ' GiB, break the '
+                  || 'retention policy: dead runs ' || fmt_money(r.dead, bill_currency($month))
+                  || ', beyond keep-last ' || fmt_money(r.beyond, bill_currency($month))
+                  || ', orphans ' || fmt_money(r.orphan, bill_currency($month)) || ' a month' END
+    FROM retention AS r, known AS k, month_spend AS ms
     UNION ALL
     SELECT 5, 'co-locate compute with data', e.dollars,
         'train in the dataset''s region, or copy the dataset once into the compute region '
         || '(one transfer plus its storage) instead of pulling it per run; may need GPU '
         || 'capacity in that region',
-        CASE WHEN e.dollars = 0 THEN 'no cross-region pull billed this month'
+        CASE WHEN e.dollars = 0 AND NOT k.config_regions AND rr.dataset_regions = 0
+             THEN 'no dataset region known (no datasets in the config, no run records '
+                  || 'dataset_region): cross-region pulls cannot be told (network cost this '
+                  || 'month ' || fmt_money(ms.network, bill_currency($month)) || ')'
+             WHEN e.dollars = 0 THEN 'no cross-region pull billed this month'
              ELSE e.runs || ' run(s) pulled data across regions ('
                   || format('{:,.0f}', e.gb) || ' GB): ' || e.routes END
-    FROM egress_total AS e
+    FROM egress_total AS e, known AS k, run_records AS rr, month_spend AS ms
     UNION ALL
     SELECT 6, 'chase untracked usage', u.dollars,
         'finding the owners of the resources in untracked_usage, tagging resources with '
@@ -277,7 +317,7 @@ levers AS (
         'checkpointing spot runs often enough to resume (and resuming from the checkpoint '
         || 'on restart), or on-demand capacity for runs that cannot; costs checkpoint storage',
         CASE WHEN pe.chains = 0 THEN 'no spot compute billed to a run this month'
-             WHEN rr.runs = 0
+             WHEN rr.restarts = 0
              THEN pe.chains || ' run chain(s) used spot capacity, but no run records '
                   || 'restart_of: restarts cannot be told'
              WHEN pe.from_scratch = 0
@@ -299,7 +339,7 @@ levers AS (
                                || 'price this month (no compute row, or a line without '
                                || 'ListCost): ' || pe.unpriced_detail
                           ELSE '' END END
-    FROM preempted AS pe, restart_records AS rr
+    FROM preempted AS pe, run_records AS rr
     UNION ALL
     SELECT 8, 'use a cheaper card', i.dollars,
         'benchmarking the model on another accelerator (or fewer GPUs per run), possibly '

@@ -517,6 +517,57 @@ def test_cost_levers_evidence_is_in_the_bills_currency(con):
     assert "tracked GPU cost this month −NOK 1,234.50" in evidence["use a cheaper card"]
 
 
+def test_levers_without_the_data_to_price_them_say_zero_and_why(con):
+    """SPEC §12: every lever row says 0 with its reason when the data to price it is missing.
+    No checkpoint listing, no preprocess run with an input_hash, no dataset region: these
+    three levers read like clean findings ("0 object(s) … break the retention policy")."""
+    runs(con, *[{"run_id": f"pp{i}", "model": "churn", "purpose": "preprocess",
+                 "start_time": d(2024, 3, i)} for i in (1, 2)])
+    attr(con, "L1", "pp1", "preprocessing", 2.0, component="cpu", hours=1.0)
+    attr(con, "L2", "pp2", "preprocessing", 2.5, component="cpu", hours=1.0)
+    attr(con, "B1", None, "untracked", 0.75, component="storage", kind="idle_capacity")
+    attr(con, "N1", None, "untracked", 0.25, component="network", kind="shared")
+    run(con, "preprocessing_waste")
+
+    def levers():
+        run(con, "cost_levers")
+        got = select(con, "SELECT lever, dollars, evidence FROM cost_levers")
+        assert all(r["dollars"] == 0.0 for r in got if r["lever"] != "use a cheaper card")
+        return {r["lever"]: r["evidence"] for r in got}
+
+    evidence = levers()
+    assert evidence["cache preprocessing"] == (
+        "no preprocess run records an input_hash and transform_version: recomputations cannot "
+        "be told (preprocessing cost this month $4.50)")
+    assert evidence["delete dead checkpoints"] == (
+        "no checkpoint listing this month (no checkpoints source in the config, or it listed "
+        "nothing): dead checkpoints cannot be told (storage cost this month $0.75)")
+    assert evidence["co-locate compute with data"] == (
+        "no dataset region known (no datasets in the config, no run records dataset_region): "
+        "cross-region pulls cannot be told (network cost this month $0.25)")
+
+    # a configured dataset's region: no pull crossed a region, a finding
+    con.execute("INSERT INTO config_datasets VALUES ('events', 'data-west', 'us-west-2')")
+    assert levers()["co-locate compute with data"] == "no cross-region pull billed this month"
+    con.execute("DELETE FROM config_datasets")
+    # a run's dataset_region, a keyed preprocess run and a dated report of an empty bucket:
+    # each lever's 0 is a finding again
+    runs(con, {"run_id": "pp3", "model": "churn", "purpose": "preprocess", "input_hash": "h1",
+               "transform_version": "v1", "start_time": d(2024, 3, 3),
+               "dataset_region": "us-west-2"})
+    con.execute("INSERT INTO checkpoint_snapshots VALUES (?, 'test', 'ckpt', ?)",
+                [MARCH, date(2024, 3, 31)])
+    run(con, "preprocessing_waste")
+    evidence = levers()
+    assert evidence["cache preprocessing"] == (
+        "0 preprocess run(s) recomputed an (input_hash, transform_version) already computed: "
+        "0.0 CPU-hours")
+    assert evidence["delete dead checkpoints"] == (
+        "0 object(s), 0.0 GiB, break the retention policy: dead runs $0.00, beyond keep-last "
+        "$0.00, orphans $0.00 a month")
+    assert evidence["co-locate compute with data"] == "no cross-region pull billed this month"
+
+
 def test_fmt_money_matches_the_python_formatter(con):
     from cost_pipeline.report.money import in_currency
 

@@ -290,7 +290,7 @@ levers AS (
                   || ', orphans ' || fmt_money(r.orphan, bill_currency($month)) || ' a month' END
     FROM retention AS r, known AS k, month_spend AS ms
     UNION ALL
-    SELECT 5, 'co-locate compute with data', e.dollars,
+    SELECT 5, 'co-locate compute & data', e.dollars,
         'train in the dataset''s region, or copy the dataset once into the compute region '
         || '(one transfer plus its storage) instead of pulling it per run; may need GPU '
         || 'capacity in that region',

@@ -1,6 +1,6 @@
 -- The levers summed over the period, ranked like cost_levers ranks a month: by dollars to the
 -- cent, largest first, ties in the mission's order (SPEC §12: bound the search, retrain on
--- measured decay, cache preprocessing, delete dead checkpoints, co-locate compute with data,
+-- measured decay, cache preprocessing, delete dead checkpoints, co-locate compute & data,
 -- chase untracked usage, checkpoint before going preemptible; cost_levers.sql
 -- `mission_order`, spelled out here: the read-only queries have no macros); "use a cheaper
 -- card" always last. The last month's ranks are no tie-break: they order the last month's
@@ -23,7 +23,7 @@ SELECT
         ORDER BY (lever = 'use a cheaper card'), round(dollars, 2) DESC,
                  coalesce(list_position(['bound the search', 'retrain on measured decay',
                                          'cache preprocessing', 'delete dead checkpoints',
-                                         'co-locate compute with data', 'chase untracked usage',
+                                         'co-locate compute & data', 'chase untracked usage',
                                          'checkpoint before going preemptible'], lever), 8),
                  lever) AS INTEGER) AS rank,
     lever, dollars, by_month, evidence, what_it_costs_to_pull, evidence_month

@@ -294,7 +294,7 @@ def test_the_two_levers_in_the_mission_order_with_their_dollars(con):
     zero = [r["lever"] for r in sorted(rows.values(), key=lambda r: r["rank"])
             if r["dollars"] == 0 and r["lever"] != "use a cheaper card"]
     mission = ["bound the search", "retrain on measured decay", "cache preprocessing",
-               "delete dead checkpoints", "co-locate compute with data",
+               "delete dead checkpoints", "co-locate compute & data",
                "chase untracked usage", "checkpoint before going preemptible"]
     assert zero == [lever for lever in mission if lever in zero]
 

@@ -473,7 +473,7 @@ def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
         (1, "chase untracked usage", 80.0),      # GPU 70 + CPU 10 (storage, network not)
         (2, "bound the search", 56.0),           # questioned: S2 6 + S3 50, not S4
         (3, "delete dead checkpoints", 42.5),    # 30 + 12.5
-        (4, "co-locate compute with data", 9.5),  # 6.5 + the unclaimed 3.0
+        (4, "co-locate compute & data", 9.5),  # 6.5 + the unclaimed 3.0
         (5, "cache preprocessing", 5.5),         # 4.5 + 1.0, not the stale run's 20
         (6, "retrain on measured decay", 0.0),   # no retrain (retrain_cadence is empty)
         (7, "checkpoint before going preemptible", 0.0),   # no spot chain (preemption)
@@ -542,13 +542,13 @@ def test_levers_without_the_data_to_price_them_say_zero_and_why(con):
     assert evidence["delete dead checkpoints"] == (
         "no checkpoint listing this month (no checkpoints source in the config, or it listed "
         "nothing): dead checkpoints cannot be told (storage cost this month $0.75)")
-    assert evidence["co-locate compute with data"] == (
+    assert evidence["co-locate compute & data"] == (
         "no dataset region known (no datasets in the config, no run records dataset_region): "
         "cross-region pulls cannot be told (network cost this month $0.25)")
 
     # a configured dataset's region: no pull crossed a region, a finding
     con.execute("INSERT INTO config_datasets VALUES ('events', 'data-west', 'us-west-2')")
-    assert levers()["co-locate compute with data"] == "no cross-region pull billed this month"
+    assert levers()["co-locate compute & data"] == "no cross-region pull billed this month"
     con.execute("DELETE FROM config_datasets")
     # a run's dataset_region, a keyed preprocess run and a dated report of an empty bucket:
     # each lever's 0 is a finding again
@@ -565,7 +565,7 @@ def test_levers_without_the_data_to_price_them_say_zero_and_why(con):
     assert evidence["delete dead checkpoints"] == (
         "0 object(s), 0.0 GiB, break the retention policy: dead runs $0.00, beyond keep-last "
         "$0.00, orphans $0.00 a month")
-    assert evidence["co-locate compute with data"] == "no cross-region pull billed this month"
+    assert evidence["co-locate compute & data"] == "no cross-region pull billed this month"
 
 
 def test_fmt_money_matches_the_python_formatter(con):
@@ -588,7 +588,7 @@ def test_cost_levers_of_an_empty_month_keep_the_mission_order(con):
     got = con.execute("SELECT lever, dollars FROM cost_levers ORDER BY rank").fetchall()
     assert got == [("bound the search", 0.0), ("retrain on measured decay", 0.0),
                    ("cache preprocessing", 0.0), ("delete dead checkpoints", 0.0),
-                   ("co-locate compute with data", 0.0), ("chase untracked usage", 0.0),
+                   ("co-locate compute & data", 0.0), ("chase untracked usage", 0.0),
                    ("checkpoint before going preemptible", 0.0), ("use a cheaper card", 0.0)]
 
 

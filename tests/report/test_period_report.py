@@ -118,7 +118,7 @@ def test_levers_summed_over_the_period_and_ranked(quarter, demo_warehouse):
 
 
 MISSION_ORDER = ["bound the search", "retrain on measured decay", "cache preprocessing",
-                 "delete dead checkpoints", "co-locate compute with data", "chase untracked usage",
+                 "delete dead checkpoints", "co-locate compute & data", "chase untracked usage",
                  "checkpoint before going preemptible", "use a cheaper card"]   # SPEC §12
 
 
@@ -143,7 +143,7 @@ def test_levers_tied_over_the_period_rank_in_the_mission_order():
         got = read_rows(con, "period_levers", jan, feb)
     assert [r["lever"] for r in got] == [
         "bound the search", "chase untracked usage", "retrain on measured decay",
-        "cache preprocessing", "delete dead checkpoints", "co-locate compute with data",
+        "cache preprocessing", "delete dead checkpoints", "co-locate compute & data",
         "checkpoint before going preemptible", "use a cheaper card"]
     assert [r["rank"] for r in got] == list(range(1, 9))
 

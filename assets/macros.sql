@@ -389,16 +389,20 @@ CREATE OR REPLACE TEMP MACRO search_best(for_month, metric_goal) AS TABLE
     GROUP BY t.search_id;
 
 -- the model's best result before a search started: production runs (not part of any search)
--- and runs of other searches that had finished by then, on the same metric. A run without a
--- recorded end finished at its start unless it is still RUNNING: a live run's metric is a
--- reading in flight, not a result the search had to beat
+-- and the trials of other searches that had finished by then, on the same metric. A run without
+-- a recorded end finished at its start unless it is still RUNNING: a live run's metric is a
+-- reading in flight, not a result the search had to beat. A search's sweep controller (a
+-- parent of runs) is not a trial: its metric is no search's result (search_best), so it is
+-- no previous best either
 CREATE OR REPLACE TEMP MACRO search_previous_best(for_month, metric_goal) AS TABLE
     SELECT s.search_id, best_metric_of(any_value(metric_goal), list(p.metric_value)) AS previous_best
     FROM search_identity(for_month) AS s
     JOIN month_runs(for_month) AS p
       ON p.model = s.model
      AND ((p.purpose = 'production' AND p.search_id IS NULL)
-          OR (p.search_id IS NOT NULL AND p.search_id <> s.search_id))
+          OR (p.search_id IS NOT NULL AND p.search_id <> s.search_id
+              AND p.run_id NOT IN (SELECT parent_run_id FROM month_runs(for_month)
+                                   WHERE parent_run_id IS NOT NULL)))
      AND CASE WHEN p.end_time IS NOT NULL THEN p.end_time < s.search_start
               ELSE p.status IS DISTINCT FROM 'RUNNING' AND p.start_time < s.search_start END
      AND (p.metric_name IS NULL OR s.metric_name IS NULL OR p.metric_name = s.metric_name)

@@ -270,3 +270,24 @@ def test_search_costs_and_search_trend_agree_on_the_previous_best(con):
     assert costs["S2"] == trend["S2"] == pytest.approx(0.63)     # S1's best, over by 1 Mar
     assert costs["S3"] == trend["S3"] == pytest.approx(0.90)     # S2's c3
     assert set(costs) <= set(trend)
+
+
+def test_an_earlier_searchs_controller_is_no_previous_best(con):
+    """S1's sweep controller logs 0.99, its only trial 0.80: S1's result is 0.80 (a controller
+    is not a trial), so the best S2 had to beat is 0.80, not the controller's 0.99."""
+    rows = [trial("s1-t", "S1", "k1", 0, d(1, 2), 5.0, 0.80, parent="s1-ctl", month=FEB),
+            trial("s2-a", "S2", "c1", 0, d(2), 1.0, 0.85),
+            trial("s2-b", "S2", "c1", 1, d(2), 2.0, 0.84)]
+    controller = {"run_id": "s1-ctl", "status": "FINISHED", "start_time": d(1, 2),
+                  "end_time": d(1, 2, hour=3), "model": "churn", "purpose": "search",
+                  "search_id": "S1", "metric_name": "val_auc", "metric_value": 0.99}
+    insert_runs(con, MARCH, [r for r, _ in rows] + [controller])
+    put_costs(con, [c for _, c in rows])
+    build(con, "search_costs")
+    build(con, "search_trend")
+    costs = {r[0]: r[1:] for r in con.execute(
+        "SELECT search_id, best_metric, previous_best, improvement FROM search_costs").fetchall()}
+    trend = {r[0]: r[1:] for r in con.execute(
+        "SELECT search_id, previous_best, improvement FROM search_trend").fetchall()}
+    assert costs["S2"] == (pytest.approx(0.85), pytest.approx(0.80), pytest.approx(0.05))
+    assert trend["S2"] == (pytest.approx(0.80), pytest.approx(0.05))

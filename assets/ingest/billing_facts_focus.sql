@@ -58,8 +58,15 @@
 --   accounts) and resources the config names as buckets; an S3 ARN or a GCS resource name is
 --   reduced to the bucket name so it matches the checkpoint listings.
 -- * ListCost is the file's own (NULL when absent). x_PricingCategory from PricingCategory:
---   Dynamic → spot, Committed → committed, Standard → on_demand, anything else (Other, empty,
---   a non-usage row) → other.
+--   Dynamic → spot, Committed → committed, Standard → on_demand, and FOCUS 1.0-preview's
+--   names of the same (Spot, Commitment-Based, On-Demand); anything else (Other, empty, a
+--   non-usage row) → other.
+-- * FOCUS 1.0-preview files have no CommitmentDiscountStatus nor ChargeClass: their
+--   ChargeSubcategory says it. `Unused Commitment` → CommitmentDiscountStatus Unused (an
+--   unused commitment, whichever source it comes from), `Used Commitment` → Used; a `Refund`
+--   of an earlier billing period (its charge period starts before its billing period) →
+--   ChargeClass Correction, which is what FOCUS 1.0's Correction means (as CUR's refunds).
+-- * x_InvoiceId = InvoiceId, else x_InvoiceId (Azure's FOCUS 1.0 export has only that).
 WITH tag_hints AS (
     -- the JSON columns are parsed once per distinct text, not once a line (a run's lines, a
     -- SKU's lines share theirs): each line joins its own
@@ -215,7 +222,15 @@ resources AS (
 ),
 hints AS (
     SELECT
-        f.*,
+        f.* REPLACE (
+            coalesce(f.CommitmentDiscountStatus,
+                     CASE lower(trim(f.ChargeSubcategory))
+                         WHEN 'unused commitment' THEN 'Unused'
+                         WHEN 'used commitment' THEN 'Used' END) AS CommitmentDiscountStatus,
+            coalesce(f.ChargeClass,
+                     CASE WHEN lower(trim(f.ChargeSubcategory)) = 'refund'
+                               AND f.ChargePeriodStart < f.BillingPeriodStart
+                          THEN 'Correction' END) AS ChargeClass),
         t.tag_map, t.tag_cores,
         d.detail_instance_type,
         d.detail_accelerators, d.detail_cores,
@@ -353,7 +368,10 @@ SELECT
     ListCost,
     CASE lower(trim(coalesce(PricingCategory, '')))
         WHEN 'dynamic' THEN 'spot' WHEN 'committed' THEN 'committed'
-        WHEN 'standard' THEN 'on_demand' ELSE 'other'
+        WHEN 'standard' THEN 'on_demand'
+        -- FOCUS 1.0-preview's names (Azure's "FOCUS 1.0-preview" export)
+        WHEN 'spot' THEN 'spot' WHEN 'commitment-based' THEN 'committed'
+        WHEN 'on-demand' THEN 'on_demand' ELSE 'other'
     END AS x_PricingCategory,
     tag_map AS Tags,
     cost_component AS x_CostComponent,
@@ -381,7 +399,7 @@ SELECT
         ELSE 'other'
     END AS x_ResourceKind,
     ChargeCategory AS x_LineItemType,
-    InvoiceId AS x_InvoiceId,
+    coalesce(InvoiceId, x_InvoiceId) AS x_InvoiceId,
     false AS x_SplitParent,  -- split cost allocation is a CUR feature
     $source || ':' || _name || ':' || _row AS x_SourceLine,
     _file AS x_File,

@@ -70,6 +70,9 @@ COLUMNS: dict[str, str] = {
     "ServiceSubcategory": "VARCHAR",
     "ChargeCategory": "VARCHAR",
     "ChargeClass": "VARCHAR",
+    # FOCUS 1.0-preview's, which had no ChargeClass nor CommitmentDiscountStatus: `Used
+    # Commitment`, `Unused Commitment`, `Refund`, `On-Demand` (billing_facts_focus.sql)
+    "ChargeSubcategory": "VARCHAR",
     "ResourceId": "VARCHAR",
     "ResourceType": "VARCHAR",
     "RegionId": "VARCHAR",
@@ -84,8 +87,10 @@ COLUMNS: dict[str, str] = {
     "CommitmentDiscountStatus": "VARCHAR",
     "CapacityReservationStatus": "VARCHAR",  # FOCUS 1.1+: Used | Unused
     "ListCost": "DOUBLE",
-    "PricingCategory": "VARCHAR",       # Standard | Dynamic | Committed | Other
+    # Standard | Dynamic | Committed | Other (1.0-preview: On-Demand | Spot | Commitment-Based)
+    "PricingCategory": "VARCHAR",
     "InvoiceId": "VARCHAR",
+    "x_InvoiceId": "VARCHAR",           # Azure's FOCUS 1.0 export: the invoice (no InvoiceId)
     "Tags": "JSON",
     # provider extensions this normalization understands when present
     "x_InstanceType": "VARCHAR",

@@ -1,7 +1,11 @@
 -- The `model_cost_trend` check (WARN, on cost_per_model_monthly): each model's cost this
 -- month against the median of its costs in the 3 months before. A model's previous months
--- are those of the 3 in which the warehouse holds cost for it; with fewer than 2 of them it
--- is not judged (a new model has no trend yet). It fails when
+-- are those of the 3 that the warehouse holds (materialized: in billing_months, or with
+-- cost_per_model_monthly rows) from the model's first month with a cost row on; in such a
+-- month without a row for the model it spent nothing: a cost of 0, as a month with a $0 row
+-- (skipping it judged two models of the same spend differently). Months before the model's
+-- first are not its history, so a new model is not judged against zeros. With fewer than 2
+-- previous months it is not judged (a new model has no trend yet). It fails when
 --     cost > $max_growth × median(previous months' costs)
 -- (median of 2 = their mean). Untracked and unallocated cost has no model and is left out.
 -- Parameters: $month, $max_growth.
@@ -12,14 +16,32 @@ WITH per_month AS (
       AND month BETWEEN CAST(CAST($month AS DATE) - INTERVAL 3 MONTH AS DATE) AND $month
     GROUP BY month, model
 ),
+held AS (
+    -- the months of the window before this one that the warehouse holds
+    SELECT DISTINCT month
+    FROM (SELECT month FROM billing_months UNION ALL SELECT month FROM cost_per_model_monthly)
+    WHERE month >= CAST(CAST($month AS DATE) - INTERVAL 3 MONTH AS DATE) AND month < $month
+),
+first_month AS (
+    -- each model judged this month, and its first month with a cost row (any month)
+    SELECT model, min(month) AS first_month
+    FROM cost_per_model_monthly
+    WHERE model IN (SELECT model FROM per_month WHERE month = $month)
+    GROUP BY model
+),
+previous AS (
+    SELECT f.model, h.month, coalesce(p.cost, 0) AS cost
+    FROM first_month AS f
+    JOIN held AS h ON h.month >= f.first_month
+    LEFT JOIN per_month AS p ON p.model = f.model AND p.month = h.month
+),
 history AS (
     SELECT
         model,
         median(cost)                                          AS previous_median,
         count(*)                                              AS previous_months,
         list(strftime(month, '%Y-%m') ORDER BY month)         AS months
-    FROM per_month
-    WHERE month < $month
+    FROM previous
     GROUP BY model
 )
 SELECT

@@ -73,6 +73,34 @@ def test_a_model_needs_two_previous_months(con):
     assert check.metadata["models_not_judged"].value == 2
 
 
+def test_a_held_month_the_model_spent_nothing_in_is_a_cost_of_zero(con):
+    """m1 and m2 spent 100, 200, nothing, 200: m1's March has a $0 row, m2's none. March is
+    held (materialized) either way, so both are judged against median(100, 200, 0) = 100 —
+    m2 was judged against median(100, 200) = 150 and passed. A month the warehouse holds
+    counts towards the 2 needed; months before a model's first are not its history."""
+    for month in (JAN, FEB, MAR, APR):
+        con.execute("INSERT INTO billing_months (month, lines, currencies, currency) "
+                    "VALUES (?, 1, 1, 'USD')", [month])
+    costs(con, JAN, m1=100.0, m2=100.0, k=100.0)
+    costs(con, FEB, m1=200.0, m2=200.0, fresh=0.5)
+    costs(con, MAR, m1=0.0)
+    costs(con, APR, m1=200.0, m2=200.0, k=100.0, fresh=0.3, new=50.0)
+    check = model_cost_trend(con, APR, 1.5)
+    assert not check.passed
+    assert check.metadata["models"].value == "m1, m2, k"
+    months = ["2026-01", "2026-02", "2026-03"]
+    assert check.metadata["exceeding"].value == [
+        {"model": m, "cost": 200.0, "previous_median": 100.0, "previous_months": months,
+         "judged": True, "growth": 2.0} for m in ("m1", "m2")] + [
+        # 100 in January, nothing in February and March: median(100, 0, 0) = 0
+        {"model": "k", "cost": 100.0, "previous_median": 0.0, "previous_months": months,
+         "judged": True, "growth": None}]
+    # fresh: first costed in February, so February and March (0.5 and 0: median 0.25, 0.3
+    # within 1.5 × it); new: no month before April is its history, not judged
+    assert check.metadata["models_judged"].value == 4
+    assert check.metadata["models_not_judged"].value == 1
+
+
 def test_untracked_cost_has_no_model_and_is_not_judged(con):
     for month in (JAN, FEB):
         costs(con, month, untracked=10.0, churn=100.0)

@@ -1,17 +1,28 @@
-"""FOCUS files as the providers write them (SPEC §5, §12): FOCUS 1.0-preview's and Azure's
+"""FOCUS files as the providers deliver them (SPEC §3, §5, §12): an export that keeps every
+run of a month beside the others (Azure without "Overwrite data", AWS Data Exports with a
+manifest a month) is read as its current delivery only, and FOCUS 1.0-preview's and Azure's
 own spellings (PricingCategory `Spot`, ChargeSubcategory `Unused Commitment`, `x_InvoiceId`)
 mean what FOCUS 1.0's do."""
 
 from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import UTC, datetime
+from pathlib import Path
 
 import duckdb
 import pytest
 
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
+from cost_pipeline.ingest.billing import build_billing_facts
 from cost_pipeline.warehouse import month_params
 from tests.ingest.test_focus_source import COLUMNS, MAY, load, row, vm, write_csv
+from tests.support.s3_server import new_bucket, put
 
+LOG = logging.getLogger("test")
 AZURE_COLUMNS = tuple(c for c in COLUMNS if c not in ("InvoiceId", "ChargeClass",
                                                       "CommitmentDiscountStatus"))
 
@@ -21,6 +32,140 @@ def con():
     connection = duckdb.connect()
     yield connection
     connection.close()
+
+
+def day(d: int, cost: float = 100.0) -> dict:
+    """One VM-day of May as Azure's daily export writes it."""
+    return vm(f"day{d}", "Standard_NC24ads_A100_v4", hours=24.0, cost=cost,
+              ProviderName="Microsoft", ChargePeriodStart=f"2026-05-{d:02d}T00:00:00Z",
+              ChargePeriodEnd=f"2026-05-{d + 1:02d}T00:00:00Z")
+
+
+def azure_run(folder: Path, run_id: str, rows: list[dict], submitted: str | None,
+              modified: float | None = None) -> None:
+    """An Azure Cost Management export run: `<date range>/<runId>/part_0_0001.csv` and its
+    manifest.json, as the export writes them (the fields a reader uses)."""
+    part = write_csv(folder / run_id / "part_0_0001.csv", rows, AZURE_COLUMNS)
+    info = {"executionType": "Scheduled", "runId": run_id, "startDate": "2026-05-01T00:00:00",
+            "endDate": "2026-05-31T00:00:00"}
+    if submitted:
+        info["submittedTime"] = submitted
+    manifest = folder / run_id / "manifest.json"
+    manifest.write_text(json.dumps({
+        "manifestVersion": "2024-04-01", "byteCount": part.stat().st_size, "blobCount": 1,
+        "exportConfig": {"exportName": folder.parent.name, "type": "FocusCost",
+                         "dataVersion": "1.0", "timeFrame": "MonthToDate"},
+        "deliveryConfig": {"dataOverwriteBehavior": "CreateNewReport", "fileFormat": "Csv"},
+        "runInfo": info,
+        "blobs": [{"blobName": f"exports/{folder.parent.name}/{folder.name}/{run_id}/"
+                               "part_0_0001.csv", "byteCount": part.stat().st_size}]}))
+    if modified is not None:
+        for file in (part, manifest):
+            os.utime(file, (modified, modified))
+
+
+def month_lines(con) -> tuple[int, float, list[str]]:
+    count, cost = con.execute("SELECT count(*), sum(EffectiveCost) FROM billing_facts "
+                              "WHERE month = ?", [MAY]).fetchone()
+    files = con.execute("SELECT DISTINCT x_SourceLine.split(':')[2] FROM billing_facts "
+                        "WHERE month = ? ORDER BY 1", [MAY]).fetchall()
+    return count, cost, [f[0] for f in files]
+
+
+def azure_export(root: Path, by: str) -> None:
+    """Two runs of May (the newer one by `by`, its folder first by name), and one run of
+    another export."""
+    may = root / "ml-focus-daily" / "20260501-20260531"
+    if by == "submittedTime":
+        azure_run(may, "f1e2-run-of-05-03", [day(1), day(2)], "2026-05-03T06:12:40.1234567Z")
+        azure_run(may, "0a1b-run-of-05-04", [day(1), day(2), day(3)],
+                  "2026-05-04T06:10:02.7654321Z")
+    else:  # no submittedTime: the files' modification times
+        now = datetime(2026, 5, 4, 6, tzinfo=UTC).timestamp()
+        azure_run(may, "f1e2-run-of-05-03", [day(1), day(2)], None, now - 86_400)
+        azure_run(may, "0a1b-run-of-05-04", [day(1), day(2), day(3)], None, now)
+    azure_run(root / "ml-focus-other" / "20260501-20260531", "77aa-run",
+              [day(4, cost=5.0)], "2026-05-02T06:00:00Z")
+
+
+@pytest.mark.parametrize("by", ["submittedTime", "modification time"])
+def test_an_azure_export_keeping_its_runs_is_read_as_its_newest_run(con, tmp_path, caplog, by):
+    # Azure's export without "Overwrite data" writes the month to date again every day,
+    # each run in a folder of its own: every run read counted May 1st and 2nd twice
+    azure_export(tmp_path / "focus", by)
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        load(con, tmp_path / "focus")
+    assert month_lines(con) == (4, 305.0, [
+        "ml-focus-daily/20260501-20260531/0a1b-run-of-05-04/part_0_0001.csv",
+        "ml-focus-other/20260501-20260531/77aa-run/part_0_0001.csv"])
+    when = ("submitted 2026-05-03T06:12:40Z) superseded by run 0a1b-run-of-05-04 (submitted "
+            "2026-05-04T06:10:02Z)" if by == "submittedTime" else
+            "no submittedTime; files modified up to 2026-05-03T06:00:00Z) superseded by run "
+            "0a1b-run-of-05-04 (no submittedTime; files modified up to 2026-05-04T06:00:00Z)")
+    assert (f"focus: {tmp_path / 'focus' / 'ml-focus-daily' / '20260501-20260531'}: export "
+            f"run f1e2-run-of-05-03 ({when}: its 1 file(s) not read") in caplog.text
+
+
+def test_one_azure_run_or_other_folders_are_read_whole(con, tmp_path):
+    # the path naming one run's folder reads it; folders without an Azure manifest (another
+    # tool's manifest.json) read every file below them, as before
+    may = tmp_path / "focus" / "ml-focus-daily" / "20260501-20260531"
+    azure_run(may, "f1e2-run-of-05-03", [day(1), day(2)], "2026-05-03T06:12:40Z")
+    azure_run(may, "0a1b-run-of-05-04", [day(1), day(2), day(3)], "2026-05-04T06:10:02Z")
+    load(con, may / "f1e2-run-of-05-03")
+    assert month_lines(con)[:2] == (2, 200.0)
+    other = tmp_path / "other"
+    write_csv(other / "a" / "part.csv", [day(1)])
+    write_csv(other / "b" / "part.csv", [day(2)])
+    (other / "a" / "manifest.json").write_text(json.dumps({"files": ["part.csv"]}))
+    load(con, other)
+    assert month_lines(con)[:2] == (2, 200.0)
+
+
+def aws_export(root: Path) -> None:
+    """An AWS Data Exports FOCUS export that keeps its deliveries (CREATE_NEW_REPORT): two
+    deliveries of May, the month's newest manifest listing the second."""
+    export = root / "ml-focus-export"
+    month = "BILLING_PERIOD=2026-05"
+    older = datetime(2026, 5, 4, 3, tzinfo=UTC).timestamp()
+    for n, (execution, rows) in enumerate((("20260504T0312Z-e1", [day(1), day(2)]),
+                                           ("20260505T0310Z-e2", [day(1), day(2), day(3)]))):
+        name = f"data/{month}/{execution}/ml-focus-export-00001.csv"
+        write_csv(export / name, rows, AZURE_COLUMNS)
+        manifest = export / "metadata" / month / execution / "ml-focus-export-Manifest.json"
+        manifest.parent.mkdir(parents=True)
+        manifest.write_text(json.dumps({
+            "executionId": execution, "dataFiles": [f"s3://billing/focus/ml-focus-export/{name}"],
+            "tableConfigurations": {"FOCUS_1_0_AWS": {}}}))
+        os.utime(manifest, (older + n * 86_400, older + n * 86_400))
+
+
+def test_an_aws_focus_export_is_read_as_its_manifest_lists(con, tmp_path, caplog):
+    aws_export(tmp_path / "focus")
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        load(con, tmp_path / "focus")
+    assert month_lines(con) == (3, 300.0, [
+        "ml-focus-export/data/BILLING_PERIOD=2026-05/20260505T0310Z-e2/"
+        "ml-focus-export-00001.csv"])
+    assert ("BILLING_PERIOD=2026-05: 1 file(s) of earlier deliveries not read (the month's "
+            "newest manifest lists 1)") in caplog.text
+
+
+def test_deliveries_on_s3_are_read_as_the_local_copy(tmp_path, s3_server, con):
+    local = tmp_path / "focus"
+    azure_export(local, "submittedTime")
+    aws_export(local)
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    for file in sorted(p for p in local.rglob("*") if p.is_file()):
+        put(endpoint, bucket, f"exports/{file.relative_to(local)}", file.read_bytes())
+    build_billing_facts(con, parse_config({"billing": [{
+        "kind": "focus", "path": f"s3://{bucket}/exports", "endpoint_url": endpoint,
+        "region": "us-east-1", "name": "focus"}]}, tmp_path), MAY, LOG)
+    assert month_lines(con) == (7, 605.0, [
+        "ml-focus-daily/20260501-20260531/0a1b-run-of-05-04/part_0_0001.csv",
+        "ml-focus-export/data/BILLING_PERIOD=2026-05/20260505T0310Z-e2/"
+        "ml-focus-export-00001.csv",
+        "ml-focus-other/20260501-20260531/77aa-run/part_0_0001.csv"])
 
 
 def test_focus_preview_pricing_categories_read_as_focus_1_0s(con, tmp_path):

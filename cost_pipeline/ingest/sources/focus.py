@@ -14,8 +14,10 @@ itself, in parallel, numbering its rows. Only the columns the normalization read
 and loaded already filtered to the month. A value that does not parse fails the month with the
 file, the row (CSV: the record's line when no cell spans lines, the header being row 1;
 parquet: the 1-based row) and the column. Files of other FOCUS datasets (e.g. 1.3's
-contract commitments) in the folder are skipped. An `s3://` path is listed and read through
-`sources/focus_s3.py` (ranged parquet reads, retries), then loaded the same way.
+contract commitments) in the folder are skipped, and so are the deliveries of a month a newer
+one replaces (Azure export runs, AWS Data Exports deliveries: `sources/focus_deliveries.py`).
+An `s3://` path is listed and read through `sources/focus_s3.py` (ranged parquet reads,
+retries), then loaded the same way.
 """
 
 from __future__ import annotations
@@ -41,12 +43,15 @@ from cost_pipeline.ingest.sources import (
     bad_amount_sql,
     csv_delimiter,
     csv_fault,
+    cur2,
+    cur2_s3,
     sql_identifier,
     sql_literal,
     text_instant_sql,
     utc_wall_clock_sql,
 )
 from cost_pipeline.ingest.sources.arrow_types import is_binary, is_text
+from cost_pipeline.ingest.sources.focus_deliveries import Listing, current_files
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
 from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
 from cost_pipeline.ingest.sources.local_files import walk_files
@@ -140,6 +145,8 @@ class FocusFiles:
     raw_kind: str = "TABLE"             # what `focus_raw` is: a TABLE, or a VIEW of the files
     # a CSV file's delimiter where it is not a comma (`_split_header`)
     delimiters: dict = field(default_factory=dict)
+    # the deliveries of a month that a newer one replaces, not read (`focus_deliveries`)
+    superseded: list = field(default_factory=list)
 
 
 def _is_data_file(path: Path) -> bool:
@@ -153,8 +160,13 @@ def find_files(source: str, path: str) -> FocusFiles:
     if not root.is_dir():
         raise SourceError(source, str(root), "FOCUS file or folder not found")
     # the sources' one rule for local folders: no link followed out of it (local_files.py)
-    files = sorted(p for p, _ in walk_files(root, source) if _is_data_file(p))
-    return FocusFiles(source, root, files)
+    modified = {str(p): stat.st_mtime for p, stat in walk_files(root, source)}
+    files = sorted(Path(p) for p in modified if _is_data_file(Path(p)))
+    listing = Listing(source, str(root), modified,
+                      lambda file: Path(file).read_text(encoding="utf-8-sig"),
+                      lambda export, month: cur2.find_delivery(source, export, month).files)
+    current, superseded = current_files(listing, [str(f) for f in files])
+    return FocusFiles(source, root, [Path(f) for f in current], superseded=superseded)
 
 
 def _csv_header(path: Path, source: str) -> str:
@@ -453,8 +465,13 @@ def _display_name(found: FocusFiles, path: Path | str) -> str:
 def _find(source: str, path: str, fs) -> FocusFiles:
     if not is_s3(path):
         return find_files(source, path)
-    files, sizes = find_s3_files(source, path, fs, SUFFIXES)
-    return FocusFiles(source, path, files, remote=S3Files(source, fs, sizes))
+    files, sizes, modified = find_s3_files(source, path, fs, SUFFIXES)
+    remote = S3Files(source, fs, sizes)
+    listing = Listing(source, path, modified, remote.text,
+                      lambda export, month: cur2_s3.find_delivery(source, export, month, fs).files)
+    current, superseded = current_files(listing, files)
+    remote.sizes = {f: sizes[f] for f in current}
+    return FocusFiles(source, path, current, remote=remote, superseded=superseded)
 
 
 def _header(found: FocusFiles, file: Path | str) -> list[str]:
@@ -483,6 +500,8 @@ def register_raw(con: duckdb.DuckDBPyConnection, source: str, path: str, month: 
     or folder, or an `s3://` object or prefix read through the pyarrow filesystem `fs`) into
     `focus_raw`; raise a SourceError naming the file, row and column of a bad value."""
     found = _find(source, path, fs)
+    for note in found.superseded:
+        log.info(f"{source}: {note}")
     try:
         _register(con, found, path, month, log)
     finally:

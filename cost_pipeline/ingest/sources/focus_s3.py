@@ -27,9 +27,10 @@ HEADER_BYTES = 1 << 16  # a CSV header longer than this is not a FOCUS header
 
 
 def find_files(source: str, uri: str, fs: pafs.FileSystem, suffixes: tuple[str, ...]
-               ) -> tuple[list[str], dict[str, int]]:
+               ) -> tuple[list[str], dict[str, int], dict[str, float]]:
     """The data files at `uri` (one object, or every file below the prefix), as `s3://`
-    URIs sorted by key, with their sizes."""
+    URIs sorted by key, with their sizes; and every file listed (manifests too) with its
+    modification time (epoch seconds), for `focus_deliveries`."""
     root = S3Uri.parse(uri)
     if not root.key:
         infos = list_files(fs, root.path, source)
@@ -44,7 +45,10 @@ def find_files(source: str, uri: str, fs: pafs.FileSystem, suffixes: tuple[str, 
     if not files and not infos:
         raise SourceError(source, uri, "no FOCUS files under this S3 prefix (or the prefix "
                           "does not exist)")
-    return [uri_of(i.path) for i in files], {uri_of(i.path): int(i.size or 0) for i in files}
+    modified = {uri_of(i.path): i.mtime.timestamp() if i.mtime else 0.0
+                for i in infos if i.is_file}
+    return ([uri_of(i.path) for i in files], {uri_of(i.path): int(i.size or 0) for i in files},
+            modified)
 
 
 def _is_data_name(name: str, suffixes: tuple[str, ...]) -> bool:
@@ -79,6 +83,14 @@ class S3Files:
         except OSError as exc:
             raise source_error(self.source, uri, exc) from None
         return stream
+
+    def text(self, uri: str) -> str:
+        """A small file's whole text (a manifest)."""
+        try:
+            with self.fs.open_input_stream(S3Uri.parse(uri).path) as stream:
+                return stream.read().decode("utf-8-sig")
+        except OSError as exc:
+            raise source_error(self.source, uri, exc) from None
 
     def csv_header(self, uri: str) -> str:
         """The first line of the (decompressed) file."""

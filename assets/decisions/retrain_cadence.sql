@@ -15,7 +15,8 @@
 --                       one started in an earlier month)
 --   search_cost         the model's search cost this month
 --   metric change       a retrain's metric_value minus that of the model's previous
---                       production run (by start, any month); NULL when either is missing
+--                       production run (by start, any month); NULL when either is missing,
+--                       or when the two name different metric_names (auc minus logloss)
 --   mean_metric_change  the mean of the retrains' metric changes (NULL when none is known)
 --   flat_retrains       retrains not triggered by drift whose |metric change| <
 --                       policy.retrain.min_metric_change: a retrain whose change is unknown is
@@ -25,12 +26,15 @@ WITH runs AS (
     SELECT * FROM month_runs($month)
 ),
 production AS (
+    -- a change is between values of one metric: an auc minus a logloss is none (a run that
+    -- names no metric is taken to use the other's, as a search's trials are)
     SELECT
         run_id, model, start_time, trigger, metric_value,
-        metric_value - lag(metric_value) OVER (PARTITION BY model
-                                               ORDER BY start_time, run_id) AS metric_change
+        CASE WHEN metric_name <> lag(metric_name) OVER previous THEN NULL
+             ELSE metric_value - lag(metric_value) OVER previous END AS metric_change
     FROM runs
     WHERE purpose = 'production' AND search_id IS NULL AND model IS NOT NULL
+    WINDOW previous AS (PARTITION BY model ORDER BY start_time, run_id)
 ),
 month_production AS MATERIALIZED (
     -- the retrains: materialized, so that only their per-run rows are summed below (every

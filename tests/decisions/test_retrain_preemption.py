@@ -146,6 +146,28 @@ def test_the_flat_threshold_is_the_policy(con):
     assert rows["fraud"]["flat_retrains"] == 0
 
 
+def test_a_metric_change_is_between_values_of_one_metric(con):
+    """m3's February retrain logs logloss after January's auc: 0.901 − 0.900 is no change of
+    anything (it was +0.001, a flat retrain priced by the lever). March's first retrain
+    follows that logloss run: unknown too; its second follows an auc run."""
+    runs = [prod("m1", "m3", d(2024, 1, 4), 0.900, "schedule"),
+            {**prod("m2", "m3", d(2024, 2, 4), 0.901, "schedule"), "metric_name": "logloss"},
+            prod("m3a", "m3", d(2024, 3, 4), 0.950, "schedule"),
+            prod("m3b", "m3", d(2024, 3, 18), 0.951, "schedule")]
+    for month in (FEB, MARCH):
+        insert_runs(con, month, runs)
+    attr(con, "m2", "production", 10.0, FEB)
+    attr(con, "m3a", "production", 20.0)
+    attr(con, "m3b", "production", 30.0)
+    (feb,) = build(con, "retrain_cadence", FEB)
+    assert (feb["retrains"], feb["mean_metric_change"], feb["flat_retrains"],
+            feb["flat_retrain_cost"]) == (1, None, 0, 0.0)
+    (march,) = build(con, "retrain_cadence")
+    assert march["retrains"] == 2
+    assert march["mean_metric_change"] == pytest.approx(0.001, abs=TOL)   # m3b − m3a alone
+    assert (march["flat_retrains"], march["flat_retrain_cost"]) == (1, pytest.approx(30.0))
+
+
 # --------------------------------------------------------------------------------- preemption
 
 def instance_line(name, start_h, end_h, cost, list_cost, pricing="spot", component="gpu",

@@ -2,13 +2,17 @@
 -- stale cached table. One row per flagged run, priced with its attributed cost this month.
 --
 -- kind = 'recomputed'. A preprocess run (purpose preprocess) turns an input (input_hash) into
--- a table with a transform (transform_version). The pair's first computation is the earliest
--- preprocess run of that pair, by (start_time, run_id), that did not fail (FAILED and KILLED
--- runs computed nothing). Every other preprocess run of the pair that started after it - in
--- the same wave or months later, finished or not - recomputed a table that already existed
--- or was being computed: with a cache keyed by (input_hash, transform_version) it would not
--- have run. Its CPU-hours, accelerator-hours and cost this month are what the cache saves.
--- The whole tracker snapshot counts, so a pair computed in an earlier month is still cached.
+-- a table with a transform (transform_version). The pair's first computation is the
+-- preprocess run of that pair that finished first, by (end, start_time, run_id), of those
+-- that did not fail (FAILED and KILLED runs computed nothing): its end is its end_time; one
+-- without an end_time finished at its start unless it is still RUNNING (then it has not
+-- finished, and computed nothing yet). Every other preprocess run of the pair that started
+-- when it had finished - in the same wave or months later, finished or not - recomputed a
+-- table that already existed: with a cache keyed by (input_hash, transform_version) it would
+-- not have run. Its CPU-hours, accelerator-hours and cost this month are what the cache saves.
+-- A run that started while the first computation was still running is not flagged: no cache
+-- could have served a table that did not exist yet. The whole tracker snapshot counts, so a
+-- pair computed in an earlier month is still cached.
 --
 -- kind = 'stale_transform'. A version is available for an input from the end of its first
 -- FINISHED preprocess run. A run that is not a preprocess run (production, search, eval,
@@ -30,11 +34,15 @@ preprocess AS (
     WHERE purpose = 'preprocess' AND input_hash IS NOT NULL AND transform_version IS NOT NULL
 ),
 first_computation AS (
-    SELECT input_hash, transform_version, run_id, start_time
-    FROM preprocess
-    WHERE status NOT IN ('FAILED', 'KILLED')
+    -- the pair's computation that finished first, and when
+    SELECT input_hash, transform_version, run_id, finished_at
+    FROM (SELECT *, CASE WHEN end_time IS NOT NULL THEN end_time
+                         WHEN status IS DISTINCT FROM 'RUNNING' THEN start_time END AS finished_at
+          FROM preprocess
+          WHERE status NOT IN ('FAILED', 'KILLED'))
+    WHERE finished_at IS NOT NULL
     QUALIFY row_number() OVER (PARTITION BY input_hash, transform_version
-                               ORDER BY start_time, run_id) = 1
+                               ORDER BY finished_at, start_time, run_id) = 1
 ),
 recomputed AS (
     SELECT
@@ -44,7 +52,7 @@ recomputed AS (
         f.run_id AS reference_run_id
     FROM preprocess AS p
     JOIN first_computation AS f USING (input_hash, transform_version)
-    WHERE (p.start_time, p.run_id) > (f.start_time, f.run_id)
+    WHERE p.run_id <> f.run_id AND p.start_time >= f.finished_at
 ),
 available AS (
     -- when each (input_hash, transform_version) table first existed, and who made it

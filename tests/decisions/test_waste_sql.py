@@ -186,7 +186,7 @@ def test_preprocessing_waste(con):
          pp("pp-c", "h1", "v1", d(2024, 3, 3), d(2024, 3, 3, 1), "FAILED"),
          pp("pp-d", "h1", "v2", d(2024, 3, 4), d(2024, 3, 4, 4)),       # (h1, v2) first
          pp("pp-f", "h2", "v1", d(2024, 3, 5), d(2024, 3, 5, 2)),       # same start as pp-e:
-         pp("pp-e", "h2", "v1", d(2024, 3, 5), d(2024, 3, 5, 2)),       # ties go by run id
+         pp("pp-e", "h2", "v1", d(2024, 3, 5), d(2024, 3, 5, 2)),       # neither was cached
          pp("pp-g", "h3", "v1", d(2024, 3, 1), d(2024, 3, 1, 1), "FAILED"),  # computed nothing
          pp("pp-h", "h3", "v1", d(2024, 3, 6), d(2024, 3, 6, 1)),       # so (h3, v1) first
          pp("pp-nocost", "h1", "v1", d(2024, 3, 20), d(2024, 3, 20, 1)),
@@ -216,15 +216,44 @@ def test_preprocessing_waste(con):
     assert got == [
         ("recomputed", "pp-b", "v1", "v1", "pp-a", 5.0, 0.0, 4.5),     # cpu 4 + storage 0.5
         ("recomputed", "pp-c", "v1", "v1", "pp-a", 1.0, 0.0, 1.0),     # failed, still paid
-        ("recomputed", "pp-f", "v1", "v1", "pp-e", 0.0, 8.0, 6.0),     # lost the tie
         ("recomputed", "pp-nocost", "v1", "v1", "pp-a", 0.0, 0.0, 0.0),  # started in March
         ("stale_transform", "t-edge", "v1", "v2", "pp-d", 0.0, 4.0, 5.0),
         ("stale_transform", "t-stale", "v1", "v2", "pp-d", 0.0, 16.0, 20.0),
-    ]   # pp-old is February's (no March cost); pp-a, pp-d, pp-e, pp-g, pp-h were first
+    ]   # pp-old is February's (no March cost); pp-a, pp-d, pp-e, pp-g, pp-h were first; pp-f
+    #     started with pp-e, before pp-e's table existed
 
     run(con, "preprocessing_waste", FEB)
     assert select(con, "SELECT run_id, cost FROM preprocessing_waste WHERE month = ?", FEB) \
         == [{"run_id": "pp-old", "cost": 9.0}]
+
+
+def test_a_run_started_before_the_first_computation_finished_recomputed_nothing(con):
+    """ppB computes (h1, v1) from 02:00 to 04:00; ppC starts at 03:00, while ppB still runs:
+    no cache could have served it a table that did not exist yet (it was flagged, $4.00 in
+    the lever). ppD starts at 06:00, after ppB finished: a recomputation. For (h2, v1) the
+    first run is still RUNNING (no end): it finished nothing, so nothing after it is flagged
+    until a computation of the pair has finished."""
+    runs(con, pp("ppB", "h1", "v1", d(2024, 3, 2, 2), d(2024, 3, 2, 4)),
+         pp("ppC", "h1", "v1", d(2024, 3, 2, 3), d(2024, 3, 2, 5)),
+         pp("ppD", "h1", "v1", d(2024, 3, 2, 6), d(2024, 3, 2, 7)),
+         pp("ppR", "h2", "v1", d(2024, 3, 3, 1), None, "RUNNING"),
+         pp("ppS", "h2", "v1", d(2024, 3, 3, 5), d(2024, 3, 3, 6)),
+         pp("ppT", "h2", "v1", d(2024, 3, 3, 6), d(2024, 3, 3, 7)))
+    for n, (run_id, cost) in enumerate([("ppB", 2.0), ("ppC", 4.0), ("ppD", 1.5),
+                                        ("ppR", 3.0), ("ppS", 0.5), ("ppT", 0.25)]):
+        attr(con, f"P{n}", run_id, "preprocessing", cost, component="cpu", hours=1.0)
+    run(con, "preprocessing_waste")
+    got = [(r["run_id"], r["reference_run_id"], r["cost"]) for r in select(
+        con, "SELECT * FROM preprocessing_waste WHERE kind = 'recomputed' ORDER BY run_id")]
+    # ppS finished (h2, v1) at 06:00, when ppT started
+    assert got == [("ppD", "ppB", 1.5), ("ppT", "ppS", 0.25)]
+    run(con, "cost_levers")
+    ((dollars, evidence),) = con.execute(
+        "SELECT dollars, evidence FROM cost_levers WHERE lever = 'cache preprocessing'"
+    ).fetchall()
+    assert dollars == pytest.approx(1.75)
+    assert evidence == ("2 preprocess run(s) recomputed an (input_hash, transform_version) "
+                        "already computed: 2.0 CPU-hours")
 
 
 # ------------------------------------------------------------------------------- egress

@@ -106,6 +106,18 @@ def test_an_azure_export_keeping_its_runs_is_read_as_its_newest_run(con, tmp_pat
             f"run f1e2-run-of-05-03 ({when}: its 1 file(s) not read") in caplog.text
 
 
+def test_an_azure_run_still_being_written_is_not_read(con, tmp_path, caplog):
+    # Azure writes a run's manifest last: a newer run folder without one is a run still being
+    # written, and read as the newest (its files' times) it made the month its part files
+    may = tmp_path / "focus" / "ml-focus-daily" / "20260501-20260531"
+    azure_run(may, "f1e2-run-of-05-03", [day(1), day(2)], "2026-05-03T06:12:40Z")
+    write_csv(may / "9f9f-run-in-progress" / "part_0_0001.csv", [day(1)], AZURE_COLUMNS)
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        load(con, tmp_path / "focus")
+    assert month_lines(con)[:2] == (2, 200.0)
+    assert "9f9f-run-in-progress has no manifest.json (a run still being written)" in caplog.text
+
+
 def test_one_azure_run_or_other_folders_are_read_whole(con, tmp_path):
     # the path naming one run's folder reads it; folders without an Azure manifest (another
     # tool's manifest.json) read every file below them, as before

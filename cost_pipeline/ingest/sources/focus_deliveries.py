@@ -111,6 +111,13 @@ def _azure_runs(listing: Listing, files: list[str], dropped: set[str],
                                     _instant(info.get("submittedTime")),
                                     [manifests[folder]] if folder in manifests else [], [])
             runs[folder].files.append(file)
+        # a run folder without its manifest beside runs with one is a run still being written
+        # (Azure writes the manifest last): its files are not the month yet
+        for run in [r for r in runs.values() if r.folder not in infos]:
+            dropped.update(run.files)
+            notes.append(f"{date_range}: export run folder {run.folder} has no manifest.json "
+                         f"(a run still being written): its {len(run.files)} file(s) not read")
+            del runs[run.folder]
         if len(runs) < 2:
             continue
         ordered = sorted(runs.values(), key=lambda r: (_recency(listing, r), r.folder))

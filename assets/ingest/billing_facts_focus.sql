@@ -116,14 +116,21 @@ detail_hints AS (
 ),
 job_instances AS (
     -- a training job keeps its instance count, as with CUR (SPEC §5): the most instance-hours
-    -- per hour any of its rows shows, so that a partial hour of 2 instances (2 × 30 min = 1.0)
-    -- does not read as fewer instances. A narrow pass over the job rows alone.
-    SELECT nullif(trim(ResourceId), '') AS job, x_UsageType AS job_usage_type,
-           max(instance_hours_per_hour(ConsumedQuantity * consumed_hours_per_unit(ConsumedUnit),
-                                       ChargePeriodStart, ChargePeriodEnd)) AS peak_instances
-    FROM focus_raw
-    WHERE regexp_matches(coalesce(x_UsageType, ''), '(^|-)Train(-Spot)?:')
-      AND ChargeCategory = 'Usage' AND ChargePeriodEnd > ChargePeriodStart
+    -- per hour any of its periods shows, its rows of a period summed, so that a partial hour
+    -- of 2 instances (2 × 30 min = 1.0), or an hour billed as a savings-plan row and an
+    -- on-demand row of 1.0 each, does not read as fewer instances; a row that only cancels a
+    -- bill (a negation) carries no hours. A narrow pass over the job rows alone.
+    SELECT job, job_usage_type, max(instances) AS peak_instances
+    FROM (
+        SELECT nullif(trim(ResourceId), '') AS job, x_UsageType AS job_usage_type,
+               instance_hours_per_hour(sum(ConsumedQuantity * consumed_hours_per_unit(ConsumedUnit)),
+                                       ChargePeriodStart, ChargePeriodEnd) AS instances
+        FROM focus_raw
+        WHERE regexp_matches(coalesce(x_UsageType, ''), '(^|-)Train(-Spot)?:')
+          AND ChargeCategory = 'Usage' AND ChargePeriodEnd > ChargePeriodStart
+          AND NOT coalesce(BilledCost < 0 AND EffectiveCost = 0, false)
+        GROUP BY nullif(trim(ResourceId), ''), x_UsageType, ChargePeriodStart, ChargePeriodEnd
+    )
     GROUP BY ALL
 ),
 meters AS (

@@ -128,6 +128,14 @@ CASES = {
            ("aws-sagemaker-2x", 2.0, {}),
            ("aws-sagemaker-2x-last", 1.0, {"ChargePeriodStart": "2026-05-03T11:00:00Z",
                                            "ChargePeriodEnd": "2026-05-03T12:00:00Z"}))},
+    # the same job's hour billed as a savings-plan row and an on-demand row of 1.0 instance-
+    # hour each: still 2 instances (the most one row showed, 1.0, read as 1: G 8, 1 h a row)
+    **{sku: (line(sku, ProviderName="AWS", ServiceName="Amazon SageMaker",
+                  ServiceCategory="AI and Machine Learning",
+                  x_UsageType="USE1-Train:ml.p4d.24xlarge",
+                  ResourceId="arn:aws:sagemaker:us-east-1:123456789012:training-job/split",
+                  ConsumedQuantity=1.0), "gpu", 16, 0.5)
+       for sku in ("aws-sagemaker-split-sp", "aws-sagemaker-split-od")},
     # a file giving the job's accelerators itself (x_AcceleratorCount: the resource's, all
     # its instances'): its count is kept, the hours still per instance
     "aws-sagemaker-2x-given": (line("aws-sagemaker-2x-given", ProviderName="AWS",

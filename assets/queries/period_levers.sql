@@ -6,7 +6,14 @@
 -- card" always last. The last month's ranks are no tie-break: they order the last month's
 -- dollars, not the period's. Each lever's dollars per month and its latest month's evidence
 -- come along. Parameters: $first, $last.
-WITH summed AS (
+WITH levers AS (
+    -- a month written before the lever took SPEC §12's name reads under that name
+    SELECT * REPLACE (CASE lever WHEN 'co-locate compute with data'
+                                 THEN 'co-locate compute & data' ELSE lever END AS lever)
+    FROM cost_levers
+    WHERE month BETWEEN $first AND $last
+),
+summed AS (
     SELECT
         lever,
         sum(CAST(dollars AS DECIMAL(38, 10)))                          AS dollars,
@@ -14,8 +21,7 @@ WITH summed AS (
         arg_max(evidence, month)                                       AS evidence,
         arg_max(what_it_costs_to_pull, month)                          AS what_it_costs_to_pull,
         strftime(max(month), '%Y-%m')                                  AS evidence_month
-    FROM cost_levers
-    WHERE month BETWEEN $first AND $last
+    FROM levers
     GROUP BY lever
 )
 SELECT

@@ -184,7 +184,8 @@ def tracker_claims_billed(con: duckdb.DuckDBPyConnection, month: date,
 def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
                      max_growth: float) -> dg.AssetCheckResult:
     """SPEC §12: no model costs more than `max_growth` × the median of its previous 3 months
-    (at least 2 of them with cost); the models that do, with their cost and that median
+    (at least 2 of them held by the warehouse, a held month without its cost a cost of 0);
+    the models that do, with their cost and that median
     (WARN). The SQL and what counts as a previous month: assets/queries/model_cost_trend.sql."""
     rows = query(con, sql_text("model_cost_trend"),
                  {"month": month, "max_growth": max_growth}).fetchall()

@@ -9,25 +9,30 @@ import pytest
 from cost_pipeline.demo.quarter import PREPROCESS_HOURS, PULL_GB, STORY, TRANSFER_RATE
 
 
-def test_every_preprocessing_run_after_the_first_is_a_recomputation(demo_warehouse):
-    # all 141 preprocess runs compute the same pair: the first one is the cache, 140 recompute
+def test_every_preprocessing_run_after_the_first_finished_is_a_recomputation(demo_warehouse):
+    # all 141 preprocess runs compute the same pair; the first one's table exists once it
+    # finished (20 h after its start): every run started from then on recomputes it, 117 —
+    # July's first two waves of 12 started while it still ran, and a cache held nothing yet
     assert STORY["preprocess_runs"] == 141
     runs, cpu_hours, cost = demo_warehouse.execute(
         "SELECT count(DISTINCT run_id), sum(cpu_hours), sum(cost) FROM preprocessing_waste "
         "WHERE kind = 'recomputed'").fetchone()
-    assert runs == 140
-    assert cpu_hours == pytest.approx(140 * PREPROCESS_HOURS)          # 2,800 CPU-hours
-    (first,) = demo_warehouse.execute(
-        "SELECT run_id FROM tracker_runs WHERE month = '2026-09-01' AND purpose = 'preprocess' "
-        "ORDER BY start_time, run_id LIMIT 1").fetchone()
+    assert runs == 117
+    assert cpu_hours == pytest.approx(117 * PREPROCESS_HOURS)          # 2,340 CPU-hours
+    (first, finished) = demo_warehouse.execute(
+        "SELECT run_id, end_time FROM tracker_runs WHERE month = '2026-09-01' "
+        "AND purpose = 'preprocess' ORDER BY end_time, run_id LIMIT 1").fetchone()
     flagged = {r for (r,) in demo_warehouse.execute(
         "SELECT DISTINCT run_id FROM preprocessing_waste").fetchall()}
-    assert first not in flagged
-    # the waste is all preprocessing cost but the first run's
-    (all_preprocessing, first_cost) = demo_warehouse.execute(
-        "SELECT sum(cost), sum(cost) FILTER (WHERE run_id = ?) FROM attribution "
-        "WHERE purpose_class = 'preprocessing'", [first]).fetchone()
-    assert cost == pytest.approx(all_preprocessing - first_cost)
+    later = {r for (r,) in demo_warehouse.execute(
+        "SELECT run_id FROM tracker_runs WHERE month = '2026-09-01' AND purpose = 'preprocess' "
+        "AND start_time >= ?", [finished]).fetchall()}
+    assert first not in flagged and flagged == later
+    # the waste is the preprocessing cost of exactly those runs
+    (later_cost,) = demo_warehouse.execute(
+        "SELECT sum(cost) FROM attribution WHERE purpose_class = 'preprocessing' "
+        "AND list_contains(?, run_id)", [sorted(later)]).fetchone()
+    assert cost == pytest.approx(later_cost)
     # no run trains on a stale table: there is one transform version
     assert demo_warehouse.execute("SELECT count(*) FROM preprocessing_waste "
                                   "WHERE kind = 'stale_transform'").fetchone() == (0,)

@@ -20,7 +20,8 @@
 --   co-locate compute & data  egress: cross-region pulls of datasets (run or untracked); 0
 --                             with its reason when no dataset region is known (no datasets in
 --                             the config, no run records dataset_region)
---   chase untracked usage     untracked GPU and CPU compute (attribution, purpose untracked)
+--   chase untracked usage     untracked GPU and CPU compute (attribution, purpose untracked);
+--                             0 when it is a credit (a refund on an unclaimed instance)
 --   checkpoint before going   Σ preemption.lost_cost: this month's cost of the runs that a
 --   preemptible               restart from scratch repeated (chains with spot compute); 0 with
 --                             its reason when nothing is spot or no run records restart_of
@@ -303,10 +304,16 @@ levers AS (
                   || format('{:,.0f}', e.gb) || ' GB): ' || e.routes END
     FROM egress_total AS e, known AS k, run_records AS rr, month_spend AS ms
     UNION ALL
-    SELECT 6, 'chase untracked usage', u.dollars,
+    -- a month whose untracked compute is a credit (a refund on an unclaimed instance) has
+    -- nothing to chase: 0, saying so (a lever's dollars are a saving, never below 0)
+    SELECT 6, 'chase untracked usage', greatest(u.dollars, 0),
         'finding the owners of the resources in untracked_usage, tagging resources with '
         || 'run ids and logging runs in the tracker; stopping what nobody claims',
-        'untracked compute: ' || format('{:,.1f}', u.gpu_hours) || ' GPU-hours, '
+        CASE WHEN u.dollars < 0
+             THEN 'untracked compute is a credit this month ('
+                  || fmt_money(u.dollars, bill_currency($month)) || '): nothing to chase; '
+             ELSE '' END
+        || 'untracked compute: ' || format('{:,.1f}', u.gpu_hours) || ' GPU-hours, '
         || format('{:,.1f}', u.cpu_hours) || ' CPU-hours'
         || coalesce('; largest ' || t.resource || coalesce(' (' || t.instance_type || ')', '')
                     || ' ' || fmt_money(t.cost, bill_currency($month)), '')

@@ -546,6 +546,23 @@ def test_cost_levers_evidence_is_in_the_bills_currency(con):
     assert "tracked GPU cost this month −NOK 1,234.50" in evidence["use a cheaper card"]
 
 
+def test_untracked_compute_that_is_a_credit_is_nothing_to_chase(con):
+    """A refund on an unclaimed instance made "chase untracked usage" −$3.00, ranked below
+    the $0 levers: a lever's dollars are a saving, 0 here, saying why."""
+    insert_lines(con, MARCH, [{
+        "x_SourceLine": "R1", "ResourceId": "i-r", "x_CostComponent": "gpu",
+        "EffectiveCost": -3.0, "BilledCost": -3.0, "ChargeCategory": "Usage",
+        "ChargePeriodStart": d(2024, 3, 2), "ChargePeriodEnd": d(2024, 3, 2, 1)}])
+    attr(con, "R1", None, "untracked", -3.0, hours=1.0, acc=1.0, kind="no_run")
+    run(con, "untracked_usage")
+    run(con, "cost_levers")
+    dollars, evidence = con.execute("SELECT dollars, evidence FROM cost_levers "
+                                    "WHERE lever = 'chase untracked usage'").fetchone()
+    assert dollars == 0
+    assert evidence.startswith("untracked compute is a credit this month (−$3.00): "
+                               "nothing to chase; untracked compute: ")
+
+
 def test_levers_without_the_data_to_price_them_say_zero_and_why(con):
     """SPEC §12: every lever row says 0 with its reason when the data to price it is missing.
     No checkpoint listing, no preprocess run with an input_hash, no dataset region: these

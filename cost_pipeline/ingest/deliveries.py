@@ -8,19 +8,23 @@ that month seen before it: by how much the bill moved.
 
 `export_fingerprints` is the cheap side for the delivery sensor: per month, a fingerprint of
 the manifests (else the data files) as listed — names, sizes, modification times — without
-reading any of them.
+reading any of them. A FOCUS source's files count for the month their path names
+(`BILLING_PERIOD=YYYY-MM` of an AWS export, an Azure export's `YYYYMMDD-YYYYMMDD` folder);
+a file whose path names none for the open month and the one before, the months a
+provider's export writes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, date, datetime
+import re
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
 
-from cost_pipeline.config import AwsCur2Source, PipelineConfig
+from cost_pipeline.config import AwsCur2Source, FocusSource, PipelineConfig
 from cost_pipeline.ingest.sources import SourceError, s3, source_names
 from cost_pipeline.ingest.sources.s3 import S3Uri
 from cost_pipeline.months import parse_month
@@ -73,19 +77,71 @@ def record_deliveries(con: duckdb.DuckDBPyConnection, month: date, deliveries: l
 
 # ------------------------------------------------------------------ sensor side: listings only
 
-def export_fingerprints(cfg: PipelineConfig) -> dict[str, str]:
-    """`YYYY-MM` → fingerprint of every CUR export's delivery of that month (all sources)."""
+def export_fingerprints(cfg: PipelineConfig, today: date | None = None) -> dict[str, str]:
+    """`YYYY-MM` → fingerprint of every CUR export's and FOCUS folder's delivery of that month
+    (all sources); `today` decides the open month for FOCUS files whose path names none."""
     per_month: dict[str, dict[str, str]] = {}
     for name, source in zip(source_names(cfg.billing), cfg.billing, strict=True):
-        if not isinstance(source, AwsCur2Source):
-            continue
-        if s3.is_s3(source.path):
-            listing = _s3_listing(name, source)
+        if isinstance(source, AwsCur2Source):
+            if s3.is_s3(source.path):
+                listing = _s3_listing(name, source)
+            else:
+                listing = _local_listing(name, Path(cfg.resolve(source.path)))
+        elif isinstance(source, FocusSource):
+            listing = _focus_listing(name, source, cfg, today or datetime.now(UTC).date())
         else:
-            listing = _local_listing(name, Path(cfg.resolve(source.path)))
+            continue
         for month, entries in listing.items():
             per_month.setdefault(month, {})[name] = _digest(entries)
     return {month: _digest(sources) for month, sources in sorted(per_month.items())}
+
+
+# the month a FOCUS file's path names: an AWS export's `BILLING_PERIOD=YYYY-MM` folder, an
+# Azure export's date-range folder `YYYYMMDD-YYYYMMDD` (its first day's month)
+_FOCUS_MONTH = re.compile(r"(?:^|/)(?:BILLING_PERIOD=(\d{4}-\d{2})|(\d{4})(\d{2})\d{2}-\d{8})(?=/)")
+
+
+def _focus_listing(name: str, source: FocusSource, cfg: PipelineConfig,
+                   today: date) -> dict[str, list]:
+    """Per month: a FOCUS source's data files and manifests as listed (path, size, time),
+    by the month their path names; those naming none count for the open month and the one
+    before (an export rewriting its month to date, or closing the last one)."""
+    from cost_pipeline.ingest.sources import focus
+    from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
+    from cost_pipeline.ingest.sources.local_files import walk_files
+
+    if s3.is_s3(source.path):
+        fs = s3.filesystem(source.endpoint_url, source.region)
+        files, sizes, modified = find_s3_files(name, source.path, fs, focus.SUFFIXES)
+        listed = [[p[len(source.path.rstrip("/")) + 1:] or p, sizes.get(p, 0), modified[p]]
+                  for p in sorted(modified) if p in sizes or p.lower().endswith(".json")]
+    else:
+        root = Path(cfg.resolve(source.path))
+        if root.is_file():
+            stat = root.stat()
+            listed = [[root.name, stat.st_size, stat.st_mtime_ns]]
+        elif root.is_dir():
+            listed = [[path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns]
+                      for path, stat in walk_files(root, name)
+                      if focus.is_data_file(path) or path.name.lower().endswith(".json")]
+        else:
+            raise SourceError(name, str(root), "FOCUS file or folder not found")
+    opened = date(today.year, today.month, 1)
+    undated = [f"{opened - timedelta(days=1):%Y-%m}", f"{opened:%Y-%m}"]
+    months: dict[str, list] = {}
+    for entry in listed:
+        named = _FOCUS_MONTH.search("/" + entry[0])
+        if named:
+            month = named.group(1) or f"{named.group(2)}-{named.group(3)}"
+            try:
+                parse_month(month)
+            except ValueError:
+                continue
+            months.setdefault(month, []).append(entry)
+        else:
+            for month in undated:
+                months.setdefault(month, []).append(entry)
+    return months
 
 
 def _month_of(folder: str) -> str | None:

@@ -92,7 +92,8 @@ def test_an_azure_vm_spelled_in_two_cases_is_one_resource():
     # on-demand row lowercased, 12 h each of one VM-day → d = 24 h; a run on the VM for 12 h
     # holds half of each row (each row read as its own resource gave d = 12: share 1, the
     # run took the whole day and nothing was untracked)
-    vm = "/subscriptions/S1/resourceGroups/ML-RG/providers/Microsoft.Compute/virtualMachines/GPU-VM-1"
+    vm = ("/subscriptions/S1/resourceGroups/ML-RG/providers/Microsoft.Compute/"
+          "virtualMachines/GPU-VM-1")
     day0, day1 = T(5), T(6)
     covered = line(rid=vm, s=day0, e=day1, uh=12.0, cost=100.0)
     on_demand = line(rid=vm.lower(), s=day0, e=day1, uh=12.0, cost=300.0)

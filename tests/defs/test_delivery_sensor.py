@@ -139,3 +139,56 @@ def test_deliveries_after_a_first_tick_that_could_not_list_are_requested(tmp_pat
     assert ticks.partitions() == ["2026-07-01"]
     assert list(json.loads(ticks.cursor)) == ["2026-07"]
     assert ticks.partitions() == []
+
+
+def test_focus_deliveries_request_the_month_their_path_names(tmp_path, instance):
+    """A FOCUS source was never listed: a new Azure export run or AWS FOCUS delivery went
+    unnoticed until the schedule. Its files count for the month their path names (an Azure
+    export's `YYYYMMDD-YYYYMMDD` folder, an AWS export's `BILLING_PERIOD=YYYY-MM`); a file
+    naming none for the open month and the one before."""
+    from datetime import date
+
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.deliveries import export_fingerprints
+
+    root = tmp_path / "focus"
+    may = root / "ml-focus-daily" / "20260501-20260531"
+    (may / "run-1").mkdir(parents=True)
+    (may / "run-1" / "part_0_0001.csv").write_text("BilledCost\n1\n")
+    (may / "run-1" / "manifest.json").write_text("{}")
+    june = root / "aws-focus" / "data" / "BILLING_PERIOD=2026-06"
+    june.mkdir(parents=True)
+    (june / "a.parquet").write_bytes(b"PAR1")
+    (root / "notes.txt").write_text("not a data file")
+    config = _config(tmp_path, {"kind": "focus", "path": str(root)})
+    assert sorted(export_fingerprints(load_config(config), date(2026, 12, 7))) == [
+        "2026-05", "2026-06"]
+    ticks = Ticks(config, instance)
+    assert ticks.partitions() == []          # the first tick records
+    (may / "run-2").mkdir()
+    (may / "run-2" / "part_0_0001.csv").write_text("BilledCost\n2\n")
+    assert ticks.partitions() == ["2026-05-01"]
+    assert ticks.partitions() == []
+    (root / "loose.csv").write_text("BilledCost\n3\n")
+    assert sorted(export_fingerprints(load_config(config), date(2026, 12, 7))) == [
+        "2026-05", "2026-06", "2026-11", "2026-12"]
+
+
+def test_focus_deliveries_on_s3_are_listed_alike(tmp_path, s3_server):
+    from datetime import date
+
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.deliveries import export_fingerprints
+
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    put(endpoint, bucket, "focus/ml-focus-daily/20260501-20260531/run-1/part_0_0001.csv",
+        b"BilledCost\n1\n")
+    put(endpoint, bucket, "focus/ml-focus-daily/20260501-20260531/run-1/manifest.json", b"{}")
+    config = _config(tmp_path, {"kind": "focus", "path": f"s3://{bucket}/focus",
+                                "endpoint_url": endpoint})
+    before = export_fingerprints(load_config(config), date(2026, 12, 7))
+    assert sorted(before) == ["2026-05"]
+    put(endpoint, bucket, "focus/ml-focus-daily/20260501-20260531/run-2/part_0_0001.csv",
+        b"BilledCost\n2\n")
+    after = export_fingerprints(load_config(config), date(2026, 12, 7))
+    assert sorted(after) == ["2026-05"] and after["2026-05"] != before["2026-05"]

@@ -796,7 +796,7 @@ def check_commitment_figures(con: duckdb.DuckDBPyConnection, delivery: Delivery,
                + ("the export has no such column; add it to the Data Export's columns "
                   "(or select every column)" if len(absent) == len(names)
                   else "the column is empty on this line")
-               + f": its EffectiveCost cannot be read (SPEC §5), and 0 would make it free")
+               + ": its EffectiveCost cannot be read (SPEC §5), and 0 would make it free")
     raise SourceError(delivery.source, f"{file} row {row}", problem)
 
 

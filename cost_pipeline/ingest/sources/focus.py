@@ -149,7 +149,7 @@ class FocusFiles:
     superseded: list = field(default_factory=list)
 
 
-def _is_data_file(path: Path) -> bool:
+def is_data_file(path: Path) -> bool:
     return path.name.lower().endswith(SUFFIXES) and not path.name.startswith((".", "_"))
 
 
@@ -161,7 +161,7 @@ def find_files(source: str, path: str) -> FocusFiles:
         raise SourceError(source, str(root), "FOCUS file or folder not found")
     # the sources' one rule for local folders: no link followed out of it (local_files.py)
     modified = {str(p): stat.st_mtime for p, stat in walk_files(root, source)}
-    files = sorted(Path(p) for p in modified if _is_data_file(Path(p)))
+    files = sorted(Path(p) for p in modified if is_data_file(Path(p)))
     listing = Listing(source, str(root), modified,
                       lambda file: Path(file).read_text(encoding="utf-8-sig"),
                       lambda export, month: cur2.find_delivery(source, export, month).files)

@@ -20,7 +20,7 @@ SELECT
         WHEN purpose_class = 'production' THEN 'production training'
         WHEN purpose_class = 'search' THEN 'hyperparameter search'
         WHEN purpose_class = 'preprocessing' THEN 'preprocessing'
-        ELSE 'other runs (eval, adhoc)'
+        ELSE 'other runs (eval, ad hoc)'
     END AS line,
     coalesce(fsum(accelerator_hours) FILTER (WHERE component = 'gpu'), 0) AS gpu_hours,
     coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,

@@ -9,8 +9,9 @@ from datetime import date
 
 import duckdb
 
+from cost_pipeline.alerts import _apart
 from cost_pipeline.report.data import top_untracked
-from cost_pipeline.report.money import money, symbol_of
+from cost_pipeline.report.money import money, share, symbol_of
 from cost_pipeline.warehouse import query, sql_text
 
 
@@ -40,23 +41,68 @@ def bill_currency(con: duckdb.DuckDBPyConnection, first: date, last: date) -> st
     return currencies[0] if currencies else "USD"
 
 
+# why a resource's GPU time is untracked (untracked_usage.kind, SPEC §7), in this order
+KIND_WORDS = {"no_run": "claimed by no run",
+              "idle_capacity": "idle capacity of a claimed resource",
+              "shared": "shared, no run can name it"}
+
+
+def untracked_because(kinds: str | None) -> str:
+    """`top_untracked`'s kinds (`idle_capacity, no_run`) in words: a resource a run claimed
+    whose GPUs stood partly idle is not one "claimed by no run"."""
+    names = {k for k in (kinds or "").split(", ") if k}
+    words = [KIND_WORDS[k] for k in KIND_WORDS if k in names]
+    words += [k.replace("_", " ") for k in sorted(names - set(KIND_WORDS))]
+    if len(words) < 2:
+        return words[0] if words else "untracked"
+    return "partly " + ", partly ".join(words)
+
+
+def _digits(fraction: float) -> int:
+    """The decimals `fraction` has as a percentage: 5% none, 2.5% one, 1.25% two."""
+    for digits in range(6):
+        if abs(round(fraction * 100, digits) - fraction * 100) < 1e-9:
+            return digits
+    return 6
+
+
+def share_and_threshold(share: float, threshold: float) -> tuple[str, str]:
+    """The untracked share and its threshold as percentages (without `%`): the threshold with
+    the digits it has (2.5, not 2: a 2.3% share passing read as passing a 2% threshold), the
+    share with one decimal or the threshold's, and more when fewer would show a share that
+    is not the threshold as equal to it (the alert's rule, `_apart`)."""
+    digits = _digits(threshold)
+    shown, _ = _apart(100 * share, 100 * threshold, max(digits, 1))
+    return shown, f"{100 * threshold:,.{digits}f}"
+
+
 def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date) -> list[str]:
     notes, symbol = [], symbol_of(bill_currency(con, first, last))
     rows = con.execute(
         "SELECT month, status, untracked_share, threshold, billed_gpu_hours, untracked_gpu_hours "
         "FROM reconciliation WHERE month BETWEEN ? AND ? ORDER BY month", [first, last]).fetchall()
-    for month, status, share, threshold, billed, untracked in rows:
-        text = (f"{month:%Y-%m}: {status.upper()} — {share:.1%} of {billed:,.0f} billed GPU-hours "
-                f"untracked (threshold {threshold:.0%})")
+    for month, status, untracked_share, threshold, billed, untracked in rows:
+        shown, limit = share_and_threshold(untracked_share, threshold)
+        text = (f"{month:%Y-%m}: {status.upper()} — {shown}% of {billed:,.0f} billed GPU-hours "
+                f"untracked (threshold {limit}%)")
         if status == "fail":
             # the resource the failed check's alert names first
             for top in top_untracked(con, month, "gpu", 1):
-                text += (f"; largest untracked: {top['resource_id']} ({top['instance_type']}) "
+                kind = f" ({top['instance_type']})" if top["instance_type"] else ""
+                text += (f"; largest untracked: "
+                         f"{top['resource_id'] or 'lines without a resource id'}{kind} "
                          f"{top['gpu_hours'] or 0:,.0f} GPU-hours, {money(top['cost'], symbol)}, "
-                         "claimed by no run")
+                         f"{untracked_because(top['kinds'])}")
             text += f"; {untracked:,.0f} GPU-hours in all"
         notes.append(text)
     return notes
+
+
+def _amount(value: float) -> str:
+    """An amount of the printed table: to the cent, a minus sign (`−`, as `money`) before a
+    negative one."""
+    text = f"{abs(value):,.2f}"
+    return f"−{text}" if value < 0 and text.strip("0.,") else text
 
 
 def render(lines: list[BillLine], notes: list[str], title: str, currency: str) -> str:
@@ -65,10 +111,11 @@ def render(lines: list[BillLine], notes: list[str], title: str, currency: str) -
     out = [title, f"{'line':<{width}}  {'GPU-hours':>10}  {'CPU-hours':>10}  {'runs':>5}  "
            f"{'cost (' + currency + ')':>14}  share"]
     for line in lines:
-        share = line.cost / total if total else 0
+        # a total that credits brought to zero or below has no shares (`share`: –)
         out.append(f"{line.line:<{width}}  {line.gpu_hours:>10,.1f}  {line.cpu_hours:>10,.1f}  "
-                   f"{line.runs:>5}  {line.cost:>14,.2f}  {share:>5.1%}")
-    out.append(f"{'total EffectiveCost':<{width}}  {'':>10}  {'':>10}  {'':>5}  {total:>14,.2f}")
+                   f"{line.runs:>5}  {_amount(line.cost):>14}  {share(line.cost, total):>5}")
+    out.append(f"{'total EffectiveCost':<{width}}  {'':>10}  {'':>10}  {'':>5}  "
+               f"{_amount(total):>14}")
     out.append("")
     out.append("Reconciliation (tracker vs bill):")
     out.extend(f"  {note}" for note in notes)

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from cost_pipeline.report.data import PURPOSE_LABELS
-from cost_pipeline.report.money import money, symbol_of
+from cost_pipeline.report.money import money, share, symbol_of
 
 FONT = ["Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
 INK, MUTED, GRID = "#1d2733", "#5f6b7a", "#e3e7ec"
@@ -96,10 +96,11 @@ def bill_figure(bill: dict, symbol: str) -> Figure:
                 right[i] += v
             else:
                 left[i] += v
-    total = bill["total"] or 1.0
     for y, p in enumerate(purposes):
         cost = bill["column_total"][p]
-        ax.text(max(cost, 0), y, f"  {_label(cost, symbol)}  ({cost / total:.0%})",
+        # no share of a total that credits brought to zero or below (`share`: –)
+        of_total = share(cost, bill["total"], 0)
+        ax.text(max(cost, 0), y, f"  {_label(cost, symbol)}  ({of_total})",
                 va="center", fontsize=8.5, color=INK)
     _frame(ax, "x", symbol)
     ax.margins(x=0.22)

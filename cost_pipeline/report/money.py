@@ -1,9 +1,11 @@
 """Money as people read it: in the bill's currency (BillingCurrency), to the cent. The one
 formatter every table text, report, alert and command output uses; SQL text uses the
-same rule through the `fmt_money(amount, currency)` macro (assets/macros.sql)."""
+same rule through the `fmt_money(amount, currency)` macro (assets/macros.sql). And the
+percentages the reports and the printed bill show beside it, with the same minus sign."""
 
 from __future__ import annotations
 
+import math
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 CENT = Decimal("0.01")
@@ -49,3 +51,32 @@ def money(value, symbol: str) -> str:
 
 def in_currency(value, currency: str | None) -> str:
     return money(value, symbol_of(currency))
+
+
+def not_finite(value) -> str | None:
+    """How a figure that is not a finite number reads (as `money` writes one): `–` for none
+    or NaN, `∞` or `−∞`; None for a finite figure."""
+    if value is None or math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return None
+
+
+def percent(fraction, digits: int = 1) -> str:
+    """`fraction` as a percentage to `digits` decimals, a minus sign (`−`, as `money`) before
+    a negative one; a negative that rounds to zero reads as zero, as a cent does."""
+    text = not_finite(fraction)
+    if text is not None:
+        return text
+    shown = f"{abs(fraction) * 100:.{digits}f}"
+    negative = fraction < 0 and any(c in "123456789" for c in shown)
+    return f"{'−' if negative else ''}{shown}%"
+
+
+def share(part, whole, digits: int = 1) -> str:
+    """`part` as a share of `whole`, or `–` when `whole` is not above zero: credits larger than
+    the usage make a total negative, and a share of it (−23%, 116%) reads backwards."""
+    if part is None or whole is None or not whole > 0:
+        return "–"
+    return percent(part / whole, digits)

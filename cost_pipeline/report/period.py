@@ -22,7 +22,7 @@ from cost_pipeline.report.data import (
 from cost_pipeline.report.money import money, symbol_of
 from cost_pipeline.report.period_charts import period_charts
 from cost_pipeline.report.period_data import collect_period
-from cost_pipeline.report.render import _environment, percent
+from cost_pipeline.report.render import _environment, biggest_lever, percent
 from cost_pipeline.report.strip import months_between
 from cost_pipeline.warehouse import connect_read_only
 
@@ -82,9 +82,7 @@ def summary(data: dict, symbol: str) -> list[str]:
                 for c in data["moves"])
         out.append(text + ".")
     if data["levers"]:
-        lever = data["levers"][0]
-        out.append(f"Biggest lever over the period: {lever['lever']} — "
-                   f"{money(lever['dollars'], symbol)}.")
+        out.append(biggest_lever(data["levers"], "over the period", symbol))
     failed = [s for s in data["shares"] or [] if s["status"] != "pass"]
     if failed:
         out.append("Reconciliation failed in " + ", ".join(

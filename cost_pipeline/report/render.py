@@ -3,7 +3,6 @@ styles and SVG inline, nothing fetched when it is opened."""
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
@@ -15,7 +14,14 @@ import jinja2
 from cost_pipeline.report import report_path
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
-from cost_pipeline.report.money import cents, money, symbol_of  # noqa: F401 (re-exported)
+from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
+    cents,
+    money,
+    not_finite,
+    percent,
+    share,
+    symbol_of,
+)
 from cost_pipeline.warehouse import connect_read_only
 
 # the source's line item types, as the bridge's steps read to a finance director
@@ -38,29 +44,14 @@ LINE_ITEM_LABELS = {
 }
 
 
-def _not_finite(value) -> str | None:
-    """How a figure that is not a finite number reads (as `money` writes one): `–` for none
-    or NaN, `∞` or `−∞`; None for a finite figure."""
-    if value is None or math.isnan(value):
-        return "–"
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    return None
-
-
-def percent(fraction, digits: int = 1) -> str:
-    text = _not_finite(fraction)
-    return f"{fraction * 100:.{digits}f}%" if text is None else text
-
-
 def number(value, digits: int = 1) -> str:
-    text = _not_finite(value)
+    text = not_finite(value)
     return f"{value:,.{digits}f}" if text is None else text
 
 
 def metric(value, spec: str = "%.4g") -> str:
     """A metric value or change (`spec`: 4 significant digits); `–` or `∞` as `number`."""
-    text = _not_finite(value)
+    text = not_finite(value)
     return spec % value if text is None else text
 
 
@@ -86,15 +77,44 @@ def bridge_rows(bridge: dict) -> list[dict[str, Any]]:
     return rows
 
 
+def where_the_money_went(bill: dict, symbol: str) -> list[str]:
+    """The purpose classes that cost most, as shares of the month's attributed total; when
+    credits and refunds bring that total to zero or below, a share of it reads backwards
+    (a $10 class as −23%), so the classes are named by amount and the credits said."""
+    ranked = sorted(bill["column_total"].items(), key=lambda kv: -kv[1])
+    spent = [(p, c) for p, c in ranked[:3] if cents(c) > 0]
+    if cents(bill["total"]) > 0:
+        return ["Where the money went: " + ", ".join(
+            f"{PURPOSE_LABELS.get(p, p)} {percent(c / bill['total'], 0)} ({money(c, symbol)})"
+            for p, c in spent) + "."]
+    credited = [(p, c) for p, c in reversed(ranked) if cents(c) < 0]
+    if not credited:  # nothing cost anything
+        return []
+    out = []
+    if spent:
+        out.append("Where the money went: " + ", ".join(
+            f"{PURPOSE_LABELS.get(p, p)} {money(c, symbol)}" for p, c in spent) + ".")
+    out.append("Credits and refunds (" + ", ".join(
+        f"{PURPOSE_LABELS.get(p, p)} {money(c, symbol)}" for p, c in credited)
+        + f") bring the month's total to {money(bill['total'], symbol)}: no class is shown "
+        "as a share of it.")
+    return out
+
+
+def biggest_lever(levers: list[dict], when: str, symbol: str) -> str:
+    """The first lever, in rank order, that is worth a cent; when none is, that none has a
+    price (naming one at $0.00 read as advice)."""
+    priced = [lever for lever in levers if cents(lever["dollars"]) > 0]
+    if not priced:
+        return f"No lever has a price {when}."
+    return f"Biggest lever {when}: {priced[0]['lever']} — {money(priced[0]['dollars'], symbol)}."
+
+
 def summary(data: dict, symbol: str) -> list[str]:
     """The three or four sentences a finance director reads first."""
     out, total = [], data["headline"]["effective_cost"]
-    bill = data["bill"]
-    if bill and bill["total"]:
-        ranked = sorted(bill["column_total"].items(), key=lambda kv: -kv[1])
-        top = [f"{PURPOSE_LABELS.get(p, p)} {percent(c / bill['total'], 0)} ({money(c, symbol)})"
-               for p, c in ranked[:3] if c > 0]
-        out.append("Where the money went: " + ", ".join(top) + ".")
+    if data["bill"]:
+        out.extend(where_the_money_went(data["bill"], symbol))
     rec = data["reconciliation"]
     if rec:
         verdict = "within" if rec["status"] == "pass" else "above"
@@ -108,9 +128,7 @@ def summary(data: dict, symbol: str) -> list[str]:
                      f"({money(first['cost'], symbol)} of GPU time).")
         out.append(text)
     if data["levers"]:
-        lever = data["levers"][0]
-        out.append(f"Biggest lever this month: {lever['lever']} — "
-                   f"{money(lever['dollars'], symbol)}.")
+        out.append(biggest_lever(data["levers"], "this month", symbol))
     billed = data["headline"]["billed_cost"]
     if cents(billed) != cents(total):
         out.append(f"The invoice says {money(billed, symbol)}; amortized (commitments spread, "
@@ -124,8 +142,8 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("cost_pipeline.report", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    env.filters.update(money=money, percent=percent, number=number, metric=metric,
-                       size=size, cents=cents, currency_symbol=symbol_of)
+    env.filters.update(money=money, percent=percent, share=share, number=number,
+                       metric=metric, size=size, cents=cents, currency_symbol=symbol_of)
     return env
 
 

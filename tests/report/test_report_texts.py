@@ -1,0 +1,242 @@
+"""The sentences and figures the reports and the printed bill say about a month, built from
+hand-made tables: why the largest untracked resource is untracked, the threshold with its
+digits, a month whose credits exceed its usage, a month whose levers are all worth nothing,
+and the wording of the strip, the retention section and the period page."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from pathlib import Path
+
+import duckdb
+
+from cost_pipeline.report import write_report
+from cost_pipeline.report.bill_lines import bill_lines, reconciliation_notes, render
+from cost_pipeline.report.charts import charts
+from cost_pipeline.report.data import PURPOSE_LABELS
+from cost_pipeline.report.period import write_period_report
+from cost_pipeline.report.render import LINE_ITEM_LABELS
+from tests.report.test_report import Elements
+from tests.support.warehouse_rows import insert, insert_lines
+
+JULY = date(2026, 7, 1)
+LEVERS = ["bound the search", "retrain on measured decay", "cache preprocessing",
+          "delete dead checkpoints", "co-locate compute & data", "chase untracked usage",
+          "checkpoint before going preemptible", "use a cheaper card"]
+
+
+def _line(n: int, cost: float, *, item_type: str = "Usage", category: str = "Usage",
+          component: str = "gpu", resource: str | None = None,
+          instance_type: str | None = None, month: date = JULY) -> dict:
+    start = datetime(month.year, month.month, 1, n)
+    return {"ChargePeriodStart": start, "ChargePeriodEnd": start.replace(hour=n + 1),
+            "ChargeCategory": category, "x_LineItemType": item_type, "EffectiveCost": cost,
+            "BilledCost": cost, "x_CostComponent": component, "x_SourceLine": f"l{n}",
+            "ResourceId": resource, "x_InstanceType": instance_type}
+
+
+def _attributed(n: int, cost: float, purpose_class: str, run_id: str | None = None,
+                component: str = "gpu", gpu_hours: float | None = None) -> dict:
+    return {"x_SourceLine": f"l{n}", "run_id": run_id, "purpose_class": purpose_class,
+            "component": component, "cost": cost, "hours": 1.0 if gpu_hours else None,
+            "accelerator_hours": gpu_hours, "share": 1.0,
+            "rule": "compute" if gpu_hours else "non_usage"}
+
+
+def _reconciliation(con, *, billed: float, untracked: float, threshold: float) -> None:
+    share_ = untracked / billed
+    insert(con, "reconciliation", JULY, [{
+        "billed_gpu_hours": billed, "tracked_gpu_hours": billed - untracked,
+        "untracked_gpu_hours": untracked, "untracked_share": share_, "threshold": threshold,
+        "status": "pass" if share_ <= threshold else "fail", "untracked_cost_share": share_,
+        "by_accelerator_type": [], "coverage": 1.0, "over_claimed_gpu_hours": 0.0,
+        "unbilled_claim_gpu_hours": 0.0, "provisional": True, "total_effective_cost": 0.0,
+        "attributed_cost": 0.0, "untracked_cost": 0.0, "unallocated_cost": 0.0,
+        "runs_without_end": 0}], {})
+
+
+def _levers(con, dollars: dict[str, float]) -> None:
+    ranked = sorted(LEVERS[:-1], key=lambda lever: -dollars.get(lever, 0.0)) + LEVERS[-1:]
+    insert(con, "cost_levers", JULY, [
+        {"rank": rank, "lever": lever, "dollars": dollars.get(lever, 0.0),
+         "what_it_costs_to_pull": "-", "evidence": "-"}
+        for rank, lever in enumerate(ranked, 1)], {})
+
+
+def _summary(html: str) -> list[str]:
+    return re.findall(r"<li>([^<]*)</li>", html[html.index('class="summary"'):
+                                                html.index("</ul>")])
+
+
+def _bill_text(path: Path) -> str:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return render(bill_lines(con, JULY, JULY), reconciliation_notes(con, JULY, JULY),
+                      "bill", "USD")
+
+
+def test_the_largest_untracked_resource_says_why_it_is_untracked(tmp_path):
+    """A p4d.24xlarge (8 GPUs) two hours, a run using 4 of its GPUs: 8 GPU-hours untracked,
+    idle capacity of a resource a run claimed — the note said "claimed by no run"."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 32.0, resource="i-gpu1", instance_type="p4d.24xlarge"),
+                                 _line(1, 32.0, resource="i-gpu1", instance_type="p4d.24xlarge")])
+        _reconciliation(con, billed=16.0, untracked=8.0, threshold=0.05)
+        con.executemany("INSERT INTO untracked_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+            (JULY, "i-gpu1", JULY, "gpu", "idle_capacity", 1.0, 4.0, 16.0),
+            (JULY, "i-gpu1", JULY, "gpu", "idle_capacity", 1.0, 4.0, 16.0)])
+        assert reconciliation_notes(con, JULY, JULY) == [
+            "2026-07: FAIL — 50.0% of 16 billed GPU-hours untracked (threshold 5%); largest "
+            "untracked: i-gpu1 (p4d.24xlarge) 8 GPU-hours, $32.00, idle capacity of a claimed "
+            "resource; 8 GPU-hours in all"]
+    from cost_pipeline.report.bill_lines import untracked_because
+
+    assert untracked_because("no_run") == "claimed by no run"
+    assert untracked_because("idle_capacity, no_run") == (
+        "partly claimed by no run, partly idle capacity of a claimed resource")
+    assert untracked_because("idle_capacity, no_run, shared") == (
+        "partly claimed by no run, partly idle capacity of a claimed resource, "
+        "partly shared, no run can name it")
+
+
+def test_the_threshold_keeps_its_digits_and_the_share_enough_to_differ():
+    """threshold 0.025 read "(threshold 2%)" beside a passing 2.3%; the share keeps the
+    digits that tell it from the threshold (the alert's rule)."""
+    from cost_pipeline.report.bill_lines import share_and_threshold
+
+    assert share_and_threshold(1 / 43, 0.025) == ("2.3", "2.5")
+    assert share_and_threshold(0.018, 0.05) == ("1.8", "5")
+    assert share_and_threshold(0.0249, 0.025) == ("2.49", "2.5")
+    assert share_and_threshold(0.05004, 0.05) == ("5.004", "5")
+    assert share_and_threshold(0.013, 0.0125) == ("1.30", "1.25")
+    assert share_and_threshold(0.05, 0.05) == ("5.0", "5")
+
+
+def test_the_printed_reconciliation_line_of_a_threshold_with_decimals(tmp_path):
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 43.0)])
+        _reconciliation(con, billed=43.0, untracked=1.0, threshold=0.025)
+        assert reconciliation_notes(con, JULY, JULY) == [
+            "2026-07: PASS — 2.3% of 43 billed GPU-hours untracked (threshold 2.5%)"]
+
+
+def _credited_month(path: Path) -> None:
+    """Production $10, an untracked resource $2 and a $5 refund on it, a $50 credit: −$43."""
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [
+            _line(0, 10.0, resource="i-gpu1", instance_type="g5.xlarge"),
+            _line(1, 2.0, resource="i-gpu2", instance_type="g5.xlarge"),
+            _line(2, -5.0, item_type="Refund", category="Credit", resource="i-gpu2",
+                  instance_type="g5.xlarge"),
+            _line(3, -50.0, item_type="Credit", category="Credit", component="other")])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 10.0, "production", "prod1", gpu_hours=10.0),
+            _attributed(1, 2.0, "untracked", gpu_hours=2.0),
+            _attributed(2, -5.0, "untracked"),
+            _attributed(3, -50.0, "unallocated", component="other")], {})
+        _levers(con, {"chase untracked usage": 2.0})
+
+
+def test_a_month_whose_credits_exceed_its_usage_shows_no_shares(tmp_path):
+    path = tmp_path / "w.duckdb"
+    _credited_month(path)
+    page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    # it read "production training -23% ($10.00)", the credit that makes the total unsaid
+    assert _summary(html)[:2] == [
+        "Where the money went: production training $10.00.",
+        "Credits and refunds (unallocated −$50.00, untracked −$3.00) bring the month&#39;s "
+        "total to −$43.00: no class is shown as a share of it."]
+    text = _bill_text(path).splitlines()
+    # shares of −43 read −23.3%, 7.0% and 116.3%
+    assert [line.split()[-1] for line in text[2:5]] == ["–", "–", "–"]
+    assert [line.split()[-2] for line in text[2:5]] == ["10.00", "−3.00", "−50.00"]
+    assert text[5].split()[-1] == "−43.00"
+    svg = charts(data, LINE_ITEM_LABELS)["bill"]
+    assert "(–)" in svg and not re.search(r"\(−?-?\d+%\)", svg)
+
+
+def test_a_month_with_a_positive_total_keeps_its_shares_with_a_minus_sign(tmp_path):
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 100.0), _line(1, -10.0, item_type="Credit",
+                                                         category="Credit", component="other")])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 100.0, "production", "prod1", gpu_hours=1.0),
+            _attributed(1, -10.0, "unallocated", component="other")], {})
+    page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
+    assert _summary(page.read_text(encoding="utf-8"))[0] == (
+        "Where the money went: production training 111% ($100.00).")
+    assert [line.split()[-1] for line in _bill_text(path).splitlines()[2:4]] == [
+        "111.1%", "−11.1%"]
+    assert "(−11%)" in charts(data, LINE_ITEM_LABELS)["bill"]
+    from cost_pipeline.report.money import percent, share
+
+    assert [percent(-0.233), percent(-0.0001), percent(0.5, 0)] == ["−23.3%", "0.0%", "50%"]
+    assert [share(1, 0), share(1, -4), share(-1, 4)] == ["–", "–", "−25.0%"]
+
+
+def test_no_lever_named_when_none_has_a_price(tmp_path):
+    """A month of one $7 tax line: every lever $0; the summary named "bound the search —
+    $0.00" as this month's biggest lever."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 7.0, item_type="Tax", category="Tax",
+                                       component="other")])
+        _levers(con, {})
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    summary = _summary(page.read_text(encoding="utf-8"))
+    assert "No lever has a price this month." in summary
+    assert not [s for s in summary if s.startswith("Biggest lever")]
+    period, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / "p.html")
+    summary = _summary(period.read_text(encoding="utf-8"))
+    assert "No lever has a price over the period." in summary
+    with duckdb.connect(str(path)) as con:
+        con.execute("DELETE FROM cost_levers")
+        _levers(con, {"cache preprocessing": 0.004, "delete dead checkpoints": 3.5})
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    assert "Biggest lever this month: delete dead checkpoints — $3.50." in _summary(
+        page.read_text(encoding="utf-8"))
+
+
+def test_strip_retention_and_labels_read_as_written(tmp_path):
+    """A month the warehouse lacks has no total in the strip (it wrote 0.00 beside "–"); one
+    object is "1 object"; the printed bill and the page spell "other runs" alike."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 5.0)])
+        insert(con, "attribution", JULY, [_attributed(0, 5.0, "other", "eval1", gpu_hours=1.0)],
+               {})
+        insert(con, "retention_violations", JULY, [
+            {"bucket": "b", "key": "k", "run_id": "r", "run_status": "dead", "reason": "dead_run",
+             "bytes": 1024, "monthly_cost": 0.25}], {})
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    cells = {a["data-strip-month"]: a for a in Elements(html).having("data-strip-month")}
+    assert len(cells) == 6 and "data-strip-total" not in cells["2026-06"]
+    assert cells["2026-07"]["data-strip-total"] == "5.00"
+    assert '<p class="lede">1 object, 1.0 KiB, cost' in html
+    (line,) = bill_lines(duckdb.connect(str(path), read_only=True), JULY, JULY)
+    assert line.line == PURPOSE_LABELS["other"] == "other runs (eval, ad hoc)"
+
+
+def test_period_page_of_one_month_and_its_model_less_row(tmp_path):
+    """One month's page compared March with March in its heading; the model-less row holds
+    tracked runs that name no model, not only untracked and unallocated cost."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 5.0)])
+        insert(con, "cost_per_model_monthly", JULY, [
+            {"model": None, "purpose_class": "production", "component": "gpu", "cost": 5.0,
+             "accelerator_hours": 1.0, "runs": 1}], {})
+    page, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / "p.html")
+    html = page.read_text(encoding="utf-8")
+    assert '<h2 id="moved">2. What moved</h2>' in html
+    assert "<td>no model (runs naming none, untracked, unallocated)</td>" in html
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, date(2026, 8, 1), [_line(0, 6.0, month=date(2026, 8, 1))])
+    page, _ = write_period_report(str(path), JULY, date(2026, 8, 1), out=tmp_path / "p.html")
+    assert '<h2 id="moved">2. What moved from July to August</h2>' in page.read_text(
+        encoding="utf-8")

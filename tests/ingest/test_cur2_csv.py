@@ -22,6 +22,7 @@ from cost_pipeline.demo.local_s3 import upload_tree
 from cost_pipeline.ingest.billing import build_billing_facts
 from cost_pipeline.ingest.sources import SourceError
 from tests.support.cur_rows import (
+    COLUMNS,
     EXPORT,
     HOUR,
     LOG,
@@ -272,14 +273,14 @@ def test_a_broken_file_or_record_is_refused_naming_the_file(tmp_path, con, caplo
                       r"a\.csv\.gz: unreadable CSV file \(Truncated compressed stream"),
         "extra cell": (gzip.compress(good + b"x" + b",y" * 60 + b"\n"),
                        r"a\.csv\.gz row 60002: unreadable CSV file \(CSV parse error: "
-                       r"Expected 40 columns, got 61"),
+                       rf"Expected {len(COLUMNS)} columns, got 61"),
         "too few cells": (gzip.compress(at(41_234, b"x,y")),
                           r"a\.csv\.gz row 41234: unreadable CSV file \(CSV parse error: "
-                          r"Expected 40 columns, got 2"),
+                          rf"Expected {len(COLUMNS)} columns, got 2"),
         "after a value spanning lines": (
             gzip.compress(at(50_001, b"x,y", spanning)),
             r"a\.csv\.gz row 50001 \(line 50003\): unreadable CSV file \(CSV parse error: "
-            r"Expected 40 columns, got 2"),
+            rf"Expected {len(COLUMNS)} columns, got 2"),
         "not UTF-8": (gzip.compress(at(33_334, records[1].replace(b"i-0aaa", b"i-0a\xff\xfe"))),
                       r"a\.csv\.gz row 33334: unreadable CSV file \(In CSV column #\d+ "
                       r"\(line_item_resource_id\): CSV conversion error to string: invalid"),

@@ -78,7 +78,10 @@ DERIVED = {
         "on demand (the lever \"checkpoint before going preemptible\")."),
     "cost_levers": (
         ["search_trend", "search_shape", "preprocessing_waste", "retention_violations", "egress",
-         "gpu_utilization", "retrain_cadence", "preemption", "untracked_usage", "attribution"],
+         "gpu_utilization", "retrain_cadence", "preemption", "untracked_usage", "attribution",
+         # whether the month has a listing at all (a lever's missing-data reason); its
+         # objects reach the kept basis through retention_violations'
+         "checkpoint_inventory"],
         "finops",
         "The mission's levers ranked by the dollars they touch this month, with the figure "
         "behind each and what it costs to pull."),

@@ -42,7 +42,9 @@ def default_config_path() -> str:
 
 
 def build_defs(config_path: str | None = None) -> dg.Definitions:
-    path = str(Path(config_path or default_config_path()).expanduser().resolve())
+    # absolute, its links not followed, as load_config reads it: a config linked into place
+    # (a ConfigMap mount) writes the warehouse beside the link, where the CLI reads it
+    path = os.path.abspath(Path(config_path or default_config_path()).expanduser())
     try:
         cfg = load_config(path)
         warehouse, warehouse_cfg, timing = cfg.warehouse_path, cfg.warehouse, cfg.schedule

@@ -81,3 +81,9 @@ def test_a_linked_config_resolves_its_paths_beside_the_link(tmp_path):
     cfg = load_config(mounted / "config.yaml")
     assert cfg.warehouse_path == str(mounted / "warehouse.duckdb")
     assert cfg.resolve(cfg.tracker[0].path) == str(mounted / "runs.csv")
+    # the code location (and `materialize`, which runs it) writes that warehouse too: it
+    # followed the link and wrote the target's folder, where `report` found no month
+    from cost_pipeline.defs.definitions import WAREHOUSE_TAG, build_defs
+
+    job = build_defs(str(mounted / "config.yaml")).resolve_job_def("monthly_costs")
+    assert job.run_tags[WAREHOUSE_TAG] == str(mounted / "warehouse.duckdb")

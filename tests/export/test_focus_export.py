@@ -398,6 +398,16 @@ def test_the_asset_writes_the_file_beside_the_warehouse(demo_warehouse):
     path = demo_warehouse.parent / "exports" / "focus-2026-09.parquet"
     (materialization,) = result.asset_materializations_for_node("focus_export")
     assert materialization.metadata["rows"].value == pq.read_metadata(path).num_rows > 0
+    # a month without a bill fails as `export focus` does: it published an empty file, a
+    # $0 month to the tools reading it
+    failed = dg.materialize(
+        [focus_export], partition_key="2026-10-01", raise_on_error=False,
+        resources={"duckdb": DuckDBResource(database=str(demo_warehouse)),
+                   "settings": PipelineSettings(config_path=str(config))})
+    assert not failed.success
+    (failure,) = failed.get_step_failure_events()
+    assert "no billing lines for 2026-10" in str(failure.event_specific_data.error)
+    assert not (demo_warehouse.parent / "exports" / "focus-2026-10.parquet").exists()
 
 
 def test_a_month_streamed_in_many_batches_is_the_month_in_memory(demo_warehouse, tmp_path,

@@ -236,6 +236,10 @@ def _describe(error: dict) -> str:
     msg = error["msg"]
     if error["type"] == "extra_forbidden":
         msg = "unknown key"
+    elif error["type"] == "string_pattern_mismatch" and loc.endswith("webhook_url_env"):
+        # the value is not repeated: it may be the secret URL itself
+        msg = ("must name the environment variable holding the webhook URL (e.g. "
+               "COST_ALERT_WEBHOOK_URL), not the URL: the URL is a secret, kept out of the file")
     elif error["type"] == "string_pattern_mismatch":
         msg = (f"{error.get('input')!r} is no size: expected e.g. 8GB, 1.5GiB or 80%"
                if loc.endswith("memory_limit") else "must not be blank")

@@ -89,8 +89,11 @@ def test_schedule_config_is_validated(tmp_path):
         load_config(config_file(tmp_path, {"day_of_month": 31}))  # not every month has it
     with pytest.raises(ConfigError, match="schedule.daily_refresh_hour"):
         load_config(config_file(tmp_path, {"daily_refresh_hour": 24}))
-    with pytest.raises(ConfigError, match="alerts.webhook_url_env"):
+    with pytest.raises(ConfigError, match="alerts.webhook_url_env") as err:
         # the variable's NAME belongs in the file, never the URL itself
         path = tmp_path / "c.yaml"
         path.write_text("alerts: {webhook_url_env: 'https://hooks.slack.com/services/x'}\n")
         load_config(str(path))
+    # said so ("must not be blank" was said of it), and the secret not repeated
+    assert "must name the environment variable holding the webhook URL" in str(err.value)
+    assert "hooks.slack.com" not in str(err.value)

@@ -22,6 +22,8 @@ from cost_pipeline.months import out_of_range, parse_month
 SENSOR_NAME = "billing_delivery_sensor"
 # AWS delivers a month's restatements a few times a day; listing every 10 minutes is cheap
 SENSOR_INTERVAL_SECONDS = 600
+# the cursor's mark on a month delivered outside the partitions (before `first_month`)
+OUTSIDE = "outside:"
 
 
 def build_delivery_sensor(config_path: str, job_name: str,
@@ -46,13 +48,18 @@ def build_delivery_sensor(config_path: str, job_name: str,
             # the sensor started, and is requested, not recorded as history
             return dg.SensorResult(skip_reason=f"cannot list the billing exports: {exc}",
                                    cursor="{}" if context.cursor is None else None)
+        keys = set(partitions.get_partition_keys())
+        # a month outside the partitions is recorded as such: once the config's first_month
+        # takes it in, its delivery is new to the sensor and requested (recorded as delivered,
+        # it never was)
+        record = {month: fingerprint if f"{month}-01" in keys else OUTSIDE + fingerprint
+                  for month, fingerprint in seen.items()}
         if context.cursor is None:
             return dg.SensorResult(
                 skip_reason=f"first tick: recorded the deliveries of {len(seen)} month(s); "
                 "later changes request refreshes",
-                cursor=json.dumps(seen, sort_keys=True))
+                cursor=json.dumps(record, sort_keys=True))
         known = json.loads(context.cursor)
-        keys = set(partitions.get_partition_keys())
         requests = [
             dg.RunRequest(
                 run_key=f"{month}:{fingerprint}",
@@ -64,7 +71,7 @@ def build_delivery_sensor(config_path: str, job_name: str,
             if known.get(month) != fingerprint and f"{month}-01" in keys
         ]
         outside = sorted(m for m, fp in seen.items()
-                         if known.get(m) != fp and f"{m}-01" not in keys)
+                         if known.get(m) != OUTSIDE + fp and f"{m}-01" not in keys)
         if outside:  # said, not silently dropped: the config key extends the range
             context.log.warning(out_of_range(parse_month(outside[0]), first_month(partitions))
                                 + f" ({len(outside)} delivered month(s) outside the partitions: "
@@ -74,6 +81,6 @@ def build_delivery_sensor(config_path: str, job_name: str,
             skip_reason=None if requests else (
                 "no new billing delivery" if not outside else
                 f"new deliveries only for months outside the partitions: {', '.join(outside)}"),
-            cursor=json.dumps(seen, sort_keys=True))
+            cursor=json.dumps(record, sort_keys=True))
 
     return billing_delivery_sensor

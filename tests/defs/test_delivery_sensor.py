@@ -81,6 +81,16 @@ def test_local_export_new_and_restated_deliveries(tmp_path, instance):
     write_parquet(month_dir(export, month="2026-08") / "y.parquet", [line(4.0)])
     assert ticks.partitions() == ["2026-08-01"]
     assert sorted(json.loads(ticks.cursor)) == ["2014-12", "2026-07", "2026-08"]
+    # the config then takes December 2014 in (first_month): its delivery, recorded as outside
+    # the partitions, is requested now — recorded as delivered, it never was
+    wider = tmp_path / "wider" / "config.yaml"
+    wider.parent.mkdir()
+    wider.write_text(yaml.safe_dump({"warehouse": {"path": "w.duckdb"}, "first_month": "2014-12",
+                                     "billing": [{"kind": "aws_cur2", "path": str(export)}]}))
+    later = Ticks(str(wider), instance)
+    later.cursor = ticks.cursor
+    assert later.partitions() == ["2014-12-01"]
+    assert later.partitions() == []
     # September from an export recreated in CSV format: its gzipped CSV is the month's file
     (month_dir(export, month="2026-09")).mkdir(parents=True)
     (month_dir(export, month="2026-09") / f"{EXPORT}-00001.csv.gz").write_bytes(b"\x1f\x8b")

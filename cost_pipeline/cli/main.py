@@ -72,6 +72,12 @@ def cmd_materialize(args) -> int:
               f"{len(result.skipped)} unchanged asset(s) skipped")
     else:
         print(f"{month:%Y-%m}: materialized (run {result.run_id})")
+    if result.run_id is not None and result.later_months:
+        print(f"note: {', '.join(result.later_months)} read this month's figures (a search's "
+              "cost to date, trends, previous bests) as they were: materialize "
+              f"{'it' if len(result.later_months) == 1 else 'them'} again to bring "
+              f"{'it' if len(result.later_months) == 1 else 'them'} up to date",
+              file=sys.stderr)
     if args.strict and result.failed_error_checks:
         return EXIT_CHECK_FAILED
     return EXIT_OK

@@ -46,6 +46,9 @@ class MonthResult:
     skipped: list[str] = field(default_factory=list)  # unchanged assets, not recomputed
     error_detail: str | None = None  # the failed step's whole error chain (for --debug)
     interrupted: bool = False  # SIGINT / SIGTERM stopped the run: its writes rolled back
+    # later months the warehouse holds: they read this one's figures (a search's cost to
+    # date, trends, previous bests) as they were when they were materialized
+    later_months: list[str] = field(default_factory=list)
 
     @property
     def failed_error_checks(self) -> list[CheckOutcome]:
@@ -173,14 +176,31 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     if unchanged is not None:
         quick_skip.remember(cfg, month, graph)  # the next unchanged check needs no Dagster
         return unchanged
+    later: list[str] = []
     if success:
         quick_skip.remember(cfg, month, graph)
+        later = _later_months(cfg.warehouse_path, month)
     error = detail = None
     interrupted = False
     if not success:
         error, detail, interrupted = _failure(result, commit)
     return MonthResult(month, success, result.run_id, error, recorded_checks + checks,
-                       skipped, error_detail=detail, interrupted=interrupted)
+                       skipped, error_detail=detail, interrupted=interrupted,
+                       later_months=later)
+
+
+def _later_months(warehouse: str, month: date) -> list[str]:
+    """The months after `month` the warehouse holds (`YYYY-MM`); none when it cannot be read
+    (a note, not the run's result)."""
+    from cost_pipeline.warehouse import connect_read_only
+
+    try:
+        with connect_read_only(warehouse) as con:
+            return [f"{m:%Y-%m}" for (m,) in con.execute(
+                "SELECT DISTINCT month FROM billing_months WHERE month > ? ORDER BY month",
+                [month]).fetchall()]
+    except duckdb.Error:
+        return []
 
 
 def _failure(result, commit: str) -> tuple[str, str | None, bool]:

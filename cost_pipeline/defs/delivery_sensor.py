@@ -70,6 +70,21 @@ def build_delivery_sensor(config_path: str, job_name: str,
             for month, fingerprint in sorted(seen.items())
             if known.get(month) != fingerprint and f"{month}-01" in keys
         ]
+        # later months already materialized read the restated one (a search's cost to date,
+        # trends, previous bests, recomputed preprocessing): refreshed after it, in order
+        if requests:
+            delivered = {r.partition_key for r in requests}
+            held = context.instance.get_materialized_partitions(dg.AssetKey("billing_facts"))
+            requests += [
+                dg.RunRequest(
+                    run_key=f"{key[:7]}:after:{requests[0].run_key}",
+                    partition_key=key,
+                    tags={"cost_pipeline/launched_by": "delivery_sensor",
+                          "cost_pipeline/after_delivery_of": requests[0].partition_key[:7]},
+                )
+                for key in sorted(held & keys)
+                if key > requests[0].partition_key and key not in delivered
+            ]
         outside = sorted(m for m, fp in seen.items()
                          if known.get(m) != OUTSIDE + fp and f"{m}-01" not in keys)
         if outside:  # said, not silently dropped: the config key extends the range

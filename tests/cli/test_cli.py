@@ -44,6 +44,9 @@ def test_materialize_prints_checks_and_strict_exit(demo_quarter, tmp_path, dagst
     passing = run_cli("materialize", "--config", str(config), "--month", "2026-07", "--strict",
                       env_home=dagster_home)
     assert passing.returncode == 0, passing.stderr
+    # August, materialized first, read July's figures as they were (none): said
+    assert ("note: 2026-08 read this month's figures (a search's cost to date, trends, "
+            "previous bests) as they were: materialize it again") in passing.stderr
 
 
 def test_a_failed_check_says_what_failed(capsys):

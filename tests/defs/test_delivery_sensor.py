@@ -202,3 +202,20 @@ def test_focus_deliveries_on_s3_are_listed_alike(tmp_path, s3_server):
         b"BilledCost\n2\n")
     after = export_fingerprints(load_config(config), date(2026, 12, 7))
     assert sorted(after) == ["2026-05"] and after["2026-05"] != before["2026-05"]
+
+
+def test_a_restated_month_refreshes_the_later_months_materialized(tmp_path, instance):
+    """A later month reads the restated one (a search's cost to date, trends, previous bests):
+    refreshed after it, in order, where it kept the old figures."""
+    export = write_export(tmp_path, {"a.parquet": [line(1.0)]})
+    ticks = Ticks(_config(tmp_path, {"kind": "aws_cur2", "path": str(export)}), instance)
+    for month in ("2026-06-01", "2026-08-01", "2026-09-01"):
+        instance.report_runless_asset_event(dg.AssetMaterialization("billing_facts",
+                                                                    partition=month))
+    assert ticks.partitions() == []
+    write_parquet(month_dir(export) / "b.parquet", [line(2.0)])  # July restated
+    write_manifest(export, ["s3://x/exports/cur/ml-cur/data/BILLING_PERIOD=2026-07/b.parquet"])
+    requests = ticks.tick().run_requests
+    assert [r.partition_key for r in requests] == ["2026-07-01", "2026-08-01", "2026-09-01"]
+    assert requests[1].tags["cost_pipeline/after_delivery_of"] == "2026-07"
+    assert ticks.partitions() == []

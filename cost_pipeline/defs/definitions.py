@@ -22,7 +22,11 @@ from cost_pipeline.defs.partitions import monthly, monthly_from
 from cost_pipeline.defs.period_report import build_period_job
 from cost_pipeline.defs.resources import PipelineSettings, Warehouse
 from cost_pipeline.defs.schedules import DAILY_REFRESH, MONTHLY_CLOSE, daily_refresh, monthly_close
-from cost_pipeline.defs.sensors import build_check_alert_sensor, build_run_failure_alert_sensor
+from cost_pipeline.defs.sensors import (
+    WAREHOUSE_TAG,
+    build_check_alert_sensor,
+    build_run_failure_alert_sensor,
+)
 from cost_pipeline.months import FIRST_MONTH
 
 ALL_ASSETS = [ingest, attribution, reconciliation, *derived_assets, monthly_report,
@@ -34,7 +38,6 @@ JOB_NAME = "monthly_costs"
 # other tools, not a table the month's decisions need
 ON_DEMAND_ASSETS = ("focus_export",)
 FOCUS_EXPORT_JOB = "focus_export_job"
-WAREHOUSE_TAG = "cost_pipeline/warehouse"
 
 
 def default_config_path() -> str:
@@ -82,9 +85,10 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
         schedules=[monthly_close(monthly_job, timing, first_month),
                    daily_refresh(monthly_job, timing)],
         sensors=[build_delivery_sensor(path, JOB_NAME, partitions),
-                 build_check_alert_sensor(path, CHECK_KEYS),
+                 build_check_alert_sensor(path, CHECK_KEYS, warehouse=warehouse),
                  build_run_failure_alert_sensor(path, [MONTHLY_CLOSE, DAILY_REFRESH],
-                                                sensor_names=[DELIVERY_SENSOR])],
+                                                sensor_names=[DELIVERY_SENSOR],
+                                                warehouse=warehouse)],
         resources={
             "duckdb": Warehouse(database=warehouse, connection_config=connection_config),
             "settings": PipelineSettings(config_path=path),

@@ -25,6 +25,9 @@ MAX_PAGES = 10
 LOOKBACK_SECONDS = 6 * 3600.0
 COMPLETED = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
 PARTITION_TAG = "dagster/partition"
+# the warehouse file a run wrote (its jobs' run tag): code locations sharing one instance,
+# one per account's warehouse, each alert on their own runs only
+WAREHOUSE_TAG = "cost_pipeline/warehouse"
 SCHEDULE_TAG = "dagster/schedule_name"
 SENSOR_TAG = "dagster/sensor_name"
 
@@ -39,11 +42,14 @@ def _alerts_config(config_path: str) -> Alerts:
 
 
 def read_check_evaluations(instance: dg.DagsterInstance, check_keys: Sequence[dg.AssetCheckKey],
-                           watermark: float | None) -> list[alerts.CheckEvaluation]:
+                           watermark: float | None,
+                           warehouse: str | None = None) -> list[alerts.CheckEvaluation]:
     """Completed evaluations of `check_keys`, newest first, back to LOOKBACK before the
-    watermark (everything, up to MAX_PAGES pages, when there is none)."""
+    watermark (everything, up to MAX_PAGES pages, when there is none); with `warehouse`, not
+    those of runs tagged with another warehouse (another code location's, whose check keys
+    are the same)."""
     horizon = None if watermark is None else watermark - LOOKBACK_SECONDS
-    partitions: dict[str, str] = {}
+    runs: dict[str, dict] = {}
     found: list[alerts.CheckEvaluation] = []
     for key in check_keys:
         cursor = None
@@ -51,7 +57,7 @@ def read_check_evaluations(instance: dg.DagsterInstance, check_keys: Sequence[dg
             page = instance.event_log_storage.get_asset_check_execution_history(
                 key, limit=PAGE, cursor=cursor, status=COMPLETED)
             for record in page:
-                evaluation = _evaluation(instance, record, horizon, partitions)
+                evaluation = _evaluation(instance, record, horizon, runs, warehouse)
                 if evaluation is not None:
                     found.append(evaluation)
             if len(page) < PAGE or (horizon is not None and page[-1].create_timestamp < horizon):
@@ -61,21 +67,24 @@ def read_check_evaluations(instance: dg.DagsterInstance, check_keys: Sequence[dg
 
 
 def _evaluation(instance: dg.DagsterInstance, record, horizon: float | None,
-                partitions: dict[str, str]) -> alerts.CheckEvaluation | None:
+                runs: dict[str, dict], warehouse: str | None) -> alerts.CheckEvaluation | None:
     event = record.event
     data = event.dagster_event.event_specific_data if event and event.dagster_event else None
     if not isinstance(data, dg.AssetCheckEvaluation):
         return None
     if horizon is not None and event.timestamp < horizon:
         return None
-    # on the SQLite instance (`dagster dev`) the completed row carries no partition: the
-    # run's partition tag is the month
     partition = data.partition or record.partition
-    if not partition:
-        if record.run_id not in partitions:
+    if warehouse is not None or not partition:
+        if record.run_id not in runs:
             run = instance.get_run_by_id(record.run_id)
-            partitions[record.run_id] = (run.tags.get(PARTITION_TAG) if run else None) or ""
-        partition = partitions[record.run_id]
+            runs[record.run_id] = dict(run.tags) if run else {}
+        tags = runs[record.run_id]
+        if warehouse is not None and tags.get(WAREHOUSE_TAG, warehouse) != warehouse:
+            return None
+        # on the SQLite instance (`dagster dev`) the completed row carries no partition: the
+        # run's partition tag is the month
+        partition = partition or tags.get(PARTITION_TAG) or ""
     return alerts.CheckEvaluation(
         check=f"{data.asset_key.to_user_string()}.{data.check_name}",
         month=partition[:7] or "unpartitioned",
@@ -89,11 +98,14 @@ def _evaluation(instance: dg.DagsterInstance, record, horizon: float | None,
 
 def read_failed_scheduled_runs(instance: dg.DagsterInstance, schedule_names: Sequence[str],
                                watermark: float | None,
-                               sensor_names: Sequence[str] = ()) -> list[alerts.FailedRun]:
+                               sensor_names: Sequence[str] = (),
+                               warehouse: str | None = None) -> list[alerts.FailedRun]:
     """Failed runs launched by `schedule_names` or by `sensor_names` (the delivery sensor's
     refresh of a restated month: after the monthly close it is the only run that brings a
     closed month's new bill in, and its cursor has moved on — unalerted, its failure left
-    the old bill in place silently), newest first."""
+    the old bill in place silently), newest first; with `warehouse`, only runs tagged with
+    it (every run of this code location's jobs is; another location's schedules have the
+    same names)."""
     after = (None if watermark is None
              else datetime.fromtimestamp(watermark - LOOKBACK_SECONDS, UTC))
     records = {}
@@ -102,7 +114,9 @@ def read_failed_scheduled_runs(instance: dg.DagsterInstance, schedule_names: Seq
             continue
         for r in instance.get_run_records(
                 filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
-                                      tags={tag: list(names)}, updated_after=after),
+                                      tags={tag: list(names),
+                                            **({WAREHOUSE_TAG: warehouse} if warehouse else {})},
+                                      updated_after=after),
                 limit=PAGE, order_by="update_timestamp", ascending=False):
             records[r.dagster_run.run_id] = r
     return [
@@ -155,7 +169,8 @@ def _tick(context: dg.SensorEvaluationContext, config_path: str, clock: Clock,
 
 
 def build_check_alert_sensor(config_path: str, check_keys: Sequence[dg.AssetCheckKey],
-                             clock: Clock = time.time) -> dg.SensorDefinition:
+                             clock: Clock = time.time,
+                             warehouse: str | None = None) -> dg.SensorDefinition:
     @dg.sensor(
         name="check_failure_alerts",
         minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
@@ -166,7 +181,8 @@ def build_check_alert_sensor(config_path: str, check_keys: Sequence[dg.AssetChec
     )
     def check_failure_alerts(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         def observe(state: dict, now: float) -> list:
-            found = read_check_evaluations(context.instance, check_keys, state["watermark"])
+            found = read_check_evaluations(context.instance, check_keys, state["watermark"],
+                                           warehouse)
             return alerts.observe_checks(state, found, now)
 
         return _tick(context, config_path, clock, observe)
@@ -176,7 +192,8 @@ def build_check_alert_sensor(config_path: str, check_keys: Sequence[dg.AssetChec
 
 def build_run_failure_alert_sensor(config_path: str, schedule_names: Sequence[str],
                                    clock: Clock = time.time,
-                                   sensor_names: Sequence[str] = ()) -> dg.SensorDefinition:
+                                   sensor_names: Sequence[str] = (),
+                                   warehouse: str | None = None) -> dg.SensorDefinition:
     @dg.sensor(
         name="scheduled_run_failure_alerts",
         minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
@@ -187,7 +204,7 @@ def build_run_failure_alert_sensor(config_path: str, schedule_names: Sequence[st
     def scheduled_run_failure_alerts(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         def observe(state: dict, now: float) -> list:
             found = read_failed_scheduled_runs(context.instance, schedule_names,
-                                               state["watermark"], sensor_names)
+                                               state["watermark"], sensor_names, warehouse)
             return alerts.observe_runs(state, found, now)
 
         return _tick(context, config_path, clock, observe)

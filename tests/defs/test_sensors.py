@@ -278,6 +278,22 @@ def test_fresh_sensor_on_a_shared_instance_does_not_realert_history(demo_quarter
     assert ticker.state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"] is True
 
 
+def test_check_evaluations_of_another_warehouse_are_not_this_locations(demo_quarter,
+                                                                        dagster_home):
+    """Code locations sharing one instance (one per account's warehouse) have the same check
+    keys: each read every location's failures, alerting another account's August."""
+    from cost_pipeline.config import load_config
+    from cost_pipeline.defs.sensors import read_check_evaluations
+
+    config, _ = demo_quarter
+    warehouse = load_config(str(config)).warehouse_path
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        mine = read_check_evaluations(instance, CHECK_KEYS, None, warehouse)
+        others = read_check_evaluations(instance, CHECK_KEYS, None, "/another/w.duckdb")
+    assert any(e.month == "2026-08" and not e.passed for e in mine)
+    assert not [e for e in others if {e.run_id} & {m.run_id for m in mine}]
+
+
 def test_failed_scheduled_run_alerts_once(alert_env, receiver):
     broken = alert_env.strict.with_name("broken.yaml")
     data = yaml.safe_load(alert_env.strict.read_text())
@@ -285,9 +301,14 @@ def test_failed_scheduled_run_alerts_once(alert_env, receiver):
     broken.write_text(yaml.safe_dump(data))
     job = build_defs(str(broken)).resolve_job_def(JOB_NAME)
     clock = Clock()
+    from cost_pipeline.config import load_config
+    from cost_pipeline.defs.sensors import WAREHOUSE_TAG
+
+    warehouse = load_config(str(alert_env.strict)).warehouse_path
     sensor = build_run_failure_alert_sensor(str(alert_env.strict),
                                             ["monthly_close", "daily_refresh"], clock=clock,
-                                            sensor_names=["billing_delivery_sensor"])
+                                            sensor_names=["billing_delivery_sensor"],
+                                            warehouse=warehouse)
     with alert_env.instance() as instance:
         ticker = Ticker(sensor, instance, build_defs(str(alert_env.strict)))
         assert "initialized" in ticker.tick()
@@ -300,6 +321,9 @@ def test_failed_scheduled_run_alerts_once(alert_env, receiver):
             return result.run_id
 
         fail({"cost_pipeline/launched_by": "cli"})  # not scheduled: no alert
+        # another code location's schedule of the same name on the shared instance (another
+        # account's warehouse): its own sensor alerts it, not this one
+        fail({"dagster/schedule_name": "monthly_close", WAREHOUSE_TAG: "/other/w.duckdb"})
         scheduled = fail({"dagster/schedule_name": "monthly_close"})
         clock.advance(30)
         assert "1 new alert(s), 1 delivered" in ticker.tick()

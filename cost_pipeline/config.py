@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from cost_pipeline.months import FIRST_MONTH, open_month, parse_month
 
@@ -29,6 +36,20 @@ class _Strict(BaseModel):
 # a path, URI, table, bucket or name that must say something: an empty tracking_uri read an
 # empty `./mlflow.db` (or $MLFLOW_TRACKING_URI's tracker), an empty path the config's folder
 Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+
+
+def _no_credentials(url: str | None) -> str | None:
+    """An endpoint URL without `user:password@`: credentials come from the standard chain
+    (AWS: environment, profile, role; GCP: Application Default), never from this file (an
+    endpoint's error then showed the access key)."""
+    if url and "@" in url.split("://", 1)[-1].split("/", 1)[0]:
+        raise ValueError("must not carry credentials (user:password@): they come from the "
+                         "standard chain (environment, profile, role), never from this file")
+    return url
+
+
+# an S3-compatible or API endpoint: a URL without credentials
+Endpoint = Annotated[str | None, AfterValidator(_no_credentials)]
 # the most accelerators one instance type counts (as for one run's `gpus`)
 MAX_ACCELERATORS = 1_000_000
 
@@ -48,7 +69,7 @@ class WarehouseConfig(_Strict):
 class AwsCur2Source(_Strict):
     kind: Literal["aws_cur2"]
     path: Text
-    endpoint_url: str | None = None
+    endpoint_url: Endpoint = None
     region: str | None = None
     name: str | None = None
 
@@ -56,7 +77,7 @@ class AwsCur2Source(_Strict):
 class GcpBillingExportSource(_Strict):
     kind: Literal["gcp_billing_export"]
     table: Text
-    api_endpoint: str | None = None
+    api_endpoint: Endpoint = None
     project: str | None = None
     name: str | None = None
 
@@ -64,7 +85,7 @@ class GcpBillingExportSource(_Strict):
 class FocusSource(_Strict):
     kind: Literal["focus"]
     path: Text                       # a local file or folder, or s3://bucket/prefix
-    endpoint_url: str | None = None  # optional: an S3-compatible endpoint (as aws_cur2)
+    endpoint_url: Endpoint = None  # optional: an S3-compatible endpoint (as aws_cur2)
     region: str | None = None
     name: str | None = None
 
@@ -98,7 +119,7 @@ class S3Checkpoints(_Strict):
     kind: Literal["s3"]
     bucket: Text
     prefix: str = ""
-    endpoint_url: str | None = None
+    endpoint_url: Endpoint = None
     region: str | None = None
 
 
@@ -108,7 +129,7 @@ class InventoryCheckpoints(_Strict):
     prefix: str = ""
     # the bucket of a plain CSV without a bucket column, or of a manifest without sourceBucket
     bucket: str | None = None
-    endpoint_url: str | None = None  # for an s3:// path on an S3-compatible endpoint
+    endpoint_url: Endpoint = None  # for an s3:// path on an S3-compatible endpoint
     region: str | None = None
 
 
@@ -234,7 +255,9 @@ class PipelineConfig(_Strict):
 def _describe(error: dict) -> str:
     loc = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
     msg = error["msg"]
-    if error["type"] == "extra_forbidden":
+    if error["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")
+    elif error["type"] == "extra_forbidden":
         msg = "unknown key"
     elif error["type"] == "string_pattern_mismatch" and loc.endswith("webhook_url_env"):
         # the value is not repeated: it may be the secret URL itself

@@ -50,6 +50,9 @@ def _no_credentials(url: str | None) -> str | None:
 
 # an S3-compatible or API endpoint: a URL without credentials
 Endpoint = Annotated[str | None, AfterValidator(_no_credentials)]
+# a source's or tracker's name: it starts each of its lines' ids (`name:…`), so no `:` —
+# `cur` and `cur:eu` mixed their per-source figures
+SourceName = Annotated[str | None, Field(pattern=r"^[^:]+$")]
 # the most accelerators one instance type counts (as for one run's `gpus`)
 MAX_ACCELERATORS = 1_000_000
 
@@ -71,7 +74,7 @@ class AwsCur2Source(_Strict):
     path: Text
     endpoint_url: Endpoint = None
     region: str | None = None
-    name: str | None = None
+    name: SourceName = None
 
 
 class GcpBillingExportSource(_Strict):
@@ -79,7 +82,7 @@ class GcpBillingExportSource(_Strict):
     table: Text
     api_endpoint: Endpoint = None
     project: str | None = None
-    name: str | None = None
+    name: SourceName = None
 
 
 class FocusSource(_Strict):
@@ -87,7 +90,7 @@ class FocusSource(_Strict):
     path: Text                       # a local file or folder, or s3://bucket/prefix
     endpoint_url: Endpoint = None  # optional: an S3-compatible endpoint (as aws_cur2)
     region: str | None = None
-    name: str | None = None
+    name: SourceName = None
 
 
 BillingSource = Annotated[
@@ -101,7 +104,7 @@ class MlflowTracker(_Strict):
     experiments: list[str] | None = None
     metric: str | None = None
     tags: dict[str, str] = {}
-    name: str | None = None
+    name: SourceName = None
     # after each month: the runs' `cost.*` tags summed over the warehouse's months (SPEC §12)
     write_back: bool = False
 
@@ -109,7 +112,7 @@ class MlflowTracker(_Strict):
 class RunsFileTracker(_Strict):
     kind: Literal["runs_file"]
     path: Text
-    name: str | None = None
+    name: SourceName = None
 
 
 TrackerSource = Annotated[MlflowTracker | RunsFileTracker, Field(discriminator="kind")]
@@ -259,6 +262,8 @@ def _describe(error: dict) -> str:
         msg = msg.removeprefix("Value error, ")
     elif error["type"] == "extra_forbidden":
         msg = "unknown key"
+    elif error["type"] == "string_pattern_mismatch" and loc.endswith(".name"):
+        msg = "must not contain ':' (it separates a line's source from its id)"
     elif error["type"] == "string_pattern_mismatch" and loc.endswith("webhook_url_env"):
         # the value is not repeated: it may be the secret URL itself
         msg = ("must name the environment variable holding the webhook URL (e.g. "

@@ -38,6 +38,9 @@ from cost_pipeline.config import ConfigError, load_config, parse_config
      "billing.0.aws_cur2.endpoint_url: must not carry credentials (user:password@)"),
     ({"checkpoints": [{"kind": "s3", "bucket": "b", "endpoint_url": "https://k:s@s3.local"}]},
      "endpoint_url: must not carry credentials"),
+    # a name starts its lines' ids (`name:…`): `cur` and `cur:eu` mixed their figures
+    ({"billing": [{"kind": "aws_cur2", "path": "x", "name": "cur:eu"}]},
+     "billing.0.aws_cur2.name: must not contain ':'"),
 ])
 def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(data, named):
     with pytest.raises(ConfigError) as err:
@@ -93,3 +96,14 @@ def test_a_linked_config_resolves_its_paths_beside_the_link(tmp_path):
 
     job = build_defs(str(mounted / "config.yaml")).resolve_job_def("monthly_costs")
     assert job.run_tags[WAREHOUSE_TAG] == str(mounted / "warehouse.duckdb")
+
+
+def test_entries_of_one_kind_get_names_no_other_entry_has():
+    """[focus, aws_cur2 named `focus3`, focus] named the third `focus3` too: the CUR export was
+    dropped from the month (the sources are keyed by name), with no error."""
+    from cost_pipeline.ingest.sources import source_names
+
+    cfg = parse_config({"billing": [{"kind": "focus", "path": "a"},
+                                    {"kind": "aws_cur2", "path": "b", "name": "focus3"},
+                                    {"kind": "focus", "path": "c"}]}, Path("."))
+    assert source_names(cfg.billing) == ["focus", "focus3", "focus4"]

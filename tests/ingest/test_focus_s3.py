@@ -66,6 +66,20 @@ def test_same_facts_as_the_local_copy(tmp_path, s3_server, con):
     assert len(facts(con)) == 8
 
 
+def test_a_whole_bucket_names_each_file_by_its_key(tmp_path, s3_server, con):
+    """`s3://bucket` with no prefix named each file by its base name: two accounts'
+    `2026-05.csv` gave one line id, and a real charge was dropped as an identical duplicate."""
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    write_csv(tmp_path / "part.csv", ROWS[:8])
+    for account in ("acct-a", "acct-b"):
+        put(endpoint, bucket, f"{account}/2026-05.csv", (tmp_path / "part.csv").read_bytes())
+    summary = build_billing_facts(con, s3_config(tmp_path, endpoint, bucket, ""), MAY, LOG)
+    assert summary.duplicates_dropped == 0 and len(facts(con)) == 16
+    assert {line.split(":")[1] for (line,) in con.execute(
+        "SELECT x_SourceLine FROM billing_facts").fetchall()} == {"acct-a/2026-05.csv",
+                                                                   "acct-b/2026-05.csv"}
+
+
 def test_tags_written_as_lists_of_entries_read_as_the_local_copy(tmp_path, s3_server, con):
     # a FOCUS parquet file whose Tags polars wrote back as {key, value} entries: streamed
     # through pyarrow from S3, read as DuckDB reads the local file

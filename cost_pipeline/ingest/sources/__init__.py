@@ -53,9 +53,10 @@ def source_names(entries: list, default: str = "") -> list[str]:
     """A distinct, stable name per configured entry: its `name`, else its kind (+ index)."""
     names: list[str] = []
     for i, entry in enumerate(entries):
-        name = getattr(entry, "name", None) or entry.kind
-        if name in names:
-            name = f"{name}{i + 1}"
+        name = base = getattr(entry, "name", None) or entry.kind
+        n = i + 1
+        while name in names:  # `focus3` may be an entry's own name: the next free one
+            name, n = f"{base}{n}", n + 1
         names.append(name)
     return names
 

@@ -454,7 +454,9 @@ def _display_name(found: FocusFiles, path: Path | str) -> str:
     ids survive moving the folder."""
     if isinstance(path, str):  # s3://bucket/prefix/… below the configured s3:// prefix
         key, root = S3Uri.parse(path).key, S3Uri.parse(str(found.root)).key
-        return key[len(root):].lstrip("/") if root and key.startswith(root + "/") else (
+        if not root:  # a whole bucket: the key (two folders' `2026-07.csv` are two files)
+            return key
+        return key[len(root):].lstrip("/") if key.startswith(root + "/") else (
             key.rsplit("/", 1)[-1])
     try:
         return str(path.relative_to(found.root))

@@ -232,6 +232,40 @@ def test_a_run_without_cost_now_loses_its_tags_and_amounts_round_half_up(fast_di
     assert (again.calls, again.runs_unchanged, again.tags_deleted) == (0, 1, 0)
 
 
+def test_a_run_another_tracker_tells_gets_no_tags_here(fast_dir, tmp_path):
+    """Run r-b is in a runs file listed first and in MLflow: the warehouse keeps the runs
+    file's (SPEC: the first tracker's), so its cost is that run's; the MLflow run of the same
+    id, whose facts were set aside, got that cost as its `cost.*` tags."""
+    import dagster as dg
+
+    from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
+    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    uri = f"sqlite:///{fast_dir / 'two-trackers.db'}"
+    ids = write_runs(uri, "two-trackers")
+    warehouse = tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        run_costs_rows(con, HAND_ROWS[:3])
+        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": "r-a", "source": "team-mlflow",
+                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)},
+                               {**RUN_DEFAULTS, "run_id": "r-b", "source": "runs",
+                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}])
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": str(warehouse)},
+        "tracker": [{"kind": "runs_file", "name": "runs", "path": "runs.csv"},
+                    {"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
+                     "experiments": ["two-trackers"], "tags": BY_NAME, "write_back": True}]}))
+    result = dg.materialize(
+        [tracker_cost_tags], partition_key="2026-06-01",
+        resources={"duckdb": Warehouse(database=str(warehouse)),
+                   "settings": PipelineSettings(config_path=str(config))})
+    assert result.success
+    assert cost_tags(uri, ids["r-a"]) == EXPECTED["r-a"]
+    assert cost_tags(uri, ids["r-b"]) == {}
+
+
 def test_tags_go_in_batches_of_at_most_100():
     batches = list(mlflow_tags._batches(list(range(250))))
     assert [len(b) for b in batches] == [100, 100, 50]

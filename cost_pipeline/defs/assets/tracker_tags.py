@@ -47,14 +47,28 @@ def tracker_cost_tags(
         return dg.MaterializeResult(metadata={"trackers": "none with write_back: true"})
     from cost_pipeline.ingest.sources.mlflow_tags import cost_tags_by_run, write_cost_tags
 
+    names = source_names(cfg.tracker)
+    from cost_pipeline.warehouse import ensure_schema
+
     with duckdb.get_connection() as con:
+        # the macros its query reads: this step may run alone (the UI's "materialize")
+        ensure_schema(con)
         costs = cost_tags_by_run(con)
+        # a run two trackers know is kept as the first tells it (runs.collect_runs): its cost
+        # is that run's, not the other tracker's run of the same id
+        kept_from = dict(con.execute(
+            "SELECT run_id, source FROM tracker_runs "
+            "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY month DESC) = 1"
+        ).fetchall())
     # outside the connection: a tracker that fails fails this step, not the month's commit
     totals = dict.fromkeys(COUNTS, 0)
     per_tracker = {}
     for name, tracker in targets:
+        others = set(names) - {name}
+        mine = {run_id: tags for run_id, tags in costs.items()
+                if kept_from.get(run_id) not in others}
         done = write_cost_tags(resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
-                               costs, experiments=tracker.experiments, tags=tracker.tags,
+                               mine, experiments=tracker.experiments, tags=tracker.tags,
                                log=context.log)
         per_tracker[name] = {k: getattr(done, k) for k in COUNTS}
         for k in COUNTS:

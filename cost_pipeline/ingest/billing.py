@@ -433,11 +433,16 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
 
 
 def build_billing_facts(
-    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
+    keep_held: bool = True,
 ) -> BillingSummary:
     """Replace the month's `billing_facts` by what the sources hold now, atomically: on any
-    error the month keeps its previous rows."""
+    error the month keeps its previous rows. With `keep_held`, sources that now hold no line
+    of a month the warehouse holds lines of are an error (their files gone, a path moved),
+    not an emptied month; `materialize --force` empties it."""
     ensure_schema(con)
+    (held,) = con.execute("SELECT coalesce(max(lines), 0) FROM billing_months WHERE month = ?",
+                          [month]).fetchone()
     with month_transaction(con):
         con.execute("DELETE FROM billing_facts WHERE month = ?", [month])
         summary = load_month(con, cfg, month, log)
@@ -462,6 +467,11 @@ def build_billing_facts(
         summary.rows, summary.total_effective_cost, summary.total_billed_cost = con.execute(
             "SELECT count(*), coalesce(fsum(EffectiveCost), 0), coalesce(fsum(BilledCost), 0) "
             "FROM billing_facts WHERE month = ?", [month]).fetchone()
+        if keep_held and held and not summary.rows:
+            raise SourceError("billing", f"{month:%Y-%m}", (
+                f"the sources hold no line of the month, where the warehouse holds {held:,}: "
+                "their files gone or a path moved? The month keeps its lines; "
+                "`materialize --force` empties it"))
         con.execute(f"DROP VIEW IF EXISTS {STAGE}")
     for record in summary.delivery_records:
         summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))

@@ -739,6 +739,28 @@ def test_empty_month_is_zero_rows(tmp_path, con, caplog):
     assert "no data/BILLING_PERIOD=YYYY-MM folder yet" in caplog.text
 
 
+def test_a_held_month_whose_files_are_gone_keeps_its_lines(tmp_path, con):
+    """A month the warehouse holds lines of, whose sources now hold none (the files deleted,
+    a path moved), was emptied with exit 0 — every table of the month with it. It is an
+    error now, the month keeping its lines; `--force` (keep_held=False) empties it."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.support.cur_rows import LOG
+
+    export = write_export(tmp_path, {"x.parquet": [L("a", 2.0), L("b", 3.0)]})
+    build(con, config(tmp_path, export))
+    assert _total(con) == (2, 5.0)
+    for file in month_dir(export).glob("*.parquet"):
+        file.unlink()
+    for manifest in month_dir(export, "metadata").glob("*.json"):
+        manifest.unlink()
+    with pytest.raises(SourceError, match=r"billing: 2026-07: the sources hold no line of the "
+                                          r"month, where the warehouse holds 2"):
+        build(con, config(tmp_path, export))
+    assert _total(con) == (2, 5.0)
+    summary = build_billing_facts(con, config(tmp_path, export), JULY, LOG, keep_held=False)
+    assert summary.rows == 0 and _total(con) == (0, 0.0)
+
+
 def test_a_path_that_is_no_export_folder_is_refused_saying_which_it_is(tmp_path, con):
     # the export's data/ folder configured in its place, or a legacy Cost and Usage Report
     # (its manifests in YYYYMMDD-YYYYMMDD/, its Athena parquet in year=/month=): every month

@@ -113,7 +113,8 @@ def ingest(
             if BILLING_FACTS in selected:
                 # a connection block per table: leaving it drops any result left unread
                 with first_error(runs_read, listing_read), duckdb.get_connection() as con:
-                    summary = build_billing_facts(con, cfg, month, context.log)
+                    summary = build_billing_facts(con, cfg, month, context.log,
+                                                  keep_held=not forced(context))
                     complete = billing_complete(con, month, datetime.now(UTC).date())
             runs = runs_read.result() if runs_read else None
             # the listing's one holder from here (the future lets go of it below)

@@ -342,11 +342,15 @@ CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABL
 CREATE OR REPLACE TEMP MACRO best_metric_of(goal, metric_values) AS
     CASE WHEN goal = 'min' THEN list_min(metric_values) ELSE list_max(metric_values) END;
 
--- every run of a search, with `is_parent`: sweep controllers (parents of runs) orchestrate,
--- they are not trials and their metrics are not the search's result
+-- the runs other runs name as their parent: sweep controllers, which orchestrate; they are
+-- not trials and their metrics are not a search's result
+CREATE OR REPLACE TEMP MACRO parent_runs(for_month) AS TABLE
+    SELECT DISTINCT parent_run_id AS run_id FROM month_runs(for_month)
+    WHERE parent_run_id IS NOT NULL;
+
+-- every run of a search, with `is_parent` (`parent_runs`)
 CREATE OR REPLACE TEMP MACRO search_runs(for_month) AS TABLE
-    SELECT tr.*, (tr.run_id IN (SELECT parent_run_id FROM month_runs(for_month)
-                                WHERE parent_run_id IS NOT NULL)) AS is_parent
+    SELECT tr.*, (tr.run_id IN (SELECT run_id FROM parent_runs(for_month))) AS is_parent
     FROM month_runs(for_month) AS tr
     WHERE tr.search_id IS NOT NULL;
 
@@ -401,8 +405,7 @@ CREATE OR REPLACE TEMP MACRO search_previous_best(for_month, metric_goal) AS TAB
       ON p.model = s.model
      AND ((p.purpose = 'production' AND p.search_id IS NULL)
           OR (p.search_id IS NOT NULL AND p.search_id <> s.search_id
-              AND p.run_id NOT IN (SELECT parent_run_id FROM month_runs(for_month)
-                                   WHERE parent_run_id IS NOT NULL)))
+              AND p.run_id NOT IN (SELECT run_id FROM parent_runs(for_month))))
      AND CASE WHEN p.end_time IS NOT NULL THEN p.end_time < s.search_start
               ELSE p.status IS DISTINCT FROM 'RUNNING' AND p.start_time < s.search_start END
      AND (p.metric_name IS NULL OR s.metric_name IS NULL OR p.metric_name = s.metric_name)

@@ -294,14 +294,19 @@ def parse_config(data: object, base_dir: Path, origin: str = "<config>") -> Pipe
         raise ConfigError(f"{origin}: {problems}") from None
 
 
+def config_file(path: str | os.PathLike[str]) -> Path:
+    """The config file as every reader names it: absolute, its links not followed — a config
+    linked into place (a Kubernetes ConfigMap mount links it into a `..2024_…` folder)
+    resolves its relative paths, and its warehouse, beside the link."""
+    return Path(os.path.abspath(Path(path).expanduser()))
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
     """Load and validate the config at `path` (else $COST_PIPELINE_CONFIG)."""
     raw = path or os.environ.get(CONFIG_ENV)
     if not raw:
         raise ConfigError(f"no config: pass --config FILE or set {CONFIG_ENV}")
-    # absolute, its links not followed: a config linked into place (a Kubernetes ConfigMap
-    # mount links it into a `..2024_…` folder) resolves its relative paths beside the link
-    file = Path(os.path.abspath(Path(raw).expanduser()))
+    file = config_file(raw)
     try:
         content = file.read_bytes()
     except OSError as exc:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from cost_pipeline.config import CONFIG_ENV, ConfigError, ScheduleSettings, load_config
+from cost_pipeline.config import (
+    CONFIG_ENV,
+    ConfigError,
+    ScheduleSettings,
+    config_file,
+    load_config,
+)
 from cost_pipeline.defs.assets.attribution import attribution, reconciliation
 from cost_pipeline.defs.assets.decisions import derived_assets
 from cost_pipeline.defs.assets.focus_export import focus_export
@@ -45,9 +51,9 @@ def default_config_path() -> str:
 
 
 def build_defs(config_path: str | None = None) -> dg.Definitions:
-    # absolute, its links not followed, as load_config reads it: a config linked into place
-    # (a ConfigMap mount) writes the warehouse beside the link, where the CLI reads it
-    path = os.path.abspath(Path(config_path or default_config_path()).expanduser())
+    # as load_config names it: a linked config's warehouse beside the link, where the CLI
+    # reads it
+    path = str(config_file(config_path or default_config_path()))
     try:
         cfg = load_config(path)
         warehouse, warehouse_cfg, timing = cfg.warehouse_path, cfg.warehouse, cfg.schedule

@@ -252,6 +252,16 @@ def stream_focus(con: duckdb.DuckDBPyConnection, month: date, path: str | Path,
     return path.resolve(), rows, len(runs)
 
 
+def unbilled_month(con: duckdb.DuckDBPyConnection, month: date,
+                   warehouse: str | Path) -> str | None:
+    """Why the month cannot be exported — it has no billing line (not materialized): a file
+    of it would read as a $0 month to the tools reading it; None when it can."""
+    (lines,) = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
+                           [month]).fetchone()
+    return None if lines else (f"no billing lines for {month:%Y-%m} in {warehouse}: "
+                               "materialize the month first")
+
+
 def _sql_string(text: str) -> str:
     return text.replace("'", "''")
 
@@ -278,11 +288,9 @@ def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
             if spill is not None:
                 con.execute(f"SET memory_limit = '{memory_limit}'")
                 con.execute(f"SET temp_directory = '{_sql_string(str(spill))}'")
-            lines = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
-                                [month]).fetchall()[0][0]
-            if not lines:
-                raise FocusExportError(f"no billing lines for {month:%Y-%m} in {warehouse}: "
-                                       "materialize the month first")
+            problem = unbilled_month(con, month, warehouse)
+            if problem:
+                raise FocusExportError(problem)
             path, rows, _ = stream_focus(con, month, target, fmt)
     except duckdb.Error as exc:  # e.g. another process holds the write lock, no such table
         raise FocusExportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from None

@@ -26,24 +26,26 @@ from cost_pipeline.defs.resources import PipelineSettings, Warehouse, month_of
 def focus_export(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
-    from cost_pipeline.export.focus import FOCUS_VERSION, default_focus_path, stream_focus
+    from cost_pipeline.export.focus import (
+        FOCUS_VERSION,
+        default_focus_path,
+        stream_focus,
+        unbilled_month,
+    )
 
     cfg, month = settings.load(), month_of(context)
     path = default_focus_path(cfg.warehouse_path, month)
     with duckdb.get_connection() as con:
-        lines = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
-                            [month]).fetchone()[0]
-        if lines:
+        problem = unbilled_month(con, month, cfg.warehouse_path)
+        if not problem:
             # the month as this run wrote it, streamed beside its place; moved there only
             # once the run's writes commit
             staged, rows, runs = stream_focus(con, month,
                                               path.with_name(f".{path.name}.pending"))
-    if not lines:
-        # as `cost-pipeline export focus`: a month without a bill is no $0 month for the tools
-        # that read the file, and none is published (raised once the connection is closed:
+    if problem:
+        # as `cost-pipeline export focus` refuses it (raised once the connection is closed:
         # a resource that does not close it on an error would keep the file open)
-        raise dg.Failure(f"no billing lines for {month:%Y-%m} in {cfg.warehouse_path}: "
-                         "materialize the month first")
+        raise dg.Failure(problem)
     if isinstance(duckdb, Warehouse):
         duckdb.publish_on_commit(staged, path)
     else:

@@ -132,12 +132,9 @@ def _focus_listing(name: str, source: FocusSource, cfg: PipelineConfig,
     for entry in listed:
         named = _FOCUS_MONTH.search("/" + entry[0])
         if named:
-            month = named.group(1) or f"{named.group(2)}-{named.group(3)}"
-            try:
-                parse_month(month)
-            except ValueError:
-                continue
-            months.setdefault(month, []).append(entry)
+            month = _valid_month(named.group(1) or f"{named.group(2)}-{named.group(3)}")
+            if month is not None:  # a folder naming no month is no delivery (`_month_of`)
+                months.setdefault(month, []).append(entry)
         else:
             for month in undated:
                 months.setdefault(month, []).append(entry)
@@ -148,14 +145,17 @@ def _month_of(folder: str) -> str | None:
     """The month of a `BILLING_PERIOD=YYYY-MM` folder; None for any other folder — one that
     names no month (`BILLING_PERIOD=2026-13`, a template's `YYYY-MM`) is not a delivery, and
     taken as one it stopped the delivery sensor at every tick."""
-    if folder.startswith("BILLING_PERIOD="):
-        month = folder.split("=", 1)[1]
-        if len(month) == 7 and month[4] == "-":
-            try:
-                parse_month(month)
-            except ValueError:
-                return None
-            return month
+    return _valid_month(folder.split("=", 1)[1]) if folder.startswith("BILLING_PERIOD=") else None
+
+
+def _valid_month(month: str) -> str | None:
+    """`month` when it is a `YYYY-MM` naming a month, else None."""
+    if len(month) == 7 and month[4] == "-":
+        try:
+            parse_month(month)
+        except ValueError:
+            return None
+        return month
     return None
 
 

@@ -73,11 +73,10 @@ def cmd_materialize(args) -> int:
     else:
         print(f"{month:%Y-%m}: materialized (run {result.run_id})")
     if result.run_id is not None and result.later_months:
+        them = "it" if len(result.later_months) == 1 else "them"
         print(f"note: {', '.join(result.later_months)} read this month's figures (a search's "
-              "cost to date, trends, previous bests) as they were: materialize "
-              f"{'it' if len(result.later_months) == 1 else 'them'} again to bring "
-              f"{'it' if len(result.later_months) == 1 else 'them'} up to date",
-              file=sys.stderr)
+              f"cost to date, trends, previous bests) as they were: materialize {them} again "
+              f"to bring {them} up to date", file=sys.stderr)
     if args.strict and result.failed_error_checks:
         return EXIT_CHECK_FAILED
     return EXIT_OK

@@ -191,11 +191,9 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
 
 def _later_months(warehouse: str, month: date) -> list[str]:
     """The months after `month` the warehouse holds (`YYYY-MM`); none when it cannot be read
-    (a note, not the run's result)."""
-    from cost_pipeline.warehouse import connect_read_only
-
+    (a note, not the run's result). The run just wrote it: no upgrade to check first."""
     try:
-        with connect_read_only(warehouse) as con:
+        with duckdb.connect(warehouse, read_only=True) as con:
             return [f"{m:%Y-%m}" for (m,) in con.execute(
                 "SELECT DISTINCT month FROM billing_months WHERE month > ? ORDER BY month",
                 [month]).fetchall()]

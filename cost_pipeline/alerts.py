@@ -196,7 +196,7 @@ def _num(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, int | float) else "?"
 
 
-def _apart(value: Any, limit: Any, digits: int = 1) -> tuple[str, str]:
+def figures_apart(value: Any, limit: Any, digits: int = 1) -> tuple[str, str]:
     """`value` and `limit` with the fewest digits (from `digits`, up to 6) that tell them
     apart when they differ: a share of 5.004% failing a 5% threshold read "5.0% … threshold
     5.0%" under a FAILED heading."""
@@ -234,7 +234,8 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         for r in (m.get("top_untracked") or [])
     ]
     if "untracked_share" in m:
-        share, threshold = (_apart(100 * m["untracked_share"], 100 * (m.get("threshold") or 0))
+        share, threshold = (figures_apart(100 * m["untracked_share"],
+                                          100 * (m.get("threshold") or 0))
                             if isinstance(m["untracked_share"], int | float) else ("?", "?"))
         detail = (f"{share}% of {_num(m.get('billed_gpu_hours'))} "
                   f"billed GPU-hours untracked (tracked {_num(m.get('tracked_gpu_hours'))}, "
@@ -253,7 +254,7 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         if delta.lstrip("−") == tolerance and isinstance(m["delta"], int | float) \
                 and isinstance(m.get("tolerance"), int | float) \
                 and abs(m["delta"]) != m["tolerance"]:  # a cent apart at most: the digits
-            shown = _apart(abs(m["delta"]), m["tolerance"], 3)
+            shown = figures_apart(abs(m["delta"]), m["tolerance"], 3)
             sign = "−" if m["delta"] < 0 else ""
             delta, tolerance = (f"{sign}{symbol_of(m.get('currency'))}{shown[0]}",
                                 f"{symbol_of(m.get('currency'))}{shown[1]}")

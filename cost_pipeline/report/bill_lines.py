@@ -9,7 +9,7 @@ from datetime import date
 
 import duckdb
 
-from cost_pipeline.alerts import _apart
+from cost_pipeline.alerts import figures_apart
 from cost_pipeline.report.data import top_untracked
 from cost_pipeline.report.money import money, share, symbol_of
 from cost_pipeline.warehouse import query, sql_text
@@ -70,9 +70,9 @@ def share_and_threshold(share: float, threshold: float) -> tuple[str, str]:
     """The untracked share and its threshold as percentages (without `%`): the threshold with
     the digits it has (2.5, not 2: a 2.3% share passing read as passing a 2% threshold), the
     share with one decimal or the threshold's, and more when fewer would show a share that
-    is not the threshold as equal to it (the alert's rule, `_apart`)."""
+    is not the threshold as equal to it (the alert's rule, `figures_apart`)."""
     digits = _digits(threshold)
-    shown, _ = _apart(100 * share, 100 * threshold, max(digits, 1))
+    shown, _ = figures_apart(100 * share, 100 * threshold, max(digits, 1))
     return shown, f"{100 * threshold:,.{digits}f}"
 
 
@@ -98,13 +98,6 @@ def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date
     return notes
 
 
-def _amount(value: float) -> str:
-    """An amount of the printed table: to the cent, a minus sign (`−`, as `money`) before a
-    negative one."""
-    text = f"{abs(value):,.2f}"
-    return f"−{text}" if value < 0 and text.strip("0.,") else text
-
-
 def render(lines: list[BillLine], notes: list[str], title: str, currency: str) -> str:
     total = sum(line.cost for line in lines)
     width = max([len(line.line) for line in lines] + [5])
@@ -113,9 +106,9 @@ def render(lines: list[BillLine], notes: list[str], title: str, currency: str) -
     for line in lines:
         # a total that credits brought to zero or below has no shares (`share`: –)
         out.append(f"{line.line:<{width}}  {line.gpu_hours:>10,.1f}  {line.cpu_hours:>10,.1f}  "
-                   f"{line.runs:>5}  {_amount(line.cost):>14}  {share(line.cost, total):>5}")
+                   f"{line.runs:>5}  {money(line.cost, ''):>14}  {share(line.cost, total):>5}")
     out.append(f"{'total EffectiveCost':<{width}}  {'':>10}  {'':>10}  {'':>5}  "
-               f"{_amount(total):>14}")
+               f"{money(total, ''):>14}")
     out.append("")
     out.append("Reconciliation (tracker vs bill):")
     out.extend(f"  {note}" for note in notes)

@@ -432,17 +432,26 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
         "AND x_InstanceType IS NOT NULL ORDER BY 1").fetchall()]
 
 
+def _lines_by_source(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, int]:
+    """The month's `billing_facts` lines per source (the name before a line id's first `:`)."""
+    return dict(con.execute(
+        "SELECT split_part(x_SourceLine, ':', 1), count(*) FROM billing_facts WHERE month = ? "
+        "GROUP BY 1", [month]).fetchall())
+
+
 def build_billing_facts(
     con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
     keep_held: bool = True,
 ) -> BillingSummary:
     """Replace the month's `billing_facts` by what the sources hold now, atomically: on any
-    error the month keeps its previous rows. With `keep_held`, sources that now hold no line
-    of a month the warehouse holds lines of are an error (their files gone, a path moved),
-    not an emptied month; `materialize --force` empties it."""
+    error the month keeps its previous rows. With `keep_held`, a source that now holds no line
+    of a month the warehouse holds lines of from it is an error (its files gone, a path
+    moved), not a month emptied or shrunk by that source's share; `materialize --force`
+    takes what the sources hold."""
     ensure_schema(con)
     (held,) = con.execute("SELECT coalesce(max(lines), 0) FROM billing_months WHERE month = ?",
                           [month]).fetchone()
+    held_by_source = _lines_by_source(con, month) if keep_held and held else {}
     with month_transaction(con):
         con.execute("DELETE FROM billing_facts WHERE month = ?", [month])
         summary = load_month(con, cfg, month, log)
@@ -472,6 +481,14 @@ def build_billing_facts(
                 f"the sources hold no line of the month, where the warehouse holds {held:,}: "
                 "their files gone or a path moved? The month keeps its lines; "
                 "`materialize --force` empties it"))
+        if held_by_source:
+            now = _lines_by_source(con, month)
+            for name in source_names(cfg.billing):
+                if held_by_source.get(name) and not now.get(name):
+                    raise SourceError(name, f"{month:%Y-%m}", (
+                        f"the source holds no line of the month, where the warehouse holds "
+                        f"{held_by_source[name]:,} from it: its files gone or a path moved? "
+                        "The month keeps its lines; `materialize --force` drops them"))
         con.execute(f"DROP VIEW IF EXISTS {STAGE}")
     for record in summary.delivery_records:
         summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))

@@ -761,6 +761,34 @@ def test_a_held_month_whose_files_are_gone_keeps_its_lines(tmp_path, con):
     assert summary.rows == 0 and _total(con) == (0, 0.0)
 
 
+def test_one_of_two_sources_whose_files_are_gone_keeps_the_month(tmp_path, con):
+    """Two exports, one of them gone (its files deleted, its path moved): the month shrank by
+    that source's share with exit 0. It is an error naming the source, the month keeping
+    every line; `--force` (keep_held=False) takes what the sources hold."""
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.support.cur_rows import LOG
+
+    east = write_export(tmp_path / "east", {"x.parquet": [L("a", 2.0), L("b", 3.0)]})
+    west = write_export(tmp_path / "west", {"y.parquet": [L("c", 7.0)]})
+    cfg = parse_config({"billing": [{"kind": "aws_cur2", "path": str(east), "name": "east"},
+                                    {"kind": "aws_cur2", "path": str(west), "name": "west"}]},
+                       tmp_path)
+    build(con, cfg)
+    assert _total(con) == (3, 12.0)
+    (month_dir(west) / "y.parquet").unlink()
+    for manifest in month_dir(west, "metadata").glob("*.json"):
+        manifest.unlink()
+    with pytest.raises(SourceError, match=r"west: 2026-07: the source holds no line of the "
+                                          r"month, where the warehouse holds 1 from it"):
+        build(con, cfg)
+    assert _total(con) == (3, 12.0)
+    summary = build_billing_facts(con, cfg, JULY, LOG, keep_held=False)
+    assert summary.rows == 2 and _total(con) == (2, 5.0)
+    build(con, cfg)  # held from east alone now: a run as before passes
+    assert _total(con) == (2, 5.0)
+
+
 def test_a_path_that_is_no_export_folder_is_refused_saying_which_it_is(tmp_path, con):
     # the export's data/ folder configured in its place, or a legacy Cost and Usage Report
     # (its manifests in YYYYMMDD-YYYYMMDD/, its Athena parquet in year=/month=): every month

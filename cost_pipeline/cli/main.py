@@ -131,7 +131,9 @@ def cmd_report(args) -> int:
     import webbrowser
 
     from cost_pipeline.config import load_config
+    from cost_pipeline.months import out_of_range
     from cost_pipeline.report import write_report
+    from cost_pipeline.report.data import ReportError
 
     period = (args.from_month, args.to_month)
     if args.month and any(period):
@@ -140,15 +142,26 @@ def cmd_report(args) -> int:
         raise ValueError("a period needs both --from YYYY-MM and --to YYYY-MM")
     if not args.month and not any(period):
         raise ValueError("report needs --month YYYY-MM, or --from YYYY-MM --to YYYY-MM")
-    warehouse = load_config(args.config).warehouse_path
+    cfg = load_config(args.config)
     if args.month:
-        path, _ = write_report(warehouse, parse_month(args.month), out=args.out)
+        first = last = parse_month(args.month)
     else:
-        from cost_pipeline.report.period import write_period_report
-
         first, last = (_flag_month(flag, text) for flag, text in
                        (("--from", args.from_month), ("--to", args.to_month)))
-        path, _ = write_period_report(warehouse, first, last, out=args.out)
+    try:
+        if args.month:
+            path, _ = write_report(cfg.warehouse_path, first, out=args.out)
+        else:
+            from cost_pipeline.report.period import write_period_report
+
+            path, _ = write_period_report(cfg.warehouse_path, first, last, out=args.out)
+    except ReportError:
+        # a month no partition holds: say so and how to include it, not "materialize it"
+        problem = first <= last and (out_of_range(first, cfg.first_month)
+                                     or out_of_range(last, cfg.first_month))
+        if problem:
+            raise ReportError(problem) from None
+        raise
     print(path)
     if args.open:
         webbrowser.open(path.as_uri())

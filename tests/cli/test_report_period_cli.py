@@ -4,6 +4,7 @@ path; a bad range is one line on stderr and exit 1."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from datetime import date
@@ -54,3 +55,20 @@ def test_bad_ranges_are_one_line_and_exit_1(demo_quarter, capsys, args, message)
     assert code == 1
     assert captured.out == ""
     assert captured.err.strip().splitlines() == [message]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--month", "2014-12"], r"month 2014-12 is before the first partition: the months run "
+                             r"2015-01 through the open month \d{4}-\d{2}; set `first_month: "
+                             r"2014-12` in the config to include it"),
+    (["--from", "2014-11", "--to", "2015-02"], r"month 2014-11 is before the first partition"),
+    (["--month", "2999-01"], r"month 2999-01 has not started yet: the months run 2015-01 "),
+    (["--from", "2026-08", "--to", "2999-01"], r"month 2999-01 has not started yet"),
+])
+def test_a_month_no_partition_holds_says_so(demo_quarter, capsys, args, message):
+    # it said "materialize it first", which `materialize` then refused for the same month
+    code = main(["report", "--config", str(demo_quarter[0]), *args])
+    captured = capsys.readouterr()
+    assert code == 1 and captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert re.match(f"error: {message}", line), line

@@ -58,8 +58,11 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
         cfg = load_config(path)
         warehouse, warehouse_cfg, timing = cfg.warehouse_path, cfg.warehouse, cfg.schedule
         first_month = cfg.first_month
-    except ConfigError:
-        # the code location still loads (the UI shows the graph); runs report the error
+    except ConfigError as exc:
+        # the code location still loads (the UI shows the graph); runs report the error, and
+        # so does loading (`dagster definitions validate`, the daemon's log): it passed silently
+        dg.get_dagster_logger().warning(
+            f"{exc}: the code location loads, but its runs fail until the config is fixed")
         warehouse, warehouse_cfg = str(Path(path).parent / "warehouse.duckdb"), None
         timing, first_month = ScheduleSettings(), FIRST_MONTH
     partitions, assets = monthly, ALL_ASSETS

@@ -50,3 +50,24 @@ def test_the_monthly_job_leaves_the_focus_export_to_its_own_job(tmp_path):
     assert dg.AssetKey("focus_export") not in monthly.asset_layer.executable_asset_keys
     assert dg.AssetKey("attribution") in monthly.asset_layer.executable_asset_keys
     assert on_demand.asset_layer.executable_asset_keys == {dg.AssetKey("focus_export")}
+
+
+def test_a_broken_config_is_named_by_dagster_definitions_validate(tmp_path):
+    """The code location loads with a broken config (the UI shows the graph), and `dagster
+    definitions validate` passed it silently: it names the config and the key now."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config = tmp_path / "config.yaml"
+    config.write_text("warehouse: {path: w.duckdb}\nbilling: 3\n")
+    (tmp_path / "dagster.yaml").write_text("")
+    env = {**os.environ, "COST_PIPELINE_CONFIG": str(config), "DAGSTER_HOME": str(tmp_path)}
+    dagster = Path(sys.executable).with_name("dagster")
+    done = subprocess.run([str(dagster), "definitions", "validate", "-m",
+                           "cost_pipeline.definitions"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr  # it still loads
+    assert (f"config {config}: billing: Input should be a valid list: the code location "
+            "loads, but its runs fail until the config is fixed") in done.stdout + done.stderr

@@ -8,7 +8,8 @@
 --                       search, as in attribution's purpose class)
 --   retrains            the model's production runs started in the month
 --   by_trigger          those retrains counted by `trigger`: schedule, drift, manual, unknown
---                       (no trigger recorded); also as the four *_retrains columns
+--                       (no trigger recorded, or another word); also as the four
+--                       *_retrains columns
 --   median_days_between the median gap, in days, between consecutive production starts of the
 --                       model within the 6 months ending with this one; NULL with < 2 starts
 --   cost                the model's production cost this month (every production run, also
@@ -92,7 +93,8 @@ per_model AS (
         count(*) FILTER (WHERE trigger = 'schedule')                    AS schedule_retrains,
         count(*) FILTER (WHERE trigger = 'drift')                       AS drift_retrains,
         count(*) FILTER (WHERE trigger = 'manual')                      AS manual_retrains,
-        count(*) FILTER (WHERE trigger IS NULL)                         AS unknown_retrains,
+        count(*) FILTER (WHERE trigger IS NULL
+                         OR trigger NOT IN ('schedule', 'drift', 'manual'))  AS unknown_retrains,
         -- fsum, not avg: the same figure whatever order the rows are added in
         fsum(metric_change) / nullif(count(metric_change), 0)           AS mean_metric_change,
         count(*) FILTER (WHERE flat)                                    AS flat_retrains,

@@ -146,6 +146,20 @@ def test_the_flat_threshold_is_the_policy(con):
     assert rows["fraud"]["flat_retrains"] == 0
 
 
+def test_a_trigger_outside_the_vocabulary_is_unknown_and_may_be_flat(con):
+    """`trigger: cron` refused the month's runs (an optional field); it counts as unknown,
+    and, not being drift, a flat change of it is a flat retrain."""
+    runs = [prod("c1", "churn", d(2024, 2, 5), 0.900, "schedule"),
+            prod("c2", "churn", d(2024, 3, 5), 0.9005, "cron"),     # +0.0005: flat
+            prod("c3", "churn", d(2024, 3, 20), 0.9105, "drift")]   # +0.01
+    insert_runs(con, MARCH, runs)
+    attr(con, "c2", "production", 70.0)
+    attr(con, "c3", "production", 30.0)
+    (churn,) = build(con, "retrain_cadence")
+    assert churn["by_trigger"] == {"schedule": 0, "drift": 1, "manual": 0, "unknown": 1}
+    assert (churn["flat_retrains"], churn["flat_retrain_cost"]) == (1, pytest.approx(70.0))
+
+
 def test_a_metric_change_is_between_values_of_one_metric(con):
     """m3's February retrain logs logloss after January's auc: 0.901 − 0.900 is no change of
     anything (it was +0.001, a flat retrain priced by the lever). March's first retrain

@@ -242,7 +242,6 @@ def test_end_before_start_names_file_row_and_field(tmp_path, con):
     ("purpose", "training", "purpose: 'training' is not one of"),
     ("keep", "maybe", "keep: 'maybe' is not true/false"),
     ("metric_value", "high", "metric_value: 'high' is not a number"),
-    ("trigger", "cron", "trigger: 'cron' is not one of drift, manual, schedule"),
 ])
 def test_a_bad_value_names_row_and_field(tmp_path, con, column, value, expected):
     good = {"run_id": "r1", "status": "FINISHED", "start_time": "2026-07-01T00:00:00Z"}

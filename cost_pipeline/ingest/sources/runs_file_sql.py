@@ -30,7 +30,6 @@ from cost_pipeline.ingest.sources.runs_file import (
     RUN_SCHEMA,
     STATUS_ALIASES,
     STATUSES,
-    TRIGGERS,
     TRUE_WORDS,
     file_format,
     read_records,
@@ -122,7 +121,6 @@ _STATUSES = ", ".join(f"'{s}'" for s in sorted(STATUSES - set(STATUS_ALIASES)))
 _STATUS_CASE = "".join(f" WHEN '{alias}' THEN '{status}'"
                        for alias, status in sorted(STATUS_ALIASES.items()))
 _PURPOSES = ", ".join(f"'{p}'" for p in sorted(PURPOSES))
-_TRIGGERS = ", ".join(f"'{t}'" for t in sorted(TRIGGERS))
 
 _MACROS = f"""
 CREATE MACRO py_strip(x) AS CASE
@@ -280,9 +278,9 @@ def _column_sql(column: str, kind: str) -> tuple[str, str, list[str]]:
         doubts.append(f"{t} IS NOT NULL AND NOT (regexp_full_match({t}, '[A-Za-z]+') "
                       f"AND lower({t}) IN ({_PURPOSES}))")
     elif column == "trigger":
+        # lower case as Python writes it: ASCII letters here, the rest record by record
         value = f"lower({t})"
-        doubts.append(f"{t} IS NOT NULL AND NOT (regexp_full_match({t}, '[A-Za-z]+') "
-                      f"AND lower({t}) IN ({_TRIGGERS}))")
+        doubts.append(f"{t} IS NOT NULL AND NOT regexp_full_match({t}, '[A-Za-z]+')")
     elif column == "source":
         value = f"coalesce({t}, $source)"
     else:

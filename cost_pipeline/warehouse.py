@@ -517,13 +517,24 @@ def register_once(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) ->
     register_stream(con, name, table.schema, iter(table.to_batches()))
 
 
+def register(con: duckdb.DuckDBPyConnection, name: str, data: Any) -> None:
+    """`con.register(name, data)` once a result an earlier `execute()` left unread (a
+    `fetchone()`) has run to its end: DuckDB 2.0 refuses a register beside one ("connection
+    has an unfinished result"), which failed a second billing source after the first one's
+    checks."""
+    complete = getattr(con, "complete", None)   # DuckDB 2.0; 1.x has no unfinished results
+    if complete is not None:
+        complete()
+    con.register(name, data)
+
+
 def register_stream(con: duckdb.DuckDBPyConnection, name: str, schema: Any,
                     batches: Iterator[Any]) -> None:
     """Register Arrow record `batches` of `schema` as the view `name`, read once
     (`register_once`)."""
     import pyarrow as pa  # (not at import: the command line's quick paths do without it)
 
-    con.register(name, pa.RecordBatchReader.from_batches(schema, batches))
+    register(con, name, pa.RecordBatchReader.from_batches(schema, batches))
 
 
 def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:

@@ -32,6 +32,7 @@ from cost_pipeline.months import month_bounds
 from cost_pipeline.warehouse import (
     ensure_schema,
     month_transaction,
+    register,
     register_stream,
     sql_text,
     unregister,
@@ -198,7 +199,7 @@ def build_checkpoint_inventory(
     del listing  # (a handed listing's batches are now held by `batches` alone)
     register_stream(con, "listing_arrow", schema,
                     _handed_out(batches) if handed else iter(batches))
-    con.register("listing_reports", reports)
+    register(con, "listing_reports", reports)
     try:
         with month_transaction(con):
             rows = write_month(con, "checkpoint_inventory", month, sql, {"month": month})

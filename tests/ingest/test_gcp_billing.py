@@ -413,6 +413,30 @@ def test_a_month_of_two_sources_names_the_other_currency_in_its_sources_own_fiel
                                     "required (2026-09 has EUR, USD)")
 
 
+def test_an_export_after_another_source_is_read(bigquery, tmp_path):
+    # a source's checks left a fetchone()'s result open, and the next source's export
+    # (registered as a stream) was refused by DuckDB 2.0: "connection has an unfinished
+    # result" — a second billing account, or AWS beside GCP, failed every month
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.ingest.test_focus_source import row, write_csv
+
+    usd = [row(f"usd-{i}", 1.25, BillingPeriodStart="2026-09-01T00:00:00Z",
+               ChargePeriodStart="2026-09-03T10:00:00Z",
+               ChargePeriodEnd="2026-09-03T11:00:00Z") for i in range(4)]
+    focus = {"kind": "focus", "path": str(write_csv(tmp_path / "focus" / "september.csv", usd))}
+    gcp = {"kind": "gcp_billing_export", "table": TABLE_ID, "api_endpoint": bigquery}
+    totals = {}
+    for name, billing in (("gcp", [gcp]), ("focus", [focus]), ("both", [focus, gcp]),
+                          ("two exports", [gcp, gcp | {"name": "gcp_b"}])):
+        with duckdb.connect() as con:
+            build_billing_facts(con, parse_config({"billing": billing}, tmp_path), SEPT, LOG)
+            totals[name] = con.execute("SELECT count(*), sum(EffectiveCost)::DECIMAL(18, 6) "
+                                       "FROM billing_facts").fetchone()
+    assert totals["focus"] == (4, 5)
+    assert totals["both"] == (totals["gcp"][0] + 4, totals["gcp"][1] + 5)
+    assert totals["two exports"] == (2 * totals["gcp"][0], 2 * totals["gcp"][1])
+
+
 def test_a_table_lacking_the_fields_read_is_refused_naming_them(bigquery):
     # the standard export (no `resource`), or a table lacking a field the query reads: named
     # before the query, where BigQuery's error named one field (`Unrecognized name: resource`)

@@ -10,7 +10,7 @@ import duckdb
 import pyarrow as pa
 
 from cost_pipeline.ingest.sources import SourceError
-from cost_pipeline.warehouse import unregister
+from cost_pipeline.warehouse import register, unregister
 
 
 @contextmanager
@@ -28,7 +28,7 @@ def registered_batches(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Sch
             failure.append(exc)
             raise
 
-    con.register(name, pa.RecordBatchReader.from_batches(schema, guarded()))
+    register(con, name, pa.RecordBatchReader.from_batches(schema, guarded()))
     try:
         yield
     except (duckdb.Error, OSError, pa.ArrowException):

@@ -7,7 +7,10 @@
 -- first are not its history, so a new model is not judged against zeros. With fewer than 2
 -- previous months it is not judged (a new model has no trend yet). It fails when
 --     cost > $max_growth × median(previous months' costs)
--- (median of 2 = their mean). Untracked and unallocated cost has no model and is left out.
+-- (median of 2 = their mean), read as cost − median > ($max_growth − 1) × |median|: the
+-- same for a median ≥ 0, and for a negative one (credits above the model's spend) a growth
+-- of the net spend, where −6 > 1.5 × −5 flagged a model whose cost fell. Untracked and
+-- unallocated cost has no model and is left out.
 -- Parameters: $month, $max_growth.
 WITH per_month AS (
     SELECT month, model, fsum(cost) AS cost
@@ -52,7 +55,8 @@ SELECT
     coalesce(h.months, [])                                   AS months,
     coalesce(h.previous_months, 0) >= 2                      AS judged,
     coalesce(h.previous_months >= 2
-             AND c.cost > $max_growth * h.previous_median, false) AS exceeds
+             AND c.cost - h.previous_median
+                 > ($max_growth - 1) * abs(h.previous_median), false) AS exceeds
 FROM per_month AS c
 LEFT JOIN history AS h ON h.model = c.model
 WHERE c.month = $month

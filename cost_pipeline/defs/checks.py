@@ -193,7 +193,7 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
         {"model": model, "cost": round(cost, 2),
          "previous_median": None if median is None else round(median, 2),
          "previous_months": list(months), "judged": judged,
-         "growth": round(cost / median, 3) if median else None}
+         "growth": round(cost / median, 3) if median and median > 0 else None}
         for model, cost, median, _, months, judged, _ in rows]
     exceeding = [m for (*_, exceeds), m in zip(rows, models, strict=True) if exceeds]
     return dg.AssetCheckResult(

@@ -125,3 +125,17 @@ def test_the_demo_quarter_flags_september(demo_quarter):
     september = checks[date(2026, 9, 1)]
     assert not september.passed and september.severity == "WARN"
     assert september.metadata["models"] == "churn"
+
+
+def test_a_negative_median_is_judged_on_the_net_spends_growth(con):
+    # credits above the model's spend: −5, −5, then −6 is a fall, not a growth (−6 > 1.5 × −5
+    # held it for one); −2 is: −2 − (−5) = 3 > 0.5 × |−5|
+    costs(con, JAN, churn=-5.0, fraud=-5.0)
+    costs(con, FEB, churn=-5.0, fraud=-5.0)
+    costs(con, MAR, churn=-6.0, fraud=-2.0)
+    check = model_cost_trend(con, MAR, 1.5)
+    (failing,) = check.metadata["exceeding"].value
+    assert failing == {"model": "fraud", "cost": -2.0, "previous_median": -5.0,
+                       "previous_months": ["2026-01", "2026-02"], "judged": True,
+                       "growth": None}
+    assert check.metadata["models_judged"].value == 2

@@ -43,6 +43,36 @@ CREATE OR REPLACE TEMP MACRO consumed_hours_per_unit(unit) AS
         WHEN 'microsecond' THEN 1 / 3600e6 WHEN 'microseconds' THEN 1 / 3600e6
     END;
 
+-- gigabytes (10^9 bytes) per unit of a line's ConsumedUnit, for the data a network line moved
+-- (egress.sql): CUR's and AWS FOCUS's `GB`, GCP's `gibibyte`, FOCUS's `GiB`, `TB`, `MB`,
+-- bytes, Azure's `1 GB` / `10 GB`; NULL for another unit, and for bits (`Gb`: a capital
+-- prefix before a small b, FOCUS's UnitFormat)
+CREATE OR REPLACE TEMP MACRO gigabytes_per_unit(unit) AS
+    CASE WHEN NOT regexp_full_match(trim(coalesce(unit, '')), '(?:[1-9][0-9]{0,8} ?)?(?:[KMGTP]i?)?b')
+         THEN CAST(coalesce(nullif(regexp_extract(lower(trim(coalesce(unit, ''))),
+                                                  '^([1-9][0-9]{0,8})? ?[a-z]+$', 1), ''), '1')
+                   AS DOUBLE)
+              * CASE regexp_extract(lower(trim(coalesce(unit, ''))),
+                                    '^(?:[1-9][0-9]{0,8})? ?([a-z]+)$', 1)
+                  WHEN 'b' THEN 1e-9 WHEN 'byte' THEN 1e-9 WHEN 'bytes' THEN 1e-9
+                  WHEN 'kb' THEN 1e-6 WHEN 'kilobyte' THEN 1e-6 WHEN 'kilobytes' THEN 1e-6
+                  WHEN 'mb' THEN 1e-3 WHEN 'megabyte' THEN 1e-3 WHEN 'megabytes' THEN 1e-3
+                  WHEN 'gb' THEN 1.0 WHEN 'gigabyte' THEN 1.0 WHEN 'gigabytes' THEN 1.0
+                  WHEN 'tb' THEN 1e3 WHEN 'terabyte' THEN 1e3 WHEN 'terabytes' THEN 1e3
+                  WHEN 'pb' THEN 1e6 WHEN 'petabyte' THEN 1e6 WHEN 'petabytes' THEN 1e6
+                  WHEN 'kib' THEN 1024 / 1e9 WHEN 'kibibyte' THEN 1024 / 1e9
+                  WHEN 'kibibytes' THEN 1024 / 1e9
+                  WHEN 'mib' THEN 1024 ^ 2 / 1e9 WHEN 'mebibyte' THEN 1024 ^ 2 / 1e9
+                  WHEN 'mebibytes' THEN 1024 ^ 2 / 1e9
+                  WHEN 'gib' THEN 1024 ^ 3 / 1e9 WHEN 'gibibyte' THEN 1024 ^ 3 / 1e9
+                  WHEN 'gibibytes' THEN 1024 ^ 3 / 1e9
+                  WHEN 'tib' THEN 1024 ^ 4 / 1e9 WHEN 'tebibyte' THEN 1024 ^ 4 / 1e9
+                  WHEN 'tebibytes' THEN 1024 ^ 4 / 1e9
+                  WHEN 'pib' THEN 1024 ^ 5 / 1e9 WHEN 'pebibyte' THEN 1024 ^ 5 / 1e9
+                  WHEN 'pebibytes' THEN 1024 ^ 5 / 1e9
+              END
+    END;
+
 -- whether a FOCUS line's text names a network resource no run can own (a NAT or transit
 -- gateway, a VPC endpoint, a private link): billing_facts_focus.sql reads it in the line's
 -- meter and in its resource id

@@ -448,7 +448,7 @@ CREATE TABLE IF NOT EXISTS egress (
     dataset_region     VARCHAR,
     run_region         VARCHAR,
     lines              BIGINT NOT NULL,
-    gigabytes          DOUBLE,                   -- share × ConsumedQuantity of GB-metered lines
+    gigabytes          DOUBLE,                   -- share × ConsumedQuantity in GB (macros.sql gigabytes_per_unit)
     transfer_cost      DOUBLE NOT NULL,          -- bucket transfer rule (cross-region reads)
     other_network_cost DOUBLE NOT NULL,          -- the run's other network lines
     cost               DOUBLE NOT NULL

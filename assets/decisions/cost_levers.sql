@@ -105,7 +105,7 @@ egress_total AS (
     SELECT
         coalesce(fsum(cost), 0)                 AS dollars,
         count(DISTINCT run_id)                 AS runs,
-        coalesce(fsum(gigabytes), 0)            AS gb,
+        fsum(gigabytes)                         AS gb,     -- NULL: no line metered in bytes
         coalesce(string_agg(DISTINCT coalesce(dataset, dataset_bucket, '?') || ' '
                             || coalesce(dataset_region, '?') || ' → '
                             || coalesce(run_region, 'untracked'), ', '
@@ -300,8 +300,9 @@ levers AS (
                   || 'dataset_region): cross-region pulls cannot be told (network cost this '
                   || 'month ' || fmt_money(ms.network, bill_currency($month)) || ')'
              WHEN e.dollars = 0 THEN 'no cross-region pull billed this month'
-             ELSE e.runs || ' run(s) pulled data across regions ('
-                  || format('{:,.0f}', e.gb) || ' GB): ' || e.routes END
+             ELSE e.runs || ' run(s) pulled data across regions'
+                  || CASE WHEN e.gb IS NOT NULL THEN ' (' || format('{:,.0f}', e.gb) || ' GB)'
+                          ELSE '' END || ': ' || e.routes END
     FROM egress_total AS e, known AS k, run_records AS rr, month_spend AS ms
     UNION ALL
     -- a month whose untracked compute is a credit (a refund on an unclaimed instance) has

@@ -43,7 +43,7 @@ network_lines AS (
 network AS (
     SELECT
         a.run_hash, a.purpose_class, a.rule, a.cost, l.ResourceId,
-        CASE WHEN upper(l.ConsumedUnit) = 'GB' THEN a.share * l.ConsumedQuantity END AS gb
+        a.share * l.ConsumedQuantity * gigabytes_per_unit(l.ConsumedUnit)        AS gb
     FROM attribution_rows AS a
     JOIN network_lines AS l ON l.line_key = a.line_key
     WHERE a.month = $month AND a.component = 'network'

@@ -312,6 +312,36 @@ def test_egress_is_cross_region_network_cost_per_run_and_dataset(con):
     ]
 
 
+def test_egress_reads_the_volume_in_each_providers_unit(con):
+    """GCP meters a transfer in `gibibyte`, FOCUS may say `GiB` or `TB`, Azure `10 GB`: only
+    CUR's `GB` was read, so a GCP month's egress had no volume and the lever said "(0 GB)".
+    A month whose network lines carry no byte unit leaves the volume unsaid."""
+    con.execute("INSERT INTO config_datasets VALUES ('events', 'data-west', 'us-west-2')")
+    runs(con, {"run_id": "r1", "purpose": "search", "model": "churn", "region": "us-east-1",
+               "dataset": "events", "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 3)})
+    for name, unit, qty in [("G1", "gibibyte", 500.0), ("G2", "GiB", 60.0), ("G3", "10 GB", 1.0),
+                            ("G4", "TB", 0.002), ("G5", "Gb", 8.0), ("G6", "byte", 5e8)]:
+        line(con, name, resource="data-west", cost=1.0, unit=unit, qty=qty,
+             resource_kind="bucket")
+        attr(con, name, "r1", "search", 1.0, component="network", rule="bucket_transfer")
+    run(con, "egress")
+    # 560 GiB = 601.295 GB, + 10 + 2 + 0.5; the gigabits are not bytes
+    ((gigabytes, lines),) = con.execute("SELECT gigabytes, lines FROM egress").fetchall()
+    assert (round(gigabytes, 6), lines) == (round(560 * 1.073741824 + 12.5, 6), 6)
+    run(con, "cost_levers")
+    (evidence,) = con.execute("SELECT evidence FROM cost_levers "
+                              "WHERE lever = 'co-locate compute & data'").fetchone()
+    assert evidence == "1 run(s) pulled data across regions (614 GB): events us-west-2 → us-east-1"
+
+    con.execute("UPDATE billing_facts SET ConsumedUnit = 'Hrs'")
+    run(con, "egress")
+    run(con, "cost_levers")
+    assert con.execute("SELECT gigabytes FROM egress").fetchall() == [(None,)]
+    (evidence,) = con.execute("SELECT evidence FROM cost_levers "
+                              "WHERE lever = 'co-locate compute & data'").fetchone()
+    assert evidence == "1 run(s) pulled data across regions: events us-west-2 → us-east-1"
+
+
 # ---------------------------------------------------------------------- gpu_utilization
 
 

@@ -373,13 +373,14 @@ SELECT
     BillingCurrency,
     CommitmentDiscountStatus,
     ListCost,
-    CASE lower(trim(coalesce(PricingCategory, '')))
+    CASE WHEN ChargeCategory <> 'Usage' THEN 'other'   -- a purchase, tax, credit: as CUR's
+    ELSE CASE lower(trim(coalesce(PricingCategory, '')))
         WHEN 'dynamic' THEN 'spot' WHEN 'committed' THEN 'committed'
         WHEN 'standard' THEN 'on_demand'
         -- FOCUS 1.0-preview's names (Azure's "FOCUS 1.0-preview" export)
         WHEN 'spot' THEN 'spot' WHEN 'commitment-based' THEN 'committed'
         WHEN 'on-demand' THEN 'on_demand' ELSE 'other'
-    END AS x_PricingCategory,
+    END END AS x_PricingCategory,
     tag_map AS Tags,
     cost_component AS x_CostComponent,
     accelerators AS x_AcceleratorCount,

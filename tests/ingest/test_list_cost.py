@@ -102,6 +102,10 @@ FOCUS_ROWS = [
      "committed"),
     (vm("oth", "m5.large", cost=0.1, ListCost="", PricingCategory="Other"), None, "other"),
     (row("tax", 3.0, ChargeCategory="Tax", ServiceCategory=""), None, "other"),
+    # a commitment's purchase and a tax line priced Committed are not usage: other, as CUR's
+    # fees (they read committed)
+    (row("buy", 300.0, ChargeCategory="Purchase", PricingCategory="Committed"), None, "other"),
+    (row("vat", 3.0, ChargeCategory="Tax", PricingCategory="Standard"), None, "other"),
 ]
 
 

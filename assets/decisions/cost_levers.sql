@@ -45,7 +45,7 @@ search AS (
                     ELSE 'up to ' || sh.seeds_per_config || ' seeds, not a full grid' END
             || CASE WHEN sh.rerun_configs > 0
                     THEN '; ' || sh.rerun_configs || ' of '
-                         || (sh.configs - sh.runs_without_config) || ' configs already run in '
+                         || sh.configs || ' configs already run in '
                          || sh.rerun_of || ' — ' || fmt_money(sh.rerun_cost, bill_currency($month))
                          || ' re-run'
                     ELSE '; no config run in an earlier search' END

@@ -4,9 +4,17 @@
 --
 -- Definitions (trials = the search's runs that are not sweep controllers, all months of the
 -- tracker snapshot; costs are this month's attribution):
---   configs           distinct config_id; a trial without config_id is a config of its own
---                     (nothing says it repeats another run)
---   seeds_per_config  the most trials any config has; grid = every config has that many
+--   configs           as search_costs.configs (SPEC §7): distinct config_id; a trial without
+--                     config_id is in no config when others name one (runs_without_config
+--                     counts it). When no trial names a config: runs ÷ distinct seeds, rounded
+--                     up when the division is not exact (search_costs keeps the fraction; this
+--                     column is whole: the fewest configs that hold the runs)
+--   seeds_per_config  the most seeds any config has: its distinct seeds, a trial without a seed
+--                     a seed of its own (as extra_seed_cost takes it: the earlier start is the
+--                     first seed); grid = every config has that many seeds. When no trial
+--                     names a config: the distinct seeds (at least 1, the divisor of configs),
+--                     and grid = every seed ran equally often and no trial lacks a seed (or
+--                     none has one: each run a config of one seed)
 --   best_config_id    the config of the trial with the best value of the search's metric
 --                     (policy.search.metric_goal); a tie goes to the lowest config_id. NULL
 --                     when no trial with a config_id reports the metric
@@ -41,13 +49,51 @@ seeded AS (
     -- ones compare as numbers, "2" before "10"); a trial without config_id is alone
     SELECT
         t.search_id, t.run_id, t.config_id, t.metric_name, t.metric_value,
-        count(*) OVER cfg                                                       AS config_runs,
-        row_number() OVER (cfg ORDER BY try_cast(t.seed AS DOUBLE) NULLS LAST,
-                                         t.seed NULLS LAST, t.start_time, t.run_id)
-                                                                                AS seed_rank
+        row_number() OVER (PARTITION BY t.search_id, t.config_id,
+                                        CASE WHEN t.config_id IS NULL THEN t.run_id END
+                           ORDER BY try_cast(t.seed AS DOUBLE) NULLS LAST,
+                                    t.seed NULLS LAST, t.start_time, t.run_id)  AS seed_rank
     FROM trials AS t
-    WINDOW cfg AS (PARTITION BY t.search_id, t.config_id,
-                                CASE WHEN t.config_id IS NULL THEN t.run_id END)
+),
+config_seeds AS (
+    -- the seeds of each named config: distinct seeds, each trial without a seed one more
+    SELECT search_id, config_id,
+           count(DISTINCT seed) + count(*) FILTER (WHERE seed IS NULL) AS seeds
+    FROM trials
+    WHERE config_id IS NOT NULL
+    GROUP BY search_id, config_id
+),
+named_shape AS (
+    -- searches with a config_id: configs are the named ones (search_costs' count)
+    SELECT search_id, count(*) AS configs, max(seeds) AS seeds_per_config,
+           min(seeds) = max(seeds) AS grid
+    FROM config_seeds
+    GROUP BY search_id
+),
+seed_runs AS (
+    -- searches without any config_id: how often each seed ran (NULL: the trials without one)
+    SELECT search_id, seed, count(*) AS runs
+    FROM trials
+    WHERE search_id NOT IN (SELECT search_id FROM named_shape)
+    GROUP BY search_id, seed
+),
+unnamed_shape AS (
+    -- runs ÷ distinct seeds configs (search_costs), rounded up to a whole number
+    SELECT
+        search_id,
+        (sum(runs) + greatest(count(seed), 1) - 1) // greatest(count(seed), 1) AS configs,
+        greatest(count(seed), 1)                                            AS seeds_per_config,
+        CASE WHEN count(seed) = 0 THEN true
+             ELSE count(*) = count(seed)
+                  AND min(runs) FILTER (WHERE seed IS NOT NULL)
+                      = max(runs) FILTER (WHERE seed IS NOT NULL) END        AS grid
+    FROM seed_runs
+    GROUP BY search_id
+),
+config_shape AS (
+    SELECT * FROM named_shape
+    UNION ALL BY NAME
+    SELECT * FROM unnamed_shape
 ),
 best AS (
     SELECT search_id, config_id AS best_config_id
@@ -95,9 +141,6 @@ shape AS (
     SELECT
         search_id,
         count(*)                                                        AS runs,
-        count(DISTINCT config_id) + count(*) FILTER (WHERE config_id IS NULL) AS configs,
-        max(config_runs)                                                AS seeds_per_config,
-        min(config_runs) = max(config_runs)                             AS grid,
         count(DISTINCT config_id) FILTER (WHERE is_rerun)               AS rerun_configs,
         count(*) FILTER (WHERE config_id IS NULL)                       AS runs_without_config,
         coalesce(fsum(cost) FILTER (WHERE is_rerun), 0)                  AS rerun_cost,
@@ -125,9 +168,9 @@ SELECT
     ac.search_id,
     i.model,
     coalesce(sh.runs, 0)                        AS runs,
-    coalesce(sh.configs, 0)                     AS configs,
-    coalesce(sh.seeds_per_config, 0)            AS seeds_per_config,
-    coalesce(sh.grid, false)                    AS grid,
+    coalesce(cs.configs, 0)                     AS configs,
+    coalesce(cs.seeds_per_config, 0)            AS seeds_per_config,
+    coalesce(cs.grid, false)                    AS grid,
     b.best_config_id,
     coalesce(sh.rerun_configs, 0)               AS rerun_configs,
     e.rerun_of,
@@ -139,6 +182,7 @@ SELECT
 FROM active_searches($month, $month_start, $month_end) AS ac
 LEFT JOIN identity AS i  ON i.search_id  = ac.search_id
 LEFT JOIN shape    AS sh ON sh.search_id = ac.search_id
+LEFT JOIN config_shape AS cs ON cs.search_id = ac.search_id
 LEFT JOIN best     AS b  ON b.search_id  = ac.search_id
 LEFT JOIN earlier  AS e  ON e.search_id  = ac.search_id
 LEFT JOIN spend    AS sp ON sp.search_id = ac.search_id

@@ -20,13 +20,15 @@ figures so that each expected sum below can be checked by eye.
         nc (no config_id)   cost 1000
         re-runs: c1 (S1, S2) = 300; extra seeds: c4's first seed is "2" (numerically lowest,
         though it started later), so "10" is extra = 400; c1 is the best: none.
-        questioned = 700, cost = 2500, configs 3 (c1, c4, nc), 2 seeds at most, no grid
+        questioned = 700, cost = 2500, configs 2 (c1, c4: the run without config_id is
+        in no config, as in search_costs), a 2 × 2 grid
     S4  started 10 Mar, no metric at all: every config's extra seeds count
         d1 seeds -, -  (no seed: the earlier start is first) costs 3, 5
         d2 seeds 0, 1   costs 7, 11
         extra = 5 + 11 = 16 = questioned; cost 26; a 2 × 2 grid
     S6  started 20 Mar: c3 again (S2 started earlier) cost 1 → rerun 1, questioned 1
-    S7  started 12 Mar, runs without config_id only: costs 9, 10 → nothing questioned
+    S7  started 12 Mar, runs without config_id only, seeds 0, 1: costs 9, 10 → nothing
+        questioned; 2 runs ÷ 2 seeds = 1 config × 2 seeds, a grid
 
 bound the search = 31 + 700 + 16 + 1 + 0 = 748.
 """
@@ -144,10 +146,10 @@ def test_each_search_against_the_hand_computed_shape(con):
     expected = {
         #       runs cfg seeds grid   best  rerun rerun_of  no-cfg rerun  extra  quest  cost
         "S2": (6, 3, 3, False, "c3", 2, "S1", 0, 31.0, 22.0, 31.0, 127.0),
-        "S3": (5, 3, 2, False, "c1", 1, "S1, S2", 1, 300.0, 400.0, 700.0, 2500.0),
+        "S3": (5, 2, 2, True, "c1", 1, "S1, S2", 1, 300.0, 400.0, 700.0, 2500.0),
         "S4": (4, 2, 2, True, None, 0, None, 0, 0.0, 16.0, 16.0, 26.0),
         "S6": (1, 1, 1, True, None, 1, "S2", 0, 1.0, 0.0, 1.0, 1.0),
-        "S7": (2, 2, 1, True, None, 0, None, 2, 0.0, 0.0, 0.0, 19.0),
+        "S7": (2, 1, 2, True, None, 0, None, 2, 0.0, 0.0, 0.0, 19.0),
     }
     for search_id, (runs, configs, seeds, grid, best, reruns, rerun_of, no_config,
                     rerun_cost, extra, questioned, cost) in expected.items():
@@ -163,6 +165,78 @@ def test_each_search_against_the_hand_computed_shape(con):
         assert row["model"] == "churn"
     # S1 ran in February only: not active in March; S5 (fraud) neither
     assert "S1" not in got and "S5" not in got
+
+
+def costs_configs(con, month: date = MARCH) -> dict[str, tuple]:
+    build(con, "search_costs", month)
+    return {r[0]: r[1:] for r in con.execute(
+        "SELECT search_id, configs, seeds FROM search_costs WHERE month = ?", [month]).fetchall()}
+
+
+def test_seeds_per_config_counts_distinct_seeds(con):
+    """SPEC §12: `seeds_per_config` is the most seeds any config has. x1 ran seed 1 twice and
+    seed 2 once, x2 seeds 1 and 2: two seeds each, a full grid (the runs were counted: 3, and
+    no grid). A run without a seed is a seed of its own, as `extra_seed_cost` takes it: y1's
+    two seedless runs are two seeds. `extra_seed_cost` still counts every run after its
+    config's first (no metric: every config's): x1's repeat of seed 1 too."""
+    rows = [trial("x1-1a", "SD", "x1", 1, d(2, hour=1), 1.0),
+            trial("x1-1b", "SD", "x1", 1, d(2, hour=2), 2.0),
+            trial("x1-2", "SD", "x1", 2, d(2, hour=3), 4.0),
+            trial("x2-1", "SD", "x2", 1, d(2, hour=1), 8.0),
+            trial("x2-2", "SD", "x2", 2, d(2, hour=2), 16.0),
+            trial("y1-a", "SE", "y1", None, d(3, hour=1), 1.0),
+            trial("y1-b", "SE", "y1", None, d(3, hour=2), 2.0),
+            trial("y2-0", "SE", "y2", 0, d(3, hour=1), 4.0)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    build(con, "search_shape")
+    got = shape(con)
+    sd, se = got["SD"], got["SE"]
+    assert (sd["runs"], sd["configs"], sd["seeds_per_config"], sd["grid"]) == (5, 2, 2, True)
+    assert sd["extra_seed_cost"] == pytest.approx(2.0 + 4.0 + 16.0, abs=TOL)
+    assert costs_configs(con)["SD"] == (2.0, 2)            # search_costs: 2 configs, 2 seeds
+    assert (se["configs"], se["seeds_per_config"], se["grid"]) == (2, 2, False)
+    assert se["extra_seed_cost"] == pytest.approx(2.0, abs=TOL)    # y1's later run
+
+
+def test_configs_without_config_id_are_runs_over_seeds_as_in_search_costs(con):
+    """SPEC §7: configs are distinct `config_id`, else runs ÷ distinct seeds; search_shape's
+    `configs` is that figure. Each run without config_id was a config of its own: NC's six
+    runs (seeds 1, 2, 1, 2, 1 and none) were "6 configs × 1 seeds, a full grid" where
+    search_costs says 3. Per search (runs, configs, seeds_per_config, grid):
+        NC  6 runs ÷ 2 seeds = 3 configs; not a grid (seed 1 ran 3 times, seed 2 twice, one
+            run has no seed)
+        NG  seeds 0, 1, 0, 1: 2 configs × 2 seeds, a grid
+        NF  seeds 0, 1, 0, 1, 0: 2.5 in search_costs; 3 here (a whole number: the fewest
+            configs that hold 5 runs of 2 seeds), not a grid
+        NS  no seed at all: 3 runs ÷ 1 = 3 configs × 1 seed, a grid
+        MX  c1 × seeds 0, 1 and c2 × seed 0, and a run without config_id: 2 configs (the
+            run without config_id is in none), up to 2 seeds, not a grid
+    No run without config_id is a re-run or an extra seed: nothing is questioned but MX's
+    c1 seed 1 (no metric: every config's extra seeds count)."""
+    def runs(search_id, seeds, config_ids=None):
+        config_ids = config_ids or [None] * len(seeds)
+        return [trial(f"{search_id}-{i}", search_id, c, s, d(4, hour=i), float(2 ** i))
+                for i, (s, c) in enumerate(zip(seeds, config_ids, strict=True))]
+    rows = (runs("NC", [1, 2, 1, 2, 1, None]) + runs("NG", [0, 1, 0, 1])
+            + runs("NF", [0, 1, 0, 1, 0]) + runs("NS", [None, None, None])
+            + runs("MX", [0, 1, 0, 0], ["c1", "c1", "c2", None]))
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    build(con, "search_shape")
+    got = shape(con)
+    costs = costs_configs(con)
+    expected = {"NC": (6, 3, 2, False), "NG": (4, 2, 2, True), "NF": (5, 3, 2, False),
+                "NS": (3, 3, 1, True), "MX": (4, 2, 2, False)}
+    for search_id, figures in expected.items():
+        row = got[search_id]
+        assert (row["runs"], row["configs"], row["seeds_per_config"], row["grid"]) == figures, \
+            search_id
+        if search_id != "NF":
+            assert costs[search_id][0] == row["configs"], search_id
+    assert costs["NF"][0] == pytest.approx(2.5)
+    assert got["NC"]["runs_without_config"] == 6 and got["MX"]["runs_without_config"] == 1
+    assert [got[s]["questioned_cost"] for s in expected] == [0.0, 0.0, 0.0, 0.0, 2.0]
 
 
 def test_searches_without_a_model_re_run_nothing(con):
@@ -207,7 +281,8 @@ def test_the_best_run_without_a_config_names_no_best_config(con):
     (row,) = shape(con).values()
     assert row["best_config_id"] == "k2"
     assert row["extra_seed_cost"] == pytest.approx(2.0, abs=TOL)     # k1's seed 1
-    assert (row["configs"], row["grid"], row["runs_without_config"]) == (3, False, 1)
+    # k1, k2 × seeds 0, 1: the run without config_id is in no config (search_costs' count)
+    assert (row["configs"], row["grid"], row["runs_without_config"]) == (2, True, 1)
 
 
 def test_a_search_only_active_through_a_running_run_has_a_row_without_cost(con):
@@ -229,7 +304,7 @@ def test_bound_the_search_is_the_sum_of_questioned_cost_with_the_shape_as_eviden
     assert dollars == pytest.approx(748.0, abs=TOL) == questioned
     # the largest questioned search first; S7 (nothing questioned) is not listed
     assert evidence.startswith("$748.00 of $2,673.00 search cost this month re-ran configs or "
-                               "ran extra seeds: S3: 3 configs × up to 2 seeds, not a full grid; "
+                               "ran extra seeds: S3: 2 configs × 2 seeds, a full grid; "
                                "1 of 2 configs already run in S1, S2 — $300.00 re-run; 1 run(s) "
                                "without config_id, never counted as re-runs; extra seeds of "
                                "non-best configs $400.00 (best c1)")

@@ -24,7 +24,7 @@
 -- the pod's row by its overlap with the hour.
 --
 -- List price (SPEC §12): ListCost = `pricing_public_on_demand_cost` (NULL when the export lacks
--- it: unknown, not free). x_PricingCategory: a usage line of a SpotUsage (or SageMaker
+-- it: unknown, not free; 0 on a SavingsPlanNegation, the mirror of a covered hour). x_PricingCategory: a usage line of a SpotUsage (or SageMaker
 -- `Train-Spot`) usage type or `pricing_term = Spot` → spot; covered by a savings plan or a
 -- reservation (SavingsPlanCoveredUsage, DiscountedUsage, and the SavingsPlanNegation that
 -- mirrors a covered line) → committed; other usage (Usage) → on_demand; every other line
@@ -193,7 +193,10 @@ SELECT
         ELSE coalesce(line_item_net_unblended_cost, line_item_unblended_cost)
     END, 0) AS EffectiveCost,
     coalesce(nullif(line_item_currency_code, ''), 'USD') AS BillingCurrency,
-    pricing_public_on_demand_cost AS ListCost,
+    -- a negation mirrors a covered hour (its EffectiveCost is 0 too): its list price, where
+    -- an export gives one, would count the hour twice
+    CASE WHEN line_type = 'SavingsPlanNegation' THEN 0
+         ELSE pricing_public_on_demand_cost END AS ListCost,
     CASE
         WHEN line_type IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage',
                            'SavingsPlanNegation')

@@ -34,6 +34,11 @@ CUR_LINES = [
          line_item_usage_type="BoxUsage:p3.2xlarge", line_item_resource_id="i-sp",
          savings_plan_savings_plan_a_r_n=SP_ARN, savings_plan_savings_plan_effective_cost=1.8),
      3.06, "committed"),
+    # the negation mirrors the covered hour (its cost is 0): its list price would count the
+    # hour twice in a spot chain's on-demand comparison
+    (cur("sp_neg", -3.06, 3.06, line_item_line_item_type="SavingsPlanNegation",
+         line_item_usage_type="BoxUsage:p3.2xlarge", line_item_resource_id="i-sp",
+         savings_plan_savings_plan_a_r_n=SP_ARN), 0.0, "committed"),
     (cur("ri_used", 0.0, 0.096, line_item_line_item_type="DiscountedUsage",
          line_item_resource_id="i-ri", reservation_effective_cost=0.05), 0.096, "committed"),
     (cur("ebs", 0.011, 0.011, line_item_usage_type="EBS:VolumeUsage.gp3",

@@ -2,28 +2,36 @@
 --
 -- One row per run with attribution rows this month (SPEC §12): the Σ of its rows' cost by
 -- component, its accelerator-hours (Σ of the rows' share × x_UsageHours × G) and its
--- CPU-hours (the hours of its cpu rows). Model and search_id are those of the month's
--- tracker snapshot (one row per run there). A run's purpose class is the same on every row.
+-- CPU-hours (the hours of its cpu rows). Summed exactly, as the reports sum (DECIMAL, each
+-- row's cost cast first: `cost_exact`; the hours alike), and kept as the double of that Σ:
+-- five rows of $0.011 are 0.055, not the doubles' Σ 0.05499999999999999 (that rounds to
+-- 0.05). Model and search_id are those of the month's tracker snapshot (one row per run
+-- there). A run's purpose class is the same on every row.
 -- `tracker_cost_tags` sums these rows over every month into the MLflow run's `cost.*` tags;
 -- `cost-pipeline export runs` writes them for trackers without write-back.
 WITH tr AS (
     SELECT run_id, model, search_id FROM month_runs($month)  -- one row per run (macros.sql)
 ),
+exact AS (  -- each attribution row's cost cast to DECIMAL first (attribution_runs `cost_exact`)
+    SELECT *, coalesce(cost_exact, CAST(cost AS DECIMAL(38, 10))) AS dollars
+    FROM attribution_runs
+    WHERE month = $month AND run_id IS NOT NULL
+),
 per_run AS (
     SELECT
         run_id,
-        min(purpose_class)                                              AS purpose_class,
-        coalesce(fsum(cost) FILTER (WHERE component = 'gpu'), 0)         AS gpu_cost,
-        coalesce(fsum(cost) FILTER (WHERE component = 'cpu'), 0)         AS cpu_cost,
-        coalesce(fsum(cost) FILTER (WHERE component = 'storage'), 0)     AS storage_cost,
-        coalesce(fsum(cost) FILTER (WHERE component = 'network'), 0)     AS network_cost,
-        coalesce(fsum(cost) FILTER (WHERE component NOT IN ('gpu', 'cpu', 'storage', 'network')),
-                 0)                                                     AS other_cost,
-        fsum(cost)                                                       AS cost,
-        coalesce(fsum(accelerator_hours), 0)                             AS accelerator_hours,
-        coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0)        AS cpu_hours
-    FROM attribution_runs
-    WHERE month = $month AND run_id IS NOT NULL
+        min(purpose_class)                                               AS purpose_class,
+        coalesce(sum(dollars) FILTER (WHERE component = 'gpu'), 0)       AS gpu_cost,
+        coalesce(sum(dollars) FILTER (WHERE component = 'cpu'), 0)       AS cpu_cost,
+        coalesce(sum(dollars) FILTER (WHERE component = 'storage'), 0)   AS storage_cost,
+        coalesce(sum(dollars) FILTER (WHERE component = 'network'), 0)   AS network_cost,
+        coalesce(sum(dollars) FILTER (WHERE component NOT IN ('gpu', 'cpu', 'storage',
+                                                              'network')), 0) AS other_cost,
+        sum(dollars)                                                     AS cost,
+        coalesce(sum(CAST(accelerator_hours AS DECIMAL(38, 10))), 0)     AS accelerator_hours,
+        coalesce(sum(CAST(hours AS DECIMAL(38, 10))) FILTER (WHERE component = 'cpu'), 0)
+                                                                         AS cpu_hours
+    FROM exact
     GROUP BY run_id
 )
 SELECT
@@ -32,13 +40,13 @@ SELECT
     r.model,
     p.purpose_class,
     r.search_id,
-    p.gpu_cost,
-    p.cpu_cost,
-    p.storage_cost,
-    p.network_cost,
-    p.other_cost,
-    p.cost,
-    p.accelerator_hours,
-    p.cpu_hours
+    CAST(p.gpu_cost AS DOUBLE)          AS gpu_cost,
+    CAST(p.cpu_cost AS DOUBLE)          AS cpu_cost,
+    CAST(p.storage_cost AS DOUBLE)      AS storage_cost,
+    CAST(p.network_cost AS DOUBLE)      AS network_cost,
+    CAST(p.other_cost AS DOUBLE)        AS other_cost,
+    CAST(p.cost AS DOUBLE)              AS cost,
+    CAST(p.accelerator_hours AS DOUBLE) AS accelerator_hours,
+    CAST(p.cpu_hours AS DOUBLE)         AS cpu_hours
 FROM per_run AS p
 LEFT JOIN tr AS r ON r.run_id = p.run_id

@@ -124,3 +124,23 @@ def test_months_are_separate_and_take_their_own_snapshot(con):
     assert materialize(con, MARCH) == 2
     ((count,),) = con.execute("SELECT count(*) FROM run_costs").fetchall()
     assert count == 3
+
+
+def test_a_runs_month_is_the_exact_sum_of_its_rows():
+    """Five hours of $0.011 are $0.055: the month's row holds the double of the exact DECIMAL
+    Σ of its attribution rows, as the reports add them (each row's cost cast first), not the
+    doubles' Σ 0.05499999999999999 that the write-back's tags rounded to 0.05. Its
+    accelerator-hours alike: 5 × 0.0003 = 0.0015, not 0.0014999999999999998."""
+    c = duckdb.connect()
+    hours = [datetime(2024, 3, 5, h) for h in range(10, 15)]
+    insert_lines(c, MARCH, [line(f"gpu-{at.hour}", "i-gpu", at, 0.011, "gpu", g=1,
+                                 usage_hours=0.0003) for at in hours]
+                 + [line(f"net-{at.hour}", "i-gpu", at, -0.011, "network") for at in hours])
+    insert_runs(c, MARCH, [run("R", hours[0], datetime(2024, 3, 5, 15), gpus=1,
+                               resource_ids=["i-gpu"])])
+    assert materialize(c, MARCH) == 1
+    row = by_run(c, MARCH)["R"]
+    # by hand: R alone on i-gpu every hour, share 1: gpu 5 × 0.011 = 0.055, network
+    # 5 × −0.011 = −0.055, cost 0; accelerator-hours 5 × 0.0003 × 1 GPU = 0.0015
+    assert (row["gpu_cost"], row["network_cost"], row["cost"]) == (0.055, -0.055, 0.0)
+    assert row["accelerator_hours"] == 0.0015

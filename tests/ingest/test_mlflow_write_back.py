@@ -163,6 +163,32 @@ def test_tags_written_once_deleted_and_unknown_runs_skipped(store, fast_dir, req
     assert cost_tags(uri, ids["r-b"])["cost.total_usd"] == "1.50"
 
 
+def test_amounts_are_summed_over_the_months_exactly():
+    """The months' amounts are added as DECIMALs, each month's cast first, as the reports add
+    them: five months of $0.011 are $0.055 → 0.06 half up, where the doubles' Σ
+    0.05499999999999999 was tagged 0.05; nine of $0.045 → 0.41 (0.40); five credits of
+    −$0.011 → −0.06, away from zero (−0.05); five months of 0.0003 accelerator-hours →
+    0.0015 → 0.002 (the doubles' Σ 0.0014999999999999998 gave 0.001)."""
+    months = [date(2025, m, 1) for m in range(1, 10)]
+    con = duckdb.connect()
+    run_costs_rows(con, [*((m, "r-r", 0.011, 0.0, 0.0, 0.0, 0.0, 0.0003) for m in months[:5]),
+                         *((m, "r-s", 0.0, 0.045, 0.0, 0.0, 0.0, 0.0) for m in months),
+                         *((m, "r-t", 0.0, 0.0, 0.0, -0.011, 0.0, 0.0) for m in months[:5])])
+    costs = cost_tags_by_run(con)
+    zero = dict.fromkeys(mlflow_tags.MONEY_TAGS, "0.00")
+    assert costs["r-r"] == {**zero, "cost.total_usd": "0.06", "cost.gpu_usd": "0.06",
+                            "cost.gpu_hours": "0.002",
+                            "cost.months": "2025-01,2025-02,2025-03,2025-04,2025-05",
+                            "cost.currency": "USD"}
+    assert costs["r-s"] == {**zero, "cost.total_usd": "0.41", "cost.cpu_usd": "0.41",
+                            "cost.gpu_hours": "0.000",
+                            "cost.months": ",".join(f"{m:%Y-%m}" for m in months),
+                            "cost.currency": "USD"}
+    assert costs["r-t"] == {**zero, "cost.total_usd": "-0.06", "cost.network_usd": "-0.06",
+                            "cost.gpu_hours": "0.000", "cost.months": costs["r-r"]["cost.months"],
+                            "cost.currency": "USD"}
+
+
 @pytest.mark.parametrize("id_tags", [BY_NAME, {"run_id": "run_id"}])
 def test_runs_are_matched_by_the_id_the_reader_keeps(id_tags, fast_dir):
     """A name or `run_id` tag with blanks around it is the stripped id in `run_costs`; a tag of

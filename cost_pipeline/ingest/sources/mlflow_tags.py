@@ -4,7 +4,8 @@ tracker with `write_back: true` (SPEC §12).
 Each run with rows in `run_costs` gets its cost summed over the months (`cost.total_usd`,
 `cost.gpu_usd`, `cost.cpu_usd`, `cost.storage_usd`, `cost.network_usd`, `cost.other_usd`, 2
 decimals, rounded half up as the reports round), its accelerator-hours (`cost.gpu_hours`, 3
-decimals), its months (`cost.months`, `YYYY-MM` ascending, comma-separated) and the currency
+decimals) — both summed exactly, as DECIMALs (run_cost_tags.sql), so that the cents are the
+reports' — its months (`cost.months`, `YYYY-MM` ascending, comma-separated) and the currency
 they are billed in (`cost.currency`: the `_usd` names are SPEC §12's, the amounts are the
 bill's). A run whose months are billed in two currencies gets no amounts (they do not add
 up): its `cost.currency` names both. The tracker's runs are listed once (deleted ones too, so
@@ -63,14 +64,14 @@ def redact_uri(uri: str) -> str:
     return redact(uri)
 
 
-def _money(value: float) -> str:
+def _money(value: Decimal) -> str:
     """To the cent, half up, as the reports round (`report.money.cents`): Python's `round`
     of the double 2.675 is 2.67 where the report shows $2.68."""
     text = f"{cents(value):f}"
     return "0.00" if text == "-0.00" else text
 
 
-def _hours(value: float) -> str:
+def _hours(value: Decimal) -> str:
     text = f"{half_up(value, HOURS_STEP):f}"
     return "0.000" if text == "-0.000" else text
 
@@ -85,8 +86,9 @@ def cost_tags_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]
         row = dict(zip(names, values, strict=True))
         currencies = row["currencies"]
         run_tags = ({} if "," in currencies else
-                    {tag: _money(row[column] or 0.0) for tag, column in MONEY_TAGS.items()})
-        run_tags[HOURS_TAG] = _hours(row["gpu_hours"] or 0.0)
+                    {tag: _money(row[column] or Decimal(0))
+                     for tag, column in MONEY_TAGS.items()})
+        run_tags[HOURS_TAG] = _hours(row["gpu_hours"] or Decimal(0))
         run_tags[MONTHS_TAG] = row["months"][:MAX_TAG_VALUE]
         run_tags[CURRENCY_TAG] = currencies
         tags[row["run_id"]] = run_tags

@@ -10,6 +10,7 @@ searches_within_estimate (SPEC §12), against hand-computed figures.
 from __future__ import annotations
 
 import fcntl
+import re
 from datetime import UTC, date, datetime
 
 import duckdb
@@ -157,3 +158,38 @@ def test_a_search_billed_in_two_currencies_has_no_cost_to_date(cfg):
     assert got["SX"] == (100.0, None, None)
     assert got["SY"][1] == pytest.approx(7.0)  # March alone: USD
     assert 'data-search="SX"' in page and 'data-cost-to-date=""' in page
+
+
+def search_row(page: str, search_id: str) -> str:
+    (row,) = re.findall(rf'<tr data-search="{search_id}">.*?</tr>', page, re.S)
+    return row
+
+
+def report_page(cfg) -> tuple[dict, object, str]:
+    """search_costs, the check and the page of March (`months`), with a bill for the page."""
+    with duckdb.connect(cfg.warehouse_path) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        months(con)
+        got = search_costs(con)
+        check = searches_within_estimate(con, MARCH)
+        insert_lines(con, MARCH, [{
+            "ChargePeriodStart": d(3), "ChargePeriodEnd": d(3, hour=1), "ChargeCategory": "Usage",
+            "EffectiveCost": 57.0, "x_CostComponent": "gpu", "x_SourceLine": "l0"}])
+        return got, check, render_html(collect(con, MARCH), "test.duckdb")
+
+
+def test_the_report_flags_a_cost_over_a_zero_estimate(cfg):
+    """SX recorded at $0 (priced at $0) has cost $110: the check fails (110 > 1.1 × 0), but
+    the page showed "$0.00 … $110.00" unflagged: a zero estimate was read as none. No share
+    of $0 can be computed: the flag says "over a $0.00 estimate"."""
+    approve(cfg, "SX", 1, datetime(2024, 2, 2, tzinfo=UTC), price=0.0)
+    approve(cfg, "SY", 10, datetime(2024, 3, 3, tzinfo=UTC))           # 7 of 10: within
+    got, check, page = report_page(cfg)
+    assert got["SX"] == pytest.approx((0.0, 110.0, 110.0))
+    assert check.metadata["over_estimate"].value == "SX"
+    sx, sy = search_row(page, "SX"), search_row(page, "SY")
+    assert 'data-estimate="0.00"' in sx
+    assert '$110.00 <span class="fail-text">over a $0.00 estimate</span>' in sx
+    assert "$7.00 (-30%)" in sy and "fail-text" not in sy

@@ -116,19 +116,28 @@ def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
             "cost": sum(r["cost"] for r in by_reason)}
 
 
-def searches(con: duckdb.DuckDBPyConnection, month: date,
-             with_trend: bool) -> list[dict[str, Any]]:
+def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
+             with_approvals: bool = True) -> list[dict[str, Any]]:
     """Search cost per unit of improvement; with the saturation flag when search_trend exists;
-    the approved estimate (estimate --approve) against the cost to date."""
+    the recorded estimate (estimate --approve) against the cost to date, and whether it was
+    approved (`search_approvals.approved`: within the budget) — the latest recording of that
+    estimate; NULL when search_approvals is missing."""
     trend = ("LEFT JOIN (SELECT search_id, saturating FROM search_trend WHERE month = ?) "
              "AS t USING (search_id)") if with_trend else ""
     saturating = "t.saturating" if with_trend else "CAST(NULL AS BOOLEAN)"
+    approvals = ("""LEFT JOIN (
+            SELECT search_id, estimated_cost, approved FROM search_approvals
+            QUALIFY row_number() OVER (PARTITION BY search_id, estimated_cost
+                                       ORDER BY recorded_at DESC, month DESC) = 1
+        ) AS ap ON ap.search_id = s.search_id AND ap.estimated_cost = s.estimated_cost"""
+                 if with_approvals else "")
+    approved = "ap.approved" if with_approvals else "CAST(NULL AS BOOLEAN)"
     return rows_of(con, f"""
         SELECT s.search_id, s.model, s.runs, s.configs, s.seeds, s.accelerator_hours, s.cost,
                s.metric_name, s.best_metric, s.previous_best, s.improvement,
                s.cost_per_improvement, {saturating} AS saturating,
-               s.estimated_cost, s.cumulative_cost, s.overrun
-        FROM search_costs AS s {trend}
+               s.estimated_cost, {approved} AS approved, s.cumulative_cost, s.overrun
+        FROM search_costs AS s {trend} {approvals}
         WHERE s.month = ?
         ORDER BY s.cost DESC, s.search_id""", [month, month] if with_trend else [month])
 
@@ -188,7 +197,8 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     models, models_rest = head_and_rest(section("cost_per_model_monthly", cost_per_model),
                                         keep=lambda r: r["model"] is None)
     found, searches_rest = head_and_rest(
-        section("search_costs", lambda c, m: searches(c, m, "search_trend" in have)))
+        section("search_costs", lambda c, m: searches(c, m, "search_trend" in have,
+                                                      "search_approvals" in have)))
     retrain_rows, retrains_rest = head_and_rest(section("retrain_cadence", retrains))
     chains = section("preemption", preemption)
     chain_rows, chains_rest = head_and_rest(chains, long=LONG)

@@ -193,3 +193,21 @@ def test_the_report_flags_a_cost_over_a_zero_estimate(cfg):
     assert 'data-estimate="0.00"' in sx
     assert '$110.00 <span class="fail-text">over a $0.00 estimate</span>' in sx
     assert "$7.00 (-30%)" in sy and "fail-text" not in sy
+
+
+def test_the_report_marks_an_estimate_over_budget_as_not_approved(cfg):
+    """SY recorded at 3 × $500 = $1,500, over the $1,000 budget: `approved = false`. It has
+    cost $7, within the recorded estimate, so the check passes it (a recording counts,
+    approved or not); the page showed the $1,500.00 as an approved estimate."""
+    approve(cfg, "SX", 100, datetime(2024, 2, 2, tzinfo=UTC))            # 110 of 100: within
+    assert approve(cfg, "SY", 3, datetime(2024, 3, 3, tzinfo=UTC),
+                   price=500.0)["approved"] is False
+    got, check, page = report_page(cfg)
+    assert got["SY"] == pytest.approx((1500.0, 7.0, -1493.0))
+    assert check.passed
+    sx, sy = search_row(page, "SX"), search_row(page, "SY")
+    assert 'data-estimate="1500.00" data-approved="false"' in sy
+    assert '$1,500.00 <span class="fail-text">not approved</span>' in sy
+    assert "$7.00 (-100%)" in sy                  # within it: the share, unflagged
+    assert 'data-estimate="100.00" data-approved="true"' in sx
+    assert "$100.00</td>" in sx and "not approved" not in sx

@@ -292,6 +292,58 @@ def test_a_run_another_tracker_tells_gets_no_tags_here(fast_dir, tmp_path):
     assert cost_tags(uri, ids["r-b"]) == {}
 
 
+@pytest.mark.parametrize("first_writes_back", [True, False])
+def test_two_trackers_on_one_store_leave_each_others_runs_tagged(first_writes_back, fast_dir,
+                                                                 tmp_path):
+    """Trackers `all` (every experiment) and `fraud-team` (experiment fraud) read the same
+    MLflow store: the warehouse keeps each run as `all` tells it (the first), and the MLflow
+    run is the same either way. `all` wrote its 9 tags, then `fraud-team` deleted them as
+    stale, on every materialization. Now the run keeps them, written once (by `fraud-team`
+    too when `all` does not write back), and a second materialization writes and deletes
+    nothing."""
+    import dagster as dg
+
+    from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
+    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    uri = f"sqlite:///{fast_dir / f'same-store-{first_writes_back}.db'}"
+    ids = write_runs(uri, "fraud")
+    warehouse = tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        run_costs_rows(con, HAND_ROWS[:3])
+        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": run_id, "source": "all",
+                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}
+                               for run_id in ("r-a", "r-b")])
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": str(warehouse)},
+        "tracker": [{"kind": "mlflow", "name": "all", "tracking_uri": uri, "tags": BY_NAME,
+                     "write_back": first_writes_back},
+                    {"kind": "mlflow", "name": "fraud-team", "tracking_uri": uri,
+                     "experiments": ["fraud"], "tags": BY_NAME, "write_back": True}]}))
+
+    def materialize() -> dict:
+        result = dg.materialize(
+            [tracker_cost_tags], partition_key="2026-06-01",
+            resources={"duckdb": Warehouse(database=str(warehouse)),
+                       "settings": PipelineSettings(config_path=str(config))})
+        assert result.success
+        (event,) = result.asset_materializations_for_node("tracker_cost_tags")
+        return {k: v.value for k, v in event.metadata.items()}
+
+    first = materialize()
+    for name, tags in EXPECTED.items():
+        assert cost_tags(uri, ids[name]) == tags
+    # r-a and r-b: 9 tags each, written once; nothing deleted
+    assert (first["runs_written"], first["tags_written"]) == (2, 18)
+    assert (first["runs_cleared"], first["tags_deleted"]) == (0, 0)
+    again = materialize()
+    assert (again["runs_written"], again["tags_written"], again["tags_deleted"]) == (0, 0, 0)
+    for name, tags in EXPECTED.items():
+        assert cost_tags(uri, ids[name]) == tags
+
+
 def test_tags_go_in_batches_of_at_most_100():
     batches = list(mlflow_tags._batches(list(range(250))))
     assert [len(b) for b in batches] == [100, 100, 50]

@@ -11,6 +11,8 @@ of the same run fails and the month rolls back, the tags already say what this r
 the next successful materialization of the month brings them back in line (it rewrites only
 tags whose value differs)."""
 
+from pathlib import Path
+
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
@@ -25,6 +27,14 @@ COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_cleared", "tag
           "runs_skipped_deleted", "runs_skipped_not_in_tracker")
 
 
+def store_of(tracker, base_dir: Path) -> str | None:
+    """The MLflow store a tracker reads (its tracking URI as resolved, without a trailing
+    slash); None for a tracker that is no MLflow store (a runs file)."""
+    if not isinstance(tracker, MlflowTracker):
+        return None
+    return resolve_tracking_uri(tracker.tracking_uri, base_dir).rstrip("/")
+
+
 @dg.asset(
     partitions_def=monthly,
     group_name="tracker",
@@ -35,7 +45,8 @@ COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_cleared", "tag
         "cost_pipeline.defs.assets.tracker_tags", "cost_pipeline.ingest.sources.mlflow_tags")),
     description="The runs' cost (summed over every month of the warehouse) as `cost.*` tags "
     "in each MLflow tracker configured with `write_back: true`; unchanged tags are not "
-    "rewritten, stale ones (a run without cost now) deleted, deleted runs are skipped.",
+    "rewritten, stale ones (a run without cost now) deleted, deleted runs are skipped; "
+    "trackers on one store share their runs' tags.",
 )
 def tracker_cost_tags(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
@@ -55,21 +66,27 @@ def tracker_cost_tags(
         ensure_schema(con)
         costs = cost_tags_by_run(con)
         # a run two trackers know is kept as the first tells it (runs.collect_runs): its cost
-        # is that run's, not the other tracker's run of the same id
+        # is that run's, not the run of the same id in another store
         kept_from = dict(con.execute(
             "SELECT run_id, source FROM tracker_runs "
             "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY month DESC) = 1"
         ).fetchall())
     # outside the connection: a tracker that fails fails this step, not the month's commit
+    stores = {name: store_of(t, cfg.base_dir) for name, t in zip(names, cfg.tracker,
+                                                                 strict=True)}
     totals = dict.fromkeys(COUNTS, 0)
     per_tracker = {}
     for name, tracker in targets:
-        others = set(names) - {name}
+        # a run kept from another tracker on the same store is this store's run too: its
+        # tags are written (unchanged when that tracker wrote them), never deleted as stale
+        same_store = {n for n, store in stores.items() if store == stores[name]}
+        elsewhere = set(names) - same_store
         mine = {run_id: tags for run_id, tags in costs.items()
-                if kept_from.get(run_id) not in others}
+                if kept_from.get(run_id) not in elsewhere}
+        shared = {run_id for run_id in mine if kept_from.get(run_id) in same_store - {name}}
         done = write_cost_tags(resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
                                mine, experiments=tracker.experiments, tags=tracker.tags,
-                               log=context.log)
+                               log=context.log, shared=shared)
         per_tracker[name] = {k: getattr(done, k) for k in COUNTS}
         for k in COUNTS:
             totals[k] += getattr(done, k)

@@ -13,8 +13,10 @@ they can be told apart from runs it does not know); a run's current tags come wi
 listing, and only the tags whose value differs are written, with `log_batch` (≤ 100 tags a
 call). A run that holds `cost.*` tags the warehouse no longer gives it (its cost moved to
 another run, or its months are gone) has them deleted: left, they said a cost it no longer
-has. Calls are retried on connection errors and 5xx answers;
-the last failure is one line naming the tracker (its URI without the password) and the run.
+has; a run whose cost the warehouse kept from another tracker on the same store is in
+`costs` (the asset puts it there), so it is written, not deleted. Calls are retried on
+connection errors and 5xx answers; the last failure is one line naming the tracker (its URI
+without the password) and the run.
 
 Dagster-free: the asset `tracker_cost_tags` (defs/assets/tracker_tags.py) calls it.
 """
@@ -129,9 +131,13 @@ def write_cost_tags(
     experiments: list[str] | None = None,
     tags: dict[str, str] | None = None,
     log: logging.Logger | None = None,
+    shared: set[str] | None = None,
 ) -> WriteBack:
     """Bring the `cost.*` tags of the tracker's runs to `costs` (run_id → tags, run ids as
-    the tracker's config names them: `tags: {run_id: …}` too). Returns what was done."""
+    the tracker's config names them: `tags: {run_id: …}` too). `shared`: the runs of `costs`
+    another tracker on the same store tells (the warehouse kept its), written when this
+    tracker lists them and not counted `runs_skipped_not_in_tracker` when it does not (an
+    experiment it does not read). Returns what was done."""
     from mlflow.entities import RunTag  # heavy: imported only when a tracker writes back
 
     log = log or logging.getLogger(__name__)
@@ -141,6 +147,7 @@ def write_cost_tags(
     except ValueError:
         password = None
     done = WriteBack(tracker)
+    shared = shared or set()
     tags_of = tag_names(tags or {}, tracker)
     client = _with_retries(lambda: _client(tracking_uri, tracker), tracker, uri, "connect",
                            password, log)
@@ -160,7 +167,8 @@ def write_cost_tags(
         return found
 
     found = _with_retries(listing, tracker, uri, "list runs", password, log)
-    done.runs_skipped_not_in_tracker = sum(1 for run_id in costs if run_id not in found)
+    done.runs_skipped_not_in_tracker = sum(1 for run_id in costs
+                                           if run_id not in found and run_id not in shared)
     # the runs with cost, and the live runs holding cost tags the warehouse no longer gives
     stale = {run_id for run_id, (_, deleted, current) in found.items()
              if not deleted and set(current) & set(COST_TAGS) - set(costs.get(run_id, {}))}

@@ -35,6 +35,22 @@ def default_export_path(warehouse: str | Path, name: str, month: date, fmt: str)
     return Path(warehouse).resolve().parent / "exports" / f"{name}-{month:%Y-%m}.{fmt}"
 
 
+# what says a table's month was written, even with no row: the decision tables' basis row
+# (written with their rows, warehouse.py `replace_month_unless_same`), or the incremental
+# record (cli/incremental.py; not written for the assets after an MLflow tracker, whose
+# inputs cannot be fingerprinted)
+WRITTEN_MARKS = (("decision_basis", "table_name"), ("materializations", "asset"))
+
+
+def _month_written(con, table: str, month: date) -> bool:
+    present = {name for (name,) in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_name IN "
+        f"({', '.join('?' for _ in WRITTEN_MARKS)})", [m for m, _ in WRITTEN_MARKS]).fetchall()}
+    return any(con.execute(f"SELECT count(*) FROM {mark} WHERE month = ? AND {column} = ?",
+                           [month, table]).fetchall()[0][0]
+               for mark, column in WRITTEN_MARKS if mark in present)
+
+
 def _read_month(warehouse: str | Path, table: str, month: date, order_by: str) -> pa.Table:
     import duckdb
 
@@ -44,9 +60,7 @@ def _read_month(warehouse: str | Path, table: str, month: date, order_by: str) -
         with duckdb.connect(str(warehouse), read_only=True) as con:
             known = con.execute("SELECT count(*) FROM information_schema.tables "
                                 "WHERE table_name = ?", [table]).fetchall()[0][0]
-            materialized = known and con.execute(
-                "SELECT count(*) FROM materializations WHERE month = ? AND asset = ?",
-                [month, table]).fetchall()[0][0]
+            materialized = known and _month_written(con, table, month)
             rows = con.sql(f"SELECT * FROM {table} WHERE month = ? ORDER BY {order_by}",
                            params=[month]).to_arrow_table() if known else None
     except duckdb.Error as exc:  # e.g. another process holds the write lock

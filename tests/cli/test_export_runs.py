@@ -81,6 +81,51 @@ def test_a_month_not_materialized_is_one_line(config, tmp_path, capsys):
     assert "no warehouse at" in capsys.readouterr().err
 
 
+def test_a_materialized_month_without_run_cost_is_a_header(tmp_path, dagster_home, capsys):
+    """A month materialized with an MLflow tracker whose runs claim nothing billed: its
+    run_costs is empty, and the export is the header alone, as with a runs file. The
+    incremental record skips the assets it cannot fingerprint (an MLflow store), and the
+    export took the missing record for a month never materialized; a month that was not is
+    still one line, exit 1."""
+    from mlflow import MlflowClient
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).create_experiment("idle")  # no run: nothing of the bill is a run's
+    (tmp_path / "focus").mkdir()
+    columns = ["BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd", "ProviderName",
+               "ChargeCategory", "ServiceCategory", "ServiceName", "ResourceId",
+               "ResourceType", "RegionId", "SkuId", "SkuPriceDetails", "ConsumedQuantity",
+               "ConsumedUnit", "BilledCost", "EffectiveCost", "BillingCurrency", "InvoiceId"]
+    with (tmp_path / "focus" / "bill.csv").open("w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        writer.writerow(["2026-07-01T00:00:00Z", "2026-07-03T10:00:00Z", "2026-07-03T11:00:00Z",
+                         "AWS", "Usage", "Compute", "Amazon EC2", "i-1", "Virtual Machine",
+                         "us-east-1", "m6i", '{"InstanceType": "m6i.large"}', 1.0, "Hours",
+                         0.5, 0.5, "USD", "INV-1"])
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": "warehouse.duckdb"},
+        "billing": [{"kind": "focus", "path": "focus/bill.csv"}],
+        "tracker": [{"kind": "mlflow", "tracking_uri": uri, "experiments": ["idle"]}]}))
+    assert materialize_month(str(config), date(2026, 7, 1), progress=False).success
+    capsys.readouterr()
+    out = tmp_path / "runs.csv"
+    args = ["export", "runs", "--config", str(config)]
+    assert main([*args, "--month", "2026-07", "--out", str(out)]) == 0, \
+        capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == (
+        '"month","run_id","model","purpose_class","search_id","gpu_cost","cpu_cost",'
+        '"storage_cost","network_cost","other_cost","cost","accelerator_hours","cpu_hours"\n')
+    capsys.readouterr()
+    assert main([*args, "--month", "2026-08", "--out", str(tmp_path / "august.csv")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no run_costs for 2026-08 in ") and err.count("\n") == 1
+    assert not (tmp_path / "august.csv").exists()
+
+
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_a_failed_write_leaves_no_partial_file(config, tmp_path, capsys, monkeypatch, fmt):
     """The file is written atomically: whatever fails — `--out` an existing directory, the

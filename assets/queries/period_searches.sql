@@ -1,10 +1,16 @@
 -- Every search of each model in launch order, as the last month of the period sees it
 -- (search_trend: cost to date, improvement, cost per unit of improvement, saturation),
--- with what each search cost inside the period. Parameters: $first, $last.
+-- with what each search cost inside the period. `stale`: the cost to date as the last month
+-- computed it differs from the sum of every month's own part (a month before it was
+-- materialized again after it, restated: the last month read its old attribution).
+-- Parameters: $first, $last.
 WITH in_period AS (
-    SELECT search_id, fsum(cost_this_month) AS cost_in_period
+    SELECT
+        search_id,
+        coalesce(fsum(cost_this_month) FILTER (WHERE month >= $first), 0) AS cost_in_period,
+        fsum(cost_this_month)                                              AS summed
     FROM search_trend
-    WHERE month BETWEEN $first AND $last
+    WHERE month <= $last
     GROUP BY search_id
 )
 SELECT
@@ -21,7 +27,8 @@ SELECT
     t.previous_search_id,
     t.previous_cost_per_improvement,
     t.saturating,
-    coalesce(p.cost_in_period, 0) AS cost_in_period
+    coalesce(p.cost_in_period, 0) AS cost_in_period,
+    coalesce(abs(t.cost - p.summed) > 1e-6 * greatest(1.0, abs(t.cost)), false) AS stale
 FROM search_trend AS t
 LEFT JOIN in_period AS p ON p.search_id = t.search_id
 WHERE t.month = $last

@@ -152,9 +152,11 @@ def cmd_report(args) -> int:
         if args.month:
             path, _ = write_report(cfg.warehouse_path, first, out=args.out)
         else:
-            from cost_pipeline.report.period import write_period_report
+            from cost_pipeline.report.period import stale_searches, write_period_report
 
-            path, _ = write_period_report(cfg.warehouse_path, first, last, out=args.out)
+            path, data = write_period_report(cfg.warehouse_path, first, last, out=args.out)
+            if stale := stale_searches(data):
+                print(f"note: {stale}", file=sys.stderr)
     except ReportError:
         # a month no partition holds: say so and how to include it, not "materialize it"
         problem = first <= last and (out_of_range(first, cfg.first_month)

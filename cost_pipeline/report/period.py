@@ -59,12 +59,29 @@ def _refuse_gaps(data: dict) -> None:
                           "separately")
 
 
+def stale_searches(data: dict) -> str | None:
+    """What to do when the searches' cost to date, as the last month computed it, is older
+    than a month before it (restated and materialized again after it), else None."""
+    stale = [s["search_id"] for s in data["searches"] or [] if s["stale"]]
+    if not stale:
+        return None
+    named = ", ".join(stale[:NAMED]) + (f" and {len(stale) - NAMED:,} more" if
+                                        len(stale) > NAMED else "")
+    return (f"Out of date: the cost to date of {named}, as {data['last']:%Y-%m} computed it, "
+            "differs from the months' own figures: a month before it was materialized again "
+            "after it. Materialize the months after that one again, in order, then this "
+            "report.")
+
+
 def summary(data: dict, symbol: str) -> list[str]:
     """The sentences a finance director reads first."""
     first, last, totals = data["first"], data["last"], data["totals"]
     out = [f"{_span(data)} cost {money(data['total'], symbol)}: "
            + ", ".join(f"{money(totals[m]['effective_cost'], symbol)} in {m:%B}"
                        for m in data["months"]) + "."]
+    stale = stale_searches(data)
+    if stale:
+        out.insert(0, stale)
     if first != last:
         before, after = totals[first]["effective_cost"], totals[last]["effective_cost"]
         change = after - before
@@ -88,7 +105,8 @@ def summary(data: dict, symbol: str) -> list[str]:
         out.append("Reconciliation failed in " + ", ".join(
             f"{s['month']:%Y-%m} ({percent(s['untracked_share'])} of GPU-hours untracked, "
             f"threshold {percent(s['threshold'])})" for s in failed) + ".")
-    saturating = [s for s in data["searches"] or [] if s["saturating"]]
+    # the period's searches: one that cost nothing in it (an older one) is history, not news
+    saturating = [s for s in data["searches"] or [] if s["saturating"] and s["cost_in_period"]]
     if saturating:
         named = ", ".join(f"{s['search_id']} ({s['model'] or 'no model'})"
                           for s in saturating[:NAMED])

@@ -342,3 +342,49 @@ def test_long_tables_list_the_costliest_models_and_their_searches(tmp_path):
     chart = chart[:chart.index("</svg>")]
     marked = set(re.findall(r"\bm\d{3}-s\d\b", chart))
     assert marked == set(shown)
+
+
+def test_a_last_month_older_than_a_restated_month_says_so(warehouse, quarter, tmp_path):
+    """August restated and materialized again after September: September's searches kept the
+    cost to date of August's old attribution, and the page showed it beside August's new
+    figures, saying nothing. The summary (and the command's stderr) say what to redo."""
+    import html
+    import shutil
+
+    assert not [s for s in quarter[2]["searches"] if s["stale"]]   # the demo as materialized
+    copy = tmp_path / "restated.duckdb"
+    shutil.copy(warehouse, copy)
+    with duckdb.connect(str(copy)) as con:
+        (search,) = con.execute(
+            "SELECT min(search_id) FROM search_trend WHERE month = ? AND cost_this_month > 0",
+            [MONTHS[1]]).fetchone()
+        con.execute("UPDATE search_trend SET cost_this_month = cost_this_month + 25 "
+                    "WHERE month = ? AND search_id = ?", [MONTHS[1], search])
+    path, data = write_period_report(copy, FIRST, LAST, out=tmp_path / "restated.html")
+    assert [s["search_id"] for s in data["searches"] if s["stale"]] == [search]
+    first = path.read_text(encoding="utf-8").split('<ul class="summary">')[1]
+    assert html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", first))).strip().startswith(
+        f"Out of date: the cost to date of {search}, as 2026-09 computed it, differs from the "
+        "months' own figures: a month before it was materialized again after it. Materialize "
+        "the months after that one again, in order, then this report.")
+
+
+def test_the_summary_names_the_periods_saturated_searches_only(warehouse, tmp_path):
+    # a one-month report named every saturated search of the model's history, ones that
+    # cost nothing in the month among them; the search table still lists that history
+    import shutil
+
+    from cost_pipeline.report.period import summary
+
+    copy = tmp_path / "w.duckdb"
+    shutil.copy(warehouse, copy)
+    old = "s-2026-07"
+    with duckdb.connect(str(copy)) as con:   # July's search saturated, idle in September
+        con.execute("UPDATE search_trend SET saturating = true, cost_this_month = 0 "
+                    "WHERE month = ? AND search_id = ?", [LAST, old])
+    for first in (FIRST, LAST):
+        _, data = write_period_report(copy, first, LAST, out=tmp_path / "p.html")
+        said = [s for s in summary(data, "$") if s.startswith("Searching has saturated")]
+        named = re.findall(r"(\S+) \(", said[0]) if said else []
+        assert (old in named) == (first == FIRST), (first, named)
+        assert old in [s["search_id"] for s in data["searches"]]

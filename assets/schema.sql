@@ -345,9 +345,9 @@ CREATE TABLE IF NOT EXISTS search_shape (
     search_id           VARCHAR NOT NULL,
     model               VARCHAR,
     runs                BIGINT NOT NULL,   -- trials, all months
-    configs             BIGINT NOT NULL,   -- a run without config_id is a config of its own
-    seeds_per_config    BIGINT NOT NULL,   -- the most runs any config has
-    grid                BOOLEAN NOT NULL,  -- every config has seeds_per_config runs
+    configs             BIGINT NOT NULL,   -- as search_costs: distinct config_id, else runs ÷ seeds (up)
+    seeds_per_config    BIGINT NOT NULL,   -- the most distinct seeds any config has
+    grid                BOOLEAN NOT NULL,  -- every config has seeds_per_config seeds
     best_config_id      VARCHAR,           -- NULL: no run with a config reports the metric
     rerun_configs       BIGINT NOT NULL,   -- configs already run in an earlier search of the model
     rerun_of            VARCHAR,           -- those earlier searches, comma-separated

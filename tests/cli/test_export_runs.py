@@ -152,6 +152,36 @@ def test_a_failed_write_leaves_no_partial_file(config, tmp_path, capsys, monkeyp
     assert sorted(p.name for p in folder.iterdir()) == sorted([f"runs.{fmt}", "runs.out"])
 
 
+def test_an_out_that_cannot_be_written_is_one_line_naming_it(config, tmp_path, capsys,
+                                                              monkeypatch):
+    """`--out` under a file, or in a folder no file can be made in (/proc), is one line
+    naming the --out given and why: it said `[Errno 17] File exists: 'a_file'`, or named the
+    partial copy (`.x.csv.….partial`) the user never asked for. A write that fails midway
+    (the disk full) names the --out too, and nothing is left behind."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("not a folder", encoding="utf-8")
+    args = ["export", "runs", "--config", str(config), "--month", "2024-03"]
+    for out in ("a_file/x.csv", "a_file/sub/x.csv"):
+        assert main([*args, "--out", out]) == 1
+        assert capsys.readouterr().err == (
+            f"error: cannot write {out}: a_file is a file, not a folder\n")
+    if Path("/proc/self").is_dir():
+        assert main([*args, "--out", "/proc/x.csv"]) == 1
+        assert capsys.readouterr().err == (
+            "error: cannot write /proc/x.csv: No such file or directory\n")
+
+    import pyarrow.csv as pacsv
+
+    def disk_full(*_args, **_kwargs):
+        raise OSError(28, "Error writing bytes to file '/somewhere/.x.csv.abc.partial'")
+
+    monkeypatch.setattr(pacsv, "write_csv", disk_full)
+    assert main([*args, "--out", "out/x.csv"]) == 1
+    assert capsys.readouterr().err == (
+        "error: cannot write out/x.csv: No space left on device\n")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_two_exports_of_the_same_path_at_once_both_succeed(config, tmp_path, monkeypatch):
     """Two writers of one path each write a partial file of their own: both renames succeed
     (a barrier holds each until both have written) and the file is one whole copy. With one

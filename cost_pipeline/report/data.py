@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.report.strip import six_months
-from cost_pipeline.warehouse import rows_of, sql_text, table_names
+from cost_pipeline.warehouse import noted_input, rows_of, sql_text, table_names
 
 COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
 PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unallocated"]
@@ -32,12 +32,28 @@ class ReportError(ValueError):
     """The month cannot be reported (no warehouse, month not materialized)."""
 
 
+def materialized_empty(con: duckdb.DuckDBPyConnection, month: date) -> bool:
+    """Whether the month was materialized with no billing line (nothing billed yet): its bill's
+    input token is noted in the transaction that wrote its (no) lines."""
+    try:
+        return noted_input(con, month, "billing") is not None
+    except duckdb.CatalogException:   # a warehouse from before input tokens
+        return False
+
+
+def no_lines(con: duckdb.DuckDBPyConnection, month: date) -> str:
+    """Why the month has no page: nothing billed in it, or not materialized."""
+    if materialized_empty(con, month):
+        return (f"{month:%Y-%m} has no billing lines (it was materialized: nothing billed "
+                "yet), so there is no report")
+    return f"no billing data for {month:%Y-%m} in the warehouse: materialize the month first"
+
+
 def headline(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """The month's whole bill (tax, credits, fees included), amortized and as invoiced."""
     row = rows_of(con, sql_text("report_headline"), {"month": month})[0]
     if not row["lines"]:
-        raise ReportError(f"no billing data for {month:%Y-%m} in the warehouse: "
-                          "materialize the month first")
+        raise ReportError(no_lines(con, month))
     row["currency"] = row["currency"] or "USD"
     return row
 

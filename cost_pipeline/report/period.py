@@ -48,11 +48,17 @@ def period_report_path(warehouse: str | Path, first: date, last: date) -> Path:
 def _refuse_gaps(data: dict) -> None:
     """A trend with a silent hole misleads: every month of the period must be materialized,
     and all of them in one currency."""
-    if data["missing"]:
-        names = ", ".join(f"{m:%Y-%m}" for m in data["missing"])
-        them = "it" if len(data["missing"]) == 1 else "them"
+    unmaterialized = [m for m in data["missing"] if m not in data["empty"]]
+    if unmaterialized:
+        names = ", ".join(f"{m:%Y-%m}" for m in unmaterialized)
+        them = "it" if len(unmaterialized) == 1 else "them"
         raise ReportError(f"no billing data for {names} in the warehouse: materialize {them} "
                           "first, or report a shorter period")
+    if data["empty"]:
+        names = ", ".join(f"{m:%Y-%m}" for m in data["empty"])
+        raise ReportError(f"{names} {'has' if len(data['empty']) == 1 else 'have'} no billing "
+                          "lines (materialized: nothing billed yet): report a period of billed "
+                          "months")
     if data["mixed_currency_months"] or len(data["currencies"]) > 1:
         raise ReportError(f"the period's bill is in more than one currency "
                           f"({', '.join(data['currencies'])}): report each currency's months "

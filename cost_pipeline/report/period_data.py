@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.report.bill_lines import bill_lines
+from cost_pipeline.report.data import materialized_empty
 from cost_pipeline.report.strip import (
     ZERO,
     by_purpose,
@@ -60,6 +61,8 @@ def collect_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> d
         "last": last,
         "months": months,
         "missing": [m for m in months if m not in totals],
+        # of those, the months materialized with no billing line (nothing billed yet)
+        "empty": [m for m in months if m not in totals and materialized_empty(con, m)],
         "currencies": currencies,
         "mixed_currency_months": mixed,
         "currency": currencies[0] if currencies else "USD",

@@ -388,3 +388,33 @@ def test_the_summary_names_the_periods_saturated_searches_only(warehouse, tmp_pa
         named = re.findall(r"(\S+) \(", said[0]) if said else []
         assert (old in named) == (first == FIRST), (first, named)
         assert old in [s["search_id"] for s in data["searches"]]
+
+
+def test_a_month_materialized_without_lines_is_not_called_unmaterialized(tmp_path):
+    """A month materialized with nothing billed yet was "no billing data … materialize the
+    month first", which materializing again could not mend: the monthly and the period report
+    say it has no billing lines; a month never materialized still says to materialize it."""
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.support.cur_rows import LOG
+
+    path, oct_, nov, dec = tmp_path / "w.duckdb", date(2026, 10, 1), date(2026, 11, 1), date(
+        2026, 12, 1)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, oct_, [_line(0, oct_, 1.0)])
+        build_billing_facts(con, parse_config({}, tmp_path), nov, LOG)   # nothing billed
+    with pytest.raises(ReportError) as empty:
+        write_report(str(path), nov, out=tmp_path / "n.html")
+    assert str(empty.value) == ("2026-11 has no billing lines (it was materialized: nothing "
+                                "billed yet), so there is no report")
+    with pytest.raises(ReportError) as never:
+        write_report(str(path), dec, out=tmp_path / "d.html")
+    assert str(never.value) == ("no billing data for 2026-12 in the warehouse: materialize the "
+                                "month first")
+    with pytest.raises(ReportError) as period:
+        write_period_report(str(path), oct_, nov, out=tmp_path / "p.html")
+    assert str(period.value) == ("2026-11 has no billing lines (materialized: nothing billed "
+                                 "yet): report a period of billed months")
+    with pytest.raises(ReportError, match="no billing data for 2026-12 in the warehouse: "
+                                          "materialize it first"):
+        write_period_report(str(path), oct_, dec, out=tmp_path / "p.html")

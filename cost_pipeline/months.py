@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime
 
-_MONTH = re.compile(r"^(\d{4})-(\d{2})(?:-01)?$")
+_MONTH = re.compile(r"^([0-9]{4})-([0-9]{2})(?:-01)?$")  # ASCII: \d takes any digit (２０２６)
 
 
 def parse_month(text: str) -> date:

@@ -39,6 +39,19 @@ FAILED_FIGURES = ("missing_days", "violation_cost", "budget", "unbilled_claim_gp
                   "resource_ids", "models", "without_estimate", "over_estimate")
 
 
+def _models_over_trend(metadata: dict, currency: str) -> str:
+    """`model_cost_trend`'s failing models with their cost and previous median (SPEC §12:
+    the check lists them), where the line named the models alone."""
+    from cost_pipeline.report.money import in_currency
+
+    exceeding = metadata.get("exceeding")
+    if not isinstance(exceeding, list) or not all(isinstance(e, dict) for e in exceeding):
+        return str(metadata["models"])
+    return "; ".join(f"{e.get('model')} {in_currency(e.get('cost'), currency)} against a "
+                     f"median of {in_currency(e.get('previous_median'), currency)}"
+                     for e in exceeding)
+
+
 def print_checks(result) -> None:
     for check in result.checks:
         mark = "PASS" if check.passed else f"FAIL ({check.severity})"
@@ -47,6 +60,7 @@ def print_checks(result) -> None:
         currency = check.metadata.get("currency") or "USD"
         figures = ", ".join(
             f"{k} {_fmt(check.metadata[k], currency if k in MONEY_FIGURES else None)}"
+            if k != "models" else f"models {_models_over_trend(check.metadata, currency)}"
             for k in keys)
         print(f"{result.month:%Y-%m} {check.asset}.{check.name}: {mark}  {figures}".rstrip())
 
@@ -260,11 +274,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    # `--debug` anywhere on the line (`materialize … --debug` was refused as unknown to the
+    # subcommand): taken out here, set on the parsed arguments
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args([a for a in argv if a != "--debug"])
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    args.debug = debug
     if getattr(args, "config", None) is None and args.command != "demo":
         import os
 

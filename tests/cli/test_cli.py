@@ -245,3 +245,31 @@ def test_the_command_process_runs_as_where_pandas_is_not_installed(demo_quarter,
                                "pa.array(['a']); print('pandas' in sys.modules)"],
         capture_output=True, text=True, timeout=60)
     assert in_process.stdout.split() == ["True"], in_process.stderr  # only `run` hides it
+
+
+def test_a_failed_trend_prints_each_models_cost_and_median(capsys):
+    """SPEC §12: the check lists the models, their cost and that median; the printed line
+    named the models alone. The metadata is the real check's, as the run records it."""
+    from datetime import date
+
+    import duckdb
+
+    from cost_pipeline.cli.main import print_checks
+    from cost_pipeline.cli.materialize import CheckOutcome, MonthResult
+    from cost_pipeline.defs.checks import model_cost_trend
+    from cost_pipeline.warehouse import ensure_schema
+
+    with duckdb.connect() as con:
+        ensure_schema(con)
+        for month, churn, fraud in ((4, 10.0, 5.0), (5, 10.0, 5.0), (6, 10.0, 5.0),
+                                    (7, 16.0, 9.0)):
+            for model, cost in (("churn", churn), ("fraud", fraud)):
+                con.execute("INSERT INTO cost_per_model_monthly VALUES "
+                            "(?, ?, 'search', 'gpu', ?, 0, 1)", [date(2026, month, 1), model, cost])
+        check = model_cost_trend(con, date(2026, 7, 1), 1.5)
+    outcome = CheckOutcome("cost_per_model_monthly", "model_cost_trend", check.passed, "WARN",
+                           {k: v.value for k, v in check.metadata.items()})
+    print_checks(MonthResult(date(2026, 7, 1), True, "r", None, [outcome]))
+    assert capsys.readouterr().out.splitlines() == [
+        "2026-07 cost_per_model_monthly.model_cost_trend: FAIL (WARN)  models churn $16.00 "
+        "against a median of $10.00; fraud $9.00 against a median of $5.00"]

@@ -42,6 +42,9 @@ def test_from_to_writes_the_period_report(demo_quarter, dagster_home, tmp_path):
     (["--to", "2026-07"], "error: a period needs both --from YYYY-MM and --to YYYY-MM"),
     (["--from", "2026-13", "--to", "2026-09"], "error: --from '2026-13': expected YYYY-MM"),
     (["--from", "2026-07", "--to", "Sept"], "error: --to 'Sept': expected YYYY-MM"),
+    # digits of another script: Python's \d took them, and ２０２６-07 was July
+    (["--from", "２０２６-07", "--to", "2026-09"], "error: --from '２０２６-07': expected YYYY-MM"),
+    (["--month", "2026-0٧"], "error: month '2026-0٧': expected YYYY-MM"),
     (["--month", "2026-07", "--from", "2026-07", "--to", "2026-09"],
      "error: --month and --from/--to exclude each other: one month, or a period"),
     ([], "error: report needs --month YYYY-MM, or --from YYYY-MM --to YYYY-MM"),
@@ -72,3 +75,14 @@ def test_a_month_no_partition_holds_says_so(demo_quarter, capsys, args, message)
     assert code == 1 and captured.out == ""
     (line,) = captured.err.strip().splitlines()
     assert re.match(f"error: {message}", line), line
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_debug_anywhere_on_the_line_shows_the_traceback(demo_quarter, capsys, where):
+    # `report … --debug` was refused as an argument the subcommand does not know
+    args = ["report", "--config", str(demo_quarter[0]), "--month", "2014-12"]
+    code = main(["--debug", *args] if where == "first" else [*args, "--debug"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.splitlines()[-1].startswith("error: month 2014-12 is before the first partition")

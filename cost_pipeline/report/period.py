@@ -247,7 +247,11 @@ def write_period_report(warehouse: str | Path, first: date, last: date,
     else:
         data = read_period(con, first, last)
     html = render_period_html(data, Path(warehouse).name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html, encoding="utf-8")
+    # whole or not at all, and a folder that cannot be made named as such (it was
+    # "[Errno 17] File exists: '…/reports'")
+    from cost_pipeline.export import written_atomically
+
+    with written_atomically(target) as partial:
+        partial.write_text(html, encoding="utf-8")
     return target.resolve(), data
 

@@ -184,6 +184,10 @@ def write_report(warehouse: str | Path, month: date, out: str | Path | None = No
     else:
         data = collect(con, month)
     html = render_html(data, Path(warehouse).name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html, encoding="utf-8")
+    # whole or not at all, and a folder that cannot be made named as such (it was
+    # "[Errno 17] File exists: '…/reports'")
+    from cost_pipeline.export import written_atomically
+
+    with written_atomically(target) as partial:
+        partial.write_text(html, encoding="utf-8")
     return target.resolve(), data

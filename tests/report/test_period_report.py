@@ -418,3 +418,14 @@ def test_a_month_materialized_without_lines_is_not_called_unmaterialized(tmp_pat
     with pytest.raises(ReportError, match="no billing data for 2026-12 in the warehouse: "
                                           "materialize it first"):
         write_period_report(str(path), oct_, dec, out=tmp_path / "p.html")
+
+
+def test_a_report_folder_that_cannot_be_made_is_one_line_naming_it(warehouse, tmp_path):
+    blocker = tmp_path / "reports"
+    blocker.write_text("a file where the reports folder goes")
+    for write, args in ((write_report, (LAST,)), (write_period_report, (FIRST, LAST))):
+        with pytest.raises(OSError) as caught:
+            write(warehouse, *args, out=blocker / "page.html")
+        assert str(caught.value) == (f"cannot write {blocker / 'page.html'}: {blocker} is a "
+                                     "file, not a folder")
+    assert blocker.read_text() == "a file where the reports folder goes"

@@ -125,8 +125,14 @@ class Warehouse(DuckDBResource):
             handle = acquire_writer_lock(self.database, "materialization", None,
                                          self.lock_timeout_seconds, on_wait=waiting)
         except OSError as exc:
+            # a file where a folder of the path must be: said as such (it read "File exists
+            # (…/runs.csv/w.duckdb.lock)")
+            blocker = next((folder for folder in reversed(Path(self.database).parents)
+                            if folder.exists() and not folder.is_dir()), None)
+            cause = (f"{blocker} is a file, not a folder" if blocker is not None
+                     else f"{exc.strerror or exc} ({path})")
             raise WarehouseLockedError(f"warehouse {self.database} cannot be written: "
-                                       f"{exc.strerror or exc} ({path})") from None
+                                       f"{cause}") from None
         self._lock = handle
         self._staged = []
         # in any process running the job (a run worker the daemon launched, too), a signal a

@@ -44,3 +44,16 @@ def test_read_only_file_system_is_said():
     exc = OSError('IO Error: Cannot open file "/ro/w.duckdb": Read-only file system')
     assert locked_message("/ro/w.duckdb", exc) == \
         "warehouse /ro/w.duckdb cannot be written: read-only file system"
+
+
+def test_a_warehouse_under_a_file_is_said(tmp_path, dagster_home):
+    # it read "cannot be written: File exists (…/runs.csv/w.duckdb.lock)"
+    (tmp_path / "runs.csv").write_text("run_id,status,start_time\n")
+    config = tmp_path / "config.yaml"
+    config.write_text("warehouse: {path: runs.csv/w.duckdb}\n")
+    done = run_cli("materialize", "--config", str(config), "--month", "2026-07",
+                   env_home=dagster_home)
+    assert done.returncode == 1, done.stdout
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: warehouse {tmp_path / 'runs.csv' / 'w.duckdb'} cannot be "
+                      f"written: {tmp_path / 'runs.csv'} is a file, not a folder"], done.stderr

@@ -579,7 +579,7 @@ def test_spot_chains_are_priced_as_the_runs_file_says(tmp_path):
     assert retrains[0] == production and retrains[1] == 0 and retrains[2] > 0
     lever = con.execute("SELECT dollars FROM cost_levers "
                         "WHERE lever = 'checkpoint before going preemptible'").fetchone()[0]
-    assert lever == pytest.approx(lost, rel=1e-12)
+    assert lever == pytest.approx(lost, rel=1e-12, abs=1e-6)
 
 
 def _plan_operators(con, sql: str, params: dict) -> list[dict]:

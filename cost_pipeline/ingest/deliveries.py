@@ -6,9 +6,10 @@ materialization of `billing_facts` records the delivery it read per source in
 same delivery again adds no row — and each row carries the change against the delivery of
 that month seen before it: by how much the bill moved.
 
-`export_fingerprints` is the cheap side for the delivery sensor: per month, a fingerprint of
-the manifests (else the data files) as listed — names, sizes, modification times — without
-reading any of them. A FOCUS source's files count for the month their path names
+`source_fingerprints` is the cheap side for the delivery sensor: per source and month, a
+fingerprint of the manifests (else the data files) as listed — names, sizes, modification
+times — without reading any of them; a source that cannot be listed is returned apart, so
+it holds back no other. A FOCUS source's files count for the month their path names
 (`BILLING_PERIOD=YYYY-MM` of an AWS export, an Azure export's `YYYYMMDD-YYYYMMDD` folder);
 a file whose path names none for the open month and the one before, the months a
 provider's export writes.
@@ -79,20 +80,49 @@ def record_deliveries(con: duckdb.DuckDBPyConnection, month: date, deliveries: l
 
 def export_fingerprints(cfg: PipelineConfig, today: date | None = None) -> dict[str, str]:
     """`YYYY-MM` → fingerprint of every CUR export's and FOCUS folder's delivery of that month
-    (all sources); `today` decides the open month for FOCUS files whose path names none."""
-    per_month: dict[str, dict[str, str]] = {}
+    (all sources); `today` decides the open month for FOCUS files whose path names none.
+    Raises the first source's `SourceError` when one cannot be listed."""
+    listed, unlisted = source_fingerprints(cfg, today)
+    if unlisted:
+        raise next(iter(unlisted.values()))
+    return month_fingerprints(listed)
+
+
+def source_fingerprints(cfg: PipelineConfig, today: date | None = None
+                        ) -> tuple[dict[str, dict[str, str]], dict[str, SourceError]]:
+    """Per source name, `YYYY-MM` → fingerprint of its delivery of that month; and the
+    sources that could not be listed (a folder not there yet, a bucket refused), with why —
+    one of them holds back no other."""
+    today = today or datetime.now(UTC).date()
+    listed: dict[str, dict[str, str]] = {}
+    unlisted: dict[str, SourceError] = {}
     for name, source in zip(source_names(cfg.billing), cfg.billing, strict=True):
-        if isinstance(source, AwsCur2Source):
-            if s3.is_s3(source.path):
-                listing = _s3_listing(name, source)
+        try:
+            if isinstance(source, AwsCur2Source):
+                if s3.is_s3(source.path):
+                    listing = _s3_listing(name, source)
+                else:
+                    listing = _local_listing(name, Path(cfg.resolve(source.path)))
+            elif isinstance(source, FocusSource):
+                listing = _focus_listing(name, source, cfg, today)
             else:
-                listing = _local_listing(name, Path(cfg.resolve(source.path)))
-        elif isinstance(source, FocusSource):
-            listing = _focus_listing(name, source, cfg, today or datetime.now(UTC).date())
-        else:
+                continue
+        except SourceError as exc:
+            unlisted[name] = exc
             continue
-        for month, entries in listing.items():
-            per_month.setdefault(month, {})[name] = _digest(entries)
+        except OSError as exc:  # a local folder that cannot be read (permissions)
+            unlisted[name] = SourceError(name, str(source.path), str(exc))
+            continue
+        listed[name] = {month: _digest(entries) for month, entries in sorted(listing.items())}
+    return listed, unlisted
+
+
+def month_fingerprints(per_source: dict[str, dict[str, str]]) -> dict[str, str]:
+    """`YYYY-MM` → one fingerprint of the sources' deliveries of that month."""
+    per_month: dict[str, dict[str, str]] = {}
+    for name, months in per_source.items():
+        for month, fingerprint in months.items():
+            per_month.setdefault(month, {})[name] = fingerprint
     return {month: _digest(sources) for month, sources in sorted(per_month.items())}
 
 

@@ -1,6 +1,7 @@
 """The delivery sensor on a real Dagster instance (SQLite storage in a temporary home): the
 first tick only records the exports; a restated month (new manifest) or new files of a
-month without one request that month's partition of `monthly_costs`; local and on S3."""
+month without one request that month's partition of `monthly_costs`; local and on S3; a
+source that cannot be listed holds back only its own months."""
 
 from __future__ import annotations
 
@@ -56,6 +57,11 @@ class Ticks:
         return [r.partition_key for r in self.tick().run_requests]
 
 
+def months(cursor: str) -> list[str]:
+    """The months a cursor records (beside its per-source record)."""
+    return sorted(key for key in json.loads(cursor) if key[:4].isdigit())
+
+
 def test_local_export_new_and_restated_deliveries(tmp_path, instance):
     export = write_export(tmp_path, {"a.parquet": [line(1.0)]})
     ticks = Ticks(_config(tmp_path, {"kind": "aws_cur2", "path": str(export)}), instance)
@@ -63,7 +69,8 @@ def test_local_export_new_and_restated_deliveries(tmp_path, instance):
 
     first = ticks.tick()
     assert first.run_requests == [] and "first tick" in first.skip_message
-    assert list(json.loads(ticks.cursor)) == ["2026-07"]
+    assert months(ticks.cursor) == ["2026-07"]
+    assert list(json.loads(ticks.cursor)["sources"]) == ["aws_cur2"]
     assert ticks.partitions() == []  # nothing changed
 
     # AWS restates July: new files and a new manifest
@@ -80,7 +87,7 @@ def test_local_export_new_and_restated_deliveries(tmp_path, instance):
     assert ticks.partitions() == ["2026-08-01"]
     write_parquet(month_dir(export, month="2026-08") / "y.parquet", [line(4.0)])
     assert ticks.partitions() == ["2026-08-01"]
-    assert sorted(json.loads(ticks.cursor)) == ["2014-12", "2026-07", "2026-08"]
+    assert months(ticks.cursor) == ["2014-12", "2026-07", "2026-08"]
     # the config then takes December 2014 in (first_month): its delivery, recorded as outside
     # the partitions, is requested now — recorded as delivered, it never was
     wider = tmp_path / "wider" / "config.yaml"
@@ -127,7 +134,8 @@ def test_s3_export_restated_and_unreachable(tmp_path, s3_server, instance):
     broken.cursor = cursor
     result = broken.tick()
     assert result.run_requests == [] and "bucket does not exist" in result.skip_message
-    assert broken.cursor == cursor  # kept: the next good listing compares against it
+    # kept, the source named: the next good listing compares against it
+    assert json.loads(broken.cursor) == {**json.loads(cursor), "unlisted": ["aws_cur2"]}
 
 
 def test_deliveries_after_a_first_tick_that_could_not_list_are_requested(tmp_path, instance):
@@ -139,7 +147,7 @@ def test_deliveries_after_a_first_tick_that_could_not_list_are_requested(tmp_pat
     ticks = Ticks(_config(tmp_path, {"kind": "aws_cur2", "path": str(export)}), instance)
     first = ticks.tick()
     assert first.run_requests == [] and "cannot list" in first.skip_message
-    assert ticks.cursor == "{}"
+    assert json.loads(ticks.cursor) == {"sources": {}, "unlisted": ["aws_cur2"]}
 
     written = write_export(tmp_path / "later", {"a.parquet": [line(1.0)]})
     export.parent.mkdir(parents=True)
@@ -147,7 +155,7 @@ def test_deliveries_after_a_first_tick_that_could_not_list_are_requested(tmp_pat
     write_parquet(month_dir(export, month="2026-13") / "x.parquet", [line(2.0)])
     write_parquet(month_dir(export, month="YYYY-MM") / "x.parquet", [line(2.0)])
     assert ticks.partitions() == ["2026-07-01"]
-    assert list(json.loads(ticks.cursor)) == ["2026-07"]
+    assert months(ticks.cursor) == ["2026-07"]
     assert ticks.partitions() == []
 
 
@@ -219,3 +227,80 @@ def test_a_restated_month_refreshes_the_later_months_materialized(tmp_path, inst
     assert [r.partition_key for r in requests] == ["2026-07-01", "2026-08-01", "2026-09-01"]
     assert requests[1].tags["cost_pipeline/after_delivery_of"] == "2026-07"
     assert ticks.partitions() == []
+
+
+def test_a_source_that_cannot_be_listed_holds_back_only_its_own_months(tmp_path, instance,
+                                                                       capfd):
+    """A FOCUS folder not there yet beside a CUR export: its listing failed the whole tick,
+    so a restated CUR month was never requested until the FOCUS folder existed. The sources
+    that list are compared as ever; the one that cannot keeps the fingerprints of its last
+    listing (its months neither requested nor forgotten) and is named every tick."""
+    export = write_export(tmp_path, {"a.parquet": [line(1.0)]})
+    focus = tmp_path / "focus"
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"warehouse": {"path": "w.duckdb"}, "billing": [
+        {"kind": "aws_cur2", "path": str(export)}, {"kind": "focus", "path": str(focus)}]}))
+    ticks = Ticks(str(config), instance)
+
+    first = ticks.tick()  # July of the CUR export is history; the FOCUS folder is named
+    assert first.run_requests == [] and "first tick: recorded the deliveries of 1 month" in (
+        first.skip_message)
+    assert f"cannot list the billing exports: focus: {focus}: FOCUS file or folder not " \
+           "found" in first.skip_message
+    assert months(ticks.cursor) == ["2026-07"]
+    assert json.loads(ticks.cursor)["unlisted"] == ["focus"]
+    again = ticks.tick()
+    assert again.run_requests == [] and "no new billing delivery; cannot list the billing " \
+        "exports: focus:" in again.skip_message
+
+    # AWS restates July while the FOCUS folder is still missing: July is requested
+    write_parquet(month_dir(export) / "b.parquet", [line(2.0)])
+    write_manifest(export, ["s3://x/exports/cur/ml-cur/data/BILLING_PERIOD=2026-07/b.parquet"])
+    restated = ticks.tick()
+    assert [r.partition_key for r in restated.run_requests] == ["2026-07-01"]
+    assert json.loads(ticks.cursor)["unlisted"] == ["focus"]
+    assert "cannot list the billing exports: focus:" in capfd.readouterr().err  # logged
+    assert ticks.partitions() == []
+
+    # the FOCUS folder appears with November: a delivery after the sensor started, requested
+    (focus / "BILLING_PERIOD=2026-11").mkdir(parents=True)
+    (focus / "BILLING_PERIOD=2026-11" / "part-0.csv").write_text("BilledCost\n3\n")
+    assert ticks.partitions() == ["2026-11-01"]
+    assert "unlisted" not in json.loads(ticks.cursor)
+    listed = ticks.cursor
+
+    # the folder goes away (moved, permissions): November keeps its last listing — neither
+    # requested nor forgotten — while an August delivery of the CUR export is requested
+    focus.rename(tmp_path / "focus-moved")
+    write_parquet(month_dir(export, month="2026-08") / "x.parquet", [line(4.0)])
+    assert ticks.partitions() == ["2026-08-01"]
+    assert months(ticks.cursor) == ["2026-07", "2026-08", "2026-11"]
+    assert json.loads(ticks.cursor)["2026-11"] == json.loads(listed)["2026-11"]
+    assert json.loads(ticks.cursor)["unlisted"] == ["focus"]
+    (tmp_path / "focus-moved").rename(focus)
+    quiet = ticks.tick()  # back as it was: nothing new
+    assert quiet.run_requests == [] and quiet.skip_message == "no new billing delivery"
+    assert "unlisted" not in json.loads(ticks.cursor)
+
+
+def test_a_cursor_written_before_sources_were_recorded_apart_requests_nothing_new(
+        tmp_path, instance):
+    """A deployment's cursor holds only months: the same listing requests nothing (the month's
+    fingerprint is the one it had) and the next cursor records the sources apart."""
+    from cost_pipeline.config import load_config
+    from cost_pipeline.ingest.deliveries import export_fingerprints
+
+    export = write_export(tmp_path, {"a.parquet": [line(1.0)]})
+    config = _config(tmp_path, {"kind": "aws_cur2", "path": str(export)})
+    ticks = Ticks(config, instance)
+    ticks.cursor = json.dumps(export_fingerprints(load_config(config)))
+    quiet = ticks.tick()
+    assert quiet.run_requests == [] and quiet.skip_message == "no new billing delivery"
+    assert months(ticks.cursor) == ["2026-07"]
+    assert list(json.loads(ticks.cursor)["sources"]["aws_cur2"]) == ["2026-07"]
+    # such a cursor and a source that cannot be listed: the tick waits, as it used to
+    ticks.cursor = json.dumps(export_fingerprints(load_config(config)))
+    export.rename(tmp_path / "moved")
+    waiting = ticks.tick()
+    assert waiting.run_requests == [] and "export folder not found" in waiting.skip_message
+    assert "sources" not in json.loads(ticks.cursor)

@@ -46,8 +46,8 @@ class MonthResult:
     skipped: list[str] = field(default_factory=list)  # unchanged assets, not recomputed
     error_detail: str | None = None  # the failed step's whole error chain (for --debug)
     interrupted: bool = False  # SIGINT / SIGTERM stopped the run: its writes rolled back
-    # later months the warehouse holds: they read this one's figures (a search's cost to
-    # date, trends, previous bests) as they were when they were materialized
+    # later months the warehouse holds, when the run changed what they read of this month
+    # (its bill, runs or attribution): they hold this month's figures as they were
     later_months: list[str] = field(default_factory=list)
 
     @property
@@ -143,6 +143,7 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
             unchanged = MonthResult(month, True, None, None, recorded_checks, skipped)
         else:
             unchanged = None
+            read_before = _read_by_later_months(cfg.warehouse_path, month)
             loggers = {}
             if progress:
                 loggers["progress"] = progress_logger
@@ -179,7 +180,7 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     later: list[str] = []
     if success:
         quick_skip.remember(cfg, month, graph)
-        later = _later_months(cfg.warehouse_path, month)
+        later = _later_months(cfg.warehouse_path, month, read_before)
     error = detail = None
     interrupted = False
     if not success:
@@ -189,9 +190,31 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
                        later_months=later)
 
 
-def _later_months(warehouse: str, month: date) -> list[str]:
-    """The months after `month` the warehouse holds (`YYYY-MM`); none when it cannot be read
-    (a note, not the run's result). The run just wrote it: no upgrade to check first."""
+def _read_by_later_months(warehouse: str, month: date) -> dict[str, str] | None:
+    """What the later months read of `month`: its bill's, runs' and attribution's tokens as
+    their writers noted them (`input_tokens`, in the later months' fingerprints); None when
+    the warehouse cannot be read now (then the note is given)."""
+    if not Path(warehouse).exists():
+        return {}
+    try:
+        with duckdb.connect(warehouse, read_only=True) as con:
+            if not con.execute("SELECT count(*) FROM information_schema.tables "
+                               "WHERE table_name = 'input_tokens'").fetchone()[0]:
+                return {}
+            return dict(con.execute("SELECT input, token FROM input_tokens WHERE month = ?",
+                                    [month]).fetchall())
+    except duckdb.Error:
+        return None
+
+
+def _later_months(warehouse: str, month: date, read_before: dict[str, str] | None) -> list[str]:
+    """The months after `month` the warehouse holds (`YYYY-MM`) when the run changed what
+    they read of it (`read_before`, before the run); none when nothing of it changed or the
+    warehouse cannot be read (a note, not the run's result). The run just wrote it: no
+    upgrade to check first."""
+    after = _read_by_later_months(warehouse, month)
+    if read_before is not None and after == read_before:
+        return []  # the later months' skip is right: they read the same
     try:
         with duckdb.connect(warehouse, read_only=True) as con:
             return [f"{m:%Y-%m}" for (m,) in con.execute(

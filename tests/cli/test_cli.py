@@ -49,6 +49,44 @@ def test_materialize_prints_checks_and_strict_exit(demo_quarter, tmp_path, dagst
             "previous bests) as they were: materialize it again") in passing.stderr
 
 
+NOTE = "read this month's figures"
+
+
+def test_the_later_months_note_only_when_what_they_read_changed(demo_quarter, tmp_path,
+                                                                  dagster_home):
+    """August materialized again after September recomputes its decision tables (they read
+    September's figures) but writes the same bill, runs and attribution: September, which
+    reads those, is unchanged, so no note; a bill delivered again for August moves what
+    September reads: the note names it, and September does recompute."""
+    config = copy_demo(demo_quarter, tmp_path)
+    for month in ("2026-07", "2026-08", "2026-09"):
+        done = run_cli("materialize", "--config", str(config), "--month", month,
+                       env_home=dagster_home)
+        assert done.returncode == 0, done.stderr
+        assert NOTE not in done.stderr  # each month materialized after the earlier ones
+    again = run_cli("materialize", "--config", str(config), "--month", "2026-08",
+                    env_home=dagster_home)
+    assert again.returncode == 0, again.stderr
+    assert "2026-08: materialized (run " in again.stdout
+    assert "2026-08 billing_facts: unchanged, skipped" in again.stdout
+    assert NOTE not in again.stderr
+    september = run_cli("materialize", "--config", str(config), "--month", "2026-09",
+                        env_home=dagster_home)
+    assert "2026-09: unchanged, skipped" in september.stdout, september.stdout
+    # the CUR delivered again for August: its bill is written again
+    for path in (config.parent / "exports").rglob("BILLING_PERIOD=2026-08/*"):
+        os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 10))
+    redelivered = run_cli("materialize", "--config", str(config), "--month", "2026-08",
+                          env_home=dagster_home)
+    assert redelivered.returncode == 0, redelivered.stderr
+    assert ("note: 2026-09 read this month's figures (a search's cost to date, trends, "
+            "previous bests) as they were: materialize it again to bring it up to date"
+            ) in redelivered.stderr
+    september = run_cli("materialize", "--config", str(config), "--month", "2026-09",
+                        env_home=dagster_home)
+    assert "2026-09: materialized (run " in september.stdout, september.stdout
+
+
 def test_a_failed_check_says_what_failed(capsys):
     """A failing WARN check printed only "FAIL (WARN)": it names what failed now (the
     searches, the days, the models, the cost against the budget); a passing one stays short."""

@@ -647,3 +647,48 @@ def test_a_month_without_rows_is_empty_and_reruns_replace_it(con, tmp_path):
     write_csv(path, [r for r in ROWS if r["SkuId"] in ("p4d", "tax")])
     facts = load(con, path)
     assert sorted(facts) == ["p4d", "tax"]
+
+
+def test_focus_older_column_names_as_oracle_cloud_writes_them(tmp_path, con):
+    """Oracle Cloud's FOCUS reports keep FOCUS 0.5 / 1.0-preview names (`Provider`, `Region`,
+    `UsageQuantity`, `UsageUnit`) with their `oci_*` columns: the GPU hour lost its hours,
+    region and provider (component `other`, 0 billed GPU-hours, reconciliation passing).
+    Read as the 1.0 names they became; a file with both spellings reads FOCUS 1.0's."""
+    import gzip
+
+    renamed = {"ProviderName": "Provider", "RegionId": "Region",
+               "ConsumedQuantity": "UsageQuantity", "ConsumedUnit": "UsageUnit"}
+    columns = tuple(renamed.get(c, c) for c in COLUMNS) + (
+        "x_InstanceType", "oci_CompartmentId", "oci_ReferenceNumber")
+    rows = [{renamed.get(k, k): v for k, v in r.items()} | {"oci_CompartmentId": "ocid1.c"}
+            for r in (vm("gpu", "BM.GPU.A10.4", hours=1.0, cost=8.0, ProviderName="Oracle",
+                         RegionId="us-ashburn-1", x_InstanceType="BM.GPU.A10.4"),
+                      row("egress", 0.5, ProviderName="Oracle", RegionId="us-ashburn-1",
+                          ServiceCategory="Networking", ConsumedQuantity=10.0,
+                          ConsumedUnit="GB"))]
+    text = tmp_path / "plain.csv"
+    write_csv(text, rows, columns=columns)
+    path = tmp_path / "FOCUS Reports" / "2026" / "05" / "03" / "0001-00001.csv.gz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(gzip.compress(text.read_bytes()))
+    text.unlink()
+    facts = load(con, path)   # an OCI GPU shape names its GPUs last
+    gpu = facts["gpu"]
+    assert (gpu["ProviderName"], gpu["RegionId"], gpu["ConsumedQuantity"], gpu["ConsumedUnit"]) \
+        == ("Oracle", "us-ashburn-1", 1.0, "Hours")
+    assert (gpu["x_CostComponent"], gpu["x_AcceleratorCount"], gpu["x_UsageHours"]) == (
+        "gpu", 4, 1.0)
+    assert (facts["egress"]["ConsumedQuantity"], facts["egress"]["ConsumedUnit"]) == (10.0, "GB")
+    both = tmp_path / "both" / "focus.csv"
+    write_csv(both, [r | {"UsageQuantity": 99.0} for r in ROWS[:1]],
+              columns=COLUMNS + ("x_InstanceType", "UsageQuantity"))
+    (first,) = load(con, both).values()
+    assert first["ConsumedQuantity"] == ROWS[0]["ConsumedQuantity"]
+
+
+def test_a_currency_code_in_small_letters_is_the_same_currency(tmp_path, con):
+    # `inr` beside `INR` refused the month as two currencies ("2024-02 has INR, inr")
+    path = write_csv(tmp_path / "focus.csv", [row("a", 84.0, BillingCurrency="INR"),
+                                              row("b", 42.0, BillingCurrency=" inr ")])
+    facts = load(con, path)
+    assert {f["BillingCurrency"] for f in facts.values()} == {"INR"}

@@ -337,6 +337,17 @@ def _entries_object_sql(array: str) -> str:
             "AS VARCHAR) END")
 
 
+# FOCUS 0.5's and 1.0-preview's names of columns 1.0 renamed, read when a file has not the
+# new one: Oracle Cloud's FOCUS reports (`Provider`, `Region`, `UsageQuantity`, `UsageUnit`)
+# lost their hours, region and provider (every GPU hour `other`, reconciliation passing on 0)
+OLDER_NAMES: dict[str, tuple[str, ...]] = {
+    "ProviderName": ("Provider",),
+    "RegionId": ("Region",),
+    "ConsumedQuantity": ("UsageQuantity",),
+    "ConsumedUnit": ("UsageUnit",),
+}
+
+
 def _json_object_sql(value: str) -> str:
     """SQL true when the text `value` is a JSON object, false for other JSON, NULL for text
     that is no JSON (json_type fails on malformed text, and AND does not short-circuit in
@@ -361,13 +372,16 @@ def _spelled(source: str, file: Path | str, header: list[str]) -> dict[str, str]
         folded.setdefault(name.lower(), []).append(name)
     spelled = {}
     for column in COLUMNS:
-        if column in exact:
-            spelled[column] = column
-        elif len(folded.get(column.lower(), [])) > 1:
-            raise SourceError(source, str(file), f"columns {' and '.join(folded[column.lower()])}"
-                              f" both name FOCUS's {column}: keep one")
-        elif column.lower() in folded:
-            spelled[column] = folded[column.lower()][0]
+        for name in (column, *OLDER_NAMES.get(column, ())):   # FOCUS's own name first
+            if name in exact:
+                spelled[column] = name
+            elif len(folded.get(name.lower(), [])) > 1:
+                raise SourceError(source, str(file), f"columns {' and '.join(folded[name.lower()])}"
+                                  f" both name FOCUS's {column}: keep one")
+            elif name.lower() in folded:
+                spelled[column] = folded[name.lower()][0]
+            if column in spelled:
+                break
     return spelled
 
 

@@ -91,6 +91,12 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
                 located = pc.any(pc.starts_with(batch.column("key"), prefix)).as_py()
             batches.append(_with_source(batch, name, prefix))
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
+        if isinstance(entry, InventoryCheckpoints) and not count and not read:
+            # a month whose only report is dated the 1st of the next one read as an empty
+            # bucket without a word: its storage all untracked, no violation
+            log.warning(f"{name}: no S3 Inventory report dated in {month:%Y-%m} lists an "
+                        "object: its buckets read as empty this month (a month is read from "
+                        "the reports dated in it; keep a daily or weekly report)")
         if count and not located:  # `/checkpoints/` for `checkpoints/`: no run folder at all
             log.warning(f"{name}: none of its {count} object(s) is under prefix "
                         f"{entry.prefix!r}, so no object is a run's checkpoint (keys start "

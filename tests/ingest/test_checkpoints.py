@@ -499,3 +499,28 @@ def test_a_prefix_no_object_is_under_is_said(tmp_path, con, caplog):
     with caplog.at_level(logging.WARNING, logger="test"):
         build(con, tmp_path, {**entry, "prefix": "checkpoints"})
     assert "check the prefix" not in caplog.text
+
+
+def test_an_inventory_without_a_report_of_the_month_is_said(tmp_path, con, caplog):
+    """Its only report dated 2026-08-01: July read as an empty bucket without a word (its
+    storage all untracked, no violation, the budget check passing). The listing says so;
+    August, which the report is of, does not."""
+    from tests.ingest.test_s3_checkpoints import CONFIG_FOLDER, _csv_report, _manifest
+
+    folder = tmp_path / "reports" / CONFIG_FOLDER
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "0.csv.gz").write_bytes(_csv_report([[
+        "ml-checkpoints", "checkpoints/run-a/s1/x.pt", "", "true", "false", "8",
+        "2026-07-01T00:00:00.000Z", "e", "STANDARD"]]))
+    (folder / "2026-08-01T01-00Z").mkdir()
+    (folder / "2026-08-01T01-00Z" / "manifest.json").write_text(
+        _manifest("2026-08-01", "CSV", [f"{CONFIG_FOLDER}/data/0.csv.gz"]))
+    entry = {"kind": "inventory", "path": f"reports/{CONFIG_FOLDER}"}
+    with caplog.at_level(logging.WARNING, logger="test"):
+        assert build(con, tmp_path, entry) == []
+    assert ("checkpoints[0] inventory: no S3 Inventory report dated in 2026-07 lists an object: "
+            "its buckets read as empty this month") in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="test"):
+        assert len(build(con, tmp_path, entry, month=date(2026, 8, 1))) == 1
+    assert "no S3 Inventory report" not in caplog.text

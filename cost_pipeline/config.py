@@ -101,9 +101,10 @@ BillingSource = Annotated[
 class MlflowTracker(_Strict):
     kind: Literal["mlflow"]
     tracking_uri: Text
-    experiments: list[str] | None = None
+    # none: every experiment; an empty list read every one too, as if the key were left out
+    experiments: Annotated[list[Text], Field(min_length=1)] | None = None
     metric: str | None = None
-    tags: dict[str, str] = {}
+    tags: dict[str, Text] = {}   # an empty tag name read no value: every run's lost, silently
     name: SourceName = None
     # after each month: the runs' `cost.*` tags summed over the warehouse's months (SPEC §12)
     write_back: bool = False

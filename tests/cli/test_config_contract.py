@@ -23,6 +23,11 @@ from cost_pipeline.config import ConfigError, load_config, parse_config
     # an empty tracker or path read nothing (or $MLFLOW_TRACKING_URI's tracker) and exited 0
     ({"tracker": [{"kind": "mlflow", "tracking_uri": ""}]}, "tracking_uri: must not be empty"),
     ({"billing": [{"kind": "focus", "path": "  "}]}, "path: must not be blank"),
+    # an empty list read every experiment; an empty tag name lost every run's resource ids
+    ({"tracker": [{"kind": "mlflow", "tracking_uri": "x", "experiments": []}]},
+     "tracker.0.mlflow.experiments"),
+    ({"tracker": [{"kind": "mlflow", "tracking_uri": "x", "tags": {"resource_ids": ""}}]},
+     "tracker.0.mlflow.tags.resource_ids: must not be empty"),
     # values DuckDB refused later, without the file or the key
     ({"warehouse": {"memory_limit": "lots"}}, "warehouse.memory_limit: 'lots' is no size"),
     ({"warehouse": {"threads": 0}}, "warehouse.threads"),

@@ -98,6 +98,22 @@ class Outcome:
     lines_reattributed: int = 0  # partial: the lines attributed again
 
 
+def _say_runs_without_end(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
+                          log: logging.Logger) -> None:
+    """SPEC §6: a non-RUNNING run with no end claims nothing and is reported — by name, for
+    the runs started in the month (`reconciliation.runs_without_end` counted them alone)."""
+    ((count, named),) = con.execute(
+        "SELECT count(*), list(run_id ORDER BY start_time, run_id)[:5] FROM tracker_runs "
+        "WHERE month = ? AND status <> 'RUNNING' AND end_time IS NULL "
+        "AND start_time >= CAST(? AS TIMESTAMP) AND start_time < CAST(? AS TIMESTAMP)",
+        [month, params["month_start"], params["month_end"]]).fetchall()
+    if count:
+        more = f" and {count - len(named):,} more" if count > len(named) else ""
+        log.warning(f"attribution: {count:,} run(s) started in {month:%Y-%m} stopped without "
+                    f"an end, so they claim nothing (their lines go untracked): "
+                    f"{', '.join(named)}{more}")
+
+
 def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
                       datasets: Iterable[tuple[str, str, str]] = (),
                       log: logging.Logger | None = None,
@@ -110,6 +126,8 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
     changed has only their lines attributed again (the same rows as attributing it whole)."""
     ensure_schema(con)
     rows = register_datasets(con, datasets)
+    if log is not None:
+        _say_runs_without_end(con, month, params, log)
     try:
         with month_transaction(con):
             run_script(con, sql_text("attribution_prepare"), params)

@@ -260,3 +260,28 @@ def test_sums_written_before_their_exact_cost_are_summed_again_on_upgrade(tmp_pa
         assert con.execute(
             "SELECT month, purpose_class, component, sum(cost_exact) FROM attribution_runs "
             "GROUP BY ALL ORDER BY ALL").fetchall() == con.execute(ROW_SUMS).fetchall()
+
+
+def test_runs_stopped_without_an_end_are_named(tmp_path, caplog):
+    """SPEC §6: such a run claims nothing "and is reported": the reconciliation counted
+    them, naming none. Attributing the month names those started in it, in start order."""
+    import logging
+    from pathlib import Path
+
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.warehouse import month_params
+
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    ensure_schema(con)
+    con.executemany(
+        "INSERT INTO tracker_runs (month, run_id, status, start_time, keep, deleted) "
+        "VALUES (?, ?, ?, ?, false, false)",
+        [(JULY, f"f{n}", "FAILED", f"2026-07-{10 - n:02d}") for n in range(7)]
+        + [(JULY, "old", "KILLED", "2026-06-30"), (JULY, "live", "RUNNING", "2026-07-02")])
+    log = logging.getLogger("test")
+    with caplog.at_level(logging.WARNING, logger="test"):
+        build_attribution(con, JULY, month_params(parse_config({}, Path(".")), JULY), log=log)
+    assert ("attribution: 7 run(s) started in 2026-07 stopped without an end, so they claim "
+            "nothing (their lines go untracked): f6, f5, f4, f3, f2 and 2 more") in caplog.text
+    con.close()

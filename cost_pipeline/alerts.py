@@ -274,8 +274,9 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         detail = ", ".join(
             f"{k} {_money(v, m['currency']) if _is_amount(k, v) and m.get('currency') else v}"
             for k, v in m.items() if isinstance(v, int | float | str) and k != "currency")
+    step = next_step(e.check, e.month)
     text = (f":rotating_light: cost-pipeline: {e.check} FAILED for {e.month} — {detail}. "
-            f"Dagster run {e.run_id}")
+            f"Dagster run {e.run_id}" + (f". Chase it: {step}." if step else ""))
     return {
         "text": slack_escape(text),
         "alert_id": f"check|{e.check}|{e.month}|{e.run_id}",
@@ -293,7 +294,26 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         "currency": m.get("currency"),  # of every amount in the alert
         "top_untracked_resources": top,
         "figures": m,
+        "next_step": step,
     }
+
+
+def next_step(check: str, month: str) -> str | None:
+    """What the reader of a failed check's alert does about it (one line), for the ERROR
+    checks an alert is sent for; None for another check."""
+    name = check.rsplit(".", 1)[-1]
+    if name == "reconciliation_within_threshold":
+        return (f"untracked_usage for {month}: `cost-pipeline report --month {month}` lists "
+                "the largest untracked resources and why; record the runs that used them, or "
+                "list the resources in those runs' resource_ids, then materialize "
+                f"{month} again")
+    if name == "billing_complete":
+        return ("check that the billing export has delivered those days, then materialize "
+                f"{month} again (`cost-pipeline materialize --month {month}`)")
+    if name == "cost_conserved":
+        return (f"materialize {month} again from scratch (`cost-pipeline materialize --month "
+                f"{month} --force`); if the bill is still off, report it with this run's id")
+    return None
 
 
 def run_alert(run: FailedRun) -> dict[str, Any]:

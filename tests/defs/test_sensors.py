@@ -554,3 +554,39 @@ def test_a_failed_check_never_shows_its_figure_equal_to_its_limit():
     text = alerts.check_alert(alerts.CheckEvaluation(
         "attribution.cost_conserved", "2026-10", False, "ERROR", 1.0, "r6", shown))["text"]
     assert "off the bill by −$0.012 (tolerance $0.010)" in text
+
+
+def test_a_check_alert_ends_with_what_to_do_next():
+    """The alert said what failed, with the figures and the run, never what to do about it."""
+    share = alerts.check_alert(alerts.CheckEvaluation(
+        RECONCILIATION, "2026-08", False, "ERROR", 1.0, "r7",
+        {"untracked_share": 0.3666, "billed_gpu_hours": 2728.0, "tracked_gpu_hours": 1728.0,
+         "threshold": 0.05}))
+    step = ("untracked_usage for 2026-08: `cost-pipeline report --month 2026-08` lists the "
+            "largest untracked resources and why; record the runs that used them, or list the "
+            "resources in those runs' resource_ids, then materialize 2026-08 again")
+    assert share["next_step"] == step
+    assert share["text"] == (
+        ":rotating_light: cost-pipeline: reconciliation.reconciliation_within_threshold "
+        "FAILED for 2026-08 — 36.7% of 2,728.0 billed GPU-hours untracked (tracked 1,728.0, "
+        f"threshold 5.0%). Dagster run r7. Chase it: {step}.")
+    missing = alerts.check_alert(alerts.CheckEvaluation(
+        "billing_facts.billing_complete", "2026-10", False, "ERROR", 1.0, "r8",
+        {"days_expected": 31, "days_with_usage": 30, "missing_days": "2026-10-05"}))
+    assert missing["next_step"] == (
+        "check that the billing export has delivered those days, then materialize 2026-10 "
+        "again (`cost-pipeline materialize --month 2026-10`)")
+    assert missing["text"].endswith(f"Dagster run r8. Chase it: {missing['next_step']}.")
+    off = alerts.check_alert(alerts.CheckEvaluation(
+        "attribution.cost_conserved", "2026-10", False, "ERROR", 1.0, "r9",
+        {"delta": 12.5, "tolerance": 0.01, "currency": "USD"}))
+    assert off["next_step"] == (
+        "materialize 2026-10 again from scratch (`cost-pipeline materialize --month 2026-10 "
+        "--force`); if the bill is still off, report it with this run's id")
+    for payload in (share, missing, off):
+        assert "\n" not in payload["text"] and payload["text"].count("Chase it:") == 1
+    # a check without a known remedy keeps its text as it was
+    budget = alerts.check_alert(alerts.CheckEvaluation(
+        "retention_violations.retention_within_budget", "2026-10", False, "WARN", 1.0, "r4",
+        {"violation_cost": 158.9, "budget": 100.0}))
+    assert budget["next_step"] is None and budget["text"].endswith("Dagster run r4")

@@ -30,6 +30,7 @@ PARTITION_TAG = "dagster/partition"
 WAREHOUSE_TAG = "cost_pipeline/warehouse"
 SCHEDULE_TAG = "dagster/schedule_name"
 SENSOR_TAG = "dagster/sensor_name"
+ERROR_CHARS = 500  # the most of a run's error an alert carries
 
 Clock = Callable[[], float]
 
@@ -162,8 +163,17 @@ def _failure_reason(instance: dg.DagsterInstance, run_id: str) -> str:
         # the innermost error's line, without its exception class (as the command prints it)
         message = root_cause(error) if error is not None else redact(entry.message or "")
         if message.strip():
-            return message.strip().splitlines()[0][:500]
+            return shortened(message.strip().splitlines()[0])
     return "the run failed"
+
+
+def shortened(text: str, limit: int = ERROR_CHARS) -> str:
+    """`text` in at most `limit` characters: cut after its last whole word that fits, ending
+    with "…" (a hard cut when no blank stands in the second half of what fits)."""
+    if len(text) <= limit:
+        return text
+    blank = text.rfind(" ", limit // 2, limit)
+    return (text[:blank].rstrip() if blank > 0 else text[:limit - 1]) + "…"
 
 
 def _tick(context: dg.SensorEvaluationContext, config_path: str, clock: Clock,

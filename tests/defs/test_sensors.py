@@ -590,3 +590,30 @@ def test_a_check_alert_ends_with_what_to_do_next():
         "retention_violations.retention_within_budget", "2026-10", False, "WARN", 1.0, "r4",
         {"violation_cost": 158.9, "budget": 100.0}))
     assert budget["next_step"] is None and budget["text"].endswith("Dagster run r4")
+
+
+def test_a_long_run_error_is_cut_at_a_word_and_says_so(alert_env):
+    """A run's error was cut at 500 characters mid-word, with nothing saying it was cut."""
+    from cost_pipeline.defs.sensors import _failure_reason, shortened
+
+    assert shortened("word " * 200) == "word " * 99 + "word…"  # 499 characters and "…"
+    assert shortened("x" * 600) == "x" * 499 + "…"  # no blank to cut at: cut anyway
+    assert shortened("word " * 20) == "word " * 20  # short enough: as it was
+
+    broken = alert_env.strict.with_name("broken.yaml")
+    data = yaml.safe_load(alert_env.strict.read_text())
+    folder = "/".join(f"the export of quarter {n} as it was" for n in range(25))
+    data["billing"] = [{"kind": "aws_cur2", "path": f"exports/{folder}"}]
+    broken.write_text(yaml.safe_dump(data))
+    with alert_env.instance() as instance:
+        result = build_defs(str(broken)).resolve_job_def(JOB_NAME).execute_in_process(
+            partition_key="2026-10-01", instance=instance, raise_on_error=False,
+            asset_selection=[dg.AssetKey("billing_facts")])
+        reason = _failure_reason(instance, result.run_id)
+    full = f"aws_cur2: {alert_env.strict.parent}/exports/{folder}: export folder not found"
+    assert len(full) > 500 and len(reason) <= 500 and reason.endswith("…")
+    kept = reason[:-1]
+    # whole words: what is kept ends where a blank of the full error stood, the last one
+    # within 500 characters
+    assert full.startswith(kept) and full[len(kept)] == " "
+    assert " " not in full[len(kept) + 1:500]

@@ -25,7 +25,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -110,23 +110,18 @@ def observe_checks(state: dict[str, Any], evaluations: Iterable[CheckEvaluation]
                    now: float) -> list[dict[str, Any]]:
     """Open or close failure episodes per (check, month); queue one alert per episode.
 
-    An ERROR failure opens an episode, a pass closes it (re-arms), a WARN failure changes
-    nothing. Evaluations already seen for their (check, month) are ignored. The first call
-    records where history stands — a fresh sensor must not re-alert every past failure —
-    and alerts, once each, the (check, month) whose latest evaluation fails: that failure is
-    open now (a month materialized from the command line before the daemon first ran), and
-    no later tick would see it again.
+    The first call only records where history stands (a fresh sensor must not re-alert every
+    past failure). An ERROR failure opens an episode, a pass closes it (re-arms), a WARN
+    failure changes nothing. Evaluations already seen for their (check, month) are ignored.
     """
     ordered = sorted(evaluations, key=lambda e: e.evaluated_at)
     queued: list[dict[str, Any]] = []
-    latest: dict[str, CheckEvaluation] = {}
     for e in ordered:
         key = f"{e.check}|{e.month}"
         episode = state["episodes"].get(key, {"seen": 0.0, "failing": False})
         if e.evaluated_at <= episode["seen"]:
             continue
         episode["seen"] = e.evaluated_at
-        latest[key] = e
         if e.passed:
             episode["failing"] = False
         elif e.severity == "ERROR" and not episode["failing"]:
@@ -134,27 +129,21 @@ def observe_checks(state: dict[str, Any], evaluations: Iterable[CheckEvaluation]
             if state["initialized"]:
                 queued += _enqueue(state, check_alert(e), now)
         state["episodes"][key] = episode
-    if not state["initialized"]:  # with the figures of its latest evaluation
-        for e in sorted(latest.values(), key=lambda e: e.evaluated_at):
-            if not e.passed and e.severity == "ERROR":
-                queued += _enqueue(state, check_alert(e), now)
     _advance_watermark(state, (e.evaluated_at for e in ordered))
     state["initialized"] = True
     return queued
 
 
-def observe_runs(state: dict[str, Any], runs: Iterable[FailedRun], now: float,
-                 open_now: Collection[str] = ()) -> list[dict[str, Any]]:
-    """One alert per failed scheduled run not seen before. The first call records the runs
-    as history but alerts those in `open_now`: each the latest run of its schedule (of its
-    sensor, for that month), a failure no later run has followed."""
+def observe_runs(state: dict[str, Any], runs: Iterable[FailedRun],
+                 now: float) -> list[dict[str, Any]]:
+    """One alert per failed scheduled run not seen before (the first call only records)."""
     runs = list(runs)
     queued: list[dict[str, Any]] = []
     for run in sorted(runs, key=lambda r: r.failed_at):
         if run.run_id in state["runs"]:
             continue
         state["runs"][run.run_id] = run.failed_at
-        if state["initialized"] or run.run_id in open_now:
+        if state["initialized"]:
             queued += _enqueue(state, run_alert(run), now)
     _advance_watermark(state, (r.failed_at for r in runs))
     horizon = (state["watermark"] or now) - RUN_MEMORY_SECONDS

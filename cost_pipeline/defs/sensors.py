@@ -134,25 +134,6 @@ def read_failed_scheduled_runs(instance: dg.DagsterInstance, schedule_names: Seq
     ]
 
 
-def latest_of_their_launchers(instance: dg.DagsterInstance, runs: Sequence[alerts.FailedRun],
-                              warehouse: str | None = None) -> set[str]:
-    """The ids of `runs` that are the latest run launched by their schedule — by their sensor
-    for their month, for a sensor's refresh of a restated month — with `warehouse`, among
-    that warehouse's runs: failures no later run of theirs has followed."""
-    latest: set[str] = set()
-    launchers = {(r.schedule, "" if r.schedule else r.sensor, "" if r.schedule else r.month)
-                 for r in runs}
-    for schedule, sensor, month in launchers:
-        tags = ({SCHEDULE_TAG: schedule} if schedule else
-                {SENSOR_TAG: sensor, **({PARTITION_TAG: f"{month}-01"} if month else {})})
-        if warehouse:
-            tags[WAREHOUSE_TAG] = warehouse
-        newest = instance.get_run_records(filters=dg.RunsFilter(tags=tags), limit=1)
-        if newest:
-            latest.add(newest[0].dagster_run.run_id)
-    return latest & {r.run_id for r in runs}
-
-
 def _failure_reason(instance: dg.DagsterInstance, run_id: str) -> str:
     for entry in instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_FAILURE,
                                                     dg.DagsterEventType.RUN_FAILURE}):
@@ -191,12 +172,9 @@ def _tick(context: dg.SensorEvaluationContext, config_path: str, clock: Clock,
             context.log.warning(f"alert {o.alert_id} not delivered: {o.error}; attempt "
                                 f"{o.attempts}, next in {o.retry_in:.0f} s")
     delivered = sum(o.delivered for o in outcomes)
-    counts = (f"{len(queued)} new alert(s), {delivered} delivered, "
-              f"{len(state['pending'])} waiting for delivery")
-    # the first tick alerts only the failures open now; the rest is history
-    summary = (counts if not initializing else
-               f"initialized: history recorded; {counts}" if queued else
-               "initialized: history recorded, nothing sent")
+    summary = ("initialized: history recorded, nothing sent" if initializing else
+               f"{len(queued)} new alert(s), {delivered} delivered, "
+               f"{len(state['pending'])} waiting for delivery")
     return dg.SensorResult(skip_reason=summary, cursor=alerts.dump_state(state))
 
 
@@ -237,9 +215,7 @@ def build_run_failure_alert_sensor(config_path: str, schedule_names: Sequence[st
         def observe(state: dict, now: float) -> list:
             found = read_failed_scheduled_runs(context.instance, schedule_names,
                                                state["watermark"], sensor_names, warehouse)
-            open_now = (() if state["initialized"] else
-                        latest_of_their_launchers(context.instance, found, warehouse))
-            return alerts.observe_runs(state, found, now, open_now)
+            return alerts.observe_runs(state, found, now)
 
         return _tick(context, config_path, clock, observe)
 

@@ -248,15 +248,12 @@ def test_failed_reconciliation_alerts_once_through_an_outage_and_rearms(
         ticker.tick()
         assert [b["run_id"] for b in receiver.bodies("ok")] == [august.run_id, again.run_id]
 
-        # a fresh sensor (no cursor: a new deployment) alerts the failure open now once, with
-        # the alert_id already delivered (a receiver deduplicating drops it), nothing more
+        # a fresh sensor (no cursor: a new deployment) only initializes, re-alerting nothing
         fresh = Ticker(sensor, instance, defs)
-        assert "initialized: history recorded; 1 new alert(s), 1 delivered" in fresh.tick()
+        assert "initialized" in fresh.tick()
         fresh.tick()
         assert fresh.state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"] is True
-        assert len(receiver.requests) == 5
-        assert receiver.bodies()[-1]["alert_id"] == receiver.bodies()[-2]["alert_id"] == (
-            f"check|{RECONCILIATION}|2026-08|{again.run_id}")
+        assert len(receiver.requests) == 4
 
     # the URL's secret appears nowhere: not in the cursor, not in any log line
     captured = capfd.readouterr()
@@ -268,53 +265,17 @@ def test_failed_reconciliation_alerts_once_through_an_outage_and_rearms(
     print(f"check alert sensor: {ticker.ticks} ticks")
 
 
-def test_a_failure_evaluated_before_the_first_tick_is_alerted_once(alert_env, receiver):
-    """August materialized from the command line before the daemon first ran on this
-    DAGSTER_HOME: its failed reconciliation was recorded as history and never alerted. It is
-    failing now, so the first tick alerts it, once; a failure closed since (a pass after it)
-    is history."""
-    clock = Clock()
-    defs = build_defs(str(alert_env.strict))
-    sensor = build_check_alert_sensor(str(alert_env.strict), CHECK_KEYS, clock=clock)
-    august = alert_env.materialize(alert_env.strict, AUGUST)
-    with alert_env.instance() as instance:
-        ticker = Ticker(sensor, instance, defs)
-        assert "initialized: history recorded; 1 new alert(s), 1 delivered, 0 waiting" in (
-            ticker.tick())
-        for _ in range(3):
-            clock.advance(60)
-            assert ticker.tick() == "0 new alert(s), 0 delivered, 0 waiting for delivery"
-        [alert] = receiver.bodies()
-        assert alert["check"] == RECONCILIATION and alert["month"] == "2026-08"
-        assert alert["run_id"] == august.run_id
-        assert alert["alert_id"] == f"check|{RECONCILIATION}|2026-08|{august.run_id}"
-        assert "FAILED for 2026-08 — 36.7% of 2,728.0 billed GPU-hours untracked" in (
-            alert["text"])
-
-        # August passes again (a lenient threshold): a sensor starting now has nothing open
-        alert_env.refresh(alert_env.lenient, AUGUST, instance, "reconciliation")
-        fresh = Ticker(sensor, instance, defs)
-        assert fresh.tick() == "initialized: history recorded, nothing sent"
-        assert fresh.state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"] is False
-    assert len(receiver.requests) == 1
-
-
-def test_fresh_sensor_on_a_shared_instance_alerts_only_what_fails_now(demo_quarter,
-                                                                       dagster_home, receiver):
+def test_fresh_sensor_on_a_shared_instance_does_not_realert_history(demo_quarter,
+                                                                    dagster_home, receiver):
     # the session's instance holds the demo quarter (August failing) and CLI runs of other tests
     config, _ = demo_quarter
     defs = build_defs(str(config))
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         ticker = Ticker(defs.resolve_sensor_def("check_failure_alerts"), instance, defs)
-        assert "initialized: history recorded; " in ticker.tick()
+        assert "initialized" in ticker.tick()
         ticker.tick()
-    # July and September pass: history; August's reconciliation fails now: alerted, once
-    sent = [(b["check"], b["month"]) for b in receiver.bodies()]
-    assert sent.count((RECONCILIATION, "2026-08")) == 1
-    assert {m for c, m in sent if c == RECONCILIATION} == {"2026-08"}
-    assert len(sent) == len(set(sent))  # one alert per (check, month)
+    assert receiver.requests == []
     assert ticker.state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"] is True
-    assert ticker.state["episodes"][f"{RECONCILIATION}|2026-07"]["failing"] is False
 
 
 def test_check_evaluations_of_another_warehouse_are_not_this_locations(demo_quarter,
@@ -385,45 +346,6 @@ def test_failed_scheduled_run_alerts_once(alert_env, receiver):
     assert "(sensor billing_delivery_sensor)" in sensed["text"]
 
 
-def test_a_scheduled_run_that_failed_before_the_first_tick_is_alerted_if_still_the_latest(
-        alert_env, receiver):
-    """Runs of the schedules that failed before the alert sensor's first tick: the failure
-    that is still its schedule's latest run (its delivery-sensor refresh's, for that month)
-    is alerted once; an older one, or one a later run of its schedule followed, is history."""
-    broken = alert_env.strict.with_name("broken.yaml")
-    data = yaml.safe_load(alert_env.strict.read_text())
-    data["billing"] = [{"kind": "aws_cur2", "path": "exports/missing-export"}]
-    broken.write_text(yaml.safe_dump(data))
-    clock = Clock()
-    sensor = build_run_failure_alert_sensor(str(alert_env.strict),
-                                            ["monthly_close", "daily_refresh"], clock=clock,
-                                            sensor_names=["billing_delivery_sensor"])
-    with alert_env.instance() as instance:
-        def run(config: Path, month: str, tags: dict) -> str:
-            result = build_defs(str(config)).resolve_job_def(JOB_NAME).execute_in_process(
-                partition_key=f"{month}-01", instance=instance, raise_on_error=False,
-                tags=tags, asset_selection=[dg.AssetKey("billing_facts")])
-            assert result.success is (config == alert_env.strict)
-            return result.run_id
-
-        close = {"dagster/schedule_name": "monthly_close"}
-        daily = {"dagster/schedule_name": "daily_refresh"}
-        refresh = {"dagster/sensor_name": "billing_delivery_sensor"}
-        run(broken, "2026-09", close)                    # followed by another close: history
-        last_close = run(broken, "2026-10", close)       # monthly_close's latest: alerted
-        run(broken, "2026-08", daily)                    # then a daily refresh passed: history
-        run(alert_env.strict, "2026-08", daily)
-        october = run(broken, "2026-10", refresh)        # October's latest refresh: alerted
-        run(broken, "2026-07", refresh)                  # July's, older: July passed since
-        run(alert_env.strict, "2026-07", refresh)
-        ticker = Ticker(sensor, instance, build_defs(str(alert_env.strict)))
-        assert "initialized: history recorded; 2 new alert(s), 2 delivered" in ticker.tick()
-        clock.advance(30)
-        assert ticker.tick() == "0 new alert(s), 0 delivered, 0 waiting for delivery"
-    assert [(b["run_id"], b["month"]) for b in receiver.bodies()] == [
-        (last_close, "2026-10"), (october, "2026-10")]
-
-
 # ------------------------------------------------------------------- the plain core rules
 
 
@@ -435,20 +357,8 @@ def evaluation(month: str, passed: bool, at: float, severity: str = "ERROR",
 
 def test_episodes_one_alert_per_failure_episode_of_a_check_and_month():
     state = alerts.new_state()
-    history = [
-        evaluation("2026-06", False, 0.1),  # failed, then passed: a closed failure
-        evaluation("2026-06", True, 0.2),
-        evaluation("2026-05", True, 0.3),  # passing: history
-        evaluation("2026-08", False, 0.4),  # failing since 0.4, its latest at 1.0
-        evaluation("2026-08", False, 1.0),
-        evaluation("2026-09", False, 0.6, "WARN"),  # a warning never pages
-    ]
-    # the first call: only the failure open now is alerted, once, with its latest figures
-    first = alerts.observe_checks(state, reversed(history), now=0)
-    assert [(q["payload"]["month"], q["payload"]["run_id"]) for q in first] == [
-        ("2026-08", "run-1.0")]
-    assert state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"]
-    assert not state["episodes"][f"{RECONCILIATION}|2026-06"]["failing"]
+    assert alerts.observe_checks(state, [evaluation("2026-08", False, 1.0)], now=0) == []
+    assert state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"]  # history, not alerted
     batch = [
         evaluation("2026-08", False, 2.0),  # same episode: nothing
         evaluation("2026-09", False, 3.0, "WARN"),  # a warning never pages
@@ -462,22 +372,7 @@ def test_episodes_one_alert_per_failure_episode_of_a_check_and_month():
     assert queued[0]["payload"]["run_id"] == "run-5.0"
     # the same evaluations seen again (overlapping reads) queue nothing
     assert alerts.observe_checks(state, batch, now=11) == []
-    assert len(state["pending"]) == 3
-
-
-def test_the_first_call_alerts_a_run_failure_only_when_it_is_its_launchers_latest_run():
-    def failed(run_id: str, at: float, schedule: str = "monthly_close") -> alerts.FailedRun:
-        return alerts.FailedRun(run_id, JOB_NAME, schedule, "2026-10", at, "boom")
-
-    state = alerts.new_state()
-    history = [failed("a", 1.0), failed("b", 2.0), failed("c", 3.0, "daily_refresh")]
-    # `b` is the latest run of monthly_close; daily_refresh ran again after `c` and passed
-    queued = alerts.observe_runs(state, history, now=5, open_now={"b"})
-    assert [q["payload"]["run_id"] for q in queued] == ["b"]
-    assert sorted(state["runs"]) == ["a", "b", "c"]
-    assert alerts.observe_runs(state, history, now=6, open_now={"b"}) == []  # seen
-    assert [q["payload"]["run_id"] for q in alerts.observe_runs(
-        state, [*history, failed("d", 7.0)], now=8)] == ["d"]
+    assert len(state["pending"]) == 2
 
 
 def test_undelivered_alert_survives_restarts_with_capped_backoff(monkeypatch):

@@ -10,8 +10,10 @@ materialization is unchanged and skipped; a changed runs file therefore re-runs
 
 Inputs that cannot be fingerprinted without reading them (an MLflow server, a BigQuery
 export, a whole-bucket S3 listing) make their asset, and everything downstream, always run.
-A materialization of the month that some other run made later (the UI, a schedule) in the
-same Dagster instance also makes the asset run again.
+A materialization of the month that some other run of this warehouse made later (the UI, a
+schedule) in the same Dagster instance also makes the asset run again: a run tagged with
+another warehouse (`cost_pipeline/warehouse`, a second config or demo in the same Dagster home)
+does not; one without the tag (the implicit asset job, `dagster asset materialize`) does.
 """
 
 from __future__ import annotations
@@ -245,18 +247,50 @@ def recorded(warehouse: str, month: date) -> dict[str, Recorded]:
             for asset, fp, at, run_id, checks in rows}
 
 
+# the newest materializations of an asset's partition looked at for one of this warehouse's
+# runs; when they are all other warehouses' and newer, an older one may be: it is run again
+RECORDS_LOOKED_AT = 50
+
+
 def newer_elsewhere(instance: dg.DagsterInstance, asset: str, partition_key: str,
-                    record: Recorded) -> bool:
-    """Whether another run materialized the asset's partition after the recorded one."""
+                    record: Recorded, warehouse: str,
+                    run_warehouses: dict[str, str | None] | None = None) -> bool:
+    """Whether another run of this warehouse materialized the asset's partition after the
+    recorded one. A run tagged with another warehouse (`WAREHOUSE_TAG`: another config in the
+    same Dagster home) does not count; a run without the tag (the implicit asset job of the
+    UI or `dagster asset materialize`) does. `run_warehouses` caches run id → tag across
+    calls."""
     import dagster as dg
 
-    found = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition_key]),
-        limit=1).records
-    if not found or found[0].run_id == record.run_id:
-        return False
-    latest = datetime.fromtimestamp(found[0].timestamp, UTC).replace(tzinfo=None)
-    return latest > record.materialized_at
+    from cost_pipeline.defs.sensors import WAREHOUSE_TAG
+
+    records = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset),
+                                    asset_partitions=[partition_key])
+    found = instance.fetch_materializations(records, limit=1)
+    if not found.records or found.records[0].run_id == record.run_id:
+        return False  # (the usual case: the recorded run is the latest, one record read)
+    found = instance.fetch_materializations(records, limit=RECORDS_LOOKED_AT)
+    newer = []
+    for event in found.records:  # the newest first
+        at = datetime.fromtimestamp(event.timestamp, UTC).replace(tzinfo=None)
+        if event.run_id == record.run_id or at <= record.materialized_at:
+            break
+        newer.append(event.run_id)
+    else:
+        if found.has_more:  # this warehouse's newer run may be past those looked at
+            return True
+    cache = {} if run_warehouses is None else run_warehouses
+    unknown = sorted({r for r in newer if r not in cache})
+    if unknown:
+        runs = {run.run_id: run for run in instance.get_runs(dg.RunsFilter(run_ids=unknown))}
+        for run_id in unknown:
+            run = runs.get(run_id)
+            cache[run_id] = run.tags.get(WAREHOUSE_TAG) if run else None
+    return any(cache[r] is None or _same_file(cache[r], warehouse) for r in newer)
+
+
+def _same_file(tagged: str, warehouse: str) -> bool:
+    return tagged == warehouse or Path(tagged).resolve() == Path(warehouse).resolve()
 
 
 def latest_materialization(instance: dg.DagsterInstance, asset: str, partition_key: str,

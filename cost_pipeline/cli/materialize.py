@@ -134,9 +134,11 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
     wanted = incremental.fingerprints_of(graph, cfg, config_text, month)
     with dagster_instance() as instance:
         before = {} if force else incremental.recorded(cfg.warehouse_path, month)
+        run_warehouses: dict[str, str | None] = {}  # the runs' warehouse tags, looked up once
         skipped = [a for a, fp in wanted.items() if fp and a in before
                    and before[a].fingerprint == fp
-                   and not incremental.newer_elsewhere(instance, a, partition_key, before[a])]
+                   and not incremental.newer_elsewhere(instance, a, partition_key, before[a],
+                                                       cfg.warehouse_path, run_warehouses)]
         recorded_checks = [CheckOutcome(**c, recorded=True) for a in skipped
                            for c in before[a].checks]
         if len(skipped) == len(wanted):

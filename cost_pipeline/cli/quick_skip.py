@@ -13,6 +13,9 @@ with the recorded ones (`incremental.py`); when every one is unchanged and the i
 not been written since, nothing that `newer_elsewhere` asks about can have changed and the
 month is skipped without Dagster. Anything else — other code, an instance configured with
 other storage (Postgres), its files changed, a fingerprint that differs — takes the full path.
+A run of another warehouse in the same Dagster home changes the files too: the full path then
+looks past that run (its `cost_pipeline/warehouse` tag names the other warehouse), skips the
+month all the same and remembers the new watermark.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 from cost_pipeline.cli.incremental import fingerprints
 from cost_pipeline.cli.materialize import materialize_month
 from cost_pipeline.config import load_config, parse_config
-from cost_pipeline.definitions import JOB_NAME, build_defs
+from cost_pipeline.definitions import JOB_NAME, WAREHOUSE_TAG, build_defs
 from cost_pipeline.defs.assets.decisions import DERIVED
 from tests.cli.test_cli import copy_demo
 
@@ -106,6 +106,56 @@ def test_a_later_materialization_by_another_run_is_not_trusted(demo_copy):
     result = materialize_month(str(demo_copy), JULY, progress=False)
     assert result.run_id and "reconciliation" not in result.skipped
     assert set(result.skipped) == _assets(demo_copy) - {"reconciliation"}
+
+
+def test_a_run_without_the_warehouse_tag_is_not_trusted_either(demo_copy):
+    # `dagster asset materialize` and the UI's asset launcher run the implicit asset job,
+    # whose runs name no warehouse: it may have been this one
+    job = build_defs(str(demo_copy)).resolve_implicit_global_asset_job_def()
+    with dg.DagsterInstance.get() as instance:
+        done = job.execute_in_process(partition_key="2026-07-01", instance=instance,
+                                      asset_selection=[dg.AssetKey("reconciliation")])
+        assert done.success and WAREHOUSE_TAG not in done.dagster_run.tags
+    result = materialize_month(str(demo_copy), JULY, progress=False)
+    assert result.run_id and "reconciliation" not in result.skipped
+    assert set(result.skipped) == _assets(demo_copy) - {"reconciliation"}
+
+
+def test_another_warehouses_runs_in_the_instance_are_not_newer(demo_quarter, tmp_path):
+    """Two warehouses in one Dagster home (two configs, two demos): a run of the other one,
+    tagged with its warehouse, does not make this one's month recompute."""
+    first = copy_demo(demo_quarter, tmp_path / "first")
+    second = copy_demo(demo_quarter, tmp_path / "second")
+    assert materialize_month(str(first), JULY, progress=False).run_id
+    other = materialize_month(str(second), JULY, progress=False)
+    assert other.run_id and other.skipped == []
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_run_by_id(other.run_id).tags[WAREHOUSE_TAG] == str(
+            second.parent / "warehouse.duckdb")
+    again = materialize_month(str(first), JULY, progress=False)
+    assert again.success and again.run_id is None
+    assert set(again.skipped) == _assets(first)
+    # and the other way round: the first one's earlier run is older than the second's
+    assert materialize_month(str(second), JULY, progress=False).run_id is None
+
+
+def test_more_runs_of_other_warehouses_than_looked_at_recompute(demo_quarter, tmp_path,
+                                                               monkeypatch):
+    """Past the records looked at, a newer run of this warehouse may hide: recompute."""
+    from cost_pipeline.cli import incremental
+
+    first = copy_demo(demo_quarter, tmp_path / "first")
+    second = copy_demo(demo_quarter, tmp_path / "second")
+    assert materialize_month(str(first), JULY, progress=False).run_id
+    assert materialize_month(str(second), JULY, progress=False).run_id
+    assert materialize_month(str(second), JULY, progress=False, force=True).run_id
+    # newest first: the second's two runs, then the first's own
+    monkeypatch.setattr(incremental, "RECORDS_LOOKED_AT", 3)
+    assert materialize_month(str(first), JULY, progress=False).run_id is None
+    assert materialize_month(str(second), JULY, progress=False, force=True).run_id
+    # the second's three runs fill the three looked at: the first's may be past them
+    again = materialize_month(str(first), JULY, progress=False)
+    assert again.run_id and again.skipped == []
 
 
 def test_inputs_that_cannot_be_fingerprinted_always_run(tmp_path):

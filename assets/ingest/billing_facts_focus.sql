@@ -316,7 +316,7 @@ classified AS (
           AND (instance_type IS NOT NULL OR instance_resource_type)
             AS instance_usage,
         (regexp_matches(coalesce(instance_type, ''),
-            '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?(ncc|n[cdvg])\d|a[2-4]-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$|(bm|vm)\.gpu)')
+            '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?(ncc|n[cdvg])\d|a[2-4]-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$)')
           -- GCP's shared-core g1-small is no GPU (AWS has no g1 family)
           AND NOT regexp_matches(coalesce(instance_type, ''), '(?i)^g1-'))
           OR coalesce(provider_accelerators, 0) > 0
@@ -416,7 +416,6 @@ SELECT
      AND NOT coalesce(gcp_vm_meter, false)  -- the VM's GPU lines report it
      AND table_accelerators IS NULL
      AND NOT regexp_matches(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$')
-     AND oci_gpus IS NULL
      AND tpu_chips IS NULL)
         AS x_UnknownAcceleratorType
 FROM (
@@ -429,7 +428,6 @@ FROM (
             nullif(round(provider_accelerators), 0),
             table_accelerators,
             TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
-            oci_gpus,
             tpu_chips,
             -- an accelerator SKU line of an unknown type: its accelerator-hours ÷ the hours of
             -- its period, a lower bound (reported as unknown), as billing_facts_gcp.sql
@@ -446,11 +444,7 @@ FROM (
                 THEN TRY_CAST(regexp_extract(instance_type, '-([0-9]+)$', 1) AS INTEGER)
             WHEN regexp_matches(lower(coalesce(instance_type, '')), '^v[2-5]p?-[0-9]+$')
                 THEN greatest(1, TRY_CAST(regexp_extract(instance_type, '-([0-9]+)$', 1) AS INTEGER) // 2)
-        END AS tpu_chips,
-        -- an Oracle Cloud GPU shape names its GPUs last: BM.GPU.A10.4, VM.GPU3.2, BM.GPU4.8
-        nullif(TRY_CAST(regexp_extract(coalesce(instance_type, ''),
-                                       '(?i)^(bm|vm)\.gpu[^.]*(\.[^.]+)*\.([0-9]+)$', 3) AS INTEGER),
-               0) AS oci_gpus
+        END AS tpu_chips
         FROM component
     )
 )

@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    args.debug = debug
+    args.debug = debug or getattr(args, "debug", False)   # (`--deb`, argparse's abbreviation)
     if getattr(args, "config", None) is None and args.command != "demo":
         import os
 

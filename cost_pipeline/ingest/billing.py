@@ -432,11 +432,14 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
         "AND x_InstanceType IS NOT NULL ORDER BY 1").fetchall()]
 
 
-def _lines_by_source(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, int]:
-    """The month's `billing_facts` lines per source (the name before a line id's first `:`)."""
-    return dict(con.execute(
-        "SELECT split_part(x_SourceLine, ':', 1), count(*) FROM billing_facts WHERE month = ? "
-        "GROUP BY 1", [month]).fetchall())
+def _sources_with_lines(con: duckdb.DuckDBPyConnection, month: date,
+                        names: list[str]) -> list[str]:
+    """Those of `names` with a line in the month's `billing_facts` (a line id starts with its
+    source's name and `:`): each found at its first line, where grouping the month's lines by
+    source took ~0.5 s at 5M lines."""
+    return [name for name in names if con.execute(
+        "SELECT 1 FROM billing_facts WHERE month = ? AND starts_with(x_SourceLine, ?) LIMIT 1",
+        [month, f"{name}:"]).fetchall()]
 
 
 def build_billing_facts(
@@ -451,7 +454,8 @@ def build_billing_facts(
     ensure_schema(con)
     (held,) = con.execute("SELECT coalesce(max(lines), 0) FROM billing_months WHERE month = ?",
                           [month]).fetchone()
-    held_by_source = _lines_by_source(con, month) if keep_held and held else {}
+    held_sources = _sources_with_lines(con, month, source_names(cfg.billing)) \
+        if keep_held and held else []
     with month_transaction(con):
         con.execute("DELETE FROM billing_facts WHERE month = ?", [month])
         summary = load_month(con, cfg, month, log)
@@ -481,14 +485,12 @@ def build_billing_facts(
                 f"the sources hold no line of the month, where the warehouse holds {held:,}: "
                 "their files gone or a path moved? The month keeps its lines; "
                 "`materialize --force` empties it"))
-        if held_by_source:
-            now = _lines_by_source(con, month)
-            for name in source_names(cfg.billing):
-                if held_by_source.get(name) and not now.get(name):
-                    raise SourceError(name, f"{month:%Y-%m}", (
-                        f"the source holds no line of the month, where the warehouse holds "
-                        f"{held_by_source[name]:,} from it: its files gone or a path moved? "
-                        "The month keeps its lines; `materialize --force` drops them"))
+        for name in held_sources:
+            if not _sources_with_lines(con, month, [name]):
+                raise SourceError(name, f"{month:%Y-%m}", (
+                    "the source holds no line of the month, where the warehouse holds lines "
+                    "from it: its files gone or a path moved? The month keeps its lines; "
+                    "`materialize --force` drops them"))
         con.execute(f"DROP VIEW IF EXISTS {STAGE}")
     for record in summary.delivery_records:
         summary.source_metadata.setdefault(record["source"], {}).update(delivery_metadata(record))

@@ -94,9 +94,9 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
         if isinstance(entry, InventoryCheckpoints) and not count and not read:
             # a month whose only report is dated the 1st of the next one read as an empty
             # bucket without a word: its storage all untracked, no violation
-            log.warning(f"{name}: no S3 Inventory report dated in {month:%Y-%m} lists an "
-                        "object: its buckets read as empty this month (a month is read from "
-                        "the reports dated in it; keep a daily or weekly report)")
+            log.warning(f"{name}: no object listed in {month:%Y-%m}: its buckets read as "
+                        "empty this month (an S3 Inventory month is read from the reports "
+                        "dated in it; keep a daily or weekly report)")
         if count and not located:  # `/checkpoints/` for `checkpoints/`: no run folder at all
             log.warning(f"{name}: none of its {count} object(s) is under prefix "
                         f"{entry.prefix!r}, so no object is a run's checkpoint (keys start "

@@ -75,8 +75,8 @@ def stale_searches(data: dict) -> str | None:
                                         len(stale) > NAMED else "")
     return (f"Out of date: the cost to date of {named}, as {data['last']:%Y-%m} computed it, "
             "differs from the months' own figures: a month before it was materialized again "
-            "after it. Materialize the months after that one again, in order, then this "
-            "report.")
+            "after it, or the runs changed since some months were. Materialize the months "
+            "again, in order, then this report.")
 
 
 def summary(data: dict, symbol: str) -> list[str]:

@@ -518,9 +518,9 @@ def test_an_inventory_without_a_report_of_the_month_is_said(tmp_path, con, caplo
     entry = {"kind": "inventory", "path": f"reports/{CONFIG_FOLDER}"}
     with caplog.at_level(logging.WARNING, logger="test"):
         assert build(con, tmp_path, entry) == []
-    assert ("checkpoints[0] inventory: no S3 Inventory report dated in 2026-07 lists an object: "
-            "its buckets read as empty this month") in caplog.text
+    assert ("checkpoints[0] inventory: no object listed in 2026-07: its buckets read as empty "
+            "this month (an S3 Inventory month is read from the reports dated in it") in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="test"):
         assert len(build(con, tmp_path, entry, month=date(2026, 8, 1))) == 1
-    assert "no S3 Inventory report" not in caplog.text
+    assert "no object listed" not in caplog.text

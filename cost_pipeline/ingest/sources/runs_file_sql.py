@@ -278,9 +278,10 @@ def _column_sql(column: str, kind: str) -> tuple[str, str, list[str]]:
         doubts.append(f"{t} IS NOT NULL AND NOT (regexp_full_match({t}, '[A-Za-z]+') "
                       f"AND lower({t}) IN ({_PURPOSES}))")
     elif column == "trigger":
-        # lower case as Python writes it: ASCII letters here, the rest record by record
+        # lower case as Python writes it: ASCII here (`data-drift`, `cron job`), the rest
+        # record by record (one such row sends the whole file there)
         value = f"lower({t})"
-        doubts.append(f"{t} IS NOT NULL AND NOT regexp_full_match({t}, '[A-Za-z]+')")
+        doubts.append(f"{t} IS NOT NULL AND NOT regexp_full_match({t}, '[\x00-\x7F]*')")
     elif column == "source":
         value = f"coalesce({t}, $source)"
     else:

@@ -229,20 +229,28 @@ class Recorded:
     checks: list[dict] = field(default_factory=list)
 
 
-def recorded(warehouse: str, month: date) -> dict[str, Recorded]:
-    """The month's recorded materializations; none when the warehouse cannot be read now (a
-    missing file, another process writing it): then everything runs."""
+def month_rows(warehouse: str, table: str, columns: str, month: date) -> list[tuple] | None:
+    """`columns` of the month's rows of `table`, read-only: none when the warehouse or the
+    table does not exist yet, None when the warehouse cannot be read now (another process
+    writing it)."""
     if not Path(warehouse).exists():
-        return {}
+        return []
     try:
         with duckdb.connect(warehouse, read_only=True) as con:
             if not con.execute("SELECT count(*) FROM information_schema.tables "
-                               "WHERE table_name = 'materializations'").fetchone()[0]:
-                return {}
-            rows = con.execute("SELECT asset, fingerprint, materialized_at, run_id, checks "
-                               "FROM materializations WHERE month = ?", [month]).fetchall()
+                               "WHERE table_name = ?", [table]).fetchone()[0]:
+                return []
+            return con.execute(f"SELECT {columns} FROM {table} WHERE month = ?",
+                               [month]).fetchall()
     except duckdb.Error:
-        return {}
+        return None
+
+
+def recorded(warehouse: str, month: date) -> dict[str, Recorded]:
+    """The month's recorded materializations; none when the warehouse cannot be read now (a
+    missing file, another process writing it): then everything runs."""
+    rows = month_rows(warehouse, "materializations",
+                      "asset, fingerprint, materialized_at, run_id, checks", month) or []
     return {asset: Recorded(fp, at, run_id, json.loads(checks or "[]"))
             for asset, fp, at, run_id, checks in rows}
 

@@ -196,17 +196,8 @@ def _read_by_later_months(warehouse: str, month: date) -> dict[str, str] | None:
     """What the later months read of `month`: its bill's, runs' and attribution's tokens as
     their writers noted them (`input_tokens`, in the later months' fingerprints); None when
     the warehouse cannot be read now (then the note is given)."""
-    if not Path(warehouse).exists():
-        return {}
-    try:
-        with duckdb.connect(warehouse, read_only=True) as con:
-            if not con.execute("SELECT count(*) FROM information_schema.tables "
-                               "WHERE table_name = 'input_tokens'").fetchone()[0]:
-                return {}
-            return dict(con.execute("SELECT input, token FROM input_tokens WHERE month = ?",
-                                    [month]).fetchall())
-    except duckdb.Error:
-        return None
+    rows = incremental.month_rows(warehouse, "input_tokens", "input, token", month)
+    return None if rows is None else dict(rows)
 
 
 def _later_months(warehouse: str, month: date, read_before: dict[str, str] | None) -> list[str]:

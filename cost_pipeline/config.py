@@ -235,6 +235,21 @@ class PipelineConfig(_Strict):
             raise ValueError(f"{month:%Y-%m} has not started yet")
         return month
 
+    @field_validator("billing", "tracker")
+    @classmethod
+    def _names_once(cls, value: list) -> list:
+        """A name given to two entries: the second's lines were named by its position
+        (`aws3:…`), and an error about them named a source nobody wrote."""
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(value):
+            name = getattr(entry, "name", None)
+            if name is not None and name in seen:
+                raise ValueError(f"name {name!r} is given to entries {seen[name]} and {i}: "
+                                 "each source's name must be its own")
+            if name is not None:
+                seen[name] = i
+        return value
+
     @field_validator("accelerators")
     @classmethod
     def _counts_positive(cls, value: dict[str, int]) -> dict[str, int]:

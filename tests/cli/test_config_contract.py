@@ -43,6 +43,10 @@ from cost_pipeline.config import ConfigError, load_config, parse_config
      "billing.0.aws_cur2.endpoint_url: must not carry credentials (user:password@)"),
     ({"checkpoints": [{"kind": "s3", "bucket": "b", "endpoint_url": "https://k:s@s3.local"}]},
      "endpoint_url: must not carry credentials"),
+    # a name given twice: the second entry's lines were named by its position (`aws3:…`)
+    ({"billing": [{"kind": "aws_cur2", "path": "x", "name": "aws"},
+                  {"kind": "focus", "path": "y", "name": "aws"}]},
+     "billing: name 'aws' is given to entries 0 and 1: each source's name must be its own"),
     # a name starts its lines' ids (`name:…`): `cur` and `cur:eu` mixed their figures
     ({"billing": [{"kind": "aws_cur2", "path": "x", "name": "cur:eu"}]},
      "billing.0.aws_cur2.name: must not contain ':'"),

@@ -210,6 +210,9 @@ def stream_focus(con: duckdb.DuckDBPyConnection, month: date, path: str | Path,
     if fmt not in FORMATS:
         raise FocusExportError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     _require_attribution(con, month)
+    # the periods are written in the connection's zone: a Dagster resource's connection had
+    # the machine's (`tz=America/New_York`, other bytes than the command's file)
+    con.execute("SET TimeZone = 'UTC'")
     path = Path(path)
     # the partial file becomes `path` only after the sums check; any failure removes it
     with written_atomically(path) as partial:

@@ -410,6 +410,40 @@ def test_the_asset_writes_the_file_beside_the_warehouse(demo_warehouse):
     assert not (demo_warehouse.parent / "exports" / "focus-2026-10.parquet").exists()
 
 
+def test_the_asset_writes_utc_as_the_command_does_whatever_the_zone(demo_warehouse, tmp_path):
+    # the resource's connection had the machine's zone: the periods came out
+    # `tz=America/New_York` (a period start `2026-06-30 20:00:00-04:00`), other bytes than
+    # the command's file of the same month
+    import os
+
+    script = """
+import sys
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+from cost_pipeline.defs.assets.focus_export import focus_export
+from cost_pipeline.defs.resources import PipelineSettings
+warehouse, config = sys.argv[1:3]
+with DuckDBResource(database=warehouse).get_connection() as con:
+    print(con.execute("SELECT current_setting('TimeZone')").fetchone()[0])
+result = dg.materialize([focus_export], partition_key="2026-09-01", resources={
+    "duckdb": DuckDBResource(database=warehouse),
+    "settings": PipelineSettings(config_path=config)})
+assert result.success
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(demo_warehouse),
+         str(demo_warehouse.parent / "config.yaml")], capture_output=True, text=True,
+        env={**os.environ, "TZ": "America/New_York"}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "America/New_York"   # the machine's zone
+    asset = demo_warehouse.parent / "exports" / "focus-2026-09.parquet"
+    schema = pq.read_schema(asset)
+    assert str(schema.field("BillingPeriodStart").type) == "timestamp[us, tz=UTC]"
+    command = tmp_path / "command.parquet"
+    export_focus(demo_warehouse, date(2026, 9, 1), out=command)
+    assert asset.read_bytes() == command.read_bytes()
+
+
 def test_a_month_streamed_in_many_batches_is_the_month_in_memory(demo_warehouse, tmp_path,
                                                                   monkeypatch):
     # the export writes batch by batch (bounded memory): small batches give the same rows, in

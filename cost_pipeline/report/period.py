@@ -22,9 +22,8 @@ from cost_pipeline.report.data import (
 from cost_pipeline.report.money import money, symbol_of
 from cost_pipeline.report.period_charts import period_charts
 from cost_pipeline.report.period_data import collect_period
-from cost_pipeline.report.render import _environment, biggest_lever, percent
+from cost_pipeline.report.render import _environment, biggest_lever, percent, write_page
 from cost_pipeline.report.strip import months_between
-from cost_pipeline.warehouse import connect_read_only
 
 MAX_MONTHS = 36  # a page of month columns stays readable up to three years
 NAMED = 10  # saturating searches named in the summary; the others are counted
@@ -235,23 +234,6 @@ def write_period_report(warehouse: str | Path, first: date, last: date,
     """Write the period's report; returns its path and the figures it shows. Reads through
     `con` when given (a Dagster op's connection), else a read-only connection."""
     check_range(first, last)
-    target = Path(out) if out else period_report_path(warehouse, first, last)
-    if con is None:
-        if not Path(warehouse).exists():
-            raise ReportError(f"no warehouse at {warehouse}: materialize a month first")
-        try:
-            with connect_read_only(warehouse) as ro:
-                data = read_period(ro, first, last)
-        except duckdb.Error as exc:  # e.g. another process holds the write lock
-            raise ReportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from exc
-    else:
-        data = read_period(con, first, last)
-    html = render_period_html(data, Path(warehouse).name)
-    # whole or not at all, and a folder that cannot be made named as such (it was
-    # "[Errno 17] File exists: '…/reports'")
-    from cost_pipeline.export import written_atomically
-
-    with written_atomically(target) as partial:
-        partial.write_text(html, encoding="utf-8")
-    return target.resolve(), data
+    return write_page(warehouse, Path(out) if out else period_report_path(warehouse, first, last),
+                      lambda c: read_period(c, first, last), render_period_html, con)
 

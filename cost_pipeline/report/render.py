@@ -3,6 +3,7 @@ styles and SVG inline, nothing fetched when it is opened."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
@@ -172,20 +173,28 @@ def write_report(warehouse: str | Path, month: date, out: str | Path | None = No
                  con: duckdb.DuckDBPyConnection | None = None) -> tuple[Path, dict]:
     """Write the month's report; returns its path and the figures it shows. Reads through
     `con` when given (a Dagster asset's connection), else a read-only connection."""
-    target = Path(out) if out else report_path(warehouse, month)
+    return write_page(warehouse, Path(out) if out else report_path(warehouse, month),
+                      lambda c: collect(c, month), render_html, con)
+
+
+def write_page(warehouse: str | Path, target: Path,
+               read: Callable[[duckdb.DuckDBPyConnection], dict],
+               render: Callable[[dict, str], str],
+               con: duckdb.DuckDBPyConnection | None = None) -> tuple[Path, dict]:
+    """A page's figures `read` through `con`, else a read-only connection of `warehouse`,
+    `render`ed and written to `target` whole or not at all (a folder that cannot be made
+    named as such: it was "[Errno 17] File exists: '…/reports'"); its path and figures."""
     if con is None:
         if not Path(warehouse).exists():
             raise ReportError(f"no warehouse at {warehouse}: materialize a month first")
         try:
             with connect_read_only(warehouse) as ro:
-                data = collect(ro, month)
+                data = read(ro)
         except duckdb.Error as exc:  # e.g. another process holds the write lock
             raise ReportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from exc
     else:
-        data = collect(con, month)
-    html = render_html(data, Path(warehouse).name)
-    # whole or not at all, and a folder that cannot be made named as such (it was
-    # "[Errno 17] File exists: '…/reports'")
+        data = read(con)
+    html = render(data, Path(warehouse).name)
     from cost_pipeline.export import written_atomically
 
     with written_atomically(target) as partial:

@@ -192,11 +192,15 @@ def materialize_month(config_path: str, month: date, progress: bool = True,
                        later_months=later)
 
 
+# what the later months read of a month: its bill's, runs' and attribution's tokens as their
+# writers noted them (in the later months' fingerprints)
+TOKENS, TOKEN_COLUMNS = "input_tokens", "input, token"
+
+
 def _read_by_later_months(warehouse: str, month: date) -> dict[str, str] | None:
-    """What the later months read of `month`: its bill's, runs' and attribution's tokens as
-    their writers noted them (`input_tokens`, in the later months' fingerprints); None when
-    the warehouse cannot be read now (then the note is given)."""
-    rows = incremental.month_rows(warehouse, "input_tokens", "input, token", month)
+    """The month's tokens before the run; None when the warehouse cannot be read now (then
+    the note is given)."""
+    rows = incremental.month_rows(warehouse, TOKENS, TOKEN_COLUMNS, month)
     return None if rows is None else dict(rows)
 
 
@@ -205,11 +209,12 @@ def _later_months(warehouse: str, month: date, read_before: dict[str, str] | Non
     they read of it (`read_before`, before the run); none when nothing of it changed or the
     warehouse cannot be read (a note, not the run's result). The run just wrote it: no
     upgrade to check first."""
-    after = _read_by_later_months(warehouse, month)
-    if read_before is not None and after == read_before:
-        return []  # the later months' skip is right: they read the same
     try:
-        with duckdb.connect(warehouse, read_only=True) as con:
+        with duckdb.connect(warehouse, read_only=True) as con:  # one open, after the run
+            after = dict(con.execute(f"SELECT {TOKEN_COLUMNS} FROM {TOKENS} WHERE month = ?",
+                                     [month]).fetchall())
+            if read_before is not None and after == read_before:
+                return []  # the later months' skip is right: they read the same
             return [f"{m:%Y-%m}" for (m,) in con.execute(
                 "SELECT DISTINCT month FROM billing_months WHERE month > ? ORDER BY month",
                 [month]).fetchall()]

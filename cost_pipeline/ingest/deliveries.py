@@ -78,16 +78,6 @@ def record_deliveries(con: duckdb.DuckDBPyConnection, month: date, deliveries: l
 
 # ------------------------------------------------------------------ sensor side: listings only
 
-def export_fingerprints(cfg: PipelineConfig, today: date | None = None) -> dict[str, str]:
-    """`YYYY-MM` → fingerprint of every CUR export's and FOCUS folder's delivery of that month
-    (all sources); `today` decides the open month for FOCUS files whose path names none.
-    Raises the first source's `SourceError` when one cannot be listed."""
-    listed, unlisted = source_fingerprints(cfg, today)
-    if unlisted:
-        raise next(iter(unlisted.values()))
-    return month_fingerprints(listed)
-
-
 def source_fingerprints(cfg: PipelineConfig, today: date | None = None
                         ) -> tuple[dict[str, dict[str, str]], dict[str, SourceError]]:
     """Per source name, `YYYY-MM` → fingerprint of its delivery of that month; and the

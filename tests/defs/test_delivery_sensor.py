@@ -26,6 +26,17 @@ from tests.support.cur_rows import (
 from tests.support.s3_server import new_bucket, put
 
 
+def export_fingerprints(cfg, today=None) -> dict[str, str]:
+    """`YYYY-MM` → the fingerprint of every source's delivery of that month, as the sensor
+    composes it; the first source that cannot be listed raises its error."""
+    from cost_pipeline.ingest.deliveries import month_fingerprints, source_fingerprints
+
+    listed, unlisted = source_fingerprints(cfg, today)
+    if unlisted:
+        raise next(iter(unlisted.values()))
+    return month_fingerprints(listed)
+
+
 @pytest.fixture
 def instance():
     with dg.instance_for_test() as test_instance:
@@ -167,7 +178,6 @@ def test_focus_deliveries_request_the_month_their_path_names(tmp_path, instance)
     from datetime import date
 
     from cost_pipeline.config import load_config
-    from cost_pipeline.ingest.deliveries import export_fingerprints
 
     root = tmp_path / "focus"
     may = root / "ml-focus-daily" / "20260501-20260531"
@@ -196,7 +206,6 @@ def test_focus_deliveries_on_s3_are_listed_alike(tmp_path, s3_server):
     from datetime import date
 
     from cost_pipeline.config import load_config
-    from cost_pipeline.ingest.deliveries import export_fingerprints
 
     endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
     put(endpoint, bucket, "focus/ml-focus-daily/20260501-20260531/run-1/part_0_0001.csv",
@@ -288,7 +297,6 @@ def test_a_cursor_written_before_sources_were_recorded_apart_requests_nothing_ne
     """A deployment's cursor holds only months: the same listing requests nothing (the month's
     fingerprint is the one it had) and the next cursor records the sources apart."""
     from cost_pipeline.config import load_config
-    from cost_pipeline.ingest.deliveries import export_fingerprints
 
     export = write_export(tmp_path, {"a.parquet": [line(1.0)]})
     config = _config(tmp_path, {"kind": "aws_cur2", "path": str(export)})

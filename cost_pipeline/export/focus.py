@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from cost_pipeline.config import WarehouseConfig
 from cost_pipeline.export import written_atomically
+from cost_pipeline.ingest.sources import sql_identifier
 from cost_pipeline.warehouse import bind, connect_read_only, run_script, sql_text
 
 # the config's own default, for callers without a config
@@ -131,12 +132,22 @@ def _check_sums(con: duckdb.DuckDBPyConnection, month: date, sums: dict[str, Dec
 
 
 def _csv_ready(rows: pa.Table) -> pa.Table:
-    """Timestamps as FOCUS's `YYYY-MM-DDTHH:MM:SSZ` text."""
+    """Timestamps as FOCUS's `YYYY-MM-DDTHH:MM:SSZ` text, decimals in plain notation (Arrow
+    writes a zero or a tiny amount as `0E-10`; DuckDB's text of a DECIMAL is `0.0000000000`)."""
     columns = []
+    decimals = [f.name for f in rows.schema if pa.types.is_decimal(f.type)]
+    if decimals:
+        with duckdb.connect() as con:
+            con.register("amounts", rows.select(decimals))
+            plain = con.sql("SELECT " + ", ".join(
+                f"CAST({sql_identifier(name)} AS VARCHAR)" for name in decimals)
+                + " FROM amounts").to_arrow_table()
     for field, column in zip(rows.schema, rows.columns, strict=True):
         if pa.types.is_timestamp(field.type):  # whole seconds: `%S` would print micros
             seconds = column.cast(pa.timestamp("s", tz="UTC"), safe=False)
             column = pc.strftime(seconds, format=CSV_TIME_FORMAT)
+        elif pa.types.is_decimal(field.type):
+            column = plain.column(decimals.index(field.name))
         columns.append(column)
     return pa.Table.from_arrays(columns, names=rows.column_names)
 

@@ -9,6 +9,7 @@ import csv
 import json
 import logging
 import random
+import re
 import subprocess
 import sys
 from datetime import date, datetime, timedelta
@@ -16,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -257,6 +259,25 @@ def test_a_random_bill_passes_the_focus_validator(tmp_path):
     assert "vm-z%C3%BCrich-20261" in set(table.column("ResourceId").to_pylist())
     assert "eu-z%C3%BCrich-1" in set(table.column("RegionName").to_pylist())
     assert "Stockage DonneesTM" in set(table.column("ServiceName").to_pylist())
+
+
+def test_csv_amounts_are_plain_decimals(tmp_path):
+    """A zero or a tiny amount is `0.0000000000`, not Arrow's `0E-10`: the CSV's figures read
+    as numbers wherever a decimal point is understood, and as the parquet's values."""
+    month = date(2026, 3, 1)
+    with random_warehouse(20261, month) as con:
+        rows = focus_rows(con, month)
+    path = write_focus(rows, tmp_path / "a.csv", "csv")
+    decimals = [f.name for f in rows.schema if pa.types.is_decimal(f.type)]
+    with path.open(newline="") as handle:
+        written = list(csv.DictReader(handle))
+    cells = [row[name] for row in written for name in decimals if row[name]]
+    assert cells and not [c for c in cells if "E" in c.upper()]
+    assert any(Decimal(c) == 0 for c in cells)  # a purchase's effective cost, unused's billed
+    assert all(re.fullmatch(r"-?\d+\.\d{10}", c) for c in cells)
+    for name in decimals:
+        assert [Decimal(r[name]) if r[name] else None for r in written] \
+            == rows.column(name).to_pylist()
 
 
 @pytest.mark.parametrize("seed", range(8))

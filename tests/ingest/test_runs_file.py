@@ -230,6 +230,19 @@ def test_end_before_start_names_file_row_and_field(tmp_path, con):
     message = str(err.value)
     assert f"{path} row 3:" in message and "end_time" in message
     assert "before start_time" in message and "\n" not in message
+    # the instants as read, in UTC, with the zone said: 03:00+02:00 is 01:00Z
+    assert ("end_time '2026-07-01T03:00:00+02:00' (2026-07-01T01:00:00Z) is before start_time "
+            "'2026-07-01T02:00:00Z' (2026-07-01T02:00:00Z)") in message
+
+
+def test_end_half_a_second_before_start_says_the_fraction(tmp_path, con):
+    path = write_csv(tmp_path / "runs.csv", [
+        {"run_id": "bad", "status": "FINISHED", "start_time": "2026-07-31T22:00:00.5Z",
+         "end_time": "2026-07-31T22:00:00"}])
+    with pytest.raises(SourceError) as err:
+        load(con, tmp_path, path)
+    assert ("end_time '2026-07-31T22:00:00' (2026-07-31T22:00:00Z) is before start_time "
+            "'2026-07-31T22:00:00.5Z' (2026-07-31T22:00:00.500Z)") in str(err.value)
 
 
 @pytest.mark.parametrize(("column", "value", "expected"), [

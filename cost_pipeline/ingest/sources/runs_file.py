@@ -220,6 +220,16 @@ def parse_time(value: Any) -> datetime | None:
     return moment
 
 
+def _as_written(value: Any, instant: datetime) -> str:
+    """A time as the file wrote it and the UTC instant it was read as, to the millisecond where
+    it has a fraction (`'…03:00:00+02:00' (…01:00:00Z)`): a refusal's two times, side by side."""
+    read = instant.isoformat(timespec="milliseconds" if instant.microsecond % 1000 == 0
+                             else "microseconds") if instant.microsecond else \
+        instant.isoformat(timespec="seconds")
+    read = read.removesuffix("+00:00") + "Z"
+    return f"{value!r} ({read})" if isinstance(value, str) else read
+
+
 def _resource_ids(value: Any) -> list[str]:
     if value is None or _is_nan(value):
         return []
@@ -305,8 +315,9 @@ def normalize_run(raw: dict[str, Any], source: str) -> dict[str, Any]:
     if run["start_time"] is None:
         raise ValueError("start_time: empty")
     if run["end_time"] is not None and run["end_time"] < run["start_time"]:
-        raise ValueError(f"end_time: {run['end_time']:%Y-%m-%dT%H:%M:%S} is before start_time "
-                         f"{run['start_time']:%Y-%m-%dT%H:%M:%S}")
+        said = {c: _as_written(raw.get(c), run[c]) for c in ("end_time", "start_time")}
+        raise ValueError(f"end_time {said['end_time']} is before start_time "
+                         f"{said['start_time']}")
     run["resource_ids"] = _resource_ids(raw.get("resource_ids"))
     gpus = field_text(raw.get("gpus"))
     try:

@@ -3,7 +3,9 @@ against the file's folder. An error names the key and what was expected."""
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Literal
@@ -12,6 +14,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -31,6 +34,26 @@ class _Strict(BaseModel):
     # strict: YAML's `yes` is no share and `true` no count (a threshold of `yes` read as 1.0
     # passed every reconciliation); an int is still a float
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class _Yaml12Float(str):
+    """A plain scalar YAML 1.2 reads as a float and PyYAML (YAML 1.1) as text: `1e6`, `1.0e6`,
+    `2e-3`, `-.5`. The config's reader keeps it as the text written; only a numeric field
+    reads the number (`Number`): an experiment, tag or dataset called `1e6` stays its name."""
+
+
+def _yaml12_number(value: object) -> object:
+    if not isinstance(value, _Yaml12Float):
+        return value
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{value} is too large for a number")
+    return number
+
+
+# a number of the config: an int or a float, or a YAML 1.2 float (`1e6`); never text, nor
+# `yes`/`true` (strict)
+Number = Annotated[float, BeforeValidator(_yaml12_number)]
 
 
 # a path, URI, table, bucket or name that must say something: an empty tracking_uri read an
@@ -155,30 +178,30 @@ class Dataset(_Strict):
 
 
 class ReconciliationPolicy(_Strict):
-    max_untracked_share: float = Field(0.05, ge=0, le=1)
+    max_untracked_share: Number = Field(0.05, ge=0, le=1)
 
 
 class RetentionPolicy(_Strict):
     keep_last_live: int = Field(3, ge=0)
     keep_last_production: int = Field(3, ge=0)
     grace_days: int = Field(7, ge=0, le=36500)
-    max_monthly_violation_cost: float = Field(100.0, ge=0)
+    max_monthly_violation_cost: Number = Field(100.0, ge=0)
 
 
 class SearchPolicy(_Strict):
-    approval_budget: float = Field(10000.0, ge=0)
+    approval_budget: Number = Field(10000.0, ge=0)
     metric_goal: Literal["max", "min"] = "max"
 
 
 class RetrainPolicy(_Strict):
     # a retrain whose metric moved less than this (either way) changed nothing measurable
-    min_metric_change: float = Field(0.002, ge=0)
+    min_metric_change: Number = Field(0.002, ge=0)
 
 
 class TrendPolicy(_Strict):
     # model_cost_trend fails when a model's month costs more than this × the median of its
     # previous 3 months (SPEC §12)
-    max_growth: float = Field(1.5, gt=0)
+    max_growth: Number = Field(1.5, gt=0)
 
 
 class Policy(_Strict):
@@ -192,7 +215,7 @@ class Policy(_Strict):
 class Alerts(_Strict):
     # the NAME of the environment variable holding the webhook URL: the URL is a secret
     webhook_url_env: str = Field("COST_ALERT_WEBHOOK_URL", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    timeout_seconds: float = Field(10.0, gt=0, le=30)
+    timeout_seconds: Number = Field(10.0, gt=0, le=30)
 
 
 class ScheduleSettings(_Strict):
@@ -349,7 +372,9 @@ class _DuplicateKey(ValueError):
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader refusing a key written twice in one mapping: PyYAML keeps the
-    last, and a second `billing:` dropped the first's sources without a word."""
+    last, and a second `billing:` dropped the first's sources without a word. A plain
+    scalar that YAML 1.2 reads as a float and YAML 1.1 as text (`1e6`) is a `_Yaml12Float`:
+    `approval_budget: 1e6` was refused as no number."""
 
     def construct_mapping(self, node, deep=False):
         seen: dict[object, int] = {}
@@ -364,6 +389,17 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if isinstance(key, str | int | float | bool):
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.2's float (core schema) with a point or an exponent; what YAML 1.1 reads as a number
+# (`1.5`, `1.0e+6`, `10`) its own resolvers, tried first, still read
+_YAML12_FLOAT_TAG = "tag:cost-pipeline,2024:yaml12-float"
+_UniqueKeyLoader.add_implicit_resolver(
+    _YAML12_FLOAT_TAG,
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?$"),
+    list("-+.0123456789"))
+_UniqueKeyLoader.add_constructor(
+    _YAML12_FLOAT_TAG, lambda loader, node: _Yaml12Float(loader.construct_scalar(node)))
 
 
 def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:

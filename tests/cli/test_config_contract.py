@@ -116,3 +116,54 @@ def test_entries_of_one_kind_get_names_no_other_entry_has():
                                     {"kind": "aws_cur2", "path": "b", "name": "focus3"},
                                     {"kind": "focus", "path": "c"}]}, Path("."))
     assert source_names(cfg.billing) == ["focus", "focus3", "focus4"]
+
+
+def test_yaml_1_2_floats_are_numbers_in_numeric_fields_and_text_elsewhere(tmp_path):
+    """`1e6` is a float in YAML 1.2 (and in JSON) but text to PyYAML (YAML 1.1, which wants
+    `1.0e+6`): `approval_budget: 1e6` was refused as "not a valid number". A numeric field
+    now takes it; a text field keeps what was written, never a number made of a name."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "run_tag: 1e6\n"
+        "policy:\n"
+        "  search: {approval_budget: 1e6}\n"
+        "  retention: {max_monthly_violation_cost: 1.0e6}\n"
+        "  retrain: {min_metric_change: 2e-3}\n"
+        "  reconciliation: {max_untracked_share: .5e-1}\n"
+        "  trend: {max_growth: +15e-1}\n"
+        "datasets: {1e6: {bucket: 1E6, region: 1e-9}}\n"
+        "tracker:\n"
+        "  - {kind: mlflow, tracking_uri: x, experiments: [1e6, 2.5e3], "
+        "tags: {resource_ids: 1e6}}\n", encoding="utf-8")
+    cfg = load_config(path)
+    policy = cfg.policy
+    assert policy.search.approval_budget == 1_000_000.0
+    assert policy.retention.max_monthly_violation_cost == 1_000_000.0
+    assert policy.retrain.min_metric_change == 0.002
+    assert policy.reconciliation.max_untracked_share == 0.05
+    assert policy.trend.max_growth == 1.5
+    assert type(policy.search.approval_budget) is float
+    # names stay as written: an experiment, a tag, a dataset called `1e6` is no million
+    assert cfg.run_tag == "1e6" and type(cfg.run_tag) is str
+    assert cfg.tracker[0].experiments == ["1e6", "2.5e3"]
+    assert cfg.tracker[0].tags == {"resource_ids": "1e6"}
+    assert list(cfg.datasets) == ["1e6"]
+    assert (cfg.datasets["1e6"].bucket, cfg.datasets["1e6"].region) == ("1E6", "1e-9")
+    assert all(type(v) is str for v in (*cfg.tracker[0].experiments, *cfg.datasets,
+                                        cfg.datasets["1e6"].bucket))
+    for written, read in (("1e308", 1e308), ("1e-9", 1e-9), ("1.0e+6", 1e6), ("-0e0", 0.0)):
+        path.write_text(f"policy: {{search: {{approval_budget: {written}}}}}\n",
+                        encoding="utf-8")
+        assert load_config(path).policy.search.approval_budget == read
+    # quoted, it is text, refused as a number is; too large for a double, refused by name
+    for written, problem in (('"1e6"', "Input should be a valid number"),
+                             ("1e400", "1e400 is too large for a number")):
+        path.write_text(f"policy: {{search: {{approval_budget: {written}}}}}\n",
+                        encoding="utf-8")
+        with pytest.raises(ConfigError) as err:
+            load_config(path)
+        assert str(err.value) == f"config {path}: policy.search.approval_budget: {problem}"
+    # only the config's own reader: PyYAML's safe loader still reads YAML 1.1
+    import yaml
+
+    assert yaml.safe_load("a: 1e6") == {"a": "1e6"}

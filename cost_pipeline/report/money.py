@@ -75,8 +75,9 @@ def percent(fraction, digits: int = 1) -> str:
 
 
 def share(part, whole, digits: int = 1) -> str:
-    """`part` as a share of `whole`, or `–` when `whole` is not above zero: credits larger than
-    the usage make a total negative, and a share of it (−23%, 116%) reads backwards."""
-    if part is None or whole is None or not whole > 0:
+    """`part` as a share of `whole`, or `–` when `whole` to the cent is not above zero: credits
+    larger than the usage make a total negative, and a share of it (−23%, 116%) reads
+    backwards; one that reads $0.00 makes any share of it absurd (the headline's rule)."""
+    if part is None or whole is None or not (whole > 0 and cents(whole) > 0):
         return "–"
     return percent(part / whole, digits)

@@ -44,15 +44,21 @@ def _attributed(n: int, cost: float, purpose_class: str, run_id: str | None = No
             "rule": "compute" if gpu_hours else "non_usage"}
 
 
-def _reconciliation(con, *, billed: float, untracked: float, threshold: float) -> None:
+def _reconciliation(con, *, billed: float, untracked: float, threshold: float,
+                    runs: float = 0.0, untracked_cost: float = 0.0,
+                    unallocated: float = 0.0) -> None:
+    """The month's reconciliation row; `runs`, `untracked_cost` and `unallocated` split its
+    cost, and coverage is runs ÷ their sum, as reconciliation.sql writes it."""
     share_ = untracked / billed
+    total = runs + untracked_cost + unallocated
     insert(con, "reconciliation", JULY, [{
         "billed_gpu_hours": billed, "tracked_gpu_hours": billed - untracked,
         "untracked_gpu_hours": untracked, "untracked_share": share_, "threshold": threshold,
         "status": "pass" if share_ <= threshold else "fail", "untracked_cost_share": share_,
-        "by_accelerator_type": [], "coverage": 1.0, "over_claimed_gpu_hours": 0.0,
-        "unbilled_claim_gpu_hours": 0.0, "provisional": True, "total_effective_cost": 0.0,
-        "attributed_cost": 0.0, "untracked_cost": 0.0, "unallocated_cost": 0.0,
+        "by_accelerator_type": [], "coverage": runs / total if total else 0.0,
+        "over_claimed_gpu_hours": 0.0, "unbilled_claim_gpu_hours": 0.0, "provisional": True,
+        "total_effective_cost": total, "attributed_cost": runs,
+        "untracked_cost": untracked_cost, "unallocated_cost": unallocated,
         "runs_without_end": 0}], {})
 
 
@@ -176,6 +182,78 @@ def test_a_month_with_a_positive_total_keeps_its_shares_with_a_minus_sign(tmp_pa
 
     assert [percent(-0.233), percent(-0.0001), percent(0.5, 0)] == ["−23.3%", "0.0%", "50%"]
     assert [share(1, 0), share(1, -4), share(-1, 4)] == ["–", "–", "−25.0%"]
+
+
+def _tracker_vs_bill(html: str) -> str:
+    """Section 4's sentences, on one line."""
+    lede = html[html.index('<h2 id="reconciliation">'):]
+    lede = lede[lede.index('<p class="lede">'):lede.index("</p>")]
+    return " ".join(re.sub(r"<[^>]+>", "", lede).split())
+
+
+def test_tracker_vs_bill_shows_no_share_of_a_total_credits_bring_to_zero_or_below(tmp_path):
+    """Runs hold $115 of a month whose credits and refunds bring its total to −$690, to $0 or
+    (all refunds) to −$35: section 4 read "Runs account for −16.7%", "0.0%" and "37.1%" of
+    the month's cost, where the headline shows no share of such a total."""
+    months = {  # usage lines (runs, untracked) and the credit or refund beside them
+        "credited": ([(115.0, "production"), (195.0, "untracked")], -1000.0),
+        "zeroed": ([(115.0, "production"), (185.0, "untracked")], -300.0),
+        "refunds": ([(-13.0, "production"), (-22.0, "untracked")], 0.0),
+        "positive": ([(115.0, "production"), (195.0, "untracked")], 0.0),
+    }
+    said = {}
+    for name, (usage, credit) in months.items():
+        path = tmp_path / f"{name}.duckdb"
+        lines = [(cost, purpose) for cost, purpose in usage] + [(credit, "unallocated")]
+        with duckdb.connect(str(path)) as con:
+            insert_lines(con, JULY, [_line(n, cost, component="gpu" if p != "unallocated"
+                                           else "other") for n, (cost, p) in enumerate(lines)])
+            insert(con, "attribution", JULY, [
+                _attributed(n, cost, p, "prod1" if p == "production" else None,
+                            component="gpu" if p != "unallocated" else "other")
+                for n, (cost, p) in enumerate(lines)], {})
+            _reconciliation(con, billed=10.0, untracked=4.0, threshold=0.05,
+                            runs=usage[0][0], untracked_cost=usage[1][0], unallocated=credit)
+        page, _ = write_report(str(path), JULY, out=tmp_path / f"{name}.html")
+        said[name] = _tracker_vs_bill(page.read_text(encoding="utf-8"))
+    runs_of = ("FAIL: 6 of 10 billed GPU-hours are recorded runs; 4 (40.0%) are not "
+               "(threshold 5.0%).")
+    assert said == {
+        "credited": f"{runs_of} Runs account for $115.00 of the month's cost, which comes to "
+                    "−$690.00 in all: no share of a total at or below zero is shown; untracked "
+                    "cost $195.00, unallocated −$1,000.00.",
+        "zeroed": f"{runs_of} Runs account for $115.00 of the month's cost, which comes to "
+                  "$0.00 in all: no share of a total at or below zero is shown; untracked cost "
+                  "$185.00, unallocated −$300.00.",
+        "refunds": f"{runs_of} Runs account for −$13.00 of the month's cost, which comes to "
+                   "−$35.00 in all: no share of a total at or below zero is shown; untracked "
+                   "cost −$22.00, unallocated $0.00.",
+        # 115 / 310
+        "positive": f"{runs_of} Runs account for 37.1% of the month's cost; untracked cost "
+                    "$195.00, unallocated $0.00.",
+    }
+    from cost_pipeline.report.money import share
+
+    # a total that reads $0.00 is not above zero either (the headline's rule): not 25000.0%
+    assert [share(1, 0.004), share(1, -0.004), share(1, 0.005)] == ["–", "–", "20000.0%"]
+
+
+def test_the_period_shows_no_search_share_of_a_model_whose_cost_is_not_above_zero(tmp_path):
+    """A model whose refunds outweigh its cost in the period: its search share read −50% (a
+    $10 search of a −$20 model)."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 5.0)])
+        insert(con, "cost_per_model_monthly", JULY, [
+            {"model": m, "purpose_class": p, "component": "gpu", "cost": cost,
+             "accelerator_hours": 1.0, "runs": 1}
+            for m, p, cost in [("refunded", "search", 10.0), ("refunded", "production", -30.0),
+                               ("kept", "search", 5.0), ("kept", "production", 15.0)]], {})
+    page, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / "p.html")
+    html = page.read_text(encoding="utf-8")
+    search_share = {m: re.search(rf"<tr><td>{m}</td>.*?([^<>]*)</td></tr>", html).group(1)
+                    for m in ("refunded", "kept")}
+    assert search_share == {"refunded": "–", "kept": "25%"}  # 5 / 20
 
 
 def test_no_lever_named_when_none_has_a_price(tmp_path):

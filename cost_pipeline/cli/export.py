@@ -71,6 +71,29 @@ def _read_month(warehouse: str | Path, table: str, month: date, order_by: str) -
     return rows
 
 
+def _plain_decimals(rows: pa.Table) -> pa.Table:
+    """Each floating-point column as the shortest text that reads back as its double, in
+    plain decimal notation: Arrow's own writes `5e+11` and `1e-7` beside `333333333.3333333`.
+    Only the few values Arrow's text gives an exponent are rewritten (through `Decimal`,
+    exact); text, the columns are quoted, as the FOCUS CSV's amounts are."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = []
+    for field, column in zip(rows.schema, rows.columns, strict=True):
+        if pa.types.is_floating(field.type):
+            column = pc.cast(column, pa.string())
+            exponent = pc.match_substring(column, "e")
+            if pc.any(exponent).as_py():
+                column = pa.array([format(Decimal(text), "f") if has else text for text, has
+                                   in zip(column.to_pylist(), exponent.to_pylist(), strict=True)],
+                                  pa.string())
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=rows.column_names)
+
+
 def _write(rows: pa.Table, path: Path, fmt: str) -> Path:
     """Write atomically: a reader never sees half a file, a failure leaves none."""
     import pyarrow.csv as pacsv
@@ -78,7 +101,7 @@ def _write(rows: pa.Table, path: Path, fmt: str) -> Path:
 
     with written_atomically(path) as partial:
         if fmt == "csv":
-            pacsv.write_csv(rows, partial)
+            pacsv.write_csv(_plain_decimals(rows), partial)
         else:
             pq.write_table(rows, partial)
     return path.resolve()

@@ -60,6 +60,33 @@ def test_csv_round_trip_to_the_default_path(config, capsys):
     assert back == march_rows()  # every double exactly: the shortest round-trip text
 
 
+def test_csv_amounts_are_plain_decimals_however_large_or_small(tmp_path, capsys):
+    """500,000,000,000 was written `5e+11` and a tenth of a micro-dollar `1e-7` beside
+    `333333333.3333333` in the same file: every amount and hour is plain decimal notation now,
+    the shortest digits that read back as the warehouse's double."""
+    may = date(2024, 5, 1)
+    third = 1e9 / 3  # 333333333.3333333
+    row = (may, "r-big", "m", "search", "s1", 5e11, 1e-7, 0.0, third, 1.5e-12,
+           5e11 + third, 1e16, 2.5)
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        ensure_schema(con)
+        con.execute("INSERT INTO run_costs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"warehouse": {"path": "warehouse.duckdb"}}))
+    assert main(["export", "runs", "--config", str(config), "--month", "2024-05", "--out",
+                 "-"]) == 0
+    written = capsys.readouterr().out
+    assert written.splitlines()[1].startswith(
+        '2024-05-01,"r-big","m","search","s1","500000000000","0.0000001","0",')
+    [record] = list(csv.DictReader(written.splitlines()))
+    amounts = list(record)[5:]
+    assert [record[c] for c in amounts] == [
+        "500000000000", "0.0000001", "0", "333333333.3333333", "0.0000000000015",
+        "500333333333.3333", "10000000000000000", "2.5"]
+    assert [float(record[c]) for c in amounts] == list(row[5:])  # every double exactly
+
+
 def test_parquet_round_trip_to_a_chosen_path(config, tmp_path, capsys):
     out = tmp_path / "elsewhere" / "runs.parquet"
     assert main(["export", "runs", "--config", str(config), "--month", "2024-04",

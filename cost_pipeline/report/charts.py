@@ -7,7 +7,7 @@ import base64
 import io
 import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import matplotlib
@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from cost_pipeline.report.data import PURPOSE_LABELS
-from cost_pipeline.report.money import money, share, symbol_of
+from cost_pipeline.report.money import cents, money, share, symbol_of
 
 FONT = ["Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
 INK, MUTED, GRID = "#1d2733", "#5f6b7a", "#e3e7ec"
@@ -41,12 +41,24 @@ def _style(name: str) -> Iterator[None]:
         yield
 
 
+# an axis tick from this size on is written in trillions, billions, millions, thousands
+UNITS = ((1e12, 1e12, "T"), (1e9, 1e9, "B"), (1e6, 1e6, "M"), (1e4, 1e3, "k"))
+
+
 def _dollars(value: float, _pos=None, *, symbol: str) -> str:
-    """An axis tick in the bill's currency (`symbol` from report.money.symbol_of)."""
-    sign = "−" if value < 0 else ""
-    if abs(value) >= 10_000:
-        return f"{sign}{symbol}{abs(value) / 1000:,.0f}k"
-    return f"{sign}{symbol}{abs(value):,.0f}"
+    """An axis tick in the bill's currency (`symbol` from report.money.symbol_of): whole
+    units, or cents when the tick has them; from 10,000 on in k, M, B or T with the decimals
+    the tick needs ($12.5k, $2.5M, $100B). The sign is the shown figure's: a tick that reads
+    zero has none (`money` alike), where a float a hair below zero read "−$0"."""
+    size, unit = abs(value), ""
+    for from_size, per_unit, name in UNITS:
+        if size >= from_size:
+            size, unit = size / per_unit, name
+            break
+    shown = f"{size:,.2f}"
+    shown = shown.rstrip("0").rstrip(".") if unit else shown.removesuffix(".00")
+    sign = "−" if value < 0 and shown.strip("0.,") else ""
+    return f"{sign}{symbol}{shown}{unit}"
 
 
 def _label(value: float, symbol: str) -> str:
@@ -65,12 +77,18 @@ def _svg(fig: Figure, title: str) -> str:
     return text.strip()
 
 
-def _frame(ax, axis: str, symbol: str) -> None:
+def _frame(ax, axis: str, symbol: str, amounts: Iterable | None = None) -> None:
+    """The money axis: a grid, ticks in the bill's currency; when none of the `amounts` drawn
+    on it is worth a cent (a month that cost nothing), one tick at zero — the range matplotlib
+    picks around nothing (±0.06) had seven ticks all reading $0."""
     ax.grid(axis=axis, color=GRID, linewidth=0.8)
     ax.set_axisbelow(True)
     ax.tick_params(length=0)
-    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(
+    money_axis = ax.xaxis if axis == "x" else ax.yaxis
+    money_axis.set_major_formatter(
         FuncFormatter(lambda value, pos: _dollars(value, pos, symbol=symbol)))
+    if amounts is not None and not any(cents(a) for a in amounts if a is not None):
+        money_axis.set_ticks([0])
 
 
 def bill_figure(bill: dict, symbol: str) -> Figure:
@@ -102,7 +120,9 @@ def bill_figure(bill: dict, symbol: str) -> Figure:
         of_total = share(cost, bill["total"], 0)
         ax.text(max(cost, 0), y, f"  {_label(cost, symbol)}  ({of_total})",
                 va="center", fontsize=8.5, color=INK)
-    _frame(ax, "x", symbol)
+    _frame(ax, "x", symbol, [bill["column_total"][p] for p in purposes])
+    if not purposes:  # nothing worth a cent: no purpose axis either (it read 0 and 1)
+        ax.set_yticks([])
     ax.margins(x=0.22)
     if drawn:  # a month that cost nothing has no bars, and so no legend (nor its warning)
         ax.legend(ncols=5, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False,
@@ -161,7 +181,7 @@ def levers_figure(levers: list[dict], symbol: str) -> Figure:
     for y, r in enumerate(rows):
         ax.text(max(r["dollars"], 0), y, f"  {_label(r['dollars'], symbol)}", va="center",
                 fontsize=8.5)
-    _frame(ax, "x", symbol)
+    _frame(ax, "x", symbol, [r["dollars"] for r in rows])
     ax.margins(x=0.18)
     return fig
 

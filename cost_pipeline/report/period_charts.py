@@ -53,7 +53,7 @@ def purpose_by_month_figure(months: list[date], by_purpose: dict, symbol: str) -
         total = sum(float(v) for v in by_purpose.get(m, {}).values())
         ax.text(i, up[i], _label(total, symbol), ha="center", va="bottom", fontsize=8.5,
                 color=INK)
-    _frame(ax, "y", symbol)
+    _frame(ax, "y", symbol, [v for m in months for v in by_purpose.get(m, {}).values()])
     ax.margins(y=0.12)
     if ax.get_legend_handles_labels()[0]:  # months that cost nothing draw no bars, no legend
         ax.legend(ncols=6, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False,

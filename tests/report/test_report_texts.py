@@ -256,6 +256,45 @@ def test_the_period_shows_no_search_share_of_a_model_whose_cost_is_not_above_zer
     assert search_share == {"refunded": "–", "kept": "25%"}  # 5 / 20
 
 
+def _ticks(svg: str) -> list[str]:
+    """A chart's axis tick labels, x axis then y axis."""
+    import html
+
+    return [html.unescape(tick) for tick in
+            re.findall(r'<g id="[xy]tick_\d+">.*?>([^<>]*)</text>', svg, re.S)]
+
+
+def _charted_month(path: Path, cost: float, levers: dict[str, float]) -> dict[str, str]:
+    """A month of one production usage line of `cost` and `levers`: its charts' tick labels."""
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, cost)])
+        insert(con, "attribution", JULY, [
+            _attributed(0, cost, "production", "prod1", gpu_hours=1.0)], {})
+        _levers(con, levers)
+    _, data = write_report(str(path), JULY, out=path.with_suffix(".html"))
+    return {name: _ticks(svg) for name, svg in charts(data, LINE_ITEM_LABELS).items()}
+
+
+def test_chart_ticks_of_a_month_that_cost_nothing_and_of_a_trillion_dollar_bill(tmp_path):
+    """A month that cost nothing drew its bill and lever axes from −0.06 to 0.06, ticks
+    reading "−$0" three times and "$0" four; a $1e12 bill's read "$200,000,000k"."""
+    from cost_pipeline.report.charts import _dollars
+
+    names = [f"{rank}. {lever}" for rank, lever in enumerate(LEVERS, 1)][::-1]
+    assert _charted_month(tmp_path / "nothing.duckdb", 0.0, {}) == {
+        "bill": ["$0"], "levers": ["$0", *names]}
+    ticks = _charted_month(tmp_path / "trillion.duckdb", 1e12,
+                           {"bound the search": 5e11, "cache preprocessing": 2.5e6})
+    assert ticks["bill"] == ["$0", "$200B", "$400B", "$600B", "$800B", "$1T", "$1.2T",
+                             "production training"]
+    assert ticks["levers"][:6] == ["$0", "$100B", "$200B", "$300B", "$400B", "$500B"]
+    assert [_dollars(v, symbol="$") for v in (-0.004, -0.4, 0.5, 2.0, 9_999.0, -15_000.0,
+                                               12_500.0, 2.5e6, -1.25e9, 1e15)] == [
+        "$0", "−$0.40", "$0.50", "$2", "$9,999", "−$15k", "$12.5k", "$2.5M", "−$1.25B",
+        "$1,000T"]
+    assert _dollars(2.5e6, symbol="EUR ") == "EUR 2.5M"
+
+
 def test_no_lever_named_when_none_has_a_price(tmp_path):
     """A month of one $7 tax line: every lever $0; the summary named "bound the search —
     $0.00" as this month's biggest lever."""

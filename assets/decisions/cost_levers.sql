@@ -20,13 +20,20 @@
 --   co-locate compute & data  egress: cross-region pulls of datasets (run or untracked); 0
 --                             with its reason when no dataset region is known (no datasets in
 --                             the config, no run records dataset_region)
---   chase untracked usage     untracked GPU and CPU compute (attribution, purpose untracked);
---                             0 when it is a credit (a refund on an unclaimed instance)
+--   chase untracked usage     untracked GPU and CPU compute (attribution, purpose untracked)
 --   checkpoint before going   Σ preemption.lost_cost: this month's cost of the runs that a
 --   preemptible               restart from scratch repeated (chains with spot compute); 0 with
 --                             its reason when nothing is spot or no run records restart_of
 --   use a cheaper card        idle GPU cost from gpu_utilization (runs that report their mean
 --                             utilization); 0 when no run reports one
+--
+-- A lever's dollars are the money pulling it could save: never below 0. A figure that
+-- refunds or credits leave below 0 (a refund on a re-run search run, on a dead checkpoint's
+-- bucket, on an unclaimed instance …) is 0, its evidence opening with "<the figure> is a
+-- credit this month (−$…): nothing to save;" ("nothing to chase" for untracked compute)
+-- before the lever's own evidence; it ranks as a $0 lever. The floor is on the lever's net
+-- figure: a credit smaller than the lever's charges lowers it. A period sums the months'
+-- floored dollars (period_levers).
 --
 -- Ranking: all but the last by dollars to the cent, largest first (ties — figures the page
 -- shows alike, whatever a float sum's last bits say — in the order above). "Use a cheaper
@@ -228,8 +235,11 @@ known AS (
             OR EXISTS (SELECT 1 FROM checkpoint_snapshots WHERE month = $month) AS listing,
         EXISTS (SELECT 1 FROM config_datasets WHERE region IS NOT NULL)       AS config_regions
 ),
-levers AS (
-    SELECT 1 AS mission_order, 'bound the search' AS lever, s.dollars,
+levers_figures AS (
+    -- figure: the lever's net figure this month; credit_of: what it is, named when refunds
+    -- leave it below 0
+    SELECT 1 AS mission_order, 'bound the search' AS lever, s.dollars AS figure,
+        'the re-run configs'' and extra seeds'' cost' AS credit_of,
         'an approval step before launch (cost-pipeline estimate --approve against '
         || 'policy.search.approval_budget), reusing the results of configs already run, '
         || 'fewer seeds for configs that are not the best, early stopping; '
@@ -246,7 +256,7 @@ levers AS (
                   || ')' END AS evidence
     FROM search AS s, all_search AS a
     UNION ALL
-    SELECT 2, 'retrain on measured decay', r.dollars,
+    SELECT 2, 'retrain on measured decay', r.dollars, 'the flat retrains'' cost',
         'retraining when drift or a metric says the model decayed instead of on a calendar: '
         || 'a drift monitor and a metric threshold (policy.retrain.min_metric_change); risk: '
         || 'a late retrain when the monitor misses a decay',
@@ -262,7 +272,7 @@ levers AS (
                   || 'moved the metric less than ' || $min_metric_change || ': ' || r.detail END
     FROM retrain AS r
     UNION ALL
-    SELECT 3, 'cache preprocessing', p.dollars,
+    SELECT 3, 'cache preprocessing', p.dollars, 'the recomputations'' cost',
         'a feature-table cache keyed by (input_hash, transform_version): storage for '
         || p.tables || ' cached table(s) and a lookup before each preprocess step',
         CASE WHEN p.runs = 0 AND rr.keyed_preprocess = 0
@@ -279,6 +289,7 @@ levers AS (
     FROM preprocessing AS p, run_records AS rr, month_spend AS ms
     UNION ALL
     SELECT 4, 'delete dead checkpoints', r.dollars,
+        'the storage of the checkpoints breaking the retention policy',
         'a lifecycle rule or cleanup job applying the retention policy; risk: deleting a '
         || 'checkpoint someone still needs (keep=true protects a run)',
         CASE WHEN r.objects = 0 AND NOT k.listing
@@ -291,7 +302,7 @@ levers AS (
                   || ', orphans ' || fmt_money(r.orphan, bill_currency($month)) || ' a month' END
     FROM retention AS r, known AS k, month_spend AS ms
     UNION ALL
-    SELECT 5, 'co-locate compute & data', e.dollars,
+    SELECT 5, 'co-locate compute & data', e.dollars, 'the cross-region pulls'' cost',
         'train in the dataset''s region, or copy the dataset once into the compute region '
         || '(one transfer plus its storage) instead of pulling it per run; may need GPU '
         || 'capacity in that region',
@@ -305,16 +316,10 @@ levers AS (
                           ELSE '' END || ': ' || e.routes END
     FROM egress_total AS e, known AS k, run_records AS rr, month_spend AS ms
     UNION ALL
-    -- a month whose untracked compute is a credit (a refund on an unclaimed instance) has
-    -- nothing to chase: 0, saying so (a lever's dollars are a saving, never below 0)
-    SELECT 6, 'chase untracked usage', greatest(u.dollars, 0),
+    SELECT 6, 'chase untracked usage', u.dollars, 'untracked compute',
         'finding the owners of the resources in untracked_usage, tagging resources with '
         || 'run ids and logging runs in the tracker; stopping what nobody claims',
-        CASE WHEN u.dollars < 0
-             THEN 'untracked compute is a credit this month ('
-                  || fmt_money(u.dollars, bill_currency($month)) || '): nothing to chase; '
-             ELSE '' END
-        || 'untracked compute: ' || format('{:,.1f}', u.gpu_hours) || ' GPU-hours, '
+        'untracked compute: ' || format('{:,.1f}', u.gpu_hours) || ' GPU-hours, '
         || format('{:,.1f}', u.cpu_hours) || ' CPU-hours'
         || coalesce('; largest ' || t.resource || coalesce(' (' || t.instance_type || ')', '')
                     || ' ' || fmt_money(t.cost, bill_currency($month)), '')
@@ -322,6 +327,7 @@ levers AS (
     LEFT JOIN top_untracked AS t ON true
     UNION ALL
     SELECT 7, 'checkpoint before going preemptible', pe.dollars,
+        'the cost of the runs restarted from scratch',
         'checkpointing spot runs often enough to resume (and resuming from the checkpoint '
         || 'on restart), or on-demand capacity for runs that cannot; costs checkpoint storage',
         CASE WHEN pe.chains = 0 THEN 'no spot compute billed to a run this month'
@@ -349,7 +355,7 @@ levers AS (
                           ELSE '' END END
     FROM preempted AS pe, run_records AS rr
     UNION ALL
-    SELECT 8, 'use a cheaper card', i.dollars,
+    SELECT 8, 'use a cheaper card', i.dollars, 'the idle GPU cost',
         'benchmarking the model on another accelerator (or fewer GPUs per run), possibly '
         || 'longer runs; last because the per-hour price explains little of the bill',
         CASE WHEN i.runs = 0
@@ -360,6 +366,20 @@ levers AS (
                   || ' of ' || format('{:,.1f}', i.paid_hours)
                   || ' GPU-hours paid for sat idle' END
     FROM idle AS i, tracked_gpu AS g
+),
+levers AS (
+    -- a saving is never below 0: a credit is 0, saying so (a figure below a cent either way
+    -- is a float sum's crumbs, 0 without a note)
+    SELECT
+        *,
+        CASE WHEN figure > 0 THEN figure ELSE 0.0 END AS dollars,
+        CASE WHEN round(figure, 2) < 0
+             THEN credit_of || ' is a credit this month ('
+                  || fmt_money(figure, bill_currency($month)) || '): nothing to '
+                  || CASE WHEN lever = 'chase untracked usage' THEN 'chase' ELSE 'save' END
+                  || '; '
+             ELSE '' END AS credit_note
+    FROM levers_figures
 )
 SELECT
     CAST($month AS DATE) AS month,
@@ -368,5 +388,5 @@ SELECT
     lever,
     dollars,
     what_it_costs_to_pull,
-    evidence
+    credit_note || evidence AS evidence
 FROM levers

@@ -5,11 +5,15 @@
 -- `mission_order`, spelled out here: the read-only queries have no macros); "use a cheaper
 -- card" always last. The last month's ranks are no tie-break: they order the last month's
 -- dollars, not the period's. Each lever's dollars per month and its latest month's evidence
--- come along. Parameters: $first, $last.
+-- come along. A lever's period dollars are the sum of its months' dollars, each floored at 0
+-- as cost_levers floors it (a month whose figure is a credit saves nothing; it does not cancel
+-- another month's saving) — a month written before that floor reads floored too.
+-- Parameters: $first, $last.
 WITH levers AS (
     -- a month written before the lever took SPEC §12's name reads under that name
     SELECT * REPLACE (CASE lever WHEN 'co-locate compute with data'
-                                 THEN 'co-locate compute & data' ELSE lever END AS lever)
+                                 THEN 'co-locate compute & data' ELSE lever END AS lever,
+                      CASE WHEN dollars > 0 THEN dollars ELSE 0.0 END AS dollars)
     FROM cost_levers
     WHERE month BETWEEN $first AND $last
 ),

@@ -36,6 +36,7 @@ bound the search = 31 + 700 + 16 + 1 + 0 = 748.
 from __future__ import annotations
 
 from datetime import date, datetime
+from decimal import Decimal
 
 import duckdb
 import pytest
@@ -366,3 +367,46 @@ def test_an_earlier_searchs_controller_is_no_previous_best(con):
         "SELECT search_id, previous_best, improvement FROM search_trend").fetchall()}
     assert costs["S2"] == (pytest.approx(0.85), pytest.approx(0.80), pytest.approx(0.05))
     assert trend["S2"] == (pytest.approx(0.80), pytest.approx(0.05))
+
+
+def test_a_refunded_re_run_is_no_saving_below_zero_in_a_month_or_a_period(con):
+    """S7 ran config c1 in July; S8 ran it again from 1 August (a re-run, all questioned).
+    August's bill refunds S8's run −$100 net; October and November charge it $50 and $30.
+    "bound the search" was −$100.00 in August ("−$100.00 of −$100.00 search cost this month
+    re-ran configs…"), ranked 7th below the $0 levers, and the period Jul–Nov summed it to
+    −$20.00 though the questioned spend of October and November was $80. August's lever is
+    0 now, first of the $0 levers, saying its figure is a credit; the period sums the months'
+    floored figures: 0 + 0 + 0 + 50 + 30 = $80."""
+    from cost_pipeline.report.strip import read_rows
+
+    jul, aug, sep, oc, nov = (date(2024, m, 1) for m in (7, 8, 9, 10, 11))
+    rows = [trial("s7-c1", "S7", "c1", 0, d(2, 7), 40.0, 0.80, month=jul),
+            trial("s-8", "S8", "c1", 0, d(1, 8), -100.0, 0.82, month=aug)]
+    for month in (jul, aug, sep, oc, nov):
+        insert_runs(con, month, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows] + [(oc, "s-8", 50.0), (nov, "s-8", 30.0)])
+    for month in (jul, aug, sep, oc, nov):
+        for table in ("search_trend", "search_shape", "cost_levers"):
+            build(con, table, month)
+    levers = {m: dict(con.execute(
+        "SELECT lever, (rank, dollars, evidence) FROM cost_levers WHERE month = ?",
+        [m]).fetchall())["bound the search"] for m in (jul, aug, sep, oc, nov)}
+    assert [(r, dollars) for r, dollars, _ in levers.values()] == [
+        (1, 0.0), (1, 0.0), (1, 0.0), (1, 50.0), (1, 30.0)]
+    assert levers[aug][2] == (
+        "the re-run configs' and extra seeds' cost is a credit this month (−$100.00): nothing "
+        "to save; −$100.00 of −$100.00 search cost this month re-ran configs or ran extra "
+        "seeds: S8: 1 configs × 1 seeds, a full grid; 1 of 1 configs already run in S7 — "
+        "−$100.00 re-run; extra seeds of non-best configs $0.00 (best c1)")
+    period = {r["lever"]: r for r in read_rows(con, "period_levers", jul, nov)}
+    bound = period["bound the search"]
+    assert (bound["rank"], bound["dollars"]) == (1, Decimal("80"))
+    assert list(bound["by_month"].values()) == [0.0, 0.0, 0.0, 50.0, 30.0]
+    assert all(r["dollars"] >= 0 for r in period.values())
+    # a month written before the floor (its −$100 stored) reads floored in the period too
+    con.execute("UPDATE cost_levers SET dollars = -100 WHERE month = ? "
+                "AND lever = 'bound the search'", [aug])
+    bound = {r["lever"]: r for r in read_rows(con, "period_levers", jul, nov)}[
+        "bound the search"]
+    assert (bound["rank"], bound["dollars"]) == (1, Decimal("80"))
+    assert bound["by_month"][aug] == 0.0

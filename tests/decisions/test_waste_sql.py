@@ -24,7 +24,7 @@ from cost_pipeline.warehouse import (
     sql_text,
     summarize_month,
 )
-from tests.support.warehouse_rows import insert_lines, insert_runs
+from tests.support.warehouse_rows import insert_inventory, insert_lines, insert_runs
 
 JAN, FEB, MARCH, APRIL = date(2024, 1, 1), date(2024, 2, 1), date(2024, 3, 1), date(2024, 4, 1)
 d = datetime
@@ -591,6 +591,132 @@ def test_untracked_compute_that_is_a_credit_is_nothing_to_chase(con):
     assert dollars == 0
     assert evidence.startswith("untracked compute is a credit this month (−$3.00): "
                                "nothing to chase; untracked compute: ")
+
+
+CREDIT_NOTES = {  # lever → what its figure is, when refunds leave it below zero
+    "bound the search": "the re-run configs' and extra seeds' cost",
+    "retrain on measured decay": "the flat retrains' cost",
+    "cache preprocessing": "the recomputations' cost",
+    "delete dead checkpoints": "the storage of the checkpoints breaking the retention policy",
+    "co-locate compute & data": "the cross-region pulls' cost",
+    "chase untracked usage": "untracked compute",
+    "checkpoint before going preemptible": "the cost of the runs restarted from scratch",
+    "use a cheaper card": "the idle GPU cost",
+}
+
+
+def test_every_lever_of_a_month_of_refunds_is_zero_saying_so(con):
+    """A lever is the money it could save (SPEC §12): never below 0. Refunds larger than the
+    charges left every figure below 0 — bound the search −$100.00, delete dead checkpoints
+    −$60.00, … — ranked below the $0 levers; only "chase untracked usage" said 0. Each is 0
+    now, its evidence opening with the credit, and they rank as $0 levers: in the mission
+    order, the cheaper card last."""
+    put(con, "search_shape", search_id="S8", model="churn", runs=1, configs=1,
+        seeds_per_config=1, grid=True, best_config_id="c1", rerun_configs=1, rerun_of="S7",
+        runs_without_config=0, rerun_cost=-100.0, extra_seed_cost=0.0, questioned_cost=-100.0,
+        cost=-100.0)
+    runs(con, {"run_id": "s-8", "purpose": "search", "search_id": "S8", "config_id": "c1",
+               "start_time": d(2024, 3, 2)},
+         {"run_id": "sp-2", "purpose": "production", "restart_of": "sp-1",
+          "start_time": d(2024, 3, 3)})
+    attr(con, "S1", "s-8", "search", -100.0, acc=8.0)
+    put(con, "retrain_cadence", model="churn", retrains=2, schedule_retrains=2,
+        drift_retrains=0, manual_retrains=0, unknown_retrains=0, median_days_between=14.0,
+        cost=-80.0, search_cost=0.0, mean_metric_change=0.001, flat_retrains=1,
+        flat_retrain_cost=-40.0)
+    put(con, "preprocessing_waste", kind="recomputed", run_id="pp-b", input_hash="h1",
+        transform_version="v1", current_transform_version="v1", reference_run_id="pp-a",
+        cpu_hours=3.0, accelerator_hours=0.0, cost=-7.5)
+    for i in range(4):
+        put(con, "retention_violations", bucket="b", key=f"k{i}", reason="dead_run",
+            bytes=150, monthly_cost=-15.0)
+    put(con, "egress", run_id="r1", purpose_class="search", dataset="events",
+        dataset_region="us-west-2", run_region="us-east-1", lines=1, gigabytes=10.0,
+        transfer_cost=-6.5, other_network_cost=0.0, cost=-6.5)
+    attr(con, "U1", None, "untracked", -3.0, hours=1.0, acc=1.0, kind="no_run")
+    put(con, "preemption", chain_id="sp-1", model="churn", runs=2, restarts=1,
+        restarts_from_scratch=1, cost=-20.0, lost_cost=-12.0, on_demand_cost=-30.0,
+        last_run_id="sp-2", last_run_on_demand_cost=-30.0,
+        spot_cost_more_than_on_demand=True)
+    put(con, "gpu_utilization", run_id="g1", purpose_class="search", gpu_utilization=20.0,
+        accelerator_hours=10.0, gpu_cost=-62.5, idle_accelerator_hours=8.0, idle_cost=-50.0)
+    run(con, "untracked_usage")
+    run(con, "cost_levers")
+    got = select(con, "SELECT rank, lever, dollars, evidence FROM cost_levers ORDER BY rank")
+    assert [(r["rank"], r["lever"], r["dollars"]) for r in got] == [
+        (rank, lever, 0.0) for rank, lever in enumerate(CREDIT_NOTES, 1)]
+    figures = {"bound the search": "−$100.00", "retrain on measured decay": "−$40.00",
+               "cache preprocessing": "−$7.50", "delete dead checkpoints": "−$60.00",
+               "co-locate compute & data": "−$6.50", "chase untracked usage": "−$3.00",
+               "checkpoint before going preemptible": "−$12.00",
+               "use a cheaper card": "−$50.00"}
+    for r in got:
+        verb = "chase" if r["lever"] == "chase untracked usage" else "save"
+        assert r["evidence"].startswith(
+            f"{CREDIT_NOTES[r['lever']]} is a credit this month ({figures[r['lever']]}): "
+            f"nothing to {verb}; "), r
+    evidence = {r["lever"]: r["evidence"] for r in got}
+    # what follows is the lever's own evidence, the figures as they stand
+    assert evidence["bound the search"].endswith(
+        "nothing to save; −$100.00 of −$100.00 search cost this month re-ran configs or ran "
+        "extra seeds: S8: 1 configs × 1 seeds, a full grid; 1 of 1 configs already run in "
+        "S7 — −$100.00 re-run; extra seeds of non-best configs $0.00 (best c1)")
+    assert evidence["delete dead checkpoints"].endswith(
+        "nothing to save; 4 object(s), 0.0 GiB, break the retention policy: dead runs "
+        "−$60.00, beyond keep-last $0.00, orphans $0.00 a month")
+
+
+def test_a_credit_within_a_levers_charges_nets_and_a_lever_below_a_cent_says_nothing(con):
+    """The floor is on the lever's net figure: a $15 dead checkpoint beside a −$5 refunded
+    one is $10 to save, no credit said; −$0.004 (a float sum's crumbs) is 0 without a note
+    of a "−$0.00" credit."""
+    put(con, "retention_violations", bucket="b", key="k1", reason="dead_run", bytes=1,
+        monthly_cost=15.0)
+    put(con, "retention_violations", bucket="b", key="k2", reason="orphan", bytes=1,
+        monthly_cost=-5.0)
+    put(con, "egress", run_id="r1", purpose_class="search", dataset="events",
+        dataset_region="us-west-2", run_region="us-east-1", lines=1, gigabytes=None,
+        transfer_cost=-0.004, other_network_cost=0.0, cost=-0.004)
+    run(con, "cost_levers")
+    got = {r["lever"]: r for r in select(con, "SELECT * FROM cost_levers")}
+    assert got["delete dead checkpoints"]["dollars"] == 10.0
+    assert got["delete dead checkpoints"]["rank"] == 1
+    assert got["delete dead checkpoints"]["evidence"].startswith("2 object(s)")
+    assert got["co-locate compute & data"]["dollars"] == 0.0
+    assert got["co-locate compute & data"]["evidence"].startswith("1 run(s) pulled data")
+
+
+def test_dead_checkpoints_in_a_refunded_bucket_are_no_saving_below_zero(con):
+    """Bucket `ckpt` has only Refund storage lines, −$2 a day over March (−$62), and 620
+    listed bytes: −$0.10 a byte. Four dead checkpoints of 150 bytes each cost −$15.00 a
+    month each in retention_violations (the table keeps the bill's figure), and the lever
+    "delete dead checkpoints" was −$60.00, ranked 7th below the $0 levers: it is 0 now,
+    ranked among them in the mission order (4th), saying the figure is a credit."""
+    insert_lines(con, MARCH, [{
+        "x_SourceLine": f"R{day}", "ResourceId": "ckpt", "x_CostComponent": "storage",
+        "EffectiveCost": -2.0, "BilledCost": -2.0, "ChargeCategory": "Refund",
+        "x_ResourceKind": "bucket", "ChargePeriodStart": d(2024, 3, day),
+        "ChargePeriodEnd": d(2024, 3, day, 23)} for day in range(1, 32)])
+    runs(con, *[{"run_id": f"f{i}", "status": "FAILED", "start_time": d(2024, 3, 1),
+                 "end_time": d(2024, 3, 2)} for i in range(4)])
+    insert_inventory(con, MARCH, [
+        {"bucket": "ckpt", "key": f"checkpoints/f{i}/ck-1", "size": 150,
+         "last_modified": d(2024, 3, 2), "prefix": "checkpoints/", "run_id": f"f{i}",
+         "checkpoint": "ck-1"} for i in range(4)]
+        + [{"bucket": "ckpt", "key": "data/x", "size": 20, "last_modified": d(2024, 3, 2)}])
+    run(con, "retention_violations")
+    costs = [c for (c,) in con.execute("SELECT monthly_cost FROM retention_violations "
+                                       "ORDER BY key").fetchall()]
+    assert costs == [pytest.approx(-15.0)] * 4           # 150 B × −62 ÷ 620 B
+    run(con, "cost_levers")
+    rank, dollars, evidence = con.execute(
+        "SELECT rank, dollars, evidence FROM cost_levers "
+        "WHERE lever = 'delete dead checkpoints'").fetchone()
+    assert (rank, dollars) == (4, 0.0)     # bound, retrain, cache, then it: all $0
+    assert evidence.startswith(
+        "the storage of the checkpoints breaking the retention policy is a credit this month "
+        "(−$60.00): nothing to save; 4 object(s)")
+    assert min(v for (v,) in con.execute("SELECT dollars FROM cost_levers").fetchall()) == 0
 
 
 def test_levers_without_the_data_to_price_them_say_zero_and_why(con):

@@ -96,8 +96,9 @@ SELECT
     s.best_metric,
     s.previous_best,
     s.improvement,
-    -- what one unit of improvement cost this month; meaningless (NULL) when nothing improved
-    CASE WHEN s.improvement > 0 THEN coalesce(sp.cost, 0) / s.improvement END
+    -- what one unit of improvement cost this month; meaningless (NULL) when nothing improved,
+    -- or when the month cost nothing or was a credit (a refund): nothing paid, no price
+    CASE WHEN s.improvement > 0 AND sp.cost > 0 THEN sp.cost / s.improvement END
                                                 AS cost_per_improvement,
     CASE WHEN s.improvement > 0 THEN coalesce(sp.accelerator_hours, 0) / s.improvement END
                                                 AS accelerator_hours_per_improvement,

@@ -3,7 +3,7 @@
 --
 -- A model's first searches buy big gains cheaply; later ones buy less and less for the same
 -- spend. A search is `saturating` when it bought nothing (improvement <= 0) or when each unit
--- of improvement cost more than it did in the model's previous search.
+-- of improvement cost more than it did in the model's previous search that had a price.
 --
 -- Definitions (the same as search_costs, one row per search instead of per active search):
 --   trials        - the search's runs that are not sweep controllers (parents of runs)
@@ -16,10 +16,13 @@
 --                   so a search that spans months is priced whole. It reads the attribution
 --                   already materialized for earlier months: a month not materialized yet
 --                   counts nothing. cost_this_month is this month's part.
---   cost_per_improvement - cost / improvement when improvement > 0
+--   cost_per_improvement - cost / improvement when improvement > 0 and cost > 0: a search
+--                   whose cost to date is 0 or a credit (refunds above its charges) paid
+--                   nothing for its gain, and has no price per unit (NULL, not $0 or −$1,000)
 --   previous_cost_per_improvement - the cost per improvement of the model's most recent
 --                   earlier search (same metric) that had one; earlier searches without an
---                   improvement to divide by are skipped
+--                   improvement to divide by, or without a cost above 0, are skipped: the
+--                   saturation is judged against a positive price only
 -- Rows: every search whose first run started before this month's end, active or not, so
 -- the whole history of each model is in every month.
 WITH search_runs AS (
@@ -60,7 +63,8 @@ scored AS (
 unit_cost AS (
     SELECT
         *,
-        CASE WHEN improvement > 0 THEN cost / improvement END AS cost_per_improvement,
+        CASE WHEN improvement > 0 AND cost > 0 THEN cost / improvement END
+                                                  AS cost_per_improvement,
         row_number() OVER (PARTITION BY model ORDER BY search_start, search_id) AS search_order
     FROM scored
 ),

@@ -156,6 +156,48 @@ def test_search_trend_prices_each_search_whole_and_flags_saturation(con):
     assert figures("S5") == (1, 1, a(0.7), None, None, a(7.0), a(7.0), None, None, None, False)
 
 
+def test_a_search_that_cost_nothing_or_a_refund_has_no_unit_cost_to_saturate_against(con):
+    """churn, val_auc over prod-0's 0.80. S1 (20 Jan, 0.84: +0.04) was refunded −$40 in
+    January; S2 (10 Feb, 0.86: +0.02) is billed nothing; S3 (5 Mar, 0.90: +0.04) costs $40.
+    S1 showed −$1,000.00 per unit of improvement (search_costs and search_trend alike), S2's
+    $0.00 was "saturating" because it rose from −$1,000, and S3's $1,000 because it rose
+    from S2's $0. A search whose cost is 0 or below paid nothing for its gain: it has no
+    cost per unit of improvement (NULL) and is no baseline for the next search's, so S3 has
+    no earlier unit cost to compare with, and none of the three saturates."""
+    runs(con, {"run_id": "prod-0", "model": "churn", "purpose": "production",
+               "start_time": d(2024, 1, 1), "end_time": d(2024, 1, 10),
+               "metric_name": "val_auc", "metric_value": 0.80})
+    for run_id, search, start, auc in [("s1-a", "S1", d(2024, 1, 20), 0.84),
+                                       ("s2-a", "S2", d(2024, 2, 10), 0.86),
+                                       ("s3-a", "S3", d(2024, 3, 5), 0.90)]:
+        runs(con, {"run_id": run_id, "model": "churn", "purpose": "search",
+                   "search_id": search, "start_time": start,
+                   "end_time": start.replace(day=start.day + 1), "metric_name": "val_auc",
+                   "metric_value": auc})
+    for month in (JAN, FEB):
+        con.execute("INSERT INTO tracker_runs SELECT * REPLACE (CAST(? AS DATE) AS month) "
+                    "FROM tracker_runs WHERE month = ?", [month, MARCH])
+    attr(con, "J1", "s1-a", "search", -40.0, acc=8.0, month=JAN)
+    attr(con, "M1", "s3-a", "search", 40.0, acc=8.0)
+
+    run(con, "search_costs", JAN)
+    (s1,) = select(con, "SELECT search_id, cost, improvement, cost_per_improvement "
+                        "FROM search_costs WHERE month = ?", JAN)
+    assert (s1["cost"], s1["improvement"], s1["cost_per_improvement"]) == (
+        -40.0, pytest.approx(0.04), None)
+    for month in (JAN, FEB, MARCH):
+        run(con, "search_trend", month)
+    got = {r["search_id"]: (r["cost"], r["cost_per_improvement"], r["previous_search_id"],
+                            r["previous_cost_per_improvement"], r["saturating"])
+           for r in select(con, "SELECT * FROM search_trend WHERE month = ?", MARCH)}
+    assert got == {"S1": (-40.0, None, None, None, False),
+                   "S2": (0.0, None, None, None, False),
+                   "S3": (40.0, pytest.approx(1000.0), None, None, False)}   # 40 ÷ 0.04
+    feb = dict(con.execute("SELECT search_id, saturating FROM search_trend WHERE month = ?",
+                           [FEB]).fetchall())
+    assert feb == {"S1": False, "S2": False}
+
+
 def test_search_costs_best_metric_is_on_the_searchs_own_metric(con):
     trend_months(con)
     run(con, "search_costs")

@@ -4,6 +4,9 @@ recorded cost, every component — or, for its GPU part, from what the caller sa
 price per GPU-hour), against the approval budget.
 
     cost = runs × (GPUs × hours × price + cpu + storage + transfer + other + preprocessing)
+
+The arithmetic is decimal, on each figure's shortest text (`0.1`, not the double nearest it):
+3 × 7 runs × 1 GPU × 0.1 h × $0.1 is $0.21, where doubles made 0.21000000000000005.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
+from decimal import ROUND_HALF_UP, Context, Decimal
 from pathlib import Path
 
 import duckdb
@@ -28,6 +32,10 @@ from cost_pipeline.warehouse import (
 )
 
 RECENT_RUNS = 20  # the basis: the model's most recent recorded search runs
+# digits enough for any product of doubles' shortest texts: the default context's 28 would
+# round a search of large runs counts before it is compared with the budget
+_EXACT = Context(prec=1000)
+SHOWN_DIGITS = 6  # significant digits of a fractional GPU count or hours in the text
 
 
 class EstimateError(ValueError):
@@ -81,10 +89,38 @@ def bill_currency(con: duckdb.DuckDBPyConnection) -> str:
     return row[0] if row else "USD"
 
 
+def exact(value: float) -> Decimal:
+    """`value` as the decimal its shortest text says (`0.1` is 0.1, not the double nearest
+    it): money summed and multiplied from it carries no float noise."""
+    return Decimal(repr(float(value)))
+
+
 def search_cost(configs: int, seeds: int, reruns: int, gpus: float, hours: float,
                 price: float, extra_per_run: float = 0.0) -> float:
     """The search's cost: every run × (GPU-hours × price + what comes with a run)."""
-    return configs * seeds * reruns * (gpus * hours * price + extra_per_run)
+    return float(_search_cost(configs, seeds, reruns, gpus, hours, price, extra_per_run))
+
+
+def _search_cost(configs: int, seeds: int, reruns: int, gpus: float, hours: float,
+                 price: float, extra_per_run: float | Decimal = 0.0) -> Decimal:
+    gpu = _EXACT.multiply(_EXACT.multiply(exact(gpus), exact(hours)), exact(price))
+    per_run = _EXACT.add(gpu, extra_per_run if isinstance(extra_per_run, Decimal)
+                         else exact(extra_per_run))
+    return _EXACT.multiply(Decimal(configs * seeds * reruns), per_run)
+
+
+def plain(value: float, digits: int = SHOWN_DIGITS) -> str:
+    """`value` with thousands separators and never an exponent: whole digits all, a fraction
+    to `digits` significant digits (as `:g` shows one), its trailing zeros dropped —
+    `1,000,000`, `1,234.57`, `0.0000123457`. A value that is not finite as Python writes it."""
+    if not math.isfinite(value):
+        return str(value)
+    amount = exact(value)
+    if not amount:
+        return "0"
+    places = max(digits - 1 - amount.adjusted(), 0)
+    shown = f"{amount.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP, _EXACT):,f}"
+    return shown.rstrip("0").rstrip(".") if "." in shown else shown
 
 
 def recorded_basis(con: duckdb.DuckDBPyConnection, model: str, sample: int = RECENT_RUNS) -> dict:
@@ -141,24 +177,26 @@ def estimate_search(
     # a run's whole recorded cost (SPEC §10), each component as the recent runs recorded it:
     # a search that runs as its runs did costs what was estimated (searches_within_estimate)
     per_run = {
-        "gpu": gpus * hours * price,
-        "cpu": float(basis.get("cpu_per_run") or 0),
-        "storage": float(basis.get("storage_per_run") or 0),
-        "transfer": float(basis.get("transfer_per_run") or 0),
-        "other": float(basis.get("other_per_run") or 0),
-        "preprocessing": 0.0 if cached else float(basis.get("preprocessing_per_run") or 0),
+        "gpu": _search_cost(1, 1, 1, gpus, hours, price),
+        "cpu": exact(basis.get("cpu_per_run") or 0),
+        "storage": exact(basis.get("storage_per_run") or 0),
+        "transfer": exact(basis.get("transfer_per_run") or 0),
+        "other": exact(basis.get("other_per_run") or 0),
+        "preprocessing": exact(0 if cached else basis.get("preprocessing_per_run") or 0),
     }
     runs = configs * seeds * reruns
-    extra = sum(value for part, value in per_run.items() if part != "gpu")
-    total = search_cost(configs, seeds, reruns, gpus, hours, price, extra)
-    if not math.isfinite(total) or abs(total) >= 1e28:
-        raise EstimateError(f"the estimate overflows ({configs} × {seeds} × {reruns} runs of "
-                            f"{gpus:g} GPUs × {hours:g} h × {price:g}): check the figures")
+    extra = sum((value for part, value in per_run.items() if part != "gpu"), Decimal(0))
+    total = _search_cost(configs, seeds, reruns, gpus, hours, price, extra)
+    if not total.is_finite() or abs(total) >= Decimal("1e28"):
+        raise EstimateError(f"the estimate overflows ({configs:,} × {seeds:,} × {reruns:,} "
+                            f"runs of {plain(gpus)} GPUs × {plain(hours)} h × {plain(price)}): "
+                            "check the figures")
     budget = cfg.policy.search.approval_budget
     return SearchEstimate(
         model=model, configs=configs, seeds=seeds, reruns=reruns, runs=runs, gpus=gpus,
-        hours=hours, price=price, per_run=per_run, per_run_cost=sum(per_run.values()),
-        total_cost=total, approval_budget=budget, approved=total <= budget,
+        hours=hours, price=price, per_run={part: float(v) for part, v in per_run.items()},
+        per_run_cost=float(_EXACT.add(per_run["gpu"], extra)), total_cost=float(total),
+        approval_budget=budget, approved=total <= exact(budget),
         basis={k: (float(v) if isinstance(v, int | float) and v is not None else v)
                for k, v in basis.items()},
         currency=currency,
@@ -170,7 +208,7 @@ def render(est: SearchEstimate) -> str:
     rows = [
         f"Search estimate for {est.model}: {est.configs} configs × {est.seeds} seeds × "
         f"{est.reruns} re-run(s) = {est.runs} runs",
-        f"  GPU per run: {est.gpus:g} GPUs × {est.hours:g} h × {est.price:,.4f} "
+        f"  GPU per run: {plain(est.gpus)} GPUs × {plain(est.hours)} h × {est.price:,.4f} "
         f"{est.currency}/GPU-hour",
         f"  amounts in {est.currency}",
     ]

@@ -148,6 +148,46 @@ def test_an_overflowing_estimate_is_one_clear_error(tmp_path):
         estimate_search(cfg, "churn", 10**6, 10**6, gpus=1e300, hours=1e10, price=1.0)
 
 
+def test_money_has_no_float_noise(tmp_path, capsys):
+    """3 configs × 7 seeds × 1 GPU × 0.1 h × $0.1/GPU-hour is $0.21: the JSON said
+    0.21000000000000005, and a budget of exactly $0.21 called it over."""
+    from cost_pipeline.cli.main import main
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"},
+                        "policy": {"search": {"approval_budget": 0.21}}}, tmp_path)
+    est = estimate_search(cfg, "churn", 3, 7, gpus=1, hours=0.1, price=0.1)
+    assert (est.per_run["gpu"], est.per_run_cost, est.total_cost) == (0.01, 0.01, 0.21)
+    assert est.approved
+    assert search_cost(3, 7, 1, 1, 0.1, 0.1) == 0.21
+    assert search_cost(1, 3, 1, 1, 1, 0.1, extra_per_run=0.2) == 0.9  # float: 0.9000000000000001
+    (tmp_path / "c.yaml").write_text("warehouse: {path: none.duckdb}\n")
+    assert main(["estimate", "--config", str(tmp_path / "c.yaml"), "--model", "churn",
+                 "--configs", "3", "--seeds", "7", "--gpus", "1", "--hours", "0.1",
+                 "--price", "0.1", "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert '"total_cost": 0.21,' in printed and '"per_run_cost": 0.01,' in printed
+    assert json.loads(printed)["per_run"]["gpu"] == 0.01
+
+
+def test_gpus_and_hours_print_as_plain_numbers(tmp_path):
+    """A million GPUs × a million hours read `1e+06 GPUs × 1e+06 h`: plain numbers with
+    thousands separators, fractions to six significant digits as before."""
+    from cost_pipeline.estimate import render
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    huge = render(estimate_search(cfg, "churn", 1, 1, gpus=1e6, hours=1e6, price=0.5))
+    assert "  GPU per run: 1,000,000 GPUs × 1,000,000 h × 0.5000 USD/GPU-hour" in huge
+    assert "$500,000,000,000.00 total" in huge
+    small = render(estimate_search(cfg, "churn", 1, 1, gpus=2.5, hours=1234.5678, price=2))
+    assert "  GPU per run: 2.5 GPUs × 1,234.57 h × 2.0000 USD/GPU-hour" in small
+    tiny = render(estimate_search(cfg, "churn", 1, 1, gpus=8, hours=0.0000123456789, price=2))
+    assert "  GPU per run: 8 GPUs × 0.0000123457 h × " in tiny
+    with pytest.raises(EstimateError) as err:
+        estimate_search(cfg, "churn", 10**6, 10**6, gpus=1e300, hours=1e10, price=1.0)
+    assert "runs of 1,000,000,000,000,000,000,000,000,000,000,000" in str(err.value)
+    assert "e+" not in str(err.value)
+
+
 def _recorded_runs(con, runs: list[tuple], month: date = date(2026, 3, 1),
                    price: float = 1.0) -> None:
     """Search runs of model m: (run_id, tracker gpus, wall hours, recorded GPU-hours)."""

@@ -112,9 +112,10 @@ def _search_cost(configs: int, seeds: int, reruns: int, gpus: float, hours: floa
 def plain(value: float, digits: int = SHOWN_DIGITS) -> str:
     """`value` with thousands separators and never an exponent: whole digits all, a fraction
     to `digits` significant digits (as `:g` shows one), its trailing zeros dropped —
-    `1,000,000`, `1,234.57`, `0.0000123457`. A value that is not finite as Python writes it."""
-    if not math.isfinite(value):
-        return str(value)
+    `1,000,000`, `1,234.57`, `0.0000123457`. A value that is not finite as Python writes it,
+    and one of 1e15 or more with an exponent (`1e+300`: three hundred digits say nothing more)."""
+    if not math.isfinite(value) or abs(value) >= 1e15:
+        return f"{value:.{digits}g}"
     amount = exact(value)
     if not amount:
         return "0"

@@ -430,3 +430,24 @@ def test_a_report_folder_that_cannot_be_made_is_one_line_naming_it(warehouse, tm
         assert str(caught.value) == (f"cannot write {blocker / 'page.html'}: {blocker} is a "
                                      "file, not a folder")
     assert blocker.read_text() == "a file where the reports folder goes"
+
+
+def test_a_search_that_improved_at_no_cost_is_marked_no_cost_not_no_gain():
+    """A search whose cost is 0 or a credit has no unit cost (search_trend) though it
+    improved: a hollow mark on the axis saying so, not the red "no gain" at the top edge of
+    one that bought nothing."""
+    from cost_pipeline.report.period_charts import search_trend_figure
+
+    def search(search_id, order, improvement, unit, saturating):
+        return {"model": "m", "search_id": search_id, "search_order": order,
+                "improvement": improvement, "cost_per_improvement": unit,
+                "saturating": saturating}
+
+    fig = search_trend_figure([
+        search("S1", 1, None, None, False), search("S2", 2, 0.01, None, False),
+        search("S3", 3, 0.0, None, True), search("S4", 4, 0.02, 500.0, False)], "$")
+    notes = {t.get_text(): t.xy for t in fig.axes[0].texts if "\n" in t.get_text()}
+    assert notes.keys() == {"S1\nno baseline", "S2\nno cost", "S3\nno gain  saturating",
+                            "S4\n$500"}
+    assert notes["S2\nno cost"][1] == 0.0  # on the axis; no gain above the dearest unit cost
+    assert notes["S3\nno gain  saturating"][1] > notes["S4\n$500"][1] == 500.0

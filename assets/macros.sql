@@ -165,24 +165,40 @@ CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
     least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)
       * CASE WHEN gpus IS NOT NULL AND g > 0 THEN least(gpus, g)::DOUBLE / g ELSE 1.0 END;
 
--- an amount's magnitude to the cent as text (`1,234.50`), for `fmt_money`: rounded half up
--- as a DECIMAL where one holds it; from 1e32 on, beyond DECIMAL(38, 6), the double as it is
--- (its cents are noise there); `∞` for an infinite amount
-CREATE OR REPLACE TEMP MACRO money_digits(amount) AS
-    CASE WHEN isinf(amount) THEN '∞'
-         WHEN abs(amount) >= 1e32 THEN format('{:,.2f}', abs(CAST(amount AS DOUBLE)))
-         ELSE format('{:,.2f}', abs(round(CAST(amount AS DECIMAL(38, 6)), 2))) END;
+-- the decimals of a currency: ISO 4217's minor unit (report/money.py MINOR_UNITS, the same
+-- list: a test holds them equal); 2 for any other code and for none
+CREATE OR REPLACE TEMP MACRO minor_digits(currency) AS
+    CASE WHEN upper(trim(currency)) IN ('BIF', 'CLP', 'DJF', 'GNF', 'ISK', 'JPY', 'KMF', 'KRW',
+                                        'PYG', 'RWF', 'UGX', 'UYI', 'VND', 'VUV', 'XAF', 'XOF',
+                                        'XPF') THEN 0
+         WHEN upper(trim(currency)) IN ('BHD', 'IQD', 'JOD', 'KWD', 'LYD', 'OMR', 'TND') THEN 3
+         WHEN upper(trim(currency)) IN ('CLF', 'UYW') THEN 4
+         ELSE 2 END;
 
--- an amount as text, in the bill's currency (BillingCurrency) to the cent: `$1,234.50` for
--- USD (or no currency), `NOK 1,234.50` for any other, `−` before a negative amount, `–` for
--- none or NaN; the same rule as report/money.py `in_currency`, so SQL evidence and Python
--- output read alike
+-- an amount's magnitude to `digits` decimals as text (`1,234.50`), for `fmt_money`: rounded
+-- half up as a DECIMAL where one holds it; from 1e32 on, beyond DECIMAL(38, 6), the double as
+-- it is (its cents are noise there); `∞` for an infinite amount
+CREATE OR REPLACE TEMP MACRO money_digits(amount, digits) AS
+    CASE WHEN isinf(amount) THEN '∞'
+         WHEN abs(amount) >= 1e32 THEN format('{:,.{}f}', abs(CAST(amount AS DOUBLE)), digits)
+         ELSE format('{:,.{}f}', abs(CASE digits
+             WHEN 0 THEN CAST(round(CAST(amount AS DECIMAL(38, 6)), 0) AS DECIMAL(38, 6))
+             WHEN 3 THEN CAST(round(CAST(amount AS DECIMAL(38, 6)), 3) AS DECIMAL(38, 6))
+             WHEN 4 THEN CAST(round(CAST(amount AS DECIMAL(38, 6)), 4) AS DECIMAL(38, 6))
+             ELSE CAST(round(CAST(amount AS DECIMAL(38, 6)), 2) AS DECIMAL(38, 6)) END), digits)
+    END;
+
+-- an amount as text, in the bill's currency (BillingCurrency) to its smallest unit: `$1,234.50`
+-- for USD (or no currency), `NOK 1,234.50`, `JPY 1,235`, `KWD 1,234.500` for any other, `−`
+-- before a negative amount, `–` for none or NaN; the same rule as report/money.py
+-- `in_currency`, so SQL evidence and Python output read alike
 CREATE OR REPLACE TEMP MACRO fmt_money(amount, currency) AS
     CASE WHEN amount IS NULL OR isnan(amount) THEN '–' ELSE
-        CASE WHEN amount < 0 AND money_digits(amount) <> '0.00' THEN '−' ELSE '' END
+        CASE WHEN amount < 0 AND regexp_matches(money_digits(amount, minor_digits(currency)),
+                                                '[1-9∞]') THEN '−' ELSE '' END
         || CASE WHEN coalesce(nullif(upper(trim(currency)), ''), 'USD') = 'USD' THEN '$'
                 ELSE upper(trim(currency)) || ' ' END
-        || money_digits(amount)
+        || money_digits(amount, minor_digits(currency))
     END;
 
 -- the month's BillingCurrency (one per month, SPEC §5; USD when the bill names none)

@@ -1,7 +1,8 @@
-"""Money as people read it: in the bill's currency (BillingCurrency), to the cent. The one
-formatter every table text, report, alert and command output uses; SQL text uses the
-same rule through the `fmt_money(amount, currency)` macro (assets/macros.sql). And the
-percentages the reports and the printed bill show beside it, with the same minus sign."""
+"""Money as people read it: in the bill's currency (BillingCurrency), to its smallest unit
+(the cent of most, a yen, a fils). The one formatter every table text, report, alert and
+command output uses; SQL text uses the same rule through the `fmt_money(amount, currency)`
+macro (assets/macros.sql). And the percentages the reports and the printed bill show beside
+it, with the same minus sign."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ import math
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 CENT = Decimal("0.01")
+# ISO 4217's minor units of the currencies not counted in hundredths; every other code (and
+# a bill that names none) has two. `money` shows an amount to its currency's smallest unit
+# (`JPY 1,235`, `KWD 38,272.669`); `fmt_money` in assets/macros.sql holds the same list
+MINOR_UNITS = {
+    **dict.fromkeys(("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF",
+                     "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF"), 0),
+    **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
+    **dict.fromkeys(("CLF", "UYW"), 4),
+}
 # digits enough for any double to the cent (the largest, ~1.8e308, has 309 before the point):
 # the default context's 28 refused to round an amount from 1e26 on
 _ANY_DOUBLE = Context(prec=330)
@@ -36,17 +46,24 @@ def symbol_of(currency: str | None) -> str:
     return "$" if code == "USD" else f"{code} "
 
 
+def minor_digits(symbol: str) -> int:
+    """The decimals of the currency `symbol` (from `symbol_of`) names: ISO 4217's minor unit."""
+    return MINOR_UNITS.get(symbol.strip().upper(), 2)
+
+
 def money(value, symbol: str) -> str:
-    """`value` to the cent after `symbol` (from `symbol_of`), a minus sign before it. A value
-    that is not a number reads `–`, as a missing one; an infinite one `∞` (`fmt_money` alike)."""
+    """`value` to its currency's smallest unit (the cent, a yen, a fils: `minor_digits`) after
+    `symbol` (from `symbol_of`), a minus sign before it. A value that is not a number reads
+    `–`, as a missing one; an infinite one `∞` (`fmt_money` alike)."""
     if value is None:
         return "–"
-    amount = cents(value)
+    digits = minor_digits(symbol)
+    amount = half_up(value, Decimal(1).scaleb(-digits))
     if amount.is_nan():
         return "–"
     if amount.is_infinite():
         return f"{'−' if amount < 0 else ''}{symbol}∞"
-    return f"{'−' if amount < 0 else ''}{symbol}{abs(amount):,.2f}"
+    return f"{'−' if amount < 0 else ''}{symbol}{abs(amount):,.{digits}f}"
 
 
 def in_currency(value, currency: str | None) -> str:

@@ -817,7 +817,7 @@ def test_fmt_money_matches_the_python_formatter(con):
 
     for amount in [0.0, 0.1, 1.005, -0.004, -1234567.125, 2.675, 1e15 + 0.5, None,
                    float("nan"), float("inf"), float("-inf")]:
-        for currency in ["USD", "NOK", None, "eur"]:
+        for currency in ["USD", "NOK", None, "eur", "JPY", "kwd ", "CLF"]:
             (sql,) = con.execute("SELECT fmt_money(?, ?)", [amount, currency]).fetchone()
             assert sql == in_currency(amount, currency), (amount, currency)
     # nothing finite is refused (a DECIMAL(38, 6) holds less than 1e32): beyond a double's
@@ -825,6 +825,28 @@ def test_fmt_money_matches_the_python_formatter(con):
     for amount in [1e26, 1e32, -1e300]:
         (sql,) = con.execute("SELECT fmt_money(?, 'USD')", [amount]).fetchone()
         assert sql[:6] == in_currency(amount, "USD")[:6] and sql.endswith(".00"), amount
+
+
+def test_money_is_shown_to_its_currency_s_smallest_unit(con):
+    """ISO 4217's minor units: a yen has no decimals, a Kuwaiti dinar three (fils); the SQL
+    macro and the Python formatter hold the same list."""
+    import re
+
+    from cost_pipeline.report.money import MINOR_UNITS, in_currency
+    from cost_pipeline.warehouse import sql_text
+
+    assert [in_currency(v, c) for v, c in [(1234.5, "JPY"), (-0.4, "JPY"), (-0.6, "JPY"),
+                                           (38272.6685, "KWD"), (1.0005, "BHD"),
+                                           (0.00005, "CLF"), (1234.5, "NOK")]] == [
+        "JPY 1,235", "JPY 0", "−JPY 1", "KWD 38,272.669", "BHD 1.001", "CLF 0.0001",
+        "NOK 1,234.50"]
+    macro = sql_text("macros")
+    body = macro[macro.index("MACRO minor_digits"):macro.index("MACRO money_digits")]
+    listed = {code: int(digits) for codes, digits in re.findall(
+        r"IN \(([^)]*)\) THEN (\d)", body) for code in re.findall(r"'([A-Z]{3})'", codes)}
+    assert listed == MINOR_UNITS
+    for code, digits in [*MINOR_UNITS.items(), ("USD", 2), ("EUR", 2), ("", 2), (None, 2)]:
+        assert con.execute("SELECT minor_digits(?)", [code]).fetchone()[0] == digits, code
 
 
 def test_cost_levers_of_an_empty_month_keep_the_mission_order(con):

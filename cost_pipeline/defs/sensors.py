@@ -14,6 +14,7 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 
 from cost_pipeline import alerts
 from cost_pipeline.config import Alerts, ConfigError, load_config
+from cost_pipeline.defs.resources import COMMIT_TAG, COMMITTED
 from cost_pipeline.ingest.sources import redact
 from cost_pipeline.run_errors import root_cause
 
@@ -30,6 +31,7 @@ PARTITION_TAG = "dagster/partition"
 WAREHOUSE_TAG = "cost_pipeline/warehouse"
 SCHEDULE_TAG = "dagster/schedule_name"
 SENSOR_TAG = "dagster/sensor_name"
+STATUS = " status"  # the run's status, beside its tags (no tag has a blank in its name)
 ERROR_CHARS = 500  # the most of a run's error an alert carries
 
 Clock = Callable[[], float]
@@ -76,16 +78,17 @@ def _evaluation(instance: dg.DagsterInstance, record, horizon: float | None,
     if horizon is not None and event.timestamp < horizon:
         return None
     partition = data.partition or record.partition
-    if warehouse is not None or not partition:
-        if record.run_id not in runs:
-            run = instance.get_run_by_id(record.run_id)
-            runs[record.run_id] = dict(run.tags) if run else {}
-        tags = runs[record.run_id]
-        if warehouse is not None and tags.get(WAREHOUSE_TAG, warehouse) != warehouse:
-            return None
-        # on the SQLite instance (`dagster dev`) the completed row carries no partition: the
-        # run's partition tag is the month
-        partition = partition or tags.get(PARTITION_TAG) or ""
+    if record.run_id not in runs:
+        run = instance.get_run_by_id(record.run_id)
+        runs[record.run_id] = ({**run.tags, STATUS: run.status} if run else {})
+    tags = runs[record.run_id]
+    if warehouse is not None and tags.get(WAREHOUSE_TAG, warehouse) != warehouse:
+        return None
+    if not _kept(tags):
+        return None
+    # on the SQLite instance (`dagster dev`) the completed row carries no partition: the
+    # run's partition tag is the month
+    partition = partition or tags.get(PARTITION_TAG) or ""
     return alerts.CheckEvaluation(
         check=f"{data.asset_key.to_user_string()}.{data.check_name}",
         month=partition[:7] or "unpartitioned",
@@ -95,6 +98,18 @@ def _evaluation(instance: dg.DagsterInstance, record, horizon: float | None,
         run_id=record.run_id,
         metadata={k: v.value for k, v in data.metadata.items()},
     )
+
+
+def _kept(run: dict) -> bool:
+    """Whether the warehouse kept what the run's checks evaluated: its writes committed (the
+    run's `cost_pipeline/commit` outcome). A run that rolled back (a later step failed, an
+    interrupt, a failed commit) evaluated figures no table holds, and one not ended yet has
+    no outcome: it is read again on a later tick (LOOKBACK). A run that ended without an
+    outcome tag (an earlier version's) counts when it succeeded."""
+    outcome = run.get(COMMIT_TAG)
+    if outcome:
+        return outcome == COMMITTED or outcome.startswith(f"{COMMITTED}:")
+    return run.get(STATUS) == dg.DagsterRunStatus.SUCCESS
 
 
 def read_failed_scheduled_runs(instance: dg.DagsterInstance, schedule_names: Sequence[str],

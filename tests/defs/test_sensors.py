@@ -278,6 +278,53 @@ def test_fresh_sensor_on_a_shared_instance_does_not_realert_history(demo_quarter
     assert ticker.state["episodes"][f"{RECONCILIATION}|2026-08"]["failing"] is True
 
 
+def test_a_rolled_back_runs_checks_alert_nothing(alert_env, receiver, monkeypatch):
+    """A run whose writes rolled back (a later step failed, an interrupt) evaluated its checks
+    on figures the warehouse never kept: its failed reconciliation alerted, and its pass
+    re-armed a failing month. Only a committed run's evaluations count; a run still going
+    waits for its outcome."""
+    import cost_pipeline.defs.assets.report as report_asset
+    from cost_pipeline.defs.resources import COMMIT_TAG, COMMITTED, ROLLED_BACK
+
+    clock = Clock()
+    defs = build_defs(str(alert_env.strict))
+    sensor = build_check_alert_sensor(str(alert_env.strict), CHECK_KEYS, clock=clock)
+    job = defs.resolve_job_def(JOB_NAME)
+    with alert_env.instance() as instance:
+        ticker = Ticker(sensor, instance, defs)
+        assert "initialized" in ticker.tick()
+
+        def broken(*_args, **_kwargs):
+            raise RuntimeError("the report step broke")
+
+        with monkeypatch.context() as patch:  # the last step fails: the month rolls back
+            patch.setattr(report_asset, "page_inputs", broken)
+            result = job.execute_in_process(partition_key=f"{AUGUST:%Y-%m-%d}",
+                                            instance=instance, raise_on_error=False)
+        assert not result.success
+        rolled = instance.get_run_by_id(result.run_id)
+        assert rolled.tags[COMMIT_TAG].startswith(ROLLED_BACK)
+        assert [e for e in result.get_asset_check_evaluations()
+                if e.check_name == "reconciliation_within_threshold" and not e.passed]
+        clock.advance(30)
+        ticker.tick()
+        assert receiver.requests == []
+        assert f"{RECONCILIATION}|2026-08" not in ticker.state["episodes"]
+
+        # a run that has not ended yet (no outcome tag): its evaluation waits for it
+        instance.add_run_tags(result.run_id, {COMMIT_TAG: ""})
+        clock.advance(30)
+        ticker.tick()
+        assert receiver.requests == []
+
+        august = alert_env.materialize(alert_env.strict, AUGUST)  # committed: alerted
+        assert instance.get_run_by_id(august.run_id).tags[COMMIT_TAG] == COMMITTED
+        clock.advance(30)
+        assert "1 new alert(s), 1 delivered" in ticker.tick()
+        [alert] = receiver.bodies("ok")
+        assert alert["run_id"] == august.run_id
+
+
 def test_check_evaluations_of_another_warehouse_are_not_this_locations(demo_quarter,
                                                                         dagster_home):
     """Code locations sharing one instance (one per account's warehouse) have the same check

@@ -4,7 +4,7 @@ read from the config named by $COST_PIPELINE_CONFIG."""
 from __future__ import annotations
 
 import os
-from datetime import date
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -50,7 +50,11 @@ def default_config_path() -> str:
     return os.environ.get(CONFIG_ENV) or str(Path.cwd() / "demo" / "config.yaml")
 
 
-def build_defs(config_path: str | None = None) -> dg.Definitions:
+def build_defs(config_path: str | None = None, now: datetime | None = None) -> dg.Definitions:
+    """The Definitions of the config at `config_path`. `now` (default: the clock) dates the
+    period report's default range, the last three complete months of its UTC date: set when
+    the code location loads, not when a run is launched (Dagster's config defaults are
+    static)."""
     # as load_config names it: a linked config's warehouse beside the link, where the CLI
     # reads it
     path = str(config_file(config_path or default_config_path()))
@@ -65,6 +69,8 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
             f"{exc}: the code location loads, but its runs fail until the config is fixed")
         warehouse, warehouse_cfg = str(Path(path).parent / "warehouse.duckdb"), None
         timing, first_month = ScheduleSettings(), FIRST_MONTH
+    # as every date of the product: the UTC one, not the machine's local date
+    utc_today = (now or datetime.now(UTC)).astimezone(UTC).date()
     partitions, assets = monthly, ALL_ASSETS
     if first_month != FIRST_MONTH:
         # the same assets (keys, code versions, checks) over the configured months
@@ -85,7 +91,7 @@ def build_defs(config_path: str | None = None) -> dg.Definitions:
     )
     return dg.Definitions(
         assets=assets,
-        jobs=[monthly_job, build_period_job(date.today(), {WAREHOUSE_TAG: warehouse}),
+        jobs=[monthly_job, build_period_job(utc_today, {WAREHOUSE_TAG: warehouse}),
               dg.define_asset_job(
                   FOCUS_EXPORT_JOB, selection=dg.AssetSelection.assets("focus_export"),
                   partitions_def=partitions, run_tags={WAREHOUSE_TAG: warehouse},

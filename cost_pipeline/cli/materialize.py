@@ -55,23 +55,63 @@ class MonthResult:
         return [c for c in self.checks if not c.passed and c.severity == "ERROR"]
 
 
+class DagsterHomeError(ValueError):
+    """$DAGSTER_HOME cannot hold the instance: one line naming it and why."""
+
+
+def must_be_folder(folder: Path, name: str) -> str | None:
+    """Why `folder` (what `name` names: `DAGSTER_HOME`, `--out`) cannot be a folder, when a
+    file stands there or at one of its parents."""
+    for path in (folder, *folder.parents):
+        if path.is_dir():
+            return None
+        if path.exists() or path.is_symlink():  # (a dangling link is in the way too)
+            return (f"{name} {folder} is a file: it must be a folder" if path == folder
+                    else f"{name} {folder} must be a folder: {path} is a file")
+    return None
+
+
+def dagster_home() -> Path:
+    """The command's Dagster home, absolute and made: $DAGSTER_HOME (`~` expanded, a relative
+    one read from the working directory: Dagster refuses a relative one), else
+    `./.dagster_home`. Written back to the environment, so the instance Dagster opens and the
+    one set up here are the same folder."""
+    setting = os.environ.get("DAGSTER_HOME")
+    home = Path(os.path.abspath(os.path.expanduser(setting or ".dagster_home")))
+    os.environ["DAGSTER_HOME"] = str(home)
+    problem = must_be_folder(home, "DAGSTER_HOME")
+    if problem:
+        raise DagsterHomeError(problem)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DagsterHomeError(f"DAGSTER_HOME {home}: cannot make the folder: "
+                               f"{exc.strerror or exc}") from exc
+    return home
+
+
 def ensure_dagster_home() -> Path:
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        home = str(Path.cwd() / ".dagster_home")
-        os.environ["DAGSTER_HOME"] = home
-    Path(home).mkdir(parents=True, exist_ok=True)
-    settings = Path(home) / "dagster.yaml"
+    home = dagster_home()
+    settings = home / "dagster.yaml"
     if not settings.exists():
-        settings.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-    return Path(home)
+        try:
+            settings.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+        except OSError as exc:
+            raise DagsterHomeError(f"DAGSTER_HOME {settings}: cannot write it: "
+                                   f"{exc.strerror or exc}") from exc
+    return home
 
 
 @contextmanager
 def _setup_lock(home: Path) -> Iterator[None]:
     """An exclusive lock inside the Dagster home, held while it is set up."""
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".cost-pipeline-setup.lock", "a+") as handle:
+    lock = home / ".cost-pipeline-setup.lock"
+    try:
+        handle = open(lock, "a+")  # noqa: SIM115 (closed below, after the lock is released)
+    except OSError as exc:
+        raise DagsterHomeError(f"DAGSTER_HOME {home}: cannot write in it: "
+                               f"{exc.strerror or exc}") from exc
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -83,23 +123,58 @@ def _setup_lock(home: Path) -> Iterator[None]:
 def dagster_instance() -> Iterator[dg.DagsterInstance]:
     """The instance of $DAGSTER_HOME. Its set-up (the folder, `dagster.yaml`, the SQLite
     storages and their schema) is serialized by a file lock: two first-ever runs on a fresh
-    home otherwise race creating the same tables."""
+    home otherwise race creating the same tables. A `dagster.yaml` Dagster cannot read (not
+    YAML, a storage class that cannot be imported, keys Dagster does not know) is one line
+    naming it."""
     from cost_pipeline.cli.sqlite_storage import instance_of_home
 
     home = ensure_dagster_home_locked()
     with _setup_lock(home):
-        instance = instance_of_home()
-        # the storages create their tables on first use: do it while holding the lock
-        instance.get_runs(limit=1)
-        instance.event_log_storage.get_asset_records([])
-        instance.schedule_storage  # noqa: B018
+        try:
+            instance = instance_of_home()
+        except Exception as exc:
+            raise DagsterHomeError(settings_problem(home / "dagster.yaml", exc)) from exc
+        try:  # the storages create their tables on first use: do it while holding the lock
+            instance.get_runs(limit=1)
+            instance.event_log_storage.get_asset_records([])
+            instance.schedule_storage  # noqa: B018
+        except Exception as exc:  # a database that cannot be opened or is not Dagster's
+            instance.dispose()
+            raise DagsterHomeError(f"DAGSTER_HOME {home}: the Dagster instance cannot be "
+                                   f"opened: {_first_line(exc)}") from exc
     with instance:
         yield instance
 
 
+def settings_problem(settings: Path, exc: Exception) -> str:
+    """Dagster's error reading the instance's settings (`dagster.yaml`) as one line naming
+    the file: its YAML error with line and column, its config errors, its failed import."""
+    import yaml
+    from dagster._core.errors import DagsterInvalidConfigError
+
+    from cost_pipeline.config import _yaml_problem
+
+    if isinstance(exc, yaml.YAMLError):
+        try:
+            text = settings.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        return f"DAGSTER_HOME {settings}{_yaml_problem(exc, text)}"
+    if isinstance(exc, DagsterInvalidConfigError) and exc.errors:
+        problems = "; ".join(" ".join(e.message.split()).rstrip(".") for e in exc.errors)
+        return f"DAGSTER_HOME {settings}: not a valid Dagster instance config: {problems}"
+    return f"DAGSTER_HOME {settings}: {_first_line(exc).removeprefix('Failure condition: ')}"
+
+
+def _first_line(exc: Exception) -> str:
+    """An error's first line (its summary; the rest quotes SQL, links, a config schema)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 def ensure_dagster_home_locked() -> Path:
     """`ensure_dagster_home`, its `dagster.yaml` written by one process at a time."""
-    home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home")
+    home = dagster_home()
     with _setup_lock(home):
         return ensure_dagster_home()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from cost_pipeline.cli.materialize import materialize_month
+from cost_pipeline.cli.materialize import dagster_home, materialize_month, must_be_folder
 from cost_pipeline.config import load_config
 from cost_pipeline.demo.generate import generate_demo
 from cost_pipeline.demo.quarter import MONTHS
@@ -27,6 +27,11 @@ DEMO_MONTHS = [parse_month(m) for m in MONTHS]
 
 def run_demo(out_dir: Path, strict: bool = False) -> int:
     out_dir = out_dir.resolve()
+    # both folders, before anything is written (a file there: `[Errno 17] File exists`)
+    problem = must_be_folder(out_dir, "--out")
+    if problem:
+        raise ValueError(problem)
+    dagster_home()
     print(f"writing the demo quarter to {out_dir}", file=sys.stderr)
     config_path = generate_demo(out_dir)
     return materialize_and_print(config_path, strict)

@@ -21,10 +21,13 @@
 -- started, and another version became available later than it and still before the run
 -- started ("newer" = became available later; version names are not compared). A version no
 -- tracked preprocess run produced before the run started cannot be dated and is not flagged.
--- The cost shown is the whole run's cost this month: the compute spent on outdated features.
+-- The cost shown is the compute spent on outdated features: the run's cost this month of the
+-- lines it claimed by resource (rule compute: its instances, volumes, jobs), not its share of
+-- a bucket's storage or transfer - its checkpoints, still billed months after it trained.
 --
--- Rows: flagged runs that have attributed cost this month, or that started this month (so a
--- run nobody could price still appears once). cost_levers prices caching with 'recomputed'.
+-- Rows: flagged runs that have attributed cost this month (a stale run: compute cost), or that
+-- started this month (so a run nobody could price still appears once). cost_levers prices
+-- caching with 'recomputed' (a recomputation's whole cost: its run and the table it kept).
 WITH tr AS (
     SELECT * FROM month_runs($month)  -- one row per run (macros.sql)
 ),
@@ -106,7 +109,8 @@ month_cost AS (
         run_id,
         coalesce(fsum(hours) FILTER (WHERE component = 'cpu'), 0) AS cpu_hours,
         coalesce(fsum(accelerator_hours), 0)                      AS accelerator_hours,
-        fsum(cost)                                                AS cost
+        fsum(cost)                                                AS cost,
+        fsum(cost) FILTER (WHERE rule = 'compute')                AS compute_cost
     FROM attribution_runs
     WHERE month = $month AND run_id IN (SELECT run_id FROM flagged_runs)
     GROUP BY run_id
@@ -125,8 +129,9 @@ SELECT
     f.reference_run_id,
     coalesce(mc.cpu_hours, 0)         AS cpu_hours,
     coalesce(mc.accelerator_hours, 0) AS accelerator_hours,
-    coalesce(mc.cost, 0)              AS cost
+    coalesce(CASE f.kind WHEN 'stale_transform' THEN mc.compute_cost ELSE mc.cost END, 0)
+                                      AS cost
 FROM flagged AS f
 LEFT JOIN month_cost AS mc ON mc.run_id = f.run_id
-WHERE mc.run_id IS NOT NULL
+WHERE (CASE f.kind WHEN 'stale_transform' THEN mc.compute_cost ELSE mc.cost END) IS NOT NULL
    OR (f.start_time >= $month_start AND f.start_time < $month_end)

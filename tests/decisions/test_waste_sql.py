@@ -250,6 +250,8 @@ def test_preprocessing_waste(con):
     attr(con, "T1", "t-stale", "production", 20.0, hours=2.0, acc=16.0)
     attr(con, "T2", "t-edge", "production", 5.0, hours=1.0, acc=4.0)
     attr(con, "FP", "pp-old", "preprocessing", 9.0, component="cpu", month=FEB)
+    # a stale run's checkpoints: kept storage, not compute spent on outdated features
+    attr(con, "B1", "t-stale", "production", 2.0, component="storage", rule="bucket_storage")
 
     run(con, "preprocessing_waste")
     got = [(r["kind"], r["run_id"], r["transform_version"], r["current_transform_version"],
@@ -267,6 +269,19 @@ def test_preprocessing_waste(con):
     run(con, "preprocessing_waste", FEB)
     assert select(con, "SELECT run_id, cost FROM preprocessing_waste WHERE month = ?", FEB) \
         == [{"run_id": "pp-old", "cost": 9.0}]
+
+    # April: t-stale ran nothing, its checkpoints are still billed; pp-b's too: a stale run
+    # is no row (it read "1 run(s) ($2.00) trained on a stale transform_version"), a
+    # recomputation's table is still kept at the cache's price
+    april = date(2024, 4, 1)
+    runs(con, *runs_of_both_months, month=april)
+    attr(con, "B2", "t-stale", "production", 2.0, component="storage", rule="bucket_storage",
+         month=april)
+    attr(con, "B3", "pp-b", "preprocessing", 0.5, component="storage", rule="bucket_storage",
+         month=april)
+    run(con, "preprocessing_waste", april)
+    assert select(con, "SELECT kind, run_id, cost FROM preprocessing_waste WHERE month = ?",
+                  april) == [{"kind": "recomputed", "run_id": "pp-b", "cost": 0.5}]
 
 
 def test_a_run_started_before_the_first_computation_finished_recomputed_nothing(con):

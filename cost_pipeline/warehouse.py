@@ -664,42 +664,205 @@ def lock_holder(path: Path) -> str:
 
 @contextmanager
 def exclusive_writer(database: str, holder: str, timeout_seconds: float = 900.0,
-                     poll_seconds: float = 0.25) -> Iterator[None]:
+                     poll_seconds: float = 0.25,
+                     on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the warehouse's writer lock (the one defs/resources.py `Warehouse` takes for a
     run) around a short write from outside Dagster, so it never interleaves with a run: it
-    waits for a running materialization, and a materialization waits for it."""
-    handle = acquire_writer_lock(database, "process", holder, timeout_seconds, poll_seconds)
+    waits for a running materialization (`on_wait(its pid line)` told once), and a
+    materialization waits for it."""
+    handle = acquire_writer_lock(database, "process", holder, timeout_seconds, poll_seconds,
+                                 on_wait)
     try:
         yield
     finally:
         release_writer_lock(handle)
 
 
-def connect_read_only(database: str | Path) -> duckdb.DuckDBPyConnection:
+# how long a reader waits for the writer holding the warehouse, as a materialization waits for
+# another (defs/resources.py `Warehouse.lock_timeout_seconds`)
+WRITER_WAIT_SECONDS = 900.0
+# a DuckDB file held outside the writer lock (a materialization noting what it did once its run
+# ended, a notebook) is tried again for this long before it is named
+OPEN_RETRY_SECONDS = 3.0
+# DuckDB's words for a file another process holds, as defs/resources.py `locked_message` reads
+_LOCK_CONFLICT = re.compile(r"Conflicting lock is held in (?P<program>.+?) \(PID (?P<pid>\d+)\)")
+_HOLDER_LINE = re.compile(r"(?P<pid>pid \d+)(?: \((?P<what>.+)\))?")
+
+
+class WarehouseUnreadableError(duckdb.IOException):
+    """The warehouse cannot be opened to read: its writer kept it longer than a reader waits,
+    another program holds it, or it needs an upgrade that cannot be written where it is. A
+    DuckDB error, so that every reader's `cannot read <warehouse>: …` line says it; the text
+    is that line's end."""
+
+
+def _writer_named(holder: str) -> str:
+    """The lock file's pid line as words: `pid 4483` is a materialization's (a run writes no
+    more), `pid 77 (upgrade)` names its writer."""
+    found = _HOLDER_LINE.fullmatch(holder)
+    if found is None:
+        return "another writer"
+    if found["what"]:
+        return f"`{found['what']}` ({found['pid']})"
+    return f"a materialization ({found['pid']})"
+
+
+def waiting_on_stderr(database: str | Path) -> Callable[[str], None]:
+    """An `on_wait` that prints, once, which writer a reader of `database` waits for (the
+    progress line a materialization prints when it waits for another)."""
+    import sys
+
+    told = []
+
+    def say(holder: str) -> None:
+        if not told:
+            told.append(holder)
+            print(f"waiting for {_writer_named(holder)} writing {database} to finish",
+                  file=sys.stderr, flush=True)
+
+    return say
+
+
+@contextmanager
+def writers_waited_for(database: str | Path, timeout_seconds: float,
+                       on_wait: Callable[[str], None] | None = None,
+                       poll_seconds: float = 0.25) -> Iterator[None]:
+    """The block runs holding a shared flock on `<db>.lock`, taken once no writer holds the
+    lock (a materialization's run, an upgrade, `estimate --approve`): meanwhile none opens the
+    file to write, and readers share it. A writer is waited for up to `timeout_seconds`
+    (`on_wait(its pid line)`); then WarehouseUnreadableError names it. Without a lock file (no
+    writer ever took one, or it cannot be read) there is nothing to wait for. Never inside the
+    writer lock of the same process: a flock does not know it is its own."""
+    import fcntl
+    import time
+
+    path = lock_path(str(database))
+    handle = None
+    if path is not None:
+        try:
+            # read-only: a read-only file system, or folder, still lets the reader wait
+            handle = open(path)  # noqa: SIM115 - closed below, which releases the flock
+        except OSError:
+            handle = None
+    try:
+        deadline = time.monotonic() + timeout_seconds
+        while handle is not None:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = lock_holder(path)
+                if time.monotonic() >= deadline:
+                    raise WarehouseUnreadableError(
+                        f"{_writer_named(holder)} is writing it; waited "
+                        f"{timeout_seconds:.0f} s: try again when it ends") from None
+                if on_wait is not None:
+                    on_wait(holder)
+                time.sleep(poll_seconds)
+        yield
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def _held_by(database: str | Path, found: re.Match) -> str:
+    """What a DuckDB lock conflict `found` means to a reader: the process that last held the
+    writer lock finishing its writes, or another program."""
+    path = lock_path(str(database))
+    if path is not None and lock_holder(path).split(" (")[0] == f"pid {found['pid']}":
+        return (f"{_writer_named(lock_holder(path))} is writing it: try again when it "
+                "ends")
+    return (f"it is locked by PID {found['pid']} ({found['program']}): another program (a "
+            "notebook, a BI tool) has it open; close it and retry")
+
+
+def _open(database: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """A connection to `database`, tried again for OPEN_RETRY_SECONDS while a process outside
+    the writer lock holds the file; then WarehouseUnreadableError names it (DuckDB's own text
+    was a paragraph ending in a link)."""
+    import time
+
+    deadline = time.monotonic() + OPEN_RETRY_SECONDS
+    delay = 0.1
+    while True:
+        try:
+            return duckdb.connect(str(database), read_only=read_only)
+        except duckdb.IOException as exc:
+            found = _LOCK_CONFLICT.search(str(exc))
+            if found is None:
+                raise
+            if time.monotonic() >= deadline:
+                raise WarehouseUnreadableError(_held_by(database, found)) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def connect_read_only(database: str | Path, timeout_seconds: float | None = None,
+                      on_wait: Callable[[str], None] | None = None
+                      ) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the warehouse, upgraded first when an older version wrote
-    it (`upgrade`): what the report, the period report, estimate and `export focus` read
-    through."""
-    upgrade(database)
-    return duckdb.connect(str(database), read_only=True)
+    it (`upgrade`): what the reports, estimate and the exports read through. A writer holding
+    the warehouse (a materialization's run, another reader's upgrade) is waited for, up to
+    `timeout_seconds` (default WRITER_WAIT_SECONDS), `on_wait` told which (default: a line on
+    stderr); the file is opened while no writer can take it."""
+    timeout = WRITER_WAIT_SECONDS if timeout_seconds is None else timeout_seconds
+    on_wait = on_wait or waiting_on_stderr(database)
+    upgrade(database, timeout, on_wait)
+    with writers_waited_for(database, timeout, on_wait):
+        return _open(database)
 
 
-def upgrade(database: str | Path) -> None:
+def _outdated(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether an older version wrote the warehouse (`upgrade` has something to do)."""
+    names = table_names(con)
+    return "billing_facts" in names and not (
+        {"attribution_rows", "attribution_runs", "billing_months"} <= names
+        and not _names_runs_by_id(con)
+        and _keyed_by_key_hash(con)
+        and _has_column(con, "attribution_runs", "cost_exact"))
+
+
+def _needs_upgrade(database: str | Path) -> bool:
+    with _open(database) as con:
+        return _outdated(con)
+
+
+def upgrade(database: str | Path, timeout_seconds: float = WRITER_WAIT_SECONDS,
+            on_wait: Callable[[str], None] | None = None) -> None:
     """Bring a warehouse an older version wrote to this version's tables — `attribution_rows`
     under the `attribution` view, naming runs by `run_hash`, lines and runs by `key_hash`;
     `attribution_runs` with its `cost_exact`; `billing_months` — with one short read-write
     open under the writer lock, so that the read-only readers (report, estimate, export) find
-    what they query. Nothing happens for a current warehouse or a missing file."""
+    what they query. Nothing happens for a current warehouse or a missing file. Two readers
+    at once: the second waits for the first's upgrade, then finds nothing to do. One that
+    cannot be written (a read-only disk) is WarehouseUnreadableError, saying so."""
     if not Path(database).exists():
         return
-    with duckdb.connect(str(database), read_only=True) as con:
-        names = table_names(con)
-        if "billing_facts" not in names or (
-                {"attribution_rows", "attribution_runs", "billing_months"} <= names
-                and not _names_runs_by_id(con)
-                and _keyed_by_key_hash(con)
-                and _has_column(con, "attribution_runs", "cost_exact")):
+    with writers_waited_for(database, timeout_seconds, on_wait):
+        if not _needs_upgrade(database):
             return
-    with exclusive_writer(str(database), "upgrade"), duckdb.connect(str(database)) as con:
-        # no progress bar: rewriting the rows takes seconds, under a command's own output
-        con.execute("SET enable_progress_bar = false")
-        ensure_schema(con)
+    try:
+        with exclusive_writer(str(database), "upgrade", timeout_seconds, on_wait=on_wait):
+            if not _needs_upgrade(database):  # another reader upgraded it meanwhile
+                return
+            with _open(database, read_only=False) as con:
+                # no progress bar: rewriting the rows takes seconds, under a command's output
+                con.execute("SET enable_progress_bar = false")
+                ensure_schema(con)
+    except WarehouseBusyError:
+        raise WarehouseUnreadableError(
+            f"{_writer_named(lock_holder(lock_path(str(database))))} is writing it; waited "
+            f"{timeout_seconds:.0f} s: try again when it ends") from None
+    except WarehouseUnreadableError:
+        raise
+    except (OSError, duckdb.IOException) as exc:
+        # the lock file (OSError) or the database (DuckDB's IO error) cannot be written
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else next(
+            (c for c in ("Read-only file system", "Permission denied") if c in text), None)
+        if cause is None:
+            raise
+        raise WarehouseUnreadableError(
+            f"it was written by an older version and needs an upgrade that cannot be written "
+            f"where it is ({cause}): materialize a month of it once where it can be written"
+        ) from None

@@ -54,16 +54,19 @@ def _month_written(con, table: str, month: date) -> bool:
 def _read_month(warehouse: str | Path, table: str, month: date, order_by: str) -> pa.Table:
     import duckdb
 
+    from cost_pipeline.warehouse import connect_read_only
+
     if not Path(warehouse).exists():
         raise ExportError(f"no warehouse at {warehouse}: materialize a month first")
     try:
-        with duckdb.connect(str(warehouse), read_only=True) as con:
+        # (a running materialization is waited for, an older version's warehouse upgraded)
+        with connect_read_only(warehouse) as con:
             known = con.execute("SELECT count(*) FROM information_schema.tables "
                                 "WHERE table_name = ?", [table]).fetchall()[0][0]
             materialized = known and _month_written(con, table, month)
             rows = con.sql(f"SELECT * FROM {table} WHERE month = ? ORDER BY {order_by}",
                            params=[month]).to_arrow_table() if known else None
-    except duckdb.Error as exc:  # e.g. another process holds the write lock
+    except duckdb.Error as exc:  # e.g. a notebook holds the file, a writer kept it too long
         raise ExportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from None
     if rows is None or (not materialized and rows.num_rows == 0):
         raise ExportError(f"no {table} for {month:%Y-%m} in {warehouse}: materialize the "
@@ -139,13 +142,25 @@ def require_csv_for_stdout(fmt: str) -> None:
                           "use --format csv")
 
 
-def copy_to_stdout(warehouse: str | Path, name: str, write: Callable[[Path], object]) -> None:
-    """`write` the export to a file staged beside the warehouse (a temporary folder: the
-    export may be gigabytes), then copy it to stdout: an export that fails, or whose totals
-    do not check, writes nothing there, as it leaves no file."""
+def _staging_folder(warehouse: str | Path) -> tempfile.TemporaryDirectory:
+    """A temporary folder beside the warehouse (the export may be gigabytes, and the
+    warehouse's disk holds it), else in the system's temporary folder when the warehouse's
+    cannot be written (a read-only disk); neither is one line naming both."""
     beside = Path(warehouse).resolve().parent
-    with tempfile.TemporaryDirectory(dir=beside if beside.is_dir() else None,
-                                     prefix=".export-to-stdout-") as folder:
+    tried = []
+    for folder in ((beside,) if beside.is_dir() else ()) + (Path(tempfile.gettempdir()),):
+        try:
+            return tempfile.TemporaryDirectory(dir=folder, prefix=".export-to-stdout-")
+        except OSError as exc:
+            tried.append(f"{folder} ({os.strerror(exc.errno) if exc.errno else exc})")
+    raise ExportError(f"cannot write the export's temporary copy in {' nor '.join(tried)}")
+
+
+def copy_to_stdout(warehouse: str | Path, name: str, write: Callable[[Path], object]) -> None:
+    """`write` the export to a file staged in a temporary folder (`_staging_folder`), then
+    copy it to stdout: an export that fails, or whose totals do not check, writes nothing
+    there, as it leaves no file."""
+    with _staging_folder(warehouse) as folder:
         staged = Path(folder) / name
         write(staged)
         sys.stdout.flush()

@@ -26,7 +26,7 @@ def written_atomically(path: str | Path) -> Iterator[Path]:
         handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
                                         suffix=".partial")
     except OSError as exc:
-        raise _cannot_write(path, exc) from exc
+        raise cannot_write(path, exc) from exc
     partial = Path(name)
     try:
         os.close(handle)
@@ -36,13 +36,13 @@ def written_atomically(path: str | Path) -> Iterator[Path]:
         os.replace(partial, path)
     except OSError as exc:
         partial.unlink(missing_ok=True)
-        raise _cannot_write(path, exc) from exc
+        raise cannot_write(path, exc) from exc
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
 
 
-def _cannot_write(path: Path, exc: OSError) -> OSError:
+def cannot_write(path: Path, exc: OSError) -> OSError:
     """One line naming `path` as the caller gave it and why it cannot be written — not the
     partial copy's name, nor a folder's `[Errno 17] File exists` when a file stands where
     `path` needs one: `cannot write a_file/x.csv: a_file is a file, not a folder`."""

@@ -28,7 +28,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from cost_pipeline.config import WarehouseConfig
-from cost_pipeline.export import written_atomically
+from cost_pipeline.export import cannot_write, written_atomically
 from cost_pipeline.ingest.sources import sql_identifier
 from cost_pipeline.warehouse import bind, connect_read_only, run_script, sql_text
 
@@ -291,11 +291,14 @@ def export_focus(warehouse: str | Path, month: date, fmt: str = "parquet",
     if not Path(warehouse).exists():
         raise FocusExportError(f"no warehouse at {warehouse}: materialize a month first")
     target = Path(out) if out else default_focus_path(warehouse, month, fmt)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # a spill folder of this export's own: two exports of the same path at once would share
-    # (and remove) each other's temporary files
-    spill = (Path(tempfile.mkdtemp(dir=target.resolve().parent, prefix=f".{target.name}.",
-                                   suffix=".spill")) if memory_limit else None)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # a spill folder of this export's own: two exports of the same path at once would
+        # share (and remove) each other's temporary files
+        spill = (Path(tempfile.mkdtemp(dir=target.resolve().parent, prefix=f".{target.name}.",
+                                       suffix=".spill")) if memory_limit else None)
+    except OSError as exc:  # a read-only disk, a file where the folder must be: said as the
+        raise cannot_write(target, exc) from exc  # file's own write would say it
     try:
         with connect_read_only(warehouse) as con:
             con.execute("SET TimeZone = 'UTC'")

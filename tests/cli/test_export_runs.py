@@ -275,3 +275,30 @@ def test_the_format_follows_the_extension_and_a_contradiction_is_refused(config,
         assert err == (f"error: --format {fmt} contradicts --out {tmp_path / name} (a "
                        f".{suffix} file): drop --format, or name a .{fmt} file\n")
         assert not (tmp_path / name).exists()
+
+
+def test_a_warehouse_on_a_read_only_disk_exports_to_stdout_and_names_what_it_cannot_write(
+        config, tmp_path, capsysbinary):
+    """On a read-only disk `--out -` stages its copy in the system's temporary folder (it
+    said `[Errno 30] Read-only file system: '…/.export-to-stdout-…'`), and the default path is
+    one line naming the file that cannot be written."""
+    from tests.support.read_only import read_only
+
+    folder = config.parent / "data"
+    args = ["export", "runs", "--config", str(config), "--month", "2024-03"]
+    expected = b"\n".join([
+        b'"month","run_id","model","purpose_class","search_id","gpu_cost","cpu_cost",'
+        b'"storage_cost","network_cost","other_cost","cost","accelerator_hours","cpu_hours"',
+        b'2024-03-01,"r-a",,"production",,"16","0.4","0.1","0.05333333333333334","0",'
+        b'"16.553333333333335","4","0.3333333333333333"',
+        b'2024-03-01,"r-b","churn","search","s1","4","0","0","0.02666666666666667",'
+        b'"0.006666666666666667","4.033333333333333","1","0"', b""])
+    with read_only(folder) as cause:
+        assert main([*args, "--out", "-"]) == 0
+        out, err = capsysbinary.readouterr()
+        assert (out, err) == (expected, b"")
+        assert main(args) == 1
+        out, err = capsysbinary.readouterr()
+        assert out == b"" and err.decode() == (
+            f"error: cannot write {folder / 'exports' / 'run-costs-2024-03.csv'}: {cause}\n")
+    assert sorted(p.name for p in folder.iterdir()) == ["warehouse.duckdb"]

@@ -10,6 +10,7 @@ import json
 import logging
 import random
 import re
+import shutil
 import subprocess
 import sys
 from datetime import date, datetime, timedelta
@@ -582,3 +583,33 @@ def test_two_exports_of_the_same_path_at_once_both_succeed(demo_warehouse, tmp_p
     assert outcomes == [target.resolve()] * 2
     assert target.read_bytes() == expected.read_bytes()
     assert [p.name for p in target.parent.iterdir()] == ["f.csv"]  # no partial, no spill
+
+
+def test_a_warehouse_on_a_read_only_disk_is_one_line_or_goes_to_stdout(demo_warehouse,
+                                                                        tmp_path, capsysbinary):
+    """A warehouse on a read-only disk: the default path is one line naming the file that
+    cannot be written — it was `[Errno 30] Read-only file system:
+    '…/exports/.focus-2026-07.parquet.….spill'`, the temporary folder DuckDB spills into —
+    and `--out -` stages its copy (and spills) in the system's temporary folder, the same
+    bytes as the file."""
+    from cost_pipeline.cli.main import main
+    from tests.support.read_only import read_only
+
+    expected, _ = export_focus(demo_warehouse, DEMO_MONTHS[0], "csv", tmp_path / "f.csv")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    shutil.copy(demo_warehouse, folder / "warehouse.duckdb")
+    (folder / "exports").mkdir()  # made before the disk went read-only
+    (tmp_path / "config.yaml").write_text("warehouse: {path: ro/warehouse.duckdb}\n")
+    args = ["export", "focus", "--config", str(tmp_path / "config.yaml"), "--month",
+            "2026-07"]
+    with read_only(folder) as cause:
+        assert main(args) == 1
+        out, err = capsysbinary.readouterr()
+        assert out == b"" and err.decode() == (
+            f"error: cannot write {folder / 'exports' / 'focus-2026-07.parquet'}: {cause}\n")
+        assert main([*args, "--out", "-"]) == 0
+        out, err = capsysbinary.readouterr()
+        assert out == expected.read_bytes() and err == b""
+    assert sorted(p.name for p in folder.iterdir()) == ["exports", "warehouse.duckdb"]
+    assert list((folder / "exports").iterdir()) == []

@@ -176,17 +176,22 @@ CREATE OR REPLACE TEMP MACRO minor_digits(currency) AS
          ELSE 2 END;
 
 -- an amount's magnitude to `digits` decimals as text (`1,234.50`), for `fmt_money`: rounded
--- half up as a DECIMAL where one holds it; from 1e32 on, beyond DECIMAL(38, 6), the double as
--- it is (its cents are noise there); `∞` for an infinite amount
+-- half up once, from the amount's own digits (a DOUBLE's shortest text, as Python's `repr`:
+-- DuckDB rounds that text to the DECIMAL exactly; a cast of the double to DECIMAL(38, 6)
+-- first rounded 1234.4999996 to 1234.5, then to JPY 1,235 where report/money.py said 1,234);
+-- beyond a DECIMAL(38, 4) (1e34), the double as it is (its cents are noise there); `∞` for
+-- an infinite amount
 CREATE OR REPLACE TEMP MACRO money_digits(amount, digits) AS
     CASE WHEN isinf(amount) THEN '∞'
-         WHEN abs(amount) >= 1e32 THEN format('{:,.{}f}', abs(CAST(amount AS DOUBLE)), digits)
-         ELSE format('{:,.{}f}', abs(CASE digits
-             WHEN 0 THEN CAST(round(CAST(amount AS DECIMAL(38, 6)), 0) AS DECIMAL(38, 6))
-             WHEN 3 THEN CAST(round(CAST(amount AS DECIMAL(38, 6)), 3) AS DECIMAL(38, 6))
-             WHEN 4 THEN CAST(round(CAST(amount AS DECIMAL(38, 6)), 4) AS DECIMAL(38, 6))
-             ELSE CAST(round(CAST(amount AS DECIMAL(38, 6)), 2) AS DECIMAL(38, 6)) END), digits)
-    END;
+         ELSE coalesce(format('{:,.{}f}', abs(CASE digits
+             WHEN 0 THEN CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 0))
+                              AS DECIMAL(38, 4))
+             WHEN 3 THEN CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 3))
+                              AS DECIMAL(38, 4))
+             WHEN 4 THEN TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 4))
+             ELSE CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 2)) AS DECIMAL(38, 4))
+             END), digits),
+             format('{:,.{}f}', abs(CAST(amount AS DOUBLE)), digits)) END;
 
 -- an amount as text, in the bill's currency (BillingCurrency) to its smallest unit: `$1,234.50`
 -- for USD (or no currency), `NOK 1,234.50`, `JPY 1,235`, `KWD 1,234.500` for any other, `−`

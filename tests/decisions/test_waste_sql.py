@@ -831,7 +831,8 @@ def test_fmt_money_matches_the_python_formatter(con):
     from cost_pipeline.report.money import in_currency
 
     for amount in [0.0, 0.1, 1.005, -0.004, -1234567.125, 2.675, 1e15 + 0.5, None,
-                   float("nan"), float("inf"), float("-inf")]:
+                   float("nan"), float("inf"), float("-inf"), 1234.4999996, 2.0354999996,
+                   0.0049999996, 752.4999999999998, -0.5, 1e-07, 1.5e-10, 2.5e-05]:
         for currency in ["USD", "NOK", None, "eur", "JPY", "kwd ", "CLF"]:
             (sql,) = con.execute("SELECT fmt_money(?, ?)", [amount, currency]).fetchone()
             assert sql == in_currency(amount, currency), (amount, currency)

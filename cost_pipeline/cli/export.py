@@ -66,12 +66,29 @@ def _read_month(warehouse: str | Path, table: str, month: date, order_by: str) -
             materialized = known and _month_written(con, table, month)
             rows = con.sql(f"SELECT * FROM {table} WHERE month = ? ORDER BY {order_by}",
                            params=[month]).to_arrow_table() if known else None
+            if rows is not None and "cost" in rows.column_names:
+                rows = _with_currency(con, rows, month)
     except duckdb.Error as exc:  # e.g. a notebook holds the file, a writer kept it too long
         raise ExportError(f"cannot read {warehouse}: {str(exc).splitlines()[0]}") from None
     if rows is None or (not materialized and rows.num_rows == 0):
         raise ExportError(f"no {table} for {month:%Y-%m} in {warehouse}: materialize the "
                           "month first")
     return rows
+
+
+def _with_currency(con, rows: pa.Table, month: date) -> pa.Table:
+    """`currency` beside `cost`: the month's BillingCurrency (one a month, SPEC §5; USD when
+    the bill names none), what every amount of the file is in — a JPY month's `82` and a
+    EUR month's read alike without it."""
+    import pyarrow as pa
+
+    has_bill = con.execute("SELECT count(*) FROM information_schema.tables "
+                           "WHERE table_name = 'billing_facts'").fetchall()[0][0]
+    (currency,) = con.execute(
+        "SELECT coalesce(min(BillingCurrency), 'USD') FROM billing_facts WHERE month = ?",
+        [month]).fetchall()[0] if has_bill else ("USD",)
+    return rows.add_column(rows.column_names.index("cost") + 1, "currency",
+                           pa.array([currency] * rows.num_rows, pa.string()))
 
 
 def _plain_decimals(rows: pa.Table) -> pa.Table:

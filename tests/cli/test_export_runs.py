@@ -53,7 +53,9 @@ def test_csv_round_trip_to_the_default_path(config, capsys):
         records = list(csv.DictReader(handle))
     assert list(records[0]) == ["month", "run_id", "model", "purpose_class", "search_id",
                                 "gpu_cost", "cpu_cost", "storage_cost", "network_cost",
-                                "other_cost", "cost", "accelerator_hours", "cpu_hours"]
+                                "other_cost", "cost", "currency", "accelerator_hours",
+                                "cpu_hours"]
+    assert {r.pop("currency") for r in records} == {"USD"}  # a bill naming none: USD
     back = [(date.fromisoformat(r["month"]), r["run_id"], r["model"] or None,
              r["purpose_class"], r["search_id"] or None,
              *(float(r[c]) for c in list(r)[5:])) for r in records]
@@ -80,6 +82,7 @@ def test_csv_amounts_are_plain_decimals_however_large_or_small(tmp_path, capsys)
     assert written.splitlines()[1].startswith(
         '2024-05-01,"r-big","m","search","s1","500000000000","0.0000001","0",')
     [record] = list(csv.DictReader(written.splitlines()))
+    assert record.pop("currency") == "USD"
     amounts = list(record)[5:]
     assert [record[c] for c in amounts] == [
         "500000000000", "0.0000001", "0", "333333333.3333333", "0.0000000000015",
@@ -94,8 +97,31 @@ def test_parquet_round_trip_to_a_chosen_path(config, tmp_path, capsys):
     assert Path(capsys.readouterr().out.strip()) == out.resolve()
     table = pq.read_table(out)
     assert table.schema.field("month").type.equals(pa.date32())
-    assert [tuple(r.values()) for r in table.to_pylist()] == [ROWS[2]]
+    assert table.column("currency").to_pylist() == ["USD"]
+    assert [tuple(r.values()) for r in table.drop_columns("currency").to_pylist()] == [ROWS[2]]
     assert not list(out.parent.glob(".*partial"))
+
+
+def test_the_amounts_currency_is_a_column(tmp_path, capsys):
+    """Every amount is in the month's BillingCurrency: a JPY month's `82` read as a EUR
+    month's (the MLflow tags carry `cost.currency`, the FOCUS export `BillingCurrency`)."""
+    from tests.support.warehouse_rows import insert_lines
+
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        ensure_schema(con)
+        con.executemany("INSERT INTO run_costs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        ROWS)
+        for month, currency in [(MARCH, "JPY"), (APRIL, "EUR")]:
+            insert_lines(con, month, [{"x_SourceLine": f"l-{currency}", "BillingCurrency":
+                                       currency, "EffectiveCost": 1.0, "BilledCost": 1.0}])
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"warehouse": {"path": "warehouse.duckdb"}}))
+    for month, currency in [("2024-03", "JPY"), ("2024-04", "EUR")]:
+        assert main(["export", "runs", "--config", str(config), "--month", month, "--out",
+                     "-"]) == 0
+        records = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+        assert records and {r["currency"] for r in records} == {currency}
 
 
 def test_a_month_not_materialized_is_one_line(config, tmp_path, capsys):
@@ -145,7 +171,8 @@ def test_a_materialized_month_without_run_cost_is_a_header(tmp_path, dagster_hom
         capsys.readouterr().err
     assert out.read_text(encoding="utf-8") == (
         '"month","run_id","model","purpose_class","search_id","gpu_cost","cpu_cost",'
-        '"storage_cost","network_cost","other_cost","cost","accelerator_hours","cpu_hours"\n')
+        '"storage_cost","network_cost","other_cost","cost","currency","accelerator_hours",'
+        '"cpu_hours"\n')
     capsys.readouterr()
     assert main([*args, "--month", "2026-08", "--out", str(tmp_path / "august.csv")]) == 1
     err = capsys.readouterr().err
@@ -288,11 +315,12 @@ def test_a_warehouse_on_a_read_only_disk_exports_to_stdout_and_names_what_it_can
     args = ["export", "runs", "--config", str(config), "--month", "2024-03"]
     expected = b"\n".join([
         b'"month","run_id","model","purpose_class","search_id","gpu_cost","cpu_cost",'
-        b'"storage_cost","network_cost","other_cost","cost","accelerator_hours","cpu_hours"',
+        b'"storage_cost","network_cost","other_cost","cost","currency","accelerator_hours",'
+        b'"cpu_hours"',
         b'2024-03-01,"r-a",,"production",,"16","0.4","0.1","0.05333333333333334","0",'
-        b'"16.553333333333335","4","0.3333333333333333"',
+        b'"16.553333333333335","USD","4","0.3333333333333333"',
         b'2024-03-01,"r-b","churn","search","s1","4","0","0","0.02666666666666667",'
-        b'"0.006666666666666667","4.033333333333333","1","0"', b""])
+        b'"0.006666666666666667","4.033333333333333","USD","1","0"', b""])
     with read_only(folder) as cause:
         assert main([*args, "--out", "-"]) == 0
         out, err = capsysbinary.readouterr()

@@ -73,6 +73,18 @@ def _no_credentials(url: str | None) -> str | None:
 
 # an S3-compatible or API endpoint: a URL without credentials
 Endpoint = Annotated[str | None, AfterValidator(_no_credentials)]
+
+
+def _no_uri_credentials(path: str) -> str:
+    """A source's path or URI: an `s3://` (or any `scheme://`) one without `user:password@`
+    (pyarrow's error quoted `AKIA…:secret@bucket`, stored in the run's event log too); a
+    local path may hold an `@`."""
+    return _no_credentials(path) if "://" in path else path
+
+
+# a source's path or URI (local or `s3://…`), never carrying credentials
+SourcePath = Annotated[str, Field(min_length=1, pattern=r"\S"),
+                       AfterValidator(_no_uri_credentials)]
 # a source's or tracker's name: it starts each of its lines' ids (`name:…`), so no `:` —
 # `cur` and `cur:eu` mixed their per-source figures
 SourceName = Annotated[str | None, Field(pattern=r"^[^:]+$")]
@@ -94,7 +106,7 @@ class WarehouseConfig(_Strict):
 
 class AwsCur2Source(_Strict):
     kind: Literal["aws_cur2"]
-    path: Text
+    path: SourcePath
     endpoint_url: Endpoint = None
     region: str | None = None
     name: SourceName = None
@@ -110,7 +122,7 @@ class GcpBillingExportSource(_Strict):
 
 class FocusSource(_Strict):
     kind: Literal["focus"]
-    path: Text                       # a local file or folder, or s3://bucket/prefix
+    path: SourcePath                       # a local file or folder, or s3://bucket/prefix
     endpoint_url: Endpoint = None  # optional: an S3-compatible endpoint (as aws_cur2)
     region: str | None = None
     name: SourceName = None
@@ -123,7 +135,7 @@ BillingSource = Annotated[
 
 class MlflowTracker(_Strict):
     kind: Literal["mlflow"]
-    tracking_uri: Text
+    tracking_uri: SourcePath
     # none: every experiment; an empty list read every one too, as if the key were left out
     experiments: Annotated[list[Text], Field(min_length=1)] | None = None
     metric: str | None = None
@@ -135,7 +147,7 @@ class MlflowTracker(_Strict):
 
 class RunsFileTracker(_Strict):
     kind: Literal["runs_file"]
-    path: Text
+    path: SourcePath
     name: SourceName = None
 
 
@@ -152,7 +164,7 @@ class S3Checkpoints(_Strict):
 
 class InventoryCheckpoints(_Strict):
     kind: Literal["inventory"]
-    path: Text  # a plain CSV, an S3 Inventory manifest.json or its folder; local or s3://
+    path: SourcePath  # a plain CSV, an S3 Inventory manifest.json or its folder; local or s3://
     prefix: str = ""
     # the bucket of a plain CSV without a bucket column, or of a manifest without sourceBucket
     bucket: str | None = None

@@ -43,6 +43,17 @@ from cost_pipeline.config import ConfigError, load_config, parse_config
      "billing.0.aws_cur2.endpoint_url: must not carry credentials (user:password@)"),
     ({"checkpoints": [{"kind": "s3", "bucket": "b", "endpoint_url": "https://k:s@s3.local"}]},
      "endpoint_url: must not carry credentials"),
+    # credentials in an s3:// path: pyarrow's error showed them, in the run's event log too
+    ({"billing": [{"kind": "aws_cur2", "path": "s3://AKIAEXAMPLE:SECRETPW2@bucket/p/e"}]},
+     "billing.0.aws_cur2.path: must not carry credentials (user:password@)"),
+    ({"billing": [{"kind": "focus", "path": "s3://AKIAEX:SECRETPW8@bucket/focus/"}]},
+     "billing.0.focus.path: must not carry credentials"),
+    ({"checkpoints": [{"kind": "inventory", "path": "s3://k:SECRETPW9@b/inv/manifest.json"}]},
+     "checkpoints.0.inventory.path: must not carry credentials"),
+    ({"tracker": [{"kind": "runs_file", "path": "s3://k:SECRETPW9@b/runs.csv"}]},
+     "tracker.0.runs_file.path: must not carry credentials"),
+    ({"tracker": [{"kind": "mlflow", "tracking_uri": "https://u:SECRETPW9@mlflow.local"}]},
+     "tracker.0.mlflow.tracking_uri: must not carry credentials"),
     # a name given twice: the second entry's lines were named by its position (`aws3:…`)
     ({"billing": [{"kind": "aws_cur2", "path": "x", "name": "aws"},
                   {"kind": "focus", "path": "y", "name": "aws"}]},
@@ -55,7 +66,14 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(data, named):
     with pytest.raises(ConfigError) as err:
         parse_config(data, Path("."), origin="config c.yaml")
     assert str(err.value).startswith("config c.yaml: ") and named in str(err.value)
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and "SECRETPW" not in str(err.value)
+
+
+def test_a_local_path_with_an_at_sign_is_a_path():
+    cfg = parse_config({"billing": [{"kind": "focus", "path": "exports/team@eu/"}],
+                        "tracker": [{"kind": "runs_file", "path": "runs@2026.csv"}]},
+                       Path("/base"))
+    assert cfg.billing[0].path == "exports/team@eu/"
 
 
 def test_sizes_and_numbers_duckdb_takes_are_accepted():

@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 
-from cost_pipeline.defs.metadata import kept_apart, rounded
+from cost_pipeline.defs.metadata import kept_apart, rounded, to_minor_unit
 from cost_pipeline.months import next_month
 from cost_pipeline.report import data as report_data
 from cost_pipeline.warehouse import query, rows_of, sql_text
@@ -45,13 +45,15 @@ def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckRe
     )
 
 
-def top_untracked(con: duckdb.DuckDBPyConnection, month: date, limit: int = 5) -> list[dict]:
+def top_untracked(con: duckdb.DuckDBPyConnection, month: date, currency: str | None,
+                  limit: int = 5) -> list[dict]:
     """The untracked GPU resources the failed reconciliation's alert names: the report's and
-    the demo's list too (assets/queries/top_untracked.sql), rounded for the metadata."""
+    the demo's list too (assets/queries/top_untracked.sql), rounded for the metadata (the
+    cost to `currency`'s smallest unit)."""
     return [
         {"resource_id": r["resource_id"], "instance_type": r["instance_type"],
          "gpu_hours": round(r["gpu_hours"] or 0, 3), "hours": round(r["hours"] or 0, 3),
-         "cost": round(r["cost"] or 0, 2)}
+         "cost": to_minor_unit(r["cost"] or 0, currency)}
         for r in report_data.top_untracked(con, month, "gpu", limit)
     ]
 
@@ -79,7 +81,7 @@ def reconciliation_outcome(
         # the currency of the costs in top_untracked (alerts write them in it)
         "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
     }
-    top = top_untracked(con, month)
+    top = top_untracked(con, month, figures["currency"])
     check = dg.AssetCheckResult(
         check_name="reconciliation_within_threshold",
         asset_key="reconciliation",
@@ -137,23 +139,26 @@ def retention_within_budget(con: duckdb.DuckDBPyConnection, month: date,
         "fsum(monthly_cost) FROM retention_violations WHERE month = ? "
         "GROUP BY 1 ORDER BY 4 DESC, 1 LIMIT ?", [month, TOP_RESOURCES]).fetchall()
     cost = sum(r[3] for r in by_reason)
+    currency = con.execute("SELECT bill_currency(?)", [month]).fetchone()[0]
+    figures = {
+        "month": f"{month:%Y-%m}",
+        "currency": currency,
+        "violation_cost": cost,
+        "budget": budget,
+        "objects": sum(r[1] for r in by_reason),
+        "bytes": int(sum(r[2] for r in by_reason)),
+        **{f"cost_{r[0]}": r[3] for r in by_reason},
+        "top_runs": dg.MetadataValue.json([
+            {"run_id": r[0], "run_status": r[1], "objects": r[2],
+             "cost": to_minor_unit(r[3], currency)}
+            for r in top_runs]),
+    }
     return dg.AssetCheckResult(
         check_name="retention_within_budget",
         asset_key="retention_violations",
         passed=cost <= budget,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata=rounded({
-            "month": f"{month:%Y-%m}",
-            "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
-            "violation_cost": cost,
-            "budget": budget,
-            "objects": sum(r[1] for r in by_reason),
-            "bytes": int(sum(r[2] for r in by_reason)),
-            **{f"cost_{r[0]}": r[3] for r in by_reason},
-            "top_runs": dg.MetadataValue.json([
-                {"run_id": r[0], "run_status": r[1], "objects": r[2], "cost": round(r[3], 2)}
-                for r in top_runs]),
-        }),
+        metadata=kept_apart(rounded(figures), figures, "violation_cost", "budget"),
     )
 
 
@@ -189,9 +194,10 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
     (WARN). The SQL and what counts as a previous month: assets/queries/model_cost_trend.sql."""
     rows = query(con, sql_text("model_cost_trend"),
                  {"month": month, "max_growth": max_growth}).fetchall()
+    currency = con.execute("SELECT bill_currency(?)", [month]).fetchone()[0]
     models = [
-        {"model": model, "cost": round(cost, 2),
-         "previous_median": None if median is None else round(median, 2),
+        {"model": model, "cost": to_minor_unit(cost, currency),
+         "previous_median": to_minor_unit(median, currency),
          "previous_months": list(months), "judged": judged,
          "growth": round(cost / median, 3) if median and median > 0 else None}
         for model, cost, median, _, months, judged, _ in rows]
@@ -203,7 +209,7 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
         severity=dg.AssetCheckSeverity.WARN,
         metadata=rounded({
             "month": f"{month:%Y-%m}",
-            "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
+            "currency": currency,
             "max_growth": max_growth,
             "models_judged": sum(1 for m in models if m["judged"]),
             "models_not_judged": sum(1 for m in models if not m["judged"]),
@@ -227,6 +233,7 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
                                  [month]).fetchall()
     unapproved = [f["search_id"] for f in failing if f["reason"] == "no_estimate"]
     over = [f["search_id"] for f in failing if f["reason"] == "over_estimate"]
+    currency = con.execute("SELECT bill_currency(?)", [month]).fetchone()[0]
     return dg.AssetCheckResult(
         check_name="searches_within_estimate",
         asset_key="search_costs",
@@ -234,13 +241,15 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
         severity=dg.AssetCheckSeverity.WARN,
         metadata=rounded({
             "month": f"{month:%Y-%m}",
-            "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
+            "currency": currency,
             "searches": int(searches),
             "tolerance": tolerance,
             "without_estimate": ", ".join(unapproved),
             "over_estimate": ", ".join(over),
             "failing": dg.MetadataValue.json([
-                {k: (round(v, 2) if isinstance(v, float) else v) for k, v in f.items()}
+                # estimated_cost, cumulative_cost, overrun: amounts of the bill
+                {k: (to_minor_unit(v, currency) if isinstance(v, float) else v)
+                 for k, v in f.items()}
                 for f in failing]),
         }),
     )

@@ -13,6 +13,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from cost_pipeline.defs.metadata import to_minor_unit
 from cost_pipeline.defs.resources import PipelineSettings
 from cost_pipeline.months import parse_month
 
@@ -36,7 +37,6 @@ def write_period_report(context: dg.OpExecutionContext, config: PeriodReportConf
                         duckdb: DuckDBResource, settings: PipelineSettings) -> str:
     # imported here: matplotlib costs a second, and loading the code location needs none of it
     from cost_pipeline.report.period import write_period_report as write
-    from cost_pipeline.report.render import cents
 
     first, last = parse_month(config.from_month), parse_month(config.to_month)
     with duckdb.get_connection() as con:
@@ -44,8 +44,10 @@ def write_period_report(context: dg.OpExecutionContext, config: PeriodReportConf
     context.log.info(f"period report {first:%Y-%m} … {last:%Y-%m}: {path}")
     context.add_output_metadata({
         "report": dg.MetadataValue.path(str(path)),
-        "total_effective_cost": float(cents(data["total"])),
-        **{f"total_{m:%Y_%m}": float(cents(data["totals"][m]["effective_cost"]))
+        # to the currency's smallest unit, as the page shows them (a fils, a yen)
+        "total_effective_cost": to_minor_unit(float(data["total"]), data["currency"]),
+        **{f"total_{m:%Y_%m}": to_minor_unit(float(data["totals"][m]["effective_cost"]),
+                                             data["currency"])
            for m in data["months"]},
         "currency": data["currency"],
     })

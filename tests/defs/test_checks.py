@@ -9,6 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from cost_pipeline.cli.main import print_checks
+from cost_pipeline.cli.materialize import CheckOutcome, MonthResult
 from cost_pipeline.config import parse_config
 from cost_pipeline.defs.checks import (
     billing_complete,
@@ -145,3 +147,27 @@ def test_demo_quarter_carries_every_check_with_its_figures(demo_quarter):
     errors = {m: [c.name for c in r.failed_error_checks] for m, r in results.items()}
     assert errors == {date(2026, 7, 1): [], date(2026, 8, 1): ["reconciliation_within_threshold"],
                       date(2026, 9, 1): []}
+
+
+def test_retention_figures_of_a_dinar_bill_keep_their_fils(con, capsys):
+    """A bill in KWD (3 decimals): 1.0175 + 1.0175 = 2.035 of violations and a run's 1.0175
+    read KWD 2.035 and KWD 1.018 (half up, once); to the cent they were 2.04 and 1.02, which
+    the printed line and the alert wrote as KWD 2.040 and KWD 1.020."""
+    insert_lines(con, MARCH, [{**usage_day(1), "BillingCurrency": "KWD"}])
+    insert(con, "retention_violations", MARCH,
+           [violation("a", 1.0175), violation("b", 1.0175, run_id="r2")], {})
+    over = retention_within_budget(con, MARCH, budget=1.0)
+    meta = {k: v.value for k, v in over.metadata.items()}
+    assert meta["currency"] == "KWD"
+    assert (meta["violation_cost"], meta["cost_dead_run"], meta["budget"]) == (2.035, 2.035, 1.0)
+    assert [r["cost"] for r in meta["top_runs"]] == [1.018, 1.018]
+    # a budget that reads alike in fils (2.0349: KWD 2.035) keeps the digits apart
+    near = retention_within_budget(con, MARCH, budget=2.0349)
+    meta = {k: v.value for k, v in near.metadata.items()}
+    assert not near.passed and (meta["violation_cost"], meta["budget"]) == (2.035, 2.0349)
+    outcome = CheckOutcome("retention_violations", "retention_within_budget", over.passed,
+                           "WARN", {k: v.value for k, v in over.metadata.items()})
+    print_checks(MonthResult(MARCH, True, "r", None, [outcome]))
+    assert capsys.readouterr().out.splitlines() == [
+        "2024-03 retention_violations.retention_within_budget: FAIL (WARN)  "
+        "violation_cost KWD 2.035, budget KWD 1.000"]

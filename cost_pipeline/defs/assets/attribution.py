@@ -42,14 +42,17 @@ def attribution(
                                  log=context.log,
                                  keep_unchanged=not forced(context))
         check = conservation(con, month)
+        # each purpose class's cost, to the bill's smallest unit (`rounded`: a fils, a yen)
         split = dict(con.execute(
-            "SELECT purpose_class, round(fsum(cost), 2) FROM attribution_runs WHERE month = ? "
+            "SELECT purpose_class, fsum(cost) FROM attribution_runs WHERE month = ? "
             "GROUP BY 1 ORDER BY 1", [month]).fetchall())
+        (currency,) = con.execute("SELECT bill_currency(?)", [month]).fetchone()
     return dg.MaterializeResult(
         metadata=rounded({"rows": done.rows, "mode": done.mode,
                           "changed_runs": done.changed_runs,
                           "lines_reattributed": done.lines_reattributed,
-                          **{f"cost_{k}": v for k, v in split.items()}}),
+                          **{f"cost_{k}": v for k, v in split.items()},
+                          "currency": currency}),
         check_results=[check],
     )
 

@@ -142,9 +142,11 @@ def _headline(con, table: str, month) -> dict:
     column = next((c for c in COST_COLUMNS if c in columns), None)
     if column is None:
         return {}
-    (cost,) = con.execute(f"SELECT coalesce(fsum({column}), 0) FROM {table} WHERE month = ?",
-                          [month]).fetchone()
-    return {"cost": round(float(cost), 2)}
+    (cost, currency) = con.execute(
+        f"SELECT coalesce(fsum({column}), 0), bill_currency(?) FROM {table} WHERE month = ?",
+        [month, month]).fetchone()
+    # rounded with the rest (`rounded`) to the currency's smallest unit: a fils, a yen
+    return {"cost": float(cost), "currency": currency}
 
 
 def write_unless_same(context: dg.AssetExecutionContext, con, table: str, reads: list[str],

@@ -128,8 +128,9 @@ def ingest(
             asset_key=BILLING_FACTS,
             metadata=rounded({
                 "rows": summary.rows,
-                "total_effective_cost": round(summary.total_effective_cost, 2),
-                "total_billed_cost": round(summary.total_billed_cost, 2),
+                # to the currency's smallest unit (`rounded`: a fils, a yen)
+                "total_effective_cost": summary.total_effective_cost,
+                "total_billed_cost": summary.total_billed_cost,
                 "currency": summary.currency or "",
                 "duplicates_dropped": summary.duplicates_dropped,
                 "unknown_instance_types": ", ".join(summary.unknown_instance_types),

@@ -16,6 +16,7 @@ from dagster_duckdb import DuckDBResource
 
 from cost_pipeline.defs.assets.decisions import DECISION_INPUTS
 from cost_pipeline.defs.code_versions import code_version
+from cost_pipeline.defs.metadata import to_minor_unit
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, Warehouse, forced, month_of
 from cost_pipeline.report import report_path
@@ -139,7 +140,7 @@ def monthly_report(
         from cost_pipeline.report import write_report
         from cost_pipeline.report.charts import bill_figure, png_data_uri
         from cost_pipeline.report.markdown import bill_markdown, levers_markdown
-        from cost_pipeline.report.money import cents, symbol_of
+        from cost_pipeline.report.money import symbol_of
 
         # written beside its place, moved there only once the run's writes commit
         staged, data = write_report(cfg.warehouse_path, month, con=con,
@@ -149,8 +150,11 @@ def monthly_report(
         metadata = {
             "report": dg.MetadataValue.path(str(path)),
             "html_bytes": html_bytes,
-            "total_effective_cost": float(cents(data["headline"]["effective_cost"])),
-            "billed_cost": float(cents(data["headline"]["billed_cost"])),
+            # to the currency's smallest unit, as the page shows them (a fils, a yen)
+            "total_effective_cost": to_minor_unit(float(data["headline"]["effective_cost"]),
+                                                  data["headline"]["currency"]),
+            "billed_cost": to_minor_unit(float(data["headline"]["billed_cost"]),
+                                         data["headline"]["currency"]),
             "currency": data["headline"]["currency"],
             "bill_as_lines": dg.MetadataValue.md(bill_markdown(data["bill"],
                                                                data["headline"]["currency"])),

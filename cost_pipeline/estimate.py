@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from cost_pipeline.config import PipelineConfig
-from cost_pipeline.report.money import money, symbol_of
+from cost_pipeline.report.money import money, money_apart, symbol_of
 from cost_pipeline.warehouse import (
     WarehouseBusyError,
     connect_read_only,
@@ -218,9 +218,12 @@ def render(est: SearchEstimate) -> str:
                     f"{money(value * est.runs, symbol):>16} total")
     rows.append(f"  {'per run':<14} {money(est.per_run_cost, symbol):>16}  "
                 "(every component of a recorded run)")
-    rows.append(f"  {'total':<14} {money(est.total_cost, symbol):>16}")
+    # a total and a budget that differ but read alike (JPY 2,221.2 over JPY 2,221) are shown
+    # with the digits that tell them apart: "JPY 2,221 … budget JPY 2,221: OVER" read wrong
+    total, budget = money_apart(est.total_cost, est.approval_budget, symbol)
+    rows.append(f"  {'total':<14} {total:>16}")
     verdict = "within" if est.approved else "OVER"
-    rows.append(f"  approval budget {money(est.approval_budget, symbol)}: {verdict} budget")
+    rows.append(f"  approval budget {budget}: {verdict} budget")
     if est.basis.get("sample_runs"):
         rows.append(f"  basis: median of the {int(est.basis['sample_runs'])} most recent "
                     "recorded search runs")

@@ -11,7 +11,7 @@ import duckdb
 
 from cost_pipeline.alerts import figures_apart
 from cost_pipeline.report.data import top_untracked
-from cost_pipeline.report.money import money, share, symbol_of
+from cost_pipeline.report.money import figure, money, share, symbol_of
 from cost_pipeline.warehouse import query, sql_text
 
 
@@ -99,16 +99,19 @@ def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date
 
 
 def render(lines: list[BillLine], notes: list[str], title: str, currency: str) -> str:
-    total = sum(line.cost for line in lines)
+    """The bill as lines, amounts to `currency`'s smallest unit (the header names it: a yen
+    bill reads `288,750`, a dinar bill `1.235`)."""
+    total, symbol = sum(line.cost for line in lines), symbol_of(currency)
     width = max([len(line.line) for line in lines] + [5])
     out = [title, f"{'line':<{width}}  {'GPU-hours':>10}  {'CPU-hours':>10}  {'runs':>5}  "
            f"{'cost (' + currency + ')':>14}  share"]
     for line in lines:
         # a total that credits brought to zero or below has no shares (`share`: –)
         out.append(f"{line.line:<{width}}  {line.gpu_hours:>10,.1f}  {line.cpu_hours:>10,.1f}  "
-                   f"{line.runs:>5}  {money(line.cost, ''):>14}  {share(line.cost, total):>5}")
+                   f"{line.runs:>5}  {figure(line.cost, currency):>14}  "
+                   f"{share(line.cost, total, 1, symbol):>5}")
     out.append(f"{'total EffectiveCost':<{width}}  {'':>10}  {'':>10}  {'':>5}  "
-               f"{money(total, ''):>14}")
+               f"{figure(total, currency):>14}")
     out.append("")
     out.append("Reconciliation (tracker vs bill):")
     out.extend(f"  {note}" for note in notes)

@@ -9,13 +9,23 @@ import re
 import textwrap
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 
 import matplotlib
+import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from cost_pipeline.report.data import PURPOSE_LABELS
-from cost_pipeline.report.money import cents, money, share, symbol_of
+from cost_pipeline.report.money import (
+    half_up,
+    minor_digits,
+    money,
+    rounded_steps,
+    share,
+    smallest,
+    symbol_of,
+)
 
 FONT = ["Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
 INK, MUTED, GRID = "#1d2733", "#5f6b7a", "#e3e7ec"
@@ -47,18 +57,41 @@ UNITS = ((1e12, 1e12, "T"), (1e9, 1e9, "B"), (1e6, 1e6, "M"), (1e4, 1e3, "k"))
 
 def _dollars(value: float, _pos=None, *, symbol: str) -> str:
     """An axis tick in the bill's currency (`symbol` from report.money.symbol_of): whole
-    units, or cents when the tick has them; from 10,000 on in k, M, B or T with the decimals
-    the tick needs ($12.5k, $2.5M, $100B). The sign is the shown figure's: a tick that reads
-    zero has none (`money` alike), where a float a hair below zero read "−$0"."""
+    units, or the currency's decimals when the tick has a fraction (cents `$0.50`, fils
+    `KWD 0.025`; a yen has none: `JPY 2`), rounded half up as `money` rounds; from 10,000 on
+    in k, M, B or T with the decimals the tick needs ($12.5k, $2.5M, $100B). The sign is the
+    shown figure's: a tick that reads zero has none (`money` alike), where a float a hair
+    below zero read "−$0"."""
     size, unit = abs(value), ""
     for from_size, per_unit, name in UNITS:
         if size >= from_size:
             size, unit = size / per_unit, name
             break
-    shown = f"{size:,.2f}"
-    shown = shown.rstrip("0").rstrip(".") if unit else shown.removesuffix(".00")
+    if unit:
+        shown = f"{size:,.2f}".rstrip("0").rstrip(".")
+    else:
+        digits = minor_digits(symbol)
+        shown = f"{half_up(size, Decimal(1).scaleb(-digits)):,.{digits}f}"
+        if digits:
+            shown = shown.removesuffix("." + "0" * digits)
     sign = "−" if value < 0 and shown.strip("0.,") else ""
     return f"{sign}{symbol}{shown}{unit}"
+
+
+class _SmallestUnitLocator(MaxNLocator):
+    """matplotlib's ticks (its default locator's steps), on whole multiples of the currency's
+    smallest unit: a yen axis has ticks on whole yen, and one that spans less than a yen
+    only the tick at zero, where the ticks every 0.2 read `JPY 0.20 … JPY 1.20`."""
+
+    def __init__(self, digits: int):
+        super().__init__(nbins="auto", steps=[1, 2, 2.5, 5, 10], integer=True)
+        self.per_unit = 10 ** digits
+
+    def tick_values(self, vmin, vmax):
+        # in the smallest unit (cents, yen, fils): whole ticks only, back in the currency
+        ticks = super().tick_values(vmin * self.per_unit, vmax * self.per_unit)
+        whole = np.round(ticks)
+        return whole[np.isclose(ticks, whole, rtol=1e-9, atol=1e-6)] / self.per_unit
 
 
 def _label(value: float, symbol: str) -> str:
@@ -78,22 +111,25 @@ def _svg(fig: Figure, title: str) -> str:
 
 
 def _frame(ax, axis: str, symbol: str, amounts: Iterable | None = None) -> None:
-    """The money axis: a grid, ticks in the bill's currency; when none of the `amounts` drawn
-    on it is worth a cent (a month that cost nothing), one tick at zero — the range matplotlib
-    picks around nothing (±0.06) had seven ticks all reading $0."""
+    """The money axis: a grid, ticks in the bill's currency on whole multiples of its smallest
+    unit; when none of the `amounts` drawn on it is worth that unit (a month that cost
+    nothing), one tick at zero — the range matplotlib picks around nothing (±0.06) had seven
+    ticks all reading $0."""
     ax.grid(axis=axis, color=GRID, linewidth=0.8)
     ax.set_axisbelow(True)
     ax.tick_params(length=0)
     money_axis = ax.xaxis if axis == "x" else ax.yaxis
     money_axis.set_major_formatter(
         FuncFormatter(lambda value, pos: _dollars(value, pos, symbol=symbol)))
-    if amounts is not None and not any(cents(a) for a in amounts if a is not None):
+    money_axis.set_major_locator(_SmallestUnitLocator(minor_digits(symbol)))
+    if amounts is not None and not any(smallest(a, symbol) for a in amounts if a is not None):
         money_axis.set_ticks([0])
 
 
 def bill_figure(bill: dict, symbol: str) -> Figure:
     """Purpose classes as horizontal bars, stacked by component, largest first."""
-    purposes = [p for p in bill["purposes"] if abs(bill["column_total"][p]) >= 0.005]
+    # a class worth less than the currency's smallest unit reads zero: not drawn
+    purposes = [p for p in bill["purposes"] if smallest(bill["column_total"][p], symbol)]
     purposes.sort(key=lambda p: bill["column_total"][p])
     fig = Figure(figsize=(WIDTH, 0.34 * len(purposes) + 0.8), layout="constrained")
     ax = fig.subplots()
@@ -117,11 +153,11 @@ def bill_figure(bill: dict, symbol: str) -> Figure:
     for y, p in enumerate(purposes):
         cost = bill["column_total"][p]
         # no share of a total that credits brought to zero or below (`share`: –)
-        of_total = share(cost, bill["total"], 0)
+        of_total = share(cost, bill["total"], 0, symbol)
         ax.text(max(cost, 0), y, f"  {_label(cost, symbol)}  ({of_total})",
                 va="center", fontsize=8.5, color=INK)
     _frame(ax, "x", symbol, [bill["column_total"][p] for p in purposes])
-    if not purposes:  # nothing worth a cent: no purpose axis either (it read 0 and 1)
+    if not purposes:  # nothing worth a unit: no purpose axis either (it read 0 and 1)
         ax.set_yticks([])
     ax.margins(x=0.22)
     if drawn:  # a month that cost nothing has no bars, and so no legend (nor its warning)
@@ -131,7 +167,9 @@ def bill_figure(bill: dict, symbol: str) -> Figure:
 
 
 def bridge_figure(bridge: dict, labels: dict[str, str], symbol: str) -> Figure:
-    """The waterfall from the invoice (BilledCost) to the amortized cost (EffectiveCost)."""
+    """The waterfall from the invoice (BilledCost) to the amortized cost (EffectiveCost); each
+    step labelled as the bridge's table shows it (`money.rounded_steps`), so the labels add up
+    in the currency's smallest unit."""
     names = ["Invoice\n(BilledCost)"]
     names += [textwrap.fill(labels.get(s["item_type"], s["item_type"]), 24)
               for s in bridge["steps"]]
@@ -141,13 +179,14 @@ def bridge_figure(bridge: dict, labels: dict[str, str], symbol: str) -> Figure:
     level = float(bridge["start"])
     ax.bar(0, level, color=TOTAL, width=0.6)
     ax.text(0, level, _label(level, symbol), ha="center", va="bottom", fontsize=8.5)
-    for x, step in enumerate(bridge["steps"], start=1):
+    shown = rounded_steps(bridge["start"], [s["amount"] for s in bridge["steps"]], symbol)
+    for x, (step, label) in enumerate(zip(bridge["steps"], shown, strict=True), start=1):
         amount = float(step["amount"])
         ax.bar(x, amount, bottom=level, width=0.6,
                color=DECREASE if amount < 0 else INCREASE)
         ax.plot([x - 1.3, x + 0.3], [level, level], color=MUTED, linewidth=0.6)
         level += amount
-        ax.text(x, max(level, level - amount), _label(amount, symbol), ha="center",
+        ax.text(x, max(level, level - amount), _label(label, symbol), ha="center",
                 va="bottom", fontsize=8.5)
     end = len(names) - 1
     ax.plot([end - 1.3, end + 0.3], [level, level], color=MUTED, linewidth=0.6)

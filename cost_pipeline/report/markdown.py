@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from cost_pipeline.report.data import PURPOSE_LABELS
-from cost_pipeline.report.money import money, symbol_of
+from cost_pipeline.report.money import money, smallest, symbol_of
 
 
 def _money(value: float, symbol: str) -> str:
-    return money(value, symbol) if round(value, 2) else "–"
+    """A cell: `–` when it reads zero in the currency (to its smallest unit: four fils are
+    KWD 0.004, three tenths of a yen nothing)."""
+    return money(value, symbol) if smallest(value, symbol) else "–"
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> str:

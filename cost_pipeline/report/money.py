@@ -51,13 +51,16 @@ def minor_digits(symbol: str) -> int:
     return MINOR_UNITS.get(symbol.strip().upper(), 2)
 
 
-def money(value, symbol: str) -> str:
-    """`value` to its currency's smallest unit (the cent, a yen, a fils: `minor_digits`) after
-    `symbol` (from `symbol_of`), a minus sign before it. A value that is not a number reads
-    `–`, as a missing one; an infinite one `∞` (`fmt_money` alike)."""
+def smallest(value, symbol: str) -> Decimal:
+    """`value` rounded half up to the smallest unit of the currency `symbol` names (the cent,
+    a yen, a fils: `minor_digits`), as `money` shows it: what decides whether an amount reads
+    zero, and what rounded figures that must add up are rounded to."""
+    return half_up(value, Decimal(1).scaleb(-minor_digits(symbol)))
+
+
+def _written(value, symbol: str, digits: int) -> str:
     if value is None:
         return "–"
-    digits = minor_digits(symbol)
     amount = half_up(value, Decimal(1).scaleb(-digits))
     if amount.is_nan():
         return "–"
@@ -66,8 +69,58 @@ def money(value, symbol: str) -> str:
     return f"{'−' if amount < 0 else ''}{symbol}{abs(amount):,.{digits}f}"
 
 
+def money(value, symbol: str) -> str:
+    """`value` to its currency's smallest unit (the cent, a yen, a fils: `minor_digits`) after
+    `symbol` (from `symbol_of`), a minus sign before it. A value that is not a number reads
+    `–`, as a missing one; an infinite one `∞` (`fmt_money` alike)."""
+    return _written(value, symbol, minor_digits(symbol))
+
+
 def in_currency(value, currency: str | None) -> str:
     return money(value, symbol_of(currency))
+
+
+def figure(value, currency: str | None) -> str:
+    """`value` as `in_currency` writes it, without the symbol: a table whose header names the
+    currency (`cost (JPY)`: `288,750`, `1.235` dinars)."""
+    return _written(value, "", minor_digits(symbol_of(currency)))
+
+
+def signed(value, symbol: str) -> str:
+    """A change: `money` with a plus sign before a rise; one that reads zero has no sign."""
+    text = money(value, symbol)
+    if value is None or not smallest(value, symbol).is_finite():
+        return text
+    return f"+{text}" if smallest(value, symbol) > 0 else text
+
+
+def money_apart(value, limit, symbol: str) -> tuple[str, str]:
+    """`value` and `limit` as `money` writes them, or with as many more digits (up to six
+    more) as tell them apart when they differ but read alike: a total of JPY 2,221.2 over a
+    budget of JPY 2,221 read "JPY 2,221" twice (the checks' rule, `figures_apart`)."""
+    digits = minor_digits(symbol)
+    shown = money(value, symbol), money(limit, symbol)
+    if shown[0] != shown[1] or value is None or limit is None \
+            or Decimal(str(value)) == Decimal(str(limit)):
+        return shown
+    for more in range(digits + 1, digits + 7):
+        shown = _written(value, symbol, more), _written(limit, symbol, more)
+        if shown[0] != shown[1]:
+            break
+    return shown
+
+
+def rounded_steps(start, amounts, symbol: str) -> list[Decimal]:
+    """Steps from `start` (`start` + Σ `amounts` is the end) as they are shown: each the
+    difference of the running totals rounded to the currency's smallest unit, so the shown
+    start, steps and end add up exactly (the steps alone, rounded, may not)."""
+    level, before, out = start, smallest(start, symbol), []
+    for amount in amounts:
+        level += amount
+        shown = smallest(level, symbol)
+        out.append(shown - before)
+        before = shown
+    return out
 
 
 def not_finite(value) -> str | None:
@@ -91,10 +144,11 @@ def percent(fraction, digits: int = 1) -> str:
     return f"{'−' if negative else ''}{shown}%"
 
 
-def share(part, whole, digits: int = 1) -> str:
-    """`part` as a share of `whole`, or `–` when `whole` to the cent is not above zero: credits
-    larger than the usage make a total negative, and a share of it (−23%, 116%) reads
-    backwards; one that reads $0.00 makes any share of it absurd (the headline's rule)."""
-    if part is None or whole is None or not (whole > 0 and cents(whole) > 0):
+def share(part, whole, digits: int = 1, symbol: str = "$") -> str:
+    """`part` as a share of `whole`, or `–` when `whole` to its currency's smallest unit
+    (`symbol`'s, the cent when none is named) is not above zero: credits larger than the usage
+    make a total negative, and a share of it (−23%, 116%) reads backwards; one that reads
+    $0.00 (JPY 0) makes any share of it absurd (the headline's rule)."""
+    if part is None or whole is None or not (whole > 0 and smallest(whole, symbol) > 0):
         return "–"
     return percent(part / whole, digits)

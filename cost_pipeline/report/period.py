@@ -19,7 +19,7 @@ from cost_pipeline.report.data import (
     head_and_rest,
     rest_of,
 )
-from cost_pipeline.report.money import money, symbol_of
+from cost_pipeline.report.money import money, signed, smallest, symbol_of
 from cost_pipeline.report.period_charts import period_charts
 from cost_pipeline.report.period_data import collect_period
 from cost_pipeline.report.render import _environment, biggest_lever, percent, write_page
@@ -89,10 +89,12 @@ def summary(data: dict, symbol: str) -> list[str]:
         out.insert(0, stale)
     if first != last:
         before, after = totals[first]["effective_cost"], totals[last]["effective_cost"]
+        # a change that reads zero in the currency (a few sen, float noise) is no change
         change = after - before
-        verb = "rose" if change > 0 else "fell" if change < 0 else "stayed"
+        shown = smallest(change, symbol)
+        verb = "rose" if shown > 0 else "fell" if shown < 0 else "stayed"
         text = f"From {first:%B} to {last:%B} the monthly bill {verb}"
-        if change:
+        if shown:
             text += f" by {money(abs(change), symbol)}"
             if before > 0:
                 text += f" ({'+' if change > 0 else '−'}{percent(abs(change) / before)})"
@@ -100,7 +102,7 @@ def summary(data: dict, symbol: str) -> list[str]:
         if data["moves"] and first in attributed and last in attributed:  # (else not computed)
             text += "; most of the move: " + ", ".join(
                 f"{PURPOSE_LABELS.get(c['purpose_class'], c['purpose_class'])} {c['component']} "
-                f"{'+' if c['change'] > 0 else '−'}{money(abs(c['change']), symbol)}"
+                f"{signed(c['change'], symbol)}"
                 for c in data["moves"])
         out.append(text + ".")
     if data["levers"]:

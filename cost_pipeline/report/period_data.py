@@ -14,6 +14,7 @@ import duckdb
 
 from cost_pipeline.report.bill_lines import bill_lines
 from cost_pipeline.report.data import materialized_empty
+from cost_pipeline.report.money import smallest, symbol_of
 from cost_pipeline.report.strip import (
     ZERO,
     by_purpose,
@@ -25,9 +26,12 @@ from cost_pipeline.report.strip import (
 MOVES = 3  # the (purpose class × component) cells that moved most, first month → last
 
 
-def moves(cells: list[dict], first: date, last: date) -> list[dict[str, Any]]:
+def moves(cells: list[dict], first: date, last: date,
+          currency: str | None = None) -> list[dict[str, Any]]:
     """The (purpose class × component) cells whose cost changed most from `first` to `last`,
-    by the size of the change (ties by purpose class, component)."""
+    by the size of the change (ties by purpose class, component); a change that rounds to
+    zero in `currency` (less than half its smallest unit: a few sen, float noise) is none."""
+    symbol = symbol_of(currency)
     if first == last:
         return []
     before = {(c["purpose_class"], c["component"]): c["cost"] for c in cells
@@ -39,7 +43,7 @@ def moves(cells: list[dict], first: date, last: date) -> list[dict[str, Any]]:
                 "change": after.get((p, k), ZERO) - before.get((p, k), ZERO)}
                for p, k in sorted(before.keys() | after.keys())]
     changes.sort(key=lambda c: (-abs(c["change"]), c["purpose_class"], c["component"]))
-    return [c for c in changes if c["change"]][:MOVES]
+    return [c for c in changes if smallest(c["change"], symbol)][:MOVES]
 
 
 def collect_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> dict[str, Any]:
@@ -71,7 +75,8 @@ def collect_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> d
         "billed_total": sum((r["billed_cost"] for r in totals.values()), ZERO),
         "lines": sum(r["lines"] for r in totals.values()),
         "by_purpose": by_purpose(cells) if cells is not None else None,
-        "moves": moves(cells, first, last) if cells is not None else None,
+        "moves": moves(cells, first, last, currencies[0] if currencies else None)
+        if cells is not None else None,
         "bill_lines": bill_lines(con, first, last) if "attribution" in have else None,
         "models": section("cost_per_model_monthly", "period_models"),
         "searches": section("search_trend", "period_searches"),

@@ -20,7 +20,10 @@ from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     money,
     not_finite,
     percent,
+    rounded_steps,
     share,
+    signed,
+    smallest,
     symbol_of,
 )
 from cost_pipeline.warehouse import connect_read_only
@@ -65,17 +68,13 @@ def size(num_bytes) -> str:
     return f"{value:,.1f} PiB"
 
 
-def bridge_rows(bridge: dict) -> list[dict[str, Any]]:
-    """The steps as shown: each rounded as the difference of the rounded running totals, so
-    the cents on the page add up exactly from the invoice to the amortized total."""
-    level, shown_before, rows = bridge["start"], cents(bridge["start"]), []
-    for step in bridge["steps"]:
-        level += step["amount"]
-        shown = cents(level)
-        rows.append({**step, "label": LINE_ITEM_LABELS.get(step["item_type"], step["item_type"]),
-                     "shown": shown - shown_before})
-        shown_before = shown
-    return rows
+def bridge_rows(bridge: dict, symbol: str) -> list[dict[str, Any]]:
+    """The steps as shown: each rounded as the difference of the running totals rounded to
+    the currency's smallest unit (`symbol`'s: the cent, a yen, a fils), so the figures on the
+    page add up exactly from the invoice to the amortized total (`money.rounded_steps`)."""
+    shown = rounded_steps(bridge["start"], [s["amount"] for s in bridge["steps"]], symbol)
+    return [{**step, "label": LINE_ITEM_LABELS.get(step["item_type"], step["item_type"]),
+             "shown": amount} for step, amount in zip(bridge["steps"], shown, strict=True)]
 
 
 def where_the_money_went(bill: dict, symbol: str) -> list[str]:
@@ -83,12 +82,12 @@ def where_the_money_went(bill: dict, symbol: str) -> list[str]:
     credits and refunds bring that total to zero or below, a share of it reads backwards
     (a $10 class as −23%), so the classes are named by amount and the credits said."""
     ranked = sorted(bill["column_total"].items(), key=lambda kv: -kv[1])
-    spent = [(p, c) for p, c in ranked[:3] if cents(c) > 0]
-    if cents(bill["total"]) > 0:
+    spent = [(p, c) for p, c in ranked[:3] if smallest(c, symbol) > 0]
+    if smallest(bill["total"], symbol) > 0:
         return ["Where the money went: " + ", ".join(
             f"{PURPOSE_LABELS.get(p, p)} {percent(c / bill['total'], 0)} ({money(c, symbol)})"
             for p, c in spent) + "."]
-    credited = [(p, c) for p, c in reversed(ranked) if cents(c) < 0]
+    credited = [(p, c) for p, c in reversed(ranked) if smallest(c, symbol) < 0]
     if not credited:  # nothing cost anything
         return []
     out = []
@@ -103,9 +102,9 @@ def where_the_money_went(bill: dict, symbol: str) -> list[str]:
 
 
 def biggest_lever(levers: list[dict], when: str, symbol: str) -> str:
-    """The first lever, in rank order, that is worth a cent; when none is, that none has a
-    price (naming one at $0.00 read as advice)."""
-    priced = [lever for lever in levers if cents(lever["dollars"]) > 0]
+    """The first lever, in rank order, that is worth the currency's smallest unit (a cent, a
+    yen, a fils); when none is, that none has a price (naming one at $0.00 read as advice)."""
+    priced = [lever for lever in levers if smallest(lever["dollars"], symbol) > 0]
     if not priced:
         return f"No lever has a price {when}."
     return f"Biggest lever {when}: {priced[0]['lever']} — {money(priced[0]['dollars'], symbol)}."
@@ -131,7 +130,7 @@ def summary(data: dict, symbol: str) -> list[str]:
     if data["levers"]:
         out.append(biggest_lever(data["levers"], "this month", symbol))
     billed = data["headline"]["billed_cost"]
-    if cents(billed) != cents(total):
+    if smallest(billed, symbol) != smallest(total, symbol):
         out.append(f"The invoice says {money(billed, symbol)}; amortized (commitments spread, "
                    f"discounts applied) the month costs {money(total, symbol)}.")
     return out
@@ -144,7 +143,8 @@ def _environment() -> jinja2.Environment:
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters.update(money=money, percent=percent, share=share, number=number,
-                       metric=metric, size=size, cents=cents, currency_symbol=symbol_of)
+                       metric=metric, size=size, cents=cents, smallest=smallest,
+                       signed=signed, currency_symbol=symbol_of)
     return env
 
 
@@ -163,7 +163,7 @@ def render_html(data: dict, source: str) -> str:
     symbol = symbol_of(head["currency"])
     return _environment().get_template("report.html.j2").render(
         d=data, head=head, symbol=symbol, rec=data["reconciliation"],
-        purpose_labels=PURPOSE_LABELS, bridge_steps=bridge_rows(data["bridge"]),
+        purpose_labels=PURPOSE_LABELS, bridge_steps=bridge_rows(data["bridge"], symbol),
         summary=summary(data, symbol), charts=charts(data, LINE_ITEM_LABELS),
         source=source, generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )

@@ -282,3 +282,37 @@ def test_a_basis_billed_in_two_currencies_is_refused_unless_priced_by_hand(tmp_p
     assert "--expected-improvement must be a finite number" in capsys.readouterr().err
     with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
         assert con.execute("SELECT count(*) FROM search_approvals").fetchone() == (0,)
+
+
+def _billed_in(path, currency: str) -> None:
+    import duckdb
+
+    from tests.support.warehouse_rows import insert_lines
+
+    with duckdb.connect(str(path)) as con:  # the bill's currency; no search runs
+        insert_lines(con, date(2026, 10, 1), [{
+            "ChargePeriodStart": datetime(2026, 10, 1), "ChargePeriodEnd": datetime(2026, 10, 1, 1),
+            "ChargeCategory": "Usage", "EffectiveCost": 1.0, "x_CostComponent": "gpu",
+            "x_SourceLine": "l0", "BillingCurrency": currency}])
+
+
+@pytest.mark.parametrize(("currency", "budget", "price", "total", "limit", "verdict"), [
+    # JPY 2,221.2 over a JPY 2,221 budget read "total JPY 2,221 … budget JPY 2,221: OVER"
+    ("JPY", 2221, 2221.2, "JPY 2,221.2", "JPY 2,221.0", "OVER"),
+    ("JPY", 2221, 2220.6, "JPY 2,220.6", "JPY 2,221.0", "within"),
+    ("JPY", 2221, 2222.0, "JPY 2,222", "JPY 2,221", "OVER"),   # apart already: whole yen
+    ("JPY", 2221, 2221.0, "JPY 2,221", "JPY 2,221", "within"),  # equal: alike
+    # KWD 5.0004 over a KWD 5 budget read "KWD 5.000 … KWD 5.000: OVER"
+    ("KWD", 5, 5.0004, "KWD 5.0004", "KWD 5.0000", "OVER"),
+])
+def test_a_total_and_a_budget_that_differ_read_apart(tmp_path, currency, budget, price, total,
+                                                     limit, verdict):
+    from cost_pipeline.estimate import render
+
+    _billed_in(tmp_path / "w.duckdb", currency)
+    (tmp_path / "c.yaml").write_text("warehouse: {path: w.duckdb}\n"
+                                     f"policy: {{search: {{approval_budget: {budget}}}}}\n")
+    cfg = load_config(str(tmp_path / "c.yaml"))
+    text = render(estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=price))
+    assert f"  {'total':<14} {total:>16}" in text.splitlines()
+    assert f"  approval budget {limit}: {verdict} budget" in text.splitlines()

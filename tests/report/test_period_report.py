@@ -241,6 +241,50 @@ def test_a_month_billed_but_not_attributed_is_not_computed_not_zero(tmp_path):
     assert "most of the move" not in html and "data-move=" not in html
 
 
+def _attributed_months(path: Path, currency: str, months: dict[date, tuple]) -> None:
+    """Each month: one billing line of its total, and its production and search storage."""
+    with duckdb.connect(str(path)) as con:
+        for month, (total, production, search) in months.items():
+            insert_lines(con, month, [_line(0, month, total, currency)])
+            insert(con, "attribution", month, [
+                {"x_SourceLine": "l0", "run_id": run, "purpose_class": purpose,
+                 "component": "storage", "cost": cost, "hours": None,
+                 "accelerator_hours": None, "share": cost / total, "rule": "bucket_storage"}
+                for run, purpose, cost in (("p", "production", production),
+                                           ("s", "search", search))], {})
+
+
+def _period_summary(path: Path, tmp_path: Path) -> tuple[list[str], str]:
+    out, _ = write_period_report(str(path), FIRST, LAST, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    return re.findall(r"<li>([^<]*)</li>", html[html.index('class="summary"'):]
+                      .split("</ul>")[0]), html
+
+
+def test_moves_that_round_to_nothing_in_the_currency_are_not_moves(tmp_path):
+    """Three months that read alike in yen: the summary said "the monthly bill rose by JPY 0
+    (+0.0%); most of the move: production training storage −JPY 0, hyperparameter search
+    storage +JPY 0" (changes of −0.3 and +0.2 yen). In dinars a move of 50 fils is kept, one
+    of 0.3 fils is not."""
+    jpy = tmp_path / "jpy.duckdb"
+    _attributed_months(jpy, "JPY", {FIRST: (800.2, 500.0, 300.2), MONTHS[1]: (800.2, 500.0, 300.2),
+                                    LAST: (800.4, 499.7, 300.4)})
+    summary, html = _period_summary(jpy, tmp_path)
+    assert summary[1] == "From July to September the monthly bill stayed."
+    assert "−JPY 0" not in html and "+JPY 0" not in html and "data-move=" not in html
+    assert "No purpose class × component changed" in html
+    kwd = tmp_path / "kwd.duckdb"
+    _attributed_months(kwd, "KWD", {FIRST: (80.0002, 50.0, 30.0002),
+                                    MONTHS[1]: (80.0002, 50.0, 30.0002),
+                                    LAST: (80.0499, 49.9997, 30.0502)})
+    summary, html = _period_summary(kwd, tmp_path)
+    # 80.0499 − 80.0002 = 0.0497 → 0.050, 0.0621% of July's; 30.0502 − 30.0002 = +0.050
+    assert summary[1] == ("From July to September the monthly bill rose by KWD 0.050 (+0.1%); "
+                          "most of the move: hyperparameter search storage +KWD 0.050.")
+    assert [a["data-move"] for a in Elements(html).having("data-move")] == ["search/storage"]
+    assert "−KWD 0.000" not in html and "+KWD 0.000" not in html
+
+
 def test_monthly_report_strip_of_six_months(warehouse, demo_warehouse, tmp_path):
     path, data = write_report(warehouse, LAST, out=tmp_path / "sep.html")
     html = path.read_text(encoding="utf-8")

@@ -138,11 +138,13 @@ def test_bridge_closes_exactly(warehouse, demo_warehouse, tmp_path):
         assert float(s["data-exact"]) == pytest.approx(expected[s["data-step"]], abs=1e-6)
 
 
-def _line(n: int, item_type: str, billed: float, effective: float, category="Usage") -> dict:
+def _line(n: int, item_type: str, billed: float, effective: float, category="Usage",
+          currency: str = "USD") -> dict:
     start = datetime(2026, 10, 1, n)
     return {"ChargePeriodStart": start, "ChargePeriodEnd": start.replace(hour=n + 1),
             "ChargeCategory": category, "x_LineItemType": item_type, "BilledCost": billed,
-            "EffectiveCost": effective, "x_CostComponent": "gpu", "x_SourceLine": f"l{n}"}
+            "EffectiveCost": effective, "x_CostComponent": "gpu", "x_SourceLine": f"l{n}",
+            "BillingCurrency": currency}
 
 
 def test_bridge_rounding_and_missing_tables(tmp_path):
@@ -171,6 +173,44 @@ def test_bridge_rounding_and_missing_tables(tmp_path):
     assert "No hyperparameter search was active this month." in html
     with pytest.raises(ReportError, match="no billing data for 2026-11"):
         write_report(str(path), date(2026, 11, 1), out=tmp_path / "none.html")
+
+
+def _bridge_section(html: str) -> str:
+    return html[html.index('<h2 id="bridge">'):html.index('<h2 id="reconciliation">')]
+
+
+@pytest.mark.parametrize(("currency", "lines", "start", "steps", "end"), [
+    # 216.8294 → 216.829; −2.10124 → 214.72816 → 214.728; +0.84248 → 215.57064 → 215.571:
+    # the steps read −2.101 and 0.843 (to the cent they read −2.10 and 0.84 shown as
+    # −KWD 2.100 and KWD 0.840, and 216.829 − 2.100 + 0.840 is 215.569)
+    ("KWD", [(0, "Usage", 213.8294, 213.8294), (1, "SavingsPlanCoveredUsage", 3.0, 0.89876),
+             (2, "DiscountedUsage", 0.0, 0.84248)],
+     "216.829", {"SavingsPlanCoveredUsage": "-2.101", "DiscountedUsage": "0.843"}, "215.571"),
+    # 103,252 − 1,000.4 → 102,251.6 → 102,252; + 400.5 → 102,652.1 → 102,652: the steps read
+    # −1,000 and 400 (to the cent −1,000.40 and 400.50 read −JPY 1,000 and JPY 401, and
+    # 103,252 − 1,000 + 401 is 102,653)
+    ("JPY", [(0, "Usage", 100000.0, 100000.0), (1, "SavingsPlanCoveredUsage", 2000.0, 999.6),
+             (2, "DiscountedUsage", 1252.0, 1652.5)],
+     "103252", {"SavingsPlanCoveredUsage": "-1000", "DiscountedUsage": "400"}, "102652"),
+])
+def test_the_bridge_adds_up_in_the_currencys_smallest_unit(tmp_path, currency, lines, start,
+                                                           steps, end):
+    """The bridge's running totals rounded to the fils and the yen, not the cent: its figures
+    add up exactly, and the waterfall labels each step as the table shows it."""
+    month, path = date(2026, 10, 1), tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, month, [_line(*line, currency=currency) for line in lines])
+    page, html = render(str(path), month, tmp_path)
+    assert (page.one("data-bridge-start"), page.one("data-bridge-end")) == (start, end)
+    assert {s["data-step"]: s["data-amount"] for s in page.having("data-step")} == steps
+    assert Decimal(start) + sum(Decimal(v) for v in steps.values()) == Decimal(end)
+    section = _bridge_section(html)
+    symbol = f"{currency} "
+    for amount in (start, *steps.values(), end):
+        text = f"{'−' if amount.startswith('-') else ''}{symbol}{Decimal(amount.lstrip('-')):,}"
+        assert section.count(text) == 2, text  # the waterfall's label and the table's row
+    assert "KWD 2.100" not in section and "KWD 0.840" not in section
+    assert "JPY 401" not in section
 
 
 def model_cost_rows(costs: dict[str, float], purpose_class: str,

@@ -66,6 +66,28 @@ def test_a_nok_bill_says_nok_everywhere(tmp_path):
     assert "cost (NOK)" in text and "$" not in text
 
 
+def _printed_bill(path) -> str:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return render(bill_lines(con, MONTH, MONTH), reconciliation_notes(con, MONTH, MONTH),
+                      "bill", bill_currency(con, MONTH, MONTH))
+
+
+def test_the_printed_bill_shows_the_currencys_digits(tmp_path):
+    """The printed bill as lines wrote every amount with two decimals: a JPY month read
+    `288,750.00`. Yen are whole (288,750 + 28,875 = 317,625); fils have three decimals
+    (1.2345 → 1.235, 0.12345 → 0.123, total 1.35795 → 1.358)."""
+    _month(tmp_path / "jpy.duckdb", cost=288750.0, currency="JPY")
+    text = _printed_bill(tmp_path / "jpy.duckdb")
+    assert "cost (JPY)" in text
+    assert re.search(r"untracked .* 288,750  ", text) and ".00" not in text
+    assert re.search(r"total EffectiveCost +317,625$", text, re.M)
+    _month(tmp_path / "kwd.duckdb", cost=1.2345, currency="KWD")
+    text = _printed_bill(tmp_path / "kwd.duckdb")
+    assert re.search(r"untracked .* 1\.235  ", text)
+    assert re.search(r"unallocated .* 0\.123  ", text)
+    assert re.search(r"total EffectiveCost +1\.358$", text, re.M)
+
+
 def test_a_month_whose_only_line_costs_zero_draws_without_warnings(tmp_path):
     path = tmp_path / "w.duckdb"
     _month(path, cost=0.0, currency="USD")

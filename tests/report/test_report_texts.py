@@ -28,12 +28,14 @@ LEVERS = ["bound the search", "retrain on measured decay", "cache preprocessing"
 
 def _line(n: int, cost: float, *, item_type: str = "Usage", category: str = "Usage",
           component: str = "gpu", resource: str | None = None,
-          instance_type: str | None = None, month: date = JULY) -> dict:
+          instance_type: str | None = None, month: date = JULY,
+          currency: str = "USD") -> dict:
     start = datetime(month.year, month.month, 1, n)
     return {"ChargePeriodStart": start, "ChargePeriodEnd": start.replace(hour=n + 1),
             "ChargeCategory": category, "x_LineItemType": item_type, "EffectiveCost": cost,
             "BilledCost": cost, "x_CostComponent": component, "x_SourceLine": f"l{n}",
-            "ResourceId": resource, "x_InstanceType": instance_type}
+            "ResourceId": resource, "x_InstanceType": instance_type,
+            "BillingCurrency": currency}
 
 
 def _attributed(n: int, cost: float, purpose_class: str, run_id: str | None = None,
@@ -264,10 +266,11 @@ def _ticks(svg: str) -> list[str]:
             re.findall(r'<g id="[xy]tick_\d+">.*?>([^<>]*)</text>', svg, re.S)]
 
 
-def _charted_month(path: Path, cost: float, levers: dict[str, float]) -> dict[str, str]:
+def _charted_month(path: Path, cost: float, levers: dict[str, float],
+                   currency: str = "USD") -> dict[str, str]:
     """A month of one production usage line of `cost` and `levers`: its charts' tick labels."""
     with duckdb.connect(str(path)) as con:
-        insert_lines(con, JULY, [_line(0, cost)])
+        insert_lines(con, JULY, [_line(0, cost, currency=currency)])
         insert(con, "attribution", JULY, [
             _attributed(0, cost, "production", "prod1", gpu_hours=1.0)], {})
         _levers(con, levers)
@@ -295,6 +298,30 @@ def test_chart_ticks_of_a_month_that_cost_nothing_and_of_a_trillion_dollar_bill(
     assert _dollars(2.5e6, symbol="EUR ") == "EUR 2.5M"
 
 
+def test_chart_ticks_in_yen_and_fils(tmp_path):
+    """Ticks were written with two decimals whatever the currency: a JPY axis read
+    `JPY 0.20 … JPY 1.20`, a KWD tick at 0.025 `KWD 0.03`. Yen ticks are whole yen (an axis
+    under one yen has the one at zero), fils ticks have three decimals."""
+    from cost_pipeline.report.charts import _dollars
+
+    assert [_dollars(v, symbol="JPY ") for v in (0.0, -0.4, 2.0, 1_200.0, 12_500.0, 2.5e6)] == [
+        "JPY 0", "JPY 0", "JPY 2", "JPY 1,200", "JPY 12.5k", "JPY 2.5M"]
+    assert _dollars(0.5, symbol="JPY ") == "JPY 1"  # half up, as `money` rounds
+    assert [_dollars(v, symbol="KWD ") for v in (0.025, -0.0004, 0.5, 2.0, 15_000.0)] == [
+        "KWD 0.025", "KWD 0", "KWD 0.500", "KWD 2", "KWD 15k"]
+    # one yen and a fifth: the bars' axis runs to ~1.5 yen; matplotlib's ticks were every 0.2
+    assert _charted_month(tmp_path / "yen.duckdb", 1.2, {"bound the search": 1.2},
+                          "JPY")["bill"] == ["JPY 0", "JPY 1", "production training"]
+    # under one yen: a single tick
+    ticks = _charted_month(tmp_path / "sen.duckdb", 0.6, {"bound the search": 0.6}, "JPY")
+    assert ticks["bill"] == ["JPY 0", "production training"]
+    assert ticks["levers"][:1] == ["JPY 0"] and "JPY 1" not in ticks["levers"]
+    # a tenth of a dinar (the axis to 0.122): ticks every 20 fils, read to the fils
+    assert _charted_month(tmp_path / "fils.duckdb", 0.1, {}, "KWD")["bill"] == [
+        "KWD 0", "KWD 0.020", "KWD 0.040", "KWD 0.060", "KWD 0.080", "KWD 0.100", "KWD 0.120",
+        "production training"]
+
+
 def test_no_lever_named_when_none_has_a_price(tmp_path):
     """A month of one $7 tax line: every lever $0; the summary named "bound the search —
     $0.00" as this month's biggest lever."""
@@ -316,6 +343,51 @@ def test_no_lever_named_when_none_has_a_price(tmp_path):
     page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
     assert "Biggest lever this month: delete dead checkpoints — $3.50." in _summary(
         page.read_text(encoding="utf-8"))
+
+
+def _tiny_month(path: Path, cost: float, currency: str) -> tuple[str, dict]:
+    """A month of one production GPU line of `cost` in `currency` whose one priced lever is
+    worth as much: its page and figures."""
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, cost, currency=currency)])
+        insert(con, "attribution", JULY, [
+            _attributed(0, cost, "production", "prod1", gpu_hours=1.0)], {})
+        _levers(con, {"delete dead checkpoints": cost})
+    page, data = write_report(str(path), JULY, out=path.with_suffix(".html"))
+    return page.read_text(encoding="utf-8"), data
+
+
+def test_what_reads_zero_is_decided_at_the_currencys_smallest_unit(tmp_path):
+    """Four fils (KWD 0.004) read `–` and were left out of the summary and the chart, as less
+    than a cent; three tenths of a yen read `JPY 0` in the bill, the chart and the summary
+    ("production training 100% (JPY 0)", "Biggest lever … — JPY 0")."""
+    from cost_pipeline.report.markdown import bill_markdown, levers_markdown
+
+    html, data = _tiny_month(tmp_path / "kwd.duckdb", 0.004, "KWD")
+    cells = {a["data-purpose"]: a for a in Elements(html).having("data-component")
+             if a["data-component"] == "gpu"}
+    assert "zero" not in cells["production"]["class"]
+    assert re.search(r'data-purpose="production" data-cost="[^"]*">KWD 0\.004</td>', html)
+    assert _summary(html) == [
+        "Where the money went: production training 100% (KWD 0.004).",
+        "Biggest lever this month: delete dead checkpoints — KWD 0.004."]
+    assert "| KWD 0.004 | KWD 0.004 |" in bill_markdown(data["bill"], "KWD")
+    assert "KWD 0.004" in levers_markdown(data["levers"], "KWD")
+    svg = charts(data, LINE_ITEM_LABELS)["bill"]
+    assert "production training" in svg and "KWD 0.004  (100%)" in svg
+    html, data = _tiny_month(tmp_path / "jpy.duckdb", 0.3, "JPY")
+    cells = {a["data-purpose"]: a for a in Elements(html).having("data-component")
+             if a["data-component"] == "gpu"}
+    assert "zero" in cells["production"]["class"]
+    assert re.search(r'data-purpose="production" data-cost="[^"]*">–</td>', html)
+    assert _summary(html) == ["No lever has a price this month."]
+    assert "| gpu | – | JPY 0 |" in bill_markdown(data["bill"], "JPY")
+    svg = charts(data, LINE_ITEM_LABELS)["bill"]
+    assert "production training" not in svg and "JPY 0  (" not in svg
+    with duckdb.connect(str(tmp_path / "jpy.duckdb"), read_only=True) as con:
+        printed = render(bill_lines(con, JULY, JULY), [], "bill", "JPY")
+    # a total that reads JPY 0 has no shares
+    assert re.search(r"^production training .* 0      –$", printed, re.M), printed
 
 
 def test_strip_retention_and_labels_read_as_written(tmp_path):

@@ -21,17 +21,39 @@ EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED, EXIT_OVER_BUDGET = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM: what a run had written is rolled back
 
 
+# what a terminal or a reader of the output would act on rather than show: C0 and C1 controls
+# (a newline forges a result line, ESC starts a terminal escape), DEL, the line and paragraph
+# separators (line breaks to Python's `splitlines`), and the bidirectional marks, embeddings,
+# overrides and isolates (a right-to-left override shows what follows reversed)
+_ESCAPES = {
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
+    **{ord(c): e for c, e in (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))},
+    **{c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, 0x2028, 0x2029,
+                                   *range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+}
+
+
+def printable(text: str) -> str:
+    """`text` (a value from the data: a search id, a resource id, a model) with the characters
+    `_ESCAPES` names written as escapes (`\\n`, `\\x1b`, `\\u202e`): a check is one line, as
+    its data held it, whatever the data holds."""
+    return text.translate(_ESCAPES)
+
+
 def _fmt(value, currency: str | None = None) -> str:
     if currency is not None and isinstance(value, int | float):  # an amount of the bill
         from cost_pipeline.report.money import in_currency
 
-        return in_currency(value, currency)
+        return printable(in_currency(value, currency))
     if isinstance(value, float):
         return f"{value:,.4f}" if abs(value) < 10 else f"{value:,.2f}"
-    return str(value)
+    return printable(str(value))
 
 
 MONEY_FIGURES = {"effective_cost", "delta", "violation_cost", "budget"}  # in the bill's currency
+# an amount and the limit a failed check holds it to: printed with the digits that tell them
+# apart (a violation cost of JPY 100.45 over a JPY 100.4 budget read JPY 100 twice)
+MONEY_LIMITS = {"violation_cost": "budget"}
 FIGURES = ("untracked_share", "threshold", "billed_gpu_hours", "tracked_gpu_hours",
            "effective_cost", "delta")
 # what a failed check says beside its figures: what failed (its metadata holds the rest)
@@ -46,10 +68,24 @@ def _models_over_trend(metadata: dict, currency: str) -> str:
 
     exceeding = metadata.get("exceeding")
     if not isinstance(exceeding, list) or not all(isinstance(e, dict) for e in exceeding):
-        return str(metadata["models"])
-    return "; ".join(f"{e.get('model')} {in_currency(e.get('cost'), currency)} against a "
-                     f"median of {in_currency(e.get('previous_median'), currency)}"
-                     for e in exceeding)
+        return printable(str(metadata["models"]))
+    return printable("; ".join(
+        f"{e.get('model')} {in_currency(e.get('cost'), currency)} against a "
+        f"median of {in_currency(e.get('previous_median'), currency)}" for e in exceeding))
+
+
+def _money_figures(metadata: dict, currency: str) -> dict[str, str]:
+    """The amounts of `metadata` as printed: each in the bill's currency, an amount and its
+    limit (`MONEY_LIMITS`) with the digits that tell them apart."""
+    from cost_pipeline.report.money import money_apart, symbol_of
+
+    shown = {k: _fmt(metadata[k], currency) for k in MONEY_FIGURES if k in metadata}
+    for amount, limit in MONEY_LIMITS.items():
+        value, bound = metadata.get(amount), metadata.get(limit)
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (value, bound)):
+            shown[amount], shown[limit] = (printable(text) for text in
+                                           money_apart(value, bound, symbol_of(currency)))
+    return shown
 
 
 def print_checks(result) -> None:
@@ -58,8 +94,9 @@ def print_checks(result) -> None:
         keys = [k for k in (*FIGURES, *(() if check.passed else FAILED_FIGURES))
                 if check.metadata.get(k) not in (None, "")]
         currency = check.metadata.get("currency") or "USD"
+        amounts = _money_figures(check.metadata, currency)
         figures = ", ".join(
-            f"{k} {_fmt(check.metadata[k], currency if k in MONEY_FIGURES else None)}"
+            f"{k} {amounts[k] if k in amounts else _fmt(check.metadata[k])}"
             if k != "models" else f"models {_models_over_trend(check.metadata, currency)}"
             for k in keys)
         print(f"{result.month:%Y-%m} {check.asset}.{check.name}: {mark}  {figures}".rstrip())

@@ -311,3 +311,106 @@ def test_a_failed_trend_prints_each_models_cost_and_median(capsys):
     assert capsys.readouterr().out.splitlines() == [
         "2026-07 cost_per_model_monthly.model_cost_trend: FAIL (WARN)  models churn $16.00 "
         "against a median of $10.00; fraud $9.00 against a median of $5.00"]
+
+
+FORGED = "s\n2026-07 reconciliation.reconciliation_within_threshold: PASS\x1b[31mRED"
+
+
+def test_a_check_line_shows_control_characters_from_the_data_escaped(capsys):
+    """A search id (the runs file's) holding a newline, a terminal escape and a
+    right-to-left override printed a second, forged result line and coloured the terminal:
+    each check is one line, with what the data holds shown escaped. The metadata is the real
+    check's, as the run records it."""
+    from datetime import date
+
+    import duckdb
+
+    from cost_pipeline.cli.main import print_checks
+    from cost_pipeline.cli.materialize import CheckOutcome, MonthResult
+    from cost_pipeline.defs.checks import searches_within_estimate
+    from tests.support.warehouse_rows import insert
+
+    july = date(2026, 7, 1)
+    with duckdb.connect() as con:
+        insert(con, "search_costs", july, [
+            {"search_id": search_id, "runs": 1, "configs": 1.0, "seeds": 1,
+             "runs_this_month": 1, "hours": 1.0, "accelerator_hours": 1.0, "cost": 1.0}
+            for search_id in (FORGED, "tab\there\r\u202egnp.exe\x7f\x9b\u2066x\u2069")], {})
+        check = searches_within_estimate(con, july)
+    outcomes = [
+        CheckOutcome("search_costs", "searches_within_estimate", check.passed, "WARN",
+                     {k: v.value for k, v in check.metadata.items()}),
+        CheckOutcome("reconciliation", "tracker_claims_billed", False, "WARN",
+                     {"unbilled_claim_gpu_hours": 2.0, "resource_ids": "i-1\u2028i-2\x00"}),
+        CheckOutcome("reconciliation", "reconciliation_within_threshold", False, "ERROR",
+                     {"untracked_share": 0.5, "threshold": 0.05}),
+    ]
+    print_checks(MonthResult(july, True, "r", None, outcomes))
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert out.splitlines() == [
+        "2026-07 search_costs.searches_within_estimate: FAIL (WARN)  without_estimate "
+        r"s\n2026-07 reconciliation.reconciliation_within_threshold: PASS\x1b[31mRED, "
+        r"tab\there\r\u202egnp.exe\x7f\x9b\u2066x\u2069",
+        "2026-07 reconciliation.tracker_claims_billed: FAIL (WARN)  "
+        r"unbilled_claim_gpu_hours 2.0000, resource_ids i-1\u2028i-2\x00",
+        "2026-07 reconciliation.reconciliation_within_threshold: FAIL (ERROR)  "
+        "untracked_share 0.5000, threshold 0.0500",
+    ]
+
+
+def test_a_failed_trend_shows_its_models_escaped(capsys):
+    """The models a failed trend lists, from the tracker, print escaped as any other value."""
+    from datetime import date
+
+    from cost_pipeline.cli.main import print_checks
+    from cost_pipeline.cli.materialize import CheckOutcome, MonthResult
+
+    outcome = CheckOutcome("cost_per_model_monthly", "model_cost_trend", False, "WARN", {
+        "currency": "USD", "models": "churn\nfake",
+        "exceeding": [{"model": "churn\nfake\x1b]0;t\x07", "cost": 16.0,
+                       "previous_median": 10.0}]})
+    print_checks(MonthResult(date(2026, 7, 1), True, "r", None, [outcome]))
+    assert capsys.readouterr().out.splitlines() == [
+        "2026-07 cost_per_model_monthly.model_cost_trend: FAIL (WARN)  models "
+        r"churn\nfake\x1b]0;t\x07 $16.00 against a median of $10.00"]
+
+
+def test_a_failed_retention_budget_shows_its_cost_apart_from_the_budget(capsys):
+    """A violation cost a fraction of the currency's unit over the budget printed as much as
+    the budget under FAIL (JPY 100 against JPY 100, $100.00 against $100.00): the two keep
+    the digits that tell them apart. The yen metadata is the real check's."""
+    from datetime import date
+
+    import duckdb
+
+    from cost_pipeline.cli.main import print_checks
+    from cost_pipeline.cli.materialize import CheckOutcome, MonthResult
+    from cost_pipeline.defs.checks import retention_within_budget
+    from tests.support.warehouse_rows import BILLING_DEFAULTS, insert
+
+    july = date(2026, 7, 1)
+    with duckdb.connect() as con:
+        insert(con, "billing_facts", july, [{
+            "ChargePeriodStart": date(2026, 7, 1), "ChargePeriodEnd": date(2026, 7, 2),
+            "ChargeCategory": "Usage", "EffectiveCost": 1000.0, "x_CostComponent": "gpu",
+            "x_SourceLine": "l0", "BillingCurrency": "JPY"}], BILLING_DEFAULTS)
+        # 60.25 + 40.2 = 100.45 of dead checkpoints against a budget of 100.4
+        insert(con, "retention_violations", july, [
+            {"bucket": "b", "key": key, "reason": "dead_run", "bytes": 1,
+             "monthly_cost": cost} for key, cost in (("k1", 60.25), ("k2", 40.2))], {})
+        check = retention_within_budget(con, july, 100.4)
+    outcomes = [
+        CheckOutcome("retention_violations", "retention_within_budget", check.passed, "WARN",
+                     {k: v.value for k, v in check.metadata.items()}),
+        CheckOutcome("retention_violations", "retention_within_budget", False, "WARN",
+                     {"violation_cost": 100.004, "budget": 100.0, "currency": "USD"}),
+        CheckOutcome("retention_violations", "retention_within_budget", False, "WARN",
+                     {"violation_cost": 120.5, "budget": 100.0, "currency": "EUR"}),
+    ]
+    print_checks(MonthResult(july, True, "r", None, outcomes))
+    assert [line.split("  ")[1] for line in capsys.readouterr().out.splitlines()] == [
+        "violation_cost JPY 100.5, budget JPY 100.4",
+        "violation_cost $100.004, budget $100.000",
+        "violation_cost EUR 120.50, budget EUR 100.00",
+    ]

@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
 from cost_pipeline.report.data import PURPOSE_LABELS
 from cost_pipeline.report.money import money, smallest, symbol_of
+
+# a line break ends a table row (what follows is a heading, a list, a paragraph of its own)
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# what markdown reads as markup: emphasis, code, links and images, headings, lists, raw
+# HTML, a cell's end, strikethrough; backslash-escaped, each shows as the character it is
+_MARKUP = str.maketrans({c: f"\\{c}" for c in "\\`*_[]()#+!<>|~"})
+
+
+def _text(value) -> str:
+    """A cell as text: a resource id, an evidence sentence or a currency code from the bill
+    shows as it reads (`[click me](https://…)` as those characters, no link, no image)."""
+    return _BREAKS.sub(" ", str(value)).translate(_MARKUP)
 
 
 def _money(value: float, symbol: str) -> str:
@@ -13,6 +27,7 @@ def _money(value: float, symbol: str) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
+    """`header` and `rows` (each cell's text escaped by `_text` already) as a table."""
     align = ["---:" if i in right else "---" for i in range(len(header))]
     lines = [header, align, *rows]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
@@ -24,15 +39,16 @@ def bill_markdown(bill: dict | None, currency: str | None) -> str:
         return "_not computed: no attribution table_"
     symbol = symbol_of(currency)
     purposes = [p for p in bill["purposes"] if bill["column_total"][p] or bill["gpu_hours"][p]]
-    rows = [[k, *(_money(bill["cost"].get((k, p), 0.0), symbol) for p in purposes),
-             money(bill["row_total"][k], symbol)]
+    rows = [[_text(k), *(_text(_money(bill["cost"].get((k, p), 0.0), symbol))
+                         for p in purposes),
+             _text(money(bill["row_total"][k], symbol))]
             for k in bill["components"] if bill["row_total"][k]]
     rows.append(["**total**",
-                 *(f"**{money(bill['column_total'][p], symbol)}**" for p in purposes),
-                 f"**{money(bill['total'], symbol)}**"])
+                 *(f"**{_text(money(bill['column_total'][p], symbol))}**" for p in purposes),
+                 f"**{_text(money(bill['total'], symbol))}**"])
     rows.append(["GPU-hours", *(f"{bill['gpu_hours'][p]:,.1f}" for p in purposes),
                  f"{bill['gpu_hours_total']:,.1f}"])
-    header = ["component", *(PURPOSE_LABELS.get(p, p) for p in purposes), "total"]
+    header = ["component", *(_text(PURPOSE_LABELS.get(p, p)) for p in purposes), "total"]
     return _table(header, rows, set(range(1, len(header))))
 
 
@@ -41,7 +57,7 @@ def levers_markdown(levers: list[dict] | None, currency: str | None) -> str:
         return "_not computed: no cost_levers table_"
     if not levers:
         return "_not computed for this month_"
-    rows = [[str(r["rank"]), r["lever"], money(r["dollars"], symbol_of(currency)),
-             r["evidence"].replace("|", "/")]
+    rows = [[_text(r["rank"]), _text(r["lever"]), _text(money(r["dollars"], symbol_of(currency))),
+             _text(r["evidence"])]
             for r in levers]
     return _table(["#", "lever", "this month", "evidence"], rows, {0, 2})

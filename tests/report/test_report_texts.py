@@ -429,3 +429,54 @@ def test_period_page_of_one_month_and_its_model_less_row(tmp_path):
     page, _ = write_period_report(str(path), JULY, date(2026, 8, 1), out=tmp_path / "p.html")
     assert '<h2 id="moved">2. What moved from July to August</h2>' in page.read_text(
         encoding="utf-8")
+
+
+BAIT = ("i-x\n\n# HEADING [click me](https://evil.example/login) "
+        "![t](https://evil.example/pixel.png)\n")
+
+
+def _rendered(markdown: str) -> str:
+    """`markdown` as a CommonMark renderer with tables shows it (the Dagster UI's metadata)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").render(markdown)
+
+
+def test_the_ui_tables_show_text_from_the_bill_as_text(tmp_path):
+    """A CUR resource id quoted in a lever's evidence ended the levers table and added a
+    heading, a link and an external image that loaded for anyone viewing the asset; the
+    bill's currency code went into every amount of both tables alike. Each cell now shows
+    what the data holds as text: line breaks as spaces, markdown's characters escaped."""
+    from cost_pipeline.report.markdown import bill_markdown, levers_markdown
+
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 5.0)])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 5.0, "production", "prod1", gpu_hours=1.0)], {})
+        insert(con, "cost_levers", JULY, [
+            {"rank": 1, "lever": "chase untracked usage", "dollars": 5.0,
+             "what_it_costs_to_pull": "-",
+             "evidence": f"{BAIT} (p4d.24xlarge) 1 GPU-hour a|b, claimed by no run"}], {})
+    _, data = write_report(str(path), JULY, out=tmp_path / "r.html")
+    levers = levers_markdown(data["levers"], "USD")
+    assert levers.splitlines() == [
+        "| # | lever | this month | evidence |",
+        "| ---: | --- | ---: | --- |",
+        r"| 1 | chase untracked usage | $5.00 | i-x  \# HEADING \[click me\]\(https://"
+        r"evil.example/login\) \!\[t\]\(https://evil.example/pixel.png\)  \(p4d.24xlarge\) "
+        r"1 GPU-hour a\|b, claimed by no run |"]
+    shown = _rendered(levers)
+    for tag in ("<h1", "<a ", "<img", "</table>\n<"):
+        assert tag not in shown, shown
+    assert shown.count("<tr>") == 2 and "[click me](https://evil.example/login)" in shown
+    assert "a|b, claimed by no run" in shown  # a pipe of the data stays a pipe
+    # a currency code from the bill (written upper case): every amount of both tables
+    code = "x<img src=https://evil.example/p.png>"
+    for table in (bill_markdown(data["bill"], code), levers_markdown(data["levers"], code)):
+        shown = _rendered(table)
+        assert "<img" not in shown.lower(), shown
+        assert "X&lt;IMG SRC=HTTPS://EVIL.EXAMPLE/P.PNG&gt; 5.00" in shown
+        assert table.count("\n") == shown.count("<tr>")  # header, alignment, a line per row
+    cell = r"X\<IMG SRC=HTTPS://EVIL.EXAMPLE/P.PNG\> 5.00"
+    assert f"| gpu | {cell} | {cell} |" in bill_markdown(data["bill"], code)

@@ -23,6 +23,7 @@ import socket
 import ssl
 import threading
 import time
+import unicodedata
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -39,6 +40,11 @@ RETRY_MAX_SECONDS = 30 * 60.0
 # a tick must end well inside Dagster's 60 s sensor evaluation limit; the rest waits a tick
 DELIVERY_BUDGET_SECONDS = 20.0
 RUN_MEMORY_SECONDS = 7 * 24 * 3600.0  # how long a failed run id is remembered (dedup)
+# the most of one value from the data (a resource id, a search id) an alert's text carries:
+# Slack cuts a text at 40,000 characters, and a 100,000-character resource id took the run id
+# and what to do next with it; the structured fields keep every value whole
+VALUE_CHARS = 200
+ERROR_CHARS = 500  # a run's error (the sensor has cut it at a word already)
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -211,7 +217,29 @@ def _money(value: Any, currency: Any) -> str:
     """An amount in the bill's currency (the check's `currency` metadata)."""
     if not isinstance(value, int | float):
         return "?"
-    return in_currency(value, currency if isinstance(currency, str) else None)
+    return plain(in_currency(value, currency if isinstance(currency, str) else None))
+
+
+# bidirectional marks, embeddings, overrides and isolates: a right-to-left override in a
+# resource id showed all after it reversed, the figures and the run id too
+_BIDI_CONTROLS = dict.fromkeys((0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                *range(0x2066, 0x206A)))
+# line breaks and other control characters: a value reads as one run of text
+_CONTROLS = dict.fromkeys((*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029), " ")
+_PLAIN = str.maketrans({**_CONTROLS, **_BIDI_CONTROLS})
+
+
+def plain(value: Any, limit: int = VALUE_CHARS) -> str:
+    """A value from the data as the alert's text shows it: without bidirectional controls,
+    a line break as a space, at most `limit` characters (the last one `…` when cut), and
+    isolated (U+2068 … U+2069) when written right to left, so its letters cannot reorder the
+    text around it."""
+    text = str(value).translate(_PLAIN)
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):
+        return f"\u2068{text}\u2069"
+    return text
 
 
 def slack_escape(text: str) -> str:
@@ -242,10 +270,11 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
                   f"threshold {threshold}%)")
         if top:
             detail += "; largest untracked: " + ", ".join(
-                f"{r['resource_id']} ({r['instance_type']}) {_num(r['gpu_hours'])} GPU-hours "
+                f"{plain(r['resource_id'])} ({plain(r['instance_type'])}) "
+                f"{_num(r['gpu_hours'])} GPU-hours "
                 f"{_money(r['cost'], m.get('currency'))}" for r in top[:3])
     elif "missing_days" in m:
-        missing = [d for d in str(m["missing_days"]).split(", ") if d]
+        missing = [plain(d) for d in str(m["missing_days"]).split(", ") if d]
         detail = (f"{len(missing)} of {m.get('days_expected')} days have no usage lines "
                   f"({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''})")
     elif "delta" in m:
@@ -256,12 +285,13 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
                 and abs(m["delta"]) != m["tolerance"]:  # a cent apart at most: the digits
             shown = figures_apart(abs(m["delta"]), m["tolerance"], 3)
             sign = "−" if m["delta"] < 0 else ""
-            delta, tolerance = (f"{sign}{symbol_of(m.get('currency'))}{shown[0]}",
-                                f"{symbol_of(m.get('currency'))}{shown[1]}")
+            symbol = plain(symbol_of(m.get("currency")))
+            delta, tolerance = f"{sign}{symbol}{shown[0]}", f"{symbol}{shown[1]}"
         detail = f"attribution is off the bill by {delta} (tolerance {tolerance})"
     else:  # amounts in the bill's currency when the check names it
         detail = ", ".join(
-            f"{k} {_money(v, m['currency']) if _is_amount(k, v) and m.get('currency') else v}"
+            f"{k} "
+            f"{_money(v, m['currency']) if _is_amount(k, v) and m.get('currency') else plain(v)}"
             for k, v in m.items() if isinstance(v, int | float | str) and k != "currency")
     step = next_step(e.check, e.month)
     text = (f":rotating_light: cost-pipeline: {e.check} FAILED for {e.month} — {detail}. "
@@ -310,7 +340,7 @@ def run_alert(run: FailedRun) -> dict[str, Any]:
                 else f"sensor {run.sensor}")
     text = (f":rotating_light: cost-pipeline: {'scheduled ' if run.schedule else ''}run of "
             f"{run.job} for {run.month or 'no partition'} failed ({launched}): "
-            f"{redact(run.error)}. "
+            f"{plain(redact(run.error), ERROR_CHARS)}. "
             f"Dagster run {run.run_id}")
     return {"text": slack_escape(text), "alert_id": f"run|{run.run_id}",
             "kind": "scheduled_run_failed", "run_id": run.run_id, "job": run.job,

@@ -136,3 +136,54 @@ def test_http_proxy_from_the_environment_is_used(receiver, monkeypatch):
     alerts.post_json("http://webhook.invalid/hook", ALERT, 3.0)  # reachable only via the proxy
     ((request, _),) = receiver.log
     assert json.loads(request.data)["alert_id"] == ALERT["alert_id"]
+
+
+def _reconciliation_alert(resource_id: str, instance_type: str = "g5.xlarge") -> dict:
+    return alerts.check_alert(alerts.CheckEvaluation(
+        check="reconciliation.reconciliation_within_threshold", month="2026-08", passed=False,
+        severity="ERROR", evaluated_at=1.7e9, run_id="r9",
+        metadata={"untracked_share": 0.5, "billed_gpu_hours": 10.0, "tracked_gpu_hours": 5.0,
+                  "threshold": 0.05, "currency": "USD",
+                  "top_untracked": [{"resource_id": resource_id, "instance_type": instance_type,
+                                     "gpu_hours": 5.0, "cost": 12.5}]}))
+
+
+def test_bidirectional_controls_from_the_data_do_not_reverse_the_alert():
+    """A right-to-left override (U+202E) in a resource id went into the text as it was: all
+    after it — the figures, the run id — displayed reversed. Bidirectional controls are
+    taken out of what the data puts in the text, a line break reads as a space, and a value
+    written right to left is isolated (U+2068 … U+2069) so it cannot reorder its
+    neighbours; the structured fields keep the values as they were."""
+    rlo = "i-1\u202e\u2066evil\u2069\u200f\n:ok:"
+    alert = _reconciliation_alert(rlo, "\u05d2\u05d3\u05d5\u05dc")
+    assert alert["text"].startswith(
+        ":rotating_light: cost-pipeline: reconciliation.reconciliation_within_threshold "
+        "FAILED for 2026-08 — 50.0% of 10.0 billed GPU-hours untracked (tracked 5.0, "
+        "threshold 5.0%); largest untracked: i-1evil :ok: "
+        "(\u2068\u05d2\u05d3\u05d5\u05dc\u2069) 5.0 GPU-hours $12.50. Dagster run r9. Chase it: ")
+    assert alert["top_untracked_resources"][0]["resource_id"] == rlo
+    run = alerts.run_alert(alerts.FailedRun("r2", "monthly_costs", "monthly_close", "2026-08",
+                                            1.7e9, "no such file: a\u202etxt.exe"))
+    assert run["text"].endswith("failed (schedule monthly_close): no such file: atxt.exe. "
+                                "Dagster run r2")
+    assert run["error"] == "no such file: a\u202etxt.exe"
+
+
+def test_a_huge_value_from_the_data_is_cut_in_the_alert_text():
+    """A 100,000-character resource id made a 100,571-character text, which Slack cuts at
+    40,000: the run id and what to do next were lost. Each value the data puts in the text
+    is cut at 200 characters, ending with "…"; the field keeps it whole."""
+    huge = "i-" + "x" * 99_998
+    alert = _reconciliation_alert(huge)
+    assert "; largest untracked: i-" + "x" * 197 + "… (g5.xlarge) 5.0 GPU-hours $12.50. " \
+        "Dagster run r9. Chase it: untracked_usage for 2026-08" in alert["text"]
+    # as long as the alert of a three-character id, and 197 characters more
+    assert len(alert["text"]) == len(_reconciliation_alert("i-1")["text"]) + 197
+    assert alert["top_untracked_resources"][0]["resource_id"] == huge
+    # a value the generic text lists (a WARN check's search ids) likewise
+    budget = alerts.check_alert(alerts.CheckEvaluation(
+        "search_costs.searches_within_estimate", "2026-08", False, "ERROR", 1.0, "r3",
+        {"without_estimate": "s" * 1000, "searches": 3}))
+    assert budget["text"] == (":rotating_light: cost-pipeline: search_costs."
+                              "searches_within_estimate FAILED for 2026-08 — without_estimate "
+                              + "s" * 199 + "…, searches 3. Dagster run r3")

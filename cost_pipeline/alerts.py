@@ -44,7 +44,7 @@ RUN_MEMORY_SECONDS = 7 * 24 * 3600.0  # how long a failed run id is remembered (
 # Slack cuts a text at 40,000 characters, and a 100,000-character resource id took the run id
 # and what to do next with it; the structured fields keep every value whole
 VALUE_CHARS = 200
-ERROR_CHARS = 500  # a run's error (the sensor has cut it at a word already)
+ERROR_CHARS = 500  # the most of a run's error an alert carries (the sensor cuts it at a word)
 
 Send = Callable[[dict[str, Any]], None]
 

@@ -32,7 +32,6 @@ WAREHOUSE_TAG = "cost_pipeline/warehouse"
 SCHEDULE_TAG = "dagster/schedule_name"
 SENSOR_TAG = "dagster/sensor_name"
 STATUS = " status"  # the run's status, beside its tags (no tag has a blank in its name)
-ERROR_CHARS = 500  # the most of a run's error an alert carries
 
 Clock = Callable[[], float]
 
@@ -163,7 +162,7 @@ def _failure_reason(instance: dg.DagsterInstance, run_id: str) -> str:
     return "the run failed"
 
 
-def shortened(text: str, limit: int = ERROR_CHARS) -> str:
+def shortened(text: str, limit: int = alerts.ERROR_CHARS) -> str:
     """`text` in at most `limit` characters: cut after its last whole word that fits, ending
     with "…" (a hard cut when no blank stands in the second half of what fits)."""
     if len(text) <= limit:

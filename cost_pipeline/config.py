@@ -135,7 +135,7 @@ BillingSource = Annotated[
 
 class MlflowTracker(_Strict):
     kind: Literal["mlflow"]
-    tracking_uri: SourcePath
+    tracking_uri: Text
     # none: every experiment; an empty list read every one too, as if the key were left out
     experiments: Annotated[list[Text], Field(min_length=1)] | None = None
     metric: str | None = None

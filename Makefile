@@ -46,8 +46,9 @@ test: install
 	@mkdir -p $(DAGSTER_HOME)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope
 
+# the home the CLI makes (its dagster.yaml: one queued run per warehouse at a time)
 dev: install
-	@mkdir -p $(DAGSTER_HOME)
+	@$(BIN)/python -c "from cost_pipeline.cli.materialize import ensure_dagster_home as e; e()"
 	COST_PIPELINE_CONFIG=$${COST_PIPELINE_CONFIG:-$(CURDIR)/demo/config.yaml} $(BIN)/dagster dev -w workspace.yaml
 
 # the benchmark, not part of `make test`: months of $(SIZES) billing lines generated once into

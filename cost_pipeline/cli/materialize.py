@@ -90,12 +90,28 @@ def dagster_home() -> Path:
     return home
 
 
+# the settings of a Dagster home the CLI (or `make dev`) makes: no telemetry, and the run
+# queue (the UI's, the schedules' and the delivery sensor's runs) one run per warehouse file
+# at a time, as deploy/dagster.yaml.example has it — two queued runs of one warehouse
+# started together, kept apart only by its lock, in an order it did not choose
+DEFAULT_SETTINGS = """telemetry:
+  enabled: false
+concurrency:
+  runs:
+    tag_concurrency_limits:
+      # every run of the monthly job carries its warehouse file as this tag
+      - key: cost_pipeline/warehouse
+        value: {applyLimitPerUniqueValue: true}
+        limit: 1
+"""
+
+
 def ensure_dagster_home() -> Path:
     home = dagster_home()
     settings = home / "dagster.yaml"
     if not settings.exists():
         try:
-            settings.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+            settings.write_text(DEFAULT_SETTINGS, encoding="utf-8")
         except OSError as exc:
             raise DagsterHomeError(f"DAGSTER_HOME {settings}: cannot write it: "
                                    f"{exc.strerror or exc}") from exc

@@ -14,6 +14,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from cost_pipeline.cli.materialize import DEFAULT_SETTINGS, ensure_dagster_home
+
 CLI = [sys.executable, "-m", "cost_pipeline.cli"]
 
 
@@ -48,7 +50,7 @@ def test_a_relative_home_is_the_folder_it_names_from_the_working_directory(
     assert done.returncode == 0, done.stderr
     (run_id,) = re.findall(r"^2026-07: materialized \(run ([0-9a-f-]+)\)$", done.stdout, re.M)
     home = tmp_path / folder
-    assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
+    assert (home / "dagster.yaml").read_text() == DEFAULT_SETTINGS
     # nothing else made beside it: only the folder named (no literal `~` folder in `work`)
     assert sorted(p.name for p in work.iterdir()) == (["relhome"] if folder.startswith("work")
                                                       else [])
@@ -106,3 +108,18 @@ def test_a_home_or_demo_folder_that_is_a_file_says_it_must_be_a_folder(demo_quar
         1, "", f"error: --out {afile} is a file: it must be a folder\n")
     assert afile.read_text() == "mine\n"
     assert not (tmp_path / "h").exists()  # refused before anything was made
+
+
+def test_the_home_it_makes_queues_one_run_per_warehouse(tmp_path, monkeypatch):
+    """The project-local instance the CLI and `make dev` share: the UI, the schedules and the
+    delivery sensor queue runs, and two of the same warehouse started at once (only the
+    warehouse's lock kept them apart, in an order it did not choose); one at a time, as
+    deploy/dagster.yaml.example has it."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    home = ensure_dagster_home()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        queue = instance.get_concurrency_config().run_queue_config
+    (limit,) = queue.tag_concurrency_limits
+    assert limit["key"] == "cost_pipeline/warehouse" and limit["limit"] == 1
+    assert limit["value"] == {"applyLimitPerUniqueValue": True}
+

@@ -165,14 +165,20 @@ CREATE OR REPLACE TEMP MACRO compute_share(s, e, g, d, rs, re, gpus) AS
     least(1.0, (epoch(least(e, re) - greatest(s, rs)) / 3600.0) / d)
       * CASE WHEN gpus IS NOT NULL AND g > 0 THEN least(gpus, g)::DOUBLE / g ELSE 1.0 END;
 
+-- a currency as its ISO code: upper case, no blanks around it (Python's `str.strip()` in
+-- report/money.py `symbol_of`: a CUR's `JPY\t` read `JPY\t 1,234.50` beside Python's JPY 1,235)
+CREATE OR REPLACE TEMP MACRO currency_code(currency) AS
+    upper(trim(currency, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)));
+
 -- the decimals of a currency: ISO 4217's minor unit (report/money.py MINOR_UNITS, the same
 -- list: a test holds them equal); 2 for any other code and for none
 CREATE OR REPLACE TEMP MACRO minor_digits(currency) AS
-    CASE WHEN upper(trim(currency)) IN ('BIF', 'CLP', 'DJF', 'GNF', 'ISK', 'JPY', 'KMF', 'KRW',
-                                        'PYG', 'RWF', 'UGX', 'UYI', 'VND', 'VUV', 'XAF', 'XOF',
-                                        'XPF') THEN 0
-         WHEN upper(trim(currency)) IN ('BHD', 'IQD', 'JOD', 'KWD', 'LYD', 'OMR', 'TND') THEN 3
-         WHEN upper(trim(currency)) IN ('CLF', 'UYW') THEN 4
+    CASE WHEN currency_code(currency) IN ('BIF', 'CLP', 'DJF', 'GNF', 'ISK', 'JPY', 'KMF',
+                                          'KRW', 'PYG', 'RWF', 'UGX', 'UYI', 'VND', 'VUV',
+                                          'XAF', 'XOF', 'XPF') THEN 0
+         WHEN currency_code(currency) IN ('BHD', 'IQD', 'JOD', 'KWD', 'LYD', 'OMR', 'TND')
+             THEN 3
+         WHEN currency_code(currency) IN ('CLF', 'UYW') THEN 4
          ELSE 2 END;
 
 -- an amount's magnitude to `digits` decimals as text (`1,234.50`), for `fmt_money`: rounded
@@ -184,12 +190,13 @@ CREATE OR REPLACE TEMP MACRO minor_digits(currency) AS
 CREATE OR REPLACE TEMP MACRO money_digits(amount, digits) AS
     CASE WHEN isinf(amount) THEN '∞'
          ELSE coalesce(format('{:,.{}f}', abs(CASE digits
-             WHEN 0 THEN CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 0))
-                              AS DECIMAL(38, 4))
-             WHEN 3 THEN CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 3))
-                              AS DECIMAL(38, 4))
+             WHEN 0 THEN TRY_CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 0))
+                                  AS DECIMAL(38, 4))
+             WHEN 3 THEN TRY_CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 3))
+                                  AS DECIMAL(38, 4))
              WHEN 4 THEN TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 4))
-             ELSE CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 2)) AS DECIMAL(38, 4))
+             ELSE TRY_CAST(TRY_CAST(CAST(amount AS VARCHAR) AS DECIMAL(38, 2))
+                           AS DECIMAL(38, 4))
              END), digits),
              format('{:,.{}f}', abs(CAST(amount AS DOUBLE)), digits)) END;
 
@@ -201,8 +208,8 @@ CREATE OR REPLACE TEMP MACRO fmt_money(amount, currency) AS
     CASE WHEN amount IS NULL OR isnan(amount) THEN '–' ELSE
         CASE WHEN amount < 0 AND regexp_matches(money_digits(amount, minor_digits(currency)),
                                                 '[1-9∞]') THEN '−' ELSE '' END
-        || CASE WHEN coalesce(nullif(upper(trim(currency)), ''), 'USD') = 'USD' THEN '$'
-                ELSE upper(trim(currency)) || ' ' END
+        || CASE WHEN coalesce(nullif(currency_code(currency), ''), 'USD') = 'USD' THEN '$'
+                ELSE currency_code(currency) || ' ' END
         || money_digits(amount, minor_digits(currency))
     END;
 

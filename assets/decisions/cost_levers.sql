@@ -35,8 +35,9 @@
 -- figure: a credit smaller than the lever's charges lowers it. A period sums the months'
 -- floored dollars (period_levers).
 --
--- Ranking: all but the last by dollars to the cent, largest first (ties — figures the page
--- shows alike, whatever a float sum's last bits say — in the order above). "Use a cheaper
+-- Ranking: all but the last by dollars to the currency's smallest unit (the cent, a yen),
+-- largest first (ties — figures the page shows alike, whatever a float sum's last bits say —
+-- in the order above). "Use a cheaper
 -- card" is always last, whatever its figure: the per-hour price explains little of the bill
 -- and changing hardware is the most expensive lever to pull, so the mission pulls it last.
 WITH
@@ -368,12 +369,12 @@ levers_figures AS (
     FROM idle AS i, tracked_gpu AS g
 ),
 levers AS (
-    -- a saving is never below 0: a credit is 0, saying so (a figure below a cent either way
-    -- is a float sum's crumbs, 0 without a note)
+    -- a saving is never below 0: a credit is 0, saying so (a figure below the currency's
+    -- smallest unit either way — a cent, a yen — is a float sum's crumbs, 0 without a note)
     SELECT
         *,
         CASE WHEN figure > 0 THEN figure ELSE 0.0 END AS dollars,
-        CASE WHEN round(figure, 2) < 0
+        CASE WHEN round(figure * power(10, minor_digits(bill_currency($month)))) < 0
              THEN credit_of || ' is a credit this month ('
                   || fmt_money(figure, bill_currency($month)) || '): nothing to '
                   || CASE WHEN lever = 'chase untracked usage' THEN 'chase' ELSE 'save' END
@@ -383,7 +384,9 @@ levers AS (
 )
 SELECT
     CAST($month AS DATE) AS month,
-    CAST(row_number() OVER (ORDER BY (lever = 'use a cheaper card'), round(dollars, 2) DESC,
+    CAST(row_number() OVER (ORDER BY (lever = 'use a cheaper card'),
+                                     round(dollars * power(10, minor_digits(
+                                         bill_currency($month)))) DESC,
                                      mission_order) AS INTEGER) AS rank,
     lever,
     dollars,

@@ -1,5 +1,5 @@
 -- The levers summed over the period, ranked like cost_levers ranks a month: by dollars to the
--- cent, largest first, ties in the mission's order (SPEC §12: bound the search, retrain on
+-- currency's smallest unit ($digits: the cent, a yen, a fils), largest first, ties in the mission's order (SPEC §12: bound the search, retrain on
 -- measured decay, cache preprocessing, delete dead checkpoints, co-locate compute & data,
 -- chase untracked usage, checkpoint before going preemptible; cost_levers.sql
 -- `mission_order`, spelled out here: the read-only queries have no macros); "use a cheaper
@@ -8,7 +8,7 @@
 -- come along. A lever's period dollars are the sum of its months' dollars, each floored at 0
 -- as cost_levers floors it (a month whose figure is a credit saves nothing; it does not cancel
 -- another month's saving) — a month written before that floor reads floored too.
--- Parameters: $first, $last.
+-- Parameters: $first, $last, $digits (report/money.py minor_digits of the period's currency).
 WITH levers AS (
     -- a month written before the lever took SPEC §12's name reads under that name
     SELECT * REPLACE (CASE lever WHEN 'co-locate compute with data'
@@ -30,7 +30,7 @@ summed AS (
 )
 SELECT
     CAST(row_number() OVER (
-        ORDER BY (lever = 'use a cheaper card'), round(dollars, 2) DESC,
+        ORDER BY (lever = 'use a cheaper card'), round(dollars, $digits) DESC,
                  coalesce(list_position(['bound the search', 'retrain on measured decay',
                                          'cache preprocessing', 'delete dead checkpoints',
                                          'co-locate compute & data', 'chase untracked usage',

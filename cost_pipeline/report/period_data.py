@@ -14,7 +14,7 @@ import duckdb
 
 from cost_pipeline.report.bill_lines import bill_lines
 from cost_pipeline.report.data import materialized_empty
-from cost_pipeline.report.money import smallest, symbol_of
+from cost_pipeline.report.money import minor_digits, smallest, symbol_of
 from cost_pipeline.report.strip import (
     ZERO,
     by_purpose,
@@ -59,7 +59,9 @@ def collect_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> d
         return read_rows(con, name, first, last) if table in have else None
 
     cells = section("attribution", "period_purpose_component")
-    levers = section("cost_levers", "period_levers")
+    # ranked at the currency's smallest unit (`$digits`): JPY 100.4 and 100.3 read alike
+    levers = read_rows(con, "period_levers", first, last, minor_digits(
+        symbol_of(currencies[0] if currencies else None))) if "cost_levers" in have else None
     return {
         "first": first,
         "last": last,

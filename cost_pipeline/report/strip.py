@@ -33,9 +33,10 @@ def months_back(month: date, count: int) -> date:
 
 
 def read_rows(con: duckdb.DuckDBPyConnection, name: str, first: date,
-              last: date) -> list[dict[str, Any]]:
-    """The rows of `assets/queries/<name>.sql` over the months [first, last]."""
-    return rows_of(con, sql_text(name), {"first": first, "last": last})
+              last: date, digits: int = 2) -> list[dict[str, Any]]:
+    """The rows of `assets/queries/<name>.sql` over the months [first, last]; `digits`, the
+    decimals of the months' currency, for a query that ranks money as the page shows it."""
+    return rows_of(con, sql_text(name), {"first": first, "last": last, "digits": digits})
 
 
 def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:

@@ -833,14 +833,18 @@ def test_fmt_money_matches_the_python_formatter(con):
     for amount in [0.0, 0.1, 1.005, -0.004, -1234567.125, 2.675, 1e15 + 0.5, None,
                    float("nan"), float("inf"), float("-inf"), 1234.4999996, 2.0354999996,
                    0.0049999996, 752.4999999999998, -0.5, 1e-07, 1.5e-10, 2.5e-05]:
-        for currency in ["USD", "NOK", None, "eur", "JPY", "kwd ", "CLF"]:
+        for currency in ["USD", "NOK", None, "eur", "JPY", "kwd ", "CLF", "JPY\t", "usd\n"]:
             (sql,) = con.execute("SELECT fmt_money(?, ?)", [amount, currency]).fetchone()
             assert sql == in_currency(amount, currency), (amount, currency)
     # nothing finite is refused (a DECIMAL(38, 6) holds less than 1e32): beyond a double's
     # 17 digits the two may spell its noise apart
-    for amount in [1e26, 1e32, -1e300]:
-        (sql,) = con.execute("SELECT fmt_money(?, 'USD')", [amount]).fetchone()
-        assert sql[:6] == in_currency(amount, "USD")[:6] and sql.endswith(".00"), amount
+    for amount in [1e26, 1e32, 1e34, -5e35, 1e37, -1e300]:
+        for currency, decimals in [("USD", ".00"), ("JPY", None), ("KWD", ".000")]:
+            (sql,) = con.execute("SELECT fmt_money(?, ?)", [amount, currency]).fetchone()
+            if abs(amount) <= 1e32:  # from 1e34 SQL writes the double's own digits (9,999…)
+                assert sql[:6] == in_currency(amount, currency)[:6], (amount, currency)
+            assert sql.startswith("−" if amount < 0 else ("$" if currency == "USD" else currency))
+            assert sql.endswith(decimals) if decimals else "." not in sql, (amount, currency)
 
 
 def test_money_is_shown_to_its_currency_s_smallest_unit(con):
@@ -859,7 +863,7 @@ def test_money_is_shown_to_its_currency_s_smallest_unit(con):
     macro = sql_text("macros")
     body = macro[macro.index("MACRO minor_digits"):macro.index("MACRO money_digits")]
     listed = {code: int(digits) for codes, digits in re.findall(
-        r"IN \(([^)]*)\) THEN (\d)", body) for code in re.findall(r"'([A-Z]{3})'", codes)}
+        r"IN \(([^)]*)\)\s*THEN (\d)", body) for code in re.findall(r"'([A-Z]{3})'", codes)}
     assert listed == MINOR_UNITS
     for code, digits in [*MINOR_UNITS.items(), ("USD", 2), ("EUR", 2), ("", 2), (None, 2)]:
         assert con.execute("SELECT minor_digits(?)", [code]).fetchone()[0] == digits, code
@@ -905,3 +909,25 @@ def test_the_new_tables_are_idempotent_per_month(con):
     for t in tables:
         run(con, t)
     assert snapshot() == first
+
+
+def test_levers_of_a_yen_bill_rank_and_say_credits_at_the_yen(con):
+    """A yen has no decimals: JPY 100.4 and JPY 100.3 read alike, so they rank in the mission
+    order (they ranked by their sen), and a figure of −JPY 0.3 reads JPY 0 — no credit to
+    name (it read "is a credit this month (JPY 0)")."""
+    insert_lines(con, MARCH, [{"x_SourceLine": "Y0", "BillingCurrency": "JPY",
+                               "EffectiveCost": 1.0, "BilledCost": 1.0}])
+    put(con, "retention_violations", bucket="b", key="k1", reason="dead_run",
+        bytes=1 << 30, monthly_cost=100.3)
+    for run_id, cost in [("r1", 100.4)]:
+        put(con, "egress", run_id=run_id, purpose_class="search", dataset="events",
+            dataset_region="us-west-2", run_region="us-east-1", lines=1, gigabytes=100.0,
+            transfer_cost=cost, other_network_cost=0.0, cost=cost)
+    line(con, "U1", resource="i-nb", component="gpu", instance_type="g5.12xlarge")
+    attr(con, "U1", None, "untracked", -0.3, hours=1.0, acc=4.0, kind="no_run")
+    assert run(con, "cost_levers") == 8
+    got = select(con, "SELECT rank, lever, evidence FROM cost_levers ORDER BY rank")
+    assert [r["lever"] for r in got][:2] == ["delete dead checkpoints",
+                                            "co-locate compute & data"]
+    untracked = next(r["evidence"] for r in got if r["lever"] == "chase untracked usage")
+    assert "credit" not in untracked

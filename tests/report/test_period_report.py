@@ -146,6 +146,15 @@ def test_levers_tied_over_the_period_rank_in_the_mission_order():
         "cache preprocessing", "delete dead checkpoints", "co-locate compute & data",
         "checkpoint before going preemptible", "use a cheaper card"]
     assert [r["rank"] for r in got] == list(range(1, 9))
+    with duckdb.connect() as con:  # yen: JPY 100.4 and JPY 100.3 read alike, a tie
+        insert(con, "cost_levers", jan,
+               [{"rank": rank, "lever": lever, "dollars": dollars, "what_it_costs_to_pull": "-",
+                 "evidence": "-"} for rank, (lever, dollars) in enumerate(
+                     [("cache preprocessing", 100.4), ("bound the search", 100.3)], 1)], {})
+        assert [r["lever"] for r in read_rows(con, "period_levers", jan, jan, 0)][:2] == [
+            "bound the search", "cache preprocessing"]
+        assert [r["lever"] for r in read_rows(con, "period_levers", jan, jan)][:2] == [
+            "cache preprocessing", "bound the search"]
 
 
 def test_levers_of_a_period_without_dollars_rank_as_cost_levers_ranks_a_month():

@@ -239,11 +239,12 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
         asset_key="search_costs",
         passed=not failing,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata=rounded({
+        # `tolerance` is a factor of the estimate, no amount: not rounded as money (a yen
+        # bill's 1.1 read 1.0)
+        metadata={"tolerance": tolerance, **rounded({
             "month": f"{month:%Y-%m}",
             "currency": currency,
             "searches": int(searches),
-            "tolerance": tolerance,
             "without_estimate": ", ".join(unapproved),
             "over_estimate": ", ".join(over),
             "failing": dg.MetadataValue.json([
@@ -251,5 +252,5 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
                 {k: (to_minor_unit(v, currency) if isinstance(v, float) else v)
                  for k, v in f.items()}
                 for f in failing]),
-        }),
+        })},
     )

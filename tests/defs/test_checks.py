@@ -15,6 +15,7 @@ from cost_pipeline.config import parse_config
 from cost_pipeline.defs.checks import (
     billing_complete,
     retention_within_budget,
+    searches_within_estimate,
     tracker_claims_billed,
 )
 from cost_pipeline.warehouse import month_params
@@ -171,3 +172,13 @@ def test_retention_figures_of_a_dinar_bill_keep_their_fils(con, capsys):
     assert capsys.readouterr().out.splitlines() == [
         "2024-03 retention_violations.retention_within_budget: FAIL (WARN)  "
         "violation_cost KWD 2.035, budget KWD 1.000"]
+
+
+def test_the_estimate_tolerance_is_a_factor_not_yen(con):
+    """searches_within_estimate's `tolerance` (1.1 × the estimate) is no amount: a yen bill's
+    metadata read 1.0, rounded to the yen as its amounts are."""
+    insert_lines(con, MARCH, [{**usage_day(1), "BillingCurrency": "JPY"}])
+    result = searches_within_estimate(con, MARCH)
+    meta = {k: v.value for k, v in result.metadata.items()}
+    assert meta["currency"] == "JPY" and meta["tolerance"] == 1.1
+

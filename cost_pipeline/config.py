@@ -78,8 +78,14 @@ Endpoint = Annotated[str | None, AfterValidator(_no_credentials)]
 def _no_uri_credentials(path: str) -> str:
     """A source's path or URI: an `s3://` (or any `scheme://`) one without `user:password@`
     (pyarrow's error quoted `AKIA…:secret@bucket`, stored in the run's event log too); a
-    local path may hold an `@`."""
-    return _no_credentials(path) if "://" in path else path
+    local path may hold an `@`. A bucket name never holds a `:`: an S3 URI's first part with
+    one is a key and a secret, whose `/` (AWS secrets hold them) hid the `@` after it."""
+    if "://" not in path:
+        return path
+    scheme, rest = path.split("://", 1)
+    if scheme.lower() == "s3" and ":" in rest.split("/", 1)[0]:
+        return _no_credentials(f"{scheme}://x@{rest}")  # refused, naming no part of it
+    return _no_credentials(path)
 
 
 # a source's path or URI (local or `s3://…`), never carrying credentials

@@ -48,6 +48,8 @@ from cost_pipeline.config import ConfigError, load_config, parse_config
      "billing.0.aws_cur2.path: must not carry credentials (user:password@)"),
     ({"billing": [{"kind": "focus", "path": "s3://AKIAEX:SECRETPW8@bucket/focus/"}]},
      "billing.0.focus.path: must not carry credentials"),
+    ({"billing": [{"kind": "focus", "path": "s3://AKIAEX:SECRETPW8/a+b@bucket/focus/"}]},
+     "billing.0.focus.path: must not carry credentials"),
     ({"checkpoints": [{"kind": "inventory", "path": "s3://k:SECRETPW9@b/inv/manifest.json"}]},
      "checkpoints.0.inventory.path: must not carry credentials"),
     ({"tracker": [{"kind": "runs_file", "path": "s3://k:SECRETPW9@b/runs.csv"}]},

@@ -33,6 +33,7 @@ from typing import Any
 
 from cost_pipeline.ingest.sources import redact
 from cost_pipeline.report.money import in_currency, symbol_of
+from cost_pipeline.text import AS_TEXT
 
 STATE_VERSION = 1
 RETRY_INITIAL_SECONDS = 30.0
@@ -220,21 +221,13 @@ def _money(value: Any, currency: Any) -> str:
     return plain(in_currency(value, currency if isinstance(currency, str) else None))
 
 
-# bidirectional marks, embeddings, overrides and isolates: a right-to-left override in a
-# resource id showed all after it reversed, the figures and the run id too
-_BIDI_CONTROLS = dict.fromkeys((0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
-                                *range(0x2066, 0x206A)))
-# line breaks and other control characters: a value reads as one run of text
-_CONTROLS = dict.fromkeys((*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029), " ")
-_PLAIN = str.maketrans({**_CONTROLS, **_BIDI_CONTROLS})
-
 
 def plain(value: Any, limit: int = VALUE_CHARS) -> str:
     """A value from the data as the alert's text shows it: without bidirectional controls,
     a line break as a space, at most `limit` characters (the last one `…` when cut), and
     isolated (U+2068 … U+2069) when written right to left, so its letters cannot reorder the
     text around it."""
-    text = str(value).translate(_PLAIN)
+    text = str(value).translate(AS_TEXT)
     if len(text) > limit:
         text = text[:limit - 1] + "…"
     if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):

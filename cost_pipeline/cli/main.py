@@ -16,20 +16,19 @@ from cost_pipeline import interrupts
 from cost_pipeline.cli.export import add_export_parser
 from cost_pipeline.ingest.sources import SourceError, redact
 from cost_pipeline.months import parse_month
+from cost_pipeline.text import BIDI_CONTROLS, CONTROLS
 
 EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED, EXIT_OVER_BUDGET = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM: what a run had written is rolled back
 
 
-# what a terminal or a reader of the output would act on rather than show: C0 and C1 controls
-# (a newline forges a result line, ESC starts a terminal escape), DEL, the line and paragraph
-# separators (line breaks to Python's `splitlines`), and the bidirectional marks, embeddings,
-# overrides and isolates (a right-to-left override shows what follows reversed)
+# what a terminal or a reader of the output would act on rather than show (cost_pipeline.text:
+# a newline forges a result line, ESC starts a terminal escape, a right-to-left override shows
+# what follows reversed), written as escapes; a backslash doubled, so `\n` in the data reads
+# apart from an escaped newline
 _ESCAPES = {
-    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
-    **{ord(c): e for c, e in (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))},
-    **{c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, 0x2028, 0x2029,
-                                   *range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+    **{c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in (*CONTROLS, *BIDI_CONTROLS)},
+    **{ord(c): e for c, e in (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\\", "\\\\"))},
 }
 
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from cost_pipeline.report.data import PURPOSE_LABELS
 from cost_pipeline.report.money import money, smallest, symbol_of
+from cost_pipeline.text import AS_TEXT
 
-# a line break ends a table row (what follows is a heading, a list, a paragraph of its own)
-_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # what markdown reads as markup: emphasis, code, links and images, headings, lists, raw
 # HTML, a cell's end, strikethrough; backslash-escaped, each shows as the character it is
 _MARKUP = str.maketrans({c: f"\\{c}" for c in "\\`*_[]()#+!<>|~"})
@@ -16,8 +13,9 @@ _MARKUP = str.maketrans({c: f"\\{c}" for c in "\\`*_[]()#+!<>|~"})
 
 def _text(value) -> str:
     """A cell as text: a resource id, an evidence sentence or a currency code from the bill
-    shows as it reads (`[click me](https://…)` as those characters, no link, no image)."""
-    return _BREAKS.sub(" ", str(value)).translate(_MARKUP)
+    shows as it reads (`[click me](https://…)` as those characters, no link, no image); a line
+    break (it ended the table row) a blank, a right-to-left override dropped (`AS_TEXT`)."""
+    return str(value).translate(AS_TEXT).translate(_MARKUP)
 
 
 def _money(value: float, symbol: str) -> str:

@@ -414,3 +414,11 @@ def test_a_failed_retention_budget_shows_its_cost_apart_from_the_budget(capsys):
         "violation_cost $100.004, budget $100.000",
         "violation_cost EUR 120.50, budget EUR 100.00",
     ]
+
+
+def test_a_backslash_in_the_data_reads_apart_from_an_escape():
+    """`s\\n1` written in a search id (a backslash and an n) read as an escaped newline."""
+    from cost_pipeline.cli.main import printable
+
+    assert printable("s\\n1") == "s\\\\n1" and printable("s\n1") == "s\\n1"
+    assert printable("i-\u202egnp.exe\u2066") == "i-\\u202egnp.exe\\u2066"

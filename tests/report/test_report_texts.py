@@ -480,3 +480,11 @@ def test_the_ui_tables_show_text_from_the_bill_as_text(tmp_path):
         assert table.count("\n") == shown.count("<tr>")  # header, alignment, a line per row
     cell = r"X\<IMG SRC=HTTPS://EVIL.EXAMPLE/P.PNG\> 5.00"
     assert f"| gpu | {cell} | {cell} |" in bill_markdown(data["bill"], code)
+
+
+def test_a_ui_cell_drops_bidirectional_controls():
+    """A right-to-left override in a resource id reversed the rest of its cell in the UI (the
+    alerts and the command's lines dropped it already)."""
+    from cost_pipeline.report.markdown import _text
+
+    assert _text("i-x\u202egnp.exe\u2067 (g5)\n# h") == "i-xgnp.exe \\(g5\\) \\# h"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import date
@@ -807,8 +808,9 @@ def connect_read_only(database: str | Path, timeout_seconds: float | None = None
     stderr); the file is opened while no writer can take it."""
     timeout = WRITER_WAIT_SECONDS if timeout_seconds is None else timeout_seconds
     on_wait = on_wait or waiting_on_stderr(database)
+    deadline = time.monotonic() + timeout  # one wait in all, the upgrade's and the open's
     upgrade(database, timeout, on_wait)
-    with writers_waited_for(database, timeout, on_wait):
+    with writers_waited_for(database, max(deadline - time.monotonic(), 0.0), on_wait):
         return _open(database)
 
 

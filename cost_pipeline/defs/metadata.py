@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 from typing import Any
 
-from cost_pipeline.report.money import half_up, minor_digits, symbol_of
+from cost_pipeline.report.money import smallest, symbol_of
 
 _HOURS = re.compile(r"hours")
 _SHARE = re.compile(r"share|coverage|threshold|ratio|fraction|utilization")
@@ -24,7 +23,7 @@ def to_minor_unit(value: Any, currency: str | None) -> Any:
     `in_currency` shows. None, NaN and ±infinity as they are: nothing to round."""
     if value is None or not math.isfinite(value):
         return value
-    return float(half_up(value, Decimal(1).scaleb(-minor_digits(symbol_of(currency)))))
+    return float(smallest(value, symbol_of(currency)))
 
 
 def rounded_figure(key: str, value: Any, currency: str | None = None) -> Any:

@@ -311,7 +311,7 @@ def test_a_rolled_back_runs_checks_alert_nothing(alert_env, receiver, monkeypatc
         assert receiver.requests == []
         assert f"{RECONCILIATION}|2026-08" not in ticker.state["episodes"]
 
-        # a run that has not ended yet (no outcome tag): its evaluation waits for it
+        # a run without an outcome tag (an earlier version's) counts only when it succeeded
         instance.add_run_tags(result.run_id, {COMMIT_TAG: ""})
         clock.advance(30)
         ticker.tick()

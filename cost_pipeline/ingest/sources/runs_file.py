@@ -221,8 +221,9 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def _as_written(value: Any, instant: datetime) -> str:
-    """A time as the file wrote it and the UTC instant it was read as, to the millisecond where
-    it has a fraction (`'…03:00:00+02:00' (…01:00:00Z)`): a refusal's two times, side by side."""
+    """A time as the file wrote it and the UTC instant it was read as, to the millisecond (the
+    microsecond where it has one) when it has a fraction (`'…03:00:00+02:00' (…01:00:00Z)`):
+    a refusal's two times, side by side."""
     read = instant.isoformat(timespec="milliseconds" if instant.microsecond % 1000 == 0
                              else "microseconds") if instant.microsecond else \
         instant.isoformat(timespec="seconds")

@@ -39,7 +39,9 @@ CODE = code_version(("report_headline", "report_models", "report_bridge", "top_u
                      "period_untracked_share", DECISION_INPUTS),
                     ("cost_pipeline.report.data", "cost_pipeline.report.render",
                      "cost_pipeline.report.charts", "cost_pipeline.report.markdown",
-                     "cost_pipeline.report.strip", "cost_pipeline.defs.assets.report"),
+                     "cost_pipeline.report.strip", "cost_pipeline.report.money",
+                     "cost_pipeline.report.bill_lines", "cost_pipeline.text",
+                     "cost_pipeline.defs.assets.report"),
                     ("report/templates/report.html.j2", "report/templates/macros.j2",
                      "report/templates/page.css"))
 

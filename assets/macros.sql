@@ -171,15 +171,15 @@ CREATE OR REPLACE TEMP MACRO currency_code(currency) AS
     upper(trim(currency, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)));
 
 -- the decimals of a currency: ISO 4217's minor unit (report/money.py MINOR_UNITS, the same
--- list: a test holds them equal); 2 for any other code and for none
+-- list: a test holds them equal); 2 for any other code and for none. One lookup: the macro's
+-- argument is spelled out once (fmt_money repeats it; a CASE of three lists made planning
+-- the levers' 25 texts take a second)
 CREATE OR REPLACE TEMP MACRO minor_digits(currency) AS
-    CASE WHEN currency_code(currency) IN ('BIF', 'CLP', 'DJF', 'GNF', 'ISK', 'JPY', 'KMF',
-                                          'KRW', 'PYG', 'RWF', 'UGX', 'UYI', 'VND', 'VUV',
-                                          'XAF', 'XOF', 'XPF') THEN 0
-         WHEN currency_code(currency) IN ('BHD', 'IQD', 'JOD', 'KWD', 'LYD', 'OMR', 'TND')
-             THEN 3
-         WHEN currency_code(currency) IN ('CLF', 'UYW') THEN 4
-         ELSE 2 END;
+    coalesce(MAP {'BIF': 0, 'CLP': 0, 'DJF': 0, 'GNF': 0, 'ISK': 0, 'JPY': 0, 'KMF': 0,
+                  'KRW': 0, 'PYG': 0, 'RWF': 0, 'UGX': 0, 'UYI': 0, 'VND': 0, 'VUV': 0,
+                  'XAF': 0, 'XOF': 0, 'XPF': 0,
+                  'BHD': 3, 'IQD': 3, 'JOD': 3, 'KWD': 3, 'LYD': 3, 'OMR': 3, 'TND': 3,
+                  'CLF': 4, 'UYW': 4}[currency_code(currency)], 2);
 
 -- an amount's magnitude to `digits` decimals as text (`1,234.50`), for `fmt_money`: rounded
 -- half up once, from the amount's own digits (a DOUBLE's shortest text, as Python's `repr`:

@@ -41,6 +41,12 @@
 -- card" is always last, whatever its figure: the per-hour price explains little of the bill
 -- and changing hardware is the most expensive lever to pull, so the mission pulls it last.
 WITH
+bill AS MATERIALIZED (
+    -- the month's currency and its decimals, read once: each `fmt_money` and `minor_digits`
+    -- spells its argument out several times, and `bill_currency` scans the month's lines
+    -- (25 texts × 8 copies of that scan took the step from 0.3 to 2.0 s at 2M lines)
+    SELECT bill_currency($month) AS currency, minor_digits(bill_currency($month)) AS digits
+),
 search AS (
     -- the searches whose shape questions some of this month's cost, with their saturation
     -- (search_trend) when known
@@ -54,7 +60,7 @@ search AS (
             || CASE WHEN sh.rerun_configs > 0
                     THEN '; ' || sh.rerun_configs || ' of '
                          || sh.configs || ' configs already run in '
-                         || sh.rerun_of || ' — ' || fmt_money(sh.rerun_cost, bill_currency($month))
+                         || sh.rerun_of || ' — ' || fmt_money(sh.rerun_cost, b.currency)
                          || ' re-run'
                     ELSE '; no config run in an earlier search' END
             || CASE WHEN sh.runs_without_config > 0
@@ -64,21 +70,21 @@ search AS (
             || CASE WHEN sh.best_config_id IS NULL
                     THEN '; no metric picks a best config: extra seeds of every config '
                     ELSE '; extra seeds of non-best configs ' END
-            || fmt_money(sh.extra_seed_cost, bill_currency($month))
+            || fmt_money(sh.extra_seed_cost, b.currency)
             || coalesce(' (best ' || sh.best_config_id || ')', '')
             || CASE WHEN t.saturating AND (t.improvement IS NULL OR t.improvement <= 0)
                     THEN '; saturating: no improvement'
                     WHEN t.saturating
-                    THEN '; saturating: ' || fmt_money(t.cost_per_improvement, bill_currency($month))
+                    THEN '; saturating: ' || fmt_money(t.cost_per_improvement, b.currency)
                          || ' per unit of ' || coalesce(t.metric_name, 'the metric') || ' vs '
-                         || fmt_money(t.previous_cost_per_improvement, bill_currency($month)) || ' for '
+                         || fmt_money(t.previous_cost_per_improvement, b.currency) || ' for '
                          || t.previous_search_id
                     ELSE '' END,
             ' | ' ORDER BY sh.questioned_cost DESC, sh.search_id)
             FILTER (WHERE sh.questioned_cost <> 0)              AS detail,
         coalesce(sum(sh.runs_without_config), 0)               AS runs_without_config,
         coalesce(sum(sh.runs), 0)                              AS runs
-    FROM search_shape AS sh
+    FROM bill AS b, search_shape AS sh
     LEFT JOIN search_trend AS t ON t.month = sh.month AND t.search_id = sh.search_id
     WHERE sh.month = $month
 ),
@@ -178,11 +184,11 @@ retrain AS (
         coalesce(sum(flat_retrains), 0)                                AS flat,
         count(*) FILTER (WHERE mean_metric_change IS NOT NULL)         AS measured_models,
         string_agg(model || ': ' || flat_retrains || ' of ' || retrains || ' retrain(s) flat, '
-                   || fmt_money(flat_retrain_cost, bill_currency($month))
+                   || fmt_money(flat_retrain_cost, b.currency)
                    || coalesce(', every ' || format('{:,.1f}', median_days_between) || ' days', ''),
                    '; ' ORDER BY flat_retrain_cost DESC, model)
             FILTER (WHERE flat_retrains > 0)                           AS detail
-    FROM retrain_cadence
+    FROM bill AS b, retrain_cadence
     WHERE month = $month
 ),
 preempted AS (
@@ -195,19 +201,19 @@ preempted AS (
         -- chains dearer than their last run on demand, the chains whose last run has no
         -- on-demand figure this month (compared with nothing)
         string_agg(chain_id || ' (' || runs || ' runs, ' || restarts_from_scratch
-                   || ' from scratch) ' || fmt_money(lost_cost, bill_currency($month))
-                   || ' of ' || fmt_money(cost, bill_currency($month)),
+                   || ' from scratch) ' || fmt_money(lost_cost, b.currency)
+                   || ' of ' || fmt_money(cost, b.currency),
                    ', ' ORDER BY lost_cost DESC, chain_id)
             FILTER (WHERE lost_cost <> 0)                              AS lost_detail,
         count(*) FILTER (WHERE spot_cost_more_than_on_demand)          AS dearer,
-        string_agg(chain_id || ' ' || fmt_money(cost, bill_currency($month)) || ' vs '
-                   || fmt_money(last_run_on_demand_cost, bill_currency($month)),
+        string_agg(chain_id || ' ' || fmt_money(cost, b.currency) || ' vs '
+                   || fmt_money(last_run_on_demand_cost, b.currency),
                    ', ' ORDER BY cost - last_run_on_demand_cost DESC, chain_id)
             FILTER (WHERE spot_cost_more_than_on_demand)               AS dearer_detail,
         count(*) FILTER (WHERE last_run_on_demand_cost IS NULL)        AS unpriced,
         string_agg(chain_id, ', ' ORDER BY chain_id)
             FILTER (WHERE last_run_on_demand_cost IS NULL)             AS unpriced_detail
-    FROM preemption
+    FROM bill AS b, preemption
     WHERE month = $month
 ),
 run_records AS (
@@ -246,16 +252,16 @@ levers_figures AS (
         || 'fewer seeds for configs that are not the best, early stopping; '
         || 'risk: missing a late improvement' AS what_it_costs_to_pull,
         CASE WHEN s.searches > 0
-             THEN fmt_money(s.dollars, bill_currency($month)) || ' of ' || fmt_money(a.cost, bill_currency($month))
+             THEN fmt_money(s.dollars, b.currency) || ' of ' || fmt_money(a.cost, b.currency)
                   || ' search cost this month re-ran configs or ran extra seeds: ' || s.detail
              WHEN a.cost = 0 THEN 'no search billed this month'
              WHEN s.runs > 0 AND s.runs_without_config = s.runs
              THEN 'no search run records a config_id: re-runs and extra seeds cannot be told '
-                  || '(search cost this month ' || fmt_money(a.cost, bill_currency($month)) || ')'
+                  || '(search cost this month ' || fmt_money(a.cost, b.currency) || ')'
              ELSE 'no search re-ran a config of an earlier search or ran extra seeds of a '
-                  || 'non-best config (search cost this month ' || fmt_money(a.cost, bill_currency($month))
+                  || 'non-best config (search cost this month ' || fmt_money(a.cost, b.currency)
                   || ')' END AS evidence
-    FROM search AS s, all_search AS a
+    FROM bill AS b, search AS s, all_search AS a
     UNION ALL
     SELECT 2, 'retrain on measured decay', r.dollars, 'the flat retrains'' cost',
         'retraining when drift or a metric says the model decayed instead of on a calendar: '
@@ -271,7 +277,7 @@ levers_figures AS (
                   || ' retrain(s))'
              ELSE r.flat || ' of ' || r.retrains || ' retrain(s) were not triggered by drift and '
                   || 'moved the metric less than ' || $min_metric_change || ': ' || r.detail END
-    FROM retrain AS r
+    FROM bill AS b, retrain AS r
     UNION ALL
     SELECT 3, 'cache preprocessing', p.dollars, 'the recomputations'' cost',
         'a feature-table cache keyed by (input_hash, transform_version): storage for '
@@ -279,15 +285,15 @@ levers_figures AS (
         CASE WHEN p.runs = 0 AND rr.keyed_preprocess = 0
              THEN 'no preprocess run records an input_hash and transform_version: '
                   || 'recomputations cannot be told (preprocessing cost this month '
-                  || fmt_money(ms.preprocessing, bill_currency($month)) || ')'
+                  || fmt_money(ms.preprocessing, b.currency) || ')'
              ELSE p.runs || ' preprocess run(s) recomputed an (input_hash, transform_version) '
                   || 'already computed: ' || format('{:,.1f}', p.cpu_hours) || ' CPU-hours'
                   || CASE WHEN p.stale_runs > 0
                           THEN '; ' || p.stale_runs || ' run(s) ('
-                               || fmt_money(p.stale_cost, bill_currency($month))
+                               || fmt_money(p.stale_cost, b.currency)
                                || ') trained on a stale transform_version (not counted here)'
                           ELSE '' END END
-    FROM preprocessing AS p, run_records AS rr, month_spend AS ms
+    FROM bill AS b, preprocessing AS p, run_records AS rr, month_spend AS ms
     UNION ALL
     SELECT 4, 'delete dead checkpoints', r.dollars,
         'the storage of the checkpoints breaking the retention policy',
@@ -296,12 +302,12 @@ levers_figures AS (
         CASE WHEN r.objects = 0 AND NOT k.listing
              THEN 'no checkpoint listing this month (no checkpoints source in the config, or '
                   || 'it listed nothing): dead checkpoints cannot be told (storage cost this '
-                  || 'month ' || fmt_money(ms.storage, bill_currency($month)) || ')'
+                  || 'month ' || fmt_money(ms.storage, b.currency) || ')'
              ELSE r.objects || ' object(s), ' || format('{:,.1f}', r.gib) || ' GiB, break the '
-                  || 'retention policy: dead runs ' || fmt_money(r.dead, bill_currency($month))
-                  || ', beyond keep-last ' || fmt_money(r.beyond, bill_currency($month))
-                  || ', orphans ' || fmt_money(r.orphan, bill_currency($month)) || ' a month' END
-    FROM retention AS r, known AS k, month_spend AS ms
+                  || 'retention policy: dead runs ' || fmt_money(r.dead, b.currency)
+                  || ', beyond keep-last ' || fmt_money(r.beyond, b.currency)
+                  || ', orphans ' || fmt_money(r.orphan, b.currency) || ' a month' END
+    FROM bill AS b, retention AS r, known AS k, month_spend AS ms
     UNION ALL
     SELECT 5, 'co-locate compute & data', e.dollars, 'the cross-region pulls'' cost',
         'train in the dataset''s region, or copy the dataset once into the compute region '
@@ -310,12 +316,12 @@ levers_figures AS (
         CASE WHEN e.dollars = 0 AND NOT k.config_regions AND rr.dataset_regions = 0
              THEN 'no dataset region known (no datasets in the config, no run records '
                   || 'dataset_region): cross-region pulls cannot be told (network cost this '
-                  || 'month ' || fmt_money(ms.network, bill_currency($month)) || ')'
+                  || 'month ' || fmt_money(ms.network, b.currency) || ')'
              WHEN e.dollars = 0 THEN 'no cross-region pull billed this month'
              ELSE e.runs || ' run(s) pulled data across regions'
                   || CASE WHEN e.gb IS NOT NULL THEN ' (' || format('{:,.0f}', e.gb) || ' GB)'
                           ELSE '' END || ': ' || e.routes END
-    FROM egress_total AS e, known AS k, run_records AS rr, month_spend AS ms
+    FROM bill AS b, egress_total AS e, known AS k, run_records AS rr, month_spend AS ms
     UNION ALL
     SELECT 6, 'chase untracked usage', u.dollars, 'untracked compute',
         'finding the owners of the resources in untracked_usage, tagging resources with '
@@ -323,8 +329,8 @@ levers_figures AS (
         'untracked compute: ' || format('{:,.1f}', u.gpu_hours) || ' GPU-hours, '
         || format('{:,.1f}', u.cpu_hours) || ' CPU-hours'
         || coalesce('; largest ' || t.resource || coalesce(' (' || t.instance_type || ')', '')
-                    || ' ' || fmt_money(t.cost, bill_currency($month)), '')
-    FROM untracked AS u
+                    || ' ' || fmt_money(t.cost, b.currency), '')
+    FROM bill AS b, untracked AS u
     LEFT JOIN top_untracked AS t ON true
     UNION ALL
     SELECT 7, 'checkpoint before going preemptible', pe.dollars,
@@ -345,7 +351,7 @@ levers_figures AS (
              THEN pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
                   || ' spot chain(s), repeating no run billed this month'
              ELSE pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
-                  || ' spot chain(s) repeated ' || fmt_money(pe.dollars, bill_currency($month))
+                  || ' spot chain(s) repeated ' || fmt_money(pe.dollars, b.currency)
                   || ': ' || pe.lost_detail || '; ' || pe.dearer
                   || ' chain(s) cost more than their last run on demand'
                   || coalesce(': ' || pe.dearer_detail, '')
@@ -354,7 +360,7 @@ levers_figures AS (
                                || 'price this month (no compute row, or a line without '
                                || 'ListCost): ' || pe.unpriced_detail
                           ELSE '' END END
-    FROM preempted AS pe, run_records AS rr
+    FROM bill AS b, preempted AS pe, run_records AS rr
     UNION ALL
     SELECT 8, 'use a cheaper card', i.dollars, 'the idle GPU cost',
         'benchmarking the model on another accelerator (or fewer GPUs per run), possibly '
@@ -362,11 +368,11 @@ levers_figures AS (
         CASE WHEN i.runs = 0
              THEN 'no run reports GPU utilization (runs column gpu_utilization, MLflow '
                   || 'system/gpu_*_utilization_percentage); tracked GPU cost this month '
-                  || fmt_money(g.cost, bill_currency($month))
+                  || fmt_money(g.cost, b.currency)
              ELSE i.runs || ' run(s) report utilization: ' || format('{:,.1f}', i.idle_hours)
                   || ' of ' || format('{:,.1f}', i.paid_hours)
                   || ' GPU-hours paid for sat idle' END
-    FROM idle AS i, tracked_gpu AS g
+    FROM bill AS b, idle AS i, tracked_gpu AS g
 ),
 levers AS (
     -- a saving is never below 0: a credit is 0, saying so (a figure below the currency's
@@ -374,22 +380,21 @@ levers AS (
     SELECT
         *,
         CASE WHEN figure > 0 THEN figure ELSE 0.0 END AS dollars,
-        CASE WHEN round(figure * power(10, minor_digits(bill_currency($month)))) < 0
+        CASE WHEN round(figure * power(10, b.digits)) < 0
              THEN credit_of || ' is a credit this month ('
-                  || fmt_money(figure, bill_currency($month)) || '): nothing to '
+                  || fmt_money(figure, b.currency) || '): nothing to '
                   || CASE WHEN lever = 'chase untracked usage' THEN 'chase' ELSE 'save' END
                   || '; '
              ELSE '' END AS credit_note
-    FROM levers_figures
+    FROM bill AS b, levers_figures
 )
 SELECT
     CAST($month AS DATE) AS month,
     CAST(row_number() OVER (ORDER BY (lever = 'use a cheaper card'),
-                                     round(dollars * power(10, minor_digits(
-                                         bill_currency($month)))) DESC,
+                                     round(dollars * power(10, b.digits)) DESC,
                                      mission_order) AS INTEGER) AS rank,
     lever,
     dollars,
     what_it_costs_to_pull,
     credit_note || evidence AS evidence
-FROM levers
+FROM bill AS b, levers

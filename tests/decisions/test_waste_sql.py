@@ -862,8 +862,7 @@ def test_money_is_shown_to_its_currency_s_smallest_unit(con):
         "NOK 1,234.50"]
     macro = sql_text("macros")
     body = macro[macro.index("MACRO minor_digits"):macro.index("MACRO money_digits")]
-    listed = {code: int(digits) for codes, digits in re.findall(
-        r"IN \(([^)]*)\)\s*THEN (\d)", body) for code in re.findall(r"'([A-Z]{3})'", codes)}
+    listed = {code: int(digits) for code, digits in re.findall(r"'([A-Z]{3})': (\d)", body)}
     assert listed == MINOR_UNITS
     for code, digits in [*MINOR_UNITS.items(), ("USD", 2), ("EUR", 2), ("", 2), (None, 2)]:
         assert con.execute("SELECT minor_digits(?)", [code]).fetchone()[0] == digits, code

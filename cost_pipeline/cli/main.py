@@ -16,7 +16,7 @@ from cost_pipeline import interrupts
 from cost_pipeline.cli.export import add_export_parser
 from cost_pipeline.ingest.sources import SourceError, redact
 from cost_pipeline.months import parse_month
-from cost_pipeline.text import BIDI_CONTROLS, CONTROLS
+from cost_pipeline.text import AS_TEXT, BIDI_CONTROLS, CONTROLS
 
 EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED, EXIT_OVER_BUDGET = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM: what a run had written is rolled back
@@ -30,6 +30,13 @@ _ESCAPES = {
     **{c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in (*CONTROLS, *BIDI_CONTROLS)},
     **{ord(c): e for c, e in (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\\", "\\\\"))},
 }
+
+
+def error_line(message: str) -> str:
+    """`error: <message>`, one line whatever the message quotes (a path or a value from the
+    data holding a line break or a right-to-left override: blanks, dropped), secrets
+    redacted."""
+    return f"error: {redact(message).translate(AS_TEXT)}"
 
 
 def printable(text: str) -> str:
@@ -109,7 +116,7 @@ def cmd_materialize(args) -> int:
     if not result.success:
         if args.debug and result.error_detail:
             print(redact(result.error_detail), file=sys.stderr)
-        print(f"error: {redact(result.error)}", file=sys.stderr)
+        print(error_line(result.error), file=sys.stderr)
         return EXIT_INTERRUPTED if result.interrupted else EXIT_ERROR
     print_checks(result)
     for asset in result.skipped:
@@ -317,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args([a for a in argv if a != "--debug"])
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     args.debug = debug or getattr(args, "debug", False)   # (`--deb`, argparse's abbreviation)
     if getattr(args, "config", None) is None and args.command != "demo":
@@ -344,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, SourceError, EstimateError, ValueError, OSError) as exc:
         if args.debug:
             print(redact(traceback.format_exc()), file=sys.stderr, end="")
-        print(f"error: {redact(str(exc))}", file=sys.stderr)
+        print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

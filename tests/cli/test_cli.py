@@ -422,3 +422,15 @@ def test_a_backslash_in_the_data_reads_apart_from_an_escape():
 
     assert printable("s\\n1") == "s\\\\n1" and printable("s\n1") == "s\\n1"
     assert printable("i-\u202egnp.exe\u2066") == "i-\\u202egnp.exe\\u2066"
+
+
+def test_an_error_naming_a_value_with_a_line_break_is_one_line(tmp_path, capsys):
+    """An error line quotes what it names as it is: a config path holding a newline (or a
+    right-to-left override) made the one-line error two lines, or reversed its end."""
+    from cost_pipeline.cli.main import main
+
+    for name in ("a\nb.yaml", "a\u202eb.yaml"):
+        assert main(["materialize", "--config", str(tmp_path / name), "--month",
+                     "2026-07"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "\u202e" not in err

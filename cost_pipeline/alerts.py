@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cost_pipeline.ingest.sources import redact
-from cost_pipeline.report.money import in_currency, symbol_of
+from cost_pipeline.report.money import in_currency, money_apart, smallest, symbol_of
 from cost_pipeline.text import AS_TEXT
 
 STATE_VERSION = 1
@@ -280,6 +280,11 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
             sign = "−" if m["delta"] < 0 else ""
             symbol = plain(symbol_of(m.get("currency")))
             delta, tolerance = f"{sign}{symbol}{shown[0]}", f"{symbol}{shown[1]}"
+        elif isinstance(m.get("tolerance"), int | float) and m["tolerance"] > 0 \
+                and not smallest(m["tolerance"], symbol_of(m.get("currency"))):
+            # a tolerance below the currency's unit (a cent of a yen) read JPY 0: its digits
+            tolerance = plain(money_apart(m["tolerance"], 0.0,
+                                          symbol_of(m.get("currency")))[0])
         detail = f"attribution is off the bill by {delta} (tolerance {tolerance})"
     else:  # amounts in the bill's currency when the check names it
         detail = ", ".join(

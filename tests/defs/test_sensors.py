@@ -452,6 +452,10 @@ def test_alert_text_says_what_failed_for_each_error_check():
                                  "r2", {"delta": 12.5, "tolerance": 0.01, "currency": "USD"})
     payload = alerts.check_alert(off)
     assert "off the bill by $12.50" in payload["text"] and payload["run_id"] == "r2"
+    # a tolerance below the currency's unit (a cent of a yen) reads its digits, not JPY 0
+    yen = alerts.CheckEvaluation("attribution.cost_conserved", "2026-10", False, "ERROR", 1.0,
+                                 "r2", {"delta": 5.0, "tolerance": 0.01, "currency": "JPY"})
+    assert "off the bill by JPY 5 (tolerance JPY 0.01)" in alerts.check_alert(yen)["text"]
     # a NOK bill's alert says NOK, never `$`
     nok = alerts.CheckEvaluation(
         "reconciliation.reconciliation_within_threshold", "2026-10", False, "ERROR", 1.0, "r3",

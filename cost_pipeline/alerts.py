@@ -221,7 +221,6 @@ def _money(value: Any, currency: Any) -> str:
     return plain(in_currency(value, currency if isinstance(currency, str) else None))
 
 
-
 def plain(value: Any, limit: int = VALUE_CHARS) -> str:
     """A value from the data as the alert's text shows it: without bidirectional controls,
     a line break as a space, at most `limit` characters (the last one `…` when cut), and
@@ -271,6 +270,7 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
         detail = (f"{len(missing)} of {m.get('days_expected')} days have no usage lines "
                   f"({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''})")
     elif "delta" in m:
+        symbol = symbol_of(m.get("currency"))
         delta, tolerance = (_money(m["delta"], m.get("currency")),
                             _money(m.get("tolerance"), m.get("currency")))
         if delta.lstrip("−") == tolerance and isinstance(m["delta"], int | float) \
@@ -278,13 +278,12 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
                 and abs(m["delta"]) != m["tolerance"]:  # a cent apart at most: the digits
             shown = figures_apart(abs(m["delta"]), m["tolerance"], 3)
             sign = "−" if m["delta"] < 0 else ""
-            symbol = plain(symbol_of(m.get("currency")))
-            delta, tolerance = f"{sign}{symbol}{shown[0]}", f"{symbol}{shown[1]}"
+            delta, tolerance = (f"{sign}{plain(symbol)}{shown[0]}",
+                                f"{plain(symbol)}{shown[1]}")
         elif isinstance(m.get("tolerance"), int | float) and m["tolerance"] > 0 \
-                and not smallest(m["tolerance"], symbol_of(m.get("currency"))):
+                and not smallest(m["tolerance"], symbol):
             # a tolerance below the currency's unit (a cent of a yen) read JPY 0: its digits
-            tolerance = plain(money_apart(m["tolerance"], 0.0,
-                                          symbol_of(m.get("currency")))[0])
+            tolerance = plain(money_apart(m["tolerance"], 0.0, symbol)[0])
         detail = f"attribution is off the bill by {delta} (tolerance {tolerance})"
     else:  # amounts in the bill's currency when the check names it
         detail = ", ".join(

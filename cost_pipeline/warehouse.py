@@ -616,7 +616,6 @@ def acquire_writer_lock(database: str, writer: str, holder: str | None = None,
     WarehouseBusyError (naming the other `writer` kind and its pid) when the wait runs out."""
     import fcntl
     import os
-    import time
 
     path = lock_path(database)
     if path is None:
@@ -735,7 +734,6 @@ def writers_waited_for(database: str | Path, timeout_seconds: float,
     writer ever took one, or it cannot be read) there is nothing to wait for. Never inside the
     writer lock of the same process: a flock does not know it is its own."""
     import fcntl
-    import time
 
     path = lock_path(str(database))
     handle = None
@@ -781,8 +779,6 @@ def _open(database: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnec
     """A connection to `database`, tried again for OPEN_RETRY_SECONDS while a process outside
     the writer lock holds the file; then WarehouseUnreadableError names it (DuckDB's own text
     was a paragraph ending in a link)."""
-    import time
-
     deadline = time.monotonic() + OPEN_RETRY_SECONDS
     delay = 0.1
     while True:

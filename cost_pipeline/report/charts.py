@@ -9,7 +9,6 @@ import re
 import textwrap
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from decimal import Decimal
 
 import matplotlib
 import numpy as np
@@ -18,7 +17,6 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from cost_pipeline.report.data import PURPOSE_LABELS
 from cost_pipeline.report.money import (
-    half_up,
     minor_digits,
     money,
     rounded_steps,
@@ -71,7 +69,7 @@ def _dollars(value: float, _pos=None, *, symbol: str) -> str:
         shown = f"{size:,.2f}".rstrip("0").rstrip(".")
     else:
         digits = minor_digits(symbol)
-        shown = f"{half_up(size, Decimal(1).scaleb(-digits)):,.{digits}f}"
+        shown = f"{smallest(size, symbol):,.{digits}f}"
         if digits:
             shown = shown.removesuffix("." + "0" * digits)
     sign = "−" if value < 0 and shown.strip("0.,") else ""

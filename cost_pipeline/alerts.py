@@ -19,6 +19,7 @@ import base64
 import http.client
 import json
 import os
+import shlex
 import socket
 import ssl
 import threading
@@ -114,8 +115,9 @@ def _advance_watermark(state: dict[str, Any], timestamps: Iterable[float]) -> No
 
 
 def observe_checks(state: dict[str, Any], evaluations: Iterable[CheckEvaluation],
-                   now: float) -> list[dict[str, Any]]:
-    """Open or close failure episodes per (check, month); queue one alert per episode.
+                   now: float, config: str | None = None) -> list[dict[str, Any]]:
+    """Open or close failure episodes per (check, month); queue one alert per episode
+    (its commands naming the `config` file).
 
     The first call only records where history stands (a fresh sensor must not re-alert every
     past failure). An ERROR failure opens an episode, a pass closes it (re-arms), a WARN
@@ -134,7 +136,7 @@ def observe_checks(state: dict[str, Any], evaluations: Iterable[CheckEvaluation]
         elif e.severity == "ERROR" and not episode["failing"]:
             episode["failing"] = True
             if state["initialized"]:
-                queued += _enqueue(state, check_alert(e), now)
+                queued += _enqueue(state, check_alert(e, config), now)
         state["episodes"][key] = episode
     _advance_watermark(state, (e.evaluated_at for e in ordered))
     state["initialized"] = True
@@ -246,8 +248,9 @@ def _is_amount(key: str, value: Any) -> bool:
         word in key for word in ("cost", "budget", "amount"))
 
 
-def check_alert(e: CheckEvaluation) -> dict[str, Any]:
-    """The alert of a failed check: Slack's `text` plus the figures as fields."""
+def check_alert(e: CheckEvaluation, config: str | None = None) -> dict[str, Any]:
+    """The alert of a failed check: Slack's `text` plus the figures as fields; the commands
+    of its next step name the `config` file the sensor reads."""
     m = e.metadata
     top = [
         {k: r.get(k) for k in ("resource_id", "instance_type", "gpu_hours", "hours", "cost")}
@@ -290,7 +293,7 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
             f"{k} "
             f"{_money(v, m['currency']) if _is_amount(k, v) and m.get('currency') else plain(v)}"
             for k, v in m.items() if isinstance(v, int | float | str) and k != "currency")
-    step = next_step(e.check, e.month)
+    step = next_step(e.check, e.month, config)
     text = (f":rotating_light: cost-pipeline: {e.check} FAILED for {e.month} — {detail}. "
             f"Dagster run {e.run_id}" + (f". Chase it: {step}." if step else ""))
     return {
@@ -314,21 +317,27 @@ def check_alert(e: CheckEvaluation) -> dict[str, Any]:
     }
 
 
-def next_step(check: str, month: str) -> str | None:
+def next_step(check: str, month: str, config: str | None = None) -> str | None:
     """What the reader of a failed check's alert does about it (one line), for the ERROR
-    checks an alert is sent for; None for another check."""
+    checks an alert is sent for; None for another check. Its commands name `config`, quoted
+    for a shell, unless the path holds a character the line cannot carry or is too long to
+    read (then the config comes from $COST_PIPELINE_CONFIG)."""
     name = check.rsplit(".", 1)[-1]
+    usable = (config and len(config) <= VALUE_CHARS and config.translate(AS_TEXT) == config
+              and not any(unicodedata.bidirectional(c) in ("R", "AL") for c in config))
+    option = f"--config {shlex.quote(config)} " if usable else ""
     if name == "reconciliation_within_threshold":
-        return (f"untracked_usage for {month}: `cost-pipeline report --month {month}` lists "
-                "the largest untracked resources and why; record the runs that used them, or "
-                "list the resources in those runs' resource_ids, then materialize "
+        return (f"untracked_usage for {month}: `cost-pipeline report {option}--month {month}` "
+                "lists the largest untracked resources and why; record the runs that used "
+                "them, or list the resources in those runs' resource_ids, then materialize "
                 f"{month} again")
     if name == "billing_complete":
         return ("check that the billing export has delivered those days, then materialize "
-                f"{month} again (`cost-pipeline materialize --month {month}`)")
+                f"{month} again (`cost-pipeline materialize {option}--month {month}`)")
     if name == "cost_conserved":
-        return (f"materialize {month} again from scratch (`cost-pipeline materialize --month "
-                f"{month} --force`); if the bill is still off, report it with this run's id")
+        return (f"materialize {month} again from scratch (`cost-pipeline materialize {option}"
+                f"--month {month} --force`); if the bill is still off, report it with this "
+                "run's id")
     return None
 
 

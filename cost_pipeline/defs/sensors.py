@@ -207,7 +207,7 @@ def build_check_alert_sensor(config_path: str, check_keys: Sequence[dg.AssetChec
         def observe(state: dict, now: float) -> list:
             found = read_check_evaluations(context.instance, check_keys, state["watermark"],
                                            warehouse)
-            return alerts.observe_checks(state, found, now)
+            return alerts.observe_checks(state, found, now, config=config_path)
 
         return _tick(context, config_path, clock, observe)
 

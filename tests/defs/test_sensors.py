@@ -538,6 +538,36 @@ def test_a_check_alert_ends_with_what_to_do_next():
     assert budget["next_step"] is None and budget["text"].endswith("Dagster run r4")
 
 
+def test_a_check_alerts_commands_name_the_sensors_config():
+    """The commands an alert says to run took the config from $COST_PIPELINE_CONFIG, which
+    the reader's shell (a laptop, a Slack thread) seldom has: the sensor's own config file is
+    named, quoted for a shell; a path a shell line cannot carry is left out."""
+    def step(check: str, config: str | None) -> str:
+        return alerts.check_alert(alerts.CheckEvaluation(
+            check, "2026-10", False, "ERROR", 1.0, "r1", {"delta": 1.0, "tolerance": 0.01,
+                                                          "currency": "USD"}),
+            config)["next_step"]
+
+    assert step("attribution.cost_conserved", "/srv/costs/pipeline.yaml") == (
+        "materialize 2026-10 again from scratch (`cost-pipeline materialize --config "
+        "/srv/costs/pipeline.yaml --month 2026-10 --force`); if the bill is still off, report "
+        "it with this run's id")
+    assert "`cost-pipeline materialize --config '/srv/my costs/p.yaml' --month 2026-10`" in (
+        step("billing_facts.billing_complete", "/srv/my costs/p.yaml"))
+    assert "`cost-pipeline report --config /c.yaml --month 2026-10` lists" in step(
+        RECONCILIATION, "/c.yaml")
+    assert "`cost-pipeline materialize --month 2026-10 --force`" in step(
+        "attribution.cost_conserved", "/srv/a\nb.yaml")
+    assert "--config" not in step("attribution.cost_conserved", "/" + "d" * 300 + ".yaml")
+    assert "--config" not in step("attribution.cost_conserved", None)
+    state = alerts.new_state()
+    alerts.observe_checks(state, [], 1.0, config="/c.yaml")  # the first tick records
+    (queued,) = alerts.observe_checks(state, [alerts.CheckEvaluation(
+        "attribution.cost_conserved", "2026-11", False, "ERROR", 3.0, "r3", {})], 3.0,
+        config="/c.yaml")
+    assert "--config /c.yaml --month 2026-11 --force" in queued["payload"]["text"]
+
+
 def test_a_long_run_error_is_cut_at_a_word_and_says_so(alert_env):
     """A run's error was cut at 500 characters mid-word, with nothing saying it was cut."""
     from cost_pipeline.defs.sensors import _failure_reason, shortened

@@ -13,8 +13,8 @@ from typing import Any
 
 import duckdb
 
-from cost_pipeline.report.strip import six_months
-from cost_pipeline.warehouse import noted_input, rows_of, sql_text, table_names
+from cost_pipeline.report.strip import materialized_empty, six_months
+from cost_pipeline.warehouse import rows_of, sql_text, table_names
 
 COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
 PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unallocated"]
@@ -30,15 +30,6 @@ LONG = 50
 
 class ReportError(ValueError):
     """The month cannot be reported (no warehouse, month not materialized)."""
-
-
-def materialized_empty(con: duckdb.DuckDBPyConnection, month: date) -> bool:
-    """Whether the month was materialized with no billing line (nothing billed yet): its bill's
-    input token is noted in the transaction that wrote its (no) lines."""
-    try:
-        return noted_input(con, month, "billing") is not None
-    except duckdb.CatalogException:   # a warehouse from before input tokens
-        return False
 
 
 def no_lines(con: duckdb.DuckDBPyConnection, month: date) -> str:

@@ -13,11 +13,11 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.report.bill_lines import bill_lines
-from cost_pipeline.report.data import materialized_empty
 from cost_pipeline.report.money import minor_digits, smallest, symbol_of
 from cost_pipeline.report.strip import (
     ZERO,
     by_purpose,
+    materialized_empty,
     months_between,
     read_rows,
     table_names,

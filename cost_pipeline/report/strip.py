@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.months import next_month
-from cost_pipeline.warehouse import rows_of, sql_text, table_names
+from cost_pipeline.warehouse import noted_input, rows_of, sql_text, table_names
 
 STRIP_MONTHS = 6  # the monthly report's strip: the 6 months ending with the month
 ZERO = Decimal(0)
@@ -48,11 +48,21 @@ def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:
     return out
 
 
+def materialized_empty(con: duckdb.DuckDBPyConnection, month: date) -> bool:
+    """Whether the month was materialized with no billing line (nothing billed yet): its bill's
+    input token is noted in the transaction that wrote its (no) lines."""
+    try:
+        return noted_input(con, month, "billing") is not None
+    except duckdb.CatalogException:   # a warehouse from before input tokens
+        return False
+
+
 def six_months(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     """The monthly report's strip: the 6 months ending with `month` — each month's total,
     its cost by purpose class (both in the month's own currency, `currencies`) and its
-    untracked share; months the warehouse does not hold are listed as absent (the strip marks
-    them, it does not invent a zero)."""
+    untracked share; months the warehouse does not hold are listed as absent, and those
+    materialized with no billing line as `empty` (the strip marks them, it does not invent a
+    zero)."""
     have = table_names(con)
     first = months_back(month, STRIP_MONTHS)
     month_rows = read_rows(con, "period_month_totals", first, month)
@@ -61,9 +71,11 @@ def six_months(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
              if "attribution" in have else [])
     shares = {r["month"]: r for r in read_rows(con, "period_untracked_share", first, month)} \
         if "reconciliation" in have else {}
+    months = months_between(first, month)
     return {
-        "months": months_between(first, month),
+        "months": months,
         "totals": totals,
+        "empty": [m for m in months if m not in totals and materialized_empty(con, m)],
         # each month is billed in its own currency (SPEC §5): its figures are shown in it
         "currencies": {r["month"]: r["currency"] for r in month_rows},
         "by_purpose": by_purpose(cells),

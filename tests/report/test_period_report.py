@@ -472,6 +472,19 @@ def test_a_month_materialized_without_lines_is_not_called_unmaterialized(tmp_pat
     with pytest.raises(ReportError, match="no billing data for 2026-12 in the warehouse: "
                                           "materialize it first"):
         write_period_report(str(path), oct_, dec, out=tmp_path / "p.html")
+    # the 6-month strip of a later month: November was materialized with nothing billed,
+    # December never was (November's header said "not in the warehouse" too, beside the
+    # reconciliation's 0.0% of a materialized month)
+    jan = date(2027, 1, 1)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, jan, [_line(1, jan, 2.0)])
+    html = write_report(str(path), jan, out=tmp_path / "j.html")[0].read_text(encoding="utf-8")
+    strip = html[html.index('id="strip"'):html.index('id="bill"')]
+    heads = re.findall(r'<th class="num">(\w+ \d+)(?:<br><span class="na">([^<]+)</span>)?',
+                       strip)
+    assert heads == [("Aug 2026", "not in the warehouse"), ("Sep 2026", "not in the warehouse"),
+                     ("Oct 2026", ""), ("Nov 2026", "nothing billed"),
+                     ("Dec 2026", "not in the warehouse"), ("Jan 2027", "")]
 
 
 def test_a_report_folder_that_cannot_be_made_is_one_line_naming_it(warehouse, tmp_path):

@@ -139,3 +139,26 @@ def test_a_negative_median_is_judged_on_the_net_spends_growth(con):
                        "previous_months": ["2026-01", "2026-02"], "judged": True,
                        "growth": None}
     assert check.metadata["models_judged"].value == 2
+
+
+def test_a_cost_exactly_at_the_growth_limit_passes(con):
+    """churn: 10.00, 11.40, then 16.05 = 1.5 × median(10.00, 11.40) = 1.5 × 10.70 to the cent:
+    at the limit, not above it (16.05 − 10.70 read 5.350000000000001 > 0.5 × 10.70 in doubles
+    and failed it). fraud: 10.28, 15.88, then 1.5 × 13.08 = 19.62, the same. A cent above the
+    limit still fails."""
+    JUN = date(2026, 6, 1)
+    costs(con, APR, churn=10.00, fraud=10.28)
+    costs(con, MAY, churn=11.40, fraud=15.88)
+    costs(con, JUN, churn=16.05, fraud=19.62)
+    check = model_cost_trend(con, JUN, 1.5)
+    assert check.passed
+    assert (check.metadata["models_judged"].value,
+            check.metadata["models_exceeding"].value) == (2, 0)
+
+    con.execute("UPDATE cost_per_model_monthly SET cost = 16.06 "
+                "WHERE month = ? AND model = 'churn'", [JUN])
+    check = model_cost_trend(con, JUN, 1.5)
+    assert not check.passed
+    (failing,) = check.metadata["exceeding"].value
+    assert (failing["model"], failing["cost"], failing["previous_median"]) == (
+        "churn", 16.06, 10.70)

@@ -211,3 +211,28 @@ def test_the_report_marks_an_estimate_over_budget_as_not_approved(cfg):
     assert "$7.00 (-100%)" in sy                  # within it: the share, unflagged
     assert 'data-estimate="100.00" data-approved="true"' in sx
     assert "$100.00</td>" in sx and "not approved" not in sx
+
+
+def test_a_cost_exactly_at_the_tolerance_is_within_the_estimate(cfg):
+    """SX estimated at $1.13 has cost $1.243 = 1.1 × 1.13 to the tenth of a cent: at the
+    tolerance, not over it (1.1 × 1.13 reads 1.2429999999999999 in doubles, and 1.243 was
+    over). A cost of $1.253, a cent more, is over."""
+    approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=1.13)
+    with duckdb.connect(cfg.warehouse_path) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        insert_runs(con, MARCH, [
+            {"run_id": "x1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
+             "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}])
+        put_costs(con, [(MARCH, "x1", 1.243)])
+        assert search_costs(con)["SX"] == pytest.approx((1.13, 1.243, 0.113))
+        check = searches_within_estimate(con, MARCH)
+        assert check.passed
+        assert check.metadata["over_estimate"].value == ""
+
+        put_costs(con, [(MARCH, "x1", 0.01)])                      # 1.243 + 0.01 = 1.253
+        search_costs(con)
+        check = searches_within_estimate(con, MARCH)
+        assert not check.passed
+        assert check.metadata["over_estimate"].value == "SX"

@@ -16,12 +16,15 @@
 --                       one started in an earlier month)
 --   search_cost         the model's search cost this month
 --   metric change       a retrain's metric_value minus that of the model's previous
---                       production run (by start, any month); NULL when either is missing,
---                       or when the two name different metric_names (auc minus logloss)
+--                       production run (by start, any month), to 10 decimal places (0.813 −
+--                       0.811 is 0.002, not the doubles' 0.0019999999999998908); NULL when
+--                       either is missing, or when the two name different metric_names (auc
+--                       minus logloss)
 --   mean_metric_change  the mean of the retrains' metric changes (NULL when none is known)
 --   flat_retrains       retrains not triggered by drift whose |metric change| <
---                       policy.retrain.min_metric_change: a retrain whose change is unknown is
---                       never flat (nothing measured it)
+--                       policy.retrain.min_metric_change (strict: a change of exactly the
+--                       threshold is not flat): a retrain whose change is unknown is never
+--                       flat (nothing measured it)
 --   flat_retrain_cost   those retrains' cost this month
 WITH runs AS (
     SELECT * FROM month_runs($month)
@@ -32,7 +35,7 @@ production AS (
     SELECT
         run_id, model, start_time, trigger, metric_value,
         CASE WHEN metric_name <> lag(metric_name) OVER previous THEN NULL
-             ELSE metric_value - lag(metric_value) OVER previous END AS metric_change
+             ELSE round(metric_value - lag(metric_value) OVER previous, 10) END AS metric_change
     FROM runs
     WHERE purpose = 'production' AND search_id IS NULL AND model IS NOT NULL
     WINDOW previous AS (PARTITION BY model ORDER BY start_time, run_id)
@@ -56,7 +59,7 @@ retrains AS (
         p.*,
         coalesce(s.cost, 0) AS cost,
         coalesce(p.trigger, '') <> 'drift'
-            AND (abs(p.metric_change) < $min_metric_change) IS TRUE AS flat
+            AND (abs(p.metric_change) < round($min_metric_change, 10)) IS TRUE AS flat
     FROM month_production AS p
     LEFT JOIN run_spend AS s ON s.run_id = p.run_id
 ),

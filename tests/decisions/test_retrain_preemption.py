@@ -182,6 +182,27 @@ def test_a_metric_change_is_between_values_of_one_metric(con):
     assert (march["flat_retrains"], march["flat_retrain_cost"]) == (1, pytest.approx(30.0))
 
 
+def test_a_metric_change_exactly_at_the_threshold_is_not_flat(con):
+    """0.811 → 0.813 moved the metric by 0.002, the threshold: not flat (|change| < 0.002 is),
+    but 0.813 − 0.811 reads 0.0019999999999998908 in doubles and was counted flat, its $40 a
+    lever. The change is kept to 10 decimals: 0.002. 0.813 → 0.8149 (0.0019) still is flat."""
+    runs = [prod("c1", "churn", d(2024, 2, 5), 0.811, "schedule"),
+            prod("c2", "churn", d(2024, 3, 5), 0.813, "schedule"),     # +0.002: moved
+            prod("c3", "churn", d(2024, 3, 20), 0.8149, "schedule")]   # +0.0019: flat
+    insert_runs(con, MARCH, runs)
+    attr(con, "c2", "production", 40.0)
+    attr(con, "c3", "production", 25.0)
+    (churn,) = build(con, "retrain_cadence")
+    assert churn["retrains"] == 2
+    assert (churn["flat_retrains"], churn["flat_retrain_cost"]) == (1, 25.0)
+    assert churn["mean_metric_change"] == 0.00195                  # (0.002 + 0.0019) / 2
+
+    con.execute("DELETE FROM tracker_runs WHERE run_id = 'c3'")
+    (churn,) = build(con, "retrain_cadence")
+    assert (churn["flat_retrains"], churn["flat_retrain_cost"]) == (0, 0.0)
+    assert churn["mean_metric_change"] == 0.002
+
+
 # --------------------------------------------------------------------------------- preemption
 
 def instance_line(name, start_h, end_h, cost, list_cost, pricing="spot", component="gpu",
@@ -304,6 +325,29 @@ def test_restart_of_an_unknown_run_or_itself_and_a_cycle(con):
         2, 2, 2)
     assert rows["u"]["lost_cost"] == pytest.approx(2.0)
     assert (rows["s"]["runs"], rows["s"]["restarts"], rows["s"]["lost_cost"]) == (1, 0, 0.0)
+
+
+def test_a_chain_costing_exactly_its_last_run_on_demand_is_not_dearer(con):
+    """a ($1.10 spot) restarted from scratch by b ($2.20 spot, $3.30 on demand): the chain
+    cost 1.10 + 2.20 = 3.30, what b alone costs on demand, so it is not dearer — but the sum
+    reads 3.3000000000000003 in doubles and was. Compared to 10 decimals; at b's $3.29 on
+    demand, a cent below the chain's cost, it is dearer."""
+    runs = [run("a", 0, 2, ["i-a"]), run("b", 3, 5, ["i-b"], restart_of="a", status="FINISHED")]
+
+    def chain(b_list_cost: float) -> dict:
+        with duckdb.connect(":memory:") as c:
+            ensure_schema(c)
+            register_datasets(c, [])
+            lines = [instance_line("i-a", 0, 2, 1.10, 3.30),
+                     instance_line("i-b", 3, 5, 2.20, b_list_cost)]
+            (row,) = preemption_month(c, lines=lines, runs=runs)
+            return row
+
+    at = chain(3.30)
+    assert (at["cost"], at["last_run_id"], at["last_run_on_demand_cost"]) == (
+        pytest.approx(3.30, abs=TOL), "b", 3.30)
+    assert at["spot_cost_more_than_on_demand"] is False
+    assert chain(3.29)["spot_cost_more_than_on_demand"] is True
 
 
 # -------------------------------------------------------------------------------- the levers

@@ -89,6 +89,19 @@ def test_retention_budget_is_a_warning_with_the_cost_by_reason(con):
     assert retention_within_budget(con, MARCH, budget=110.0).passed  # at the budget: fine
 
 
+
+def test_violations_costing_exactly_the_budget_are_within_it(con):
+    """0.01 + 65.40 + 34.59 = 100.00, the budget: within it, though the three reasons' costs
+    added up read 100.00000000000001 in doubles and failed it. A cent less of budget fails."""
+    insert(con, "retention_violations", MARCH,
+           [violation("a", 0.01, "beyond_keep_last"), violation("b", 65.40),
+            violation("c", 34.59, "orphan", None)], {})
+    at = retention_within_budget(con, MARCH, budget=100.0)
+    meta = {k: v.value for k, v in at.metadata.items()}
+    assert at.passed
+    assert (meta["violation_cost"], meta["budget"]) == (100.0, 100.0)
+    assert not retention_within_budget(con, MARCH, budget=99.99).passed
+
 H10 = datetime(2024, 3, 5, 10)
 
 

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from cost_pipeline.config import WarehouseConfig
 from cost_pipeline.export import cannot_write, written_atomically
 from cost_pipeline.ingest.sources import sql_identifier
+from cost_pipeline.report.strip import materialized_empty
 from cost_pipeline.warehouse import bind, connect_read_only, run_script, sql_text
 
 # the config's own default, for callers without a config
@@ -268,12 +269,18 @@ def stream_focus(con: duckdb.DuckDBPyConnection, month: date, path: str | Path,
 
 def unbilled_month(con: duckdb.DuckDBPyConnection, month: date,
                    warehouse: str | Path) -> str | None:
-    """Why the month cannot be exported — it has no billing line (not materialized): a file
-    of it would read as a $0 month to the tools reading it; None when it can."""
+    """Why the month cannot be exported — it has no billing line: a file of it would read as a
+    $0 month to the tools reading it; None when it can. A month materialized with nothing
+    billed yet is said as such (materializing it again changes nothing), one never
+    materialized is told to be."""
     (lines,) = con.execute("SELECT count(*) FROM billing_facts WHERE month = ?",
                            [month]).fetchone()
-    return None if lines else (f"no billing lines for {month:%Y-%m} in {warehouse}: "
-                               "materialize the month first")
+    if lines:
+        return None
+    if materialized_empty(con, month):
+        return (f"{month:%Y-%m} has no billing lines (it was materialized: nothing billed "
+                "yet), so there is nothing to export")
+    return f"no billing lines for {month:%Y-%m} in {warehouse}: materialize the month first"
 
 
 def _sql_string(text: str) -> str:

@@ -613,3 +613,47 @@ def test_a_warehouse_on_a_read_only_disk_is_one_line_or_goes_to_stdout(demo_ware
         assert out == expected.read_bytes() and err == b""
     assert sorted(p.name for p in folder.iterdir()) == ["exports", "warehouse.duckdb"]
     assert list((folder / "exports").iterdir()) == []
+
+
+def test_a_month_materialized_without_lines_is_not_called_unmaterialized(tmp_path, capsys):
+    """A month materialized with nothing billed yet was "no billing lines for 2026-11 in …:
+    materialize the month first", which materializing again could not mend: the command and
+    the asset say it has no billing lines; a month never materialized still says to
+    materialize it. Neither writes a file."""
+    import dagster as dg
+    from dagster_duckdb import DuckDBResource
+
+    from cost_pipeline.cli.main import main
+    from cost_pipeline.defs.assets.focus_export import focus_export
+    from cost_pipeline.defs.resources import PipelineSettings
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    config = tmp_path / "config.yaml"
+    config.write_text("warehouse: {path: warehouse.duckdb}\n")
+    warehouse = tmp_path / "warehouse.duckdb"
+    nov = date(2026, 11, 1)
+    with duckdb.connect(str(warehouse)) as con:
+        build_billing_facts(con, load_config(config), nov, LOG)   # no billing source
+    empty = ("2026-11 has no billing lines (it was materialized: nothing billed yet), so "
+             "there is nothing to export")
+    never = f"no billing lines for 2026-12 in {warehouse}: materialize the month first"
+    with pytest.raises(FocusExportError) as raised:
+        export_focus(warehouse, nov, out=tmp_path / "n.parquet")
+    assert str(raised.value) == empty
+    with pytest.raises(FocusExportError) as raised:
+        export_focus(warehouse, date(2026, 12, 1), out=tmp_path / "d.parquet")
+    assert str(raised.value) == never
+    args = ["export", "focus", "--config", str(config), "--format", "csv", "--out",
+            str(tmp_path / "f.csv")]
+    assert main([*args, "--month", "2026-11"]) == 1
+    assert capsys.readouterr().err == f"error: {empty}\n"
+    assert main([*args, "--month", "2026-12"]) == 1
+    assert capsys.readouterr().err == f"error: {never}\n"
+    resources = {"duckdb": DuckDBResource(database=str(warehouse)),
+                 "settings": PipelineSettings(config_path=str(config))}
+    for key, message in (("2026-11-01", empty), ("2026-12-01", never)):
+        failed = dg.materialize([focus_export], partition_key=key, raise_on_error=False,
+                                resources=resources)
+        (failure,) = failed.get_step_failure_events()
+        assert failure.event_specific_data.error.message.strip().endswith(message)
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".parquet", ".csv")]

@@ -5,7 +5,7 @@ templates/period.html.j2)."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,13 @@ from cost_pipeline.report.data import (
 from cost_pipeline.report.money import money, signed, smallest, symbol_of
 from cost_pipeline.report.period_charts import period_charts
 from cost_pipeline.report.period_data import collect_period
-from cost_pipeline.report.render import _environment, biggest_lever, percent, write_page
+from cost_pipeline.report.render import (
+    _environment,
+    biggest_lever,
+    charges_to,
+    percent,
+    write_page,
+)
 from cost_pipeline.report.strip import months_between
 
 MAX_MONTHS = 36  # a page of month columns stays readable up to three years
@@ -48,16 +54,19 @@ def _refuse_gaps(data: dict) -> None:
     """A trend with a silent hole misleads: every month of the period must be materialized,
     and all of them in one currency."""
     unmaterialized = [m for m in data["missing"] if m not in data["empty"]]
+    names = ", ".join(f"{m:%Y-%m}" for m in unmaterialized)
+    them = "it" if len(unmaterialized) == 1 else "them"
+    empty = (f"{', '.join(f'{m:%Y-%m}' for m in data['empty'])} "
+             f"{'has' if len(data['empty']) == 1 else 'have'} no billing lines (materialized: "
+             "nothing billed yet)")
+    if unmaterialized and data["empty"]:  # both said: mending one must not meet the other
+        raise ReportError(f"no billing data for {names} in the warehouse (materialize {them} "
+                          f"first), and {empty}: report a period of billed months")
     if unmaterialized:
-        names = ", ".join(f"{m:%Y-%m}" for m in unmaterialized)
-        them = "it" if len(unmaterialized) == 1 else "them"
         raise ReportError(f"no billing data for {names} in the warehouse: materialize {them} "
                           "first, or report a shorter period")
     if data["empty"]:
-        names = ", ".join(f"{m:%Y-%m}" for m in data["empty"])
-        raise ReportError(f"{names} {'has' if len(data['empty']) == 1 else 'have'} no billing "
-                          "lines (materialized: nothing billed yet): report a period of billed "
-                          "months")
+        raise ReportError(f"{empty}: report a period of billed months")
     if data["mixed_currency_months"] or len(data["currencies"]) > 1:
         raise ReportError(f"the period's bill is in more than one currency "
                           f"({', '.join(data['currencies'])}): report each currency's months "
@@ -209,7 +218,7 @@ def render_period_html(data: dict, source: str) -> str:
         shares={s["month"]: s for s in data["shares"] or []},
         bill_total=sum(line.cost for line in data["bill_lines"] or []),
         charts=period_charts(shown), source=source,
-        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        charges_to=charges_to(data["charges_to"]),
     )
 
 

@@ -73,6 +73,9 @@ def collect_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> d
         "mixed_currency_months": mixed,
         "currency": currencies[0] if currencies else "USD",
         "totals": totals,
+        # the end of the period's latest charge: what dates the page
+        "charges_to": con.execute("SELECT max(ChargePeriodEnd) FROM billing_facts WHERE month "
+                                  "BETWEEN ? AND ?", [first, last]).fetchone()[0],
         "total": sum((r["effective_cost"] for r in totals.values()), ZERO),
         "billed_total": sum((r["billed_cost"] for r in totals.values()), ZERO),
         "lines": sum(r["lines"] for r in totals.values()),

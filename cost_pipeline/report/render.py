@@ -4,7 +4,7 @@ styles and SVG inline, nothing fetched when it is opened."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,12 @@ def warm_up() -> None:
     _environment().get_template("report.html.j2")
 
 
+def charges_to(end: datetime | None) -> str:
+    """What dates a page: the end of the latest charge it shows (UTC), so the same months
+    drawn again are the same bytes (a page stamped with the clock differed a minute later)."""
+    return f"charges to {end:%Y-%m-%d %H:%M} UTC" if end else "no charge dated"
+
+
 def render_html(data: dict, source: str) -> str:
     head = data["headline"]
     symbol = symbol_of(head["currency"])
@@ -165,7 +171,7 @@ def render_html(data: dict, source: str) -> str:
         d=data, head=head, symbol=symbol, rec=data["reconciliation"],
         purpose_labels=PURPOSE_LABELS, bridge_steps=bridge_rows(data["bridge"], symbol),
         summary=summary(data, symbol), charts=charts(data, LINE_ITEM_LABELS),
-        source=source, generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        source=source, charges_to=charges_to(head["charges_to"]),
     )
 
 

@@ -469,9 +469,14 @@ def test_a_month_materialized_without_lines_is_not_called_unmaterialized(tmp_pat
         write_period_report(str(path), oct_, nov, out=tmp_path / "p.html")
     assert str(period.value) == ("2026-11 has no billing lines (materialized: nothing billed "
                                  "yet): report a period of billed months")
-    with pytest.raises(ReportError, match="no billing data for 2026-12 in the warehouse: "
-                                          "materialize it first"):
+    with pytest.raises(ReportError) as both:  # November was not named beside December
         write_period_report(str(path), oct_, dec, out=tmp_path / "p.html")
+    assert str(both.value) == ("no billing data for 2026-12 in the warehouse (materialize it "
+                               "first), and 2026-11 has no billing lines (materialized: nothing "
+                               "billed yet): report a period of billed months")
+    with pytest.raises(ReportError, match="no billing data for 2026-12 in the warehouse: "
+                                          "materialize it first, or report a shorter period"):
+        write_period_report(str(path), dec, dec, out=tmp_path / "p.html")
     # the 6-month strip of a later month: November was materialized with nothing billed,
     # December never was (November's header said "not in the warehouse" too, beside the
     # reconciliation's 0.0% of a materialized month)
@@ -517,3 +522,32 @@ def test_a_search_that_improved_at_no_cost_is_marked_no_cost_not_no_gain():
                             "S4\n$500"}
     assert notes["S2\nno cost"][1] == 0.0  # on the axis; no gain above the dearest unit cost
     assert notes["S3\nno gain  saturating"][1] > notes["S4\n$500"][1] == 500.0
+
+
+def test_pages_drawn_again_later_are_the_same_bytes(tmp_path, monkeypatch):
+    """Same input, same output: a page said when it was drawn ("generated 2026-12-07 08:28
+    UTC"), so the same months drawn a minute later differed. It says what the bill holds
+    instead: the end of its latest charge."""
+    import cost_pipeline.report.period as period_module
+    import cost_pipeline.report.render as render_module
+
+    path, oct_, nov = tmp_path / "w.duckdb", date(2026, 10, 1), date(2026, 11, 1)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, oct_, [_line(0, oct_, 1.0), _line(3, oct_, 2.0)])
+        insert_lines(con, nov, [_line(5, nov, 2.0)])
+    first = (write_report(str(path), oct_, out=tmp_path / "m1.html")[0].read_bytes(),
+             write_period_report(str(path), oct_, nov, out=tmp_path / "p1.html")[0].read_bytes())
+
+    class Later(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2031, 1, 2, 3, 4, tzinfo=tz)
+
+    for module in (render_module, period_module):
+        if hasattr(module, "datetime"):
+            monkeypatch.setattr(module, "datetime", Later)
+    again = (write_report(str(path), oct_, out=tmp_path / "m2.html")[0].read_bytes(),
+             write_period_report(str(path), oct_, nov, out=tmp_path / "p2.html")[0].read_bytes())
+    assert again == first
+    assert "charges to 2026-10-01 04:00 UTC" in first[0].decode()
+    assert "charges to 2026-11-01 06:00 UTC" in first[1].decode()

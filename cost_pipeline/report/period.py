@@ -87,11 +87,18 @@ def stale_searches(data: dict) -> str | None:
             "again, in order, then this report.")
 
 
+def month_format(data: dict) -> str:
+    """How the period names a month: `January`, or `January 2025` when the period crosses a
+    year (January 2025 to January 2026 read "from January to January")."""
+    return "%B" if data["first"].year == data["last"].year else "%B %Y"
+
+
 def summary(data: dict, symbol: str) -> list[str]:
     """The sentences a finance director reads first."""
     first, last, totals = data["first"], data["last"], data["totals"]
+    named = month_format(data)
     out = [f"{_span(data)} cost {money(data['total'], symbol)}: "
-           + ", ".join(f"{money(totals[m]['effective_cost'], symbol)} in {m:%B}"
+           + ", ".join(f"{money(totals[m]['effective_cost'], symbol)} in {m:{named}}"
                        for m in data["months"]) + "."]
     stale = stale_searches(data)
     if stale:
@@ -102,7 +109,7 @@ def summary(data: dict, symbol: str) -> list[str]:
         change = after - before
         shown = smallest(change, symbol)
         verb = "rose" if shown > 0 else "fell" if shown < 0 else "stayed"
-        text = f"From {first:%B} to {last:%B} the monthly bill {verb}"
+        text = f"From {first:{named}} to {last:{named}} the monthly bill {verb}"
         if shown:
             text += f" by {money(abs(change), symbol)}"
             if before > 0:
@@ -218,7 +225,7 @@ def render_period_html(data: dict, source: str) -> str:
         shares={s["month"]: s for s in data["shares"] or []},
         bill_total=sum(line.cost for line in data["bill_lines"] or []),
         charts=period_charts(shown), source=source,
-        charges_to=charges_to(data["charges_to"]),
+        charges_to=charges_to(data["charges_to"]), named=month_format(data),
     )
 
 

@@ -551,3 +551,26 @@ def test_pages_drawn_again_later_are_the_same_bytes(tmp_path, monkeypatch):
     assert again == first
     assert "charges to 2026-10-01 04:00 UTC" in first[0].decode()
     assert "charges to 2026-11-01 06:00 UTC" in first[1].decode()
+
+
+def test_a_period_crossing_a_year_names_its_months_with_their_years(tmp_path):
+    """January 2025 to January 2026 read "From January to January the monthly bill rose",
+    under a table headed January | January."""
+    from cost_pipeline.report.period import summary
+
+    path, jan, dec, next_jan = (tmp_path / "w.duckdb", date(2025, 1, 1), date(2025, 12, 1),
+                                date(2026, 1, 1))
+    with duckdb.connect(str(path)) as con:
+        month = jan
+        while month <= next_jan:
+            insert_lines(con, month, [_line(0, month, 2.0 if month == next_jan else 1.0,
+                                            "USD")])
+            month = date(month.year + month.month // 12, month.month % 12 + 1, 1)
+    out, data = write_period_report(str(path), jan, next_jan, out=tmp_path / "p.html")
+    said = summary(data, "$")
+    assert said[0].endswith("$1.00 in December 2025, $2.00 in January 2026.")
+    assert said[1].startswith("From January 2025 to January 2026 the monthly bill rose by $1.00")
+    html = out.read_text(encoding="utf-8")
+    assert "What moved from January 2025 to January 2026</h2>" in html
+    _, data = write_period_report(str(path), jan, dec, out=tmp_path / "q.html")
+    assert summary(data, "$")[1].startswith("From January to December the monthly bill")

@@ -261,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="generate the demo quarter and materialize it")
     demo.add_argument("--out", default="demo", help="folder for the demo data (default: demo)")
-    demo.add_argument("--strict", action="store_true")
+    demo.add_argument("--strict", action="store_true",
+                      help="exit 2 when an ERROR check failed in any of its three months")
     demo.set_defaults(func=cmd_demo)
 
     mat = sub.add_parser("materialize", help="materialize every asset of one month")

@@ -224,6 +224,22 @@ def test_a_wrong_command_line_is_one_line_and_exit_1(argv, command, named, capsy
     assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: ")
 
 
+def test_demo_help_says_what_strict_does_as_materialize_does(capsys):
+    """`demo --help` listed `--strict` with no text: it says the exit code, as
+    `materialize --help` does."""
+    from cost_pipeline.cli.main import main
+
+    helps = {}
+    for command in ("demo", "materialize"):
+        with pytest.raises(SystemExit) as done:
+            main([command, "--help"])
+        assert done.value.code == 0
+        helps[command] = " ".join(capsys.readouterr().out.split())
+    assert "--strict exit 2 when an ERROR check failed --force" in helps["materialize"]
+    assert helps["demo"].endswith("--strict exit 2 when an ERROR check failed in any of "
+                                  "its three months")
+
+
 def test_the_services_demo_reads_its_command_line_as_the_command_does(capsys):
     """`python -m cost_pipeline.demo.services` (`make demo-services`) passes `--strict` on:
     its wrong option is the same one line and exit 1, not argparse's exit 2."""

@@ -40,25 +40,45 @@ restarts AS (
     -- them all, and then summed and ranked every chain, 1.3 s for no spot line at all)
     SELECT run_id, restart_of FROM runs WHERE restart_of IN (SELECT run_id FROM runs)
 ),
-walk AS (
-    -- every restart's ancestors through restart_of; the depth bound stops a cycle, whose
-    -- runs are then the ancestors met deep in the walk
-    SELECT run_id, run_id AS ancestor, 0 AS depth FROM restarts
+nodes AS (
+    -- the restarts and the runs they name: each points at the run it restarts, a run that
+    -- restarts no known run (a chain's first run) at itself
+    SELECT run_id, restart_of AS parent, false AS first_run FROM restarts
     UNION ALL
-    SELECT w.run_id, r.restart_of, w.depth + 1
-    FROM walk AS w
-    JOIN restarts AS r ON r.run_id = w.ancestor
-    WHERE w.depth < 256
+    SELECT DISTINCT restart_of, restart_of, true FROM restarts
+    WHERE restart_of NOT IN (SELECT run_id FROM restarts)
+),
+steps AS (
+    -- 2^steps ≥ the nodes: the run that far up restart_of is a chain's first run, or a run of
+    -- the cycle the runs restart into
+    SELECT CAST(ceil(log2(greatest(count(*), 2))) AS INTEGER) AS steps FROM nodes
+),
+jump USING KEY (run_id) AS (
+    -- pointer doubling: after step k, `ancestor` is the run 2^k steps up restart_of (a chain's
+    -- first run stays at itself) and `earliest` the earliest start (then run id) of the 2^k
+    -- runs from this one up. A chain of n runs is walked in log2(n) steps over its runs, and
+    -- a cycle of any length round whole: a walk one step at a time, bounded at 256 steps,
+    -- split longer chains and cycles into many. A run whose ancestor is a first run is done
+    -- (`at_first`): its ancestor no longer moves, and a month of short chains stops at once
+    SELECT n.run_id, n.parent AS ancestor, p.first_run AS at_first,
+           {'start': r.start_time, 'run_id': n.run_id} AS earliest, 0 AS step
+    FROM nodes AS n
+    JOIN nodes AS p ON p.run_id = n.parent
+    JOIN runs AS r ON r.run_id = n.run_id
+    UNION
+    SELECT j.run_id, u.ancestor, u.at_first, least(j.earliest, u.earliest), j.step + 1
+    FROM jump AS j
+    JOIN recurring.jump AS u ON u.run_id = j.ancestor
+    WHERE NOT j.at_first AND j.step < (SELECT steps FROM steps)
 ),
 chain_runs AS (
-    SELECT
-        w.run_id,
-        CASE WHEN max(w.depth) < 256 THEN arg_max(w.ancestor, w.depth)
-             ELSE arg_min(w.ancestor, (a.start_time, w.ancestor)) FILTER (WHERE w.depth >= 128)
-        END AS chain_id
-    FROM walk AS w
-    JOIN runs AS a ON a.run_id = w.ancestor
-    GROUP BY w.run_id
+    -- the run 2^steps up is the chain's first run, whose 2^steps runs up are itself alone, or
+    -- a run of a cycle, every run of which is among its 2^steps runs up: either way the
+    -- earliest of those starts the chain
+    SELECT j.run_id, u.earliest.run_id AS chain_id
+    FROM jump AS j
+    JOIN jump AS u ON u.run_id = j.ancestor
+    WHERE j.run_id IN (SELECT run_id FROM restarts)
 ),
 members AS (
     -- every run and its chain: a restart's from the walk, any other run's is itself

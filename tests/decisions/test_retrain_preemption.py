@@ -4,7 +4,7 @@ lines, so shares and the ListCost join are the production ones."""
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -496,6 +496,62 @@ def test_runs_restarting_each_other_in_a_cycle_are_one_chain(con):
     assert (chain["chain_id"], chain["runs"], chain["restarts"],
             chain["restarts_from_scratch"]) == ("m", 3, 3, 2)
     assert (chain["lost_cost"], chain["last_run_id"]) == (pytest.approx(4.0), "o")
+
+
+MARCH_2 = d(2024, 3, 2)
+
+
+def hour_run(run_id: str, hour: int, restart_of: str | None, resumed: bool,
+             start: datetime = MARCH_2) -> tuple[dict, dict]:
+    """A spot run alone on its own instance for one hour, `hour` hours after `start`: billed
+    $1, $3 on demand."""
+    at = start + timedelta(hours=hour)
+    line = {**instance_line(f"i-{run_id}", 0, 1, 1.0, 3.0),
+            "ChargePeriodStart": at, "ChargePeriodEnd": at + timedelta(hours=1)}
+    restart = {**run(run_id, 0, 1, [f"i-{run_id}"], restart_of=restart_of,
+                     resumed_from=f"{restart_of}/ckpt" if resumed else None),
+               "start_time": at, "end_time": at + timedelta(hours=1)}
+    return line, restart
+
+
+def test_a_chain_of_300_restarts_is_one_chain(con):
+    """r00001 … r00299 each restart the run before, resumed unless its number is a multiple
+    of 3. The walk up restart_of stopped at 256 steps: 44 chains (r00000 with 257 runs, then
+    r00001 … r00043 alone)."""
+    made = [hour_run(f"r{k:05d}", k, f"r{k - 1:05d}" if k else None, k % 3 != 0)
+            for k in range(300)]
+    (chain,) = preemption_month(con, lines=[ln for ln, _ in made], runs=[r for _, r in made])
+    # restarts from scratch: 3, 6, …, 297 → 99, each repeating the run before it ($1 each)
+    assert (chain["chain_id"], chain["runs"], chain["restarts"],
+            chain["restarts_from_scratch"]) == ("r00000", 300, 299, 99)
+    assert (chain["cost"], chain["lost_cost"], chain["on_demand_cost"]) == (
+        pytest.approx(300.0, abs=TOL), pytest.approx(99.0, abs=TOL),
+        pytest.approx(900.0, abs=TOL))
+    assert (chain["last_run_id"], chain["last_run_on_demand_cost"]) == (
+        "r00299", pytest.approx(3.0, abs=TOL))
+    assert chain["spot_cost_more_than_on_demand"] is True            # 300 > 3
+
+
+def test_a_cycle_of_200_runs_is_one_chain_whatever_restarts_into_it(con):
+    """q000 restarts q199 and q001 … q199 each the run before: a cycle of 200. q_k starts at
+    hour (k + 100) mod 200, so q100 is the cycle's earliest start; t, started a day earlier,
+    resumes q005: it is in the chain, but not in the cycle, so not its first run. The walk's
+    bound split such a cycle into 72 chains."""
+    made = [hour_run(f"q{k:03d}", (k + 100) % 200, f"q{(k - 1) % 200:03d}", k % 2 != 0)
+            for k in range(200)]
+    made.append(hour_run("t", 0, "q005", True, start=d(2024, 3, 1)))
+    (chain,) = preemption_month(con, lines=[ln for ln, _ in made], runs=[r for _, r in made])
+    # every run restarts another; from scratch: the even q's (q000 … q198), each repeating
+    # the odd run before it (q000 repeats q199): 100 runs, $100 lost
+    assert (chain["chain_id"], chain["runs"], chain["restarts"],
+            chain["restarts_from_scratch"]) == ("q100", 201, 201, 100)
+    assert (chain["cost"], chain["lost_cost"], chain["on_demand_cost"]) == (
+        pytest.approx(201.0, abs=TOL), pytest.approx(100.0, abs=TOL),
+        pytest.approx(603.0, abs=TOL))
+    # the latest start is hour 199: (k + 100) mod 200 = 199 → q099
+    assert (chain["last_run_id"], chain["last_run_on_demand_cost"]) == (
+        "q099", pytest.approx(3.0, abs=TOL))
+    assert chain["spot_cost_more_than_on_demand"] is True
 
 
 # ------------------------------------------------- preemption against chains followed by hand

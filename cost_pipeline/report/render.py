@@ -49,14 +49,22 @@ LINE_ITEM_LABELS = {
 
 
 def number(value, digits: int = 1) -> str:
+    """A figure with thousands separators; a negative one with the minus sign (U+2212) the
+    page's amounts and shares use, not a hyphen."""
     text = not_finite(value)
-    return f"{value:,.{digits}f}" if text is None else text
+    return minus(f"{value:,.{digits}f}") if text is None else text
 
 
 def metric(value, spec: str = "%.4g") -> str:
-    """A metric value or change (`spec`: 4 significant digits); `–` or `∞` as `number`."""
+    """A metric value or change (`spec`: 4 significant digits, a negative one with the minus
+    sign); `–` or `∞` as `number`."""
     text = not_finite(value)
-    return spec % value if text is None else text
+    return minus(spec % value) if text is None else text
+
+
+def minus(text: str) -> str:
+    """A figure's leading hyphen as the minus sign (an exponent's, `1e-05`, stays)."""
+    return "−" + text[1:] if text.startswith("-") else text
 
 
 def size(num_bytes) -> str:

@@ -360,3 +360,12 @@ def test_warm_up_compiles_the_template_once_for_the_process():
     assert env.get_template("report.html.j2") is env.get_template("report.html.j2")
     import sys
     assert "matplotlib.backends.backend_svg" in sys.modules
+
+
+def test_negative_figures_carry_the_minus_sign_amounts_do():
+    """`-2.0` GPU-hours and a `-0.01` metric change beside `−$0.60`: one sign on the page."""
+    from cost_pipeline.report.render import metric, number
+
+    assert number(-2.0) == "−2.0" and number(-1234.5, 0) == "−1,234" and number(3.0) == "3.0"
+    assert metric(-0.01, "%+.4g") == "−0.01" and metric(0.0025, "%+.4g") == "+0.0025"
+    assert metric(1e-05) == "1e-05" and metric(-1e-05) == "−1e-05"

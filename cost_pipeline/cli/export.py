@@ -10,7 +10,8 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -202,15 +203,35 @@ def cmd_export_runs(args) -> int:
 
     month = parse_month(args.month)
     fmt = output_format(args.format, args.out, "csv")
-    warehouse = load_config(args.config).warehouse_path
-    if args.out == STDOUT:
-        require_csv_for_stdout(fmt)
-        copy_to_stdout(warehouse, "run-costs.csv",
-                       lambda staged: export_runs(warehouse, month, fmt, staged))
-        return 0
-    path, _rows = export_runs(warehouse, month, fmt, args.out)
+    cfg = load_config(args.config)
+    warehouse = cfg.warehouse_path
+    with in_partitions(month, cfg.first_month):
+        if args.out == STDOUT:
+            require_csv_for_stdout(fmt)
+            copy_to_stdout(warehouse, "run-costs.csv",
+                           lambda staged: export_runs(warehouse, month, fmt, staged))
+            return 0
+        path, _rows = export_runs(warehouse, month, fmt, args.out)
     print(path)
     return 0
+
+
+@contextmanager
+def in_partitions(month: date, first_month: date) -> Iterator[None]:
+    """A month no export finds that no partition holds either (before `first_month`, not yet
+    started) is said as such, with what to do, as `materialize` and `report` say it: "no
+    run_costs for 2099-01 …: materialize the month first" sent the user to a command that
+    refuses the month."""
+    from cost_pipeline.export.focus import FocusExportError
+    from cost_pipeline.months import out_of_range
+
+    try:
+        yield
+    except (ExportError, FocusExportError) as exc:
+        problem = out_of_range(month, first_month)
+        if problem:
+            raise type(exc)(problem) from None
+        raise
 
 
 def add_runs_parser(exports) -> None:
@@ -238,13 +259,15 @@ def cmd_export_focus(args) -> int:
     month = parse_month(args.month)
     fmt = output_format(args.format, args.out, "parquet")
     cfg = load_config(args.config)
-    if args.out == STDOUT:
-        require_csv_for_stdout(fmt)
-        copy_to_stdout(cfg.warehouse_path, "focus.csv", lambda staged: export_focus(
-            cfg.warehouse_path, month, fmt, staged, memory_limit=cfg.warehouse.memory_limit))
-        return 0
-    path, _rows = export_focus(cfg.warehouse_path, month, fmt, args.out,
-                               memory_limit=cfg.warehouse.memory_limit)
+    with in_partitions(month, cfg.first_month):
+        if args.out == STDOUT:
+            require_csv_for_stdout(fmt)
+            copy_to_stdout(cfg.warehouse_path, "focus.csv", lambda staged: export_focus(
+                cfg.warehouse_path, month, fmt, staged,
+                memory_limit=cfg.warehouse.memory_limit))
+            return 0
+        path, _rows = export_focus(cfg.warehouse_path, month, fmt, args.out,
+                                   memory_limit=cfg.warehouse.memory_limit)
     print(path)
     return 0
 

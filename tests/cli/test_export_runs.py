@@ -134,6 +134,23 @@ def test_a_month_not_materialized_is_one_line(config, tmp_path, capsys):
     assert "no warehouse at" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["runs", "focus"])
+def test_a_month_no_partition_holds_says_so_not_materialize_it(config, capsys, command):
+    """`export … --month 2099-01` said "materialize the month first", which `materialize`
+    then refuses: the line says why no partition holds it and what to do, as `report` does."""
+    args = ["export", command, "--config", str(config), "--month"]
+    assert main([*args, "2099-01"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: month 2099-01 has not started yet: the months run 2015-01 "
+                          "through the open month ") and err.count("\n") == 1
+    assert main([*args, "1999-12", "--out", "-"]) == 1
+    assert capsys.readouterr().err.startswith(
+        "error: month 1999-12 is before the first partition: the months run 2015-01 through "
+        "the open month ")
+    assert main([*args, "2024-05"]) == 1  # a partition never materialized: as it was
+    assert "materialize the month first" in capsys.readouterr().err
+
+
 def test_a_materialized_month_without_run_cost_is_a_header(tmp_path, dagster_home, capsys):
     """A month materialized with an MLflow tracker whose runs claim nothing billed: its
     run_costs is empty, and the export is the header alone, as with a runs file. The

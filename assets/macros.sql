@@ -455,19 +455,59 @@ CREATE OR REPLACE TEMP MACRO search_best(for_month, metric_goal) AS TABLE
 -- a recorded end finished at its start unless it is still RUNNING: a live run's metric is a
 -- reading in flight, not a result the search had to beat. A search's sweep controller (a
 -- parent of runs) is not a trial: its metric is no search's result (search_best), so it is
--- no previous best either
+-- no previous best either. A search's own trials never count: they start at or after it
+-- (`search_start` is its first run's start) and end no earlier than they start (the tracker
+-- readers refuse a run that does). One row per search that has a previous best.
+-- Each model's results and searches are put in one order of time, a search before a result
+-- of the same instant (a result must have finished before the search started), and a
+-- search's previous best is the running best up to it: one sort of the model's runs, where
+-- pairing every search with every run of its model took 0.7 s at 1,000 searches and 9-11 s
+-- at 4,400. Results run in lanes: every result in the lane `any` (a search naming no metric
+-- reads it), and in its metric's lane or the lane of results naming none; a search naming a
+-- metric reads that metric's lane and the unnamed one.
 CREATE OR REPLACE TEMP MACRO search_previous_best(for_month, metric_goal) AS TABLE
-    SELECT s.search_id, best_metric_of(any_value(metric_goal), list(p.metric_value)) AS previous_best
-    FROM search_identity(for_month) AS s
-    JOIN month_runs(for_month) AS p
-      ON p.model = s.model
-     AND ((p.purpose = 'production' AND p.search_id IS NULL)
-          OR (p.search_id IS NOT NULL AND p.search_id <> s.search_id
-              AND p.run_id NOT IN (SELECT run_id FROM parent_runs(for_month))))
-     AND CASE WHEN p.end_time IS NOT NULL THEN p.end_time < s.search_start
-              ELSE p.status IS DISTINCT FROM 'RUNNING' AND p.start_time < s.search_start END
-     AND (p.metric_name IS NULL OR s.metric_name IS NULL OR p.metric_name = s.metric_name)
-    GROUP BY s.search_id;
+    WITH results AS (
+        SELECT model, metric_name, metric_value,
+               coalesce(end_time, CASE WHEN status IS DISTINCT FROM 'RUNNING' THEN start_time END)
+                   AS finished
+        FROM month_runs(for_month)
+        WHERE model IS NOT NULL AND metric_value IS NOT NULL
+          AND ((purpose = 'production' AND search_id IS NULL)
+               OR (search_id IS NOT NULL
+                   AND run_id NOT IN (SELECT run_id FROM parent_runs(for_month))))
+    ),
+    events AS (
+        SELECT r.model, l.lane, l.lane_metric, r.finished AS happened, 1 AS is_result,
+               NULL AS search_id, r.metric_value
+        FROM results AS r,
+             (SELECT 'any' AS lane, NULL AS lane_metric
+              UNION ALL
+              SELECT CASE WHEN r.metric_name IS NULL THEN 'unnamed' ELSE 'named' END,
+                     r.metric_name) AS l
+        WHERE r.finished IS NOT NULL
+        UNION ALL
+        SELECT s.model, l.lane, l.lane_metric, s.search_start, 0, s.search_id, NULL
+        FROM search_identity(for_month) AS s,
+             (SELECT 'any' AS lane, NULL AS lane_metric WHERE s.metric_name IS NULL
+              UNION ALL
+              SELECT 'named', s.metric_name WHERE s.metric_name IS NOT NULL
+              UNION ALL
+              SELECT 'unnamed', NULL WHERE s.metric_name IS NOT NULL) AS l
+        WHERE s.model IS NOT NULL
+    ),
+    running AS (
+        SELECT search_id,
+               CASE WHEN metric_goal = 'min' THEN min(metric_value) OVER lane_so_far
+                    ELSE max(metric_value) OVER lane_so_far END AS best
+        FROM events
+        WINDOW lane_so_far AS (PARTITION BY model, lane, lane_metric ORDER BY happened, is_result
+                               ROWS UNBOUNDED PRECEDING)
+        QUALIFY is_result = 0
+    )
+    SELECT search_id, best_metric_of(any_value(metric_goal), list(best)) AS previous_best
+    FROM running
+    GROUP BY search_id
+    HAVING previous_best IS NOT NULL;
 
 -- improvement of `best` over `previous`, better = positive (higher for max, lower for min)
 CREATE OR REPLACE TEMP MACRO metric_improvement(goal, best, previous) AS

@@ -434,6 +434,50 @@ def test_a_nan_metric_is_no_metric_in_every_table_that_reads_one(con, tmp_path):
                         if isinstance(v, float) and not math.isfinite(v)], (table, row)
 
 
+def test_the_previous_best_of_thousands_of_searches_takes_one_pass_over_the_runs(con):
+    """4,400 searches of churn, one an hour from 2026-01-01, 10 trials each ending within its
+    hour; July's 56 searches (hour 4,344 on) billed $1 a trial. Each search's previous best
+    paired it with every run of its model: 44,000 runs × 4,400 searches, 9-11 s for one month
+    of search_costs here; one sort of the model's runs now."""
+    import time
+
+    july = date(2026, 7, 1)
+    # trial j of search k: 0.5 + 0.00001 k + 0.000001 j, ending at hour k + (30 + j) minutes
+    con.execute(
+        """INSERT INTO tracker_runs BY NAME
+           SELECT ? AS month, 's' || k || '-' || j AS run_id, 'test' AS source,
+                  'churn' AS model, 'search' AS purpose, 'S' || k AS search_id,
+                  'FINISHED' AS status, TIMESTAMP '2026-01-01' + to_hours(k) AS start_time,
+                  TIMESTAMP '2026-01-01' + to_hours(k) + to_minutes(30 + j) AS end_time,
+                  'val_auc' AS metric_name, 0.5 + 0.00001 * k + 0.000001 * j AS metric_value,
+                  false AS keep, false AS deleted
+           FROM range(4400) AS searches(k), range(10) AS trials(j)""", [july])
+    con.execute(
+        """INSERT INTO attribution_rows BY NAME
+           SELECT month, key_hash('L-' || run_id) AS line_key, run_hash_of(run_id) AS run_hash,
+                  'search' AS purpose_class, 'gpu' AS component, 1.0 AS cost, 1.0 AS hours,
+                  8.0 AS accelerator_hours, 1.0 AS share, 'compute' AS rule
+           FROM tracker_runs WHERE start_time >= ?""", [datetime(2026, 7, 1)])
+    summarize_month(con, july)
+
+    started = time.monotonic()
+    run(con, "search_costs", july)
+    took = time.monotonic() - started
+    assert took < 3.0, took
+
+    got = rows(con, "SELECT search_id, runs_this_month, cost, best_metric, previous_best, "
+                    "improvement, cost_per_improvement FROM search_costs WHERE month = ?", july)
+    assert sorted(r[0] for r in got) == sorted(f"S{k}" for k in range(4344, 4400))
+    for search_id, runs, cost, best, previous, improvement, per_unit in got:
+        k = int(search_id[1:])
+        assert (runs, cost) == (10, pytest.approx(10.0))
+        assert best == pytest.approx(0.5 + 0.00001 * k + 0.000009, abs=1e-12)
+        # S(k−1)'s best trial ended at 00:39 of the hour before: the previous best
+        assert previous == pytest.approx(0.5 + 0.00001 * (k - 1) + 0.000009, abs=1e-12)
+        assert improvement == pytest.approx(0.00001, abs=1e-12)
+        assert per_unit == pytest.approx(1_000_000.0, rel=1e-6)        # $10 ÷ 0.00001
+
+
 # ---------------------------------------------------- retention_violations, storage by status
 
 CUTOFF = datetime(2024, 3, 25)   # month end (1 April) − 7 grace days

@@ -503,3 +503,101 @@ def test_the_month_writes_back_through_dagster(server, tmp_path, dagster_home, m
     assert june_rows == [("r-a", pytest.approx(40.0)), ("r-del", pytest.approx(0.25))]
     assert attribution_rows > 0
     assert "cost.total_usd" not in cost_tags(uri, ids["r-a"])
+
+
+# ------------------------------------- trackers on one server under different tracking URIs
+
+
+def test_a_store_is_one_whatever_its_uri_spelling(tmp_path):
+    """Scheme and host in any case, the user info, the default port, a trailing slash, a
+    loopback host's name: one store. Another port, host or path is another store."""
+    from cost_pipeline.config import MlflowTracker
+    from cost_pipeline.defs.assets.tracker_tags import store_of
+
+    def store(uri: str) -> str | None:
+        return store_of(MlflowTracker(kind="mlflow", tracking_uri=uri), tmp_path)
+
+    one = store("http://127.0.0.1:5000")
+    assert one == "http://localhost:5000"
+    for same in ("http://localhost:5000/", "HTTP://LocalHost:5000", "http://u:p@127.0.0.1:5000",
+                 "http://[::1]:5000", "http://127.0.0.2:5000"):
+        assert store(same) == one, same
+    assert store("https://ML.example.com") == store("https://u:s3cret@ml.example.com:443/")
+    assert store("https://ml.example.com") == "https://ml.example.com:443"
+    assert store("http://ml.example.com:80/mlflow/") == "http://ml.example.com:80/mlflow"
+    for other in ("http://127.0.0.1:5001", "https://127.0.0.1:5000", "http://ml:5000"):
+        assert store(other) != one, other
+    (tmp_path / "runs").mkdir()
+    assert store("sqlite:///runs/../m.db") == f"sqlite:///{tmp_path.resolve()}/m.db"
+    assert store(f"sqlite:///{tmp_path}/runs/../m.db") == store("sqlite:///m.db")
+
+
+D_BILL = [vm("june-cpu", "i-31", "m6i.large", "2026-06-03", 5.0)]
+# by hand: d-1 holds i-31 the whole billed hour (10:00-11:00), alone: its $5.00 is all cpu
+D_TAGS = {"cost.total_usd": "5.00", "cost.gpu_usd": "0.00", "cost.cpu_usd": "5.00",
+          "cost.storage_usd": "0.00", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
+          "cost.gpu_hours": "0.000", "cost.months": "2026-06", "cost.currency": "USD"}
+
+
+def two_tracker_config(folder: Path, trackers: list[dict]) -> Path:
+    import csv
+
+    bill = folder / "focus" / "bill.csv"
+    bill.parent.mkdir(parents=True, exist_ok=True)
+    with bill.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=FOCUS_COLUMNS)
+        writer.writeheader()
+        writer.writerows(D_BILL)
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump({
+        "warehouse": {"path": "warehouse.duckdb"},
+        "billing": [{"kind": "focus", "path": "focus/bill.csv"}],
+        "tracker": trackers}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("spelling", ["localhost", "proxy", "proxy-by-mlflow-id"])
+def test_two_trackers_on_one_server_spelled_apart_keep_its_runs_tags(
+        spelling, server, tmp_path, dagster_home):
+    """Trackers `all` (http://127.0.0.1:PORT) and `fraud` (http://localhost:PORT, or a
+    forwarding proxy: another URI of the same server) read experiment d-exp of one server:
+    `all` wrote d-1's 9 tags and `fraud`, taking the URIs for two stores, deleted them as
+    stale, on every materialization. The MLflow run is one (its id is unique across stores):
+    it keeps its tags, written once, and a second materialization writes and deletes
+    nothing. With `all` not writing back and d-1 known by its MLflow id, `fraud` tags it."""
+    import dagster as dg
+    from mlflow import MlflowClient
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    experiment = f"d-exp-{spelling}"
+    client = MlflowClient(server)
+    run = client.create_run(client.create_experiment(experiment),
+                            start_time=ms(datetime(2026, 6, 3, 10)),
+                            tags={"model": "fraud", "purpose": "adhoc", "resource_ids": "i-31"},
+                            run_name="d-1")
+    d1 = run.info.run_id
+    client.set_terminated(d1, "FINISHED", end_time=ms(datetime(2026, 6, 3, 11)))
+    by_mlflow_id = spelling == "proxy-by-mlflow-id"
+    ids = {} if by_mlflow_id else {"tags": BY_NAME}
+    with failing_proxy(server, lambda path, n: False) as (proxy_uri, _answered):
+        other = (server.replace("127.0.0.1", "localhost") if spelling == "localhost"
+                 else proxy_uri)
+        config = two_tracker_config(tmp_path, [
+            {"kind": "mlflow", "name": "all", "tracking_uri": server,
+             "experiments": [experiment], "write_back": not by_mlflow_id, **ids},
+            {"kind": "mlflow", "name": "fraud", "tracking_uri": other,
+             "experiments": [experiment], "write_back": True, **ids}])
+        done = []
+        for _ in range(2):
+            result = materialize_month(str(config), JUNE, progress=False, force=True)
+            assert result.success, result.error
+            with dg.DagsterInstance.get() as instance:
+                done.append(last_metadata(instance, JUNE))
+    first, again = done
+    assert cost_tags(server, d1) == D_TAGS
+    assert (first["runs_written"], first["tags_written"]) == (1, 9)
+    assert (first["runs_cleared"], first["tags_deleted"]) == (0, 0)
+    assert (again["runs_written"], again["tags_written"], again["tags_deleted"]) == (0, 0, 0)
+    writer = "fraud" if by_mlflow_id else "all"
+    assert first["trackers"][writer]["tags_written"] == 9

@@ -9,9 +9,17 @@ after leaving that connection: an error here fails this step, never the warehous
 transaction, so the month's tables still commit. The converse is accepted: when a later step
 of the same run fails and the month rolls back, the tags already say what this run computed;
 the next successful materialization of the month brings them back in line (it rewrites only
-tags whose value differs)."""
+tags whose value differs).
 
+Every tracker's runs are listed before any is written, so the MLflow runs that have a cost
+are known by their own ids: a run another tracker of the materialization gives a cost is
+never cleared as stale, whatever URI each spells the server with (`127.0.0.1` and
+`localhost`, a proxy)."""
+
+import ipaddress
+import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -27,12 +35,39 @@ COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_cleared", "tag
           "runs_skipped_deleted", "runs_skipped_not_in_tracker")
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host(host: str) -> str:
+    """A loopback address by any of its names is `localhost`."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    return "localhost" if loopback else host
+
+
 def store_of(tracker, base_dir: Path) -> str | None:
-    """The MLflow store a tracker reads (its tracking URI as resolved, without a trailing
-    slash); None for a tracker that is no MLflow store (a runs file)."""
+    """The MLflow store a tracker reads, one text however its tracking URI is spelled: scheme
+    and host in lower case, without user info, the default port written out, a loopback
+    host as `localhost`, no trailing slash; a sqlite store by its file's real path. None for
+    a tracker that is no MLflow store (a runs file)."""
     if not isinstance(tracker, MlflowTracker):
         return None
-    return resolve_tracking_uri(tracker.tracking_uri, base_dir).rstrip("/")
+    uri = resolve_tracking_uri(tracker.tracking_uri.strip(), base_dir)
+    if uri.startswith("sqlite:///"):
+        path, _, query = uri[len("sqlite:///"):].partition("?")
+        return "sqlite:///" + os.path.realpath(path) + (f"?{query}" if query else "")
+    try:
+        parts = urlsplit(uri)
+        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
+    except ValueError:
+        return uri.rstrip("/")
+    if not host:
+        return uri.rstrip("/")
+    port = port or DEFAULT_PORTS.get(scheme)
+    return (f"{scheme}://{_host(host)}" + (f":{port}" if port else "")
+            + parts.path.rstrip("/") + (f"?{parts.query}" if parts.query else ""))
 
 
 @dg.asset(
@@ -46,7 +81,7 @@ def store_of(tracker, base_dir: Path) -> str | None:
     description="The runs' cost (summed over every month of the warehouse) as `cost.*` tags "
     "in each MLflow tracker configured with `write_back: true`; unchanged tags are not "
     "rewritten, stale ones (a run without cost now) deleted, deleted runs are skipped; "
-    "trackers on one store share their runs' tags.",
+    "trackers on one store share their runs' tags, however their URIs are spelled.",
 )
 def tracker_cost_tags(
     context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: PipelineSettings
@@ -56,9 +91,15 @@ def tracker_cost_tags(
                if isinstance(t, MlflowTracker) and t.write_back]
     if not targets:
         return dg.MaterializeResult(metadata={"trackers": "none with write_back: true"})
-    from cost_pipeline.ingest.sources.mlflow_tags import cost_tags_by_run, write_cost_tags
+    from cost_pipeline.ingest.sources.mlflow_tags import (
+        Ledger,
+        cost_tags_by_run,
+        list_tracker_runs,
+        write_cost_tags,
+    )
 
     names = source_names(cfg.tracker)
+    kinds = dict(zip(names, cfg.tracker, strict=True))
     from cost_pipeline.warehouse import ensure_schema
 
     with duckdb.get_connection() as con:
@@ -72,21 +113,38 @@ def tracker_cost_tags(
             "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY month DESC) = 1"
         ).fetchall())
     # outside the connection: a tracker that fails fails this step, not the month's commit
-    stores = {name: store_of(t, cfg.base_dir) for name, t in zip(names, cfg.tracker,
-                                                                 strict=True)}
+    stores = {name: store_of(t, cfg.base_dir) for name, t in kinds.items()}
+    # every tracker's runs are listed before any is written: which MLflow runs have a cost is
+    # then known by their own ids, whatever URI each tracker spells its server with
+    listed = {name: list_tracker_runs(resolve_tracking_uri(t.tracking_uri, cfg.base_dir), name,
+                                      t.experiments, t.tags, context.log)
+              for name, t in targets}
+    plans = {}
+    for name, _tracker in targets:
+        # a run kept from another tracker on the same store is this store's run too: its
+        # tags are written (unchanged when that tracker wrote them), never deleted as stale;
+        # so is one kept from another mlflow tracker whose id is this store's MLflow run id
+        same_store = {n for n, store in stores.items() if store == stores[name]}
+        elsewhere = set(names) - same_store
+        found = listed[name].found
+
+        def own(run_id: str, found=found) -> bool:
+            return run_id in found and found[run_id][0] == run_id
+
+        mine = {run_id: tags for run_id, tags in costs.items()
+                if kept_from.get(run_id) not in elsewhere
+                or (isinstance(kinds.get(kept_from[run_id]), MlflowTracker) and own(run_id))}
+        shared = {run_id for run_id in mine if kept_from.get(run_id) in set(names) - {name}}
+        plans[name] = (mine, shared)
+    ledger = Ledger(covered=set().union(*(listed[name].covered(mine)
+                                          for name, (mine, _) in plans.items())))
     totals = dict.fromkeys(COUNTS, 0)
     per_tracker = {}
     for name, tracker in targets:
-        # a run kept from another tracker on the same store is this store's run too: its
-        # tags are written (unchanged when that tracker wrote them), never deleted as stale
-        same_store = {n for n, store in stores.items() if store == stores[name]}
-        elsewhere = set(names) - same_store
-        mine = {run_id: tags for run_id, tags in costs.items()
-                if kept_from.get(run_id) not in elsewhere}
-        shared = {run_id for run_id in mine if kept_from.get(run_id) in same_store - {name}}
+        mine, shared = plans[name]
         done = write_cost_tags(resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
-                               mine, experiments=tracker.experiments, tags=tracker.tags,
-                               log=context.log, shared=shared)
+                               mine, log=context.log, shared=shared, runs=listed[name],
+                               ledger=ledger)
         per_tracker[name] = {k: getattr(done, k) for k in COUNTS}
         for k in COUNTS:
             totals[k] += getattr(done, k)

@@ -14,7 +14,10 @@ listing, and only the tags whose value differs are written, with `log_batch` (�
 call). A run that holds `cost.*` tags the warehouse no longer gives it (its cost moved to
 another run, or its months are gone) has them deleted: left, they said a cost it no longer
 has; a run whose cost the warehouse kept from another tracker on the same store is in
-`costs` (the asset puts it there), so it is written, not deleted. Calls are retried on
+`costs` (the asset puts it there), so it is written, not deleted. The trackers of one
+materialization share a `Ledger` keyed by MLflow run id (unique across stores): a run
+another tracker gives a cost — the same server under another URI — is never cleared, and a
+tag written in the materialization is never deleted by it. Calls are retried on
 connection errors and 5xx answers; the last failure is one line naming the tracker (its URI
 without the password) and the run.
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -112,6 +115,33 @@ class WriteBack:
     calls: int = 0                 # log_batch and delete_tag calls made
 
 
+@dataclass
+class TrackerRuns:
+    """A tracker's runs as listed once: warehouse run id → (MLflow run id, whether deleted,
+    the `cost.*` tags it holds), and the client that listed them."""
+
+    tracker: str
+    uri: str                       # redacted: what errors and logs show
+    password: str | None
+    client: object
+    found: dict[str, tuple[str, bool, dict[str, str]]]
+
+    def covered(self, costs: dict[str, dict[str, str]]) -> set[str]:
+        """The MLflow ids of the live runs `costs` gives a cost."""
+        return {mlflow_id for run_id, (mlflow_id, deleted, _) in self.found.items()
+                if run_id in costs and not deleted}
+
+
+@dataclass
+class Ledger:
+    """The write-backs of one materialization, by MLflow run id (unique across stores, so
+    the same whatever URI a tracker spells its server with)."""
+
+    covered: set[str] = field(default_factory=set)   # runs some tracker gives a cost
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)  # cost tags as left
+    written: dict[str, set[str]] = field(default_factory=dict)     # tags written
+
+
 def _with_retries(call: Callable[[], T], tracker: str, uri: str, what: str,
                   password: str | None, log: logging.Logger) -> T:
     """The reader's retry rule (`call_with_retries`) with this module's delays."""
@@ -124,38 +154,28 @@ def _batches(tags: list, size: int = MAX_TAGS_PER_CALL) -> Iterable[list]:
         yield tags[start:start + size]
 
 
-def write_cost_tags(
+def list_tracker_runs(
     tracking_uri: str,
     tracker: str,
-    costs: dict[str, dict[str, str]],
     experiments: list[str] | None = None,
     tags: dict[str, str] | None = None,
     log: logging.Logger | None = None,
-    shared: set[str] | None = None,
-) -> WriteBack:
-    """Bring the `cost.*` tags of the tracker's runs to `costs` (run_id → tags, run ids as
-    the tracker's config names them: `tags: {run_id: …}` too). `shared`: the runs of `costs`
-    another tracker on the same store tells (the warehouse kept its), written when this
-    tracker lists them and not counted `runs_skipped_not_in_tracker` when it does not (an
-    experiment it does not read). Returns what was done."""
-    from mlflow.entities import RunTag  # heavy: imported only when a tracker writes back
-
+) -> TrackerRuns:
+    """The tracker's runs under the ids the warehouse uses (as mlflow_runs reads them), deleted
+    ones too, with the cost tags each holds (not the whole run: every tag, param and metric
+    of a tracker's every run would be kept until the end)."""
     log = log or logging.getLogger(__name__)
     uri = redact_uri(tracking_uri)
     try:
         password = urlsplit(tracking_uri).password
     except ValueError:
         password = None
-    done = WriteBack(tracker)
-    shared = shared or set()
     tags_of = tag_names(tags or {}, tracker)
     client = _with_retries(lambda: _client(tracking_uri, tracker), tracker, uri, "connect",
                            password, log)
     names = _with_retries(lambda: _experiments(client, experiments, tracker, uri), tracker,
                           uri, "list experiments", password, log)
-    # the tracker's runs under the ids the warehouse uses (as mlflow_runs reads them): the
-    # MLflow id, whether deleted, and the cost tags it holds (not the whole run: every tag,
-    # param and metric of a tracker's every run would be kept until the end)
+
     def listing() -> dict[str, tuple[str, bool, dict[str, str]]]:
         found: dict[str, tuple[str, bool, dict[str, str]]] = {}
         for page in search_all_runs(client, list(names), tracker, uri):
@@ -167,19 +187,66 @@ def write_cost_tags(
         return found
 
     found = _with_retries(listing, tracker, uri, "list runs", password, log)
+    return TrackerRuns(tracker, uri, password, client, found)
+
+
+def write_cost_tags(
+    tracking_uri: str,
+    tracker: str,
+    costs: dict[str, dict[str, str]],
+    experiments: list[str] | None = None,
+    tags: dict[str, str] | None = None,
+    log: logging.Logger | None = None,
+    shared: set[str] | None = None,
+    runs: TrackerRuns | None = None,
+    ledger: Ledger | None = None,
+) -> WriteBack:
+    """Bring the `cost.*` tags of the tracker's runs to `costs` (run_id → tags, run ids as
+    the tracker's config names them: `tags: {run_id: …}` too). `shared`: the runs of `costs`
+    another tracker on the same store tells (the warehouse kept its), written when this
+    tracker lists them and not counted `runs_skipped_not_in_tracker` when it does not (an
+    experiment it does not read). `runs`: the tracker's runs when already listed
+    (`list_tracker_runs`). `ledger`: the materialization's other write-backs: a run another
+    tracker gives a cost is never cleared here, nor a tag written by this materialization
+    deleted, and a tag another tracker already brought to its value is not written again.
+    Returns what was done."""
+    from mlflow.entities import RunTag  # heavy: imported only when a tracker writes back
+
+    log = log or logging.getLogger(__name__)
+    if runs is None:
+        runs = list_tracker_runs(tracking_uri, tracker, experiments, tags, log)
+    ledger = ledger or Ledger()
+    uri, password, client, found = runs.uri, runs.password, runs.client, runs.found
+    done = WriteBack(tracker)
+    shared = shared or set()
     done.runs_skipped_not_in_tracker = sum(1 for run_id in costs
                                            if run_id not in found and run_id not in shared)
-    # the runs with cost, and the live runs holding cost tags the warehouse no longer gives
-    stale = {run_id for run_id, (_, deleted, current) in found.items()
-             if not deleted and set(current) & set(COST_TAGS) - set(costs.get(run_id, {}))}
-    for run_id in sorted(stale | (set(costs) & set(found))):
+
+    def now(run_id: str) -> tuple[str, bool, dict[str, str]]:
+        """The run's tags as this materialization has left them so far."""
         mlflow_id, deleted, current = found[run_id]
+        return mlflow_id, deleted, ledger.tags.get(mlflow_id, current)
+
+    # the runs with cost, and the live runs holding cost tags the warehouse no longer gives
+    # them — unless another tracker of this materialization gives the MLflow run a cost, or
+    # wrote those tags (the same server under another URI: the same run)
+    stale = set()
+    for run_id in found:
+        mlflow_id, deleted, current = now(run_id)
+        if deleted or run_id in costs or mlflow_id in ledger.covered:
+            continue
+        if set(current) & set(COST_TAGS) - ledger.written.get(mlflow_id, set()):
+            stale.add(run_id)
+    for run_id in sorted(stale | (set(costs) & set(found))):
+        mlflow_id, deleted, current = now(run_id)
         if deleted:
             done.runs_skipped_deleted += 1
             continue
         wanted = costs.get(run_id, {})
+        fresh = ledger.written.get(mlflow_id, set())
         changed = [RunTag(k, v) for k, v in wanted.items() if current.get(k) != v]
-        dropped = sorted(k for k in COST_TAGS if k in current and k not in wanted)
+        dropped = sorted(k for k in COST_TAGS
+                         if k in current and k not in wanted and k not in fresh)
         if not changed and not dropped:
             done.runs_unchanged += 1
             continue
@@ -192,6 +259,9 @@ def write_cost_tags(
             _with_retries(lambda k=key, r=mlflow_id: client.delete_tag(r, k), tracker, uri,
                           f"deleting the stale tag {key} of {where}", password, log)
             done.calls += 1
+        ledger.tags[mlflow_id] = {**{k: v for k, v in current.items() if k not in dropped},
+                                  **{tag.key: tag.value for tag in changed}}
+        ledger.written.setdefault(mlflow_id, set()).update(tag.key for tag in changed)
         if changed:
             done.runs_written += 1
             done.tags_written += len(changed)

@@ -434,13 +434,12 @@ def test_a_nan_metric_is_no_metric_in_every_table_that_reads_one(con, tmp_path):
                         if isinstance(v, float) and not math.isfinite(v)], (table, row)
 
 
-def test_the_previous_best_of_thousands_of_searches_takes_one_pass_over_the_runs(con):
+def test_the_previous_best_of_thousands_of_searches(con):
     """4,400 searches of churn, one an hour from 2026-01-01, 10 trials each ending within its
-    hour; July's 56 searches (hour 4,344 on) billed $1 a trial. Each search's previous best
-    paired it with every run of its model: 44,000 runs × 4,400 searches, 9-11 s for one month
-    of search_costs here; one sort of the model's runs now."""
-    import time
-
+    hour; July's 56 searches (hour 4,344 on) billed $1 a trial: each search's previous best is
+    the one before it. (Pairing each search with every run of its model took 9-11 s for this
+    month of search_costs; one sort of the model's runs ~0.3 s — measured, not asserted: time
+    is the benchmark's.)"""
     july = date(2026, 7, 1)
     # trial j of search k: 0.5 + 0.00001 k + 0.000001 j, ending at hour k + (30 + j) minutes
     con.execute(
@@ -460,10 +459,7 @@ def test_the_previous_best_of_thousands_of_searches_takes_one_pass_over_the_runs
            FROM tracker_runs WHERE start_time >= ?""", [datetime(2026, 7, 1)])
     summarize_month(con, july)
 
-    started = time.monotonic()
     run(con, "search_costs", july)
-    took = time.monotonic() - started
-    assert took < 3.0, took
 
     got = rows(con, "SELECT search_id, runs_this_month, cost, best_metric, previous_best, "
                     "improvement, cost_per_improvement FROM search_costs WHERE month = ?", july)

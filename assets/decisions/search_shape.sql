@@ -35,8 +35,15 @@ WITH search_runs AS (
 identity AS (
     SELECT * FROM search_identity($month)
 ),
+active AS (
+    SELECT search_id FROM active_searches($month, $month_start, $month_end)
+),
 trials AS (
     SELECT * FROM search_runs WHERE NOT is_parent
+),
+active_trials AS (
+    -- the trials whose search gets a row: only their shape is worked out
+    SELECT * FROM trials WHERE search_id IN (SELECT search_id FROM active)
 ),
 run_spend AS (
     SELECT a.run_id, fsum(a.cost) AS cost
@@ -53,13 +60,13 @@ seeded AS (
                                         CASE WHEN t.config_id IS NULL THEN t.run_id END
                            ORDER BY try_cast(t.seed AS DOUBLE) NULLS LAST,
                                     t.seed NULLS LAST, t.start_time, t.run_id)  AS seed_rank
-    FROM trials AS t
+    FROM active_trials AS t
 ),
 config_seeds AS (
     -- the seeds of each named config: distinct seeds, each trial without a seed one more
     SELECT search_id, config_id,
            count(DISTINCT seed) + count(*) FILTER (WHERE seed IS NULL) AS seeds
-    FROM trials
+    FROM active_trials
     WHERE config_id IS NOT NULL
     GROUP BY search_id, config_id
 ),
@@ -73,7 +80,7 @@ named_shape AS (
 seed_runs AS (
     -- searches without any config_id: how often each seed ran (NULL: the trials without one)
     SELECT search_id, seed, count(*) AS runs
-    FROM trials
+    FROM active_trials
     WHERE search_id NOT IN (SELECT search_id FROM named_shape)
     GROUP BY search_id, seed
 ),
@@ -110,21 +117,38 @@ best AS (
         ORDER BY CASE WHEN $metric_goal = 'min' THEN metric_value ELSE -metric_value END,
                  config_id) = 1
 ),
-reruns AS (
-    -- (search, config) pairs whose config_id an earlier search of the model ran
-    SELECT t.search_id, t.config_id, e.search_id AS earlier_search_id
-    FROM (SELECT DISTINCT search_id, config_id FROM trials WHERE config_id IS NOT NULL) AS t
+model_configs AS (
+    -- each config_id a search of a model ran, with when that search started (a search
+    -- without a model re-runs nothing: two searches naming none are not one model's, and
+    -- short config ids such as "0", "1" made every model-less search re-run the others)
+    SELECT DISTINCT t.search_id, t.config_id, i.model, i.search_start
+    FROM trials AS t
     JOIN identity AS i ON i.search_id = t.search_id
-    JOIN (SELECT DISTINCT search_id, config_id FROM trials WHERE config_id IS NOT NULL) AS e
-      ON e.config_id = t.config_id AND e.search_id <> t.search_id
-    JOIN identity AS ei ON ei.search_id = e.search_id
-    -- the same model: two searches naming none are not one model's (short config ids such
-    -- as "0", "1" made every model-less search re-run the others)
-    WHERE ei.model = i.model
-      AND ei.search_start < i.search_start
+    WHERE t.config_id IS NOT NULL AND i.model IS NOT NULL
+),
+first_runs AS (
+    -- when each config of a model was first run: the earliest start of a search naming it
+    SELECT model, config_id, min(search_start) AS first_start
+    FROM model_configs
+    GROUP BY model, config_id
 ),
 rerun_configs AS (
-    SELECT DISTINCT search_id, config_id FROM reruns
+    -- the active searches' configs that a search of the model started strictly earlier ran:
+    -- the config's first start is before this search's (never this search's own start).
+    -- Every (search, config) was joined to every other search of that config, over the
+    -- whole snapshot: 4,400 searches of configs "0" … "9" ran out of memory at 1 GiB
+    SELECT m.*
+    FROM model_configs AS m
+    JOIN first_runs AS f ON f.model = m.model AND f.config_id = m.config_id
+    WHERE m.search_id IN (SELECT search_id FROM active)
+      AND f.first_start < m.search_start
+),
+reruns AS (
+    -- the earlier searches each active search re-ran a config of, each once
+    SELECT DISTINCT r.search_id, e.search_id AS earlier_search_id
+    FROM rerun_configs AS r
+    JOIN model_configs AS e
+      ON e.model = r.model AND e.config_id = r.config_id AND e.search_start < r.search_start
 ),
 flagged AS (
     SELECT
@@ -151,8 +175,7 @@ shape AS (
 ),
 earlier AS (
     SELECT r.search_id,
-           string_agg(DISTINCT r.earlier_search_id, ', ' ORDER BY r.earlier_search_id)
-               AS rerun_of
+           string_agg(r.earlier_search_id, ', ' ORDER BY r.earlier_search_id) AS rerun_of
     FROM reruns AS r
     GROUP BY r.search_id
 ),
@@ -179,7 +202,7 @@ SELECT
     coalesce(sh.extra_seed_cost, 0)             AS extra_seed_cost,
     coalesce(sh.questioned_cost, 0)             AS questioned_cost,
     coalesce(sp.cost, 0)                        AS cost
-FROM active_searches($month, $month_start, $month_end) AS ac
+FROM active AS ac
 LEFT JOIN identity AS i  ON i.search_id  = ac.search_id
 LEFT JOIN shape    AS sh ON sh.search_id = ac.search_id
 LEFT JOIN config_shape AS cs ON cs.search_id = ac.search_id

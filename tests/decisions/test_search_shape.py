@@ -410,3 +410,46 @@ def test_a_refunded_re_run_is_no_saving_below_zero_in_a_month_or_a_period(con):
         "bound the search"]
     assert (bound["rank"], bound["dollars"]) == (1, Decimal("80"))
     assert bound["by_month"][aug] == 0.0
+
+
+def earlier_searches(con, searches: int) -> None:
+    """`searches` finished searches of churn, E0000 one an hour from 1 Jan 2023, each trying
+    configs "0" … "9" with seed 0 (in the March snapshot, billed in no month)."""
+    con.execute(
+        "INSERT INTO tracker_runs BY NAME "
+        "SELECT ? AS month, printf('E%04d-%d', s, c) AS run_id, 'test' AS source, "
+        "'churn' AS model, 'search' AS purpose, printf('E%04d', s) AS search_id, '0' AS seed, "
+        "CAST(c AS VARCHAR) AS config_id, 'FINISHED' AS status, "
+        "TIMESTAMP '2023-01-01' + to_hours(s) AS start_time, "
+        "TIMESTAMP '2023-01-01' + to_hours(s) + INTERVAL 30 MINUTE AS end_time, "
+        "false AS keep, false AS deleted "
+        "FROM range(?) AS s(s), range(10) AS c(c)", [MARCH, searches])
+
+
+def test_thousands_of_earlier_searches_of_the_same_configs_fit_in_little_memory(con):
+    """1,200 searches of churn ran configs "0" … "9" in 2023; SA (1 Mar, configs "0" … "9",
+    $1 each) and SB (2 Mar: "9" $4, "10" $8) are March's only active searches. Each active
+    (search, config) was joined to every other search of that config, and every search of
+    the snapshot to every other: 1,202 × 10 × 1,201 pairs, out of memory at 64 MB. Only the
+    active searches' configs need their first run now.
+        SA  10 re-run configs (each first run by E0000), rerun_cost 10 = questioned, cost 10
+        SB  "9" re-run (E0000), "10" new: 1 re-run config, rerun_cost 4, cost 12"""
+    earlier_searches(con, 1200)
+    rows = ([trial(f"sa-{c}", "SA", str(c), 0, d(1), 1.0) for c in range(10)]
+            + [trial("sb-9", "SB", "9", 0, d(2), 4.0), trial("sb-10", "SB", "10", 0, d(2), 8.0)])
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    con.execute("SET temp_directory = ''")  # nothing spilled to disk: the query fits or fails
+    con.execute("SET threads = 2")
+    con.execute("SET memory_limit = '64MB'")
+    assert build(con, "search_shape") == 2
+    got = shape(con)
+    sa, sb = got["SA"], got["SB"]
+    assert (sa["runs"], sa["configs"], sa["rerun_configs"], sa["runs_without_config"]) == (
+        10, 10, 10, 0)
+    assert (sa["rerun_cost"], sa["questioned_cost"], sa["cost"]) == (10.0, 10.0, 10.0)
+    assert (sb["runs"], sb["configs"], sb["rerun_configs"]) == (2, 2, 1)
+    assert (sb["rerun_cost"], sb["extra_seed_cost"], sb["questioned_cost"], sb["cost"]) == (
+        4.0, 0.0, 4.0, 12.0)
+    assert sa["rerun_of"].startswith("E0000, E0001, E0002, E0003, E0004, ")
+    assert sb["rerun_of"].startswith("E0000, E0001, E0002, E0003, E0004, ")

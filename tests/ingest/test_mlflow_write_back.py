@@ -368,6 +368,42 @@ def test_a_dead_tracker_is_retried_then_named_without_its_password(monkeypatch):
     assert redact_uri("https://host") == "https://host"
 
 
+
+def test_a_retried_delete_whose_first_attempt_reached_the_server_succeeds(server, monkeypatch):
+    """Run h-1 has no cost now: its 9 tags are deleted, one call a tag. The first call
+    reaches the server — the tag is gone — but its answer is lost (a 503): the retry found
+    no tag and failed the step with RESOURCE_DOES_NOT_EXIST. A tag already gone is deleted."""
+    from mlflow import MlflowClient
+
+    monkeypatch.setattr(mlflow_tags, "RETRY_DELAYS", (0.01, 0.01, 0.01))
+    client = MlflowClient(server)
+    start, end, run_tags = RUNS["r-b"]
+    run = client.create_run(client.create_experiment("h-exp"), start_time=ms(start),
+                            tags=run_tags, run_name="h-1")
+    h1 = run.info.run_id
+    client.set_terminated(h1, "FINISHED", end_time=ms(end))
+    write_cost_tags(server, "srv", {"h-1": EXPECTED["r-b"]}, experiments=["h-exp"],
+                    tags=BY_NAME, log=LOG)
+    assert cost_tags(server, h1) == EXPECTED["r-b"]
+
+    def lost_answer(path: str, _n: int) -> bool:
+        """The first delete-tag reaches the server (the first tag in name order), its answer
+        is a 503."""
+        if "delete-tag" not in path or any("delete-tag" in p for p, _ in answered):
+            return False
+        client.delete_tag(h1, "cost.cpu_usd")
+        return True
+
+    with failing_proxy(server, lost_answer) as (proxy_uri, answered):
+        done = write_cost_tags(proxy_uri, "srv", {}, experiments=["h-exp"], tags=BY_NAME,
+                               log=LOG)
+    assert (done.runs_cleared, done.tags_deleted, done.calls) == (1, 9, 9)
+    assert cost_tags(server, h1) == {}
+    assert client.get_run(h1).data.tags["model"] == "churn"
+    # the lost answer, the retry finding no tag (404), the other 8 tags deleted
+    assert [status for path, status in answered if "delete-tag" in path] == [503, 404] + [200] * 8
+
+
 # ------------------------------------------------------------ the month through Dagster
 
 FOCUS_COLUMNS = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd", "ProviderName",

@@ -18,8 +18,9 @@ has; a run whose cost the warehouse kept from another tracker on the same store 
 materialization share a `Ledger` keyed by MLflow run id (unique across stores): a run
 another tracker gives a cost — the same server under another URI — is never cleared, and a
 tag written in the materialization is never deleted by it. Calls are retried on
-connection errors and 5xx answers; the last failure is one line naming the tracker (its URI
-without the password) and the run.
+connection errors and 5xx answers; a retried delete that finds the tag already gone (its
+first attempt reached the server, the answer was lost) has done its work. The last failure
+is one line naming the tracker (its URI without the password) and the run.
 
 Dagster-free: the asset `tracker_cost_tags` (defs/assets/tracker_tags.py) calls it.
 """
@@ -190,6 +191,18 @@ def list_tracker_runs(
     return TrackerRuns(tracker, uri, password, client, found)
 
 
+def _delete_tag(client, mlflow_id: str, key: str) -> None:
+    """A tag already gone is deleted: a retried call whose first attempt reached the server
+    (its answer lost to a 5xx or a timeout) finds no tag left to delete."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.delete_tag(mlflow_id, key)
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+
+
 def write_cost_tags(
     tracking_uri: str,
     tracker: str,
@@ -256,7 +269,7 @@ def write_cost_tags(
                           f"writing the cost tags of {where}", password, log)
             done.calls += 1
         for key in dropped:  # MLflow deletes one tag a call
-            _with_retries(lambda k=key, r=mlflow_id: client.delete_tag(r, k), tracker, uri,
+            _with_retries(lambda k=key, r=mlflow_id: _delete_tag(client, r, k), tracker, uri,
                           f"deleting the stale tag {key} of {where}", password, log)
             done.calls += 1
         ledger.tags[mlflow_id] = {**{k: v for k, v in current.items() if k not in dropped},

@@ -244,6 +244,34 @@ def test_transient_errors_are_retried_then_reported(server_uri, monkeypatch):
     assert time.monotonic() - started < 10
 
 
+
+def test_an_unreachable_tracker_says_why_within_the_line(monkeypatch):
+    """MLflow's error for a port nothing listens on is ~390 characters, its reason last: cut
+    at 300 it ended `NewConnectionError("HTTPConnection(host='127.0.` without "Connection
+    refused". The line keeps 300 characters, the innermost cause's reason at its end."""
+    monkeypatch.setattr(mlflow_runs, "RETRY_DELAYS", (0.01,))
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(dead, "mlflow")
+    head = "search_experiments: unreachable after 2 attempt(s): "
+    assert error.value.problem.startswith(head)
+    reason = error.value.problem[len(head):]
+    assert len(reason) == 300 and "\n" not in reason
+    assert reason.startswith(f"API request to {dead}/api/2.0/mlflow/experiments/search failed "
+                             "with exception HTTPConnectionPool(host='127.0.0.1'")
+    assert reason.endswith(" … [Errno 111] Connection refused")
+    # a reason that fits is left whole
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except OSError as exc:
+            raise RuntimeError("connect failed") from exc
+    except RuntimeError as exc:
+        assert mlflow_runs._first_line(exc) == "connect failed"
+
+
 def test_bad_configuration_is_named(sample_store, tmp_path):
     uri, _ids = sample_store
     with pytest.raises(SourceError, match="experiment 'nope' not found"):

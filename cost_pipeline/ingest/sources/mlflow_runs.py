@@ -41,6 +41,7 @@ HISTORY_GROUP = 800                    # runs whose history values a server's re
 SERVER_BULK_RUNS = 100                 # runs per get-history-bulk request (the server's limit)
 SERVER_BULK_POINTS = 25_000            # values per get-history-bulk answer (the server's limit)
 RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)   # seconds before each retry of a call
+REASON_LIMIT = 300                     # characters of an error's reason in a message
 PARENT_TAG = "mlflow.parentRunId"
 RUN_NAME_TAG = "mlflow.runName"
 # columns that come from run tags; status, times, experiment and `deleted` come from run info
@@ -122,9 +123,33 @@ def _mask(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
-def _first_line(exc: Exception) -> str:
+def _line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
+    return text[0].strip() if text and text[0].strip() else type(exc).__name__
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The exception at the bottom of `exc`'s chain (what raised it, what that handled …)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
+def _first_line(exc: Exception) -> str:
+    """The error's first line within REASON_LIMIT characters. A longer one (MLflow quotes the
+    URL, urllib3's pool and its wrapped errors: ~390 characters, the reason last) is cut
+    to end with its innermost cause's reason (`[Errno 111] Connection refused`), the part
+    that says why."""
+    line = _line(exc)
+    if len(line) <= REASON_LIMIT:
+        return line
+    innermost = _innermost(exc)
+    reason = _line(innermost)[:REASON_LIMIT // 2] if innermost is not exc else ""
+    if not reason or reason in line[:REASON_LIMIT]:
+        return line[:REASON_LIMIT]
+    return f"{line[:REASON_LIMIT - len(reason) - 3]} … {reason}"
 
 
 def _client(uri: str, source: str):

@@ -5,7 +5,8 @@
 --                             runs that repeat a config an earlier search of the model ran,
 --                             or that are extra seeds of a config other than the best (each
 --                             run once; runs without config_id are never re-runs); the shape
---                             and search_trend's saturation are its evidence
+--                             and search_trend's saturation are its evidence: the 10 most
+--                             questioned searches, the others counted and summed
 --   retrain on measured decay Σ retrain_cadence.flat_retrain_cost: this month's cost of the
 --                             retrains not triggered by drift whose metric moved less than
 --                             policy.retrain.min_metric_change; 0 with its reason when no
@@ -81,12 +82,21 @@ search AS (
                          || t.previous_search_id
                     ELSE '' END,
             ' | ' ORDER BY sh.questioned_cost DESC, sh.search_id)
-            FILTER (WHERE sh.questioned_cost <> 0)              AS detail,
+            FILTER (WHERE sh.questioned_cost <> 0 AND sh.listed <= 10)  AS detail,
+        -- the searches past the first 10, counted and summed: every one was listed (14.3
+        -- million characters for 2,000 searches re-running each other's configs)
+        count(*) FILTER (WHERE sh.questioned_cost <> 0 AND sh.listed > 10)   AS rest,
+        fsum(sh.questioned_cost)
+            FILTER (WHERE sh.questioned_cost <> 0 AND sh.listed > 10)        AS rest_cost,
         coalesce(sum(sh.runs_without_config), 0)               AS runs_without_config,
         coalesce(sum(sh.runs), 0)                              AS runs
-    FROM bill AS b, search_shape AS sh
+    FROM bill AS b,
+         (SELECT *,
+                 -- the place of a questioned search in the list, largest first
+                 row_number() OVER (PARTITION BY questioned_cost <> 0
+                                    ORDER BY questioned_cost DESC, search_id) AS listed
+          FROM search_shape WHERE month = $month) AS sh
     LEFT JOIN search_trend AS t ON t.month = sh.month AND t.search_id = sh.search_id
-    WHERE sh.month = $month
 ),
 all_search AS (
     SELECT coalesce(fsum(cost), 0) AS cost
@@ -254,6 +264,12 @@ levers_figures AS (
         CASE WHEN s.searches > 0
              THEN fmt_money(s.dollars, b.currency) || ' of ' || fmt_money(a.cost, b.currency)
                   || ' search cost this month re-ran configs or ran extra seeds: ' || s.detail
+                  || CASE WHEN s.rest > 0
+                          THEN ' | … and ' || format('{:,}', s.rest) || ' more search'
+                               || CASE WHEN s.rest = 1 THEN '' ELSE 'es' END || ' ('
+                               || fmt_money(s.rest_cost, b.currency) || ' questioned; every '
+                               || 'row is in the warehouse''s search_shape)'
+                          ELSE '' END
              WHEN a.cost = 0 THEN 'no search billed this month'
              WHEN s.runs > 0 AND s.runs_without_config = s.runs
              THEN 'no search run records a config_id: re-runs and extra seeds cannot be told '

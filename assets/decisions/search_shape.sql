@@ -21,6 +21,8 @@
 --   rerun_configs     configs of this search (same config_id) also run in an earlier search of
 --                     the same model: one whose first run started strictly earlier (a search
 --                     without a model re-runs nothing)
+--   rerun_of          those earlier searches: the first 5 by search_id, then "… and N more
+--                     searches" when there are more
 --   rerun_cost        the cost of every trial of those configs, all its seeds
 --   extra_seed_cost   the cost of every trial that is not its config's first seed (the lowest
 --                     seed, else the earliest start, then the lowest run id), for configs other
@@ -174,9 +176,19 @@ shape AS (
     GROUP BY search_id
 ),
 earlier AS (
+    -- the first 5 earlier searches by id, and how many more: a search re-running the
+    -- configs of 1,999 others named them all (13,991 characters, repeated in the lever's
+    -- evidence and on the report's page)
     SELECT r.search_id,
-           string_agg(r.earlier_search_id, ', ' ORDER BY r.earlier_search_id) AS rerun_of
-    FROM reruns AS r
+           string_agg(r.earlier_search_id, ', ' ORDER BY r.earlier_search_id)
+               FILTER (WHERE r.named <= 5)
+           || CASE WHEN count(*) > 5
+                   THEN ' … and ' || format('{:,}', count(*) - 5) || ' more search'
+                        || CASE WHEN count(*) = 6 THEN '' ELSE 'es' END
+                   ELSE '' END                                          AS rerun_of
+    FROM (SELECT *, row_number() OVER (PARTITION BY search_id ORDER BY earlier_search_id)
+                        AS named
+          FROM reruns) AS r
     GROUP BY r.search_id
 ),
 spend AS (

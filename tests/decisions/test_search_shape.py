@@ -451,5 +451,59 @@ def test_thousands_of_earlier_searches_of_the_same_configs_fit_in_little_memory(
     assert (sb["runs"], sb["configs"], sb["rerun_configs"]) == (2, 2, 1)
     assert (sb["rerun_cost"], sb["extra_seed_cost"], sb["questioned_cost"], sb["cost"]) == (
         4.0, 0.0, 4.0, 12.0)
-    assert sa["rerun_of"].startswith("E0000, E0001, E0002, E0003, E0004, ")
-    assert sb["rerun_of"].startswith("E0000, E0001, E0002, E0003, E0004, ")
+    assert sa["rerun_of"].startswith("E0000, E0001, E0002, E0003, E0004")
+    assert sb["rerun_of"].startswith("E0000, E0001, E0002, E0003, E0004")
+
+
+def test_rerun_of_names_five_earlier_searches_and_counts_the_rest(con):
+    """With 1,200 earlier searches of the same configs SA's `rerun_of` listed all 1,200 ids
+    (8,399 characters; 13,991 at 2,000 searches) and the lever's evidence repeated each list.
+    It names the first 5 by search id and counts the others: SA re-ran E0000 … E1199 (1,195
+    more than 5), SB those and SA (1,196 more); SC re-ran exactly 5 searches (all named) and
+    SD 6 (one more)."""
+    earlier_searches(con, 1200)
+    rows = ([trial(f"sa-{c}", "SA", str(c), 0, d(1), 1.0) for c in range(10)]
+            + [trial("sb-9", "SB", "9", 0, d(2), 4.0), trial("sb-10", "SB", "10", 0, d(2), 8.0)]
+            + [trial(f"f{i}", f"F{i}", "x", 0, d(3, hour=i), 1.0, model="fraud")
+               for i in range(7)])
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    build(con, "search_shape")
+    got = shape(con)
+    assert got["SA"]["rerun_of"] == "E0000, E0001, E0002, E0003, E0004 … and 1,195 more searches"
+    assert got["SB"]["rerun_of"] == "E0000, E0001, E0002, E0003, E0004 … and 1,196 more searches"
+    # fraud's F0 … F6 re-ran "x", each every earlier one: F5 five, F6 six
+    assert got["F1"]["rerun_of"] == "F0"
+    assert got["F5"]["rerun_of"] == "F0, F1, F2, F3, F4"
+    assert got["F6"]["rerun_of"] == "F0, F1, F2, F3, F4 … and 1 more search"
+    assert got["F0"]["rerun_of"] is None
+    assert (got["SA"]["rerun_configs"], got["SB"]["rerun_configs"], got["F6"]["rerun_configs"]) \
+        == (10, 1, 1)
+
+
+def test_bound_the_search_lists_ten_searches_and_sums_the_rest(con):
+    """Thirteen March searches of churn, M00 … M12 an hour apart, each run config "0" (seed
+    0) for $1 … $13: every one after M00 re-runs it, questioning its whole cost. The evidence
+    listed every questioned search (14.3 million characters for 2,000 searches); it lists
+    the 10 largest — M12 $13 … M03 $4 — then "… and 2 more searches" (M02 $3 + M01 $2 = $5).
+    bound the search = 2 + 3 + … + 13 = $90; M12 re-ran M00 … M11: 5 named, 7 more."""
+    rows = [trial(f"m{i:02d}", f"M{i:02d}", "0", 0, d(2, hour=i), float(i + 1))
+            for i in range(13)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    for table in ("search_trend", "search_shape", "cost_levers"):
+        build(con, table)
+    ((dollars, evidence),) = con.execute(
+        "SELECT dollars, evidence FROM cost_levers WHERE lever = 'bound the search'").fetchall()
+    assert dollars == pytest.approx(90.0, abs=TOL)
+    assert evidence.startswith(
+        "$90.00 of $91.00 search cost this month re-ran configs or ran extra seeds: M12: "
+        "1 configs × 1 seeds, a full grid; 1 of 1 configs already run in M00, M01, M02, M03, "
+        "M04 … and 7 more searches — $13.00 re-run; no metric picks a best config: extra "
+        "seeds of every config $0.00 | M11: ")
+    *searches, rest = evidence.split(": ", 1)[1].split(" | ")
+    assert [s.split(":")[0] for s in searches] == [f"M{i:02d}" for i in range(12, 2, -1)]
+    assert rest == "… and 2 more searches ($5.00 questioned; every row is in the warehouse's "\
+        "search_shape)"
+    assert evidence.endswith(" | … and 2 more searches ($5.00 questioned; every row is in the "
+                             "warehouse's search_shape)")

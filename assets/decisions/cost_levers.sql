@@ -10,7 +10,9 @@
 --   retrain on measured decay Σ retrain_cadence.flat_retrain_cost: this month's cost of the
 --                             retrains not triggered by drift whose metric moved less than
 --                             policy.retrain.min_metric_change; 0 with its reason when no
---                             retrain records a metric to compare
+--                             retrain's metric change is known: no metric_value, no previous
+--                             production run of its model, or that run's metric missing or
+--                             another
 --   cache preprocessing       preprocessing_waste, kind 'recomputed': preprocess runs that
 --                             recomputed a table a cache would have served; 0 with its reason
 --                             when no preprocess run records an input_hash and
@@ -201,6 +203,29 @@ retrain AS (
     FROM bill AS b, retrain_cadence
     WHERE month = $month
 ),
+unmeasured AS (
+    -- why a retrain has no metric change (retrain_cadence's production runs and each one's
+    -- previous of the model, by start): each retrain under the first reason that holds. All
+    -- were said to lack a metric_value, also when each had one and was its model's first
+    SELECT
+        count(*) FILTER (WHERE metric_value IS NULL)                         AS no_metric,
+        count(*) FILTER (WHERE metric_value IS NOT NULL AND NOT has_previous) AS first_runs,
+        count(*) FILTER (WHERE metric_value IS NOT NULL AND has_previous
+                           AND previous_value IS NULL)                       AS previous_no_metric,
+        count(*) FILTER (WHERE metric_value IS NOT NULL AND previous_value IS NOT NULL
+                           AND metric_name <> previous_name)                 AS other_metric
+    FROM (
+        SELECT start_time, metric_value, metric_name,
+               lag(run_id) OVER previous IS NOT NULL AS has_previous,
+               lag(metric_value) OVER previous       AS previous_value,
+               lag(metric_name) OVER previous        AS previous_name
+        FROM month_runs($month)
+        WHERE purpose = 'production' AND search_id IS NULL AND model IS NOT NULL
+        WINDOW previous AS (PARTITION BY model ORDER BY start_time, run_id)
+    )
+    WHERE start_time >= CAST($month_start AS TIMESTAMP)
+      AND start_time < CAST($month_end AS TIMESTAMP)
+),
 preempted AS (
     SELECT
         coalesce(fsum(lost_cost), 0)                                    AS dollars,
@@ -284,16 +309,31 @@ levers_figures AS (
         || 'a drift monitor and a metric threshold (policy.retrain.min_metric_change); risk: '
         || 'a late retrain when the monitor misses a decay',
         CASE WHEN r.retrains = 0 THEN 'no production retrain started this month'
-             WHEN r.measured_models = 0
+             WHEN r.measured_models = 0 AND u.no_metric = r.retrains
              THEN r.retrains || ' retrain(s) this month, none with a metric_value to compare '
                   || 'with the previous production run: flatness cannot be measured'
+             WHEN r.measured_models = 0
+             THEN r.retrains || ' retrain(s) this month, none measured ('
+                  || concat_ws(', ',
+                         CASE WHEN u.no_metric > 0
+                              THEN u.no_metric || ' without a metric_value' END,
+                         CASE WHEN u.first_runs > 0
+                              THEN u.first_runs || ' with a metric_value but no previous '
+                                   || 'production run of its model to compare with' END,
+                         CASE WHEN u.previous_no_metric > 0
+                              THEN u.previous_no_metric || ' whose previous production run '
+                                   || 'has no metric_value' END,
+                         CASE WHEN u.other_metric > 0
+                              THEN u.other_metric || ' whose previous production run logged '
+                                   || 'another metric_name' END)
+                  || '): flatness cannot be measured'
              WHEN r.flat = 0
              THEN 'every measured retrain moved the metric by at least '
                   || $min_metric_change || ' or was triggered by drift (' || r.retrains
                   || ' retrain(s))'
              ELSE r.flat || ' of ' || r.retrains || ' retrain(s) were not triggered by drift and '
                   || 'moved the metric less than ' || $min_metric_change || ': ' || r.detail END
-    FROM bill AS b, retrain AS r
+    FROM bill AS b, retrain AS r, unmeasured AS u
     UNION ALL
     SELECT 3, 'cache preprocessing', p.dollars, 'the recomputations'' cost',
         'a feature-table cache keyed by (input_hash, transform_version): storage for '

@@ -827,6 +827,50 @@ def test_levers_without_the_data_to_price_them_say_zero_and_why(con):
     assert evidence["co-locate compute & data"] == "no cross-region pull billed this month"
 
 
+def test_retrains_that_cannot_be_measured_say_why(con):
+    """March's retrains of churn, fraud and credit each log a metric_value but are their
+    model's first production run: the lever said "none with a metric_value to compare with
+    the previous production run", as if the metric were missing. It says which it is; with
+    more models each retrain is counted under the first reason that holds:
+        text  no metric_value (and no earlier run either)          → without a metric_value
+        churn, fraud, credit  metric_value, nothing before         → no previous production run
+        ads   its February run logged no metric_value              → previous has none
+        rank  its February run logged ndcg, March's auc            → another metric_name"""
+    def prod(run_id, model, start, metric, name="auc"):
+        return {"run_id": run_id, "model": model, "purpose": "production", "start_time": start,
+                "metric_name": name if metric is not None else None, "metric_value": metric}
+
+    def evidence():
+        run(con, "retrain_cadence")
+        run(con, "cost_levers")
+        ((dollars, text),) = con.execute(
+            "SELECT dollars, evidence FROM cost_levers "
+            "WHERE lever = 'retrain on measured decay'").fetchall()
+        assert dollars == 0.0
+        return text
+
+    runs(con, prod("c1", "churn", d(2024, 3, 3), 0.90), prod("f1", "fraud", d(2024, 3, 4), 0.80),
+         prod("k1", "credit", d(2024, 3, 5), 0.70))
+    assert evidence() == (
+        "3 retrain(s) this month, none measured (3 with a metric_value but no previous "
+        "production run of its model to compare with): flatness cannot be measured")
+    runs(con, prod("t1", "text", d(2024, 3, 8), None),
+         prod("a0", "ads", d(2024, 2, 1), None), prod("a1", "ads", d(2024, 3, 6), 0.60),
+         prod("r0", "rank", d(2024, 2, 1), 0.50, "ndcg"), prod("r1", "rank", d(2024, 3, 7), 0.60))
+    assert evidence() == (
+        "6 retrain(s) this month, none measured (1 without a metric_value, 3 with a "
+        "metric_value but no previous production run of its model to compare with, 1 whose "
+        "previous production run has no metric_value, 1 whose previous production run logged "
+        "another metric_name): flatness cannot be measured")
+    # every retrain without a metric_value: that is the one reason given
+    con.execute("DELETE FROM tracker_runs")
+    runs(con, prod("t1", "text", d(2024, 3, 8), None), prod("a0", "ads", d(2024, 2, 1), 0.5),
+         prod("a1", "ads", d(2024, 3, 6), None))
+    assert evidence() == (
+        "2 retrain(s) this month, none with a metric_value to compare with the previous "
+        "production run: flatness cannot be measured")
+
+
 def test_fmt_money_matches_the_python_formatter(con):
     from cost_pipeline.report.money import in_currency
 

@@ -31,8 +31,10 @@
 --   x_SkuMeterName of a Virtual Machines meter (`NC24ads A100 v4 Spot` →
 --   `Standard_NC24ads_A100_v4`); the AWS instance type named in ChargeDescription (`$1.006
 --   per On Demand Linux g5.xlarge Instance Hour`, the only place in FOCUS 1.0 files).
--- * An accelerator SKU line (GCP bills GPUs per GPU-second over all the VM's GPUs: its
---   description or meter names a GPU/TPU, not the VM) has x_UsageHours = GPU-hours ÷ G.
+-- * An accelerator SKU line (GCP bills GPUs per GPU-second over all the VM's GPUs: a
+--   Google row — ProviderName or ServiceProviderName naming Google — whose description or
+--   meter names a GPU/TPU, not the VM) has x_UsageHours = GPU-hours ÷ G. Another
+--   provider's row naming a GPU is no such meter: its quantity is the instance's hours.
 -- * A Compute Engine VM's own SKU lines (`N2 Instance Core running in …`, `… Ram …`, `Small
 --   Instance with 1 VCPU …`), as Google's FOCUS view writes them (ConsumedQuantity = the
 --   export's usage: vCPU-seconds, byte-seconds, instance-seconds), are instance usage and
@@ -156,8 +158,12 @@ meters AS (
         nullif(regexp_extract(coalesce(ChargeDescription, ''),
             '(^|[^A-Za-z0-9.-])((ml\.)?[a-z][a-z0-9-]*[0-9][a-z0-9-]*\.([0-9]*x?large|medium|small|micro|nano|metal[a-z0-9-]*))([^A-Za-z0-9.-]|$)',
             2), '') AS description_instance_type,
-        -- a line metering accelerator time (GCP's GPU SKUs), not the VM's
-        regexp_matches(description_text, '(?i)\b(gpu|tpu)\b')
+        -- a line metering accelerator time (GCP's GPU SKUs), not the VM's: Google's rows
+        -- only (its FOCUS view's provider is `Google Cloud`); another provider's description
+        -- naming a GPU is an instance's hours, not GPU-seconds (`Usage of gpu in Amazon
+        -- Elastic Compute Cloud (p4d.24xlarge)`, as this product's own export once wrote it)
+        google
+          AND regexp_matches(description_text, '(?i)\b(gpu|tpu)\b')
           AND NOT regexp_matches(description_text, '(?i)(instance|core|ram|vm)\b')
             AS accelerator_sku,
         -- a Compute Engine VM's own meter (GCP bills a VM's hour as SKU lines: its vCPUs in
@@ -194,10 +200,12 @@ meters AS (
         SELECT *, concat_ws(' ', ServiceSubcategory, SkuMeter, x_UsageType, ResourceType) AS meter_text,
                concat_ws(' ', ChargeDescription, SkuMeter) AS description_text,
                regexp_matches(coalesce(ServiceName, ''), '(?i)^\s*compute engine\s*$')
-                   AS compute_engine
+                   AS compute_engine,
+               regexp_matches(concat_ws(' ', ServiceProviderName, ProviderName),
+                              '(?i)\bgoogle\b') AS google
         FROM (SELECT DISTINCT x_UsageType, x_SkuMeterCategory, ServiceName, x_SkuMeterName,
                               ChargeDescription, SkuMeter, ConsumedUnit, ServiceSubcategory,
-                              ResourceType, ServiceCategory
+                              ResourceType, ServiceCategory, ProviderName, ServiceProviderName
               FROM focus_raw)
     )
 ),
@@ -207,9 +215,12 @@ gcp_accelerated AS (
     -- GPU lines alone (none in a bill without them)
     SELECT DISTINCT nullif(trim(f.ResourceId), '') AS resource_id, f.ChargePeriodStart
     FROM focus_raw f
-    SEMI JOIN (SELECT ChargeDescription, SkuMeter FROM meters WHERE gcp_accelerator_meter) g
+    SEMI JOIN (SELECT ChargeDescription, SkuMeter, ProviderName, ServiceProviderName
+               FROM meters WHERE gcp_accelerator_meter) g
       ON g.ChargeDescription IS NOT DISTINCT FROM f.ChargeDescription
      AND g.SkuMeter IS NOT DISTINCT FROM f.SkuMeter
+     AND g.ProviderName IS NOT DISTINCT FROM f.ProviderName
+     AND g.ServiceProviderName IS NOT DISTINCT FROM f.ServiceProviderName
     WHERE f.ChargeCategory = 'Usage' AND nullif(trim(f.ResourceId), '') IS NOT NULL
 ),
 resources AS (
@@ -265,6 +276,8 @@ hints AS (
      AND m.ServiceSubcategory IS NOT DISTINCT FROM f.ServiceSubcategory
      AND m.ResourceType IS NOT DISTINCT FROM f.ResourceType
      AND m.ServiceCategory IS NOT DISTINCT FROM f.ServiceCategory
+     AND m.ProviderName IS NOT DISTINCT FROM f.ProviderName
+     AND m.ServiceProviderName IS NOT DISTINCT FROM f.ServiceProviderName
     LEFT JOIN resources r ON r.resource_text IS NOT DISTINCT FROM f.ResourceId
     LEFT JOIN gcp_accelerated g
       ON g.resource_id = r.resource_id AND g.ChargePeriodStart = f.ChargePeriodStart

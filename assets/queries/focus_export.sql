@@ -23,7 +23,9 @@
 --   a service has one category): the one most of the service's lines have.
 -- * ChargeCategory: Usage|Purchase|Tax|Credit|Adjustment (anything else → Adjustment);
 --   ChargeClass: Correction or NULL. ChargeDescription: built from category, component,
---   service and instance type or SKU.
+--   service and instance type or SKU; a gpu line is `accelerated compute`, a Google GPU/TPU
+--   SKU line (quantity = accelerator time over its G accelerators) `accelerator time
+--   (GPU/TPU)`, so that reading the file back as FOCUS gives the same hours.
 -- * ListCost: the line's ListCost for Usage and Purchase rows, else (no list price, and every
 --   other category, which FOCUS sets to BilledCost) BilledCost. ContractedCost: no negotiated
 --   rates are known, so ListCost for Usage and Purchase, BilledCost otherwise.
@@ -69,6 +71,7 @@ WITH origin AS (
         CASE WHEN b.CommitmentDiscountStatus IN ('Used', 'Unused')
              THEN b.CommitmentDiscountStatus END AS commitment_status,
         b.ConsumedQuantity AS consumed_raw,
+        b.x_UsageHours AS line_usage_hours,
         b.x_LineItemType, b.x_InvoiceId,
         -- FOCUS UnitFormat (the validator's pattern): known spellings first, else kept when
         -- it already conforms, else `Units`
@@ -99,6 +102,17 @@ priced AS (
         o.*,
         -- spelled as focus_export_prepare.sql spells it: focus_services is joined on it
         coalesce(o.service_name, o.provider) AS service,
+        -- a Google GPU/TPU SKU line meters accelerator time over all the resource's G
+        -- accelerators (its quantity is x_UsageHours × G, not the VM's hours): its description
+        -- says so, so that the FOCUS reader reads it back as such; no other line's does
+        coalesce(lower(o.provider) LIKE '%google%' AND o.x_CostComponent = 'gpu'
+                 AND o.x_AcceleratorCount > 1 AND o.line_usage_hours > 0
+                 AND abs(o.consumed_raw * CASE o.consumed_unit WHEN 'Hours' THEN 1.0
+                                              WHEN 'Minutes' THEN 1 / 60.0
+                                              WHEN 'Seconds' THEN 1 / 3600.0
+                                              WHEN 'Days' THEN 24.0 END
+                         / (o.line_usage_hours * o.x_AcceleratorCount) - 1) < 1e-9, false)
+            AS accelerator_time,
         CASE WHEN charge_category IN ('Usage', 'Purchase') THEN coalesce(list_raw, billed)
              ELSE billed END AS list,
         CASE WHEN charge_category = 'Usage' AND NOT unused_commitment
@@ -224,8 +238,13 @@ SELECT
     CASE WHEN piece = 1 THEN 'Usage' ELSE charge_category END AS ChargeCategory,
     charge_class AS ChargeClass,
     charge_frequency AS ChargeFrequency,
+    -- the component in words that name no meter: a bare `gpu` reads as a GPU SKU line
+    -- (quantity over all the accelerators) to a FOCUS reader, which an instance-hour is not
     CASE WHEN piece = 1 THEN 'Unused commitment' ELSE charge_category END
-        || ' of ' || x_CostComponent || ' in ' || a.service
+        || ' of ' || CASE WHEN accelerator_time THEN 'accelerator time (GPU/TPU)'
+                          WHEN x_CostComponent = 'gpu' THEN 'accelerated compute'
+                          ELSE x_CostComponent END
+        || ' in ' || a.service
         || coalesce(' (' || coalesce(x_InstanceType, SkuId) || ')', '') AS ChargeDescription,
     provider AS ProviderName,
     provider AS PublisherName,

@@ -657,3 +657,91 @@ def test_a_month_materialized_without_lines_is_not_called_unmaterialized(tmp_pat
         (failure,) = failed.get_step_failure_events()
         assert failure.event_specific_data.error.message.strip().endswith(message)
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".parquet", ".csv")]
+
+
+def test_the_export_read_back_as_focus_attributes_the_month_as_the_bill_did(tmp_path,
+                                                                           dagster_home):
+    """The month's own FOCUS export, read back as a `focus` source with the same runs, gives
+    the month's attribution again. Its ChargeDescription read `Usage of gpu in Amazon Elastic
+    Compute Cloud (p4d.24xlarge)`, which the FOCUS reader took for a GPU-seconds meter: the
+    spot hour's 1 h was divided by its 8 GPUs, so the run's half hour claimed the whole line
+    ($32.77 to A, nothing untracked, 1 GPU-hour billed instead of 8)."""
+    import yaml
+
+    from cost_pipeline.cli.main import main
+    from tests.support.cur_rows import line, write_export
+
+    runs = tmp_path / "runs.csv"
+    runs.write_text("run_id,status,start_time,end_time,resource_ids\n"
+                    "A,FINISHED,2026-07-01T00:00:00Z,2026-07-01T00:30:00Z,i-spot1\n",
+                    encoding="utf-8")
+    spot = line(32.77, line_item_usage_type="USE1-SpotUsage:p4d.24xlarge",
+                line_item_resource_id="i-spot1", product_instance_type="p4d.24xlarge")
+    folders = {}
+    for name, billing in (("cur", lambda folder: {"kind": "aws_cur2", "path": str(
+                              write_export(folder, {"part-1.parquet": [spot]}))}),
+                          ("focus", lambda folder: {"kind": "focus", "path": "f.csv"})):
+        folder = folders[name] = tmp_path / name
+        folder.mkdir()
+        shutil.copy(runs, folder / "runs.csv")
+        (folder / "config.yaml").write_text(yaml.safe_dump({
+            "warehouse": {"path": "warehouse.duckdb"}, "billing": [billing(folder)],
+            "tracker": [{"kind": "runs_file", "path": "runs.csv"}]}), encoding="utf-8")
+
+    def month_figures(folder: Path) -> tuple[dict, float]:
+        assert main(["materialize", "--config", str(folder / "config.yaml"),
+                     "--month", "2026-07"]) == 0
+        with duckdb.connect(str(folder / "warehouse.duckdb"), read_only=True) as con:
+            costs = dict(con.execute(
+                "SELECT coalesce(run_id, purpose_class), round(sum(cost), 6) FROM attribution"
+                " WHERE month = DATE '2026-07-01' GROUP BY ALL").fetchall())
+            ((gpu_hours,),) = con.execute(
+                "SELECT billed_gpu_hours FROM reconciliation"
+                " WHERE month = DATE '2026-07-01'").fetchall()
+        return costs, gpu_hours
+
+    from_cur = month_figures(folders["cur"])
+    assert from_cur == ({"A": 16.385, "untracked": 16.385}, pytest.approx(8.0))
+    assert main(["export", "focus", "--config", str(folders["cur"] / "config.yaml"),
+                 "--month", "2026-07", "--out", str(folders["focus"] / "f.csv")]) == 0
+    assert month_figures(folders["focus"]) == from_cur
+
+
+def test_a_gpu_line_is_described_by_what_its_quantity_meters(tmp_path):
+    """An instance-hour of a GPU instance is `accelerated compute`, never the bare word `gpu`
+    (which a FOCUS reader takes for GPU-seconds over the instance's 8 GPUs: 1 h read as
+    0.125 h); a Google GPU SKU line, whose quantity is GPU time over all the VM's GPUs, says
+    it is accelerator time. Read back, each has its 8 GPU-hours again."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    month = date(2026, 3, 1)
+    hour = {"ChargePeriodStart": datetime(2026, 3, 2, 10),
+            "ChargePeriodEnd": datetime(2026, 3, 2, 11), "ChargeCategory": "Usage",
+            "x_CostComponent": "gpu", "x_AcceleratorCount": 8, "x_InstanceUsage": True,
+            "x_ResourceKind": "instance", "x_UsageHours": 1.0}
+    con = duckdb.connect()
+    insert_lines(con, month, [
+        {**hour, "x_SourceLine": "cur:i-p4d", "ProviderName": "AWS",
+         "ServiceName": "Amazon Elastic Compute Cloud", "ResourceId": "i-p4d",
+         "x_InstanceType": "p4d.24xlarge", "ConsumedQuantity": 1.0, "ConsumedUnit": "Hrs",
+         "EffectiveCost": 32.77},
+        {**hour, "x_SourceLine": "gcp:a2-gpu", "ProviderName": "Google Cloud",
+         "ServiceName": "Compute Engine", "ResourceId": "projects/p/instances/a2",
+         "SkuId": "039F-D0DA-4055", "x_InstanceType": "a2-highgpu-8g",
+         "ConsumedQuantity": 8.0, "ConsumedUnit": "hour", "EffectiveCost": 29.39}])
+    build_attribution(con, month, month_params(parse_config({}, Path(".")), month))
+    path = write_focus(focus_rows(con, month), tmp_path / "own.csv", "csv")
+    con.close()
+    with path.open(newline="", encoding="utf-8") as handle:
+        described = {r["x_SourceLine"]: r["ChargeDescription"] for r in csv.DictReader(handle)}
+    assert described == {
+        "cur:i-p4d": "Usage of accelerated compute in Amazon Elastic Compute Cloud "
+                     "(p4d.24xlarge)",
+        "gcp:a2-gpu": "Usage of accelerator time (GPU/TPU) in Compute Engine (a2-highgpu-8g)"}
+    cfg = parse_config({"billing": [{"kind": "focus", "path": str(path), "name": "own"}]},
+                       tmp_path)
+    with duckdb.connect() as read_back:
+        build_billing_facts(read_back, cfg, month, LOG)
+        hours = dict(read_back.execute(
+            "SELECT ResourceId, x_UsageHours * x_AcceleratorCount FROM billing_facts").fetchall())
+    assert hours == {"i-p4d": pytest.approx(8.0), "projects/p/instances/a2": pytest.approx(8.0)}

@@ -24,7 +24,7 @@ COLUMNS = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd", "Provid
            "ResourceId", "ResourceType", "SkuId", "SkuPriceDetails", "ConsumedQuantity",
            "ConsumedUnit", "BilledCost", "EffectiveCost", "BillingCurrency", "Tags",
            "x_UsageType", "x_SkuMeterName", "x_SkuMeterCategory", "x_SkuDetails",
-           "x_AcceleratorCount")
+           "x_AcceleratorCount", "x_InstanceType", "x_CostComponent")
 
 
 def line(sku: str, **cols) -> dict:
@@ -146,6 +146,14 @@ CASES = {
                                                "training-job/given",
                                     ConsumedQuantity=2.0, x_AcceleratorCount=16),
                                "gpu", 16, 1.0),
+    # an AWS instance-hour whose description names the word GPU (as this product's FOCUS
+    # export described its gpu lines): an instance's hour, not GPU-seconds over its 8 GPUs
+    # (it read 1 h ÷ 8, so a run's half hour claimed the whole line)
+    "aws-described-gpu": (line("aws-described-gpu", **AWS, x_InstanceType="p4d.24xlarge",
+                               ChargeDescription="Usage of gpu in Amazon Elastic Compute "
+                                                 "Cloud (p4d.24xlarge)",
+                               x_CostComponent="gpu", x_AcceleratorCount=8),
+                          "gpu", 8, 1.0),
     # not instance usage: a data-transfer usage type names no instance
     "aws-transfer": (line("aws-transfer", **AWS, ServiceCategory="Networking",
                           x_UsageType="USE1-DataTransfer-Out-Bytes", ConsumedUnit="GB"),

@@ -86,15 +86,18 @@ def build_defs(config_path: str | None = None, now: datetime | None = None) -> d
         JOB_NAME, selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*ON_DEMAND_ASSETS),
         partitions_def=partitions,
         description="Every asset of one month: bill → runs → attribution → decisions.",
-        # a deployment's run queue allows one run per warehouse file (deploy/dagster.yaml.example)
-        run_tags={WAREHOUSE_TAG: warehouse},
+        # a deployment's run queue allows one run per warehouse file (deploy/dagster.yaml.example);
+        # a backfill's runs take the job's definition tags, the others its run tags: both, so
+        # a backfill's months queue one after another, in order
+        tags={WAREHOUSE_TAG: warehouse}, run_tags={WAREHOUSE_TAG: warehouse},
     )
     return dg.Definitions(
         assets=assets,
         jobs=[monthly_job, build_period_job(utc_today, {WAREHOUSE_TAG: warehouse}),
               dg.define_asset_job(
                   FOCUS_EXPORT_JOB, selection=dg.AssetSelection.assets("focus_export"),
-                  partitions_def=partitions, run_tags={WAREHOUSE_TAG: warehouse},
+                  partitions_def=partitions, tags={WAREHOUSE_TAG: warehouse},
+                  run_tags={WAREHOUSE_TAG: warehouse},
                   description="The month's attributed bill as a FOCUS 1.2 file (on demand; "
                   "the month must be materialized).")],
         schedules=[monthly_close(monthly_job, timing, first_month),

@@ -71,3 +71,38 @@ def test_a_broken_config_is_named_by_dagster_definitions_validate(tmp_path):
     assert done.returncode == 0, done.stderr  # it still loads
     assert (f"config {config}: billing: Input should be a valid list: the code location "
             "loads, but its runs fail until the config is fixed") in done.stdout + done.stderr
+
+
+def test_a_backfills_runs_carry_the_warehouse_tag_the_queue_limits(tmp_path):
+    """A backfill (the UI's "Launch backfill", `dagster job backfill`) tags its runs with the
+    job's definition tags, not its run tags: the months' runs named no warehouse, so the
+    queue's one-run-per-warehouse limit let them start together, and a later month computed
+    before an earlier one read its figures ($480 of a search's $1,200 to date). Real queued
+    runs of a real instance, as `dagster job backfill` queues them."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cost_pipeline.cli.materialize import DEFAULT_SETTINGS
+    from cost_pipeline.definitions import WAREHOUSE_TAG
+
+    home, config = tmp_path / "home", tmp_path / "config.yaml"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(DEFAULT_SETTINGS, encoding="utf-8")
+    config.write_text("warehouse: {path: w.duckdb}\n", encoding="utf-8")
+    env = {**os.environ, "COST_PIPELINE_CONFIG": str(config), "DAGSTER_HOME": str(home)}
+    dagster = Path(sys.executable).with_name("dagster")
+    done = subprocess.run([str(dagster), "job", "backfill", "-m", "cost_pipeline.definitions",
+                           "-j", JOB_NAME, "--partitions", "2026-03-01,2026-04-01",
+                           "--noprompt"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        assert sorted(r.tags["dagster/partition"] for r in runs) == ["2026-03-01", "2026-04-01"]
+        assert {r.tags.get(WAREHOUSE_TAG) for r in runs} == {str(tmp_path / "w.duckdb")}
+        assert {r.status for r in runs} == {dg.DagsterRunStatus.QUEUED}
+    defs = build_defs(str(config))
+    for job in (JOB_NAME, "focus_export_job", "period_report"):
+        assert defs.resolve_job_def(job).tags[WAREHOUSE_TAG] == str(tmp_path / "w.duckdb")

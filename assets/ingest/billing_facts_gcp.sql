@@ -21,8 +21,12 @@
 -- chip-hours ÷ the hours of the period (a lower bound, reported as unknown).
 -- x_UsageHours = chip-hours ÷ G: hours per chip, so x_UsageHours × G = the chip-hours billed.
 --
--- List price (SPEC §12): ListCost = the export's `cost_at_list` (else its cost before credits,
--- see sources/gcp_billing.py); credit rows 0. x_PricingCategory: usage of a Spot or
+-- List price (SPEC §12): ListCost = the export's `cost_at_list`; credit rows 0. An export
+-- without that column (`list_stated` false) states no list price: its cost before credits is
+-- taken for usage at the account's price (sources/gcp_billing.py), but a Spot or Preemptible
+-- SKU's cost is the spot price, not the on-demand one: NULL, as CUR without
+-- pricing_public_on_demand_cost, so that preemption never compares spot with spot.
+-- x_PricingCategory: usage of a Spot or
 -- Preemptible SKU → spot; usage with committed use discount credits → committed; other usage
 -- → on_demand; credits, tax, adjustments and commitment purchases → other.
 WITH raw AS (
@@ -144,6 +148,17 @@ component AS (
         END AS bucket
     FROM machine m
     LEFT JOIN accelerated v ON v.resource = m.resource AND v.s = m.s
+),
+priced AS (
+    SELECT
+        *,
+        CASE
+            WHEN NOT usage_row OR starts_with(sku_text, 'Commitment') THEN 'other'
+            WHEN regexp_matches(sku_text, '(?i)\b(spot|preemptible)\b') THEN 'spot'
+            WHEN commitment_discounts < 0 THEN 'committed'
+            ELSE 'on_demand'
+        END AS pricing_category
+    FROM component
 )
 SELECT
     CAST($month AS DATE) AS month,
@@ -175,13 +190,10 @@ SELECT
     amount + usage_discounts AS EffectiveCost,
     currency AS BillingCurrency,
     CAST(NULL AS VARCHAR) AS CommitmentDiscountStatus,
-    CASE WHEN credit_type IS NULL THEN list_amount ELSE 0 END AS ListCost,
-    CASE
-        WHEN NOT usage_row OR starts_with(sku_text, 'Commitment') THEN 'other'
-        WHEN regexp_matches(sku_text, '(?i)\b(spot|preemptible)\b') THEN 'spot'
-        WHEN commitment_discounts < 0 THEN 'committed'
-        ELSE 'on_demand'
-    END AS x_PricingCategory,
+    CASE WHEN credit_type IS NOT NULL THEN 0
+         WHEN NOT list_stated AND pricing_category = 'spot' THEN NULL
+         ELSE list_amount END AS ListCost,
+    pricing_category AS x_PricingCategory,
     -- each label's first entry (a key the row names twice keeps its first value, as the run
     -- label is read)
     CASE WHEN labels_json IS NOT NULL THEN first_entries_map(
@@ -223,4 +235,4 @@ SELECT
     $export_table AS x_File,
     x_Row,
     accelerators_guessed AND gpu_sku AS x_UnknownAcceleratorType
-FROM component
+FROM priced

@@ -13,7 +13,8 @@
 -- types folded into EffectiveCost).
 -- {export_table} is the table identifier, validated against a strict pattern before use.
 -- {list_cost} is `cost_at_list` when the table has that column, else `cost` (the cost before
--- any credit: the usage at the account's price without sustained/committed use discounts).
+-- any credit: the usage at the account's price without sustained/committed use discounts;
+-- billing_facts_gcp.sql drops it on Spot/Preemptible SKUs, whose cost is the spot price).
 WITH month_rows AS (
     SELECT
         -- an empty name is no name, as NULL is (the normalization reads both as no resource)

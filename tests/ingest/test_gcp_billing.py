@@ -196,6 +196,63 @@ def test_list_cost_falls_back_to_cost_before_credits_without_cost_at_list():
     assert "{" not in month_sql(table)
 
 
+def test_without_cost_at_list_a_spot_line_has_no_list_cost(bigquery, tmp_path, dagster_home):
+    """An export without `cost_at_list` states no public price: its `cost` is what was paid,
+    the spot price on a Spot/Preemptible SKU. That cost was taken as the spot line's ListCost,
+    so preemption compared spot with spot and a restarted chain read as dearer than its last
+    run on demand ($2.00 against $1.00). A spot line's ListCost is NULL now: the chain has no
+    on-demand figure (as from CUR or FOCUS without the column); other usage keeps its cost
+    before credits, the price without sustained or committed use discounts."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import bigquery as bq
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
+                       client_options=ClientOptions(api_endpoint=bigquery))
+    name = f"{bq_emulator.PROJECT}.{export.DATASET}.{export.TABLE}_no_list"
+    table = client.create_table(bq.Table(name, schema=[
+        f for f in export.SCHEMA if f.name != "cost_at_list"]))
+    rows = [{k: v for k, v in r.items() if k != "cost_at_list"} for r in export_rows()]
+    assert client.insert_rows_json(table, rows) == []
+    # VM_D, a Spot g2-standard-48, ran 07:00-07:30: its L4 line 1.40 and core line 0.60. s1
+    # ran the first quarter hour, s2 restarted it from scratch for the second: half each
+    (tmp_path / "runs.csv").write_text(
+        "run_id,status,start_time,end_time,resource_ids,restart_of,resumed_from\n"
+        f"s1,KILLED,2026-09-21T07:00:00Z,2026-09-21T07:15:00Z,{VM_D},,\n"
+        f"s2,FINISHED,2026-09-21T07:15:00Z,2026-09-21T07:30:00Z,{VM_D},s1,\n",
+        encoding="utf-8")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": "warehouse.duckdb"},
+        "billing": [{"kind": "gcp_billing_export", "table": name, "api_endpoint": bigquery}],
+        "tracker": [{"kind": "runs_file", "path": "runs.csv"}]}), encoding="utf-8")
+    assert materialize_month(str(config), SEPT, progress=False).success
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        listed = {r[0].split(":", 1)[1]: r[1:] for r in con.execute(
+            "SELECT x_SourceLine, ListCost, x_PricingCategory FROM billing_facts "
+            "WHERE month = ?", [SEPT]).fetchall()}
+        chain = con.execute(
+            "SELECT chain_id, runs, cost, lost_cost, on_demand_cost, last_run_id, "
+            "last_run_on_demand_cost, spot_cost_more_than_on_demand FROM preemption "
+            "WHERE month = ?", [SEPT]).fetchall()
+        ((evidence,),) = con.execute(
+            "SELECT evidence FROM cost_levers WHERE month = ? "
+            "AND lever = 'checkpoint before going preemptible'", [SEPT]).fetchall()
+    assert listed[f"{VM_D}:2026-09-21T07:00:00Z:A1B2-C3D4-0L40"] == (None, "spot")
+    assert listed[f"{VM_D}:2026-09-21T07:00:00Z:A1B2-C3D4-0G20"] == (None, "spot")
+    # on-demand and committed usage: the cost before credits; a credit row 0
+    h1 = "2026-09-10T10:00:00Z"
+    assert listed[f"{VM_A}:{h1}:039F-D0DA-4055"] == (pytest.approx(24.0), "on_demand")
+    assert listed[f"{VM_A}:{h1}:039F-D0DA-4055:credit=PROMOTION"] == (0.0, "other")
+    assert listed[f"{VM_B}:2026-09-12T08:00:00Z:BB77-5FDA-69D9:label=r-prep-1"] == (
+        pytest.approx(0.16), "committed")
+    assert chain == [("s1", 2, pytest.approx(2.0), pytest.approx(1.0), None, "s2", None, None)]
+    assert "0 chain(s) cost more than their last run on demand" in evidence
+    assert "1 chain(s) whose last run has no on-demand price this month" in evidence
+
+
 def test_month_through_the_runner_attributes_the_vm_to_its_run(bigquery, tmp_path,
                                                                 dagster_home):
     import dagster as dg
@@ -641,7 +698,7 @@ def test_the_runs_transaction_does_not_keep_the_months_rows(tmp_path, monkeypatc
         "export_rows": [1] * (2 * n), "currency": ["USD"] * (2 * n),
         "invoice_month": ["202609"] * (2 * n), "cores": ["8"] * (2 * n),
     })
-    months = [gcp_billing.MonthRead(TABLE_ID, gcp_billing._typed(rows))]
+    months = [gcp_billing.MonthRead(TABLE_ID, gcp_billing._typed(rows, True))]
     held = months[0].rows.nbytes
     del rows
     # the reader hands the month over: nothing here keeps it

@@ -350,10 +350,10 @@ def test_cli_export_focus(demo_warehouse, tmp_path):
     done = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str((tmp_path / "f.csv").resolve())
-    missing = subprocess.run([*run[:-6], "--month", "2027-01"], capture_output=True, text=True,
+    missing = subprocess.run([*run[:-6], "--month", "2026-05"], capture_output=True, text=True,
                              timeout=120)
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
-    assert "no billing lines for 2027-01" in missing.stderr
+    assert "no billing lines for 2026-05" in missing.stderr
     with pytest.raises(FocusExportError, match="unknown format"):
         export_focus(demo_warehouse, DEMO_MONTHS[0], "xlsx")
 

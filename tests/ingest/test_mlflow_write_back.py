@@ -436,6 +436,13 @@ EXPERIMENT = "costs-e2e"
 
 
 def write_config(folder: Path, uri: str) -> Path:
+    return config_of(folder, BILL, [{"kind": "mlflow", "name": "team-mlflow",
+                                     "tracking_uri": uri, "experiments": [EXPERIMENT],
+                                     "tags": BY_NAME, "write_back": True}])
+
+
+def config_of(folder: Path, bill_rows: list[dict], trackers: list[dict]) -> Path:
+    """A config reading `bill_rows` as a FOCUS file and the `trackers`."""
     import csv
 
     bill = folder / "focus" / "bill.csv"
@@ -443,15 +450,12 @@ def write_config(folder: Path, uri: str) -> Path:
     with bill.open("w", newline="", encoding="utf-8") as out:
         writer = csv.DictWriter(out, fieldnames=FOCUS_COLUMNS)
         writer.writeheader()
-        writer.writerows(BILL)
-    config = {
+        writer.writerows(bill_rows)
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump({
         "warehouse": {"path": "warehouse.duckdb"},
         "billing": [{"kind": "focus", "path": "focus/bill.csv"}],
-        "tracker": [{"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
-                     "experiments": [EXPERIMENT], "tags": BY_NAME, "write_back": True}],
-    }
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        "tracker": trackers}), encoding="utf-8")
     return path
 
 
@@ -576,20 +580,7 @@ D_TAGS = {"cost.total_usd": "5.00", "cost.gpu_usd": "0.00", "cost.cpu_usd": "5.0
 
 
 def two_tracker_config(folder: Path, trackers: list[dict]) -> Path:
-    import csv
-
-    bill = folder / "focus" / "bill.csv"
-    bill.parent.mkdir(parents=True, exist_ok=True)
-    with bill.open("w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=FOCUS_COLUMNS)
-        writer.writeheader()
-        writer.writerows(D_BILL)
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump({
-        "warehouse": {"path": "warehouse.duckdb"},
-        "billing": [{"kind": "focus", "path": "focus/bill.csv"}],
-        "tracker": trackers}), encoding="utf-8")
-    return path
+    return config_of(folder, D_BILL, trackers)
 
 
 @pytest.mark.parametrize("spelling", ["localhost", "proxy", "proxy-by-mlflow-id"])
@@ -637,3 +628,36 @@ def test_two_trackers_on_one_server_spelled_apart_keep_its_runs_tags(
     assert (again["runs_written"], again["tags_written"], again["tags_deleted"]) == (0, 0, 0)
     writer = "fraud" if by_mlflow_id else "all"
     assert first["trackers"][writer]["tags_written"] == 9
+
+
+def test_a_copied_store_keeps_its_own_tags(tmp_path, dagster_home):
+    """staging.db, a copy of prod.db (its runs' MLflow ids alike), lists d-1 with a stale
+    `cost.total_usd` 1.00: `staging` compared d-1 with what `prod` had just written there, so
+    it wrote nothing and the copy kept 1.00. A run another tracker writes is taken as written
+    only when this tracker listed it alike (the same server): a copy writes its own."""
+    import dagster as dg
+    from mlflow import MlflowClient
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    prod, staging = tmp_path / "prod.db", tmp_path / "staging.db"
+    client = MlflowClient(f"sqlite:///{prod}")
+    run = client.create_run(client.create_experiment("d-exp"),
+                            start_time=ms(datetime(2026, 6, 3, 10)),
+                            tags={"model": "fraud", "purpose": "adhoc", "resource_ids": "i-31"},
+                            run_name="d-1")
+    d1 = run.info.run_id
+    client.set_terminated(d1, "FINISHED", end_time=ms(datetime(2026, 6, 3, 11)))
+    shutil.copy(prod, staging)
+    MlflowClient(f"sqlite:///{staging}").set_tag(d1, "cost.total_usd", "1.00")
+    config = two_tracker_config(tmp_path, [
+        {"kind": "mlflow", "name": name, "tracking_uri": f"sqlite:///{db}",
+         "experiments": ["d-exp"], "write_back": True}
+        for name, db in (("prod", prod), ("staging", staging))])
+    result = materialize_month(str(config), JUNE, progress=False)
+    assert result.success, result.error
+    with dg.DagsterInstance.get() as instance:
+        written = last_metadata(instance, JUNE)["trackers"]
+    assert cost_tags(f"sqlite:///{prod}", d1) == D_TAGS
+    assert cost_tags(f"sqlite:///{staging}", d1) == D_TAGS
+    assert written["prod"]["tags_written"] == 9 and written["staging"]["tags_written"] == 9

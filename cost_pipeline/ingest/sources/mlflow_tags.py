@@ -15,9 +15,10 @@ call). A run that holds `cost.*` tags the warehouse no longer gives it (its cost
 another run, or its months are gone) has them deleted: left, they said a cost it no longer
 has; a run whose cost the warehouse kept from another tracker on the same store is in
 `costs` (the asset puts it there), so it is written, not deleted. The trackers of one
-materialization share a `Ledger` keyed by MLflow run id (unique across stores): a run
-another tracker gives a cost — the same server under another URI — is never cleared, and a
-tag written in the materialization is never deleted by it. Calls are retried on
+materialization share a `Ledger` keyed by MLflow run id: a run another tracker gives a
+cost — the same server under another URI — is never cleared, a tag written in the
+materialization is never deleted by it, and another tracker's writes count as done only on a
+run listed alike (a copy of a store lists its own tags). Calls are retried on
 connection errors and 5xx answers; a retried delete that finds the tag already gone (its
 first attempt reached the server, the answer was lost) has done its work. The last failure
 is one line naming the tracker (its URI without the password) and the run.
@@ -135,10 +136,13 @@ class TrackerRuns:
 
 @dataclass
 class Ledger:
-    """The write-backs of one materialization, by MLflow run id (unique across stores, so
-    the same whatever URI a tracker spells its server with)."""
+    """The write-backs of one materialization, by MLflow run id: the same whatever URI a
+    tracker spells its server with — and alike in a copy of a store, so what one tracker left
+    stands for another's run only when both listed it alike before any write (the same
+    server; a copy lists its own tags)."""
 
     covered: set[str] = field(default_factory=set)   # runs some tracker gives a cost
+    listed: dict[str, dict[str, str]] = field(default_factory=dict)  # cost tags before
     tags: dict[str, dict[str, str]] = field(default_factory=dict)  # cost tags as left
     written: dict[str, set[str]] = field(default_factory=dict)     # tags written
 
@@ -236,9 +240,11 @@ def write_cost_tags(
                                            if run_id not in found and run_id not in shared)
 
     def now(run_id: str) -> tuple[str, bool, dict[str, str]]:
-        """The run's tags as this materialization has left them so far."""
+        """The run's tags as this materialization has left them so far: as another tracker
+        left them when it listed the run alike (its server), else as this one listed them."""
         mlflow_id, deleted, current = found[run_id]
-        return mlflow_id, deleted, ledger.tags.get(mlflow_id, current)
+        alike = mlflow_id in ledger.tags and ledger.listed.get(mlflow_id) == current
+        return mlflow_id, deleted, ledger.tags[mlflow_id] if alike else current
 
     # the runs with cost, and the live runs holding cost tags the warehouse no longer gives
     # them — unless another tracker of this materialization gives the MLflow run a cost, or
@@ -272,6 +278,7 @@ def write_cost_tags(
             _with_retries(lambda k=key, r=mlflow_id: _delete_tag(client, r, k), tracker, uri,
                           f"deleting the stale tag {key} of {where}", password, log)
             done.calls += 1
+        ledger.listed.setdefault(mlflow_id, found[run_id][2])
         ledger.tags[mlflow_id] = {**{k: v for k, v in current.items() if k not in dropped},
                                   **{tag.key: tag.value for tag in changed}}
         ledger.written.setdefault(mlflow_id, set()).update(tag.key for tag in changed)

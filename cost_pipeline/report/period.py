@@ -233,8 +233,9 @@ def lever_summary(data: dict) -> list[str]:
     """One line per lever of the period, ranked: its dollars over the period and per month."""
     symbol = symbol_of(data["currency"])
     width = max((len(lever["lever"]) for lever in data["levers"] or []), default=0)
+    short = "%b" if data["first"].year == data["last"].year else "%b %Y"
     return [f"{lever['rank']}. {lever['lever']:<{width}}  {money(lever['dollars'], symbol):>12}"
-            + "  (" + ", ".join(f"{m:%b} {money(lever['by_month'].get(m, 0), symbol)}"
+            + "  (" + ", ".join(f"{m:{short}} {money(lever['by_month'].get(m, 0), symbol)}"
                                for m in data["months"]) + ")"
             for lever in data["levers"] or []]
 

@@ -556,7 +556,7 @@ def test_pages_drawn_again_later_are_the_same_bytes(tmp_path, monkeypatch):
 def test_a_period_crossing_a_year_names_its_months_with_their_years(tmp_path):
     """January 2025 to January 2026 read "From January to January the monthly bill rose",
     under a table headed January | January."""
-    from cost_pipeline.report.period import summary
+    from cost_pipeline.report.period import lever_summary, summary
 
     path, jan, dec, next_jan = (tmp_path / "w.duckdb", date(2025, 1, 1), date(2025, 12, 1),
                                 date(2026, 1, 1))
@@ -574,3 +574,12 @@ def test_a_period_crossing_a_year_names_its_months_with_their_years(tmp_path):
     assert "What moved from January 2025 to January 2026</h2>" in html
     _, data = write_period_report(str(path), jan, dec, out=tmp_path / "q.html")
     assert summary(data, "$")[1].startswith("From January to December the monthly bill")
+    # the levers' lines `demo` prints: "(Dec $5.00, Jan $7.00)" across a year
+    levers = [{"rank": 1, "lever": "bound the search", "dollars": Decimal("12.00"),
+               "by_month": {dec: Decimal("5.00"), next_jan: Decimal("7.00")}}]
+    lines = lever_summary({"currency": "USD", "first": dec, "last": next_jan,
+                           "months": [dec, next_jan], "levers": levers})
+    assert lines == ["1. bound the search        $12.00  (Dec 2025 $5.00, Jan 2026 $7.00)"]
+    lines = lever_summary({"currency": "USD", "first": dec, "last": dec, "months": [dec],
+                           "levers": levers})
+    assert lines == ["1. bound the search        $12.00  (Dec $5.00)"]

@@ -421,6 +421,15 @@ def noted_input(con: duckdb.DuckDBPyConnection, month: date, name: str) -> str |
     return token
 
 
+def materialized_empty(con: duckdb.DuckDBPyConnection, month: date) -> bool:
+    """Whether the month was materialized with no billing line (nothing billed yet): its bill's
+    input token is noted in the transaction that wrote its (no) lines."""
+    try:
+        return noted_input(con, month, "billing") is not None
+    except duckdb.CatalogException:   # a warehouse from before input tokens
+        return False
+
+
 def content_token(con: duckdb.DuckDBPyConnection, table: str, month: date) -> str:
     """The month's rows of `table` as one text: their count and the sum of their hashes
     (`row_hash`; the order they are stored in does not matter)."""

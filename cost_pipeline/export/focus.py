@@ -30,8 +30,13 @@ import pyarrow.parquet as pq
 from cost_pipeline.config import WarehouseConfig
 from cost_pipeline.export import cannot_write, written_atomically
 from cost_pipeline.ingest.sources import sql_identifier
-from cost_pipeline.report.strip import materialized_empty
-from cost_pipeline.warehouse import bind, connect_read_only, run_script, sql_text
+from cost_pipeline.warehouse import (
+    bind,
+    connect_read_only,
+    materialized_empty,
+    run_script,
+    sql_text,
+)
 
 # the config's own default, for callers without a config
 DEFAULT_MEMORY_LIMIT = WarehouseConfig.model_fields["memory_limit"].default

@@ -13,8 +13,8 @@ from typing import Any
 
 import duckdb
 
-from cost_pipeline.report.strip import materialized_empty, six_months
-from cost_pipeline.warehouse import rows_of, sql_text, table_names
+from cost_pipeline.report.strip import six_months
+from cost_pipeline.warehouse import materialized_empty, rows_of, sql_text, table_names
 
 COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
 PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unallocated"]

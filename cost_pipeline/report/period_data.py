@@ -17,11 +17,11 @@ from cost_pipeline.report.money import minor_digits, smallest, symbol_of
 from cost_pipeline.report.strip import (
     ZERO,
     by_purpose,
-    materialized_empty,
     months_between,
     read_rows,
     table_names,
 )
+from cost_pipeline.warehouse import materialized_empty
 
 MOVES = 3  # the (purpose class × component) cells that moved most, first month → last
 

@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.months import next_month
-from cost_pipeline.warehouse import noted_input, rows_of, sql_text, table_names
+from cost_pipeline.warehouse import materialized_empty, rows_of, sql_text, table_names
 
 STRIP_MONTHS = 6  # the monthly report's strip: the 6 months ending with the month
 ZERO = Decimal(0)
@@ -46,15 +46,6 @@ def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:
         month = out.setdefault(c["month"], {})
         month[c["purpose_class"]] = month.get(c["purpose_class"], ZERO) + c["cost"]
     return out
-
-
-def materialized_empty(con: duckdb.DuckDBPyConnection, month: date) -> bool:
-    """Whether the month was materialized with no billing line (nothing billed yet): its bill's
-    input token is noted in the transaction that wrote its (no) lines."""
-    try:
-        return noted_input(con, month, "billing") is not None
-    except duckdb.CatalogException:   # a warehouse from before input tokens
-        return False
 
 
 def six_months(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:

@@ -56,10 +56,11 @@ steps AS (
 jump USING KEY (run_id) AS (
     -- pointer doubling: after step k, `ancestor` is the run 2^k steps up restart_of (a chain's
     -- first run stays at itself) and `earliest` the earliest start (then run id) of the 2^k
-    -- runs from this one up. A chain of n runs is walked in log2(n) steps over its runs, and
-    -- a cycle of any length round whole: a walk one step at a time, bounded at 256 steps,
-    -- split longer chains and cycles into many. A run whose ancestor is a first run is done
-    -- (`at_first`): its ancestor no longer moves, and a month of short chains stops at once
+    -- runs from this one up. The walk takes up to `steps` steps, log2 of the nodes rounded up:
+    -- a chain of any length reaches its first run, a cycle of any length goes round whole
+    -- (no fixed bound on the steps splits a long chain or cycle into several). A run whose
+    -- ancestor is a first run is done (`at_first`): its ancestor no longer moves, and a month
+    -- of short chains stops at once
     SELECT n.run_id, n.parent AS ancestor, p.first_run AS at_first,
            {'start': r.start_time, 'run_id': n.run_id} AS earliest, 0 AS step
     FROM nodes AS n

@@ -25,9 +25,12 @@
 --   last_run_on_demand_cost  the same for the chain's last run (latest start) alone; NULL
 --                   when that run has no compute row this month (it starts in a later month,
 --                   or lists no billed resource): there is nothing to compare with
---   spot_cost_more_than_on_demand  cost > last_run_on_demand_cost, both to 10 decimal places
---                   (CUR's own precision for amounts: equal amounts summed differently, 1.10 +
---                   2.20 against 3.30, are equal); NULL when that is NULL
+--   spot_cost_more_than_on_demand  cost > last_run_on_demand_cost: cost minus it, to 10
+--                   decimal places (CUR's own precision for amounts), above 1e-12 of the larger
+--                   of the two. Equal amounts summed differently are equal at any size: 1.10 +
+--                   2.20 against 3.30, and 1,100,000.10 + 2,200,000.20 (3300000.3000000003 in
+--                   doubles) against 3,300,000.30, where 10 decimals alone do not reach a
+--                   double's spacing; a cent more is more up to $1e9. NULL when that is NULL
 WITH RECURSIVE runs AS (
     SELECT run_id, model, start_time, resumed_from,
            CASE WHEN restart_of <> run_id THEN restart_of END AS restart_of,
@@ -214,7 +217,9 @@ SELECT
     o.on_demand_cost,
     l.last_run_id,
     o.last_run_on_demand_cost,
-    round(c.cost, 10) > round(o.last_run_on_demand_cost, 10) AS spot_cost_more_than_on_demand
+    round(c.cost - o.last_run_on_demand_cost, 10)
+        > 1e-12 * greatest(abs(c.cost), abs(o.last_run_on_demand_cost))
+                                                             AS spot_cost_more_than_on_demand
 FROM per_chain AS c
 JOIN on_demand AS o USING (chain_id)
 JOIN last_runs AS l USING (chain_id)

@@ -9,10 +9,15 @@
 --     cost > $max_growth × median(previous months' costs)
 -- (median of 2 = their mean), read as cost − median > ($max_growth − 1) × |median|: the
 -- same for a median ≥ 0, and for a negative one (credits above the model's spend) a growth
--- of the net spend, where −6 > 1.5 × −5 flagged a model whose cost fell. Both sides are
--- compared to 10 decimal places (CUR's own precision for amounts): a cost exactly at the
--- limit passes, where 16.05 − 10.70 read 5.350000000000001 > 0.5 × 10.70 in doubles and
--- failed. Untracked and unallocated cost has no model and is left out.
+-- of the net spend, where −6 > 1.5 × −5 flagged a model whose cost fell. It exceeds when the
+-- left side minus the right, to 10 decimal places (CUR's own precision for amounts), is
+-- above 1e-12 of the figures' size (the larger of |cost|, |median| and $max_growth ×
+-- |median|): figures equal within the doubles' precision are equal at any size, so a cost
+-- exactly at the limit passes. 16.05 − 10.70 read 5.350000000000001 > 0.5 × 10.70, and
+-- 12,995,000 − 11,300,000 = 1,695,000 > 0.15 × 11,300,000 = 1694999.999999999, in doubles:
+-- both failed (at $1M and more a double's spacing passes 1e-10, so 10 decimals alone told
+-- such figures apart). A cent above is still above up to $1e9. Untracked and unallocated
+-- cost has no model and is left out.
 -- Parameters: $month, $max_growth.
 WITH per_month AS (
     SELECT month, model, fsum(cost) AS cost
@@ -57,8 +62,11 @@ SELECT
     coalesce(h.months, [])                                   AS months,
     coalesce(h.previous_months, 0) >= 2                      AS judged,
     coalesce(h.previous_months >= 2
-             AND round(c.cost - h.previous_median, 10)
-                 > round(($max_growth - 1) * abs(h.previous_median), 10), false) AS exceeds
+             AND round(c.cost - h.previous_median
+                       - ($max_growth - 1) * abs(h.previous_median), 10)
+                 > 1e-12 * greatest(abs(c.cost),
+                                    greatest($max_growth, 1) * abs(h.previous_median)),
+             false)                                                  AS exceeds
 FROM per_month AS c
 LEFT JOIN history AS h ON h.model = c.model
 WHERE c.month = $month

@@ -1,9 +1,14 @@
 -- The searches of the month that break the approval rule (SPEC §12, check
 -- `searches_within_estimate`): active in the month with no recorded estimate
 -- (`cost-pipeline estimate ... --approve --search-id S`), or whose cost so far exceeds
--- $tolerance x the estimate, both compared to 10 decimal places (CUR's own precision for
--- amounts): a cost exactly at the tolerance is within it, where 1.1 × 1.13 read
--- 1.2429999999999999 in doubles and a cost of 1.243 was over. Parameters: $month, $tolerance.
+-- $tolerance x the estimate. Over means the cost minus that limit, to 10 decimal places
+-- (CUR's own precision for amounts), exceeds 1e-12 of the larger of the two: figures equal
+-- within the doubles' precision are equal at any size, so a cost exactly at the tolerance
+-- is within it. 1.1 × 1.13 reads 1.2429999999999999 and 1.15 × 11,300,000 reads
+-- 12994999.999999998 in doubles: a cost of 1.243 or of 12,995,000 was over (at $1M and more
+-- a double's spacing passes 1e-10, so 10 decimals alone told such figures apart). A cent
+-- over is still over up to $1e9 (1e-12 of it is a tenth of a cent). Parameters: $month,
+-- $tolerance.
 SELECT
     search_id,
     model,
@@ -13,5 +18,7 @@ SELECT
     overrun
 FROM search_costs
 WHERE month = $month
-  AND (estimated_cost IS NULL OR round(cumulative_cost, 10) > round($tolerance * estimated_cost, 10))
+  AND (estimated_cost IS NULL
+       OR round(cumulative_cost - $tolerance * estimated_cost, 10)
+          > 1e-12 * greatest(abs(cumulative_cost), abs($tolerance * estimated_cost)))
 ORDER BY reason, overrun DESC NULLS LAST, search_id

@@ -162,3 +162,26 @@ def test_a_cost_exactly_at_the_growth_limit_passes(con):
     (failing,) = check.metadata["exceeding"].value
     assert (failing["model"], failing["cost"], failing["previous_median"]) == (
         "churn", 16.06, 10.70)
+
+
+def test_a_cost_of_millions_exactly_at_the_growth_limit_passes(con):
+    """churn: 11,300,000 twice, then 12,995,000 = 1.15 × 11,300,000: at the limit, not above
+    it. In doubles 0.15 × 11,300,000 reads 1694999.999999999 against 12,995,000 − 11,300,000
+    = 1,695,000, 1e-9 apart, which 10 decimal places still told apart: churn failed. A cent
+    above the limit, 12,995,000.01, fails."""
+    costs(con, APR, churn=11_300_000.0)
+    costs(con, MAY, churn=11_300_000.0)
+    JUN = date(2026, 6, 1)
+    costs(con, JUN, churn=12_995_000.0)
+    check = model_cost_trend(con, JUN, 1.15)
+    assert check.passed
+    assert (check.metadata["models_judged"].value,
+            check.metadata["models_exceeding"].value) == (1, 0)
+
+    con.execute("UPDATE cost_per_model_monthly SET cost = 12995000.01 "
+                "WHERE month = ? AND model = 'churn'", [JUN])
+    check = model_cost_trend(con, JUN, 1.15)
+    assert not check.passed
+    (failing,) = check.metadata["exceeding"].value
+    assert (failing["model"], failing["cost"], failing["previous_median"]) == (
+        "churn", 12_995_000.01, 11_300_000.0)

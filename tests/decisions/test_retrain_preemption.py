@@ -350,6 +350,30 @@ def test_a_chain_costing_exactly_its_last_run_on_demand_is_not_dearer(con):
     assert chain(3.29)["spot_cost_more_than_on_demand"] is True
 
 
+def test_a_chain_costing_millions_exactly_its_last_run_on_demand_is_not_dearer(con):
+    """The same at a million times the amounts: a ($1,100,000.10 spot) restarted from scratch
+    by b ($2,200,000.20 spot, $3,300,000.30 on demand). The chain's sum reads
+    3300000.3000000003 in doubles, 5e-10 above b's 3300000.3, which 10 decimal places still
+    told apart: the chain was dearer. At b's $3,300,000.29 on demand, a cent below the
+    chain's cost, it is dearer."""
+    runs = [run("a", 0, 2, ["i-a"]), run("b", 3, 5, ["i-b"], restart_of="a", status="FINISHED")]
+
+    def chain(b_list_cost: float) -> dict:
+        with duckdb.connect(":memory:") as c:
+            ensure_schema(c)
+            register_datasets(c, [])
+            lines = [instance_line("i-a", 0, 2, 1_100_000.10, 3_300_000.30),
+                     instance_line("i-b", 3, 5, 2_200_000.20, b_list_cost)]
+            (row,) = preemption_month(c, lines=lines, runs=runs)
+            return row
+
+    at = chain(3_300_000.30)
+    assert (at["cost"], at["last_run_id"], at["last_run_on_demand_cost"]) == (
+        pytest.approx(3_300_000.30, abs=1e-6), "b", 3_300_000.30)
+    assert at["spot_cost_more_than_on_demand"] is False
+    assert chain(3_300_000.29)["spot_cost_more_than_on_demand"] is True
+
+
 # -------------------------------------------------------------------------------- the levers
 
 def levers(con) -> dict[str, dict]:

@@ -102,6 +102,16 @@ def test_violations_costing_exactly_the_budget_are_within_it(con):
     assert (meta["violation_cost"], meta["budget"]) == (100.0, 100.0)
     assert not retention_within_budget(con, MARCH, budget=99.99).passed
 
+
+def test_violations_costing_millions_exactly_the_budget_are_within_it(con):
+    """1,100,000.10 + 2,200,000.20 = 3,300,000.30, the budget: within it, though the two
+    reasons' costs added up read 3300000.3000000003 in doubles, 5e-10 above the budget, which
+    10 decimal places still told apart and failed. A cent less of budget fails."""
+    insert(con, "retention_violations", MARCH,
+           [violation("a", 1_100_000.10, "beyond_keep_last"), violation("b", 2_200_000.20)], {})
+    assert retention_within_budget(con, MARCH, budget=3_300_000.30).passed
+    assert not retention_within_budget(con, MARCH, budget=3_300_000.29).passed
+
 H10 = datetime(2024, 3, 5, 10)
 
 

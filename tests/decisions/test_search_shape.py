@@ -18,8 +18,9 @@ figures so that each expected sum below can be checked by eye.
         c1 seeds "10", "2"  costs 100, 200   metric .70, .80
         c4 seeds "10", "2"  costs 400, 800   metric .75, .80   (tie at .80 → c1, the lower id)
         nc (no config_id)   cost 1000
-        re-runs: c1 (S1, S2) = 300; extra seeds: c4's first seed is "2" (numerically lowest,
-        though it started later), so "10" is extra = 400; c1 is the best: none.
+        re-runs: c1 (first run by S1) = 300; extra seeds: c4's first seed is "2"
+        (numerically lowest, though it started later), so "10" is extra = 400; c1 is the
+        best: none.
         questioned = 700, cost = 2500, configs 2 (c1, c4: the run without config_id is
         in no config, as in search_costs), a 2 × 2 grid
     S4  started 10 Mar, no metric at all: every config's extra seeds count
@@ -140,6 +141,8 @@ def shape(con, month: date = MARCH) -> dict[str, dict]:
 
 
 def test_each_search_against_the_hand_computed_shape(con):
+    """The shape of each March search (the module's table). S3's `rerun_of` is "S1", the
+    search that first ran c1; it was "S1, S2", every earlier search that ran c1."""
     march(con)
     assert build(con, "search_shape") == 5
     got = shape(con)
@@ -147,7 +150,7 @@ def test_each_search_against_the_hand_computed_shape(con):
     expected = {
         #       runs cfg seeds grid   best  rerun rerun_of  no-cfg rerun  extra  quest  cost
         "S2": (6, 3, 3, False, "c3", 2, "S1", 0, 31.0, 22.0, 31.0, 127.0),
-        "S3": (5, 2, 2, True, "c1", 1, "S1, S2", 1, 300.0, 400.0, 700.0, 2500.0),
+        "S3": (5, 2, 2, True, "c1", 1, "S1", 1, 300.0, 400.0, 700.0, 2500.0),
         "S4": (4, 2, 2, True, None, 0, None, 0, 0.0, 16.0, 16.0, 26.0),
         "S6": (1, 1, 1, True, None, 1, "S2", 0, 1.0, 0.0, 1.0, 1.0),
         "S7": (2, 1, 2, True, None, 0, None, 2, 0.0, 0.0, 0.0, 19.0),
@@ -296,6 +299,8 @@ def test_a_search_only_active_through_a_running_run_has_a_row_without_cost(con):
 
 
 def test_bound_the_search_is_the_sum_of_questioned_cost_with_the_shape_as_evidence(con):
+    """S3's re-run is "already run in S1", the search that first ran c1 (`rerun_of`); it
+    read "S1, S2", every earlier search that ran c1."""
     march(con)
     for table in ("search_trend", "search_shape", "cost_levers"):
         build(con, table)
@@ -306,7 +311,7 @@ def test_bound_the_search_is_the_sum_of_questioned_cost_with_the_shape_as_eviden
     # the largest questioned search first; S7 (nothing questioned) is not listed
     assert evidence.startswith("$748.00 of $2,673.00 search cost this month re-ran configs or "
                                "ran extra seeds: S3: 2 configs × 2 seeds, a full grid; "
-                               "1 of 2 configs already run in S1, S2 — $300.00 re-run; 1 run(s) "
+                               "1 of 2 configs already run in S1 — $300.00 re-run; 1 run(s) "
                                "without config_id, never counted as re-runs; extra seeds of "
                                "non-best configs $400.00 (best c1)")
     assert ("S4: 2 configs × 2 seeds, a full grid; no config run in an earlier search; no metric "
@@ -433,7 +438,9 @@ def test_thousands_of_earlier_searches_of_the_same_configs_fit_in_little_memory(
     the snapshot to every other: 1,202 × 10 × 1,201 pairs, out of memory at 64 MB. Only the
     active searches' configs need their first run now.
         SA  10 re-run configs (each first run by E0000), rerun_cost 10 = questioned, cost 10
-        SB  "9" re-run (E0000), "10" new: 1 re-run config, rerun_cost 4, cost 12"""
+        SB  "9" re-run (E0000), "10" new: 1 re-run config, rerun_cost 4, cost 12
+    `rerun_of` is E0000 for both, the search that first ran their configs (it began "E0000,
+    E0001, E0002, E0003, E0004": every earlier search that ran one)."""
     earlier_searches(con, 1200)
     rows = ([trial(f"sa-{c}", "SA", str(c), 0, d(1), 1.0) for c in range(10)]
             + [trial("sb-9", "SB", "9", 0, d(2), 4.0), trial("sb-10", "SB", "10", 0, d(2), 8.0)])
@@ -451,34 +458,48 @@ def test_thousands_of_earlier_searches_of_the_same_configs_fit_in_little_memory(
     assert (sb["runs"], sb["configs"], sb["rerun_configs"]) == (2, 2, 1)
     assert (sb["rerun_cost"], sb["extra_seed_cost"], sb["questioned_cost"], sb["cost"]) == (
         4.0, 0.0, 4.0, 12.0)
-    assert sa["rerun_of"].startswith("E0000, E0001, E0002, E0003, E0004")
-    assert sb["rerun_of"].startswith("E0000, E0001, E0002, E0003, E0004")
+    assert (sa["rerun_of"], sb["rerun_of"]) == ("E0000", "E0000")
 
 
 def test_rerun_of_names_five_earlier_searches_and_counts_the_rest(con):
     """With 1,200 earlier searches of the same configs SA's `rerun_of` listed all 1,200 ids
     (8,399 characters; 13,991 at 2,000 searches) and the lever's evidence repeated each list.
-    It names the first 5 by search id and counts the others: SA re-ran E0000 … E1199 (1,195
-    more than 5), SB those and SA (1,196 more); SC re-ran exactly 5 searches (all named) and
-    SD 6 (one more)."""
+    It names the first 5 by search id and counts the others. The searches named are those
+    that first ran each re-run config (they were every earlier search sharing a config: SA
+    named E0000 … E0004 "… and 1,195 more searches", F6 "F0, F1, F2, F3, F4 … and 1 more
+    search"):
+        SA, SB  re-ran configs of E0000 … E1199, all first run by E0000: "E0000"
+        U0000 … U1199 (2023) each first ran its own config "u0" … "u1199"
+        SC  re-ran all 1,200: U0000 … U0004 and 1,195 more; SD "u0" … "u5": 1 more;
+        SE  "u0" … "u4": exactly 5, all named
+        F0 … F6 (fraud) each ran "x" again after F0: "F0" """
     earlier_searches(con, 1200)
+    con.execute(
+        "INSERT INTO tracker_runs BY NAME "
+        "SELECT ? AS month, printf('U%04d', s) AS run_id, 'test' AS source, 'churn' AS model, "
+        "'search' AS purpose, printf('U%04d', s) AS search_id, '0' AS seed, "
+        "printf('u%d', s) AS config_id, 'FINISHED' AS status, "
+        "TIMESTAMP '2023-06-01' + to_hours(s) AS start_time, "
+        "TIMESTAMP '2023-06-01' + to_hours(s) + INTERVAL 30 MINUTE AS end_time, "
+        "false AS keep, false AS deleted FROM range(1200) AS s(s)", [MARCH])
     rows = ([trial(f"sa-{c}", "SA", str(c), 0, d(1), 1.0) for c in range(10)]
             + [trial("sb-9", "SB", "9", 0, d(2), 4.0), trial("sb-10", "SB", "10", 0, d(2), 8.0)]
+            + [trial(f"sc-{i}", "SC", f"u{i}", 0, d(4), 1.0) for i in range(1200)]
+            + [trial(f"sd-{i}", "SD", f"u{i}", 0, d(5), 1.0) for i in range(6)]
+            + [trial(f"se-{i}", "SE", f"u{i}", 0, d(6), 1.0) for i in range(5)]
             + [trial(f"f{i}", f"F{i}", "x", 0, d(3, hour=i), 1.0, model="fraud")
                for i in range(7)])
     insert_runs(con, MARCH, [r for r, _ in rows])
     put_costs(con, [c for _, c in rows])
     build(con, "search_shape")
     got = shape(con)
-    assert got["SA"]["rerun_of"] == "E0000, E0001, E0002, E0003, E0004 … and 1,195 more searches"
-    assert got["SB"]["rerun_of"] == "E0000, E0001, E0002, E0003, E0004 … and 1,196 more searches"
-    # fraud's F0 … F6 re-ran "x", each every earlier one: F5 five, F6 six
-    assert got["F1"]["rerun_of"] == "F0"
-    assert got["F5"]["rerun_of"] == "F0, F1, F2, F3, F4"
-    assert got["F6"]["rerun_of"] == "F0, F1, F2, F3, F4 … and 1 more search"
-    assert got["F0"]["rerun_of"] is None
-    assert (got["SA"]["rerun_configs"], got["SB"]["rerun_configs"], got["F6"]["rerun_configs"]) \
-        == (10, 1, 1)
+    assert (got["SA"]["rerun_of"], got["SB"]["rerun_of"]) == ("E0000", "E0000")
+    assert got["SC"]["rerun_of"] == "U0000, U0001, U0002, U0003, U0004 … and 1,195 more searches"
+    assert got["SD"]["rerun_of"] == "U0000, U0001, U0002, U0003, U0004 … and 1 more search"
+    assert got["SE"]["rerun_of"] == "U0000, U0001, U0002, U0003, U0004"
+    assert [got[f"F{i}"]["rerun_of"] for i in range(7)] == [None] + ["F0"] * 6
+    assert (got["SA"]["rerun_configs"], got["SB"]["rerun_configs"], got["SC"]["rerun_configs"],
+            got["SD"]["rerun_configs"], got["F6"]["rerun_configs"]) == (10, 1, 1200, 6, 1)
 
 
 def test_bound_the_search_lists_ten_searches_and_sums_the_rest(con):
@@ -486,7 +507,8 @@ def test_bound_the_search_lists_ten_searches_and_sums_the_rest(con):
     0) for $1 … $13: every one after M00 re-runs it, questioning its whole cost. The evidence
     listed every questioned search (14.3 million characters for 2,000 searches); it lists
     the 10 largest — M12 $13 … M03 $4 — then "… and 2 more searches" (M02 $3 + M01 $2 = $5).
-    bound the search = 2 + 3 + … + 13 = $90; M12 re-ran M00 … M11: 5 named, 7 more."""
+    bound the search = 2 + 3 + … + 13 = $90. M12's config was first run by M00: "already
+    run in M00" (it named every earlier search of config "0": M00 … M04 and 7 more)."""
     rows = [trial(f"m{i:02d}", f"M{i:02d}", "0", 0, d(2, hour=i), float(i + 1))
             for i in range(13)]
     insert_runs(con, MARCH, [r for r, _ in rows])
@@ -498,12 +520,51 @@ def test_bound_the_search_lists_ten_searches_and_sums_the_rest(con):
     assert dollars == pytest.approx(90.0, abs=TOL)
     assert evidence.startswith(
         "$90.00 of $91.00 search cost this month re-ran configs or ran extra seeds: M12: "
-        "1 configs × 1 seeds, a full grid; 1 of 1 configs already run in M00, M01, M02, M03, "
-        "M04 … and 7 more searches — $13.00 re-run; no metric picks a best config: extra "
-        "seeds of every config $0.00 | M11: ")
+        "1 configs × 1 seeds, a full grid; 1 of 1 configs already run in M00 — $13.00 "
+        "re-run; no metric picks a best config: extra seeds of every config $0.00 | M11: ")
     *searches, rest = evidence.split(": ", 1)[1].split(" | ")
     assert [s.split(":")[0] for s in searches] == [f"M{i:02d}" for i in range(12, 2, -1)]
     assert rest == "… and 2 more searches ($5.00 questioned; every row is in the warehouse's "\
         "search_shape)"
     assert evidence.endswith(" | … and 2 more searches ($5.00 questioned; every row is in the "
                              "warehouse's search_shape)")
+
+
+def test_rerun_of_names_the_search_that_first_ran_each_config(con):
+    """`rerun_of` names, for each re-run config, the model's search that first ran it (the
+    earliest start, a tie to the lowest search id), each once. It named every earlier search
+    sharing a config: 4,400 searches of configs "0" … "9" all active in a month paired each
+    (search, config) with every earlier search of that config.
+        P1  1 Feb: a, b       P2  2 Feb: c       T2, T1  both 4 Feb 00:00: e (T1 first: id)
+        G1 … G7  5 Feb: f1 … f7 (Gi runs fi)     H  6 Feb: f1 … f7 again
+        S1  1 Mar: c1         S2  2 Mar: c1      S3  3 Mar: c1
+        X  10 Mar: a, b, c, e, c1, z — a, b first run by P1, c by P2, e by T1, c1 by S1;
+            z new: 5 re-run configs, rerun_of "P1, P2, S1, T1" (it was "P1, P2, S1, S2,
+            S3 … and 2 more searches": T1, T2 too), rerun_cost 1 + 2 + 4 + 8 + 16 = 31
+        Y  12 Mar: f1 … f7 — G1 … G7 (H re-ran them): "G1, G2, G3, G4, G5 … and 2 more
+            searches" (it was 3 more: H); Y6 13 Mar: f1 … f6 — "… and 1 more search"
+        S2, S3 re-ran c1: both name S1 (S3 named S1, S2)."""
+    feb = [("P1", d(1, 2), ["a", "b"]), ("P2", d(2, 2), ["c"]), ("T2", d(4, 2), ["e"]),
+           ("T1", d(4, 2), ["e"]), *((f"G{i}", d(5, 2), [f"f{i}"]) for i in range(1, 8)),
+           ("H", d(6, 2), [f"f{i}" for i in range(1, 8)])]
+    rows = [trial(f"{s}-{c}", s, c, 0, start, 1.0, month=FEB)
+            for s, start, configs in feb for c in configs]
+    rows += [trial(f"s{i}-c1", f"S{i}", "c1", 0, d(i), 1.0) for i in (1, 2, 3)]
+    rows += [trial(f"x-{c}", "X", c, 0, d(10), cost)
+             for c, cost in [("a", 1.0), ("b", 2.0), ("c", 4.0), ("e", 8.0), ("c1", 16.0),
+                             ("z", 32.0)]]
+    rows += [trial(f"y-f{i}", "Y", f"f{i}", 0, d(12), 1.0) for i in range(1, 8)]
+    rows += [trial(f"y6-f{i}", "Y6", f"f{i}", 0, d(13), 1.0) for i in range(1, 7)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    assert build(con, "search_shape") == 6
+    got = shape(con)
+    assert {s: got[s]["rerun_of"] for s in got} == {
+        "S1": None, "S2": "S1", "S3": "S1", "X": "P1, P2, S1, T1",
+        "Y": "G1, G2, G3, G4, G5 … and 2 more searches",
+        "Y6": "G1, G2, G3, G4, G5 … and 1 more search"}
+    x = got["X"]
+    assert (x["rerun_configs"], x["rerun_cost"], x["questioned_cost"], x["cost"]) == (
+        5, 31.0, 31.0, 63.0)
+    assert (got["Y"]["rerun_configs"], got["Y6"]["rerun_configs"], got["S3"]["rerun_configs"]
+            ) == (7, 6, 1)

@@ -141,47 +141,28 @@ def test_a_negative_median_is_judged_on_the_net_spends_growth(con):
     assert check.metadata["models_judged"].value == 2
 
 
-def test_a_cost_exactly_at_the_growth_limit_passes(con):
-    """churn: 10.00, 11.40, then 16.05 = 1.5 × median(10.00, 11.40) = 1.5 × 10.70 to the cent:
-    at the limit, not above it (16.05 − 10.70 read 5.350000000000001 > 0.5 × 10.70 in doubles
-    and failed it). fraud: 10.28, 15.88, then 1.5 × 13.08 = 19.62, the same. A cent above the
-    limit still fails."""
+@pytest.mark.parametrize(("history", "growth", "limit", "above", "others"), [
+    # 16.05 − 10.70 read 5.350000000000001 > 0.5 × 10.70 in doubles; fraud: 1.5 × 13.08
+    ((10.00, 11.40), 1.5, 16.05, 16.06, {"fraud": (10.28, 15.88, 19.62)}),
+    # 0.15 × 11,300,000 read 1694999.999999999, 1e-9 short of 1,695,000, which 10 decimal
+    # places still told apart
+    ((11_300_000.0, 11_300_000.0), 1.15, 12_995_000.0, 12_995_000.01, {})])
+def test_a_cost_exactly_at_the_growth_limit_passes(con, history, growth, limit, above, others):
+    """churn's June costs exactly `growth` × the median of its April and May (to the cent; at
+    millions too): at the limit, not above it. A cent above the limit still fails."""
     JUN = date(2026, 6, 1)
-    costs(con, APR, churn=10.00, fraud=10.28)
-    costs(con, MAY, churn=11.40, fraud=15.88)
-    costs(con, JUN, churn=16.05, fraud=19.62)
-    check = model_cost_trend(con, JUN, 1.5)
+    for i, month in enumerate((APR, MAY, JUN)):
+        costs(con, month, churn=(*history, limit)[i],
+              **{model: figures[i] for model, figures in others.items()})
+    check = model_cost_trend(con, JUN, growth)
     assert check.passed
     assert (check.metadata["models_judged"].value,
-            check.metadata["models_exceeding"].value) == (2, 0)
+            check.metadata["models_exceeding"].value) == (1 + len(others), 0)
 
-    con.execute("UPDATE cost_per_model_monthly SET cost = 16.06 "
-                "WHERE month = ? AND model = 'churn'", [JUN])
-    check = model_cost_trend(con, JUN, 1.5)
+    con.execute("UPDATE cost_per_model_monthly SET cost = ? WHERE month = ? AND model = 'churn'",
+                [above, JUN])
+    check = model_cost_trend(con, JUN, growth)
     assert not check.passed
     (failing,) = check.metadata["exceeding"].value
     assert (failing["model"], failing["cost"], failing["previous_median"]) == (
-        "churn", 16.06, 10.70)
-
-
-def test_a_cost_of_millions_exactly_at_the_growth_limit_passes(con):
-    """churn: 11,300,000 twice, then 12,995,000 = 1.15 × 11,300,000: at the limit, not above
-    it. In doubles 0.15 × 11,300,000 reads 1694999.999999999 against 12,995,000 − 11,300,000
-    = 1,695,000, 1e-9 apart, which 10 decimal places still told apart: churn failed. A cent
-    above the limit, 12,995,000.01, fails."""
-    costs(con, APR, churn=11_300_000.0)
-    costs(con, MAY, churn=11_300_000.0)
-    JUN = date(2026, 6, 1)
-    costs(con, JUN, churn=12_995_000.0)
-    check = model_cost_trend(con, JUN, 1.15)
-    assert check.passed
-    assert (check.metadata["models_judged"].value,
-            check.metadata["models_exceeding"].value) == (1, 0)
-
-    con.execute("UPDATE cost_per_model_monthly SET cost = 12995000.01 "
-                "WHERE month = ? AND model = 'churn'", [JUN])
-    check = model_cost_trend(con, JUN, 1.15)
-    assert not check.passed
-    (failing,) = check.metadata["exceeding"].value
-    assert (failing["model"], failing["cost"], failing["previous_median"]) == (
-        "churn", 12_995_000.01, 11_300_000.0)
+        "churn", above, sum(history) / 2)

@@ -327,51 +327,31 @@ def test_restart_of_an_unknown_run_or_itself_and_a_cycle(con):
     assert (rows["s"]["runs"], rows["s"]["restarts"], rows["s"]["lost_cost"]) == (1, 0, 0.0)
 
 
-def test_a_chain_costing_exactly_its_last_run_on_demand_is_not_dearer(con):
+@pytest.mark.parametrize(("a_cost", "b_cost", "on_demand", "below"), [
+    (1.10, 2.20, 3.30, 3.29), (1_100_000.10, 2_200_000.20, 3_300_000.30, 3_300_000.29)])
+def test_a_chain_costing_exactly_its_last_run_on_demand_is_not_dearer(con, a_cost, b_cost,
+                                                                       on_demand, below):
     """a ($1.10 spot) restarted from scratch by b ($2.20 spot, $3.30 on demand): the chain
     cost 1.10 + 2.20 = 3.30, what b alone costs on demand, so it is not dearer — but the sum
-    reads 3.3000000000000003 in doubles and was. Compared to 10 decimals; at b's $3.29 on
-    demand, a cent below the chain's cost, it is dearer."""
+    reads 3.3000000000000003 in doubles and was; at a million times the amounts
+    ($1,100,000.10 + $2,200,000.20 against $3,300,000.30) it read 5e-10 above, which 10
+    decimal places still told apart. A cent below the chain's cost on demand, it is dearer."""
     runs = [run("a", 0, 2, ["i-a"]), run("b", 3, 5, ["i-b"], restart_of="a", status="FINISHED")]
 
     def chain(b_list_cost: float) -> dict:
         with duckdb.connect(":memory:") as c:
             ensure_schema(c)
             register_datasets(c, [])
-            lines = [instance_line("i-a", 0, 2, 1.10, 3.30),
-                     instance_line("i-b", 3, 5, 2.20, b_list_cost)]
+            lines = [instance_line("i-a", 0, 2, a_cost, on_demand),
+                     instance_line("i-b", 3, 5, b_cost, b_list_cost)]
             (row,) = preemption_month(c, lines=lines, runs=runs)
             return row
 
-    at = chain(3.30)
+    at = chain(on_demand)
     assert (at["cost"], at["last_run_id"], at["last_run_on_demand_cost"]) == (
-        pytest.approx(3.30, abs=TOL), "b", 3.30)
+        pytest.approx(on_demand, rel=TOL), "b", on_demand)
     assert at["spot_cost_more_than_on_demand"] is False
-    assert chain(3.29)["spot_cost_more_than_on_demand"] is True
-
-
-def test_a_chain_costing_millions_exactly_its_last_run_on_demand_is_not_dearer(con):
-    """The same at a million times the amounts: a ($1,100,000.10 spot) restarted from scratch
-    by b ($2,200,000.20 spot, $3,300,000.30 on demand). The chain's sum reads
-    3300000.3000000003 in doubles, 5e-10 above b's 3300000.3, which 10 decimal places still
-    told apart: the chain was dearer. At b's $3,300,000.29 on demand, a cent below the
-    chain's cost, it is dearer."""
-    runs = [run("a", 0, 2, ["i-a"]), run("b", 3, 5, ["i-b"], restart_of="a", status="FINISHED")]
-
-    def chain(b_list_cost: float) -> dict:
-        with duckdb.connect(":memory:") as c:
-            ensure_schema(c)
-            register_datasets(c, [])
-            lines = [instance_line("i-a", 0, 2, 1_100_000.10, 3_300_000.30),
-                     instance_line("i-b", 3, 5, 2_200_000.20, b_list_cost)]
-            (row,) = preemption_month(c, lines=lines, runs=runs)
-            return row
-
-    at = chain(3_300_000.30)
-    assert (at["cost"], at["last_run_id"], at["last_run_on_demand_cost"]) == (
-        pytest.approx(3_300_000.30, abs=1e-6), "b", 3_300_000.30)
-    assert at["spot_cost_more_than_on_demand"] is False
-    assert chain(3_300_000.29)["spot_cost_more_than_on_demand"] is True
+    assert chain(below)["spot_cost_more_than_on_demand"] is True
 
 
 # -------------------------------------------------------------------------------- the levers

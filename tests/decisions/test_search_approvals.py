@@ -213,11 +213,16 @@ def test_the_report_marks_an_estimate_over_budget_as_not_approved(cfg):
     assert "$100.00</td>" in sx and "not approved" not in sx
 
 
-def test_a_cost_exactly_at_the_tolerance_is_within_the_estimate(cfg):
-    """SX estimated at $1.13 has cost $1.243 = 1.1 × 1.13 to the tenth of a cent: at the
-    tolerance, not over it (1.1 × 1.13 reads 1.2429999999999999 in doubles, and 1.243 was
-    over). A cost of $1.253, a cent more, is over."""
-    approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=1.13)
+@pytest.mark.parametrize(("estimate", "tolerance", "cost"), [
+    # 1.1 × 1.13 reads 1.2429999999999999 in doubles, and 1.243 was over
+    (1.13, 1.1, 1.243),
+    # 1.15 × 11,300,000 reads 12994999.999999998, 2e-9 short, which 10 decimal places still
+    # told apart: the cost was over
+    (11_300_000.0, 1.15, 12_995_000.0)])
+def test_a_cost_exactly_at_the_tolerance_is_within_the_estimate(cfg, estimate, tolerance, cost):
+    """SX has cost exactly `tolerance` × its estimate (to the tenth of a cent; at millions
+    too): at the tolerance, not over it. A cent more is over."""
+    approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=estimate)
     with duckdb.connect(cfg.warehouse_path) as con:
         ensure_schema(con)
         con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
@@ -225,40 +230,14 @@ def test_a_cost_exactly_at_the_tolerance_is_within_the_estimate(cfg):
         insert_runs(con, MARCH, [
             {"run_id": "x1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
              "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}])
-        put_costs(con, [(MARCH, "x1", 1.243)])
-        assert search_costs(con)["SX"] == pytest.approx((1.13, 1.243, 0.113))
-        check = searches_within_estimate(con, MARCH)
+        put_costs(con, [(MARCH, "x1", cost)])
+        assert search_costs(con)["SX"] == pytest.approx((estimate, cost, cost - estimate))
+        check = searches_within_estimate(con, MARCH, tolerance)
         assert check.passed
         assert check.metadata["over_estimate"].value == ""
 
-        put_costs(con, [(MARCH, "x1", 0.01)])                      # 1.243 + 0.01 = 1.253
+        put_costs(con, [(MARCH, "x1", 0.01)])                      # a cent more
         search_costs(con)
-        check = searches_within_estimate(con, MARCH)
-        assert not check.passed
-        assert check.metadata["over_estimate"].value == "SX"
-
-
-def test_a_cost_of_millions_exactly_at_the_tolerance_is_within_the_estimate(cfg):
-    """SX estimated at $11,300,000 with a tolerance of 1.15 has cost $12,995,000 = 1.15 ×
-    11,300,000: at the tolerance, not over it. In doubles 1.15 × 11,300,000 reads
-    12994999.999999998, 2e-9 short, which 10 decimal places still told apart: the cost was
-    over. A cent more, $12,995,000.01, is over."""
-    approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=11_300_000.0)
-    with duckdb.connect(cfg.warehouse_path) as con:
-        ensure_schema(con)
-        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-        insert_runs(con, MARCH, [
-            {"run_id": "x1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
-             "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}])
-        put_costs(con, [(MARCH, "x1", 12_995_000.0)])
-        assert search_costs(con)["SX"] == (11_300_000.0, 12_995_000.0, 1_695_000.0)
-        check = searches_within_estimate(con, MARCH, 1.15)
-        assert check.passed
-        assert check.metadata["over_estimate"].value == ""
-
-        put_costs(con, [(MARCH, "x1", 0.01)])              # 12,995,000 + 0.01 = 12,995,000.01
-        search_costs(con)
-        check = searches_within_estimate(con, MARCH, 1.15)
+        check = searches_within_estimate(con, MARCH, tolerance)
         assert not check.passed
         assert check.metadata["over_estimate"].value == "SX"

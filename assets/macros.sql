@@ -213,6 +213,14 @@ CREATE OR REPLACE TEMP MACRO fmt_money(amount, currency) AS
         || money_digits(amount, minor_digits(currency))
     END;
 
+-- what a list shown to its first 10 leaves out, counted: `; … and 2 more models` after
+-- `separator`, '' when nothing is left out (evidence texts name at most 10 of a kind)
+CREATE OR REPLACE TEMP MACRO more_of(listed, separator, kind) AS
+    CASE WHEN listed > 10
+         THEN separator || '… and ' || format('{:,}', listed - 10) || ' more ' || kind
+              || CASE WHEN listed - 10 = 1 THEN '' ELSE 's' END
+         ELSE '' END;
+
 -- the month's BillingCurrency (one per month, SPEC §5; USD when the bill names none)
 CREATE OR REPLACE TEMP MACRO bill_currency(for_month) AS
     (SELECT coalesce(min(BillingCurrency), 'USD') FROM billing_facts WHERE month = for_month);

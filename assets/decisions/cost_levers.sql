@@ -195,11 +195,14 @@ retrain AS (
         coalesce(sum(retrains), 0)                                     AS retrains,
         coalesce(sum(flat_retrains), 0)                                AS flat,
         count(*) FILTER (WHERE mean_metric_change IS NOT NULL)         AS measured_models,
-        string_agg(model || ': ' || flat_retrains || ' of ' || retrains || ' retrain(s) flat, '
-                   || fmt_money(flat_retrain_cost, b.currency)
-                   || coalesce(', every ' || format('{:,.1f}', median_days_between) || ' days', ''),
-                   '; ' ORDER BY flat_retrain_cost DESC, model)
-            FILTER (WHERE flat_retrains > 0)                           AS detail
+        -- the 10 costliest models, then a count (each model was listed: 3,000 models)
+        array_to_string((list(model || ': ' || flat_retrains || ' of ' || retrains
+                              || ' retrain(s) flat, ' || fmt_money(flat_retrain_cost, b.currency)
+                              || coalesce(', every ' || format('{:,.1f}', median_days_between)
+                                          || ' days', '')
+                              ORDER BY flat_retrain_cost DESC, model)
+                         FILTER (WHERE flat_retrains > 0))[1:10], '; ')
+            || more_of(count(*) FILTER (WHERE flat_retrains > 0), '; ', 'model')  AS detail
     FROM bill AS b, retrain_cadence
     WHERE month = $month
 ),
@@ -235,19 +238,25 @@ preempted AS (
         -- each list under the heading that counts it: the chains that lost compute, the
         -- chains dearer than their last run on demand, the chains whose last run has no
         -- on-demand figure this month (compared with nothing)
-        string_agg(chain_id || ' (' || runs || ' runs, ' || restarts_from_scratch
-                   || ' from scratch) ' || fmt_money(lost_cost, b.currency)
-                   || ' of ' || fmt_money(cost, b.currency),
-                   ', ' ORDER BY lost_cost DESC, chain_id)
-            FILTER (WHERE lost_cost <> 0)                              AS lost_detail,
+        -- each list its first 10, then a count (every chain was listed: 1,000 spot chains)
+        array_to_string((list(chain_id || ' (' || runs || ' runs, ' || restarts_from_scratch
+                              || ' from scratch) ' || fmt_money(lost_cost, b.currency)
+                              || ' of ' || fmt_money(cost, b.currency)
+                              ORDER BY lost_cost DESC, chain_id)
+                         FILTER (WHERE lost_cost <> 0))[1:10], ', ')
+            || more_of(count(*) FILTER (WHERE lost_cost <> 0), ', ', 'chain') AS lost_detail,
         count(*) FILTER (WHERE spot_cost_more_than_on_demand)          AS dearer,
-        string_agg(chain_id || ' ' || fmt_money(cost, b.currency) || ' vs '
-                   || fmt_money(last_run_on_demand_cost, b.currency),
-                   ', ' ORDER BY cost - last_run_on_demand_cost DESC, chain_id)
-            FILTER (WHERE spot_cost_more_than_on_demand)               AS dearer_detail,
+        array_to_string((list(chain_id || ' ' || fmt_money(cost, b.currency) || ' vs '
+                              || fmt_money(last_run_on_demand_cost, b.currency)
+                              ORDER BY cost - last_run_on_demand_cost DESC, chain_id)
+                         FILTER (WHERE spot_cost_more_than_on_demand))[1:10], ', ')
+            || more_of(count(*) FILTER (WHERE spot_cost_more_than_on_demand), ', ', 'chain')
+                                                                       AS dearer_detail,
         count(*) FILTER (WHERE last_run_on_demand_cost IS NULL)        AS unpriced,
-        string_agg(chain_id, ', ' ORDER BY chain_id)
-            FILTER (WHERE last_run_on_demand_cost IS NULL)             AS unpriced_detail
+        array_to_string((list(chain_id ORDER BY chain_id)
+                         FILTER (WHERE last_run_on_demand_cost IS NULL))[1:10], ', ')
+            || more_of(count(*) FILTER (WHERE last_run_on_demand_cost IS NULL), ', ', 'chain')
+                                                                       AS unpriced_detail
     FROM bill AS b, preemption
     WHERE month = $month
 ),

@@ -568,3 +568,32 @@ def test_rerun_of_names_the_search_that_first_ran_each_config(con):
         5, 31.0, 31.0, 63.0)
     assert (got["Y"]["rerun_configs"], got["Y6"]["rerun_configs"], got["S3"]["rerun_configs"]
             ) == (7, 6, 1)
+
+
+def test_the_preemption_and_retrain_levers_list_ten_then_count_the_rest(con):
+    """Twelve chains that lost compute ($1 … $12, c01 … c12), each dearer than its last run on
+    demand, and twelve models with flat retrains ($1 … $12): the evidence
+    listed every one (a month of 1,000 spot chains wrote them all into the lever and the
+    page); it lists the 10 largest, then "… and 2 more chains" / "… and 2 more models"."""
+    for i in range(1, 13):
+        con.execute("INSERT INTO preemption VALUES (?, ?, 'churn', 2, 1, 1, ?, ?, ?, ?, ?, true)",
+                    [MARCH, f"c{i:02d}", 2.0 * i, float(i), 1.0 * i, f"c{i:02d}-b", 0.5 * i])
+        con.execute("INSERT INTO retrain_cadence VALUES (?, ?, 1, {'schedule': 1, 'drift': 0, "
+                    "'manual': 0, 'unknown': 0}, 1, 0, 0, 0, NULL, ?, 0, 0.0, 1, ?)",
+                    [MARCH, f"m{i:02d}", float(i), float(i)])
+    insert_runs(con, MARCH, [{"run_id": "c01-b", "status": "FINISHED", "start_time": d(2),
+                              "end_time": d(3), "model": "churn", "purpose": "production",
+                              "restart_of": "c01", "metric_value": 0.5}])
+    build(con, "cost_levers")
+    evidence = dict(con.execute("SELECT lever, evidence FROM cost_levers").fetchall())
+    preempt = evidence["checkpoint before going preemptible"]
+    lost = preempt.split(": ", 1)[1].split("; ")[0]
+    assert lost.startswith("c12 (2 runs, 1 from scratch) $12.00 of $24.00, c11 (")
+    assert lost.count(" from scratch) ") == 10
+    assert lost.endswith("c03 (2 runs, 1 from scratch) $3.00 of $6.00, … and 2 more chains")
+    assert "c12 $24.00 vs $6.00, " in preempt and "c03 $6.00 vs $1.50, … and 2 more chains" \
+        in preempt
+    retrain = evidence["retrain on measured decay"]
+    assert retrain.count(" retrain(s) flat, ") == 10
+    assert "m12: 1 of 1 retrain(s) flat, $12.00; m11: " in retrain
+    assert retrain.endswith("m03: 1 of 1 retrain(s) flat, $3.00; … and 2 more models")

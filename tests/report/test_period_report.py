@@ -100,6 +100,13 @@ def test_sections_equal_their_tables(quarter, demo_warehouse):
     assert searches == {s: str(sat).lower() for s, sat in con.execute(
         "SELECT search_id, saturating FROM search_trend WHERE month = ?", [LAST]).fetchall()}
     assert data["by_purpose"][LAST]["search"] > data["by_purpose"][FIRST]["search"]
+    # a search without an improvement (each model's first) says why, as its chart mark does
+    # (its cell read "–")
+    html = quarter[0].read_text(encoding="utf-8")
+    firsts = [s for s in data["searches"] if s["improvement"] is None]
+    assert firsts and all(re.search(
+        rf'<tr data-search="{s["search_id"]}".*?<span class="na">no baseline</span>', html)
+        for s in firsts)
 
 
 def test_levers_summed_over_the_period_and_ranked(quarter, demo_warehouse):

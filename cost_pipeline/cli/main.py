@@ -207,7 +207,9 @@ def cmd_report(args) -> int:
                        (("--from", args.from_month), ("--to", args.to_month)))
     try:
         if args.month:
-            path, _ = write_report(cfg.warehouse_path, first, out=args.out)
+            path, data = write_report(cfg.warehouse_path, first, out=args.out)
+            if data.get("stale"):
+                print(f"note: {data['stale']}", file=sys.stderr)
         else:
             from cost_pipeline.report.period import stale_searches, write_period_report
 

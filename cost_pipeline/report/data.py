@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from cost_pipeline.report.strip import six_months
+from cost_pipeline.report.strip import read_rows, six_months, stale_searches_note
 from cost_pipeline.warehouse import materialized_empty, rows_of, sql_text, table_names
 
 COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
@@ -231,5 +231,8 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "preemption_rest": chains_rest,
         "bridge": bridge(con, month, head),
         "strip": six_months(con, month),  # the 6 months ending with this one
+        # the searches' cost to date older than an earlier month's figures (restated after)
+        "stale": stale_searches_note(read_rows(con, "period_searches", month, month), month)
+        if "search_trend" in have else None,
         "tables": have,
     }

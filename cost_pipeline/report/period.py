@@ -29,10 +29,9 @@ from cost_pipeline.report.render import (
     percent,
     write_page,
 )
-from cost_pipeline.report.strip import months_between
+from cost_pipeline.report.strip import NAMED, months_between, stale_searches_note
 
 MAX_MONTHS = 36  # a page of month columns stays readable up to three years
-NAMED = 10  # saturating searches named in the summary; the others are counted
 
 
 def check_range(first: date, last: date) -> None:
@@ -76,15 +75,7 @@ def _refuse_gaps(data: dict) -> None:
 def stale_searches(data: dict) -> str | None:
     """What to do when the searches' cost to date, as the last month computed it, is older
     than a month before it (restated and materialized again after it), else None."""
-    stale = [s["search_id"] for s in data["searches"] or [] if s["stale"]]
-    if not stale:
-        return None
-    named = ", ".join(stale[:NAMED]) + (f" and {len(stale) - NAMED:,} more" if
-                                        len(stale) > NAMED else "")
-    return (f"Out of date: the cost to date of {named}, as {data['last']:%Y-%m} computed it, "
-            "differs from the months' own figures: a month before it was materialized again "
-            "after it, or the runs changed since some months were. Materialize the months "
-            "again, in order, then this report.")
+    return stale_searches_note(data["searches"], data["last"])
 
 
 def month_format(data: dict) -> str:

@@ -119,8 +119,11 @@ def biggest_lever(levers: list[dict], when: str, symbol: str) -> str:
 
 
 def summary(data: dict, symbol: str) -> list[str]:
-    """The three or four sentences a finance director reads first."""
+    """The three or four sentences a finance director reads first (after what to redo when
+    the searches' cost to date is out of date)."""
     out, total = [], data["headline"]["effective_cost"]
+    if data.get("stale"):
+        out.append(data["stale"])
     if data["bill"]:
         out.extend(where_the_money_went(data["bill"], symbol))
     rec = data["reconciliation"]

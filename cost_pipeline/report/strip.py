@@ -15,6 +15,7 @@ from cost_pipeline.months import next_month
 from cost_pipeline.warehouse import materialized_empty, rows_of, sql_text, table_names
 
 STRIP_MONTHS = 6  # the monthly report's strip: the 6 months ending with the month
+NAMED = 10  # searches named in a summary's sentence; the others are counted
 ZERO = Decimal(0)
 
 
@@ -46,6 +47,21 @@ def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:
         month = out.setdefault(c["month"], {})
         month[c["purpose_class"]] = month.get(c["purpose_class"], ZERO) + c["cost"]
     return out
+
+
+def stale_searches_note(searches: list[dict] | None, last: date) -> str | None:
+    """What to do when the searches' cost to date, as `last` computed it, is older than a
+    month before it (restated and materialized again after it; `period_searches.sql`
+    `stale`), else None — said by the period report and by `last`'s own page."""
+    stale = [s["search_id"] for s in searches or [] if s["stale"]]
+    if not stale:
+        return None
+    named = ", ".join(stale[:NAMED]) + (f" and {len(stale) - NAMED:,} more" if
+                                        len(stale) > NAMED else "")
+    return (f"Out of date: the cost to date of {named}, as {last:%Y-%m} computed it, "
+            "differs from the months' own figures: a month before it was materialized again "
+            "after it, or the runs changed since some months were. Materialize the months "
+            "again, in order, then this report.")
 
 
 def six_months(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:

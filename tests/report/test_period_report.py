@@ -428,6 +428,14 @@ def test_a_last_month_older_than_a_restated_month_says_so(warehouse, quarter, tm
         "months' own figures: a month before it was materialized again after it, or the runs "
         "changed since some months were. Materialize the months again, in order, then this "
         "report.")
+    # September's own page showed the same stale cost to date saying nothing: it says so too
+    page, _ = write_report(copy, LAST, out=tmp_path / "september.html")
+    first = page.read_text(encoding="utf-8").split('<ul class="summary">')[1]
+    assert html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", first))).strip().startswith(
+        f"Out of date: the cost to date of {search}, as 2026-09 computed it, differs from the "
+        "months' own figures")
+    page, _ = write_report(copy, MONTHS[0], out=tmp_path / "july.html")   # July: before it
+    assert "Out of date" not in page.read_text(encoding="utf-8")
 
 
 def test_the_summary_names_the_periods_saturated_searches_only(warehouse, tmp_path):

@@ -213,6 +213,13 @@ CREATE OR REPLACE TEMP MACRO fmt_money(amount, currency) AS
         || money_digits(amount, minor_digits(currency))
     END;
 
+-- a figure over its policy limit: `excess` (the figure minus the limit), to 10 decimal places
+-- (CUR's own precision for amounts), above 1e-12 of `size` (the larger of the figures): ones
+-- equal within the doubles' precision are equal at any size, a cent over is over to $1e9
+-- (docs/tables.md, "Policy boundaries"; checks.py `LIMIT_PRECISION` for the retention budget)
+CREATE OR REPLACE TEMP MACRO over_limit(excess, size) AS
+    round(excess, 10) > 1e-12 * size;
+
 -- what a list shown to its first 10 leaves out, counted: `; … and 2 more models` after
 -- `separator`, '' when nothing is left out (evidence texts name at most 10 of a kind)
 CREATE OR REPLACE TEMP MACRO more_of(listed, separator, kind) AS

@@ -217,8 +217,8 @@ SELECT
     o.on_demand_cost,
     l.last_run_id,
     o.last_run_on_demand_cost,
-    round(c.cost - o.last_run_on_demand_cost, 10)
-        > 1e-12 * greatest(abs(c.cost), abs(o.last_run_on_demand_cost))
+    over_limit(c.cost - o.last_run_on_demand_cost,
+               greatest(abs(c.cost), abs(o.last_run_on_demand_cost)))
                                                              AS spot_cost_more_than_on_demand
 FROM per_chain AS c
 JOIN on_demand AS o USING (chain_id)

@@ -62,10 +62,10 @@ SELECT
     coalesce(h.months, [])                                   AS months,
     coalesce(h.previous_months, 0) >= 2                      AS judged,
     coalesce(h.previous_months >= 2
-             AND round(c.cost - h.previous_median
-                       - ($max_growth - 1) * abs(h.previous_median), 10)
-                 > 1e-12 * greatest(abs(c.cost),
-                                    greatest($max_growth, 1) * abs(h.previous_median)),
+             AND over_limit(c.cost - h.previous_median
+                            - ($max_growth - 1) * abs(h.previous_median),
+                            greatest(abs(c.cost),
+                                     greatest($max_growth, 1) * abs(h.previous_median))),
              false)                                                  AS exceeds
 FROM per_month AS c
 LEFT JOIN history AS h ON h.model = c.model

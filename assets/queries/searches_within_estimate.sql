@@ -19,6 +19,6 @@ SELECT
 FROM search_costs
 WHERE month = $month
   AND (estimated_cost IS NULL
-       OR round(cumulative_cost - $tolerance * estimated_cost, 10)
-          > 1e-12 * greatest(abs(cumulative_cost), abs($tolerance * estimated_cost)))
+       OR over_limit(cumulative_cost - $tolerance * estimated_cost,
+                     greatest(abs(cumulative_cost), abs($tolerance * estimated_cost))))
 ORDER BY reason, overrun DESC NULLS LAST, search_id

@@ -129,7 +129,8 @@ def billing_complete(con: duckdb.DuckDBPyConnection, month: date,
 
 
 # figures held against a limit are equal when they differ by at most this much of their size
-# (docs/tables.md, "Policy boundaries"), besides 10 decimal places: a double's precision
+# (docs/tables.md, "Policy boundaries"), besides 10 decimal places: a double's precision; the
+# SQL checks' rule is macros.sql `over_limit`
 LIMIT_PRECISION = 1e-12
 
 

@@ -10,6 +10,7 @@ import dagster as dg
 import duckdb
 
 from cost_pipeline.defs.metadata import kept_apart, rounded, to_minor_unit
+from cost_pipeline.limits import ESTIMATE_TOLERANCE, over_limit
 from cost_pipeline.months import next_month
 from cost_pipeline.report import data as report_data
 from cost_pipeline.warehouse import query, rows_of, sql_text
@@ -128,12 +129,6 @@ def billing_complete(con: duckdb.DuckDBPyConnection, month: date,
     )
 
 
-# figures held against a limit are equal when they differ by at most this much of their size
-# (docs/tables.md, "Policy boundaries"), besides 10 decimal places: a double's precision; the
-# SQL checks' rule is macros.sql `over_limit`
-LIMIT_PRECISION = 1e-12
-
-
 def retention_within_budget(con: duckdb.DuckDBPyConnection, month: date,
                             budget: float) -> dg.AssetCheckResult:
     """SPEC §8: the month's retention violations cost at most the configured budget (WARN)."""
@@ -151,7 +146,7 @@ def retention_within_budget(con: duckdb.DuckDBPyConnection, month: date,
     # Figures equal within the doubles' precision are equal at any size: at $1M and more a
     # double's spacing passes 1e-10 (1,100,000.10 + 2,200,000.20 reads 3300000.3000000003)
     # and 10 decimals alone failed a budget of exactly the cost; a cent over is over to $1e9
-    over = round(cost - budget, 10) > LIMIT_PRECISION * max(abs(cost), abs(budget))
+    over = over_limit(cost - budget, max(abs(cost), abs(budget)))
     currency = con.execute("SELECT bill_currency(?)", [month]).fetchone()[0]
     figures = {
         "month": f"{month:%Y-%m}",
@@ -231,9 +226,6 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
             "exceeding": dg.MetadataValue.json(exceeding),
         }),
     )
-
-
-ESTIMATE_TOLERANCE = 1.1  # a search may cost up to 10 % more than its approved estimate
 
 
 def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,

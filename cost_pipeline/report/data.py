@@ -13,6 +13,7 @@ from typing import Any
 
 import duckdb
 
+from cost_pipeline.limits import over_estimate
 from cost_pipeline.report.strip import read_rows, six_months, stale_searches_note
 from cost_pipeline.warehouse import materialized_empty, rows_of, sql_text, table_names
 
@@ -128,7 +129,8 @@ def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
     """Search cost per unit of improvement; with the saturation flag when search_trend exists;
     the recorded estimate (estimate --approve) against the cost to date, and whether it was
     approved (`search_approvals.approved`: within the budget) — the latest recording of that
-    estimate; NULL when search_approvals is missing."""
+    estimate; NULL when search_approvals is missing — and `over_estimate`, the check's rule
+    (cost_pipeline/limits.py)."""
     trend = ("LEFT JOIN (SELECT search_id, saturating FROM search_trend WHERE month = ?) "
              "AS t USING (search_id)") if with_trend else ""
     saturating = "t.saturating" if with_trend else "CAST(NULL AS BOOLEAN)"
@@ -139,7 +141,7 @@ def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
         ) AS ap ON ap.search_id = s.search_id AND ap.estimated_cost = s.estimated_cost"""
                  if with_approvals else "")
     approved = "ap.approved" if with_approvals else "CAST(NULL AS BOOLEAN)"
-    return rows_of(con, f"""
+    found = rows_of(con, f"""
         SELECT s.search_id, s.model, s.runs, s.configs, s.seeds, s.accelerator_hours, s.cost,
                s.metric_name, s.best_metric, s.previous_best, s.improvement,
                s.cost_per_improvement, {saturating} AS saturating,
@@ -147,6 +149,9 @@ def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
         FROM search_costs AS s {trend} {approvals}
         WHERE s.month = ?
         ORDER BY s.cost DESC, s.search_id""", [month, month] if with_trend else [month])
+    for s in found:  # flagged as the check `searches_within_estimate` fails it
+        s["over_estimate"] = over_estimate(s["cumulative_cost"], s["estimated_cost"])
+    return found
 
 
 def retrains(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str, Any]]:

@@ -241,3 +241,29 @@ def test_a_cost_exactly_at_the_tolerance_is_within_the_estimate(cfg, estimate, t
         check = searches_within_estimate(con, MARCH, tolerance)
         assert not check.passed
         assert check.metadata["over_estimate"].value == "SX"
+
+
+def test_the_page_flags_a_search_over_its_estimate_as_the_check_does(cfg):
+    """SX has cost exactly 1.1 × its $1.13 estimate ($1.243; 1.1 × 1.13 reads
+    1.2429999999999999 in doubles): the check passes it, and the page flagged it in red as an
+    overrun all the same, comparing the two in plain doubles. The page holds the cost to date
+    against the estimate by the check's own rule; a cent more is flagged by both."""
+    approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=1.13)
+    for cost, over in ((1.243, False), (1.253, True)):
+        with duckdb.connect(cfg.warehouse_path) as con:
+            ensure_schema(con)
+            con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                        "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+            insert_runs(con, MARCH, [
+                {"run_id": "x1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
+                 "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}])
+            put_costs(con, [(MARCH, "x1", cost)])
+            search_costs(con)
+            assert searches_within_estimate(con, MARCH).passed is not over
+            insert_lines(con, MARCH, [{
+                "ChargePeriodStart": d(3), "ChargePeriodEnd": d(3, hour=1),
+                "ChargeCategory": "Usage", "EffectiveCost": cost, "x_CostComponent": "gpu",
+                "x_SourceLine": "l0"}])
+            row = search_row(render_html(collect(con, MARCH), "test.duckdb"), "SX")
+        assert ('<span class="fail-text">+' in row) is over, row
+        assert ("(+10%)" in row) is not over, row

@@ -488,3 +488,23 @@ def test_a_ui_cell_drops_bidirectional_controls():
     from cost_pipeline.report.markdown import _text
 
     assert _text("i-x\u202egnp.exe\u2067 (g5)\n# h") == "i-xgnp.exe \\(g5\\) \\# h"
+
+
+def test_a_search_of_fractional_configs_shows_the_fraction(tmp_path):
+    """A search of 5 runs of seeds 1, 2, 1, 2, 1 and no config_id has 5 ÷ 2 = 2.5 configs
+    (SPEC §7): the page rounded it half to even and read "2 × 2", four runs' worth of shape
+    for five. A whole number stays whole."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 5.0)])
+        insert(con, "search_costs", JULY, [
+            {"search_id": "sC", "model": "fraud", "runs": 5, "configs": 2.5, "seeds": 2,
+             "cost": 3.0},
+            {"search_id": "sD", "model": "fraud", "runs": 6, "configs": 3.0, "seeds": 2,
+             "cost": 2.0}],
+            {"runs_this_month": 5, "hours": 1.0, "accelerator_hours": 1.0})
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    rows = dict(re.findall(r'<tr data-search="(\w+)">(.*?)</tr>', html, re.S))
+    assert '<td class="num">5</td><td class="num">2.5 × 2</td>' in rows["sC"]
+    assert '<td class="num">6</td><td class="num">3 × 2</td>' in rows["sD"]

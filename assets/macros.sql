@@ -228,6 +228,10 @@ CREATE OR REPLACE TEMP MACRO more_of(listed, separator, kind) AS
               || CASE WHEN listed - 10 = 1 THEN '' ELSE 's' END
          ELSE '' END;
 
+-- a count and its noun, singular for one: `1 config`, `12 configs`
+CREATE OR REPLACE TEMP MACRO counted(n, noun) AS
+    n || ' ' || noun || CASE WHEN n = 1 THEN '' ELSE 's' END;
+
 -- the month's BillingCurrency (one per month, SPEC §5; USD when the bill names none)
 CREATE OR REPLACE TEMP MACRO bill_currency(for_month) AS
     (SELECT coalesce(min(BillingCurrency), 'USD') FROM billing_facts WHERE month = for_month);

@@ -204,11 +204,17 @@ def estimate_search(
     )
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 config`, `1,200 configs` (macros.sql `counted` for the levers' texts)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def render(est: SearchEstimate) -> str:
     symbol = symbol_of(est.currency)
     rows = [
-        f"Search estimate for {est.model}: {est.configs} configs × {est.seeds} seeds × "
-        f"{est.reruns} re-run(s) = {est.runs} runs",
+        f"Search estimate for {est.model}: {counted(est.configs, 'config')} × "
+        f"{counted(est.seeds, 'seed')} × {counted(est.reruns, 're-run')} = "
+        f"{counted(est.runs, 'run')}",
         f"  GPU per run: {plain(est.gpus)} GPUs × {plain(est.hours)} h × {est.price:,.4f} "
         f"{est.currency}/GPU-hour",
         f"  amounts in {est.currency}",

@@ -57,12 +57,13 @@ search AS (
         coalesce(fsum(sh.questioned_cost), 0)                   AS dollars,
         count(*) FILTER (WHERE sh.questioned_cost <> 0)        AS searches,
         string_agg(
-            sh.search_id || ': ' || sh.configs || ' configs × '
-            || CASE WHEN sh.grid THEN sh.seeds_per_config || ' seeds, a full grid'
-                    ELSE 'up to ' || sh.seeds_per_config || ' seeds, not a full grid' END
+            sh.search_id || ': ' || counted(sh.configs, 'config') || ' × '
+            || CASE WHEN sh.grid THEN counted(sh.seeds_per_config, 'seed') || ', a full grid'
+                    ELSE 'up to ' || counted(sh.seeds_per_config, 'seed')
+                         || ', not a full grid' END
             || CASE WHEN sh.rerun_configs > 0
                     THEN '; ' || sh.rerun_configs || ' of '
-                         || sh.configs || ' configs already run in '
+                         || counted(sh.configs, 'config') || ' already run in '
                          || sh.rerun_of || ' — ' || fmt_money(sh.rerun_cost, b.currency)
                          || ' re-run'
                     ELSE '; no config run in an earlier search' END

@@ -182,6 +182,10 @@ def test_gpus_and_hours_print_as_plain_numbers(tmp_path):
     assert "  GPU per run: 2.5 GPUs × 1,234.57 h × 2.0000 USD/GPU-hour" in small
     tiny = render(estimate_search(cfg, "churn", 1, 1, gpus=8, hours=0.0000123456789, price=2))
     assert "  GPU per run: 8 GPUs × 0.0000123457 h × " in tiny
+    # one of each is singular: it read "1 configs × 1 seeds × 1 re-run(s) = 1 runs"
+    assert "Search estimate for churn: 1 config × 1 seed × 1 re-run = 1 run\n" in tiny
+    assert "churn: 1,200 configs × 3 seeds × 2 re-runs = 7,200 runs\n" in render(
+        estimate_search(cfg, "churn", 1200, 3, reruns=2, gpus=1, hours=1, price=2))
     with pytest.raises(EstimateError) as err:
         estimate_search(cfg, "churn", 10**6, 10**6, gpus=1e300, hours=1e10, price=1.0)
     # from 1e15 on an exponent: a 1e300 spelled out was three hundred digits in one line

@@ -401,7 +401,7 @@ def test_a_refunded_re_run_is_no_saving_below_zero_in_a_month_or_a_period(con):
     assert levers[aug][2] == (
         "the re-run configs' and extra seeds' cost is a credit this month (−$100.00): nothing "
         "to save; −$100.00 of −$100.00 search cost this month re-ran configs or ran extra "
-        "seeds: S8: 1 configs × 1 seeds, a full grid; 1 of 1 configs already run in S7 — "
+        "seeds: S8: 1 config × 1 seed, a full grid; 1 of 1 config already run in S7 — "
         "−$100.00 re-run; extra seeds of non-best configs $0.00 (best c1)")
     period = {r["lever"]: r for r in read_rows(con, "period_levers", jul, nov)}
     bound = period["bound the search"]
@@ -520,7 +520,7 @@ def test_bound_the_search_lists_ten_searches_and_sums_the_rest(con):
     assert dollars == pytest.approx(90.0, abs=TOL)
     assert evidence.startswith(
         "$90.00 of $91.00 search cost this month re-ran configs or ran extra seeds: M12: "
-        "1 configs × 1 seeds, a full grid; 1 of 1 configs already run in M00 — $13.00 "
+        "1 config × 1 seed, a full grid; 1 of 1 config already run in M00 — $13.00 "
         "re-run; no metric picks a best config: extra seeds of every config $0.00 | M11: ")
     *searches, rest = evidence.split(": ", 1)[1].split(" | ")
     assert [s.split(":")[0] for s in searches] == [f"M{i:02d}" for i in range(12, 2, -1)]

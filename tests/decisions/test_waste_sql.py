@@ -716,7 +716,7 @@ def test_every_lever_of_a_month_of_refunds_is_zero_saying_so(con):
     # what follows is the lever's own evidence, the figures as they stand
     assert evidence["bound the search"].endswith(
         "nothing to save; −$100.00 of −$100.00 search cost this month re-ran configs or ran "
-        "extra seeds: S8: 1 configs × 1 seeds, a full grid; 1 of 1 configs already run in "
+        "extra seeds: S8: 1 config × 1 seed, a full grid; 1 of 1 config already run in "
         "S7 — −$100.00 re-run; extra seeds of non-best configs $0.00 (best c1)")
     assert evidence["delete dead checkpoints"].endswith(
         "nothing to save; 4 object(s), 0.0 GiB, break the retention policy: dead runs "

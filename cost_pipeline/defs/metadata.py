@@ -35,12 +35,14 @@ def rounded_figure(key: str, value: Any, currency: str | None = None) -> Any:
         return value
     name = key.lower()
     if _HOURS.search(name):
-        return round(value, 3)
-    if _SHARE.search(name):
-        return round(value, 4)
-    if _MONEY.search(name):
+        shown = round(value, 3)
+    elif _SHARE.search(name) or not _MONEY.search(name):
+        shown = round(value, 4)
+    else:
         return to_minor_unit(value, currency)
-    return round(value, 4)
+    # a figure under the last digit keeps its first three significant ones: 0.1 s of a GPU
+    # on a resource no bill shows read "unbilled_claim_gpu_hours 0.0000" on a failed check
+    return float(f"{value:.3g}") if shown == 0 and value != 0 else shown
 
 
 def kept_apart(shown: dict[str, Any], raw: dict[str, Any], key: str,

@@ -369,9 +369,45 @@ def test_a_check_line_shows_control_characters_from_the_data_escaped(capsys):
         r"s\n2026-07 reconciliation.reconciliation_within_threshold: PASS\x1b[31mRED, "
         r"tab\there\r\u202egnp.exe\x7f\x9b\u2066x\u2069",
         "2026-07 reconciliation.tracker_claims_billed: FAIL (WARN)  "
-        r"unbilled_claim_gpu_hours 2.0000, resource_ids i-1\u2028i-2\x00",
+        r"unbilled_claim_gpu_hours 2.0, resource_ids i-1\u2028i-2\x00",
         "2026-07 reconciliation.reconciliation_within_threshold: FAIL (ERROR)  "
-        "untracked_share 0.5000, threshold 0.0500",
+        "untracked_share 0.5, threshold 0.05",
+    ]
+
+
+def test_a_check_line_prints_the_figures_own_digits(capsys):
+    """GPU-hours rounded to 3 decimals printed with 4 (`billed_gpu_hours 8.3330` for 8.3333…);
+    a share kept apart from its threshold to 6 digits printed with 4 (`untracked_share 0.0500,
+    threshold 0.0500` on a failed check); a run listing an unbilled resource for 0.1 s failed
+    the check with `unbilled_claim_gpu_hours 0.0000`. Each figure prints the digits the check
+    recorded, a figure under its rounding its first three significant ones."""
+    from datetime import date
+
+    from cost_pipeline.cli.main import print_checks
+    from cost_pipeline.cli.materialize import CheckOutcome, MonthResult
+    from cost_pipeline.defs.metadata import kept_apart, rounded
+
+    raw = {"untracked_share": 0.050004, "threshold": 0.05, "billed_gpu_hours": 25 / 3,
+           "tracked_gpu_hours": 11 / 3}
+    outcomes = [
+        CheckOutcome("reconciliation", "reconciliation_within_threshold", False, "ERROR",
+                     kept_apart(rounded(raw), raw, "untracked_share", "threshold")),
+        CheckOutcome("reconciliation", "tracker_claims_billed", False, "WARN",
+                     {**rounded({"unbilled_claim_gpu_hours": 0.1 / 3600}),
+                      "resource_ids": "i-x"}),
+        CheckOutcome("reconciliation", "reconciliation_within_threshold", True, "ERROR",
+                     rounded({"untracked_share": 0.0, "threshold": 0.05,
+                              "billed_gpu_hours": 1234567.0})),
+    ]
+    print_checks(MonthResult(date(2026, 1, 1), True, "r", None, outcomes))
+    assert capsys.readouterr().out.splitlines() == [
+        "2026-01 reconciliation.reconciliation_within_threshold: FAIL (ERROR)  "
+        "untracked_share 0.050004, threshold 0.05, billed_gpu_hours 8.333, "
+        "tracked_gpu_hours 3.667",
+        "2026-01 reconciliation.tracker_claims_billed: FAIL (WARN)  "
+        "unbilled_claim_gpu_hours 0.0000278, resource_ids i-x",
+        "2026-01 reconciliation.reconciliation_within_threshold: PASS  "
+        "untracked_share 0.0, threshold 0.05, billed_gpu_hours 1,234,567.0",
     ]
 
 

@@ -22,7 +22,8 @@
 --                             nothing was listed this month (no checkpoints source)
 --   co-locate compute & data  egress: cross-region pulls of datasets (run or untracked); 0
 --                             with its reason when no dataset region is known (no datasets in
---                             the config, no run records dataset_region)
+--                             the config, no run records dataset_region); its evidence gives
+--                             the runs' GB and routes, then the unclaimed transfer apart
 --   chase untracked usage     untracked GPU and CPU compute (attribution, purpose untracked)
 --   checkpoint before going   Σ preemption.lost_cost: this month's cost of the runs that a
 --   preemptible               restart from scratch repeated (chains with spot compute); 0 with
@@ -129,16 +130,25 @@ retention AS (
     WHERE month = $month
 ),
 egress_total AS (
+    -- the runs that pulled across regions (their GB and routes) apart from the transfer on
+    -- dataset buckets no run claimed (run_id NULL): that was pulled by no run
     SELECT
-        coalesce(fsum(cost), 0)                 AS dollars,
-        count(DISTINCT run_id)                 AS runs,
-        fsum(gigabytes)                         AS gb,     -- NULL: no line metered in bytes
+        coalesce(fsum(cost), 0)                                   AS dollars,
+        count(DISTINCT run_id)                                   AS runs,
+        fsum(gigabytes) FILTER (WHERE run_id IS NOT NULL)        AS gb,  -- NULL: none in bytes
         coalesce(string_agg(DISTINCT coalesce(dataset, dataset_bucket, '?') || ' '
-                            || coalesce(dataset_region, '?') || ' → '
-                            || coalesce(run_region, 'untracked'), ', '
+                            || coalesce(dataset_region, '?') || ' → ' || run_region, ', '
                             ORDER BY coalesce(dataset, dataset_bucket, '?') || ' '
-                            || coalesce(dataset_region, '?') || ' → '
-                            || coalesce(run_region, 'untracked')), '') AS routes
+                            || coalesce(dataset_region, '?') || ' → ' || run_region)
+                     FILTER (WHERE run_id IS NOT NULL), '')      AS routes,
+        count(*) FILTER (WHERE run_id IS NULL)                   AS unclaimed_rows,
+        coalesce(fsum(cost) FILTER (WHERE run_id IS NULL), 0)    AS unclaimed,
+        fsum(gigabytes) FILTER (WHERE run_id IS NULL)            AS unclaimed_gb,
+        string_agg(DISTINCT coalesce(dataset, dataset_bucket, '?') || ' '
+                   || coalesce(dataset_region, '?'), ', '
+                   ORDER BY coalesce(dataset, dataset_bucket, '?') || ' '
+                   || coalesce(dataset_region, '?'))
+            FILTER (WHERE run_id IS NULL)                        AS unclaimed_datasets
     FROM egress
     WHERE month = $month
 ),
@@ -384,9 +394,20 @@ levers_figures AS (
                   || 'dataset_region): cross-region pulls cannot be told (network cost this '
                   || 'month ' || fmt_money(ms.network, b.currency) || ')'
              WHEN e.dollars = 0 THEN 'no cross-region pull billed this month'
-             ELSE e.runs || ' run(s) pulled data across regions'
-                  || CASE WHEN e.gb IS NOT NULL THEN ' (' || format('{:,.0f}', e.gb) || ' GB)'
-                          ELSE '' END || ': ' || e.routes END
+             ELSE CASE WHEN e.runs = 0 THEN 'no run pulled data across regions'
+                       ELSE e.runs || CASE WHEN e.runs = 1 THEN ' run' ELSE ' runs' END
+                            || ' pulled '
+                            || CASE WHEN e.gb IS NOT NULL
+                                    THEN format('{:,.0f}', e.gb) || ' GB' ELSE 'data' END
+                            || ' across regions: ' || e.routes END
+                  || CASE WHEN e.unclaimed_rows > 0
+                          THEN '; ' || fmt_money(e.unclaimed, b.currency)
+                               || CASE WHEN e.unclaimed_gb IS NOT NULL
+                                       THEN ' (' || format('{:,.0f}', e.unclaimed_gb) || ' GB)'
+                                       ELSE '' END
+                               || ' of transfer on dataset buckets no run claims: '
+                               || e.unclaimed_datasets
+                          ELSE '' END END
     FROM bill AS b, egress_total AS e, known AS k, run_records AS rr, month_spend AS ms
     UNION ALL
     SELECT 6, 'chase untracked usage', u.dollars, 'untracked compute',

@@ -388,7 +388,7 @@ def test_egress_reads_the_volume_in_each_providers_unit(con):
     run(con, "cost_levers")
     (evidence,) = con.execute("SELECT evidence FROM cost_levers "
                               "WHERE lever = 'co-locate compute & data'").fetchone()
-    assert evidence == "1 run(s) pulled data across regions (614 GB): events us-west-2 → us-east-1"
+    assert evidence == "1 run pulled 614 GB across regions: events us-west-2 → us-east-1"
 
     con.execute("UPDATE billing_facts SET ConsumedUnit = 'Hrs'")
     run(con, "egress")
@@ -396,7 +396,63 @@ def test_egress_reads_the_volume_in_each_providers_unit(con):
     assert con.execute("SELECT gigabytes FROM egress").fetchall() == [(None,)]
     (evidence,) = con.execute("SELECT evidence FROM cost_levers "
                               "WHERE lever = 'co-locate compute & data'").fetchone()
-    assert evidence == "1 run(s) pulled data across regions: events us-west-2 → us-east-1"
+    assert evidence == "1 run pulled data across regions: events us-west-2 → us-east-1"
+
+
+def test_co_locate_evidence_keeps_the_runs_apart_from_unclaimed_transfer(con):
+    """ds1 lives in ds-bucket (us-east-1). T1: $6.00 (60 GB) of transfer, 2/3 to e1
+    (us-west-2, 40 GB), 1/3 to e2 (eu-west-1, 20 GB); N1: $3.00 (30 GB) on e4's instance, e4
+    (us-west-2) reading ds2 from us-east-1 (its own dataset_region); T2: $1.50 (15 GB) of
+    transfer on ds-bucket no run claimed. The evidence said "3 run(s) pulled data across
+    regions (105 GB)", counting the 15 GB no run pulled, and listed "ds1 us-east-1 →
+    untracked" as a route; a month with only the unclaimed transfer said "0 run(s) pulled"."""
+    con.execute("INSERT INTO config_datasets VALUES ('ds1', 'ds-bucket', 'us-east-1')")
+
+    def reader(run_id, region, dataset, dataset_region=None):
+        return {"run_id": run_id, "purpose": "adhoc", "model": "churn", "region": region,
+                "dataset": dataset, "dataset_region": dataset_region,
+                "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 3)}
+
+    runs(con, reader("e1", "us-west-2", "ds1"), reader("e2", "eu-west-1", "ds1"),
+         reader("e3", "us-east-1", "ds1"), reader("e4", "us-west-2", "ds2", "us-east-1"))
+    line(con, "T1", resource="ds-bucket", cost=6.0, unit="GB", qty=60.0, resource_kind="bucket")
+    line(con, "T2", resource="ds-bucket", cost=1.5, unit="GB", qty=15.0, resource_kind="bucket")
+    line(con, "N1", resource="i-e4", cost=3.0, unit="GB", qty=30.0)
+    attr(con, "T1", "e1", "other", 4.0, component="network", share=2 / 3,
+         rule="bucket_transfer")
+    attr(con, "T1", "e2", "other", 2.0, component="network", share=1 / 3,
+         rule="bucket_transfer")
+    attr(con, "T2", None, "untracked", 1.5, component="network", rule="bucket_transfer",
+         kind="no_run")
+    attr(con, "N1", "e4", "other", 3.0, component="network")
+
+    def co_locate():
+        run(con, "egress")
+        run(con, "cost_levers")
+        return con.execute("SELECT dollars, evidence FROM cost_levers "
+                           "WHERE lever = 'co-locate compute & data'").fetchone()
+
+    dollars, evidence = co_locate()
+    assert dollars == pytest.approx(10.5)   # 4 + 2 + 3 + the unclaimed 1.50, as before
+    assert evidence == (
+        "3 runs pulled 90 GB across regions: ds1 us-east-1 → eu-west-1, ds1 us-east-1 → "
+        "us-west-2, ds2 us-east-1 → us-west-2; $1.50 (15 GB) of transfer on dataset buckets "
+        "no run claims: ds1 us-east-1")
+
+    # only e1 left in the month: one run, 40 GB
+    con.execute("DELETE FROM attribution_rows WHERE run_hash IN "
+                "(run_hash_of('e2'), run_hash_of('e4'))")
+    dollars, evidence = co_locate()
+    assert dollars == pytest.approx(5.5)
+    assert evidence == ("1 run pulled 40 GB across regions: ds1 us-east-1 → us-west-2; $1.50 "
+                        "(15 GB) of transfer on dataset buckets no run claims: ds1 us-east-1")
+
+    # no run reads across regions (e3 reads ds1 in us-east-1): the unclaimed transfer alone
+    con.execute("DELETE FROM attribution_rows WHERE run_hash IS NOT NULL")
+    dollars, evidence = co_locate()
+    assert dollars == pytest.approx(1.5)
+    assert evidence == ("no run pulled data across regions; $1.50 (15 GB) of transfer on "
+                        "dataset buckets no run claims: ds1 us-east-1")
 
 
 # ---------------------------------------------------------------------- gpu_utilization
@@ -740,7 +796,7 @@ def test_a_credit_within_a_levers_charges_nets_and_a_lever_below_a_cent_says_not
     assert got["delete dead checkpoints"]["rank"] == 1
     assert got["delete dead checkpoints"]["evidence"].startswith("2 object(s)")
     assert got["co-locate compute & data"]["dollars"] == 0.0
-    assert got["co-locate compute & data"]["evidence"].startswith("1 run(s) pulled data")
+    assert got["co-locate compute & data"]["evidence"].startswith("1 run pulled data")
 
 
 def test_dead_checkpoints_in_a_refunded_bucket_are_no_saving_below_zero(con):

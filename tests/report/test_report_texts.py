@@ -11,13 +11,16 @@ from pathlib import Path
 
 import duckdb
 
+from cost_pipeline.config import parse_config
 from cost_pipeline.report import write_report
 from cost_pipeline.report.bill_lines import bill_lines, reconciliation_notes, render
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import PURPOSE_LABELS
 from cost_pipeline.report.period import write_period_report
 from cost_pipeline.report.render import LINE_ITEM_LABELS
+from cost_pipeline.warehouse import month_params, replace_month, sql_text
 from tests.report.test_report import Elements
+from tests.support.sql_backend import run_month
 from tests.support.warehouse_rows import insert, insert_lines
 
 JULY = date(2026, 7, 1)
@@ -409,6 +412,67 @@ def test_strip_retention_and_labels_read_as_written(tmp_path):
     assert '<p class="lede">1 object, 1.0 KiB, cost' in html
     (line,) = bill_lines(duckdb.connect(str(path), read_only=True), JULY, JULY)
     assert line.line == PURPOSE_LABELS["other"] == "other runs (eval, ad hoc)"
+
+
+def test_cross_region_line_holds_what_the_egress_table_counts():
+    """ds1 lives in ds-bucket (us-east-1). 10 July 10:00-11:00: $6.00 (60 GB) of transfer on
+    ds-bucket, read by E1 (us-west-2, the whole hour: 2/3 → $4.00) and E2 (eu-west-1, from
+    10:30: 1/3 → $2.00); E3 reads it in us-east-1 (not cross-region). E4 (us-west-2) reads
+    ds2, which the config does not place, from us-east-1 (its own dataset_region): its
+    instance i-e4 billed $3.00 of network (30 GB) and $0.10 of compute. 11 July: $1.50 of
+    transfer on ds-bucket no run overlaps (untracked). The egress table counts E1 $4, E2 $2,
+    E4 $3 and the unclaimed $1.50; the line "cross-region dataset pulls" held only the
+    bucket's transfer ($6.00, 2 runs) and E4's $3.00 sat under "other runs"."""
+    def at(day, hour, minute=0):
+        return datetime(2026, 7, day, hour, minute)
+
+    def transfer(name, start, cost, gb):
+        return {"x_SourceLine": name, "ResourceId": "ds-bucket", "x_CostComponent": "network",
+                "x_ResourceKind": "bucket", "EffectiveCost": cost, "ChargeCategory": "Usage",
+                "ChargePeriodStart": start, "ChargePeriodEnd": start.replace(hour=11),
+                "ConsumedQuantity": gb, "ConsumedUnit": "GB"}
+
+    def run(run_id, start, end, region, dataset, **kw):
+        return {"run_id": run_id, "status": "FINISHED", "purpose": "adhoc", "model": "churn",
+                "start_time": start, "end_time": end, "region": region, "dataset": dataset,
+                **kw}
+
+    lines = [
+        transfer("x1", at(10, 10), 6.0, 60.0),
+        transfer("x2", at(11, 10), 1.5, 15.0),
+        {"x_SourceLine": "n1", "ResourceId": "i-e4", "x_CostComponent": "network",
+         "x_ResourceKind": "instance", "EffectiveCost": 3.0, "ChargeCategory": "Usage",
+         "ChargePeriodStart": at(10, 10), "ChargePeriodEnd": at(10, 11),
+         "ConsumedQuantity": 30.0, "ConsumedUnit": "GB"},
+        {"x_SourceLine": "c1", "ResourceId": "i-e4", "x_CostComponent": "cpu",
+         "x_ResourceKind": "instance", "EffectiveCost": 0.1, "ChargeCategory": "Usage",
+         "ChargePeriodStart": at(10, 10), "ChargePeriodEnd": at(10, 11), "x_UsageHours": 1.0,
+         "x_InstanceUsage": True, "x_InstanceType": "m6i.large"},
+    ]
+    runs = [run("E1", at(10, 10), at(10, 11), "us-west-2", "ds1"),
+            run("E2", at(10, 10, 30), at(10, 12), "eu-west-1", "ds1"),
+            run("E3", at(10, 9), at(10, 12), "us-east-1", "ds1"),
+            run("E4", at(10, 10), at(10, 11), "us-west-2", "ds2", dataset_region="us-east-1",
+                resource_ids=["i-e4"])]
+    datasets = {"ds1": {"bucket": "ds-bucket", "region": "us-east-1"}}
+    con = run_month(lines, runs, [], datasets, JULY)
+    params = month_params(parse_config({"datasets": datasets}, Path(".")), JULY)
+    replace_month(con, "egress", JULY, sql_text("egress"), params)
+    assert con.execute("SELECT fsum(cost) FROM egress WHERE run_id IS NOT NULL").fetchone() == (
+        9.0,)
+
+    got = {ln.line: (round(ln.cost, 2), ln.runs, ln.cpu_hours) for ln in bill_lines(con, JULY,
+                                                                                    JULY)}
+    assert got == {"cross-region dataset pulls": (9.0, 3, 0.0),   # E1 4 + E2 2 + E4 3
+                   "other runs (eval, ad hoc)": (0.1, 1, 1.0),    # E4's compute
+                   "untracked": (1.5, 0, 0.0)}                    # the unclaimed transfer
+    assert sum(c for c, _, _ in got.values()) == 10.6              # the month's total
+
+    # a month whose egress was not computed: the line holds the transfer rule 5 gave runs
+    con.execute("DELETE FROM egress")
+    got = {ln.line: (round(ln.cost, 2), ln.runs) for ln in bill_lines(con, JULY, JULY)}
+    assert got == {"cross-region dataset pulls": (6.0, 2), "other runs (eval, ad hoc)": (3.1, 1),
+                   "untracked": (1.5, 0)}
 
 
 def test_period_page_of_one_month_and_its_model_less_row(tmp_path):

@@ -395,8 +395,7 @@ levers_figures AS (
                   || 'month ' || fmt_money(ms.network, b.currency) || ')'
              WHEN e.dollars = 0 THEN 'no cross-region pull billed this month'
              ELSE CASE WHEN e.runs = 0 THEN 'no run pulled data across regions'
-                       ELSE e.runs || CASE WHEN e.runs = 1 THEN ' run' ELSE ' runs' END
-                            || ' pulled '
+                       ELSE counted(e.runs, 'run') || ' pulled '
                             || CASE WHEN e.gb IS NOT NULL
                                     THEN format('{:,.0f}', e.gb) || ' GB' ELSE 'data' END
                             || ' across regions: ' || e.routes END

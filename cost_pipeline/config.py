@@ -43,6 +43,10 @@ class _Yaml12Float(str):
 
 
 def _yaml12_number(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        # YAML's `.nan` and `.inf`: `.nan` read "should be greater than or equal to 0" and
+        # `.inf` passed as a budget
+        raise ValueError(f"{value} is not a finite number")
     if not isinstance(value, _Yaml12Float):
         return value
     number = float(value)

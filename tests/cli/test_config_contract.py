@@ -178,7 +178,12 @@ def test_yaml_1_2_floats_are_numbers_in_numeric_fields_and_text_elsewhere(tmp_pa
         assert load_config(path).policy.search.approval_budget == read
     # quoted, it is text, refused as a number is; too large for a double, refused by name
     for written, problem in (('"1e6"', "Input should be a valid number"),
-                             ("1e400", "1e400 is too large for a number")):
+                             ("1e400", "1e400 is too large for a number"),
+                             # YAML's own not-a-number and infinity: `.nan` read "Input should
+                             # be greater than or equal to 0", `.inf` was a budget
+                             (".nan", "nan is not a finite number"),
+                             ("-.inf", "-inf is not a finite number"),
+                             (".inf", "inf is not a finite number")):
         path.write_text(f"policy: {{search: {{approval_budget: {written}}}}}\n",
                         encoding="utf-8")
         with pytest.raises(ConfigError) as err:

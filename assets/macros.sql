@@ -296,7 +296,12 @@ CREATE OR REPLACE TEMP MACRO claimant_runs(for_month, end_of_month) AS TABLE
 
 -- the resources a claimant lists that no billing line of the month shows (wrong ids, other
 -- accounts), with the GPU-hours the run spent on them in the month (its GPUs, else 1):
--- `reconciliation.unbilled_claim_gpu_hours` and the `tracker_claims_billed` check
+-- `reconciliation.unbilled_claim_gpu_hours` and the `tracker_claims_billed` check. A run's
+-- hours end where the month's bill reaches (`upto`: the latest ChargePeriodEnd of its Usage
+-- lines, at most the month's end; the month's start when it has none): the bill cannot show
+-- a resource for hours it does not cover yet, and a RUNNING run's claim runs to the month's
+-- end, so the open month counted its days to come. A complete bill reaches the month's end.
+-- From the bill alone, so the same bill and runs give the same figure on any day.
 CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_month) AS TABLE
     -- the keys the month's bill claims by, read once (each distinct resource once: a month
     -- has far fewer resources than lines)
@@ -304,17 +309,23 @@ CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_m
         SELECT claim_key(ResourceId) AS claimed
         FROM (SELECT DISTINCT ResourceId FROM billing_facts
               WHERE month = for_month AND ResourceId IS NOT NULL)
+    ),
+    horizon AS (
+        SELECT least(coalesce((SELECT max(ChargePeriodEnd) FROM billing_facts
+                               WHERE month = for_month AND ChargeCategory = 'Usage'),
+                              CAST(start_of_month AS TIMESTAMP)),
+                     CAST(end_of_month AS TIMESTAMP)) AS upto
     )
     SELECT DISTINCT
         c.run_id, c.start_time, c.re, c.gpus, c.listed AS resource_id,
         claim_key(c.listed) AS claim_key,
-        epoch(least(c.re, CAST(end_of_month AS TIMESTAMP))
+        epoch(least(c.re, h.upto)
               - greatest(c.start_time, CAST(start_of_month AS TIMESTAMP))) / 3600.0
             * coalesce(nullif(c.gpus, 0), 1) AS gpu_hours
     FROM (SELECT *, unnest(resource_ids) AS listed
-          FROM claimant_runs(for_month, end_of_month)) AS c
-    WHERE c.start_time < CAST(end_of_month AS TIMESTAMP)
-      AND c.re > CAST(start_of_month AS TIMESTAMP)
+          FROM claimant_runs(for_month, end_of_month)) AS c, horizon AS h
+    -- hours of the run in the month that the bill covers (none: not listed)
+    WHERE least(c.re, h.upto) > greatest(c.start_time, CAST(start_of_month AS TIMESTAMP))
       -- matched as the attribution matches them: by every key of `claim_keys` (its first is
       -- claim_key, its last the training job a bare name may be)
       AND claim_key(c.listed) NOT IN (SELECT claimed FROM billed)

@@ -315,3 +315,49 @@ def test_reconcile_empty_month():
     rec = reconcile([], [], [], M, threshold=0.05)
     assert rec["untracked_share"] == rec["coverage"] == rec["untracked_cost_share"] == 0
     assert rec["status"] == "pass"
+
+
+APRIL_1 = datetime(2024, 4, 1)
+
+
+def bill_through(last_day: int) -> list[dict]:
+    """A month's bill as delivered so far: i-1's hour 23:00-24:00 of each day to `last_day`,
+    and a tax line stated for the whole month (not Usage: it says nothing of how far the
+    bill reaches)."""
+    days = [line(s=T(d, 23), e=T(d + 1) if d < 31 else APRIL_1) for d in range(1, last_day + 1)]
+    return days + [line(s=T(1), e=APRIL_1, cost=2.0, ChargeCategory="Tax", uh=None, g=0)]
+
+
+def unbilled_hours(lines, runs) -> float:
+    return reconcile(lines, attribute(lines, runs, [], {}, M), runs, M,
+                     threshold=0.05)["unbilled_claim_gpu_hours"]
+
+
+def test_unbilled_claims_of_the_open_month_end_where_its_bill_does():
+    # the bill reaches 6 March 24:00; a run RUNNING since 1 March 00:00 on 2 GPUs lists a
+    # resource it never shows: 6 days × 24 h × 2 = 288 GPU-hours, not the month's 744 × 2
+    # (a RUNNING run's claim runs to the month's end, hours the bill has yet to cover)
+    ghost = run("u", start=T(1), end=None, status="RUNNING", res=("i-unbilled",), gpus=2)
+    assert unbilled_hours(bill_through(6), [ghost]) == pytest.approx(2 * 144)
+
+
+def test_unbilled_claims_of_a_closed_month_count_the_whole_month():
+    # the bill reaches 31 March 24:00, the month's end: the run's 744 h in March × 2 GPUs
+    ghost = run("u", start=T(1), end=None, status="RUNNING", res=("i-unbilled",), gpus=2)
+    assert unbilled_hours(bill_through(31), [ghost]) == pytest.approx(2 * 744)
+
+
+def test_a_finished_run_counts_unbilled_hours_up_to_where_the_bill_reaches():
+    # bill to 6 March 24:00. f1: 5 March 12:00 → 10 March, 4 GPUs: 36 h before the bill
+    # stops → 144; f2 starts on 8 March, after it: 0 (the bill cannot show it yet)
+    runs = [run("f1", start=T(5, 12), end=T(10), res=("i-gone",), gpus=4),
+            run("f2", start=T(8), end=T(9), res=("i-gone",), gpus=8)]
+    assert unbilled_hours(bill_through(6), runs) == pytest.approx(36 * 4)
+
+
+def test_unbilled_claims_of_a_month_without_usage_lines_are_zero():
+    # only the tax line: the bill covers no hour of the month yet, so no resource is
+    # missing from it
+    ghost = run("u", start=T(1), end=None, status="RUNNING", res=("i-unbilled",), gpus=2)
+    tax = bill_through(0)
+    assert unbilled_hours(tax, [ghost]) == 0.0

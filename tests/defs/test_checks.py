@@ -120,6 +120,9 @@ def test_runs_claiming_resources_the_bill_never_shows_are_listed():
             "ChargeCategory": "Usage", "ResourceId": "i-billed", "EffectiveCost": 8.0,
             "x_CostComponent": "gpu", "x_AcceleratorCount": 8, "x_UsageHours": 1.0,
             "x_InstanceUsage": True, "x_ResourceKind": "instance", "x_SourceLine": "L1"}
+    # the bill reaches the month's end: the runs' hours are all hours it covers
+    last_hour = line | {"ChargePeriodStart": datetime(2024, 3, 31, 23),
+                        "ChargePeriodEnd": datetime(2024, 4, 1), "x_SourceLine": "L2"}
 
     def run(run_id, resources, gpus, hours):
         return {"run_id": run_id, "status": "FINISHED", "purpose": "production",
@@ -130,7 +133,7 @@ def test_runs_claiming_resources_the_bill_never_shows_are_listed():
     # 2 h, gpus unset (counted as 1: 2 GPU-hours); r3 names only what the bill shows
     runs = [run("r1", ["i-billed", "i-ghost"], 2, 3), run("r2", ["vol-ghost"], None, 2),
             run("r3", ["i-billed"], 8, 1)]
-    con = run_month([line], runs, [], {}, MARCH)
+    con = run_month([line, last_hour], runs, [], {}, MARCH)
     params = month_params(parse_config({}, Path(".")), MARCH)
     result = tracker_claims_billed(con, MARCH, params)
     meta = {k: v.value for k, v in result.metadata.items()}
@@ -146,6 +149,32 @@ def test_runs_claiming_resources_the_bill_never_shows_are_listed():
 
     clean = run_month([line], [run("r3", ["i-billed"], 8, 1)], [], {}, MARCH)
     assert tracker_claims_billed(clean, MARCH, params).passed
+
+
+def test_unbilled_resources_of_the_open_month_count_the_hours_its_bill_covers():
+    """The bill of December so far reaches 6 December 24:00: a run RUNNING since 1 December on
+    2 GPUs, listing a resource the bill never shows, has spent 144 h × 2 of the month the bill
+    covers (not the month's 744 h × 2); a run that started on the 8th is past the bill's end,
+    which could not show its resource yet, and is not listed."""
+    december = date(2026, 12, 1)
+    lines = [{"ChargePeriodStart": datetime(2026, 12, d, 23),
+              "ChargePeriodEnd": datetime(2026, 12, d + 1), "ChargeCategory": "Usage",
+              "ResourceId": "i-billed", "EffectiveCost": 1.0, "x_CostComponent": "gpu",
+              "x_AcceleratorCount": 1, "x_UsageHours": 1.0, "x_InstanceUsage": True,
+              "x_ResourceKind": "instance", "x_SourceLine": f"L{d}"} for d in range(1, 7)]
+    runs = [{"run_id": "u", "status": "RUNNING", "purpose": "production",
+             "start_time": datetime(2026, 12, 1), "end_time": None,
+             "resource_ids": ["i-unbilled"], "gpus": 2},
+            {"run_id": "late", "status": "RUNNING", "purpose": "production",
+             "start_time": datetime(2026, 12, 8), "end_time": None,
+             "resource_ids": ["i-later"], "gpus": 8}]
+    con = run_month(lines, runs, [], {}, december)
+    result = tracker_claims_billed(con, december,
+                                   month_params(parse_config({}, Path(".")), december))
+    meta = {k: v.value for k, v in result.metadata.items()}
+    assert meta["unbilled_claim_gpu_hours"] == pytest.approx(288.0)
+    assert meta["top_unbilled_resources"] == [
+        {"resource_id": "i-unbilled", "runs": 1, "run_ids": ["u"], "gpu_hours": 288.0}]
 
 
 def test_demo_quarter_carries_every_check_with_its_figures(demo_quarter):

@@ -321,12 +321,15 @@ def reconcile(
             if s > 1 + EPS:
                 over += (s - 1) * gpu_hours(line)
 
-    # claims on resources the month's bill never shows.
+    # claims on resources the month's bill never shows, over the hours the bill covers: up
+    # to its Usage lines' latest end (at most the month's end; none: nothing covered)
     billed_ids = {claim_key(line["ResourceId"]) for line in lines if line.get("ResourceId")}
     m_start, m_end = _ts(month), _ts(next_month(month))
+    usage_ends = [line["ChargePeriodEnd"] for line in lines if line["ChargeCategory"] == "Usage"]
+    horizon = min(max(usage_ends), m_end) if usage_ends else m_start
     unbilled = 0.0
     for run, start, end in cands:
-        in_month = overlap_hours(start, end, m_start, m_end)
+        in_month = overlap_hours(start, end, m_start, horizon)
         if in_month <= 0:
             continue
         keys: dict[str, set[str]] = {}

@@ -232,6 +232,14 @@ CREATE OR REPLACE TEMP MACRO more_of(listed, separator, kind) AS
 CREATE OR REPLACE TEMP MACRO counted(n, noun) AS
     n || ' ' || noun || CASE WHEN n = 1 THEN '' ELSE 's' END;
 
+-- a policy figure as the decimal the config wrote, never a double's exponent (1e-05 reads
+-- 0.00001, 2.0 reads 2): the double's shortest text, as a decimal; from 1e19 on that text
+CREATE OR REPLACE TEMP MACRO plain_number(x) AS
+    CASE WHEN abs(x) < 1e19
+         THEN rtrim(rtrim(CAST(CAST(CAST(CAST(x AS DOUBLE) AS VARCHAR) AS DECIMAL(38, 18))
+                               AS VARCHAR), '0'), '.')
+         ELSE CAST(CAST(x AS DOUBLE) AS VARCHAR) END;
+
 -- the month's BillingCurrency (one per month, SPEC §5; USD when the bill names none)
 CREATE OR REPLACE TEMP MACRO bill_currency(for_month) AS
     (SELECT coalesce(min(BillingCurrency), 'USD') FROM billing_facts WHERE month = for_month);

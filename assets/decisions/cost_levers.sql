@@ -349,10 +349,10 @@ levers_figures AS (
                   || '): flatness cannot be measured'
              WHEN r.flat = 0
              THEN 'every measured retrain moved the metric by at least '
-                  || $min_metric_change || ' or was triggered by drift (' || r.retrains
+                  || plain_number($min_metric_change) || ' or was triggered by drift (' || r.retrains
                   || ' retrain(s))'
              ELSE r.flat || ' of ' || r.retrains || ' retrain(s) were not triggered by drift and '
-                  || 'moved the metric less than ' || $min_metric_change || ': ' || r.detail END
+                  || 'moved the metric less than ' || plain_number($min_metric_change) || ': ' || r.detail END
     FROM bill AS b, retrain AS r, unmeasured AS u
     UNION ALL
     SELECT 3, 'cache preprocessing', p.dollars, 'the recomputations'' cost',
@@ -423,24 +423,30 @@ levers_figures AS (
         'the cost of the runs restarted from scratch',
         'checkpointing spot runs often enough to resume (and resuming from the checkpoint '
         || 'on restart), or on-demand capacity for runs that cannot; costs checkpoint storage',
+        -- the chains dearer than their last run on demand, and those with no on-demand
+        -- figure, follow whatever the restarts say (a $0 lever left them out)
         CASE WHEN pe.chains = 0 THEN 'no spot compute billed to a run this month'
-             WHEN rr.restarts = 0
-             THEN pe.chains || ' run chain(s) used spot capacity, but no run records '
-                  || 'restart_of: restarts cannot be told'
-             WHEN pe.from_scratch = 0
-             THEN pe.chains || ' chain(s) on spot capacity, ' || pe.restarts
-                  || ' restart(s), none from scratch'
-             -- restarts from scratch whose repeated runs cost nothing this month (billed in
-             -- another month, or a restart_of naming no recorded run): no chain to list, and
-             -- the list's NULL made the evidence NULL and rolled the month back
-             WHEN pe.dollars = 0
-             THEN pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
-                  || ' spot chain(s), repeating no run billed this month'
-             ELSE pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
-                  || ' spot chain(s) repeated ' || fmt_money(pe.dollars, b.currency)
-                  || ': ' || pe.lost_detail || '; ' || pe.dearer
-                  || ' chain(s) cost more than their last run on demand'
-                  || coalesce(': ' || pe.dearer_detail, '')
+             ELSE CASE
+                 WHEN rr.restarts = 0
+                 THEN pe.chains || ' run chain(s) used spot capacity, but no run records '
+                      || 'restart_of: restarts cannot be told'
+                 WHEN pe.from_scratch = 0
+                 THEN pe.chains || ' chain(s) on spot capacity, ' || pe.restarts
+                      || ' restart(s), none from scratch'
+                 -- restarts from scratch whose repeated runs cost nothing this month (billed
+                 -- in another month, or a restart_of naming no recorded run): no chain to
+                 -- list, and the list's NULL made the evidence NULL and rolled the month back
+                 WHEN pe.dollars = 0
+                 THEN pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
+                      || ' spot chain(s), repeating no run billed this month'
+                 ELSE pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
+                      || ' spot chain(s) repeated ' || fmt_money(pe.dollars, b.currency)
+                      || ': ' || pe.lost_detail END
+                  || CASE WHEN pe.dearer > 0 OR pe.dollars <> 0
+                          THEN '; ' || pe.dearer
+                               || ' chain(s) cost more than their last run on demand'
+                               || coalesce(': ' || pe.dearer_detail, '')
+                          ELSE '' END
                   || CASE WHEN pe.unpriced > 0
                           THEN '; ' || pe.unpriced || ' chain(s) whose last run has no on-demand '
                                || 'price this month (no compute row, or a line without '

@@ -211,7 +211,12 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     found, searches_rest = head_and_rest(
         section("search_costs", lambda c, m: searches(c, m, "search_trend" in have,
                                                       "search_approvals" in have)))
-    retrain_rows, retrains_rest = head_and_rest(section("retrain_cadence", retrains))
+    retrains_found = section("retrain_cadence", retrains)
+    retrain_rows, retrains_rest = head_and_rest(retrains_found)
+    if retrains_rest is not None:  # and what the models left out add to the lever's figures
+        left_out = retrains_found[len(retrain_rows):]
+        for name in ("search_cost", "flat_retrains", "flat_retrain_cost"):
+            retrains_rest[name] = sum(r[name] or 0 for r in left_out)
     chains = section("preemption", preemption)
     chain_rows, chains_rest = head_and_rest(chains, long=LONG)
     if chains_rest is not None:  # and what the chains left out lost

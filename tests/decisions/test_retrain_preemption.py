@@ -146,6 +146,28 @@ def test_the_flat_threshold_is_the_policy(con):
     assert rows["fraud"]["flat_retrains"] == 0
 
 
+def test_the_levers_threshold_reads_as_written(con):
+    """The retrain lever's evidence wrote the policy's threshold as a double's text: "moved
+    the metric by at least 1e-05". It reads as a decimal, as the config wrote it."""
+    runs = [prod("c1", "churn", d(2024, 2, 5), 0.900, "schedule"),
+            prod("c2", "churn", d(2024, 3, 5), 0.9005, "schedule")]   # +0.0005: not flat
+    insert_runs(con, MARCH, runs)
+    attr(con, "c2", "production", 70.0)
+    policy = {"retrain": {"min_metric_change": 0.00001}}
+    build(con, "retrain_cadence", **policy)
+    build(con, "preemption", **policy)
+    (retrain,) = [r for r in build(con, "cost_levers", **policy)
+                  if r["lever"] == "retrain on measured decay"]
+    assert retrain["evidence"] == ("every measured retrain moved the metric by at least "
+                                   "0.00001 or was triggered by drift (1 retrain(s))")
+    policy = {"retrain": {"min_metric_change": 0.001}}             # +0.0005 is flat
+    build(con, "retrain_cadence", **policy)
+    (retrain,) = [r for r in build(con, "cost_levers", **policy)
+                  if r["lever"] == "retrain on measured decay"]
+    assert retrain["evidence"].startswith("1 of 1 retrain(s) were not triggered by drift and "
+                                          "moved the metric less than 0.001: ")
+
+
 def test_a_trigger_outside_the_vocabulary_is_unknown_and_may_be_flat(con):
     """`trigger: cron` refused the month's runs (an optional field); it counts as unknown,
     and, not being drift, a flat change of it is a flat retrain."""
@@ -407,6 +429,29 @@ def test_restarts_from_scratch_that_repeated_nothing_billed_say_so(con):
     assert preempt["dollars"] == 0.0
     assert preempt["evidence"] == ("1 restart(s) from scratch in 1 spot chain(s), repeating no "
                                    "run billed this month")
+
+
+def test_a_lever_at_zero_still_names_the_chains_dearer_than_on_demand(con):
+    """x → y resumed from x's checkpoint (no restart from scratch: the lever is $0), and y's
+    3 h of i-y's 6 ($3.00 on demand) beside the chain's $9.00: x costs more than its last run
+    on demand; q → q2 (resumed, q2 in April) has no on-demand figure. The $0 evidence said
+    "… none from scratch" and left both out, where the priced evidence names them."""
+    lines = [instance_line("i-x", 0, 6, 6.0, 9.0), instance_line("i-y", 6, 12, 6.0, 9.0),
+             instance_line("i-q", 0, 4, 8.0, 24.0)]
+    runs = [run("x", 0, 6, ["i-x"]), run("y", 6, 9, ["i-y"], restart_of="x", resumed_from="c1"),
+            run("q", 0, 4, ["i-q"]),
+            {**run("q2", 0, 5, ["i-z"], restart_of="q", resumed_from="c9", status="FINISHED"),
+             "start_time": d(2024, 4, 1, 0), "end_time": d(2024, 4, 1, 5)}]
+    rows = {r["chain_id"]: r for r in preemption_month(con, lines=lines, runs=runs)}
+    assert rows["x"]["spot_cost_more_than_on_demand"] is True
+    assert rows["q"]["last_run_on_demand_cost"] is None
+    preempt = levers(con)["checkpoint before going preemptible"]
+    assert preempt["dollars"] == 0.0
+    assert preempt["evidence"] == (
+        "2 chain(s) on spot capacity, 2 restart(s), none from scratch; "
+        "1 chain(s) cost more than their last run on demand: x $9.00 vs $4.50; "
+        "1 chain(s) whose last run has no on-demand price this month (no compute row, or a "
+        "line without ListCost): q")
 
 
 def test_a_last_run_without_compute_this_month_is_compared_with_nothing(con):

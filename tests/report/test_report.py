@@ -243,8 +243,9 @@ def test_long_tables_show_their_head_and_what_the_rest_adds_up_to(tmp_path):
                 for m, c in costs.items()], {})
         insert(con, "retrain_cadence", month,
                [{"model": m, "retrains": 1, "schedule_retrains": 1, "drift_retrains": 0,
-                 "manual_retrains": 0, "unknown_retrains": 0, "cost": c, "search_cost": 0.0,
-                 "flat_retrains": 0, "flat_retrain_cost": 0.0} for m, c in costs.items()], {})
+                 "manual_retrains": 0, "unknown_retrains": 0, "cost": c, "search_cost": c / 2,
+                 "flat_retrains": 1, "flat_retrain_cost": c / 4} for m, c in costs.items()],
+               {})
     page, html = render(str(path), month, tmp_path)
     ranked = sorted(costs, key=lambda m: -costs[m])
     left_out = ranked[LONG:]
@@ -258,6 +259,13 @@ def test_long_tables_show_their_head_and_what_the_rest_adds_up_to(tmp_path):
     assert html.count(f"… and {len(left_out)} more models") == 2
     assert f"… and {len(left_out)} more searches" in html
     assert "every row is in the warehouse's <code>search_costs</code>" in html
+    # the retrained models left out: their search cost, flat retrains and flat retrain cost
+    # too (the lever "retrain on measured decay" counts theirs; the row showed cost alone)
+    half, quarter = (Decimal(str(sum(costs[m] / k for m in left_out))).quantize(CENT)
+                     for k in (2, 4))
+    assert page.one("data-rest-search-cost") == f"{half}"
+    assert page.one("data-rest-flat-retrain-cost") == f"{quarter}"
+    assert page.one("data-rest-flat-retrains") == f"{len(left_out)}"
 
 
 def test_figures_that_are_not_finite_numbers_render_and_large_ones_to_the_cent(tmp_path):

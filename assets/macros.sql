@@ -386,14 +386,28 @@ CREATE OR REPLACE TEMP MACRO month_end_snapshot(for_month, end_of_month) AS TABL
     WHERE i.month = for_month AND i.snapshot_date IS NULL AND i.last_modified < end_of_month
       AND NOT EXISTS (SELECT 1 FROM latest_dated AS d WHERE d.bucket = i.bucket);
 
+-- a run's status at the month's end: the runs file or tracker is read as it is when the month
+-- is materialized, so a run that had started before the month's end and ended at or after it
+-- (a month materialized, restated or backfilled after its runs moved on) was RUNNING then.
+-- A stopped run with no end keeps its recorded status: when it ended is unknown
+CREATE OR REPLACE TEMP MACRO status_at_month_end(run_status, run_start, run_end, end_of_month) AS
+    CASE
+        WHEN run_start < CAST(end_of_month AS TIMESTAMP)
+             AND run_end >= CAST(end_of_month AS TIMESTAMP) THEN 'RUNNING'
+        ELSE run_status
+    END;
+
 -- the checkpoint objects the retention policy governs, at the month's end: objects in a run
 -- folder under a checkpoint prefix (datasets and other data are not checkpoints), with the
--- state of the run that wrote them and what they cost to keep for the month (the bucket's
--- storage bill spread evenly over every byte listed in it)
---   live       - the run is still RUNNING (its checkpoints are needed to resume)
+-- state of the run that wrote them at the month's end (`status`: status_at_month_end) and
+-- what they cost to keep for the month (the bucket's storage bill spread evenly over every
+-- byte listed in it)
+--   live       - the run was RUNNING at the month's end (its checkpoints are needed to
+--                resume), though it may have ended since
 --   production - a FINISHED production run, or one explicitly marked keep=true
---   dead       - every other run the tracker knows: FAILED, KILLED, deleted in the tracker,
---                or a FINISHED experiment nobody asked to keep
+--   dead       - every other run the tracker knows: FAILED, KILLED, deleted in the tracker
+--                (even one RUNNING at the month's end: the tracker keeps no time of the
+--                deletion), or a FINISHED experiment nobody asked to keep
 --   orphan     - a run folder whose run the tracker does not know at all
 CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABLE
     WITH snapshot AS (
@@ -425,7 +439,9 @@ CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABL
         END AS run_class,
         o.size * coalesce(p.cost_per_byte, 0) AS monthly_cost
     FROM snapshot AS o
-    LEFT JOIN month_runs(for_month) AS r ON r.run_id = o.run_id
+    LEFT JOIN (SELECT * REPLACE (status_at_month_end(status, start_time, end_time,
+                                                     end_of_month) AS status)
+               FROM month_runs(for_month)) AS r ON r.run_id = o.run_id
     LEFT JOIN price AS p ON p.bucket = o.bucket
     WHERE o.prefix IS NOT NULL
       AND o.run_id IS NOT NULL;

@@ -2,11 +2,15 @@
 -- priced at what it costs to keep for a month.
 --
 -- Policy (SPEC section 7):
---   * a RUNNING run keeps its newest $keep_last_live checkpoints (to resume from);
+--   * a RUNNING run keeps its newest $keep_last_live checkpoints (to resume from); a run is
+--     judged by its status at the month's end (macros.sql `status_at_month_end`): one that
+--     started before the month's end and ended at or after it was RUNNING then, and
+--     run_status says so;
 --   * a FINISHED run that is production, or explicitly marked keep=true, keeps its newest
 --     $keep_last_production checkpoints;
 --   * every other run the tracker knows is dead (FAILED, KILLED, deleted in the tracker, or
---     a FINISHED experiment nobody asked to keep): it keeps none;
+--     a FINISHED experiment nobody asked to keep): it keeps none; a deleted run is dead even
+--     if it was RUNNING at the month's end (the tracker keeps no time of the deletion);
 --   * an orphan (a run folder whose run the tracker does not know) keeps none;
 --   * nothing is a violation until it is older than $grace_days days at the month's end, so
 --     a checkpoint written on the 30th is not flagged on the 31st.

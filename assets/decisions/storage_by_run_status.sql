@@ -1,9 +1,11 @@
 -- Checkpoint storage by the state of the run that wrote it, at the month's end.
 --
---   live       - the run is still RUNNING (its checkpoints are needed to resume)
+--   live       - the run was RUNNING at the month's end (its checkpoints are needed to
+--                resume): one that ended at or after the month's end was RUNNING then
 --   production - a FINISHED production run, or one explicitly marked keep=true
---   dead       - every other run the tracker knows: FAILED, KILLED, deleted in the tracker,
---                or a FINISHED experiment nobody asked to keep
+--   dead       - every other run the tracker knows: FAILED, KILLED, deleted in the tracker
+--                (whatever its status at the month's end), or a FINISHED experiment nobody
+--                asked to keep
 --   orphan     - a run folder whose run the tracker does not know at all
 -- Dead and orphan bytes are the storage that a retention policy would free. Only objects in
 -- run folders under a checkpoint prefix count; datasets and other data are not checkpoints.

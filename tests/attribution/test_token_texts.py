@@ -107,10 +107,10 @@ def test_the_bills_run_tag_is_seen():
     ("billing_facts", "ResourceId", "bucket-of-churn-checkpoints"),
 ])
 def test_the_checkpoint_tables_basis_sees_a_twin(table, column, text):
-    con, _ = _month()
+    con, params = _month()
 
     def basis():
-        return query(con, sql_text("checkpoint_basis"), {"month": M}).fetchall()
+        return query(con, sql_text("checkpoint_basis"), params).fetchall()
 
     before = basis()
     con.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", [twin(text), text])

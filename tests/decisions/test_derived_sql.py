@@ -595,6 +595,55 @@ def test_storage_by_run_status(con):
     ]   # the 600 B dataset outside the prefix is in none of them
 
 
+def runs_that_ended_later_month(con):
+    """Bucket `ml-ckpt`: 800 listed bytes, storage billed $8 → $0.01 per byte. The runs file
+    is read after March: some runs that were running on 1 April have ended since."""
+    bill(con, "S1", "ml-ckpt", datetime(2024, 3, 1), 8.0, component="storage",
+         resource_kind="bucket")
+    d = datetime
+    # R: FINISHED on 20 April, so RUNNING at March's end: keeps its newest 3 of 4
+    tracker(con, "R", "FINISHED", start=d(2024, 3, 10), end=d(2024, 4, 20), purpose="adhoc")
+    for i in range(1, 5):
+        obj(con, "ml-ckpt", f"checkpoints/R/step-{i}", 100, d(2024, 3, 10 + i))
+    # E: FAILED exactly at the month's end (1 April 00:00): still running until then
+    tracker(con, "E", "FAILED", start=d(2024, 3, 1), end=d(2024, 4, 1))
+    obj(con, "ml-ckpt", "checkpoints/E/ck-1", 100, d(2024, 3, 2))
+    # B: FINISHED one second before the month's end: dead at it
+    tracker(con, "B", "FINISHED", start=d(2024, 3, 1), end=d(2024, 3, 31, 23, 59, 59),
+            purpose="adhoc")
+    obj(con, "ml-ckpt", "checkpoints/B/ck-1", 100, d(2024, 3, 2))
+    # N: KILLED with no end: when it ended is unknown, its recorded status stands
+    tracker(con, "N", "KILLED", start=d(2024, 3, 1))
+    obj(con, "ml-ckpt", "checkpoints/N/ck-1", 100, d(2024, 3, 2))
+    # D: a production run that ended on 10 April and was deleted since: the tracker keeps no
+    # time of the deletion, so it stays dead, shown with its status at the month's end
+    tracker(con, "D", "FINISHED", start=d(2024, 3, 1), end=d(2024, 4, 10),
+            purpose="production", deleted=True)
+    obj(con, "ml-ckpt", "checkpoints/D/ck-1", 100, d(2024, 3, 2))
+
+
+def test_a_run_that_ended_after_the_month_was_running_at_its_end(con):
+    """SPEC §7 judges the checkpoints present at the month's end, and a RUNNING run keeps its
+    newest 3: a run that started before the month's end and ended at or after it was RUNNING
+    then, whatever the runs file says of it now."""
+    runs_that_ended_later_month(con)
+    run(con, "retention_violations")
+    assert rows(con, """SELECT run_id, run_status, purpose, checkpoint, reason, bytes,
+                               round(monthly_cost, 9)
+                        FROM retention_violations ORDER BY key""") == [
+        ("B", "FINISHED", "adhoc", "ck-1", "dead_run", 100, 1.0),        # 100 × 0.01
+        ("D", "RUNNING", "production", "ck-1", "dead_run", 100, 1.0),    # deleted: dead
+        ("N", "KILLED", None, "ck-1", "dead_run", 100, 1.0),
+        ("R", "RUNNING", "adhoc", "step-1", "beyond_keep_last", 100, 1.0),  # oldest of 4
+    ]   # E's one checkpoint is within its newest 3
+    run(con, "storage_by_run_status")
+    assert rows(con, "SELECT run_status, objects, bytes, round(cost, 9) "
+                     "FROM storage_by_run_status ORDER BY run_status") == [
+        ("dead", 3, 300, 3.0),   # B, N, D
+        ("live", 5, 500, 5.0),   # R's 4 and E's 1
+    ]
+
+
 def test_daily_snapshots_use_the_last_one_of_the_month(con):
     # bucket `daily` has daily inventories: only the 31 March snapshot describes month end
     bill(con, "S1", "daily", datetime(2024, 3, 1), 40.0, component="storage",
@@ -719,6 +768,13 @@ CHANGES = {
                    "'ghost' AS run_id, 'RUNNING' AS status, TIMESTAMP '2024-02-01' AS start_time, "
                    "false AS keep, false AS deleted",
     "a run removed": "DELETE FROM tracker_runs WHERE run_id = 'failed1'",
+    # other1 then ended after the month: it was RUNNING at its end (live, keeps 3)
+    "a run's end moved past the month's end": "UPDATE tracker_runs SET end_time = TIMESTAMP "
+                                              "'2024-04-02' WHERE run_id = 'other1'",
+    # live1 then ended within the month: dead at its end
+    "a RUNNING run now ended within the month": "UPDATE tracker_runs SET status = 'FINISHED', "
+                                                "end_time = TIMESTAMP '2024-03-20' "
+                                                "WHERE run_id = 'live1'",
     "an object's size": "UPDATE checkpoint_inventory SET size = 11 "
                         "WHERE key = 'checkpoints/live1/ck-a/shard0'",
     "an object's time": "UPDATE checkpoint_inventory SET last_modified = TIMESTAMP "

@@ -89,6 +89,33 @@ def test_a_changed_metric_writes_the_tables_that_read_runs_again(demo):
     assert after["search_costs"] != before["search_costs"]  # the change is seen
 
 
+def test_a_run_end_moved_past_the_months_end_writes_the_checkpoint_tables_again(demo):
+    # s2607-c09-s0, a FINISHED search trial of 7 July, dead at July's end with its 12
+    # checkpoints (step-001000 … step-012000, hourly, each a 1.5 GiB model and a 3 GiB
+    # optimizer), delivered again as ending on 2 August: it was RUNNING at July's end, so it
+    # keeps its newest 3 and its 9 older checkpoints (18 objects) are beyond keep-last
+    def later(rows):
+        trial = next(r for r in rows if r["run_id"] == "s2607-c09-s0")
+        assert trial["end_time"] == "2026-07-07T12:00:00Z"
+        trial["end_time"] = "2026-08-02T00:00:00Z"
+
+    edit_runs(demo, later)
+    meta, after = rerun_then_force(demo)
+    assert not meta["retention_violations"]["kept"]
+    assert not meta["storage_by_run_status"]["kept"]
+    with duckdb.connect(load_config(demo).warehouse_path, read_only=True) as con:
+        judged = con.execute(
+            "SELECT run_status, reason, list(DISTINCT checkpoint ORDER BY checkpoint), "
+            "count(*) FROM retention_violations WHERE month = ? AND run_id = 's2607-c09-s0' "
+            "GROUP BY ALL", [JULY]).fetchall()
+        live = con.execute("SELECT objects, bytes FROM storage_by_run_status "
+                           "WHERE month = ? AND run_status = 'live'", [JULY]).fetchall()
+    assert judged == [("RUNNING", "beyond_keep_last",
+                       [f"step-{i:03d}000" for i in range(1, 10)], 18)]
+    # every object of the live run, kept or not: 12 × (1,610,612,736 + 3,221,225,472) bytes
+    assert live == [(24, 57_982_058_496)]
+
+
 # two run ids whose texts DuckDB's hash() maps to one number (tests/attribution/test_keys.py)
 SAME_HASH = ("sweep-10/trial-30", "sweep-17/trial-40")
 

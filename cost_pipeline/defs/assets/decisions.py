@@ -115,10 +115,10 @@ CHECK_SQL = {"cost_per_model_monthly": ("model_cost_trend",)}
 # assets/queries/), the parameters and the SQL are as when they were written
 # (warehouse.py `replace_month_unless_same`); a `--force` run writes them again. The tables
 # that read few of a run's fields name exactly what they read: a runs file delivered again
-# with moved end times keeps them. The others read the runs' costs: every month's bill, runs
-# and attribution as noted when written, the approvals, the datasets and the tables they read
-# (`DECISION_INPUTS`): an MLflow tracker read again, a runs file delivered again with the
-# same runs, keep them.
+# with moved end times keeps them, unless an end moved across the month's end. The others
+# read the runs' costs: every month's bill, runs and attribution as noted when written, the
+# approvals, the datasets and the tables they read (`DECISION_INPUTS`): an MLflow tracker
+# read again, a runs file delivered again with the same runs, keep them.
 KEPT_WHEN_SAME = {"retention_violations": "checkpoint_basis",
                   "storage_by_run_status": "checkpoint_basis"}
 DECISION_INPUTS = "decision_inputs"

@@ -198,6 +198,17 @@ def test_local_folder(tmp_path, con):
         build(con, tmp_path, {"kind": "local", "path": "nowhere", "bucket": "b"})
 
 
+def test_a_local_path_naming_a_file_is_said_to_be_a_file(tmp_path, con):
+    """A `local` path at a file was "checkpoint folder not found": it is there, and is no
+    folder."""
+    write(tmp_path / "runs.csv", "run_id\n")
+    with pytest.raises(SourceError) as error:
+        build(con, tmp_path, {"kind": "local", "path": "runs.csv", "bucket": "b"})
+    assert str(error.value) == (f"checkpoints[0] local: {tmp_path / 'runs.csv'}: a file, not "
+                                "a folder: a `local` path names the folder standing in for the "
+                                "bucket")
+
+
 def violations(con, month: date = JULY, **runs: str) -> list[tuple]:
     """The month's `retention_violations` (SPEC §7, default policy) of the
     `checkpoint_inventory` written, the tracker knowing `runs` (run id=status, started the

@@ -491,6 +491,29 @@ def test_an_object_without_its_time_is_refused_naming_the_row(tmp_path):
                             "its time")
 
 
+def test_a_broken_or_missing_local_data_file_is_named_as_such(tmp_path):
+    """A local report's data file cut short, not gzip, or listed by its manifest but absent
+    was reported as an S3 error after retries; it is a fault of the file, said as such."""
+    row = ["ml-checkpoints", "checkpoints/r1/s1/m.pt", "", "true", "false", "100",
+           "2026-07-01T00:00:00.000Z", "e", "STANDARD"]
+    cases = {"cut": ({"p.csv.gz": csv_report([row] * 50)[:-10]},
+                     "data/p.csv.gz: unreadable (Truncated compressed stream)"),
+             "plain": ({"p.csv.gz": b"plain text"}, "data/p.csv.gz: not a gzip file")}
+    for name, (data, problem) in cases.items():
+        write_report(tmp_path / name, data)
+        fast, slow = both([{"kind": "inventory", "path": name}], tmp_path)
+        assert fast == slow == f"SourceError: checkpoints[0] inventory: {tmp_path / name}/{problem}"
+    for name, data_file, file_format in (("gone", "p.csv.gz", "CSV"),
+                                         ("gone-parquet", "p.parquet", "Parquet")):
+        folder = tmp_path / name
+        write_report(folder, {data_file: b""}, file_format=file_format)
+        (folder / "data" / data_file).unlink()
+        fast, slow = both([{"kind": "inventory", "path": name}], tmp_path)
+        assert fast == slow == (
+            f"SourceError: checkpoints[0] inventory: {folder}/data/{data_file}: not found "
+            f"(listed by {folder}/2026-07-15T01-00Z/manifest.json)")
+
+
 def test_on_s3_the_vectorized_readers_do_the_work(tmp_path, s3_server):
     endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
     put(endpoint, bucket, "listing/inventory.csv",

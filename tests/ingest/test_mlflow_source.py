@@ -287,6 +287,42 @@ def test_bad_configuration_is_named(sample_store, tmp_path):
     assert resolve_tracking_uri("sqlite:////abs/m.db", tmp_path) == "sqlite:////abs/m.db"
 
 
+@pytest.mark.parametrize("found", ["empty file", "other database"])
+def test_a_sqlite_file_that_is_not_an_mlflow_store_is_refused_untouched(tmp_path, found):
+    """MLflow would turn any sqlite file into a new, empty store (its tables and a Default
+    experiment written into it): the month's runs would read as none, and another
+    application's database would be changed."""
+    import sqlite3
+
+    path = tmp_path / "runs.db"
+    if found == "empty file":
+        path.write_bytes(b"")
+        what = "an empty file"
+    else:
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+            con.execute("INSERT INTO invoices VALUES (1, 12.5)")
+        con.close()
+        what = "a SQLite database without MLflow's tables alembic_version, experiments, runs"
+    before = path.read_bytes()
+    uri = f"sqlite:///{path}"
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(uri, "mlflow")
+    assert str(error.value) == f"mlflow: {uri}: not an MLflow store ({what})"
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
+
+
+def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path):
+    path = tmp_path / "runs.db"
+    path.write_text("run_id,status\nr1,FINISHED\n")
+    uri = f"sqlite:///{path}"
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(uri, "mlflow")
+    assert str(error.value) == f"mlflow: {uri}: not an MLflow store (not a SQLite database)"
+    assert path.read_text() == "run_id,status\nr1,FINISHED\n"
+
+
 def test_demo_runs_in_mlflow_attribute_like_the_runs_file(demo_quarter, fast_dir):
     from cost_pipeline.cli.materialize import materialize_month
     from cost_pipeline.config import load_config

@@ -282,6 +282,24 @@ def test_bad_values_in_jsonl_and_parquet_name_the_row(tmp_path, con):
         load(con, tmp_path, parquet)
 
 
+def test_bad_json_is_placed_by_the_files_line_and_the_column(tmp_path, con):
+    """The parser counts lines within the one it is handed: `runs.jsonl line 2: bad JSON: …
+    line 1 column 36` named two lines. The file's line stays, the parser's column with it."""
+    jsonl = tmp_path / "runs.jsonl"
+    jsonl.write_text('{"run_id":"r1","status":"FINISHED","start_time":"2026-07-01T00:00:00Z"}\n'
+                     '{"run_id":"r2","status":"FINISHED",\n')
+    with pytest.raises(SourceError) as error:
+        load(con, tmp_path, jsonl)
+    assert str(error.value) == (f"runs_file: {jsonl} line 2: bad JSON: Expecting property "
+                                "name enclosed in double quotes at column 36")
+    array = tmp_path / "runs.json"
+    array.write_text('[\n  {"run_id": "r1", "status": "FINISHED",\n   "start_time": }\n]\n')
+    with pytest.raises(SourceError) as error:
+        load(con, tmp_path, array)
+    assert str(error.value) == (f"runs_file: {array} line 3: bad JSON: Expecting value at "
+                                "column 18")
+
+
 def test_non_utf8_bytes(tmp_path, con):
     path = tmp_path / "runs.csv"
     path.write_bytes(b"run_id,status,start_time,model\nr1,RUNNING,2026-07-01,caf\xe9\n")
@@ -439,6 +457,16 @@ def test_empty_files(tmp_path, con):
     assert load(con, tmp_path, tmp_path / "runs.jsonl") == {}
     path = write_csv(tmp_path / "runs.csv", [], columns=["run_id", "status", "start_time"])
     assert load(con, tmp_path, path) == {}
+
+
+def test_an_empty_csv_is_said_to_have_no_header(tmp_path, con):
+    """A 0-byte runs.csv was "missing required column(s) run_id, status, start_time"."""
+    path = tmp_path / "runs.csv"
+    for text in ("", "\n\n"):
+        path.write_text(text)
+        with pytest.raises(SourceError) as error:
+            load(con, tmp_path, path)
+        assert str(error.value) == f"runs_file: {path}: empty file: no header"
 
 
 def test_missing_file(tmp_path, con):

@@ -145,7 +145,24 @@ class _Inventory:
         try:
             return self.fs.get_file_info(path)
         except OSError as exc:
-            raise s3.source_error(self.source, self.show(path), exc) from None
+            raise self.read_error(path, exc) from None
+
+    def read_error(self, path: str, exc: OSError, listed_by: str | None = None
+                   ) -> SourceError:
+        """An OSError reading `path`. On S3 it is the transfer's, after S3's own retries;
+        a local file's is the file's own, read once: missing (`listed_by` the manifest that
+        names it), not gzip, cut short …"""
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            return s3.source_error(self.source, self.show(path), exc)
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, FileNotFoundError):
+            return SourceError(self.source, self.show(path), "not found" + (
+                f" (listed by {self.show(listed_by)})" if listed_by else ""))
+        if isinstance(exc, PermissionError):
+            return SourceError(self.source, self.show(path), "unreadable (permission denied)")
+        if "incorrect header check" in reason:   # zlib's words for bytes that are not gzip
+            return SourceError(self.source, self.show(path), "not a gzip file")
+        return SourceError(self.source, self.show(path), f"unreadable ({reason})")
 
     def _batches(self, fast, rows) -> Iterator[pa.RecordBatch]:
         return month_batches(fast if self.vectorized else None, rows, self.month,
@@ -162,7 +179,7 @@ class _Inventory:
         try:
             raw = self.fs.open_input_stream(path)
         except OSError as exc:
-            raise s3.source_error(self.source, self.show(path), exc) from None
+            raise self.read_error(path, exc) from None
         with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as handle:
             yield from read_inventory_csv(self.show(path), self.source, bucket, handle)
 
@@ -176,7 +193,7 @@ class _Inventory:
         try:
             folders = self.fs.get_file_info(pafs.FileSelector(base, recursive=False))
         except OSError as exc:
-            raise s3.source_error(self.source, self.show(base), exc) from None
+            raise self.read_error(base, exc) from None
         start = month - timedelta(days=1)
         end = (month.replace(day=28) + timedelta(days=5)).replace(day=1) + timedelta(days=1)
         wanted = []
@@ -198,7 +215,7 @@ class _Inventory:
         except FileNotFoundError:
             return  # a report still being written has no manifest yet
         except OSError as exc:
-            raise s3.source_error(self.source, where, exc) from None
+            raise self.read_error(manifest, exc) from None
         except ValueError as exc:
             raise SourceError(self.source, where, f"unreadable manifest: {exc}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
@@ -228,10 +245,10 @@ class _Inventory:
             data = _data_path(config_folder, key)
             if file_format == "CSV":
                 fast = partial(self._csv_batches, data, doc, bucket, snapshot)
-                rows = partial(self._csv_rows, data, doc)
+                rows = partial(self._csv_rows, data, doc, manifest)
             else:
                 fast = partial(self._columnar_batches, data, file_format, bucket, snapshot)
-                rows = partial(self._columnar_rows, data, file_format)
+                rows = partial(self._columnar_rows, data, file_format, manifest)
             for batch in self._batches(fast, partial(self._objects, rows, data, bucket,
                                                      snapshot)):
                 listed += batch.num_rows
@@ -277,7 +294,7 @@ class _Inventory:
                 reader = iter(())  # a data file of no row: the report lists no object
             yield wanted, reader
 
-    def _csv_rows(self, path: str, doc: dict) -> Iterator[tuple[int, dict]]:
+    def _csv_rows(self, path: str, doc: dict, manifest: str) -> Iterator[tuple[int, dict]]:
         # (the manifest's fileSchema holds REQUIRED_FIELDS: `report` checked it)
         try:
             with self._open_csv(path, doc) as (wanted, reader):
@@ -290,7 +307,7 @@ class _Inventory:
                         row["key"] = unquote_plus(row["key"])
                         yield line, row
         except OSError as exc:
-            raise s3.source_error(self.source, self.show(path), exc) from None
+            raise self.read_error(path, exc, manifest) from None
         except Exception as exc:  # pyarrow's CSV errors: wrong column count, bad gzip …
             raise SourceError(self.source, self.show(path),
                               f"unreadable: {str(exc).splitlines()[0]}") from None
@@ -367,7 +384,8 @@ class _Inventory:
             yield wanted, (_micros(orc.read_stripe(i, columns=list(wanted.values())))
                            for i in range(orc.nstripes))
 
-    def _columnar_rows(self, path: str, file_format: str) -> Iterator[tuple[int, dict]]:
+    def _columnar_rows(self, path: str, file_format: str, manifest: str
+                       ) -> Iterator[tuple[int, dict]]:
         try:
             with self._open_columnar(path, file_format) as (wanted, batches):
                 missing = [PARQUET_COLUMNS[f] for f in REQUIRED_FIELDS if f not in wanted]
@@ -381,7 +399,7 @@ class _Inventory:
                         line += 1
                         yield line, {f: values[f][n] for f in wanted}
         except OSError as exc:
-            raise s3.source_error(self.source, self.show(path), exc) from None
+            raise self.read_error(path, exc, manifest) from None
         except pa.ArrowException as exc:  # not a Parquet or ORC file, a broken one
             raise SourceError(self.source, self.show(path),
                               f"unreadable: {str(exc).splitlines()[0]}") from None

@@ -107,6 +107,9 @@ def _object(row: list[str], index: dict[str, int], bucket: str | None, source: s
 
 
 def walk_local(path: Path, source: str, bucket: str) -> Iterator[dict[str, Any]]:
+    if path.exists() and not path.is_dir():
+        raise SourceError(source, str(path), "a file, not a folder: a `local` path names the "
+                          "folder standing in for the bucket")
     if not path.is_dir():
         raise SourceError(source, str(path), "checkpoint folder not found")
     # links are not followed out of the folder, nor into a linked folder (local_files.py)

@@ -21,6 +21,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,6 +45,8 @@ RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)   # seconds before each retry 
 REASON_LIMIT = 300                     # characters of an error's reason in a message
 PARENT_TAG = "mlflow.parentRunId"
 RUN_NAME_TAG = "mlflow.runName"
+# tables every MLflow sqlite store has (MLflow creates them in any sqlite file without them)
+MLFLOW_TABLES = ("alembic_version", "experiments", "runs")
 # columns that come from run tags; status, times, experiment and `deleted` come from run info
 TAG_COLUMNS = (
     "run_id", "model", "purpose", "search_id", "seed", "config_id", "resource_ids", "gpus",
@@ -152,14 +155,40 @@ def _first_line(exc: Exception) -> str:
     return f"{line[:REASON_LIMIT - len(reason) - 3]} … {reason}"
 
 
+def _not_a_store(path: Path) -> str | None:
+    """What the sqlite file at `path` is when it is not an MLflow store (None when it is):
+    read through a read-only connection, so nothing is written into the file."""
+    import sqlite3
+
+    if path.stat().st_size == 0:
+        return "an empty file"
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
+            tables = {name for (name,) in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc):
+            return "not a SQLite database"
+        raise                  # e.g. `database is locked`: retried like any transient error
+    missing = sorted(set(MLFLOW_TABLES) - tables)
+    if missing:
+        return f"a SQLite database without MLflow's tables {', '.join(missing)}"
+    return None
+
+
 def _client(uri: str, source: str):
     from mlflow import MlflowClient  # heavy import: only when an mlflow tracker is configured
 
     if uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///"):])
-        # MLflow would silently create an empty store at a mistyped path
+        # MLflow would silently create a new store at a mistyped path, and in any sqlite file
+        # without its tables (an empty file, another application's database): it writes its
+        # schema and a Default experiment into it, and the month's runs read as none
         if not path.is_file():
             raise SourceError(source, uri, "no MLflow sqlite store at this path")
+        found = _not_a_store(path)
+        if found:
+            raise SourceError(source, uri, f"not an MLflow store ({found})")
     return MlflowClient(tracking_uri=uri)
 
 

@@ -80,6 +80,8 @@ def _csv_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
     """A CSV's records; `row N` is the line of the file the record starts on (the header is
     row 1), as a spreadsheet numbers it."""
     text = _decode(path, source)
+    if not text.strip():
+        raise SourceError(source, str(path), "empty file: no header")
     reader = csv.reader(io.StringIO(text, newline=""),
                         delimiter=csv_delimiter(text, RUN_COLUMNS))
     records: list[Record] = []
@@ -110,7 +112,9 @@ def _json_records(path: Path, source: str, loads: Callable[[str], Any] = json.lo
         try:
             items = loads(text)
         except ValueError as exc:
-            raise SourceError(source, str(path), f"bad JSON: {exc}") from None
+            line = getattr(exc, "lineno", None)
+            raise SourceError(source, f"{path} line {line}" if line else str(path),
+                              f"bad JSON: {_json_reason(exc)}") from None
         located = [(f"row {i}", item) for i, item in enumerate(items, start=1)]
     else:
         located = []
@@ -120,7 +124,8 @@ def _json_records(path: Path, source: str, loads: Callable[[str], Any] = json.lo
             try:
                 located.append((f"line {number}", loads(line)))
             except ValueError as exc:
-                raise SourceError(source, f"{path} line {number}", f"bad JSON: {exc}") from None
+                raise SourceError(source, f"{path} line {number}",
+                                  f"bad JSON: {_json_reason(exc)}") from None
     columns: dict[str, None] = {}
     keys = None
     for where, item in located:
@@ -131,6 +136,14 @@ def _json_records(path: Path, source: str, loads: Callable[[str], Any] = json.lo
             keys = item.keys()
         records.append((where, item))
     return list(columns), records
+
+
+def _json_reason(exc: ValueError) -> str:
+    """The parser's reason and column, without its own line count: it counts the lines of
+    the text it was handed (a JSONL line is its line 1), the message names the file's line."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    return str(exc)
 
 
 def _parquet_records(path: Path, source: str) -> tuple[list[str], list[Record]]:

@@ -192,7 +192,9 @@ SELECT
                                         'Discount') THEN 0
         ELSE coalesce(line_item_net_unblended_cost, line_item_unblended_cost)
     END, 0) AS EffectiveCost,
-    coalesce(nullif(line_item_currency_code, ''), 'USD') AS BillingCurrency,
+    -- a bill naming no currency on any line is in USD; a line naming none beside lines that
+    -- name one was refused (cur2.check_amounts), as was a line without its unblended cost
+    coalesce(nullif(trim(line_item_currency_code), ''), 'USD') AS BillingCurrency,
     -- a negation mirrors a covered hour (its EffectiveCost is 0 too): its list price, where
     -- an export gives one, would count the hour twice
     CASE WHEN line_type = 'SavingsPlanNegation' THEN 0

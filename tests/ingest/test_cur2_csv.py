@@ -303,6 +303,21 @@ def test_a_broken_file_or_record_is_refused_naming_the_file(tmp_path, con, caplo
         build(con, config(tmp_path, header_only))
 
 
+@pytest.mark.parametrize(("data", "name", "message"), [
+    (b"", "a.csv.gz", "empty file (no header)"),
+    (gzip.compress(b""), "a.csv.gz", "empty file (no header)"),
+    (b"", "a.csv", "empty file (no header)"),
+    (gzip.compress(b"\r\n"), "a.csv.gz", "empty file (no header)"),
+    (gzip.compress(b"\r\n" + csv_bytes([line(1.0)])), "a.csv.gz",
+     "its first line is blank: no header"),
+], ids=["no bytes", "gzip of nothing", "plain", "a blank line", "a blank first line"])
+def test_an_empty_file_is_refused_as_empty(tmp_path, con, data, name, message):
+    # it was refused as an export created without resource IDs, to be recreated
+    export = _one_file_export(tmp_path, data, name)
+    with pytest.raises(SourceError) as error:
+        build(con, config(tmp_path, export))
+    assert (error.value.where, error.value.problem) == (str(month_dir(export) / name), message)
+
 def test_a_zip_file_holds_one_csv_file(tmp_path, con):
     export = write_csv_export(tmp_path, {"a": [line(1.0)]}, compression="zip")
     archive = month_dir(export) / "a.csv.zip"

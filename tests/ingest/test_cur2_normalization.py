@@ -505,6 +505,55 @@ def test_mixed_currencies_are_an_error(tmp_path, con):
     assert "EUR" in message and "USD" in message and "currency" in message
 
 
+@pytest.mark.parametrize("empty", [None, "", " "])
+def test_an_empty_currency_beside_a_named_one_is_refused_as_empty(tmp_path, con, empty):
+    # it read as USD: "row 2: line_item_currency_code USD differs from EUR"
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", line_item_currency_code="EUR"), L("b", line_item_currency_code=empty),
+        L("c", line_item_currency_code="EUR")]})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert (err.value.where, err.value.problem) == (
+        str(month_dir(export) / "x.parquet") + " row 2", "line_item_currency_code is empty")
+
+
+def test_a_bill_naming_no_currency_is_in_dollars(tmp_path, con):
+    for name, drop in (("empty", ()), ("absent", ("line_item_currency_code",))):
+        export = write_export(tmp_path / name, {"x.parquet": [
+            L("a", 2.5, line_item_currency_code=None), L("b", 1.5, line_item_currency_code="")]},
+            drop=drop)
+        summary = build(con, config(tmp_path / name, export))
+        assert summary.currency == "USD"
+        assert {f["BillingCurrency"] for f in facts(con).values()} == {"USD"}
+        assert sum(f["BilledCost"] for f in facts(con).values()) == 4.0
+
+
+@pytest.mark.parametrize("net", [None, 3.0])
+def test_a_line_without_its_unblended_cost_is_refused(tmp_path, con, net):
+    # with no net cost either it loaded as $0.00: the gross cost is on every CUR line (0 on a
+    # covered or split row), so an empty one is a broken export, as an empty FOCUS cost is
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", 3.0), L("b", None, net=net), L("c", 3.0)]})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert (err.value.where, err.value.problem) == (
+        str(month_dir(export) / "x.parquet") + " row 2", "line_item_unblended_cost is empty")
+    assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
+
+
+def test_the_first_of_a_bad_amount_and_an_empty_currency_is_named(tmp_path, con):
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", line_item_currency_code="EUR"), L("b", line_item_currency_code="EUR"),
+        L("c", float("inf"), line_item_currency_code="EUR"),
+        L("d", line_item_currency_code=None)]})
+    with pytest.raises(SourceError, match=r"x\.parquet row 3: line_item_unblended_cost is inf"):
+        build(con, config(tmp_path, export))
+    export = write_export(tmp_path / "later", {"x.parquet": [
+        L("a", line_item_currency_code="EUR"), L("b", line_item_currency_code=None),
+        L("c", None, line_item_currency_code="EUR")]})
+    with pytest.raises(SourceError, match=r"x\.parquet row 2: line_item_currency_code is empty"):
+        build(con, config(tmp_path / "later", export))
+
 def test_missing_resource_ids_says_how_to_fix_the_export(tmp_path, con):
     export = write_export(tmp_path, {"x.parquet": [L("a")]}, drop=("line_item_resource_id",))
     with pytest.raises(SourceError) as err:

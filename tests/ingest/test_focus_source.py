@@ -641,6 +641,46 @@ def test_a_missing_column_or_path_is_refused(con, tmp_path):
         load(con, tmp_path / "nowhere")
 
 
+def test_a_cost_file_lacking_a_required_column_in_a_folder_is_refused_not_skipped(con, tmp_path):
+    # a cost-and-usage file without ChargePeriodStart (or EffectiveCost) was taken for another
+    # FOCUS dataset and skipped: the month loaded $0.00, or, held before, blamed a moved path
+    folder = tmp_path / "exports"
+    may = write_csv(folder / "may.csv", ROWS)
+    (folder / "contract_commitment.csv").write_text(
+        "ContractCommitmentId,ContractCommitmentCost,BillingCurrency\nc-1,100,USD\n")
+    # FOCUS's invoice detail dataset shares BilledCost and ChargeCategory: still skipped
+    (folder / "invoice_detail.csv").write_text(
+        "InvoiceDetailId,InvoiceId,BilledCost,BillingCurrency,ChargeCategory\n"
+        "d-1,INV-1,250,USD,Usage\n")
+    facts = load(con, folder)
+    assert sum(f["EffectiveCost"] for f in facts.values()) == pytest.approx(MAY_TOTAL)
+    for dropped, missing in (("ChargePeriodStart", "ChargePeriodStart"),
+                             ("EffectiveCost", "EffectiveCost"),
+                             ("ChargePeriodStart ChargePeriodEnd",
+                              "ChargePeriodStart, ChargePeriodEnd")):
+        write_csv(may, ROWS, columns=tuple(c for c in COLUMNS if c not in dropped.split()))
+        with pytest.raises(SourceError) as error:
+            load(con, folder)
+        assert (error.value.where, error.value.problem) == (
+            str(may), f"missing FOCUS column(s) {missing}")
+    # the month keeps the lines it held
+    (total,) = con.execute("SELECT sum(EffectiveCost) FROM billing_facts WHERE month = ?",
+                           [MAY]).fetchone()
+    assert total == pytest.approx(MAY_TOTAL)
+
+
+def test_a_parquet_amount_of_a_list_type_is_named_with_its_type(con, tmp_path):
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in ROWS[:2]])
+    table = table.set_column(table.schema.get_field_index("BilledCost"), "BilledCost",
+                             pa.array([[10.0], [10.0]], pa.list_(pa.float64())))
+    path = tmp_path / "p" / "may.parquet"
+    path.parent.mkdir()
+    pq.write_table(table, path)
+    with pytest.raises(SourceError) as error:
+        load(con, path)
+    assert (error.value.where, error.value.problem) == (
+        str(path), "column BilledCost is list<element: double>, expected a number")
+
 def test_a_month_without_rows_is_empty_and_reruns_replace_it(con, tmp_path):
     path = write_csv(tmp_path / "f" / "may.csv", ROWS)
     load(con, path)

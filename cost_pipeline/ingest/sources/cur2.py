@@ -729,28 +729,44 @@ def flat_tags_sql(columns: list[str]) -> str:
 
 def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:
     """Refuse the delivery when an amount column of a line (a cost, the usage amount, a
-    commitment figure) is inf, NaN or not below MAX_AMOUNT, naming its file, row and column,
-    whether or not the line's figures would read that column."""
+    commitment figure) is inf, NaN or not below MAX_AMOUNT, when a line has no
+    line_item_unblended_cost (AWS writes it on every line, 0 where nothing is billed: read as
+    0, a line without it would be free), or when a line names no currency where another names
+    one (read as USD, it was refused as a second currency, or loaded as USD beside USD lines);
+    a bill naming no currency on any line is in USD. Names the first such line's file, row and
+    column, whether or not the line's figures would read that column. One scan of the month."""
     from cost_pipeline.ingest.sources import MAX_AMOUNT_TEXT, bad_amount_sql
 
     columns = [c for c, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
                if kind == "DOUBLE" and c in delivery.columns]
     if not columns or not delivery.files:
         return
-    bad = con.execute(
-        f"SELECT _file, _row FROM {view} WHERE "
-        + " OR ".join(bad_amount_sql(sql_identifier(c)) for c in columns)
-        + " ORDER BY _file, _row LIMIT 1").fetchone()
-    if bad:
-        column, value = bad_amount_column(con, view, bad[0], bad[1]) or ("an amount", "?")
-        where = f"{bad[0]} row {bad[1]}"
-        text = _unread_amount_text(con, delivery, column, bad[0], bad[1])
-        if text is not None:
-            raise SourceError(delivery.source, where,
-                              f"column {column} is text that is not a number: {text[:80]!r}")
+    amounts = (" OR ".join(bad_amount_sql(sql_identifier(c)) for c in columns)
+               + " OR line_item_unblended_cost IS NULL")
+    currency = "nullif(trim(line_item_currency_code), '')"
+    line = "{'file': _file, 'row': _row}"
+    bad, unnamed, named = con.execute(
+        f"SELECT min({line}) FILTER (WHERE {amounts}), "
+        f"min({line}) FILTER (WHERE {currency} IS NULL), count({currency}) > 0 "
+        f"FROM {view}").fetchone()
+    first = min((found for found in (bad, unnamed if named else None) if found),
+                key=lambda found: (found["file"], found["row"]), default=None)
+    if first is None:
+        return
+    where = f"{first['file']} row {first['row']}"
+    if first is not bad:
+        raise SourceError(delivery.source, where, "line_item_currency_code is empty")
+    found = bad_amount_column(con, view, bad["file"], bad["row"])
+    if found is None:  # every amount of the line is finite: its gross cost is empty
+        raise SourceError(delivery.source, where, "line_item_unblended_cost is empty")
+    column, value = found
+    text = _unread_amount_text(con, delivery, column, bad["file"], bad["row"])
+    if text is not None:
         raise SourceError(delivery.source, where,
-                          f"{column} is {value}: a cost or quantity must be a finite number "
-                          f"below {MAX_AMOUNT_TEXT}")
+                          f"column {column} is text that is not a number: {text[:80]!r}")
+    raise SourceError(delivery.source, where,
+                      f"{column} is {value}: a cost or quantity must be a finite number "
+                      f"below {MAX_AMOUNT_TEXT}")
 
 
 # what a commitment line's EffectiveCost is read from (SPEC §5), net column first: a line

@@ -103,7 +103,13 @@ class CsvReader:
         if "\n" not in text and len(head) >= HEADER_BYTES:
             raise SourceError(source, file, f"no header line in its first {HEADER_BYTES} bytes: "
                               "not a CUR 2.0 CSV file")
+        # (checked before the columns: no header read as one without line_item_resource_id,
+        # refused as an export to recreate)
+        if not text.strip():
+            raise SourceError(source, file, "empty file (no header)")
         line = text.split("\n", 1)[0].rstrip("\r")
+        if not line.strip():
+            raise SourceError(source, file, "its first line is blank: no header")
         wanted = {**cur2.REQUIRED_COLUMNS, **cur2.OPTIONAL_COLUMNS}
         delimiter = csv_delimiter(line, set(wanted))
         try:

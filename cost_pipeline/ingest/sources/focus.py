@@ -125,8 +125,18 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
 }
 REQUIRED = ("ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "BilledCost",
             "EffectiveCost", "BillingCurrency")
-# a cost-and-usage file has these; other FOCUS datasets do not
-SIGNATURE = ("ChargePeriodStart", "EffectiveCost")
+# columns of the cost-and-usage dataset: a file in a folder holding any of them is a cost
+# file, whose missing required columns are refused by name (one lacking ChargePeriodStart
+# was skipped as another dataset, its month read as $0)
+COST_AND_USAGE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost",
+                          "ChargeCategory", "ChargeClass", "ChargePeriodStart",
+                          "ChargePeriodEnd", "BillingPeriodStart", "BillingPeriodEnd",
+                          "ConsumedQuantity", "PricingQuantity")
+# the identifying columns of FOCUS's other datasets, some of which share a few of the columns
+# above (invoice details: BilledCost, ChargeCategory; SKU prices: ChargeCategory): a file with
+# one of these, or with no cost-and-usage column (1.3's contract commitments), is skipped
+OTHER_DATASET_COLUMNS = ("ContractCommitmentId", "InvoiceDetailId", "SkuPriceEffectiveStart",
+                         "RecommendationId", "BillingPeriodStatus")
 SUFFIXES = (".csv", ".csv.gz", ".parquet")
 BATCH_ROWS = 65_536
 RAW_TABLE = "focus_raw"
@@ -151,6 +161,13 @@ class FocusFiles:
 
 def is_data_file(path: Path) -> bool:
     return path.name.lower().endswith(SUFFIXES) and not path.name.startswith((".", "_"))
+
+
+def is_cost_and_usage(header: list[str]) -> bool:
+    """Whether a file of these columns (any case) is of FOCUS's cost-and-usage dataset."""
+    names = {name.lower() for name in header}
+    return (any(c.lower() in names for c in COST_AND_USAGE_COLUMNS)
+            and not any(c.lower() in names for c in OTHER_DATASET_COLUMNS))
 
 
 def find_files(source: str, path: str) -> FocusFiles:
@@ -385,6 +402,25 @@ def _spelled(source: str, file: Path | str, header: list[str]) -> dict[str, str]
     return spelled
 
 
+_NUMERIC = (pa.types.is_floating, pa.types.is_integer, pa.types.is_decimal, pa.types.is_null)
+_INSTANT = (pa.types.is_timestamp, pa.types.is_date, pa.types.is_null)
+
+
+def _check_type(source: str, path: Path | str, column: str, kind: str,
+                arrow: pa.DataType | None) -> None:
+    """Refuse a number or timestamp column of a type that holds none (a parquet file's list
+    of doubles), naming it as the CUR source does, rather than with DuckDB's cast error."""
+    if arrow is None or kind not in ("DOUBLE", "TIMESTAMP"):
+        return
+    if pa.types.is_dictionary(arrow):
+        arrow = arrow.value_type
+    if is_text(arrow) or any(test(arrow) for test in (_NUMERIC if kind == "DOUBLE"
+                                                      else _INSTANT)):
+        return
+    expected = "a number" if kind == "DOUBLE" else "a timestamp"
+    raise SourceError(source, str(path), f"column {column} is {arrow}, expected {expected}")
+
+
 def _file_select(found: FocusFiles, path: Path | str, present: list[str], month: date,
                  rows_from: str, schema: pa.Schema) -> str:
     """The month's rows of one file as `focus_raw`'s columns (typed, with `_file`, `_name`,
@@ -394,6 +430,7 @@ def _file_select(found: FocusFiles, path: Path | str, present: list[str], month:
     typed, problems = {}, []
     for column, kind in COLUMNS.items():
         arrow = schema.field(column).type if column in present else None
+        _check_type(found.source, path, column, kind, arrow)
         typed[column], invalid = _typed(column, kind, arrow)
         if invalid:
             what = "a timestamp" if kind == "TIMESTAMP" else (
@@ -536,7 +573,7 @@ def _register(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: str, mont
     for file in list(found.files):
         header = _header(found, file)
         spelled = _spelled(source, file, header)
-        if not all(c in spelled for c in SIGNATURE) and not single:
+        if not single and not is_cost_and_usage(header):
             log.info(f"{source}: {file} is not a FOCUS cost-and-usage file: skipped")
             found.files.remove(file)
             found.skipped.append(file)

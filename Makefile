@@ -46,10 +46,12 @@ test: install
 	@mkdir -p $(DAGSTER_HOME)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope
 
-# the home the CLI makes (its dagster.yaml: one queued run per warehouse at a time)
+# the home the CLI makes (its dagster.yaml: one queued run per warehouse at a time), made
+# absolute as the CLI makes it: Dagster refuses a relative DAGSTER_HOME
 dev: install
-	@$(BIN)/python -c "from cost_pipeline.cli.materialize import ensure_dagster_home as e; e()"
-	COST_PIPELINE_CONFIG=$${COST_PIPELINE_CONFIG:-$(CURDIR)/demo/config.yaml} $(BIN)/dagster dev -w workspace.yaml
+	@home="$$($(BIN)/python -c "from cost_pipeline.cli.materialize import ensure_dagster_home as e; print(e())")" \
+	&& echo "DAGSTER_HOME=$$home" >&2 \
+	&& DAGSTER_HOME="$$home" COST_PIPELINE_CONFIG=$${COST_PIPELINE_CONFIG:-$(CURDIR)/demo/config.yaml} $(BIN)/dagster dev -w workspace.yaml
 
 # the benchmark, not part of `make test`: months of $(SIZES) billing lines generated once into
 # bench-data/, each measured as scan floor, DuckDB reference, pandas and the pipeline;

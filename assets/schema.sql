@@ -222,9 +222,8 @@ CREATE TABLE IF NOT EXISTS attribution_basis (
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS shape_key UBIGINT;
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS rs TIMESTAMP;
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS re TIMESTAMP;
--- on the run_id NULL row: the bill's part of `inputs` (its count and sum of hashes, as JSON)
--- and its key — the bill's write token in input_tokens, the run tag and the hash's query —
--- so that a re-run whose bill was not written again reuses it instead of hashing every line
+-- written by earlier versions on the run_id NULL row (the bill's hash and its key), no longer
+-- written nor read: the bill's part of `inputs` is read from its input_tokens token
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS bill_key VARCHAR;
 ALTER TABLE attribution_basis ADD COLUMN IF NOT EXISTS bill_hash VARCHAR;
 
@@ -261,7 +260,8 @@ ALTER TABLE report_pages ADD COLUMN IF NOT EXISTS html_sha256 VARCHAR;
 -- What each month's bill, runs and attribution are, as their writers leave it in the
 -- transaction that writes them (warehouse.py `note_input`), for decision_inputs.sql: the
 -- runs (`tracker`) and the attribution as hashes of what the month holds — the same rows
--- read again give the same token — and the bill as a chain that moves on every write.
+-- read again give the same token — and the bill as its lines' count and hash sums (billing.py
+-- `bill_token`): the same lines written again give the same token too.
 CREATE TABLE IF NOT EXISTS input_tokens (
     month DATE NOT NULL,
     input VARCHAR NOT NULL,   -- billing | tracker | attribution

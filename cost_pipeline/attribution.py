@@ -131,7 +131,7 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
     try:
         with month_transaction(con):
             run_script(con, sql_text("attribution_prepare"), params)
-            inputs, bill = _inputs(con, month, params, rows, remembered=keep_unchanged)
+            inputs = _inputs(con, month, params, rows)
             run_script(con, sql_text("attribution_basis"), params)
             same_inputs = con.execute(
                 "SELECT inputs FROM attribution_basis WHERE month = ? AND run_id IS NULL",
@@ -141,8 +141,6 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
             kept = keep_unchanged and same_inputs and changed == 0
             redone = None
             if kept:
-                # a bill written again alike: its hash is remembered under its new key
-                _remember_bill(con, month, bill)
                 if log is not None:
                     log.info("attribution: the bill, the listing and every run are as when the "
                              "month was attributed: its rows are kept")
@@ -156,7 +154,7 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
                     _attribute_month(con, month, params, lines_per_slice, log)
                 summarize_month(con, month, None if redone is None
                                 else _resummed(con, month, resum_max_share))
-                _store_basis(con, month, inputs, bill, every_run=redone is None)
+                _store_basis(con, month, inputs, every_run=redone is None)
             # what the rows are computed from, for the decision tables' bases (kept rows too:
             # a warehouse from before the tokens gets its month's)
             note_input(con, month, "attribution", _basis_token(con, month))
@@ -237,56 +235,41 @@ def _resummed(con: duckdb.DuckDBPyConnection, month: date, max_share: float) -> 
     return None if resummed > max_share * pairs else _RESUMMED
 
 
-# the bill's columns the rows read, as one count and sum of hashes (~0.13 s at 2M lines); a
-# text with its reversed text too (warehouse.py `row_hash`)
-_BILL_HASH = """
-    SELECT count(*), sum(hash(x_SourceLine, ResourceId, ChargePeriodStart, ChargePeriodEnd,
-                              ChargeCategory, ChargeClass, CommitmentDiscountStatus,
-                              x_ResourceKind, x_CostComponent, x_AcceleratorCount,
-                              x_UsageHours, EffectiveCost, x_SplitParent, tag_value,
-                              reverse(x_SourceLine), reverse(ResourceId),
-                              reverse(tag_value)))
-    FROM (SELECT *, user_tag(Tags, $run_tag) AS tag_value FROM billing_facts
-          WHERE month = $month)"""
+# a bill line's columns the rows read, as one hash (`tag_value`: the line's run tag); a text
+# with its reversed text too (warehouse.py `row_hash`). The billing step sums it into the
+# bill's token (billing.py `bill_token`), of which the attribution's basis takes that part
+ATTRIBUTED_LINE_HASH = """hash(x_SourceLine, ResourceId, ChargePeriodStart, ChargePeriodEnd,
+    ChargeCategory, ChargeClass, CommitmentDiscountStatus, x_ResourceKind, x_CostComponent,
+    x_AcceleratorCount, x_UsageHours, EffectiveCost, x_SplitParent, tag_value,
+    reverse(x_SourceLine), reverse(ResourceId), reverse(tag_value))"""
+# the month's lines with their run tag
+TAGGED_LINES = ("(SELECT *, user_tag(Tags, $run_tag) AS tag_value FROM billing_facts "
+                "WHERE month = $month)")
+_BILL_HASH = (f"SELECT count(*), coalesce(sum({ATTRIBUTED_LINE_HASH}), 0) "
+              f"FROM {TAGGED_LINES}")
 
 
-@dataclass
-class _Bill:
-    """The bill's part of a month's `inputs` (`_bill_hash`)."""
-
-    hash: list[str]       # `_BILL_HASH`'s count and sum, as texts
-    key: str | None       # what it is remembered under; None: not remembered
-    reused: bool = False  # read from the stored basis, not from the bill
-
-
-def _bill_hash(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
-               remembered: bool) -> _Bill:
-    """`_BILL_HASH` of the month's bill, with the key under which it is remembered with the
-    basis (`_store_basis`): the bill's write token (`input_tokens`, which moves on every
-    write of the month's bill), the run tag and this query. With `remembered`, a basis
-    stored under the same key gives the hash without reading the bill: the bill was not
-    written since it was hashed. No key without a write token (a warehouse from before
-    them)."""
-    token = noted_input(con, month, "billing")
-    key = None if token is None else hashlib.sha256("\0".join(
-        (token, str(params["run_tag"]), _BILL_HASH)).encode()).hexdigest()
-    if remembered and key is not None:
-        stored = con.execute("SELECT bill_hash FROM attribution_basis WHERE month = ? AND "
-                             "run_id IS NULL AND bill_key = ?",
-                             [month, key]).fetchall()
-        if stored and stored[0][0] is not None:
-            return _Bill(json.loads(stored[0][0]), key, reused=True)
+def _bill_part(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any]
+               ) -> list[str]:
+    """The bill's part of a month's `inputs`: the count and sum of `ATTRIBUTED_LINE_HASH`
+    over its lines, read from the token the billing step noted when it wrote the bill
+    (`input_tokens`, billing.py `bill_token`) so that the attribution does not hash the
+    lines again (~0.13 s at 2M lines): a bill written again with the same lines, or with
+    lines restated only where the attribution does not read (a region), keeps the rows.
+    Without such a token (a warehouse from before it), `_BILL_HASH` of the lines: the same
+    figures."""
+    parts = (noted_input(con, month, "billing") or "").split(":")
+    if len(parts) == 3:  # rows : the attributed columns' sum : every column's
+        return parts[:2]
     ((rows, hashes),) = query(con, _BILL_HASH, params).fetchall()
-    return _Bill([str(rows), str(hashes)], key)
+    return [str(rows), str(hashes)]
 
 
 def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
-            datasets: list[tuple[str, str, str]], remembered: bool = False
-            ) -> tuple[str, _Bill]:
+            datasets: list[tuple[str, str, str]]) -> str:
     """A hash of everything the month's rows depend on but the runs: the bill's and the
-    listing's columns the attribution reads, the parameters, the datasets, and the code;
-    with the bill's part (`_bill_hash`)."""
-    bill = _bill_hash(con, month, params, remembered)
+    listing's columns the attribution reads (the bill's as `_bill_part`), the parameters,
+    the datasets, and the code."""
     # the listed objects, and the reports read (an empty one empties its bucket's day)
     listing = query(con, """
         SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified,
@@ -301,22 +284,21 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
                                         "attribution_basis", "attribution_affected")]
     code.append(Path(__file__).read_text(encoding="utf-8"))
     basis = {
-        "bill": bill.hash, "listing": [str(v) for v in listing[0]],
+        "bill": _bill_part(con, month, params), "listing": [str(v) for v in listing[0]],
         "params": {k: str(params[k]) for k in ("month", "month_start", "month_end", "run_tag")},
         "datasets": sorted(datasets),
         "code": hashlib.sha256("\0".join(code).encode()).hexdigest(),
     }
-    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest(), bill
+    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()
 
 
-def _store_basis(con: duckdb.DuckDBPyConnection, month: date, inputs: str, bill: _Bill,
+def _store_basis(con: duckdb.DuckDBPyConnection, month: date, inputs: str,
                  every_run: bool = True) -> None:
-    """What the month's rows were computed from, for the next re-run (with the bill's hash
-    under its key, `_bill_hash`). With `every_run` false (a partial re-run, under the same
-    `inputs`), only the rows of the runs whose stored row is not now's are written again;
-    the others' are what they would be (a row per run, read by run_id and summed by
-    `_basis_token`: where a row lies does not matter). Writing all 100,000 again put 13.6 MB
-    through the commit."""
+    """What the month's rows were computed from, for the next re-run. With `every_run` false
+    (a partial re-run, under the same `inputs`), only the rows of the runs whose stored row is
+    not now's are written again; the others' are what they would be (a row per run, read by
+    run_id and summed by `_basis_token`: where a row lies does not matter). Writing all
+    100,000 again put 13.6 MB through the commit."""
     runs = "attribution_basis_now"
     if every_run:
         con.execute("DELETE FROM attribution_basis WHERE month = ?", [month])
@@ -334,19 +316,10 @@ def _store_basis(con: duckdb.DuckDBPyConnection, month: date, inputs: str, bill:
         con.execute("DELETE FROM attribution_basis WHERE month = ? AND (run_id IS NULL OR "
                     f"run_id IN (SELECT run_id FROM {_STALE}))", [month])
         runs += f" WHERE run_id IN (SELECT run_id FROM {_STALE})"
-    con.execute("INSERT INTO attribution_basis (month, inputs, bill_key, bill_hash) "
-                "VALUES (?, ?, ?, ?)", [month, inputs, bill.key, json.dumps(bill.hash)])
+    con.execute("INSERT INTO attribution_basis (month, inputs) VALUES (?, ?)", [month, inputs])
     con.execute("INSERT INTO attribution_basis (month, run_id, inputs, run_key, shape_key, rs, "
                 f"re) SELECT ?, run_id, ?, run_key, shape_key, rs, re FROM {runs} "
                 "ORDER BY run_id", [month, inputs])
-
-
-def _remember_bill(con: duckdb.DuckDBPyConnection, month: date, bill: _Bill) -> None:
-    """The bill's hash under its key in the month's kept basis, unless it was read from
-    there (or has no key to be found by)."""
-    if not bill.reused and bill.key is not None:
-        con.execute("UPDATE attribution_basis SET bill_key = ?, bill_hash = ? WHERE month = ? "
-                    "AND run_id IS NULL", [bill.key, json.dumps(bill.hash), month])
 
 
 def _basis_token(con: duckdb.DuckDBPyConnection, month: date) -> str:

@@ -458,14 +458,6 @@ def row_hash(con: duckdb.DuckDBPyConnection, table: str, alias: str) -> str:
     return f"hash({', '.join(parts)})"
 
 
-def next_write_token(con: duckdb.DuckDBPyConnection, month: date, name: str) -> str:
-    """A token for a write of the month's input `name` whose content is not hashed (the bill:
-    2M lines take ~0.13 s): the previous token's hash, so it moves on every write, and two
-    warehouses written alike hold the same."""
-    text = f"{month}/{name}/{noted_input(con, month, name) or ''}"
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 def replace_month_unless_same(
     con: duckdb.DuckDBPyConnection,
     table: str,

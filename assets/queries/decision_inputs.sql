@@ -1,7 +1,7 @@
 -- What a decision table that reads the runs' costs is computed from (decisions.py), as one
 -- text: every month's bill, runs and attribution as their writers noted them in
--- input_tokens (the same runs or attribution written again give the same token; a bill
--- written again moves its token on), the search approvals, the config's datasets, and what
+-- input_tokens (the same runs, attribution or bill lines written again give the same
+-- token), the search approvals, the config's datasets, and what
 -- the month's decision tables it reads were computed from (their decision_basis rows,
 -- written before it in the run). Every month, not only this one: the searches' costs to date
 -- read the earlier months. decision_basis keeps it beside the rows the table wrote.

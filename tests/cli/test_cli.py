@@ -52,12 +52,30 @@ def test_materialize_prints_checks_and_strict_exit(demo_quarter, tmp_path, dagst
 NOTE = "read this month's figures"
 
 
+def restate_august(config: Path, line: int, **columns) -> None:
+    """August's CUR delivered again with `columns` of its first file's `line` moved by the
+    amount given."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = sorted((config.parent / "exports").rglob("BILLING_PERIOD=2026-08/*.parquet"))[0]
+    table = pq.read_table(path)
+    for name, value in columns.items():
+        values = table.column(name).to_pylist()
+        values[line] += value
+        table = table.set_column(table.column_names.index(name), name,
+                                 pa.array(values, table.schema.field(name).type))
+    pq.write_table(table, path)
+
+
 def test_the_later_months_note_only_when_what_they_read_changed(demo_quarter, tmp_path,
                                                                   dagster_home):
     """August materialized again after September recomputes its decision tables (they read
     September's figures) but writes the same bill, runs and attribution: September, which
-    reads those, is unchanged, so no note; a bill delivered again for August moves what
-    September reads: the note names it, and September does recompute."""
+    reads those, is unchanged, so no note. August's CUR delivered again with the same lines
+    (its files written anew, or `--force`) is the same bill: still no note, September still
+    skipped. A line restated — its cost, or only its list price — moves what September reads:
+    the note names it, and September does recompute."""
     config = copy_demo(demo_quarter, tmp_path)
     for month in ("2026-07", "2026-08", "2026-09"):
         done = run_cli("materialize", "--config", str(config), "--month", month,
@@ -73,18 +91,36 @@ def test_the_later_months_note_only_when_what_they_read_changed(demo_quarter, tm
     september = run_cli("materialize", "--config", str(config), "--month", "2026-09",
                         env_home=dagster_home)
     assert "2026-09: unchanged, skipped" in september.stdout, september.stdout
-    # the CUR delivered again for August: its bill is written again
+    # the CUR delivered again for August, the same bytes: its bill is written again, alike
     for path in (config.parent / "exports").rglob("BILLING_PERIOD=2026-08/*"):
         os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 10))
     redelivered = run_cli("materialize", "--config", str(config), "--month", "2026-08",
                           env_home=dagster_home)
     assert redelivered.returncode == 0, redelivered.stderr
-    assert ("note: 2026-09 read this month's figures (a search's cost to date, trends, "
-            "previous bests) as they were: materialize it again to bring it up to date"
-            ) in redelivered.stderr
+    assert "2026-08 billing_facts: unchanged" not in redelivered.stdout  # read again
+    assert "its rows are kept" in redelivered.stderr  # the attribution's
+    assert NOTE not in redelivered.stderr
+    forced = run_cli("materialize", "--config", str(config), "--month", "2026-08", "--force",
+                     env_home=dagster_home)
+    assert forced.returncode == 0, forced.stderr
+    assert NOTE not in forced.stderr
     september = run_cli("materialize", "--config", str(config), "--month", "2026-09",
                         env_home=dagster_home)
-    assert "2026-09: materialized (run " in september.stdout, september.stdout
+    assert "2026-09: unchanged, skipped" in september.stdout, september.stdout
+    # one line restated: its cost 1 more, then only its list price
+    for restated in ({"line_item_unblended_cost": 1, "line_item_net_unblended_cost": 1},
+                     {"pricing_public_on_demand_cost": 1}):
+        restate_august(config, 0, **restated)
+        redelivered = run_cli("materialize", "--config", str(config), "--month", "2026-08",
+                              env_home=dagster_home)
+        assert redelivered.returncode == 0, redelivered.stderr
+        assert ("note: 2026-09 read this month's figures (a search's cost to date, trends, "
+                "previous bests) as they were: materialize it again to bring it up to date"
+                ) in redelivered.stderr
+        september = run_cli("materialize", "--config", str(config), "--month", "2026-09",
+                            env_home=dagster_home)
+        assert "2026-09: materialized (run " in september.stdout, september.stdout
+        assert "2026-09: unchanged, skipped" not in september.stdout
 
 
 def test_a_failed_check_says_what_failed(capsys):

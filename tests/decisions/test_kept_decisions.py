@@ -18,7 +18,8 @@ from cost_pipeline.cli.materialize import materialize_month
 from cost_pipeline.config import load_config
 from cost_pipeline.defs.assets.decisions import DERIVED, KEPT_WHEN_SAME
 from cost_pipeline.estimate import estimate_search, record_approval
-from cost_pipeline.warehouse import content_token, next_write_token, note_input, sql_text
+from cost_pipeline.ingest.billing import bill_token
+from cost_pipeline.warehouse import content_token, ensure_schema, note_input, sql_text
 from tests.cli.test_cli import copy_demo
 from tests.cli.test_incremental import KEEPING, _materialized
 
@@ -189,15 +190,54 @@ def test_the_tokens(tmp_path):
         assert content_token(con, "t", JULY) == same  # the same rows, in another order
         con.execute("UPDATE t SET b = 'y' WHERE a = 1")
         assert content_token(con, "t", JULY) != same  # any column of any row
-        chain = []
-        for _ in range(3):  # a write the content of which is not hashed moves on each time
-            chain.append(next_write_token(con, JULY, "billing"))
-            note_input(con, JULY, "billing", chain[-1])
-        assert len(set(chain)) == 3
-        assert con.execute("SELECT count(*) FROM input_tokens").fetchone() == (1,)
-    with duckdb.connect(str(tmp_path / "other.duckdb")) as con:  # written alike: the same
-        con.execute(sql_text("schema"))
-        assert next_write_token(con, JULY, "billing") == chain[0]
+        for token in ("2:7", "2:9"):  # a month's input noted again replaces its token
+            note_input(con, JULY, "billing", token)
+        assert con.execute("SELECT input, token FROM input_tokens").fetchall() == [
+            ("billing", "2:9")]
+
+
+# two lines of July's bill, as billing.py writes them (the columns the readers need)
+BILL_LINES = [
+    {"x_SourceLine": "cur:l1", "ResourceId": "i-a", "EffectiveCost": 3.5, "BilledCost": 3.5,
+     "ListCost": 4.0, "BillingCurrency": "USD", "x_PricingCategory": "on_demand",
+     "Tags": {"user_run_id": "sweep-10/trial-30", "user_team": "vision"},
+     "x_File": "a.parquet", "x_Row": 1},
+    {"x_SourceLine": "cur:l2", "ResourceId": "i-b", "EffectiveCost": 1.25, "BilledCost": 1.25,
+     "ListCost": None, "BillingCurrency": "USD", "x_PricingCategory": "spot",
+     "Tags": None, "x_File": "a.parquet", "x_Row": 2},
+]
+
+
+def bill_of(con, lines: list[dict]) -> str:
+    """July's bill written anew with `lines`: its token."""
+    con.execute("DELETE FROM billing_facts")
+    for line in lines:
+        con.execute(f"INSERT INTO billing_facts (month, {', '.join(line)}) "
+                    f"VALUES (?{', ?' * len(line)})", [JULY, *line.values()])
+    return bill_token(con, JULY, "run_id")
+
+
+@pytest.mark.parametrize("restated", [
+    {"EffectiveCost": 3.75}, {"BillingCurrency": "EUR"}, {"ListCost": None},
+    {"ListCost": 4.5}, {"x_PricingCategory": "spot"}, {"ResourceId": "i-c"},
+    # a run renamed as DuckDB's hash of the text alone cannot tell (warehouse.py `row_hash`)
+    {"Tags": {"user_run_id": "sweep-17/trial-40", "user_team": "vision"}},
+    {"Tags": {"user_run_id": "sweep-10/trial-30", "user_team": "speech"}},
+])
+def test_the_bills_token_moves_with_a_line_restated_alone(tmp_path, restated):
+    """The bill's token (input_tokens) is what its lines hold, not how often they were
+    written: the same lines written again — in another order, from other files — give the
+    same token, so the later months keep their rows; any figure of one line restated moves
+    it."""
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        ensure_schema(con)
+        same = bill_of(con, BILL_LINES)
+        assert same.startswith("2:")
+        moved = [dict(line, x_File="b.parquet", x_Row=3 - line["x_Row"])
+                 for line in reversed(BILL_LINES)]
+        assert bill_of(con, moved) == same
+        assert bill_of(con, [dict(BILL_LINES[0], **restated), BILL_LINES[1]]) != same
+        assert bill_of(con, BILL_LINES[:1]).startswith("1:")  # a line gone
 
 
 BASE_TABLES = {"billing_facts", "tracker_runs", "checkpoint_inventory", "attribution_rows",

@@ -387,13 +387,17 @@ CREATE OR REPLACE TEMP MACRO month_end_snapshot(for_month, end_of_month) AS TABL
       AND NOT EXISTS (SELECT 1 FROM latest_dated AS d WHERE d.bucket = i.bucket);
 
 -- a run's status at the month's end: the runs file or tracker is read as it is when the month
--- is materialized, so a run that had started before the month's end and ended at or after it
--- (a month materialized, restated or backfilled after its runs moved on) was RUNNING then.
--- A stopped run with no end keeps its recorded status: when it ended is unknown
-CREATE OR REPLACE TEMP MACRO status_at_month_end(run_status, run_start, run_end, end_of_month) AS
+-- is materialized, so a run that had started before the month's end and ended after it (a
+-- month materialized, restated or backfilled after its runs moved on) was RUNNING then; one
+-- that ended at the month's end had ended (a run is [start, end), SPEC §6). A stopped run
+-- with no end keeps its recorded status (when it ended is unknown), and so does a deleted
+-- run: it is dead whatever it was then (the tracker keeps no time of the deletion)
+CREATE OR REPLACE TEMP MACRO status_at_month_end(run_status, run_start, run_end, run_deleted,
+                                                 end_of_month) AS
     CASE
-        WHEN run_start < CAST(end_of_month AS TIMESTAMP)
-             AND run_end >= CAST(end_of_month AS TIMESTAMP) THEN 'RUNNING'
+        WHEN NOT coalesce(run_deleted, false)
+             AND run_start < CAST(end_of_month AS TIMESTAMP)
+             AND run_end > CAST(end_of_month AS TIMESTAMP) THEN 'RUNNING'
         ELSE run_status
     END;
 
@@ -439,7 +443,7 @@ CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABL
         END AS run_class,
         o.size * coalesce(p.cost_per_byte, 0) AS monthly_cost
     FROM snapshot AS o
-    LEFT JOIN (SELECT * REPLACE (status_at_month_end(status, start_time, end_time,
+    LEFT JOIN (SELECT * REPLACE (status_at_month_end(status, start_time, end_time, deleted,
                                                      end_of_month) AS status)
                FROM month_runs(for_month)) AS r ON r.run_id = o.run_id
     LEFT JOIN price AS p ON p.bucket = o.bucket

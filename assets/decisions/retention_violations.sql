@@ -4,7 +4,7 @@
 -- Policy (SPEC section 7):
 --   * a RUNNING run keeps its newest $keep_last_live checkpoints (to resume from); a run is
 --     judged by its status at the month's end (macros.sql `status_at_month_end`): one that
---     started before the month's end and ended at or after it was RUNNING then, and
+--     started before the month's end and ended after it was RUNNING then, and
 --     run_status says so;
 --   * a FINISHED run that is production, or explicitly marked keep=true, keeps its newest
 --     $keep_last_production checkpoints;

@@ -1,7 +1,7 @@
 -- Checkpoint storage by the state of the run that wrote it, at the month's end.
 --
 --   live       - the run was RUNNING at the month's end (its checkpoints are needed to
---                resume): one that ended at or after the month's end was RUNNING then
+--                resume): one that ended after the month's end was RUNNING then
 --   production - a FINISHED production run, or one explicitly marked keep=true
 --   dead       - every other run the tracker knows: FAILED, KILLED, deleted in the tracker
 --                (whatever its status at the month's end), or a FINISHED experiment nobody

@@ -2,7 +2,7 @@
 -- `checkpoint_objects`), as one text: every listed object of the month, the S3 Inventory
 -- reports read (an empty one empties its bucket), the bill's storage lines (a bucket's price
 -- per byte), and of each run only what classes it (live, production, dead): its status at
--- the month's end (macros.sql `status_at_month_end`: a run that ended at or after the
+-- the month's end (macros.sql `status_at_month_end`: a run that ended after the
 -- month's end was RUNNING then, so an end moved across the month's end changes it) — not its
 -- times otherwise, nor its cost. Sums of row hashes: the order rows are read in does not
 -- matter. Each text is hashed with its reversed text too (warehouse.py `row_hash`): DuckDB's
@@ -21,7 +21,8 @@ SELECT concat_ws(' ',
      FROM billing_facts WHERE month = $month AND x_CostComponent = 'storage'),
     (SELECT count(*) || ':' || coalesce(sum(hash(run_id, reverse(run_id), status,
                                                  status_at_month_end(status, start_time,
-                                                                     end_time, $month_end),
+                                                                     end_time, deleted,
+                                                                     $month_end),
                                                  purpose, keep, deleted)), 0)
      FROM tracker_runs WHERE month = $month)
 ) AS inputs

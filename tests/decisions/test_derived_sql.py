@@ -605,7 +605,8 @@ def runs_that_ended_later_month(con):
     tracker(con, "R", "FINISHED", start=d(2024, 3, 10), end=d(2024, 4, 20), purpose="adhoc")
     for i in range(1, 5):
         obj(con, "ml-ckpt", f"checkpoints/R/step-{i}", 100, d(2024, 3, 10 + i))
-    # E: FAILED exactly at the month's end (1 April 00:00): still running until then
+    # E: FAILED exactly at the month's end (1 April 00:00): a run is [start, end), so it had
+    # ended at that instant: dead
     tracker(con, "E", "FAILED", start=d(2024, 3, 1), end=d(2024, 4, 1))
     obj(con, "ml-ckpt", "checkpoints/E/ck-1", 100, d(2024, 3, 2))
     # B: FINISHED one second before the month's end: dead at it
@@ -616,7 +617,7 @@ def runs_that_ended_later_month(con):
     tracker(con, "N", "KILLED", start=d(2024, 3, 1))
     obj(con, "ml-ckpt", "checkpoints/N/ck-1", 100, d(2024, 3, 2))
     # D: a production run that ended on 10 April and was deleted since: the tracker keeps no
-    # time of the deletion, so it stays dead, shown with its status at the month's end
+    # time of the deletion, so it stays dead, shown with its recorded status
     tracker(con, "D", "FINISHED", start=d(2024, 3, 1), end=d(2024, 4, 10),
             purpose="production", deleted=True)
     obj(con, "ml-ckpt", "checkpoints/D/ck-1", 100, d(2024, 3, 2))
@@ -624,23 +625,24 @@ def runs_that_ended_later_month(con):
 
 def test_a_run_that_ended_after_the_month_was_running_at_its_end(con):
     """SPEC §7 judges the checkpoints present at the month's end, and a RUNNING run keeps its
-    newest 3: a run that started before the month's end and ended at or after it was RUNNING
-    then, whatever the runs file says of it now."""
+    newest 3: a run that started before the month's end and ended after it was RUNNING then,
+    whatever the runs file says of it now; one that ended at the month's end had ended."""
     runs_that_ended_later_month(con)
     run(con, "retention_violations")
     assert rows(con, """SELECT run_id, run_status, purpose, checkpoint, reason, bytes,
                                round(monthly_cost, 9)
                         FROM retention_violations ORDER BY key""") == [
         ("B", "FINISHED", "adhoc", "ck-1", "dead_run", 100, 1.0),        # 100 × 0.01
-        ("D", "RUNNING", "production", "ck-1", "dead_run", 100, 1.0),    # deleted: dead
+        ("D", "FINISHED", "production", "ck-1", "dead_run", 100, 1.0),   # deleted: dead
+        ("E", "FAILED", None, "ck-1", "dead_run", 100, 1.0),             # ended at the end
         ("N", "KILLED", None, "ck-1", "dead_run", 100, 1.0),
         ("R", "RUNNING", "adhoc", "step-1", "beyond_keep_last", 100, 1.0),  # oldest of 4
-    ]   # E's one checkpoint is within its newest 3
+    ]
     run(con, "storage_by_run_status")
     assert rows(con, "SELECT run_status, objects, bytes, round(cost, 9) "
                      "FROM storage_by_run_status ORDER BY run_status") == [
-        ("dead", 3, 300, 3.0),   # B, N, D
-        ("live", 5, 500, 5.0),   # R's 4 and E's 1
+        ("dead", 4, 400, 4.0),   # B, N, D, E
+        ("live", 4, 400, 4.0),   # R's 4
     ]
 
 

@@ -306,10 +306,12 @@ CREATE OR REPLACE TEMP MACRO claimant_runs(for_month, end_of_month) AS TABLE
 -- accounts), with the GPU-hours the run spent on them in the month (its GPUs, else 1):
 -- `reconciliation.unbilled_claim_gpu_hours` and the `tracker_claims_billed` check. A run's
 -- hours end where the month's bill reaches (`upto`: the latest ChargePeriodEnd of its Usage
--- lines, at most the month's end; the month's start when it has none): the bill cannot show
--- a resource for hours it does not cover yet, and a RUNNING run's claim runs to the month's
--- end, so the open month counted its days to come. A complete bill reaches the month's end.
--- From the bill alone, so the same bill and runs give the same figure on any day.
+-- lines of at most a day — hourly and daily lines; one stated for the whole month, a monthly
+-- charge, says nothing of how far the bill reaches — at most the month's end; the month's
+-- start when it has none): the bill cannot show a resource for hours it does not cover yet,
+-- and a RUNNING run's claim runs to the month's end, so the open month counted its days to
+-- come. A complete bill reaches the month's end. From the bill alone, so the same bill and
+-- runs give the same figure on any day.
 CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_month) AS TABLE
     -- the keys the month's bill claims by, read once (each distinct resource once: a month
     -- has far fewer resources than lines)
@@ -320,7 +322,8 @@ CREATE OR REPLACE TEMP MACRO unbilled_claims(for_month, start_of_month, end_of_m
     ),
     horizon AS (
         SELECT least(coalesce((SELECT max(ChargePeriodEnd) FROM billing_facts
-                               WHERE month = for_month AND ChargeCategory = 'Usage'),
+                               WHERE month = for_month AND ChargeCategory = 'Usage'
+                                 AND ChargePeriodEnd <= ChargePeriodStart + INTERVAL 1 DAY),
                               CAST(start_of_month AS TIMESTAMP)),
                      CAST(end_of_month AS TIMESTAMP)) AS upto
     )

@@ -341,6 +341,15 @@ def test_unbilled_claims_of_the_open_month_end_where_its_bill_does():
     assert unbilled_hours(bill_through(6), [ghost]) == pytest.approx(2 * 144)
 
 
+def test_a_line_stated_for_the_whole_month_does_not_say_how_far_the_bill_reaches():
+    # the bill of hours and days reaches 6 March 24:00; a Usage line stated for the whole
+    # month (a monthly charge, a subscription) ends on 1 April, and took the figure to the
+    # month's end: the hours to come counted again, 2 × 744
+    ghost = run("u", start=T(1), end=None, status="RUNNING", res=("i-unbilled",), gpus=2)
+    monthly = line(rid="support", s=T(1), e=APRIL_1, cost=5.0, comp="other", uh=None, g=0)
+    assert unbilled_hours([*bill_through(6), monthly], [ghost]) == pytest.approx(2 * 144)
+
+
 def test_unbilled_claims_of_a_closed_month_count_the_whole_month():
     # the bill reaches 31 March 24:00, the month's end: the run's 744 h in March × 2 GPUs
     ghost = run("u", start=T(1), end=None, status="RUNNING", res=("i-unbilled",), gpus=2)

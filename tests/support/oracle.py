@@ -322,10 +322,12 @@ def reconcile(
                 over += (s - 1) * gpu_hours(line)
 
     # claims on resources the month's bill never shows, over the hours the bill covers: up
-    # to its Usage lines' latest end (at most the month's end; none: nothing covered)
+    # to the latest end of its Usage lines of at most a day (at most the month's end; none:
+    # nothing covered)
     billed_ids = {claim_key(line["ResourceId"]) for line in lines if line.get("ResourceId")}
     m_start, m_end = _ts(month), _ts(next_month(month))
-    usage_ends = [line["ChargePeriodEnd"] for line in lines if line["ChargeCategory"] == "Usage"]
+    usage_ends = [line["ChargePeriodEnd"] for line in lines if line["ChargeCategory"] == "Usage"
+                  and line["ChargePeriodEnd"] - line["ChargePeriodStart"] <= timedelta(days=1)]
     horizon = min(max(usage_ends), m_end) if usage_ends else m_start
     unbilled = 0.0
     for run, start, end in cands:

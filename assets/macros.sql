@@ -230,12 +230,13 @@ CREATE OR REPLACE TEMP MACRO more_of(listed, separator, kind) AS
 
 -- a count and its noun, singular for one: `1 config`, `12 configs`
 CREATE OR REPLACE TEMP MACRO counted(n, noun) AS
-    n || ' ' || noun || CASE WHEN n = 1 THEN '' ELSE 's' END;
+    format('{:,}', n) || ' ' || noun || CASE WHEN n = 1 THEN '' ELSE 's' END;
 
 -- a policy figure as the decimal the config wrote, never a double's exponent (1e-05 reads
--- 0.00001, 2.0 reads 2): the double's shortest text, as a decimal; from 1e19 on that text
+-- 0.00001, 2.0 reads 2): the double's shortest text, as a decimal; from 1e19 on, and under
+-- 1e-18 (18 decimals would read 0), that text
 CREATE OR REPLACE TEMP MACRO plain_number(x) AS
-    CASE WHEN abs(x) < 1e19
+    CASE WHEN abs(x) < 1e19 AND (x = 0 OR abs(x) >= 1e-18)
          THEN rtrim(rtrim(CAST(CAST(CAST(CAST(x AS DOUBLE) AS VARCHAR) AS DECIMAL(38, 18))
                                AS VARCHAR), '0'), '.')
          ELSE CAST(CAST(x AS DOUBLE) AS VARCHAR) END;

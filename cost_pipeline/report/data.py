@@ -84,20 +84,23 @@ def cost_per_model(con: duckdb.DuckDBPyConnection, month: date) -> list[dict[str
 
 
 def head_and_rest(rows: list[dict[str, Any]] | None, keep=lambda row: False,
-                  long: int = LONG, cost: str = "cost",
+                  long: int = LONG, cost: str = "cost", sums: tuple[str, ...] = (),
                   ) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
     """The first `long` of `rows` (in their order) and every row `keep` says to show, and
-    what the others add up to: {"count", "cost"} (Σ their `cost`), or None when none is left
-    out."""
+    what the others add up to (`rest_of`), or None when none is left out."""
     if rows is None or len(rows) <= long:
         return rows, None
     shown = [r for i, r in enumerate(rows) if i < long or keep(r)]
-    return shown, rest_of([r for i, r in enumerate(rows) if i >= long and not keep(r)], cost)
+    return shown, rest_of([r for i, r in enumerate(rows) if i >= long and not keep(r)], cost,
+                          sums)
 
 
-def rest_of(rows: list[dict[str, Any]], cost: str = "cost") -> dict[str, Any]:
-    """What `rows`, left off the page, add up to: {"count", "cost"} (Σ their `cost`)."""
-    return {"count": len(rows), "cost": sum((r[cost] or 0 for r in rows), 0)}
+def rest_of(rows: list[dict[str, Any]], cost: str = "cost",
+            sums: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What `rows`, left off the page, add up to: {"count", "cost"} (Σ their `cost`), and Σ of
+    each column `sums` names (the figures a lever counts beside the cost)."""
+    return {"count": len(rows), "cost": sum((r[cost] or 0 for r in rows), 0),
+            **{name: sum((r[name] or 0 for r in rows), 0) for name in sums}}
 
 
 def top_untracked(con: duckdb.DuckDBPyConnection, month: date, component: str | None = None,
@@ -211,16 +214,12 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
     found, searches_rest = head_and_rest(
         section("search_costs", lambda c, m: searches(c, m, "search_trend" in have,
                                                       "search_approvals" in have)))
-    retrains_found = section("retrain_cadence", retrains)
-    retrain_rows, retrains_rest = head_and_rest(retrains_found)
-    if retrains_rest is not None:  # and what the models left out add to the lever's figures
-        left_out = retrains_found[len(retrain_rows):]
-        for name in ("search_cost", "flat_retrains", "flat_retrain_cost"):
-            retrains_rest[name] = sum(r[name] or 0 for r in left_out)
-    chains = section("preemption", preemption)
-    chain_rows, chains_rest = head_and_rest(chains, long=LONG)
-    if chains_rest is not None:  # and what the chains left out lost
-        chains_rest["lost_cost"] = sum(c["lost_cost"] or 0 for c in chains[len(chain_rows):])
+    # what the models and chains left out add to the levers' figures too
+    retrain_rows, retrains_rest = head_and_rest(
+        section("retrain_cadence", retrains),
+        sums=("search_cost", "flat_retrains", "flat_retrain_cost"))
+    chain_rows, chains_rest = head_and_rest(section("preemption", preemption), long=LONG,
+                                            sums=("lost_cost",))
     return {
         "month": month,
         "headline": head,

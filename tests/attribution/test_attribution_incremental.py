@@ -297,7 +297,7 @@ def test_rule_4s_bytes_are_computed_only_for_a_month_attributed_again():
 
 def test_the_bill_is_read_as_its_token_and_hashed_only_without_one():
     """`inputs` takes the bill's part from the token the billing step noted when it wrote the
-    bill (warehouse.py `bill_token`, a hash of every line): the attribution does not hash
+    bill (ingest/billing.py `bill_token`, a hash of every line): the attribution does not hash
     the lines again (~0.13 s at 2M lines). The bill written again with the same lines, or
     with a line restated where the attribution does not read, keeps the rows; a line's cost
     restated attributes the month whole; another run tag or a `--force` run attribute it

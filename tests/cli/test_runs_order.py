@@ -21,8 +21,8 @@ from tests.cli.test_cli import copy_demo
 from tests.demo.test_same_input_same_output import tables
 
 JULY = date(2026, 7, 1)
-# what the rows were computed from, not the rows: the bill's write token moves on every write
-# of the month's bill (a forced run's too), and these record it
+# what the rows were computed from, not the rows: the runs' order moves no token, but these
+# record the run's own keys and times (a forced run writes them again)
 BOOKKEEPING = {"attribution_basis", "decision_basis", "input_tokens", "report_pages"}
 
 

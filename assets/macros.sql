@@ -216,7 +216,7 @@ CREATE OR REPLACE TEMP MACRO fmt_money(amount, currency) AS
 -- a figure over its policy limit: `excess` (the figure minus the limit), to 10 decimal places
 -- (CUR's own precision for amounts), above 1e-12 of `size` (the larger of the figures): ones
 -- equal within the doubles' precision are equal at any size, a cent over is over to $1e9
--- (docs/tables.md, "Policy boundaries"; cost_pipeline/limits.py `over_limit` in Python)
+-- (docs/tables.md, "Policy boundaries"; cost_pipeline/report/limits.py `over_limit` in Python)
 CREATE OR REPLACE TEMP MACRO over_limit(excess, size) AS
     round(excess, 10) > 1e-12 * size;
 

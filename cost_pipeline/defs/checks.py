@@ -10,9 +10,9 @@ import dagster as dg
 import duckdb
 
 from cost_pipeline.defs.metadata import kept_apart, rounded, to_minor_unit
-from cost_pipeline.limits import ESTIMATE_TOLERANCE, over_limit
 from cost_pipeline.months import next_month
 from cost_pipeline.report import data as report_data
+from cost_pipeline.report.limits import ESTIMATE_TOLERANCE, over_limit
 from cost_pipeline.warehouse import query, rows_of, sql_text
 
 ABS_TOLERANCE = 0.01  # a cent

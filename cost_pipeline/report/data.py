@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from cost_pipeline.limits import over_estimate
+from cost_pipeline.report.limits import over_estimate
 from cost_pipeline.report.strip import read_rows, six_months, stale_searches_note
 from cost_pipeline.warehouse import materialized_empty, rows_of, sql_text, table_names
 
@@ -133,7 +133,7 @@ def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
     the recorded estimate (estimate --approve) against the cost to date, and whether it was
     approved (`search_approvals.approved`: within the budget) — the latest recording of that
     estimate; NULL when search_approvals is missing — and `over_estimate`, the check's rule
-    (cost_pipeline/limits.py)."""
+    (cost_pipeline/report/limits.py)."""
     trend = ("LEFT JOIN (SELECT search_id, saturating FROM search_trend WHERE month = ?) "
              "AS t USING (search_id)") if with_trend else ""
     saturating = "t.saturating" if with_trend else "CAST(NULL AS BOOLEAN)"

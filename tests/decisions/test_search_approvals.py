@@ -213,6 +213,17 @@ def test_the_report_marks_an_estimate_over_budget_as_not_approved(cfg):
     assert "$100.00</td>" in sx and "not approved" not in sx
 
 
+def one_trial_costing(con, cost: float) -> None:
+    """March: search SX's one trial x1, costing `cost`."""
+    ensure_schema(con)
+    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    insert_runs(con, MARCH, [
+        {"run_id": "x1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
+         "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}])
+    put_costs(con, [(MARCH, "x1", cost)])
+
+
 @pytest.mark.parametrize(("estimate", "tolerance", "cost"), [
     # 1.1 × 1.13 reads 1.2429999999999999 in doubles, and 1.243 was over
     (1.13, 1.1, 1.243),
@@ -224,13 +235,7 @@ def test_a_cost_exactly_at_the_tolerance_is_within_the_estimate(cfg, estimate, t
     too): at the tolerance, not over it. A cent more is over."""
     approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=estimate)
     with duckdb.connect(cfg.warehouse_path) as con:
-        ensure_schema(con)
-        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-        insert_runs(con, MARCH, [
-            {"run_id": "x1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
-             "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}])
-        put_costs(con, [(MARCH, "x1", cost)])
+        one_trial_costing(con, cost)
         assert search_costs(con)["SX"] == pytest.approx((estimate, cost, cost - estimate))
         check = searches_within_estimate(con, MARCH, tolerance)
         assert check.passed
@@ -251,13 +256,7 @@ def test_the_page_flags_a_search_over_its_estimate_as_the_check_does(cfg):
     approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=1.13)
     for cost, over in ((1.243, False), (1.253, True)):
         with duckdb.connect(cfg.warehouse_path) as con:
-            ensure_schema(con)
-            con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                        "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-            insert_runs(con, MARCH, [
-                {"run_id": "x1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
-                 "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}])
-            put_costs(con, [(MARCH, "x1", cost)])
+            one_trial_costing(con, cost)
             search_costs(con)
             assert searches_within_estimate(con, MARCH).passed is not over
             insert_lines(con, MARCH, [{

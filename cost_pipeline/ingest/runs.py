@@ -15,7 +15,12 @@ from cost_pipeline.ingest.sources import SourceError, source_names
 from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
 from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
 from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
-from cost_pipeline.warehouse import register_once, replace_month_unless_identical, unregister
+from cost_pipeline.warehouse import (
+    ensure_schema,
+    register_once,
+    replace_month_unless_identical,
+    unregister,
+)
 
 # a run's measurements as every reader takes them: a metric or GPU utilization that is not a
 # finite number is no measurement (NULL). MLflow stores NaN for a metric a diverged run logged,
@@ -77,6 +82,8 @@ def write_tracker_runs(
     """`build_tracker_runs`, and whether the month already held exactly these runs and kept
     them unwritten (`keep_identical`: `materialize --force` writes them again)."""
     runs = runs_table(cfg, log) if runs is None else runs
+    if keep_identical:
+        _refuse_emptied_trackers(con, cfg, month, runs)
     once = _check_run_ids(runs)
     register_once(con, "runs_arrow", runs)
     try:
@@ -94,6 +101,24 @@ def write_tracker_runs(
         return rows, kept
     finally:
         unregister(con, "runs_arrow")
+
+
+def _refuse_emptied_trackers(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date,
+                             runs: pa.Table) -> None:
+    """A configured tracker that now hands over no run, where the month holds runs from it (a
+    runs file cut to its header, a path moved to an empty store), is refused as an emptied
+    bill is: its runs replaced by none left every line untracked. `materialize --force`
+    (keep_identical false) empties it."""
+    ensure_schema(con)
+    held = dict(con.execute("SELECT source, count(*) FROM tracker_runs WHERE month = ? "
+                            "GROUP BY source", [month]).fetchall())
+    handed = set(pc.unique(runs["source"]).to_pylist()) if runs.num_rows else set()
+    for name in source_names(cfg.tracker):
+        if held.get(name) and name not in handed:
+            raise SourceError(name, f"{month:%Y-%m}", (
+                f"the tracker holds no run, where the warehouse holds {held[name]:,} of the "
+                "month's from it: its file emptied or a path moved? The month keeps its "
+                "runs; `materialize --force` empties them"))
 
 
 def _check_run_ids(runs: pa.Table) -> bool:

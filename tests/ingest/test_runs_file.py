@@ -459,6 +459,30 @@ def test_empty_files(tmp_path, con):
     assert load(con, tmp_path, path) == {}
 
 
+def test_a_tracker_emptied_where_the_month_holds_its_runs_is_refused(tmp_path, con):
+    """A runs file cut to its header (an export interrupted, a path moved to an empty one)
+    replaced the month's runs by none: every line untracked, the reconciliation failing at
+    100 %. As an emptied bill is, it is refused naming the source and how many runs the
+    month keeps; the other trackers' runs do not count for it, and `--force`
+    (keep_identical false) empties it."""
+    from cost_pipeline.ingest.runs import write_tracker_runs
+
+    path = write_csv(tmp_path / "runs.csv", CSV_RUNS)
+    other = write_csv(tmp_path / "other.csv", [{**CSV_RUNS[0], "run_id": "elsewhere"}])
+    before = load(con, tmp_path, path, other)
+    held = sum(1 for r in before.values() if r["source"] == "runs_file")
+    write_csv(tmp_path / "runs.csv", [], columns=["run_id", "status", "start_time"])
+    with pytest.raises(SourceError) as error:
+        load(con, tmp_path, path, other)
+    assert str(error.value) == (
+        f"runs_file: 2026-07: the tracker holds no run, where the warehouse holds {held} of "
+        "the month's from it: its file emptied or a path moved? The month keeps its runs; "
+        "`materialize --force` empties them")
+    cfg = parse_config({"tracker": [{"kind": "runs_file", "path": "runs.csv"},
+                                    {"kind": "runs_file", "path": "other.csv"}]}, tmp_path)
+    assert write_tracker_runs(con, cfg, JULY, LOG, keep_identical=False) == (1, False)
+
+
 def test_an_empty_csv_is_said_to_have_no_header(tmp_path, con):
     """A 0-byte runs.csv was "missing required column(s) run_id, status, start_time"."""
     path = tmp_path / "runs.csv"

@@ -360,7 +360,7 @@ def inspect_schema(delivery: Delivery,
         for column, kind in wanted.items():
             if reads_column(column, names):
                 actual = schema.field(column).type
-                _check_type(delivery.source, file, column, kind, actual)
+                check_type(delivery.source, file, column, kind, actual)
                 if kind.startswith("MAP") and not pa.types.is_null(actual):
                     _same_map_shape(delivery.source, file, column, _map_shape(actual), shapes)
                     map_types.setdefault(column, {})[file] = actual
@@ -441,7 +441,9 @@ def _tags_only_in(delivery: Delivery) -> list[str]:
     return sorted(f for f in delivery.files if f in delivery.tags_only_files)
 
 
-def _check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
+def check_type(source: str, file: str, column: str, kind: str, actual: pa.DataType) -> None:
+    """Refuse a column whose type holds no value of `kind` (a list of doubles for a cost),
+    naming it, rather than with DuckDB's cast error (the FOCUS reader's parquet columns too)."""
     text = is_text(actual)
     ok = True
     if kind == "DOUBLE":

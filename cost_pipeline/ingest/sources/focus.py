@@ -51,6 +51,7 @@ from cost_pipeline.ingest.sources import (
     utc_wall_clock_sql,
 )
 from cost_pipeline.ingest.sources.arrow_types import is_binary, is_text
+from cost_pipeline.ingest.sources.cur2 import check_type
 from cost_pipeline.ingest.sources.focus_deliveries import Listing, current_files
 from cost_pipeline.ingest.sources.focus_s3 import S3Files
 from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
@@ -402,23 +403,16 @@ def _spelled(source: str, file: Path | str, header: list[str]) -> dict[str, str]
     return spelled
 
 
-_NUMERIC = (pa.types.is_floating, pa.types.is_integer, pa.types.is_decimal, pa.types.is_null)
-_INSTANT = (pa.types.is_timestamp, pa.types.is_date, pa.types.is_null)
-
-
 def _check_type(source: str, path: Path | str, column: str, kind: str,
                 arrow: pa.DataType | None) -> None:
     """Refuse a number or timestamp column of a type that holds none (a parquet file's list
-    of doubles), naming it as the CUR source does, rather than with DuckDB's cast error."""
+    of doubles), naming it as the CUR source does (cur2.py `check_type`), rather than with
+    DuckDB's cast error."""
     if arrow is None or kind not in ("DOUBLE", "TIMESTAMP"):
         return
     if pa.types.is_dictionary(arrow):
         arrow = arrow.value_type
-    if is_text(arrow) or any(test(arrow) for test in (_NUMERIC if kind == "DOUBLE"
-                                                      else _INSTANT)):
-        return
-    expected = "a number" if kind == "DOUBLE" else "a timestamp"
-    raise SourceError(source, str(path), f"column {column} is {arrow}, expected {expected}")
+    check_type(source, str(path), column, kind, arrow)
 
 
 def _file_select(found: FocusFiles, path: Path | str, present: list[str], month: date,

@@ -447,28 +447,36 @@ BILL_LINEAGE = ("month", "x_File", "x_Row")
 
 
 def bill_token(con: duckdb.DuckDBPyConnection, month: date, run_tag: str | None) -> str:
-    """The month's bill as one text, for `input_tokens` (the later months' skips, the decision
-    tables' bases) and the attribution's basis: its lines' count, the sum of the hashes of the
-    columns the attribution reads (attribution.py `ATTRIBUTED_LINE_HASH`, its part), and the
-    sum of each line's hashes over every column but where it was read from (`BILL_LINEAGE`) —
-    whatever the lines' order. A bill written again with the same lines (its files
-    delivered again, `--force`) gives the same token; a restated figure of any line — its
+    """The month's bill as one text (`bill_figures`' first)."""
+    return bill_figures(con, month, run_tag)[0]
+
+
+def bill_figures(con: duckdb.DuckDBPyConnection, month: date, run_tag: str | None
+                 ) -> tuple[str, int, float, float]:
+    """The month's bill as one text, with its lines' count and total EffectiveCost and
+    BilledCost read in the same scan. The text is for `input_tokens` (the later months' skips,
+    the decision tables' bases) and the attribution's basis: its lines' count, the sum of the
+    hashes of the columns the attribution reads (attribution.py `ATTRIBUTED_LINE_HASH`, its
+    part), and the sum of each line's hashes over every column but where it was read from
+    (`BILL_LINEAGE`) — whatever the lines' order. A bill written again with the same lines (its
+    files delivered again, `--force`) gives the same token; a restated figure of any line — its
     cost, list price, currency, tags — moves it. Each text is hashed with its reverse too
     (warehouse.py `row_hash`), the run tag's value as well (a run's id, which the tags' map
     alone hashes as DuckDB hashes a text). 2M lines with four tags each take ~0.6 s of CPU,
-    where the attribution's own hash of them, which it no longer computes, took ~0.3 s. A
-    chain that moved on every write gave the later months a note, and a recomputation, for
-    every bill delivered again."""
+    where the attribution's own hash of them, which it no longer computes, took ~0.3 s. A chain
+    that moved on every write gave the later months a note, and a recomputation, for every bill
+    delivered again."""
     kinds = {name: kind for name, kind, *_ in con.execute("DESCRIBE billing_facts").fetchall()}
     # a line's other columns, bound to it by its attributed hash (its id is hashed there)
     others = [name for name in kinds if name not in (*BILL_LINEAGE, "x_SourceLine")]
     parts = [sql_identifier(name) for name in others]
     parts += [f"reverse({sql_identifier(name)})" for name in others if kinds[name] == "VARCHAR"]
-    ((rows, attributed, every),) = query(
+    ((rows, attributed, every, effective, billed),) = query(
         con, f"SELECT count(*), coalesce(sum(a), 0), coalesce(sum(hash(a, {', '.join(parts)})), "
-        f"0) FROM (SELECT *, {ATTRIBUTED_LINE_HASH} AS a FROM {TAGGED_LINES})",
+        "0), coalesce(fsum(EffectiveCost), 0), coalesce(fsum(BilledCost), 0) "
+        f"FROM (SELECT *, {ATTRIBUTED_LINE_HASH} AS a FROM {TAGGED_LINES})",
         {"month": month, "run_tag": run_tag}).fetchall()
-    return f"{rows}:{attributed}:{every}"
+    return f"{rows}:{attributed}:{every}", rows, effective, billed
 
 
 def build_billing_facts(
@@ -506,10 +514,10 @@ def build_billing_facts(
               {"first": month, "last": month})
         # what the month's bill now holds, for the decision tables' bases and the later
         # months' skips: the same lines written again give the same token
-        note_input(con, month, "billing", bill_token(con, month, cfg.run_tag))
-        summary.rows, summary.total_effective_cost, summary.total_billed_cost = con.execute(
-            "SELECT count(*), coalesce(fsum(EffectiveCost), 0), coalesce(fsum(BilledCost), 0) "
-            "FROM billing_facts WHERE month = ?", [month]).fetchone()
+        # (and the month's totals, from the same scan of its lines)
+        token, summary.rows, summary.total_effective_cost, summary.total_billed_cost = \
+            bill_figures(con, month, cfg.run_tag)
+        note_input(con, month, "billing", token)
         if keep_held and held and not summary.rows:
             raise SourceError("billing", f"{month:%Y-%m}", (
                 f"the sources hold no line of the month, where the warehouse holds {held:,}: "

@@ -385,7 +385,15 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
         raise ConfigError(f"config {file} {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {file}{_yaml_problem(exc, text)}") from None
+    if data is None:
+        # no bytes, only blanks or comments, or a YAML null: read as every default, the
+        # month was an empty warehouse written beside the file, exit 0 (`{}` still is that)
+        raise ConfigError(f"config {file}: {EMPTY_FILE}")
     return parse_config(data, file.parent, origin=f"config {file}")
+
+
+EMPTY_FILE = ("the file is empty; it must hold the config as a YAML mapping: the bills to "
+              "attribute (billing:), the runs (tracker:), the checkpoints (checkpoints:), …")
 
 
 class _DuplicateKey(ValueError):

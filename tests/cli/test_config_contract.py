@@ -193,3 +193,28 @@ def test_yaml_1_2_floats_are_numbers_in_numeric_fields_and_text_elsewhere(tmp_pa
     import yaml
 
     assert yaml.safe_load("a: 1e6") == {"a": "1e6"}
+
+
+@pytest.mark.parametrize("content", [b"", b"\n  \n", b"# the pipeline's config\n\n# to do\n",
+                                     b"null\n", b"~\n", b"---\n"])
+def test_an_empty_config_file_is_one_line_naming_the_file(tmp_path, content, capsys,
+                                                           monkeypatch):
+    """An empty config (no bytes, only blanks or comments, a YAML null) was read as every
+    default: `materialize` wrote an empty warehouse beside it and exited 0, the month's only
+    word a `billing_complete` failure listing all its days as missing."""
+    from cost_pipeline.cli.main import main
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    path = tmp_path / "config.yaml"
+    path.write_bytes(content)
+    assert main(["materialize", "--config", str(path), "--month", "2026-07"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"error: config {path}: the file is empty; it must hold the config as a YAML "
+        "mapping: the bills to attribute (billing:), the runs (tracker:), the checkpoints "
+        "(checkpoints:), …\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # nothing written
+    # an explicit empty mapping is the config of every default, as `parse_config({})` is
+    path.write_text("{}\n", encoding="utf-8")
+    assert load_config(path).billing == []

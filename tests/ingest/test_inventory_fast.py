@@ -497,8 +497,10 @@ def test_a_broken_or_missing_local_data_file_is_named_as_such(tmp_path):
     row = ["ml-checkpoints", "checkpoints/r1/s1/m.pt", "", "true", "false", "100",
            "2026-07-01T00:00:00.000Z", "e", "STANDARD"]
     cases = {"cut": ({"p.csv.gz": csv_report([row] * 50)[:-10]},
-                     "data/p.csv.gz: unreadable (Truncated compressed stream)"),
-             "plain": ({"p.csv.gz": b"plain text"}, "data/p.csv.gz: not a gzip file")}
+                     "data/p.csv.gz: broken gzip: truncated (its compressed stream ends "
+                     "early)"),
+             "plain": ({"p.csv.gz": b"plain text"},
+                       "data/p.csv.gz: broken gzip: not a gzip file")}
     for name, (data, problem) in cases.items():
         write_report(tmp_path / name, data)
         fast, slow = both([{"kind": "inventory", "path": name}], tmp_path)

@@ -132,6 +132,32 @@ def test_inventory_reports_csv_gz_on_s3_give_daily_snapshots(tmp_path, s3_server
     assert {row[3] for row in august} == {date(2026, 8, 1)}
 
 
+
+@pytest.mark.parametrize(("data", "problem"), [
+    (_csv_report(_objects("2026-07-30"))[:-30], "broken gzip: truncated (its compressed "
+     "stream ends early)"),
+    (b"Bucket,Key,Size\nml-checkpoints,checkpoints/run-a/step-1/model.pt,100\n",
+     "broken gzip: not a gzip file"),
+])
+def test_a_broken_gzip_data_file_on_s3_is_named_and_read_once(tmp_path, s3_server, con,
+                                                               data, problem):
+    """A report's data file cut short, or not gzip at all, read as `S3 error after up to 5
+    attempts: Truncated compressed stream` and was downloaded a second time by the row
+    reader: the bytes are broken, no transfer failed, and every read gets the same bytes."""
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    dest = f"dest-prefix/{CONFIG_FOLDER}"
+    key = f"{dest}/data/2026-07-30-part0.csv.gz"
+    put(endpoint, bucket, key, data)
+    put(endpoint, bucket, f"{dest}/2026-07-30T01-00Z/manifest.json",
+        _manifest("2026-07-30", "CSV", [key]))
+    with FlakyProxy(endpoint, failures=0) as proxy, pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "inventory", "path": f"s3://{bucket}/{dest}",
+                              "endpoint_url": proxy.endpoint_url})
+    assert str(err.value) == f"checkpoints[0] inventory: s3://{bucket}/{key}: {problem}"
+    assert [p for p in proxy.paths if p.startswith(f"GET /{bucket}/{key}")] == [
+        f"GET /{bucket}/{key}"]  # read once: not again by the row reader
+
+
 def test_inventory_report_parquet_local_folder(tmp_path, con):
     folder = tmp_path / "inv" / CONFIG_FOLDER
     stamp = datetime(2026, 7, 15, 0, 30, tzinfo=UTC)

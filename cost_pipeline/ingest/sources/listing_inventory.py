@@ -149,19 +149,23 @@ class _Inventory:
 
     def read_error(self, path: str, exc: OSError, listed_by: str | None = None
                    ) -> SourceError:
-        """An OSError reading `path`. On S3 it is the transfer's, after S3's own retries;
-        a local file's is the file's own, read once: missing (`listed_by` the manifest that
-        names it), not gzip, cut short …"""
+        """An OSError reading `path`. A gzip data file cut short or not gzip is the file's
+        own fault, local or on S3 (no transfer failed: every read gets the same bytes). Else
+        on S3 it is the transfer's, after S3's own retries; a local file's is the file's own,
+        read once: missing (`listed_by` the manifest that names it), unreadable …"""
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if _broken_gzip(path, exc):
+            return SourceError(self.source, self.show(path), "broken gzip: " + (
+                "not a gzip file" if "incorrect header check" in reason  # zlib's words
+                else "truncated (its compressed stream ends early)"
+                if "truncated compressed stream" in reason.lower() else reason))
         if not isinstance(self.fs, pafs.LocalFileSystem):
             return s3.source_error(self.source, self.show(path), exc)
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, FileNotFoundError):
             return SourceError(self.source, self.show(path), "not found" + (
                 f" (listed by {self.show(listed_by)})" if listed_by else ""))
         if isinstance(exc, PermissionError):
             return SourceError(self.source, self.show(path), "unreadable (permission denied)")
-        if "incorrect header check" in reason:   # zlib's words for bytes that are not gzip
-            return SourceError(self.source, self.show(path), "not a gzip file")
         return SourceError(self.source, self.show(path), f"unreadable ({reason})")
 
     def _batches(self, fast, rows) -> Iterator[pa.RecordBatch]:
@@ -330,7 +334,11 @@ class _Inventory:
                         arrow_times(pc.utf8_trim(text["last_modified"],
                                                  characters=PY_WHITESPACE)),
                         snapshot)
-        except (pa.ArrowException, OSError):
+        except OSError as exc:
+            if _broken_gzip(path, exc):  # the row reader would download it again, to fail
+                raise self.read_error(path, exc) from None
+            raise NotClean from None
+        except pa.ArrowException:
             raise NotClean from None
 
     def _url_decode(self, keys: pa.Array) -> pa.Array:
@@ -416,6 +424,14 @@ class _Inventory:
                                            bucket, snapshot)
         except (pa.ArrowException, OSError):
             raise NotClean from None
+
+
+def _broken_gzip(path: str, exc: OSError) -> bool:
+    """Whether reading the gzip data file `path` failed on its bytes (pyarrow's zlib
+    decoder: cut short, not gzip, corrupt), not on their transfer."""
+    reason = str(exc).lower()
+    return path.endswith(".gz") and ("truncated compressed stream" in reason
+                                     or "zlib inflate failed" in reason)
 
 
 def _csv_names(doc: dict) -> list[str]:

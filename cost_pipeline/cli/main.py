@@ -11,7 +11,6 @@ import math
 import signal
 import sys
 import traceback
-from decimal import Decimal
 from pathlib import Path
 
 from cost_pipeline import interrupts
@@ -57,6 +56,9 @@ def _fmt(value, currency: str | None = None) -> str:
         # the digits the check recorded (metadata.rounded_figure rounded it once): GPU-hours
         # of 8.333 printed 8.3330, a share kept apart from its threshold as 0.050004 printed
         # 0.0500 beside 0.0500, and 2.78e-05 unbilled GPU-hours 0.0000 on a failed check
+        # (decimal imported here: only the check lines use it, not `--help`)
+        from decimal import Decimal
+
         return f"{Decimal(repr(value)):,f}" if math.isfinite(value) else str(value)
     return printable(str(value))
 

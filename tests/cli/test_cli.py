@@ -276,6 +276,24 @@ def test_demo_help_says_what_strict_does_as_materialize_does(capsys):
                                   "its three months")
 
 
+
+@pytest.mark.parametrize("argv", [["--help"], ["materialize", "--help"],
+                                  ["export", "runs", "--help"]])
+def test_help_loads_no_module_only_a_command_uses(argv):
+    """`decimal` (the check lines' figures) was imported at the top of the command's module:
+    `--help` loaded it, and nothing else on its path does. pydantic, DuckDB and Dagster
+    (~0.5 s) are a command's too."""
+    probe = ("import sys; from cost_pipeline.cli.main import run\n"
+             f"sys.argv = ['cost-pipeline', *{argv!r}]\n"
+             "try:\n    run()\nexcept SystemExit as done:\n    code = done.code\n"
+             "print(code, sorted(m for m in ('decimal', '_decimal', '_pydecimal', 'pydantic', "
+             "'duckdb', 'dagster') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ") and done.stdout.splitlines()[-1] == "0 []"
+
+
 def test_the_services_demo_reads_its_command_line_as_the_command_does(capsys):
     """`python -m cost_pipeline.demo.services` (`make demo-services`) passes `--strict` on:
     its wrong option is the same one line and exit 1, not argparse's exit 2."""

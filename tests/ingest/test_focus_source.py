@@ -186,6 +186,38 @@ def test_a_row_cancelling_its_bill_carries_no_hours(con, tmp_path):
                    "refund": ("cpu", 0, 1.0, "instance")}
 
 
+def test_a_commitments_usage_rows_have_the_cur_readers_line_item_types(con, tmp_path):
+    """A Usage row of a commitment discount is named as the CUR reader names the same line,
+    so the report's bridge says what moved (every Usage row was `Usage`: "On-demand usage");
+    the other rows keep their ChargeCategory."""
+    sp = "arn:aws:savingsplans::1:savingsplan/sp-1"
+    rows = [vm("on-demand", "p4d.24xlarge"),
+            vm("sp-covered", "p4d.24xlarge", cost=7.2, CommitmentDiscountStatus="Used",
+               CommitmentDiscountCategory="spend"),   # in any case, as FOCUS spells it
+            vm("sp-negation", "p4d.24xlarge", cost=0.0, BilledCost=-10.0,
+               CommitmentDiscountStatus="Used", CommitmentDiscountCategory="Spend"),
+            vm("ri-covered", "p4d.24xlarge", cost=6.0, BilledCost=0.0,
+               CommitmentDiscountStatus="Used", CommitmentDiscountCategory="Usage"),
+            vm("covered", "p4d.24xlarge", cost=6.0, BilledCost=0.0,
+               CommitmentDiscountStatus="Used"),
+            row("sp-unused", 7.0, BilledCost=0.0, ResourceId=sp, ResourceType="Savings Plan",
+                CommitmentDiscountStatus="Unused", CommitmentDiscountCategory="Spend"),
+            row("purchase", 0.0, BilledCost=700.0, ChargeCategory="Purchase",
+                CommitmentDiscountCategory="Spend"),
+            row("tax", 3.0, ChargeCategory="Tax", ServiceCategory="")]
+    facts = load(con, write_csv(tmp_path / "focus" / "may.csv", rows,
+                                COLUMNS + ("CommitmentDiscountCategory",)))
+    assert {k: f["x_LineItemType"] for k, f in facts.items()} == {
+        "on-demand": "Usage", "sp-covered": "SavingsPlanCoveredUsage",
+        "sp-negation": "SavingsPlanNegation", "ri-covered": "DiscountedUsage",
+        "covered": "CommitmentCoveredUsage", "sp-unused": "UnusedCommitment",
+        "purchase": "Purchase", "tax": "Tax"}
+    # the hours are the reader's as before: the negation and the unused commitment carry none
+    assert {k: f["x_UsageHours"] for k, f in facts.items()} == {
+        "on-demand": 1.0, "sp-covered": 1.0, "sp-negation": None, "ri-covered": 1.0,
+        "covered": 1.0, "sp-unused": None, "purchase": None, "tax": None}
+
+
 def test_lines_sharing_tags_and_details_each_keep_their_own(con, tmp_path):
     """The tags and the SKU details are read once per distinct text and joined back: lines
     that share them (a run's hours, a SKU's lines) each arrive once with their hints, lines

@@ -91,6 +91,8 @@ COLUMNS: dict[str, str] = {
     "EffectiveCost": "DOUBLE",
     "BillingCurrency": "VARCHAR",
     "CommitmentDiscountStatus": "VARCHAR",
+    # Spend (a savings plan) | Usage (a reservation): which line item type covered usage is
+    "CommitmentDiscountCategory": "VARCHAR",
     "CapacityReservationStatus": "VARCHAR",  # FOCUS 1.1+: Used | Unused
     "ListCost": "DOUBLE",
     # Standard | Dynamic | Committed | Other (1.0-preview: On-Demand | Spot | Commitment-Based)
@@ -117,6 +119,7 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
     "ChargeCategory": ("Usage", "Purchase", "Tax", "Credit", "Adjustment"),
     "ChargeClass": ("Correction",),
     "CommitmentDiscountStatus": ("Used", "Unused"),
+    "CommitmentDiscountCategory": ("Spend", "Usage"),
     "CapacityReservationStatus": ("Used", "Unused"),
     "ServiceCategory": (
         "AI and Machine Learning", "Analytics", "Business Applications", "Compute",

@@ -701,6 +701,41 @@ def test_a_cost_file_lacking_a_required_column_in_a_folder_is_refused_not_skippe
     assert total == pytest.approx(MAY_TOTAL)
 
 
+AZURE_COST_DETAILS = (
+    "InvoiceSectionName,AccountName,SubscriptionId,ResourceGroup,ResourceLocation,Date,"
+    "ProductName,MeterCategory,MeterSubCategory,MeterId,MeterName,UnitOfMeasure,Quantity,"
+    "EffectivePrice,CostInBillingCurrency,ConsumedService,ResourceId,Tags,ChargeType,"
+    "PricingModel,BillingCurrencyCode,BillingPeriodStartDate,BillingPeriodEndDate\n"
+    "sec,acct,0000-1111,ml-rg,eastus,05/03/2026,Virtual Machines NCads A100 v4 Series,"
+    "Virtual Machines,NCadsA100v4 Series,abc,NC24ads A100 v4,1 Hour,24,3.67,88.08,"
+    "Microsoft.Compute,/subscriptions/0000-1111/resourceGroups/ml-rg/providers/"
+    "Microsoft.Compute/virtualMachines/vm-a100,\"\"\"run_id\"\": \"\"r1\"\"\",Usage,OnDemand,"
+    "EUR,05/01/2026,05/31/2026\n")
+
+
+def test_azures_cost_details_are_refused_naming_the_focus_export(con, tmp_path):
+    # Azure's cost details (not FOCUS: CostInBillingCurrency, MeterCategory, Date as
+    # MM/DD/YYYY) in a `focus` folder were skipped as another FOCUS dataset: the month
+    # loaded $0.00, its reconciliation passing
+    folder = tmp_path / "focus"
+    folder.mkdir()
+    details = folder / "detail.csv"
+    details.write_text(AZURE_COST_DETAILS, encoding="utf-8")
+    (folder / "contract_commitment.csv").write_text(
+        "ContractCommitmentId,ContractCommitmentCost,BillingCurrency\nc-1,100,USD\n")
+    for path in (folder, details):   # a folder holding it, or the file named
+        with pytest.raises(SourceError) as error:
+            load(con, path)
+        assert (error.value.where, error.value.problem) == (
+            str(details), "Azure's cost details, not a FOCUS file: export Cost Management's "
+                          "FOCUS cost and usage dataset instead")
+    assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
+    # beside a FOCUS file, other datasets are still skipped
+    details.unlink()
+    facts = load(con, write_csv(folder / "may.csv", ROWS))
+    assert sum(f["EffectiveCost"] for f in facts.values()) == pytest.approx(MAY_TOTAL)
+
+
 def test_a_parquet_amount_of_a_list_type_is_named_with_its_type(con, tmp_path):
     table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in ROWS[:2]])
     table = table.set_column(table.schema.get_field_index("BilledCost"), "BilledCost",

@@ -69,6 +69,13 @@
 --   of an earlier billing period (its charge period starts before its billing period) →
 --   ChargeClass Correction, which is what FOCUS 1.0's Correction means (as CUR's refunds).
 -- * x_InvoiceId = InvoiceId, else x_InvoiceId (Azure's FOCUS 1.0 export has only that).
+-- * x_LineItemType = ChargeCategory, but for a Usage row of a commitment discount, named as
+--   the CUR reader names the same line so that the report's invoice → amortized bridge says
+--   what moved: covered usage (Used) of a spend commitment (CommitmentDiscountCategory
+--   Spend: a savings plan) SavingsPlanCoveredUsage, of a usage commitment (Usage: a
+--   reservation) DiscountedUsage, of one the file does not say CommitmentCoveredUsage; a Used
+--   row that only cancels a bill SavingsPlanNegation; an unused commitment (Unused), which a
+--   CUR keeps inside its fee lines, UnusedCommitment.
 WITH tag_hints AS (
     -- the JSON columns are parsed once per distinct text, not once a line (a run's lines, a
     -- SKU's lines share theirs): each line joins its own
@@ -419,7 +426,16 @@ SELECT
         WHEN volume_resource_type OR volume_id THEN 'volume'
         ELSE 'other'
     END AS x_ResourceKind,
-    ChargeCategory AS x_LineItemType,
+    -- a Usage row's commitment, in the CUR reader's line item types where it has the same
+    -- line, so the invoice → amortized bridge names what moved as it does for a CUR
+    CASE WHEN ChargeCategory <> 'Usage' THEN ChargeCategory
+         WHEN CommitmentDiscountStatus = 'Unused' THEN 'UnusedCommitment'
+         WHEN CommitmentDiscountStatus = 'Used' AND cancels_bill THEN 'SavingsPlanNegation'
+         WHEN CommitmentDiscountStatus = 'Used' THEN CASE CommitmentDiscountCategory
+             WHEN 'Spend' THEN 'SavingsPlanCoveredUsage' WHEN 'Usage' THEN 'DiscountedUsage'
+             ELSE 'CommitmentCoveredUsage' END
+         ELSE ChargeCategory
+    END AS x_LineItemType,
     coalesce(InvoiceId, x_InvoiceId) AS x_InvoiceId,
     false AS x_SplitParent,  -- split cost allocation is a CUR feature
     $source || ':' || _name || ':' || _row AS x_SourceLine,

@@ -35,6 +35,10 @@ LINE_ITEM_LABELS = {
     "SavingsPlanRecurringFee": "Savings-plan fee spread onto usage (unused part stays)",
     "SavingsPlanUpfrontFee": "Savings-plan upfront fee spread over the term",
     "DiscountedUsage": "Reserved-instance usage at its amortized rate",
+    # a FOCUS bill's commitment rows whose kind the file does not say, and its unused
+    # commitment (a CUR keeps that inside its RIFee / SavingsPlanRecurringFee lines)
+    "CommitmentCoveredUsage": "Commitment-covered usage at its amortized rate",
+    "UnusedCommitment": "Commitment paid for but not used",
     "RIFee": "Reserved-instance fee spread onto usage (unused part stays)",
     "Fee": "Upfront fees spread over the term",
     "EdpDiscount": "Enterprise discount",

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -18,6 +19,8 @@ import pytest
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.ingest.billing import build_billing_facts
+from cost_pipeline.report.data import bridge
+from cost_pipeline.report.render import bridge_rows
 from cost_pipeline.warehouse import month_params
 from tests.ingest.test_focus_source import COLUMNS, MAY, load, row, vm, write_csv
 from tests.support.s3_server import new_bucket, put
@@ -240,3 +243,45 @@ def test_focus_preview_charge_subcategory_says_commitment_and_correction(con, tm
         "JOIN billing_facts b USING (month, x_SourceLine) WHERE a.run_id IS NULL").fetchall())
     assert kinds["unused"] == ("unallocated", "unused_commitment", 22.0)
     assert kinds["refund-april"] == ("unallocated", "correction", -3.0)
+
+
+def test_a_reservations_amortization_is_named_in_the_bridge(con, tmp_path):
+    # every FOCUS Usage row was the line item type `Usage`: a reservation's covered hours
+    # (0 billed, 800 amortized) and its unused hours (0 / 1,120) read "On-demand usage
+    # +EUR 1,920.00" over 9 lines, where the seven on-demand rows move nothing
+    eur = {"ProviderName": "Microsoft", "BillingCurrency": "EUR"}
+    reservation = "/providers/microsoft.capacity/reservationorders/o1/reservations/rz"
+    commitment = {"BilledCost": 0.0, "CommitmentDiscountCategory": "Usage",
+                  "CommitmentDiscountId": reservation, **eur}
+    rows = [vm(f"on-demand-{n}", "Standard_NC24ads_A100_v4", hours=2.0, cost=10.0, **eur)
+            for n in range(7)]
+    rows += [
+        vm("covered", "Standard_ND96isr_H100_v5", hours=10.0, cost=800.0,
+           CommitmentDiscountStatus="Used", **commitment),
+        vm("unused", "Standard_ND96isr_H100_v5", hours=14.0, cost=1120.0, ResourceId=reservation,
+           ResourceType="Reservation", CommitmentDiscountStatus="Unused", **commitment),
+        row("refund", -500.0, EffectiveCost=0.0, ChargeCategory="Purchase",
+            ChargeClass="Correction", ServiceName="Reservations", **eur),
+    ]
+    facts = load(con, write_csv(tmp_path / "f" / "may.csv", rows,
+                                COLUMNS + ("CommitmentDiscountCategory", "CommitmentDiscountId")))
+    assert {f["x_LineItemType"] for k, f in facts.items() if k.startswith("on-demand")} == {
+        "Usage"}
+    month = bridge(con, MAY)
+    # invoice: 7 × 10 − 500 = −430; amortized: 70 + 800 + 1,120 + 0 = 1,990
+    assert (month["start"], month["end"]) == (Decimal("-430"), Decimal("1990"))
+    steps = [(s["item_type"], s["label"], s["lines"], s["shown"])
+             for s in bridge_rows(month, "EUR ")]
+    assert steps == [
+        ("UnusedCommitment", "Commitment paid for but not used", 1, Decimal("1120.00")),
+        ("DiscountedUsage", "Reserved-instance usage at its amortized rate", 1,
+         Decimal("800.00")),
+        ("Purchase", "Purchase", 1, Decimal("500.00"))]
+    # the attribution is the reader's as before: the unused hours are unused commitment
+    build_attribution(con, MAY, month_params(parse_config({}, tmp_path), MAY))
+    kinds = dict(con.execute(
+        "SELECT b.SkuId, (a.purpose_class, a.kind, a.cost) FROM attribution a "
+        "JOIN billing_facts b USING (month, x_SourceLine) WHERE a.run_id IS NULL "
+        "AND b.SkuId IN ('unused', 'refund')").fetchall())
+    assert kinds == {"unused": ("unallocated", "unused_commitment", 1120.0),
+                     "refund": ("unallocated", "correction", 0.0)}

@@ -186,6 +186,38 @@ def test_a_row_cancelling_its_bill_carries_no_hours(con, tmp_path):
                    "refund": ("cpu", 0, 1.0, "instance")}
 
 
+def test_a_commitments_usage_rows_have_the_cur_readers_line_item_types(con, tmp_path):
+    """A Usage row of a commitment discount is named as the CUR reader names the same line,
+    so the report's bridge says what moved (every Usage row was `Usage`: "On-demand usage");
+    the other rows keep their ChargeCategory."""
+    sp = "arn:aws:savingsplans::1:savingsplan/sp-1"
+    rows = [vm("on-demand", "p4d.24xlarge"),
+            vm("sp-covered", "p4d.24xlarge", cost=7.2, CommitmentDiscountStatus="Used",
+               CommitmentDiscountCategory="spend"),   # in any case, as FOCUS spells it
+            vm("sp-negation", "p4d.24xlarge", cost=0.0, BilledCost=-10.0,
+               CommitmentDiscountStatus="Used", CommitmentDiscountCategory="Spend"),
+            vm("ri-covered", "p4d.24xlarge", cost=6.0, BilledCost=0.0,
+               CommitmentDiscountStatus="Used", CommitmentDiscountCategory="Usage"),
+            vm("covered", "p4d.24xlarge", cost=6.0, BilledCost=0.0,
+               CommitmentDiscountStatus="Used"),
+            row("sp-unused", 7.0, BilledCost=0.0, ResourceId=sp, ResourceType="Savings Plan",
+                CommitmentDiscountStatus="Unused", CommitmentDiscountCategory="Spend"),
+            row("purchase", 0.0, BilledCost=700.0, ChargeCategory="Purchase",
+                CommitmentDiscountCategory="Spend"),
+            row("tax", 3.0, ChargeCategory="Tax", ServiceCategory="")]
+    facts = load(con, write_csv(tmp_path / "focus" / "may.csv", rows,
+                                COLUMNS + ("CommitmentDiscountCategory",)))
+    assert {k: f["x_LineItemType"] for k, f in facts.items()} == {
+        "on-demand": "Usage", "sp-covered": "SavingsPlanCoveredUsage",
+        "sp-negation": "SavingsPlanNegation", "ri-covered": "DiscountedUsage",
+        "covered": "CommitmentCoveredUsage", "sp-unused": "UnusedCommitment",
+        "purchase": "Purchase", "tax": "Tax"}
+    # the hours are the reader's as before: the negation and the unused commitment carry none
+    assert {k: f["x_UsageHours"] for k, f in facts.items()} == {
+        "on-demand": 1.0, "sp-covered": 1.0, "sp-negation": None, "ri-covered": 1.0,
+        "covered": 1.0, "sp-unused": None, "purchase": None, "tax": None}
+
+
 def test_lines_sharing_tags_and_details_each_keep_their_own(con, tmp_path):
     """The tags and the SKU details are read once per distinct text and joined back: lines
     that share them (a run's hours, a SKU's lines) each arrive once with their hints, lines
@@ -667,6 +699,41 @@ def test_a_cost_file_lacking_a_required_column_in_a_folder_is_refused_not_skippe
     (total,) = con.execute("SELECT sum(EffectiveCost) FROM billing_facts WHERE month = ?",
                            [MAY]).fetchone()
     assert total == pytest.approx(MAY_TOTAL)
+
+
+AZURE_COST_DETAILS = (
+    "InvoiceSectionName,AccountName,SubscriptionId,ResourceGroup,ResourceLocation,Date,"
+    "ProductName,MeterCategory,MeterSubCategory,MeterId,MeterName,UnitOfMeasure,Quantity,"
+    "EffectivePrice,CostInBillingCurrency,ConsumedService,ResourceId,Tags,ChargeType,"
+    "PricingModel,BillingCurrencyCode,BillingPeriodStartDate,BillingPeriodEndDate\n"
+    "sec,acct,0000-1111,ml-rg,eastus,05/03/2026,Virtual Machines NCads A100 v4 Series,"
+    "Virtual Machines,NCadsA100v4 Series,abc,NC24ads A100 v4,1 Hour,24,3.67,88.08,"
+    "Microsoft.Compute,/subscriptions/0000-1111/resourceGroups/ml-rg/providers/"
+    "Microsoft.Compute/virtualMachines/vm-a100,\"\"\"run_id\"\": \"\"r1\"\"\",Usage,OnDemand,"
+    "EUR,05/01/2026,05/31/2026\n")
+
+
+def test_azures_cost_details_are_refused_naming_the_focus_export(con, tmp_path):
+    # Azure's cost details (not FOCUS: CostInBillingCurrency, MeterCategory, Date as
+    # MM/DD/YYYY) in a `focus` folder were skipped as another FOCUS dataset: the month
+    # loaded $0.00, its reconciliation passing
+    folder = tmp_path / "focus"
+    folder.mkdir()
+    details = folder / "detail.csv"
+    details.write_text(AZURE_COST_DETAILS, encoding="utf-8")
+    (folder / "contract_commitment.csv").write_text(
+        "ContractCommitmentId,ContractCommitmentCost,BillingCurrency\nc-1,100,USD\n")
+    for path in (folder, details):   # a folder holding it, or the file named
+        with pytest.raises(SourceError) as error:
+            load(con, path)
+        assert (error.value.where, error.value.problem) == (
+            str(details), "Azure's cost details, not a FOCUS file: export Cost Management's "
+                          "FOCUS cost and usage dataset instead")
+    assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
+    # beside a FOCUS file, other datasets are still skipped
+    details.unlink()
+    facts = load(con, write_csv(folder / "may.csv", ROWS))
+    assert sum(f["EffectiveCost"] for f in facts.values()) == pytest.approx(MAY_TOTAL)
 
 
 def test_a_parquet_amount_of_a_list_type_is_named_with_its_type(con, tmp_path):

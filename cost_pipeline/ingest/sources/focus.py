@@ -14,7 +14,8 @@ itself, in parallel, numbering its rows. Only the columns the normalization read
 and loaded already filtered to the month. A value that does not parse fails the month with the
 file, the row (CSV: the record's line when no cell spans lines, the header being row 1;
 parquet: the 1-based row) and the column. Files of other FOCUS datasets (e.g. 1.3's
-contract commitments) in the folder are skipped, and so are the deliveries of a month a newer
+contract commitments) in the folder are skipped (Azure's own cost details are refused: not
+FOCUS at all), and so are the deliveries of a month a newer
 one replaces (Azure export runs, AWS Data Exports deliveries: `sources/focus_deliveries.py`).
 An `s3://` path is listed and read through `sources/focus_s3.py` (ranged parquet reads,
 retries), then loaded the same way.
@@ -91,6 +92,8 @@ COLUMNS: dict[str, str] = {
     "EffectiveCost": "DOUBLE",
     "BillingCurrency": "VARCHAR",
     "CommitmentDiscountStatus": "VARCHAR",
+    # Spend (a savings plan) | Usage (a reservation): which line item type covered usage is
+    "CommitmentDiscountCategory": "VARCHAR",
     "CapacityReservationStatus": "VARCHAR",  # FOCUS 1.1+: Used | Unused
     "ListCost": "DOUBLE",
     # Standard | Dynamic | Committed | Other (1.0-preview: On-Demand | Spot | Commitment-Based)
@@ -117,6 +120,7 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
     "ChargeCategory": ("Usage", "Purchase", "Tax", "Credit", "Adjustment"),
     "ChargeClass": ("Correction",),
     "CommitmentDiscountStatus": ("Used", "Unused"),
+    "CommitmentDiscountCategory": ("Spend", "Usage"),
     "CapacityReservationStatus": ("Used", "Unused"),
     "ServiceCategory": (
         "AI and Machine Learning", "Analytics", "Business Applications", "Compute",
@@ -138,6 +142,12 @@ COST_AND_USAGE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost", "Contracted
 # one of these, or with no cost-and-usage column (1.3's contract commitments), is skipped
 OTHER_DATASET_COLUMNS = ("ContractCommitmentId", "InvoiceDetailId", "SkuPriceEffectiveStart",
                          "RecommendationId", "BillingPeriodStatus")
+# Azure Cost Management's own cost details (actual or amortized cost: a meter's category and
+# a cost column of its schema), which are not FOCUS: in a folder they were skipped as another
+# dataset and the month read as $0
+AZURE_METER_COLUMN = "MeterCategory"
+AZURE_COST_COLUMNS = ("CostInBillingCurrency", "CostInPricingCurrency", "CostInUsd",
+                      "PreTaxCost")
 SUFFIXES = (".csv", ".csv.gz", ".parquet")
 BATCH_ROWS = 65_536
 RAW_TABLE = "focus_raw"
@@ -169,6 +179,13 @@ def is_cost_and_usage(header: list[str]) -> bool:
     names = {name.lower() for name in header}
     return (any(c.lower() in names for c in COST_AND_USAGE_COLUMNS)
             and not any(c.lower() in names for c in OTHER_DATASET_COLUMNS))
+
+
+def is_azure_cost_details(header: list[str]) -> bool:
+    """Whether a file of these columns (any case) is Azure's cost details export."""
+    names = {name.lower() for name in header}
+    return (AZURE_METER_COLUMN.lower() in names
+            and any(c.lower() in names for c in AZURE_COST_COLUMNS))
 
 
 def find_files(source: str, path: str) -> FocusFiles:
@@ -567,6 +584,9 @@ def _register(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: str, mont
     for file in list(found.files):
         header = _header(found, file)
         spelled = _spelled(source, file, header)
+        if is_azure_cost_details(header) and not all(c in spelled for c in REQUIRED):
+            raise SourceError(source, str(file), "Azure's cost details, not a FOCUS file: "
+                              "export Cost Management's FOCUS cost and usage dataset instead")
         if not single and not is_cost_and_usage(header):
             log.info(f"{source}: {file} is not a FOCUS cost-and-usage file: skipped")
             found.files.remove(file)

@@ -55,11 +55,13 @@ spend AS (
     GROUP BY s.search_id
 ),
 counts AS (
-    -- the experiment-count multiplier, over the search's whole life (all months)
+    -- the experiment-count multiplier, over the search's whole life (all months). A search
+    -- whose trials record no seed ran each once: one seed (as search_shape's
+    -- seeds_per_config), where a count of distinct seeds said 0 ("2 × 0")
     SELECT
         search_id,
-        count(DISTINCT config_id) AS distinct_configs,
-        count(DISTINCT seed)      AS seeds
+        count(DISTINCT config_id)          AS distinct_configs,
+        greatest(count(DISTINCT seed), 1)  AS seeds
     FROM search_runs
     WHERE NOT is_parent
     GROUP BY search_id

@@ -374,8 +374,12 @@ CREATE TABLE IF NOT EXISTS search_approvals (
     approved             BOOLEAN NOT NULL,  -- estimated_cost ≤ approval_budget
     expected_improvement DOUBLE,
     approved_by          VARCHAR,
-    recorded_at          TIMESTAMP NOT NULL -- UTC
+    recorded_at          TIMESTAMP NOT NULL, -- UTC
+    currency             VARCHAR            -- the estimate's (its basis runs', else the bill's)
 );
+-- warehouses created before the estimate's currency was recorded: their recordings have none
+-- (NULL), and search_costs compares them with the spend as it always did
+ALTER TABLE search_approvals ADD COLUMN IF NOT EXISTS currency VARCHAR;
 
 CREATE TABLE IF NOT EXISTS retention_violations (
     month         DATE NOT NULL,

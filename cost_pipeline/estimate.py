@@ -240,7 +240,7 @@ def render(est: SearchEstimate) -> str:
 
 APPROVAL_COLUMNS = ("month", "search_id", "model", "configs", "seeds", "reruns", "runs",
                     "per_run_cost", "estimated_cost", "approval_budget", "approved",
-                    "expected_improvement", "approved_by", "recorded_at")
+                    "expected_improvement", "approved_by", "recorded_at", "currency")
 
 
 def record_approval(
@@ -249,7 +249,8 @@ def record_approval(
     recorded_at: datetime | None = None, lock_timeout_seconds: float = 900.0,
 ) -> dict:
     """Record `est` as the estimate of search `search_id` in `search_approvals` (the latest
-    recording of a search counts; `approved` says whether it is within the approval budget).
+    recording of a search counts; `approved` says whether it is within the approval budget;
+    `currency` is the estimate's).
     The write holds the warehouse's writer lock and is one transaction, so it never
     interleaves with a materialization. Recording the same search at the same instant again
     replaces that recording. Returns the row."""
@@ -268,6 +269,9 @@ def record_approval(
         "approval_budget": est.approval_budget, "approved": est.approved,
         "expected_improvement": expected_improvement, "approved_by": approved_by,
         "recorded_at": at,
+        # the currency the estimate is in: search_costs holds it only against spend billed
+        # in the same one (a EUR estimate is no limit on a JPY month)
+        "currency": est.currency,
     }
     database = cfg.warehouse_path
     Path(database).parent.mkdir(parents=True, exist_ok=True)

@@ -15,12 +15,21 @@
 --   all runs      - trials plus controllers. Money is counted on all of them (a controller
 --                   may still own checkpoint storage), and the search starts when its first
 --                   run, usually the controller, starts.
---   estimated_cost - the latest recorded estimate of the search (its latest approval row)
+--   estimated_cost - the latest recorded estimate of the search (its latest approval row),
+--                   when it is in the currency the search's spend is billed in: the
+--                   approval's `currency` against the one currency of the months of its cost
+--                   (`billing_months`; this month's when it has none yet, or when they are
+--                   two). An estimate in another currency is no estimate of that spend (a EUR
+--                   247 estimate held against JPY 24,691 read as a 9,900 % overrun): NULL,
+--                   the check `searches_within_estimate` naming the search apart rather than
+--                   failing it. An approval recorded before approvals carried a currency
+--                   (`currency` NULL) is compared as before
 --   cumulative_cost - the search's attributed cost in every materialized month up to and
 --                   including this one (a month not materialized yet counts nothing); NULL
 --                   when those months are billed in different currencies (`billing_months`:
 --                   EUR and USD amounts do not add up, and the sum was shown under "$")
---   overrun       - cumulative_cost - estimated_cost (NULL without an estimate)
+--   overrun       - cumulative_cost - estimated_cost (NULL without an estimate, or with one
+--                   in another currency)
 WITH search_runs AS (
     SELECT * FROM search_runs($month)
 ),
@@ -36,7 +45,9 @@ spend AS (
                                                                  AS accelerator_hours,
         coalesce(fsum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost,
         CASE WHEN count(DISTINCT coalesce(bm.currency, 'USD')) <= 1
-             THEN coalesce(fsum(a.cost), 0) END                  AS cumulative_cost
+             THEN coalesce(fsum(a.cost), 0) END                  AS cumulative_cost,
+        CASE WHEN count(DISTINCT coalesce(bm.currency, 'USD')) = 1
+             THEN min(coalesce(bm.currency, 'USD')) END          AS spend_currency
     FROM attribution_runs AS a
     JOIN search_runs AS s ON s.run_id = a.run_id
     LEFT JOIN month_currencies() AS bm ON bm.month = a.month
@@ -44,20 +55,35 @@ spend AS (
     GROUP BY s.search_id
 ),
 counts AS (
-    -- the experiment-count multiplier, over the search's whole life (all months)
+    -- the experiment-count multiplier, over the search's whole life (all months). A search
+    -- whose trials record no seed ran each once: one seed (as search_shape's
+    -- seeds_per_config), where a count of distinct seeds said 0 ("2 × 0")
     SELECT
         search_id,
-        count(DISTINCT config_id) AS distinct_configs,
-        count(DISTINCT seed)      AS seeds
+        count(DISTINCT config_id)          AS distinct_configs,
+        greatest(count(DISTINCT seed), 1)  AS seeds
     FROM search_runs
     WHERE NOT is_parent
     GROUP BY search_id
 ),
 approval AS (
     -- the latest recording of each search counts
-    SELECT search_id, estimated_cost
+    SELECT search_id, estimated_cost, upper(trim(currency)) AS currency
     FROM search_approvals
     QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY recorded_at DESC, month DESC) = 1
+),
+this_month AS (
+    SELECT coalesce((SELECT currency FROM month_currencies() WHERE month = $month), 'USD')
+               AS currency
+),
+estimate AS (
+    -- the estimate held against the search's spend: one in the spend's currency, or one
+    -- recorded without a currency
+    SELECT ap.search_id, ap.estimated_cost
+    FROM approval AS ap
+    LEFT JOIN spend AS sp ON sp.search_id = ap.search_id
+    CROSS JOIN this_month AS tm
+    WHERE ap.currency IS NULL OR ap.currency = coalesce(sp.spend_currency, tm.currency)
 ),
 scored AS (
     SELECT
@@ -108,4 +134,4 @@ SELECT
                                                 AS overrun
 FROM scored AS s
 LEFT JOIN spend    AS sp ON sp.search_id = s.search_id
-LEFT JOIN approval AS ap ON ap.search_id = s.search_id
+LEFT JOIN estimate AS ap ON ap.search_id = s.search_id

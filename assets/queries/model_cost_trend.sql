@@ -18,6 +18,11 @@
 -- both failed (at $1M and more a double's spacing passes 1e-10, so 10 decimals alone told
 -- such figures apart). A cent above is still above up to $1e9. Untracked and unallocated
 -- cost has no model and is left out.
+-- A month is held only against earlier months billed in its own currency (`billing_months`,
+-- one a month, SPEC §5; USD when a month has no row there): a month billed in JPY after two
+-- in EUR was held against a median of euros read as yen. Held months in another currency are
+-- left out of the previous months (`other_currency_months` names them): with fewer than 2 of
+-- its own currency left the model is not judged.
 -- Parameters: $month, $max_growth.
 WITH per_month AS (
     SELECT month, model, fsum(cost) AS cost
@@ -26,11 +31,19 @@ WITH per_month AS (
       AND month BETWEEN CAST(CAST($month AS DATE) - INTERVAL 3 MONTH AS DATE) AND $month
     GROUP BY month, model
 ),
+this_currency AS (
+    SELECT coalesce((SELECT currency FROM month_currencies() WHERE month = $month), 'USD')
+               AS currency
+),
 held AS (
-    -- the months of the window before this one that the warehouse holds
-    SELECT DISTINCT month
-    FROM (SELECT month FROM billing_months UNION ALL SELECT month FROM cost_per_model_monthly)
-    WHERE month >= CAST(CAST($month AS DATE) - INTERVAL 3 MONTH AS DATE) AND month < $month
+    -- the months of the window before this one that the warehouse holds, with their currency
+    SELECT h.month, coalesce(mc.currency, 'USD') AS currency
+    FROM (SELECT DISTINCT month
+          FROM (SELECT month FROM billing_months
+                UNION ALL SELECT month FROM cost_per_model_monthly)
+          WHERE month >= CAST(CAST($month AS DATE) - INTERVAL 3 MONTH AS DATE)
+            AND month < $month) AS h
+    LEFT JOIN month_currencies() AS mc ON mc.month = h.month
 ),
 first_month AS (
     -- each model judged this month, and its first month with a cost row (any month)
@@ -40,17 +53,23 @@ first_month AS (
     GROUP BY model
 ),
 previous AS (
-    SELECT f.model, h.month, coalesce(p.cost, 0) AS cost
+    SELECT f.model, h.month, h.currency = t.currency AS same_currency, h.currency,
+           coalesce(p.cost, 0) AS cost
     FROM first_month AS f
     JOIN held AS h ON h.month >= f.first_month
+    CROSS JOIN this_currency AS t
     LEFT JOIN per_month AS p ON p.model = f.model AND p.month = h.month
 ),
 history AS (
     SELECT
         model,
-        median(cost)                                          AS previous_median,
-        count(*)                                              AS previous_months,
-        list(strftime(month, '%Y-%m') ORDER BY month)         AS months
+        median(cost) FILTER (WHERE same_currency)                        AS previous_median,
+        count(*) FILTER (WHERE same_currency)                            AS previous_months,
+        list(strftime(month, '%Y-%m') ORDER BY month) FILTER (WHERE same_currency) AS months,
+        list(strftime(month, '%Y-%m') ORDER BY month) FILTER (WHERE NOT same_currency)
+                                                                         AS other_months,
+        list(DISTINCT currency ORDER BY currency) FILTER (WHERE NOT same_currency)
+                                                                         AS other_currencies
     FROM previous
     GROUP BY model
 )
@@ -60,6 +79,9 @@ SELECT
     h.previous_median,
     coalesce(h.previous_months, 0)                           AS previous_months,
     coalesce(h.months, [])                                   AS months,
+    coalesce(h.other_months, [])                             AS other_currency_months,
+    coalesce(h.other_currencies, [])                         AS other_currencies,
+    (SELECT currency FROM this_currency)                     AS currency,
     coalesce(h.previous_months, 0) >= 2                      AS judged,
     coalesce(h.previous_months >= 2
              AND over_limit(c.cost - h.previous_median

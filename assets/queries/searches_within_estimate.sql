@@ -7,18 +7,32 @@
 -- is within it. 1.1 × 1.13 reads 1.2429999999999999 and 1.15 × 11,300,000 reads
 -- 12994999.999999998 in doubles: a cost of 1.243 or of 12,995,000 was over (at $1M and more
 -- a double's spacing passes 1e-10, so 10 decimals alone told such figures apart). A cent
--- over is still over up to $1e9 (1e-12 of it is a tenth of a cent). Parameters: $month,
--- $tolerance.
+-- over is still over up to $1e9 (1e-12 of it is a tenth of a cent).
+-- Beside them, reason `other_currency`: a search whose latest recorded estimate is in
+-- another currency than its spend (search_costs leaves its estimate and overrun NULL: the
+-- amounts do not compare). It breaks no rule (it was approved) and cannot be held to its
+-- estimate: the check names it apart, with the estimate's currency, and does not fail it.
+-- Parameters: $month, $tolerance.
+WITH approval AS (
+    -- the latest recording of each search, as search_costs reads it
+    SELECT search_id, upper(trim(currency)) AS currency
+    FROM search_approvals
+    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY recorded_at DESC, month DESC) = 1
+)
 SELECT
-    search_id,
-    model,
-    CASE WHEN estimated_cost IS NULL THEN 'no_estimate' ELSE 'over_estimate' END AS reason,
-    estimated_cost,
-    cumulative_cost,
-    overrun
-FROM search_costs
-WHERE month = $month
-  AND (estimated_cost IS NULL
-       OR over_limit(cumulative_cost - $tolerance * estimated_cost,
-                     greatest(abs(cumulative_cost), abs($tolerance * estimated_cost))))
-ORDER BY reason, overrun DESC NULLS LAST, search_id
+    s.search_id,
+    s.model,
+    CASE WHEN s.estimated_cost IS NOT NULL THEN 'over_estimate'
+         WHEN a.currency IS NULL THEN 'no_estimate'
+         ELSE 'other_currency' END                        AS reason,
+    a.currency                                            AS estimate_currency,
+    s.estimated_cost,
+    s.cumulative_cost,
+    s.overrun
+FROM search_costs AS s
+LEFT JOIN approval AS a ON a.search_id = s.search_id
+WHERE s.month = $month
+  AND (s.estimated_cost IS NULL
+       OR over_limit(s.cumulative_cost - $tolerance * s.estimated_cost,
+                     greatest(abs(s.cumulative_cost), abs($tolerance * s.estimated_cost))))
+ORDER BY reason, s.overrun DESC NULLS LAST, s.search_id

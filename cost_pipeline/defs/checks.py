@@ -197,19 +197,27 @@ def tracker_claims_billed(con: duckdb.DuckDBPyConnection, month: date,
 def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
                      max_growth: float) -> dg.AssetCheckResult:
     """SPEC §12: no model costs more than `max_growth` × the median of its previous 3 months
-    (at least 2 of them held by the warehouse, a held month without its cost a cost of 0);
-    the models that do, with their cost and that median
+    (at least 2 of them held by the warehouse and billed in this month's currency, a held
+    month without its cost a cost of 0); the models that do, with their cost and that median,
+    and the models not judged because their earlier months were billed in another currency
     (WARN). The SQL and what counts as a previous month: assets/queries/model_cost_trend.sql."""
-    rows = query(con, sql_text("model_cost_trend"),
-                 {"month": month, "max_growth": max_growth}).fetchall()
+    rows = rows_of(con, sql_text("model_cost_trend"),
+                   {"month": month, "max_growth": max_growth})
     currency = con.execute("SELECT bill_currency(?)", [month]).fetchone()[0]
     models = [
-        {"model": model, "cost": to_minor_unit(cost, currency),
-         "previous_median": to_minor_unit(median, currency),
-         "previous_months": list(months), "judged": judged,
-         "growth": round(cost / median, 3) if median and median > 0 else None}
-        for model, cost, median, _, months, judged, _ in rows]
-    exceeding = [m for (*_, exceeds), m in zip(rows, models, strict=True) if exceeds]
+        {"model": r["model"], "cost": to_minor_unit(r["cost"], currency),
+         "previous_median": to_minor_unit(r["previous_median"], currency),
+         "previous_months": list(r["months"]), "judged": r["judged"],
+         "growth": (round(r["cost"] / r["previous_median"], 3)
+                    if r["previous_median"] and r["previous_median"] > 0 else None)}
+        for r in rows]
+    exceeding = [m for r, m in zip(rows, models, strict=True) if r["exceeds"]]
+    # a month billed in another currency than its earlier months is no trend: the amounts are
+    # not comparable (SPEC §5), so the model is not judged, and the check says why
+    other_currency = [
+        f"{r['model']} ({', '.join(r['other_currency_months'])} billed in "
+        f"{', '.join(r['other_currencies'])}, not {r['currency']})"
+        for r in rows if not r["judged"] and r["other_currency_months"]]
     return dg.AssetCheckResult(
         check_name="model_cost_trend",
         asset_key="cost_per_model_monthly",
@@ -223,6 +231,7 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
             "models_not_judged": sum(1 for m in models if not m["judged"]),
             "models_exceeding": len(exceeding),
             "models": ", ".join(m["model"] for m in exceeding),
+            "not_judged_other_currency": "; ".join(other_currency),
             "exceeding": dg.MetadataValue.json(exceeding),
         }),
     )
@@ -231,9 +240,14 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
 def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
                              tolerance: float = ESTIMATE_TOLERANCE) -> dg.AssetCheckResult:
     """SPEC §12: every search active in the month has a recorded estimate and has cost at most
-    `tolerance` × it so far (assets/queries/searches_within_estimate.sql) (WARN)."""
-    failing = rows_of(con, sql_text("searches_within_estimate"),
-                      {"month": month, "tolerance": tolerance})
+    `tolerance` × it so far (assets/queries/searches_within_estimate.sql) (WARN). A search
+    whose estimate is in another currency than its spend is named apart, not failed: it was
+    approved, and the amounts do not compare."""
+    found = rows_of(con, sql_text("searches_within_estimate"),
+                    {"month": month, "tolerance": tolerance})
+    other_currency = [f for f in found if f["reason"] == "other_currency"]
+    failing = [{k: v for k, v in f.items() if k != "estimate_currency"}
+               for f in found if f["reason"] != "other_currency"]
     ((searches,),) = con.execute("SELECT count(*) FROM search_costs WHERE month = ?",
                                  [month]).fetchall()
     unapproved = [f["search_id"] for f in failing if f["reason"] == "no_estimate"]
@@ -252,6 +266,8 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
             "searches": int(searches),
             "without_estimate": ", ".join(unapproved),
             "over_estimate": ", ".join(over),
+            "estimate_in_other_currency": ", ".join(
+                f"{f['search_id']} ({f['estimate_currency']})" for f in other_currency),
             "failing": dg.MetadataValue.json([
                 # estimated_cost, cumulative_cost, overrun: amounts of the bill
                 {k: (to_minor_unit(v, currency) if isinstance(v, float) else v)

@@ -337,7 +337,7 @@ def test_search_costs_max_goal(con):
     assert s5["cost_per_improvement"] is None
 
     s6 = got["S6"]                            # active through a run with no end
-    assert (s6["runs"], s6["seeds"], s6["configs"]) == (1, 0, 1.0)   # 1 run ÷ max(0, 1)
+    assert (s6["runs"], s6["seeds"], s6["configs"]) == (1, 1, 1.0)   # no seed: one seed
     assert s6["best_metric"] is None and s6["improvement"] is None
 
     s8 = got["S8"]                            # active through a March storage bill
@@ -364,6 +364,29 @@ def test_search_costs_min_goal(con):
     assert s2["cost_per_improvement"] == pytest.approx(100.0)       # 3 ÷ 0.03
     assert s2["accelerator_hours_per_improvement"] == pytest.approx(200.0)  # 6 ÷ 0.03
 
+
+
+def test_a_search_whose_runs_record_no_seed_has_one_seed(con):
+    """S9's two trials record no seed (nor a config): its configs × seeds read "2 × 0"
+    (seeds 0, a count of distinct seeds none of them has) while search_shape says 1 seed per
+    config. Runs without a recorded seed are one seed: 2 runs ÷ 1 seed = 2 configs × 1 seed,
+    as in search_shape. A search with seeds 1, 2 and a trial without one keeps 2 (the
+    divisor of its configs, as search_shape's)."""
+    for run_id, seed, search_id in (("n1", None, "S9"), ("n2", None, "S9"),
+                                    ("m1", "1", "S10"), ("m2", "2", "S10"),
+                                    ("m3", None, "S10")):
+        tracker(con, run_id, start=datetime(2024, 3, 2), end=datetime(2024, 3, 3),
+                model="churn", purpose="search", search_id=search_id, seed=seed)
+        attr(con, f"L-{run_id}", run_id, "search", 4.0, hours=1.0, acc_hours=1.0)
+    run(con, "search_costs")
+    got = by_search(con)
+    assert (got["S9"]["runs"], got["S9"]["configs"], got["S9"]["seeds"]) == (2, 2.0, 1)
+    assert (got["S10"]["runs"], got["S10"]["configs"], got["S10"]["seeds"]) == (3, 1.5, 2)
+    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    run(con, "search_shape")
+    assert rows(con, "SELECT search_id, configs, seeds_per_config FROM search_shape "
+                     "ORDER BY search_id") == [("S10", 2, 2), ("S9", 2, 1)]
 
 def test_a_stopped_run_without_an_end_is_active_only_in_the_month_it_started(con):
     """SPEC §6: a non-RUNNING run with no end claims nothing. Its search is active in the

@@ -166,3 +166,46 @@ def test_a_cost_exactly_at_the_growth_limit_passes(con, history, growth, limit, 
     (failing,) = check.metadata["exceeding"].value
     assert (failing["model"], failing["cost"], failing["previous_median"]) == (
         "churn", above, sum(history) / 2)
+
+
+def billed_in(con, **by_month: str) -> None:
+    """billing_months rows: each month (JAN … MAY) billed in the given currency."""
+    for name, currency in by_month.items():
+        con.execute("INSERT INTO billing_months (month, lines, currencies, currency) "
+                    "VALUES (?, 1, 1, ?)", [globals()[name], currency])
+
+
+def test_a_month_is_held_against_earlier_months_of_its_own_currency(con):
+    """churn cost EUR 400 in March and EUR 464 in April, then JPY 43,200 in May: May was
+    judged against median(400, 464) = 432 — euros — and failed as "JPY 43,200 against a median
+    of JPY 432". May has no earlier month billed in yen: not judged, and the check says why."""
+    billed_in(con, MAR="EUR", APR="EUR", MAY="JPY")
+    costs(con, MAR, churn=400.0)
+    costs(con, APR, churn=464.0)
+    costs(con, MAY, churn=43_200.0)
+    check = model_cost_trend(con, MAY, 1.5)
+    assert check.passed
+    assert (check.metadata["models_judged"].value,
+            check.metadata["models_not_judged"].value) == (0, 1)
+    assert check.metadata["not_judged_other_currency"].value == \
+        "churn (2026-03, 2026-04 billed in EUR, not JPY)"
+
+
+def test_the_median_is_over_the_earlier_months_of_the_same_currency(con):
+    """churn: JPY 100 in January, JPY 200 in February, EUR 1 in March. April's JPY 220 is held
+    against median(100, 200) = 150 (220 ≤ 225: passes), not median(100, 200, 1) = 100, where
+    it failed; JPY 301 is over 1.5 × 150."""
+    billed_in(con, JAN="JPY", FEB="JPY", MAR="EUR", APR="JPY")
+    costs(con, JAN, churn=100.0)
+    costs(con, FEB, churn=200.0)
+    costs(con, MAR, churn=1.0)
+    costs(con, APR, churn=220.0)
+    check = model_cost_trend(con, APR, 1.5)
+    assert check.passed and check.metadata["models_judged"].value == 1
+    assert check.metadata["not_judged_other_currency"].value == ""
+
+    con.execute("UPDATE cost_per_model_monthly SET cost = 301.0 WHERE month = ?", [APR])
+    check = model_cost_trend(con, APR, 1.5)
+    assert check.metadata["exceeding"].value == [
+        {"model": "churn", "cost": 301.0, "previous_median": 150.0,
+         "previous_months": ["2026-01", "2026-02"], "judged": True, "growth": 2.007}]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import re
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -266,3 +267,88 @@ def test_the_page_flags_a_search_over_its_estimate_as_the_check_does(cfg):
             row = search_row(render_html(collect(con, MARCH), "test.duckdb"), "SX")
         assert ('<span class="fail-text">+' in row) is over, row
         assert ("(+10%)" in row) is not over, row
+
+
+JANUARY = date(2024, 1, 1)
+
+
+def billed_in(con, currency: str, month: date = JANUARY) -> None:
+    """A bill line of `month` in `currency` (the estimate's currency: the bill's latest)."""
+    insert_lines(con, month, [{
+        "ChargePeriodStart": datetime(month.year, month.month, 2),
+        "ChargePeriodEnd": datetime(month.year, month.month, 2, 1), "ChargeCategory": "Usage",
+        "EffectiveCost": 1.0, "x_CostComponent": "gpu", "x_SourceLine": f"bill-{month}",
+        "BillingCurrency": currency}])
+
+
+def test_an_estimate_in_another_currency_is_not_held_against_the_spend(cfg):
+    """SX approved at EUR 100 (the bill was in euros), then billed JPY 60 in February and JPY
+    50 in March: search_costs held JPY 110 against the EUR 100 (overrun 10; in the reported
+    case JPY 24,691 against EUR 247, "+9900 %" and the check failing it). The approval records
+    its currency; an estimate in another currency than the spend is no estimate of it:
+    estimated_cost and overrun are NULL and the check neither fails it as over nor as
+    unapproved, naming it apart. Approved again in yen (JPY 99), it is compared: 110 > 1.1 ×
+    99, over."""
+    Path(cfg.warehouse_path).parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(cfg.warehouse_path) as con:
+        billed_in(con, "EUR")
+    row = approve(cfg, "SX", 100, datetime(2024, 2, 2, tzinfo=UTC))
+    assert row["currency"] == "EUR"
+    with duckdb.connect(cfg.warehouse_path) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        months(con)
+        con.execute("INSERT INTO billing_months VALUES ('2024-01-01', 1, 1, 1, 1, 'EUR'), "
+                    "('2024-02-01', 1, 1, 1, 1, 'JPY'), ('2024-03-01', 1, 1, 1, 1, 'JPY')")
+        assert con.execute("SELECT currency FROM search_approvals").fetchall() == [("EUR",)]
+        got = search_costs(con)
+        assert got["SX"] == (None, pytest.approx(110.0), None)
+        check = searches_within_estimate(con, MARCH)
+        assert not check.passed                                      # SY: no estimate
+        assert check.metadata["without_estimate"].value == "SY"
+        assert check.metadata["over_estimate"].value == ""
+        assert check.metadata["estimate_in_other_currency"].value == "SX (EUR)"
+        assert [f["search_id"] for f in check.metadata["failing"].value] == ["SY"]
+
+    approve(cfg, "SY", 10, datetime(2024, 3, 3, tzinfo=UTC))           # in yen: 7 of 10
+    approve(cfg, "SX", 99, datetime(2024, 3, 4, tzinfo=UTC))           # in yen: 110 > 108.9
+    with duckdb.connect(cfg.warehouse_path) as con:
+        assert con.execute("SELECT search_id, currency FROM search_approvals "
+                           "ORDER BY recorded_at").fetchall() == [
+            ("SX", "EUR"), ("SY", "JPY"), ("SX", "JPY")]
+        assert search_costs(con)["SX"] == pytest.approx((99.0, 110.0, 11.0))
+        check = searches_within_estimate(con, MARCH)
+        assert check.metadata["over_estimate"].value == "SX"
+        assert check.metadata["without_estimate"].value == ""
+        assert check.metadata["estimate_in_other_currency"].value == ""
+
+
+def test_an_approval_recorded_without_a_currency_is_compared_as_before(cfg, tmp_path):
+    """A warehouse whose search_approvals predates the currency column: the column is added,
+    its recordings keep no currency, and such a recording is held against the spend as it
+    was (SX: 110 against 100, within 1.1 × 100), whatever the spend's currency."""
+    warehouse = Path(cfg.warehouse_path)
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(warehouse)) as con:  # the table as it was before the column
+        con.execute("CREATE TABLE search_approvals (month DATE NOT NULL, search_id VARCHAR "
+                    "NOT NULL, model VARCHAR NOT NULL, configs BIGINT NOT NULL, seeds BIGINT "
+                    "NOT NULL, reruns BIGINT NOT NULL, runs BIGINT NOT NULL, per_run_cost "
+                    "DOUBLE NOT NULL, estimated_cost DOUBLE NOT NULL, approval_budget DOUBLE "
+                    "NOT NULL, approved BOOLEAN NOT NULL, expected_improvement DOUBLE, "
+                    "approved_by VARCHAR, recorded_at TIMESTAMP NOT NULL)")
+        con.execute("INSERT INTO search_approvals VALUES ('2024-02-01', 'SX', 'churn', 100, 1, "
+                    "1, 100, 1.0, 100.0, 1000.0, true, NULL, NULL, '2024-02-02')")
+    with duckdb.connect(str(warehouse)) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        months(con)
+        con.execute("INSERT INTO billing_months VALUES ('2024-02-01', 1, 1, 1, 1, 'JPY'), "
+                    "('2024-03-01', 1, 1, 1, 1, 'JPY')")
+        assert con.execute("SELECT search_id, currency FROM search_approvals").fetchall() == [
+            ("SX", None)]
+        assert search_costs(con)["SX"] == pytest.approx((100.0, 110.0, 10.0))
+        check = searches_within_estimate(con, MARCH)
+        assert check.metadata["over_estimate"].value == ""
+        assert check.metadata["estimate_in_other_currency"].value == ""

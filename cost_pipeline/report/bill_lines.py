@@ -11,7 +11,7 @@ import duckdb
 
 from cost_pipeline.alerts import figures_apart
 from cost_pipeline.report.data import top_untracked
-from cost_pipeline.report.money import figure, money, share, symbol_of
+from cost_pipeline.report.money import figure, gpu_hours_alike, money, share, symbol_of
 from cost_pipeline.warehouse import query, sql_text
 
 
@@ -83,17 +83,21 @@ def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date
         "FROM reconciliation WHERE month BETWEEN ? AND ? ORDER BY month", [first, last]).fetchall()
     for month, status, untracked_share, threshold, billed, untracked in rows:
         shown, limit = share_and_threshold(untracked_share, threshold)
-        text = (f"{month:%Y-%m}: {status.upper()} — {shown}% of {billed:,.0f} billed GPU-hours "
+        # the resource the failed check's alert names first
+        tops = top_untracked(con, month, "gpu", 1) if status == "fail" else []
+        # the note's GPU-hour figures share their decimals (0.4 of 1.0 read "0 of 1")
+        billed_hours, untracked_hours, *top_hours = gpu_hours_alike(
+            billed, untracked, *(top["gpu_hours"] or 0 for top in tops))
+        text = (f"{month:%Y-%m}: {status.upper()} — {shown}% of {billed_hours} billed GPU-hours "
                 f"untracked (threshold {limit}%)")
         if status == "fail":
-            # the resource the failed check's alert names first
-            for top in top_untracked(con, month, "gpu", 1):
+            for top, hours in zip(tops, top_hours, strict=True):
                 kind = f" ({top['instance_type']})" if top["instance_type"] else ""
                 text += (f"; largest untracked: "
                          f"{top['resource_id'] or 'lines without a resource id'}{kind} "
-                         f"{top['gpu_hours'] or 0:,.0f} GPU-hours, {money(top['cost'], symbol)}, "
+                         f"{hours} GPU-hours, {money(top['cost'], symbol)}, "
                          f"{untracked_because(top['kinds'])}")
-            text += f"; {untracked:,.0f} GPU-hours in all"
+            text += f"; {untracked_hours} GPU-hours in all"
         notes.append(text)
     return notes
 

@@ -152,3 +152,29 @@ def share(part, whole, digits: int = 1, symbol: str = "$") -> str:
     if part is None or whole is None or not (whole > 0 and smallest(whole, symbol) > 0):
         return "–"
     return percent(part / whole, digits)
+
+
+WHOLE = 1e-9  # a GPU-hour figure this close to a whole number is whole (float sums' crumbs)
+MOST_HOUR_DIGITS = 3
+
+
+def gpu_hours_alike(*hours) -> list[str]:
+    """The GPU-hour figures of one statement (tracked, untracked, billed …) as it writes them,
+    with one number of decimals: none when every one is whole (`6,720 of 1,080`), else one,
+    more (up to 3) only while a figure that is not zero would read 0 (`0.04`). Whole hours
+    printed as `0 of 1` hid a 0.4 of 1.0 that failed the threshold. None reads `–`."""
+    known = [float(h) for h in hours if h is not None and math.isfinite(h)]
+    digits = 0
+    if any(abs(h - round(h)) > WHOLE for h in known):
+        digits = 1
+        while digits < MOST_HOUR_DIGITS and any(
+                h and float(f"{abs(h):.{digits}f}") == 0 for h in known):
+            digits += 1
+    out = []
+    for h in hours:
+        text = "–" if h is None else not_finite(h)
+        if text is None:
+            shown = f"{abs(h):,.{digits}f}"
+            text = ("−" if h < 0 and any(c in "123456789" for c in shown) else "") + shown
+        out.append(text)
+    return out

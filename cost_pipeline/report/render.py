@@ -17,6 +17,7 @@ from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     cents,
+    gpu_hours_alike,
     money,
     not_finite,
     percent,
@@ -129,8 +130,11 @@ def summary(data: dict, symbol: str) -> list[str]:
     rec = data["reconciliation"]
     if rec:
         verdict = "within" if rec["status"] == "pass" else "above"
+        # billed as section 4 and the headline write it, with the statement's decimals
+        *_, billed_hours = gpu_hours_alike(rec["tracked_gpu_hours"],
+                                           rec["untracked_gpu_hours"], rec["billed_gpu_hours"])
         text = (f"Tracker vs bill: {percent(rec['untracked_share'])} of "
-                f"{number(rec['billed_gpu_hours'], 0)} billed GPU-hours belong to no recorded "
+                f"{billed_hours} billed GPU-hours belong to no recorded "
                 f"run, {verdict} the {percent(rec['threshold'])} threshold.")
         if data.get("untracked_gpu") and rec["status"] != "pass":
             # the same resource the failed check's alert names first (top_untracked.sql)
@@ -155,7 +159,8 @@ def _environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined)
     env.filters.update(money=money, percent=percent, share=share, number=number,
                        metric=metric, size=size, cents=cents, smallest=smallest,
-                       signed=signed, currency_symbol=symbol_of)
+                       signed=signed, currency_symbol=symbol_of,
+                       hours_alike=lambda hours: gpu_hours_alike(*hours))
     return env
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.report import write_report
 from cost_pipeline.report.bill_lines import bill_lines, reconciliation_notes, render
@@ -21,7 +22,13 @@ from cost_pipeline.report.render import LINE_ITEM_LABELS
 from cost_pipeline.warehouse import month_params, replace_month, sql_text
 from tests.report.test_report import Elements
 from tests.support.sql_backend import run_month
-from tests.support.warehouse_rows import insert, insert_lines
+from tests.support.warehouse_rows import (
+    BILLING_DEFAULTS,
+    RUN_DEFAULTS,
+    insert,
+    insert_lines,
+    insert_runs,
+)
 
 JULY = date(2026, 7, 1)
 LEVERS = ["bound the search", "retrain on measured decay", "cache preprocessing",
@@ -572,3 +579,61 @@ def test_a_search_of_fractional_configs_shows_the_fraction(tmp_path):
     rows = dict(re.findall(r'<tr data-search="(\w+)">(.*?)</tr>', html, re.S))
     assert '<td class="num">5</td><td class="num">2.5 × 2</td>' in rows["sC"]
     assert '<td class="num">6</td><td class="num">3 × 2</td>' in rows["sD"]
+
+
+def _fractional_gpu_month(path: Path) -> None:
+    """One g5.xlarge (1 GPU) billed 10:00-11:00 for $1.00, one production run listing it
+    10:00-10:36: 1.0 GPU-hour billed, 0.6 tracked, 0.4 untracked (40%, a FAIL)."""
+    instance = {"x_SourceLine": "g1", "ResourceId": "i-small", "x_CostComponent": "gpu",
+                "x_ResourceKind": "instance", "x_InstanceUsage": True,
+                "x_InstanceType": "g5.xlarge", "x_AcceleratorCount": 1, "x_UsageHours": 1.0,
+                "EffectiveCost": 1.0, "ChargeCategory": "Usage",
+                "ChargePeriodStart": datetime(2026, 7, 3, 10),
+                "ChargePeriodEnd": datetime(2026, 7, 3, 11)}
+    run = {"run_id": "prod1", "status": "FINISHED", "purpose": "production", "model": "churn",
+           "start_time": datetime(2026, 7, 3, 10), "end_time": datetime(2026, 7, 3, 10, 36),
+           "resource_ids": ["i-small"]}
+    cfg = parse_config({}, Path("."))
+    params = month_params(cfg, JULY)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [{**BILLING_DEFAULTS, **instance}])
+        insert_runs(con, JULY, [{**RUN_DEFAULTS, **run}])
+        build_attribution(con, JULY, params, [])
+        for table in ("reconciliation", "untracked_usage"):
+            replace_month(con, table, JULY, sql_text(table), params)
+
+
+def test_fractional_gpu_hours_read_with_the_decimals_they_have(tmp_path):
+    """1.0 billed, 0.6 tracked, 0.4 untracked read "0 of 1 billed GPU-hours · 40.0% FAIL",
+    "1 of 1 billed GPU-hours are recorded runs; 0 (40.0%) are not" and "largest untracked:
+    i-small (g5.xlarge) 0 GPU-hours … 0 GPU-hours in all": the figures of a statement now
+    share their decimals, one here; whole hours stay whole."""
+    path = tmp_path / "w.duckdb"
+    _fractional_gpu_month(path)
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    kpi = html[html.index('id="untracked-share"'):html.index('<div class="kpi">', html.index(
+        'id="untracked-share"'))]
+    assert "0.4 of 1.0 billed GPU-hours" in " ".join(kpi.split())
+    assert _tracker_vs_bill(html).startswith(
+        "FAIL: 0.6 of 1.0 billed GPU-hours are recorded runs; 0.4 (40.0%) are not")
+    assert [s for s in _summary(html) if s.startswith("Tracker vs bill")][0].startswith(
+        "Tracker vs bill: 40.0% of 1.0 billed GPU-hours belong to no recorded run")
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert reconciliation_notes(con, JULY, JULY) == [
+            "2026-07: FAIL — 40.0% of 1.0 billed GPU-hours untracked (threshold 5%); largest "
+            "untracked: i-small (g5.xlarge) 0.4 GPU-hours, $0.40, idle capacity of a claimed "
+            "resource; 0.4 GPU-hours in all"]
+    period, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / "p.html")
+    row = re.search(r'<tr data-share-month="2026-07".*?</tr>', period.read_text(
+        encoding="utf-8"), re.S).group(0)
+    assert '<td class="num">0.4 of 1.0</td>' in row
+    from cost_pipeline.report.money import gpu_hours_alike
+
+    # the rule: whole figures none, else one decimal, more (up to 3) while a nonzero one
+    # would read 0
+    assert gpu_hours_alike(6720.0, 1080.0, 192.0 + 1e-12) == ["6,720", "1,080", "192"]
+    assert gpu_hours_alike(1.0, 0.6, 0.4) == ["1.0", "0.6", "0.4"]
+    assert gpu_hours_alike(100.0, 99.96, 0.04) == ["100.00", "99.96", "0.04"]
+    assert gpu_hours_alike(100.0, 100.0, 0.0004) == ["100.000", "100.000", "0.000"]
+    assert gpu_hours_alike(2.0, 0.0, None) == ["2", "0", "–"]

@@ -106,14 +106,15 @@ def render(lines: list[BillLine], notes: list[str], title: str, currency: str) -
     """The bill as lines, amounts to `currency`'s smallest unit (the header names it: a yen
     bill reads `288,750`, a dinar bill `1.235`)."""
     total, symbol = sum(line.cost for line in lines), symbol_of(currency)
+    costs = [line.cost for line in lines]
     width = max([len(line.line) for line in lines] + [5])
     out = [title, f"{'line':<{width}}  {'GPU-hours':>10}  {'CPU-hours':>10}  {'runs':>5}  "
            f"{'cost (' + currency + ')':>14}  share"]
     for line in lines:
-        # a total that credits brought to zero or below has no shares (`share`: –)
+        # a total that credits brought to zero or below, or shrank, has no shares (`share`: –)
         out.append(f"{line.line:<{width}}  {line.gpu_hours:>10,.1f}  {line.cpu_hours:>10,.1f}  "
                    f"{line.runs:>5}  {figure(line.cost, currency):>14}  "
-                   f"{share(line.cost, total, 1, symbol):>5}")
+                   f"{share(line.cost, total, 1, symbol, costs):>5}")
     out.append(f"{'total EffectiveCost':<{width}}  {'':>10}  {'':>10}  {'':>5}  "
                f"{figure(total, currency):>14}")
     out.append("")

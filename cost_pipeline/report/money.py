@@ -144,12 +144,24 @@ def percent(fraction, digits: int = 1) -> str:
     return f"{'−' if negative else ''}{shown}%"
 
 
-def share(part, whole, digits: int = 1, symbol: str = "$") -> str:
-    """`part` as a share of `whole`, or `–` when `whole` to its currency's smallest unit
-    (`symbol`'s, the cent when none is named) is not above zero: credits larger than the usage
-    make a total negative, and a share of it (−23%, 116%) reads backwards; one that reads
-    $0.00 (JPY 0) makes any share of it absurd (the headline's rule)."""
-    if part is None or whole is None or not (whole > 0 and smallest(whole, symbol) > 0):
+def shares_shown(parts, whole, symbol: str = "$") -> bool:
+    """Whether the parts of a split of `whole` (all of them: the classes of a month, the months
+    of a period, the lines of a bill) read as shares of it: only when `whole` to its
+    currency's smallest unit (`symbol`'s, the cent when none is named) is above zero and no
+    part is below zero. Credits larger than the usage make a total negative, and a share of
+    it (−23%, 116%) reads backwards; credits that only shrink it leave it positive, and the
+    shares read backwards all the same ($100 of $20: 500%, the credit −450%); a total that
+    reads $0.00 (JPY 0) makes any share of it absurd (the headline's rule)."""
+    if whole is None or not (whole > 0 and smallest(whole, symbol) > 0):
+        return False
+    return not any(p is not None and smallest(p, symbol) < 0 for p in parts)
+
+
+def share(part, whole, digits: int = 1, symbol: str = "$", split=()) -> str:
+    """`part` as a share of `whole`, or `–` unless `shares_shown` of the split: `part` and
+    the split's other parts (`split`: each split passes them all, so that every share of it
+    reads `–` alike)."""
+    if part is None or not shares_shown([part, *split], whole, symbol):
         return "–"
     return percent(part / whole, digits)
 

@@ -215,6 +215,10 @@ def render_period_html(data: dict, source: str) -> str:
         storage=storage_rows(data["storage"]) if data["storage"] else None,
         shares={s["month"]: s for s in data["shares"] or []},
         bill_total=sum(line.cost for line in data["bill_lines"] or []),
+        # the splits whose shares the page shows: every part, so that one below zero leaves
+        # them all `–` (money.shares_shown)
+        bill_costs=[line.cost for line in data["bill_lines"] or []],
+        month_costs=[t["effective_cost"] for t in data["totals"].values()],
         charts=period_charts(shown), source=source,
         charges_to=charges_to(data["charges_to"]), named=month_format(data),
     )

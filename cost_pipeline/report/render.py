@@ -23,6 +23,7 @@ from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     percent,
     rounded_steps,
     share,
+    shares_shown,
     signed,
     smallest,
     symbol_of,
@@ -88,11 +89,12 @@ def bridge_rows(bridge: dict, symbol: str) -> list[dict[str, Any]]:
 
 def where_the_money_went(bill: dict, symbol: str) -> list[str]:
     """The purpose classes that cost most, as shares of the month's attributed total; when
-    credits and refunds bring that total to zero or below, a share of it reads backwards
-    (a $10 class as −23%), so the classes are named by amount and the credits said."""
+    credits and refunds bring that total to zero or below, or only shrink it (a class below
+    zero), a share of it reads backwards (a $10 class as −23%, a $100 one of $20 as 500%), so
+    the classes are named by amount and the credits said (`money.shares_shown`)."""
     ranked = sorted(bill["column_total"].items(), key=lambda kv: -kv[1])
     spent = [(p, c) for p, c in ranked[:3] if smallest(c, symbol) > 0]
-    if smallest(bill["total"], symbol) > 0:
+    if shares_shown(bill["column_total"].values(), bill["total"], symbol):
         return ["Where the money went: " + ", ".join(
             f"{PURPOSE_LABELS.get(p, p)} {percent(c / bill['total'], 0)} ({money(c, symbol)})"
             for p, c in spent) + "."]
@@ -160,7 +162,8 @@ def _environment() -> jinja2.Environment:
     env.filters.update(money=money, percent=percent, share=share, number=number,
                        metric=metric, size=size, cents=cents, smallest=smallest,
                        signed=signed, currency_symbol=symbol_of,
-                       hours_alike=lambda hours: gpu_hours_alike(*hours))
+                       hours_alike=lambda hours: gpu_hours_alike(*hours),
+                       shares_shown=shares_shown)
     return env
 
 

@@ -176,24 +176,77 @@ def test_a_month_whose_credits_exceed_its_usage_shows_no_shares(tmp_path):
     assert "(–)" in svg and not re.search(r"\(−?-?\d+%\)", svg)
 
 
-def test_a_month_with_a_positive_total_keeps_its_shares_with_a_minus_sign(tmp_path):
+def test_a_month_whose_credits_shrink_a_positive_total_shows_no_shares(tmp_path):
+    """Production $100, search $10 and a $90 credit: the total is $20, still above zero,
+    and the shares read "production training 500% ($100.00), hyperparameter search 50%",
+    the printed bill 500.0%, 50.0%, −450.0%. A share is shown only of a total above zero
+    split into no negative part; otherwise `–`, the classes by amount and the credit said."""
     path = tmp_path / "w.duckdb"
     with duckdb.connect(str(path)) as con:
-        insert_lines(con, JULY, [_line(0, 100.0), _line(1, -10.0, item_type="Credit",
-                                                         category="Credit", component="other")])
+        insert_lines(con, JULY, [_line(0, 100.0), _line(1, 10.0),
+                                 _line(2, -90.0, item_type="Credit", category="Credit",
+                                       component="other")])
         insert(con, "attribution", JULY, [
             _attributed(0, 100.0, "production", "prod1", gpu_hours=1.0),
-            _attributed(1, -10.0, "unallocated", component="other")], {})
+            _attributed(1, 10.0, "search", "s1", gpu_hours=1.0),
+            _attributed(2, -90.0, "unallocated", component="other")], {})
+        _reconciliation(con, billed=2.0, untracked=0.0, threshold=0.05, runs=110.0,
+                        unallocated=-90.0)
     page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
-    assert _summary(page.read_text(encoding="utf-8"))[0] == (
-        "Where the money went: production training 111% ($100.00).")
-    assert [line.split()[-1] for line in _bill_text(path).splitlines()[2:4]] == [
-        "111.1%", "−11.1%"]
-    assert "(−11%)" in charts(data, LINE_ITEM_LABELS)["bill"]
+    html = page.read_text(encoding="utf-8")
+    assert _summary(html)[:2] == [
+        "Where the money went: production training $100.00, hyperparameter search $10.00.",
+        "Credits and refunds (unallocated −$90.00) bring the month&#39;s total to $20.00: "
+        "no class is shown as a share of it."]
+    assert " Runs account for $110.00 of the month's cost, which credits and refunds bring "\
+        "to $20.00 in all: no share of it is shown; untracked cost $0.00, unallocated "\
+        "−$90.00." in _tracker_vs_bill(html)
+    assert [line.split()[-1] for line in _bill_text(path).splitlines()[2:5]] == ["–"] * 3
+    svg = charts(data, LINE_ITEM_LABELS)["bill"]
+    assert "(–)" in svg and not re.search(r"\(−?-?\d+%\)", svg)
     from cost_pipeline.report.money import percent, share
 
     assert [percent(-0.233), percent(-0.0001), percent(0.5, 0)] == ["−23.3%", "0.0%", "50%"]
-    assert [share(1, 0), share(1, -4), share(-1, 4)] == ["–", "–", "−25.0%"]
+    assert [share(1, 0), share(1, -4), share(-1, 4)] == ["–", "–", "–"]
+    assert [share(1, 4, split=[3]), share(5, 4, split=[-1]), share(1, 4, split=[5, -2])] == [
+        "25.0%", "–", "–"]
+
+
+def test_a_month_without_credits_keeps_its_shares(tmp_path):
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 90.0), _line(1, 10.0)])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 90.0, "production", "prod1", gpu_hours=1.0),
+            _attributed(1, 10.0, "search", "s1", gpu_hours=1.0)], {})
+    page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
+    assert _summary(page.read_text(encoding="utf-8"))[0] == (
+        "Where the money went: production training 90% ($90.00), hyperparameter search 10% "
+        "($10.00).")
+    assert [line.split()[-1] for line in _bill_text(path).splitlines()[2:4]] == [
+        "90.0%", "10.0%"]
+    assert "(90%)" in charts(data, LINE_ITEM_LABELS)["bill"]
+
+
+def test_the_period_shows_no_shares_of_a_total_a_credited_month_shrinks(tmp_path):
+    """July $121, August $5, September −$100 (a credit): the period's $26 read "share of the
+    period" 465.4%, 19.2%, −384.6%, and the bill as lines 565.4% … −484.6%."""
+    path, aug, sep = tmp_path / "w.duckdb", date(2026, 8, 1), date(2026, 9, 1)
+    with duckdb.connect(str(path)) as con:
+        for month, cost, purpose in ((JULY, 121.0, "production"), (aug, 5.0, "search"),
+                                     (sep, -100.0, "unallocated")):
+            insert_lines(con, month, [_line(0, cost, month=month)])
+            insert(con, "attribution", month, [
+                _attributed(0, cost, purpose, None if purpose == "unallocated" else "r1",
+                            gpu_hours=1.0)], {})
+    out, data = write_period_report(str(path), JULY, sep, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    months = re.findall(r'<tr data-month-total="[^"]+".*?<td class="num">([^<]*)</td></tr>',
+                        html, re.S)
+    assert months == ["–", "–", "–"]
+    lines = re.findall(r'<tr data-line="[^"]+".*?<td class="num">([^<]*)</td></tr>', html)
+    assert len(lines) == 3 and set(lines) == {"–"}
+    assert "%" not in html[html.index('id="months"'):html.index('id="moved"')]
 
 
 def _tracker_vs_bill(html: str) -> str:

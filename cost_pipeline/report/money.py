@@ -19,6 +19,12 @@ MINOR_UNITS = {
     **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
     **dict.fromkeys(("CLF", "UYW"), 4),
 }
+# how a page says what its amounts are rounded to: ISO 4217's minor unit by name where one
+# name is the usual, else by its decimals (`rounded_to`)
+UNIT_NAMES = {"USD": "cent", "EUR": "cent", "JPY": "yen", "KRW": "won", "BHD": "fils",
+              "IQD": "fils", "JOD": "fils", "KWD": "fils"}
+DECIMALS_IN_WORDS = {0: "no decimals", 2: "two decimals", 3: "three decimals",
+                     4: "four decimals"}
 # digits enough for any double to the cent (the largest, ~1.8e308, has 309 before the point):
 # the default context's 28 refused to round an amount from 1e26 on
 _ANY_DOUBLE = Context(prec=330)
@@ -190,3 +196,22 @@ def gpu_hours_alike(*hours) -> list[str]:
             text = ("−" if h < 0 and any(c in "123456789" for c in shown) else "") + shown
         out.append(text)
     return out
+
+
+def rounded_to(symbol: str) -> str:
+    """What a page's footer says its amounts in the currency `symbol` (from `symbol_of`) are
+    rounded to, by the currency's minor unit: "Amounts are shown to the cent …" over whole
+    yen was wrong. The cent, the yen (no decimals), the fils (three decimals); a currency
+    without a usual name for its unit by its decimals (whole units, four decimals)."""
+    code = "USD" if symbol == "$" else symbol.strip().upper()
+    digits = minor_digits(symbol)
+    unit = UNIT_NAMES.get(code)
+    if unit is None:
+        unit = "unit" if digits == 0 else "unit of the last decimal"
+        shown = "whole units" if digits == 0 else DECIMALS_IN_WORDS.get(digits,
+                                                                        f"{digits} decimals")
+    else:
+        shown = f"the {unit}" if digits == 2 else \
+            f"the {unit} ({DECIMALS_IN_WORDS.get(digits, f'{digits} decimals')})"
+    return (f"Amounts are shown to {shown}; a total is the exact sum, rounded once, so the "
+            f"rounded figures above it may add up to a {unit} or two apart.")

@@ -22,6 +22,7 @@ from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     not_finite,
     percent,
     rounded_steps,
+    rounded_to,
     share,
     shares_shown,
     signed,
@@ -163,7 +164,7 @@ def _environment() -> jinja2.Environment:
                        metric=metric, size=size, cents=cents, smallest=smallest,
                        signed=signed, currency_symbol=symbol_of,
                        hours_alike=lambda hours: gpu_hours_alike(*hours),
-                       shares_shown=shares_shown)
+                       shares_shown=shares_shown, rounded_to=rounded_to)
     return env
 
 

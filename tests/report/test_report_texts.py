@@ -690,3 +690,31 @@ def test_fractional_gpu_hours_read_with_the_decimals_they_have(tmp_path):
     assert gpu_hours_alike(100.0, 99.96, 0.04) == ["100.00", "99.96", "0.04"]
     assert gpu_hours_alike(100.0, 100.0, 0.0004) == ["100.000", "100.000", "0.000"]
     assert gpu_hours_alike(2.0, 0.0, None) == ["2", "0", "–"]
+
+
+def _footer(html: str) -> str:
+    return " ".join(html[html.index("<footer>"):html.index("</footer>")].split())
+
+
+def test_the_footer_names_the_currencys_smallest_unit(tmp_path):
+    """A yen page said "Amounts are shown to the cent" over whole yen; each page's footer says
+    the unit its amounts are rounded to (ISO 4217's minor unit)."""
+    said = {}
+    for currency in ("USD", "EUR", "JPY", "KWD", "CLF"):
+        path = tmp_path / f"{currency}.duckdb"
+        html, _ = _tiny_month(path, 5.0, currency)
+        period, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / f"{currency}.p.html")
+        said[currency] = _footer(html)
+        assert re.search(r"Amounts are shown.*?apart\.", said[currency]).group(0) == \
+            re.search(r"Amounts are shown.*?apart\.", _footer(
+                period.read_text(encoding="utf-8"))).group(0)
+    assert "Amounts are shown to the cent; a total is the exact sum, rounded once, so the " \
+           "rounded figures above it may add up to a cent or two apart." in said["USD"]
+    assert "shown to the cent;" in said["EUR"]
+    assert "Amounts are shown to the yen (no decimals); a total is the exact sum, rounded " \
+           "once, so the rounded figures above it may add up to a yen or two apart." \
+           in said["JPY"]
+    assert "shown to the fils (three decimals);" in said["KWD"]
+    assert "a fils or two apart" in said["KWD"]
+    assert "shown to four decimals;" in said["CLF"]
+    assert all("cent" not in said[c] for c in ("JPY", "KWD", "CLF"))

@@ -632,3 +632,33 @@ def test_searches_of_other_currencies_read_in_their_own(tmp_path):
     chart = html[html.index('aria-label="Cost per unit of improvement across searches"'):]
     chart = chart[:chart.index("</svg>")]
     assert "JPY 33.35k" in chart and "EUR 1,234" in chart and "$2,000" in chart
+
+
+def test_the_strip_shows_no_untracked_share_for_a_month_nothing_billed(tmp_path):
+    """November was materialized with nothing billed: its reconciliation row holds share 0
+    and status pass (SPEC §7: 0 when nothing is billed), and the strip showed a green "0.0%"
+    under "nothing billed". Its share reads "–", without the pass colour; a billed month's
+    share stays."""
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from cost_pipeline.warehouse import month_params, replace_month, sql_text
+    from tests.support.cur_rows import LOG
+
+    path, oct_, nov, dec = tmp_path / "w.duckdb", date(2026, 10, 1), date(2026, 11, 1), date(
+        2026, 12, 1)
+    cfg = parse_config({}, tmp_path)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, oct_, [_line(0, oct_, 1.0, "USD")])
+        build_billing_facts(con, cfg, nov, LOG)   # nothing billed
+        insert_lines(con, dec, [_line(0, dec, 2.0, "USD")])
+        register_datasets(con, [])
+        for month in (oct_, nov, dec):
+            replace_month(con, "reconciliation", month, sql_text("reconciliation"),
+                          month_params(cfg, month))
+        assert con.execute("SELECT untracked_share, status FROM reconciliation WHERE month = ?",
+                           [nov]).fetchone() == (0.0, "pass")
+    html = write_report(str(path), dec, out=tmp_path / "d.html")[0].read_text(encoding="utf-8")
+    strip = html[html.index('id="strip"'):html.index('id="bill"')]
+    shares = dict(re.findall(r'<td class="num" data-strip-share="([\d-]+)">(.*?)</td>', strip))
+    assert shares["2026-11"] == "–"
+    assert shares["2026-10"] == '<span class="pass-text">0.0%</span>'

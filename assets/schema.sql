@@ -424,6 +424,8 @@ CREATE TABLE IF NOT EXISTS search_trend (
     previous_cost_per_improvement DOUBLE,
     saturating                    BOOLEAN NOT NULL
 );
+-- the currency its cost is in (NULL: billed in none, or in more than one)
+ALTER TABLE search_trend ADD COLUMN IF NOT EXISTS currency VARCHAR;
 
 CREATE TABLE IF NOT EXISTS preprocessing_waste (
     month                     DATE NOT NULL,

@@ -19,10 +19,16 @@
 --   cost_per_improvement - cost / improvement when improvement > 0 and cost > 0: a search
 --                   whose cost to date is 0 or a credit (refunds above its charges) paid
 --                   nothing for its gain, and has no price per unit (NULL, not $0 or −$1,000)
+--   currency      - the currency of the months the search was billed in (`billing_months`,
+--                   one a month, SPEC §5; USD when a month names none); NULL when it was
+--                   billed in more than one (the amounts do not add up: no cost per unit) or
+--                   in no month
 --   previous_cost_per_improvement - the cost per improvement of the model's most recent
---                   earlier search (same metric) that had one; earlier searches without an
---                   improvement to divide by, or without a cost above 0, are skipped: the
---                   saturation is judged against a positive price only
+--                   earlier search (same metric) billed in the same currency that had one;
+--                   earlier searches without an improvement to divide by, or without a cost
+--                   above 0, are skipped: the saturation is judged against a positive price
+--                   only, and in one currency (¥33,353 a unit is not dearer than $3,000): a
+--                   search with no earlier one in its currency is not saturating on price
 -- Rows: every search whose first run started before this month's end, active or not, so
 -- the whole history of each model is in every month.
 WITH search_runs AS (
@@ -40,9 +46,12 @@ spend AS (
         sr.search_id,
         fsum(a.cost)                                        AS cost,
         coalesce(fsum(a.accelerator_hours), 0)              AS accelerator_hours,
-        coalesce(fsum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost_this_month
+        coalesce(fsum(a.cost) FILTER (WHERE a.month = $month), 0) AS cost_this_month,
+        CASE WHEN count(DISTINCT coalesce(bm.currency, 'USD')) = 1
+             THEN min(coalesce(bm.currency, 'USD')) END     AS currency
     FROM attribution_runs AS a
     JOIN search_runs AS sr ON sr.run_id = a.run_id
+    LEFT JOIN month_currencies() AS bm ON bm.month = a.month
     WHERE a.month <= $month
     GROUP BY sr.search_id
 ),
@@ -54,7 +63,8 @@ scored AS (
         metric_improvement($metric_goal, b.best_metric, bl.previous_best) AS improvement,
         coalesce(sp.cost, 0)                      AS cost,
         coalesce(sp.accelerator_hours, 0)         AS accelerator_hours,
-        coalesce(sp.cost_this_month, 0)           AS cost_this_month
+        coalesce(sp.cost_this_month, 0)           AS cost_this_month,
+        sp.currency
     FROM searches AS s
     LEFT JOIN search_best($month, $metric_goal)          AS b  ON b.search_id  = s.search_id
     LEFT JOIN search_previous_best($month, $metric_goal) AS bl ON bl.search_id = s.search_id
@@ -63,20 +73,21 @@ scored AS (
 unit_cost AS (
     SELECT
         *,
-        CASE WHEN improvement > 0 AND cost > 0 THEN cost / improvement END
-                                                  AS cost_per_improvement,
+        CASE WHEN improvement > 0 AND cost > 0 AND currency IS NOT NULL
+             THEN cost / improvement END          AS cost_per_improvement,
         row_number() OVER (PARTITION BY model ORDER BY search_start, search_id) AS search_order
     FROM scored
 ),
 trend AS (
     SELECT
         *,
-        -- the model's previous search (on the same metric) that had a unit cost
+        -- the model's previous search (on the same metric, billed in the same currency)
+        -- that had a unit cost
         lag(CASE WHEN cost_per_improvement IS NOT NULL THEN search_id END IGNORE NULLS)
             OVER w AS previous_search_id,
         lag(cost_per_improvement IGNORE NULLS) OVER w AS previous_cost_per_improvement
     FROM unit_cost
-    WINDOW w AS (PARTITION BY model, metric_name ORDER BY search_start, search_id)
+    WINDOW w AS (PARTITION BY model, metric_name, currency ORDER BY search_start, search_id)
 )
 SELECT
     CAST($month AS DATE) AS month,
@@ -92,6 +103,7 @@ SELECT
     accelerator_hours,
     cost,
     cost_this_month,
+    currency,
     cost_per_improvement,
     previous_search_id,
     previous_cost_per_improvement,

@@ -3,6 +3,9 @@
 -- with what each search cost inside the period. `stale`: the cost to date as the last month
 -- computed it differs from the sum of every month's own part (a month before it was
 -- materialized again after it, restated: the last month read its old attribution).
+-- `currency`: what the search's cost to date and cost per unit are in (search_trend: the
+-- currency of the months it was billed in, which may be other than the period's; NULL when
+-- it was billed in none or in more than one); `cost_in_period` is in the period's.
 -- Parameters: $first, $last.
 WITH in_period AS (
     SELECT
@@ -23,6 +26,7 @@ SELECT
     t.best_metric,
     t.improvement,
     t.cost,
+    t.currency,
     t.cost_per_improvement,
     t.previous_search_id,
     t.previous_cost_per_improvement,

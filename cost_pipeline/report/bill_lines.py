@@ -11,7 +11,7 @@ import duckdb
 
 from cost_pipeline.alerts import figures_apart
 from cost_pipeline.report.data import top_untracked
-from cost_pipeline.report.money import figure, money, share, symbol_of
+from cost_pipeline.report.money import figure, gpu_hours_alike, money, share, symbol_of
 from cost_pipeline.warehouse import query, sql_text
 
 
@@ -83,17 +83,21 @@ def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date
         "FROM reconciliation WHERE month BETWEEN ? AND ? ORDER BY month", [first, last]).fetchall()
     for month, status, untracked_share, threshold, billed, untracked in rows:
         shown, limit = share_and_threshold(untracked_share, threshold)
-        text = (f"{month:%Y-%m}: {status.upper()} — {shown}% of {billed:,.0f} billed GPU-hours "
+        # the resource the failed check's alert names first
+        tops = top_untracked(con, month, "gpu", 1) if status == "fail" else []
+        # the note's GPU-hour figures share their decimals (0.4 of 1.0 read "0 of 1")
+        billed_hours, untracked_hours, *top_hours = gpu_hours_alike(
+            billed, untracked, *(top["gpu_hours"] or 0 for top in tops))
+        text = (f"{month:%Y-%m}: {status.upper()} — {shown}% of {billed_hours} billed GPU-hours "
                 f"untracked (threshold {limit}%)")
         if status == "fail":
-            # the resource the failed check's alert names first
-            for top in top_untracked(con, month, "gpu", 1):
+            for top, hours in zip(tops, top_hours, strict=True):
                 kind = f" ({top['instance_type']})" if top["instance_type"] else ""
                 text += (f"; largest untracked: "
                          f"{top['resource_id'] or 'lines without a resource id'}{kind} "
-                         f"{top['gpu_hours'] or 0:,.0f} GPU-hours, {money(top['cost'], symbol)}, "
+                         f"{hours} GPU-hours, {money(top['cost'], symbol)}, "
                          f"{untracked_because(top['kinds'])}")
-            text += f"; {untracked:,.0f} GPU-hours in all"
+            text += f"; {untracked_hours} GPU-hours in all"
         notes.append(text)
     return notes
 
@@ -102,14 +106,15 @@ def render(lines: list[BillLine], notes: list[str], title: str, currency: str) -
     """The bill as lines, amounts to `currency`'s smallest unit (the header names it: a yen
     bill reads `288,750`, a dinar bill `1.235`)."""
     total, symbol = sum(line.cost for line in lines), symbol_of(currency)
+    costs = [line.cost for line in lines]
     width = max([len(line.line) for line in lines] + [5])
     out = [title, f"{'line':<{width}}  {'GPU-hours':>10}  {'CPU-hours':>10}  {'runs':>5}  "
            f"{'cost (' + currency + ')':>14}  share"]
     for line in lines:
-        # a total that credits brought to zero or below has no shares (`share`: –)
+        # a total that credits brought to zero or below, or shrank, has no shares (`share`: –)
         out.append(f"{line.line:<{width}}  {line.gpu_hours:>10,.1f}  {line.cpu_hours:>10,.1f}  "
                    f"{line.runs:>5}  {figure(line.cost, currency):>14}  "
-                   f"{share(line.cost, total, 1, symbol):>5}")
+                   f"{share(line.cost, total, 1, symbol, costs):>5}")
     out.append(f"{'total EffectiveCost':<{width}}  {'':>10}  {'':>10}  {'':>5}  "
                f"{figure(total, currency):>14}")
     out.append("")

@@ -150,8 +150,8 @@ def bill_figure(bill: dict, symbol: str) -> Figure:
                 left[i] += v
     for y, p in enumerate(purposes):
         cost = bill["column_total"][p]
-        # no share of a total that credits brought to zero or below (`share`: –)
-        of_total = share(cost, bill["total"], 0, symbol)
+        # no share of a total that credits brought to zero or below, or shrank (`share`: –)
+        of_total = share(cost, bill["total"], 0, symbol, bill["column_total"].values())
         ax.text(max(cost, 0), y, f"  {_label(cost, symbol)}  ({of_total})",
                 va="center", fontsize=8.5, color=INK)
     _frame(ax, "x", symbol, [bill["column_total"][p] for p in purposes])

@@ -19,6 +19,12 @@ MINOR_UNITS = {
     **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
     **dict.fromkeys(("CLF", "UYW"), 4),
 }
+# how a page says what its amounts are rounded to: ISO 4217's minor unit by name where one
+# name is the usual, else by its decimals (`rounded_to`)
+UNIT_NAMES = {"USD": "cent", "EUR": "cent", "JPY": "yen", "KRW": "won", "BHD": "fils",
+              "IQD": "fils", "JOD": "fils", "KWD": "fils"}
+DECIMALS_IN_WORDS = {0: "no decimals", 2: "two decimals", 3: "three decimals",
+                     4: "four decimals"}
 # digits enough for any double to the cent (the largest, ~1.8e308, has 309 before the point):
 # the default context's 28 refused to round an amount from 1e26 on
 _ANY_DOUBLE = Context(prec=330)
@@ -144,11 +150,68 @@ def percent(fraction, digits: int = 1) -> str:
     return f"{'−' if negative else ''}{shown}%"
 
 
-def share(part, whole, digits: int = 1, symbol: str = "$") -> str:
-    """`part` as a share of `whole`, or `–` when `whole` to its currency's smallest unit
-    (`symbol`'s, the cent when none is named) is not above zero: credits larger than the usage
-    make a total negative, and a share of it (−23%, 116%) reads backwards; one that reads
-    $0.00 (JPY 0) makes any share of it absurd (the headline's rule)."""
-    if part is None or whole is None or not (whole > 0 and smallest(whole, symbol) > 0):
+def shares_shown(parts, whole, symbol: str = "$") -> bool:
+    """Whether the parts of a split of `whole` (all of them: the classes of a month, the months
+    of a period, the lines of a bill) read as shares of it: only when `whole` to its
+    currency's smallest unit (`symbol`'s, the cent when none is named) is above zero and no
+    part is below zero. Credits larger than the usage make a total negative, and a share of
+    it (−23%, 116%) reads backwards; credits that only shrink it leave it positive, and the
+    shares read backwards all the same ($100 of $20: 500%, the credit −450%); a total that
+    reads $0.00 (JPY 0) makes any share of it absurd (the headline's rule)."""
+    if whole is None or not (whole > 0 and smallest(whole, symbol) > 0):
+        return False
+    return not any(p is not None and smallest(p, symbol) < 0 for p in parts)
+
+
+def share(part, whole, digits: int = 1, symbol: str = "$", split=()) -> str:
+    """`part` as a share of `whole`, or `–` unless `shares_shown` of the split: `part` and
+    the split's other parts (`split`: each split passes them all, so that every share of it
+    reads `–` alike)."""
+    if part is None or not shares_shown([part, *split], whole, symbol):
         return "–"
     return percent(part / whole, digits)
+
+
+WHOLE = 1e-9  # a GPU-hour figure this close to a whole number is whole (float sums' crumbs)
+MOST_HOUR_DIGITS = 3
+
+
+def gpu_hours_alike(*hours) -> list[str]:
+    """The GPU-hour figures of one statement (tracked, untracked, billed …) as it writes them,
+    with one number of decimals: none when every one is whole (`6,720 of 1,080`), else one,
+    more (up to 3) only while a figure that is not zero would read 0 (`0.04`). Whole hours
+    printed as `0 of 1` hid a 0.4 of 1.0 that failed the threshold. None reads `–`."""
+    known = [float(h) for h in hours if h is not None and math.isfinite(h)]
+    digits = 0
+    if any(abs(h - round(h)) > WHOLE for h in known):
+        digits = 1
+        while digits < MOST_HOUR_DIGITS and any(
+                h and float(f"{abs(h):.{digits}f}") == 0 for h in known):
+            digits += 1
+    out = []
+    for h in hours:
+        text = "–" if h is None else not_finite(h)
+        if text is None:
+            shown = f"{abs(h):,.{digits}f}"
+            text = ("−" if h < 0 and any(c in "123456789" for c in shown) else "") + shown
+        out.append(text)
+    return out
+
+
+def rounded_to(symbol: str) -> str:
+    """What a page's footer says its amounts in the currency `symbol` (from `symbol_of`) are
+    rounded to, by the currency's minor unit: "Amounts are shown to the cent …" over whole
+    yen was wrong. The cent, the yen (no decimals), the fils (three decimals); a currency
+    without a usual name for its unit by its decimals (whole units, four decimals)."""
+    code = "USD" if symbol == "$" else symbol.strip().upper()
+    digits = minor_digits(symbol)
+    unit = UNIT_NAMES.get(code)
+    if unit is None:
+        unit = "unit" if digits == 0 else "unit of the last decimal"
+        shown = "whole units" if digits == 0 else DECIMALS_IN_WORDS.get(digits,
+                                                                        f"{digits} decimals")
+    else:
+        shown = f"the {unit}" if digits == 2 else \
+            f"the {unit} ({DECIMALS_IN_WORDS.get(digits, f'{digits} decimals')})"
+    return (f"Amounts are shown to {shown}; a total is the exact sum, rounded once, so the "
+            f"rounded figures above it may add up to a {unit} or two apart.")

@@ -155,6 +155,17 @@ def searches_shown(searches: list[dict] | None,
     return picked, rest_of([s for s in searches if id(s) not in kept], "cost_in_period")
 
 
+def in_own_currency(search: dict, symbol: str) -> dict[str, Any]:
+    """`search` with the `symbol` of the currency its cost to date and cost per unit are in
+    (search_trend's `currency`: an April search billed in yen reads `JPY 1,001` on a dollar
+    period's page, where it read `$1,000.60`), the period's `symbol` when it was billed in
+    none, and `mixed` when it was billed in more than one (no sum of two currencies is
+    shown)."""
+    currency = search.get("currency")
+    return {**search, "symbol": symbol_of(currency) if currency else symbol,
+            "mixed": currency is None and bool(smallest(search["cost"], symbol))}
+
+
 def _span(data: dict) -> str:
     first, last = data["first"], data["last"]
     if first == last:
@@ -197,6 +208,8 @@ def render_period_html(data: dict, source: str) -> str:
         model_rows(data["models"], data["months"]) if data["models"] else None,
         keep=lambda r: r["model"] is None, cost="total")
     searches, searches_rest = searches_shown(data["searches"])
+    if searches is not None:
+        searches = [in_own_currency(s, symbol) for s in searches]
     shown = {**data, "searches": searches}
     # the months a section's table has no rows for while it has some for others (a month
     # whose bill was written but not what is derived from it): the section says so, where it
@@ -215,6 +228,10 @@ def render_period_html(data: dict, source: str) -> str:
         storage=storage_rows(data["storage"]) if data["storage"] else None,
         shares={s["month"]: s for s in data["shares"] or []},
         bill_total=sum(line.cost for line in data["bill_lines"] or []),
+        # the splits whose shares the page shows: every part, so that one below zero leaves
+        # them all `–` (money.shares_shown)
+        bill_costs=[line.cost for line in data["bill_lines"] or []],
+        month_costs=[t["effective_cost"] for t in data["totals"].values()],
         charts=period_charts(shown), source=source,
         charges_to=charges_to(data["charges_to"]), named=month_format(data),
     )

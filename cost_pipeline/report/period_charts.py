@@ -73,18 +73,25 @@ def search_trend_figure(searches: list[dict], symbol: str) -> Figure:
     priced = [float(s["cost_per_improvement"]) for s in searches
               if s["cost_per_improvement"] is not None]
     top = max(priced) * 1.18 if priced else 1.0
+    # each search's price in its own currency (`symbol`, period.in_own_currency); a line joins
+    # a model's searches of one currency only, and an axis of several currencies has none
+    symbols = {s.get("symbol", symbol) for s in searches if s["cost_per_improvement"] is not None}
     for model in models:
         rows = [s for s in searches if (s["model"] or "") == model]
-        line = [s for s in rows if s["cost_per_improvement"] is not None]
-        ax.plot([s["search_order"] for s in line],
-                [float(s["cost_per_improvement"]) for s in line], color=SEARCH_LINE,
-                linewidth=1.2, zorder=1, label=model or "no model",
-                alpha=0.7 if len(models) > 1 else 1)
+        for own in sorted({s.get("symbol", symbol) for s in rows}):
+            line = [s for s in rows if s["cost_per_improvement"] is not None
+                    and s.get("symbol", symbol) == own]
+            ax.plot([s["search_order"] for s in line],
+                    [float(s["cost_per_improvement"]) for s in line], color=SEARCH_LINE,
+                    linewidth=1.2, zorder=1,
+                    label=(model or "no model") + (f" ({own.strip()})" if len(symbols) > 1
+                                                   else ""),
+                    alpha=0.7 if len(models) > 1 else 1)
         for s in rows:
             x, unit = s["search_order"], s["cost_per_improvement"]
             color = INCREASE if s["saturating"] else SEARCH_LINE
             if unit is not None:
-                y, value = float(unit), _dollars(float(unit), symbol=symbol)
+                y, value = float(unit), _dollars(float(unit), symbol=s.get("symbol", symbol))
             elif s["improvement"] is not None and s["improvement"] <= 0:
                 y, value = top, "no gain"
             elif s["improvement"] is not None:  # improved, at a cost of 0 or a credit
@@ -98,13 +105,14 @@ def search_trend_figure(searches: list[dict], symbol: str) -> Figure:
             ax.annotate(note, (x, y), textcoords="offset points", xytext=(0, 8), ha="center",
                         fontsize=8, color=color if s["saturating"] else INK)
     ax.set_xlabel("search, in launch order (per model)")
-    ax.set_ylabel("cost per unit of improvement")
+    ax.set_ylabel("cost per unit of improvement" + (
+        "\n(each in its search's currency)" if len(symbols) > 1 else ""))
     orders = sorted({s["search_order"] for s in searches})
     ax.set_xticks(orders, [str(o) for o in orders])
-    _frame(ax, "y", symbol)
+    _frame(ax, "y", symbol if len(symbols) <= 1 else "")
     ax.set_ylim(bottom=0, top=top * 1.3 or 1.0)  # all unit costs 0: not a 0-high axis
     ax.margins(x=0.12)
-    if len(models) > 1:
+    if len(models) > 1 or len(symbols) > 1:
         ax.legend(frameon=False, fontsize=8.5, loc="upper left")
     ax.text(0, 1.02, "× saturating: the unit cost rose over the model's previous search, or "
             "the search bought no improvement", transform=ax.transAxes, fontsize=8, color=MUTED)

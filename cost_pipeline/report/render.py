@@ -17,11 +17,14 @@ from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     cents,
+    gpu_hours_alike,
     money,
     not_finite,
     percent,
     rounded_steps,
+    rounded_to,
     share,
+    shares_shown,
     signed,
     smallest,
     symbol_of,
@@ -91,11 +94,12 @@ def bridge_rows(bridge: dict, symbol: str) -> list[dict[str, Any]]:
 
 def where_the_money_went(bill: dict, symbol: str) -> list[str]:
     """The purpose classes that cost most, as shares of the month's attributed total; when
-    credits and refunds bring that total to zero or below, a share of it reads backwards
-    (a $10 class as −23%), so the classes are named by amount and the credits said."""
+    credits and refunds bring that total to zero or below, or only shrink it (a class below
+    zero), a share of it reads backwards (a $10 class as −23%, a $100 one of $20 as 500%), so
+    the classes are named by amount and the credits said (`money.shares_shown`)."""
     ranked = sorted(bill["column_total"].items(), key=lambda kv: -kv[1])
     spent = [(p, c) for p, c in ranked[:3] if smallest(c, symbol) > 0]
-    if smallest(bill["total"], symbol) > 0:
+    if shares_shown(bill["column_total"].values(), bill["total"], symbol):
         return ["Where the money went: " + ", ".join(
             f"{PURPOSE_LABELS.get(p, p)} {percent(c / bill['total'], 0)} ({money(c, symbol)})"
             for p, c in spent) + "."]
@@ -133,8 +137,11 @@ def summary(data: dict, symbol: str) -> list[str]:
     rec = data["reconciliation"]
     if rec:
         verdict = "within" if rec["status"] == "pass" else "above"
+        # billed as section 4 and the headline write it, with the statement's decimals
+        *_, billed_hours = gpu_hours_alike(rec["tracked_gpu_hours"],
+                                           rec["untracked_gpu_hours"], rec["billed_gpu_hours"])
         text = (f"Tracker vs bill: {percent(rec['untracked_share'])} of "
-                f"{number(rec['billed_gpu_hours'], 0)} billed GPU-hours belong to no recorded "
+                f"{billed_hours} billed GPU-hours belong to no recorded "
                 f"run, {verdict} the {percent(rec['threshold'])} threshold.")
         if data.get("untracked_gpu") and rec["status"] != "pass":
             # the same resource the failed check's alert names first (top_untracked.sql)
@@ -159,7 +166,9 @@ def _environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined)
     env.filters.update(money=money, percent=percent, share=share, number=number,
                        metric=metric, size=size, cents=cents, smallest=smallest,
-                       signed=signed, currency_symbol=symbol_of)
+                       signed=signed, currency_symbol=symbol_of,
+                       hours_alike=lambda hours: gpu_hours_alike(*hours),
+                       shares_shown=shares_shown, rounded_to=rounded_to)
     return env
 
 

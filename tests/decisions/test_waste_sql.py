@@ -198,6 +198,61 @@ def test_a_search_that_cost_nothing_or_a_refund_has_no_unit_cost_to_saturate_aga
     assert feb == {"S1": False, "S2": False}
 
 
+MAY, JULY, AUGUST = date(2024, 5, 1), date(2024, 7, 1), date(2024, 8, 1)
+CURRENCY_MONTHS = {MARCH: "USD", APRIL: "JPY", MAY: "EUR", JULY: "USD", AUGUST: "USD"}
+
+
+def currency_months(con) -> None:
+    """churn (val_auc) over prod-0's 0.80, each search billed in its month's currency:
+    S1 (March, USD) 0.81: +0.01 for $30 → $3,000 a unit; S2 (April, JPY) 0.84: +0.03 for
+    ¥1,000.6 → ¥33,353.33; S3 (May, EUR) 0.85: +0.01 for €12.34 → €1,234; S4 (July, USD)
+    0.87: +0.02 for $40 → $2,000. Each month's bill is one line of its searches' cost."""
+    searches = [("S1", MARCH, 0.81, 30.0), ("S2", APRIL, 0.84, 1000.6),
+                ("S3", MAY, 0.85, 12.34), ("S4", JULY, 0.87, 40.0)]
+    prod = {"run_id": "prod-0", "model": "churn", "purpose": "production",
+            "start_time": d(2024, 1, 1), "end_time": d(2024, 1, 10), "metric_name": "val_auc",
+            "metric_value": 0.80}
+    trials = [{"run_id": f"{search.lower()}-a", "model": "churn", "purpose": "search",
+               "search_id": search, "start_time": d(month.year, month.month, 5),
+               "end_time": d(month.year, month.month, 6), "metric_name": "val_auc",
+               "metric_value": auc} for search, month, auc, _ in searches]
+    for month in CURRENCY_MONTHS:   # each month's snapshot holds every run started by then
+        runs(con, prod, *[t for t in trials if t["start_time"].date() < month.replace(
+            month=month.month + 1)], month=month)
+    for search, month, _, cost in searches:
+        line(con, f"{search}-l", cost=cost, component="gpu", month=month)
+        con.execute("UPDATE billing_facts SET BillingCurrency = ? WHERE month = ?",
+                    [CURRENCY_MONTHS[month], month])
+        attr(con, f"{search}-l", f"{search.lower()}-a", "search", cost, acc=1.0, month=month)
+    line(con, "A-l", cost=5.0, month=AUGUST)   # August: a bill, no search spend
+    from cost_pipeline.warehouse import query
+
+    query(con, f"INSERT INTO billing_months BY NAME ({sql_text('period_month_totals')})",
+          {"first": MARCH, "last": AUGUST})
+    for month in CURRENCY_MONTHS:
+        run(con, "search_trend", month)
+
+
+def test_search_trend_compares_unit_costs_in_one_currency_only(con):
+    """S2's ¥33,353.33 a unit was "saturating" against S1's $3,000, and S4's $2,000 against
+    S3's €1,234: amounts of two currencies compared as numbers. A search's unit cost is
+    compared with the model's earlier searches billed in its own currency only: S2 and S3
+    have none (not saturating on that basis), S4's $2,000 is below S1's $3,000."""
+    currency_months(con)
+    got = {r["search_id"]: (r["currency"], r["cost_per_improvement"], r["previous_search_id"],
+                            r["previous_cost_per_improvement"], r["saturating"])
+           for r in select(con, "SELECT * FROM search_trend WHERE month = ? ORDER BY search_order",
+                           AUGUST)}
+    a = pytest.approx
+    assert got == {"S1": ("USD", a(3000.0), None, None, False),
+                   "S2": ("JPY", a(1000.6 / 0.03), None, None, False),
+                   "S3": ("EUR", a(1234.0), None, None, False),
+                   "S4": ("USD", a(2000.0), "S1", a(3000.0), False)}
+    april = dict(con.execute("SELECT search_id, saturating FROM search_trend WHERE month = ?",
+                             [APRIL]).fetchall())
+    assert april == {"S1": False, "S2": False}
+
+
 def test_search_costs_best_metric_is_on_the_searchs_own_metric(con):
     trend_months(con)
     run(con, "search_costs")

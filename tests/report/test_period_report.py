@@ -16,6 +16,7 @@ import pytest
 from cost_pipeline.config import load_config
 from cost_pipeline.report import ReportError, write_report
 from cost_pipeline.report.period import period_report_path, write_period_report
+from cost_pipeline.warehouse import ensure_schema, register_datasets
 from tests.report.test_report import Elements, model_cost_rows, sql_cents
 from tests.support.chromium import render_in_chromium
 from tests.support.warehouse_rows import insert, insert_lines
@@ -598,3 +599,66 @@ def test_a_period_crossing_a_year_names_its_months_with_their_years(tmp_path):
     lines = lever_summary({"currency": "USD", "first": dec, "last": dec, "months": [dec],
                            "levers": levers})
     assert lines == ["1. bound the search        $12.00  (Dec $5.00)"]
+
+
+def test_searches_of_other_currencies_read_in_their_own(tmp_path):
+    """A dollar period (July–August) listed S2, billed ¥1,000.6 in April, as "$1,000.60" at
+    "$33,353.33" a unit, S3 (€12.34 in May) as "$12.34", and said "Searching has saturated:
+    S4" from S4's $2,000 a unit against S3's €1,234. Each search's cost to date and price read
+    in the currency it was billed in, and S4 is compared with S1's $3,000 only."""
+    from tests.decisions.test_waste_sql import AUGUST, JULY, currency_months
+
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        ensure_schema(con)
+        register_datasets(con, [])
+        currency_months(con)
+    out, data = write_period_report(str(path), JULY, AUGUST, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    rows = dict(re.findall(r'<tr data-search="(S\d)".*?>(.*?)</tr>', html, re.S))
+
+    def cells(search):
+        return [c for c in re.findall(r"<td[^>]*>(.*?)</td>", rows[search]) if c]
+
+    # cost to date, in the period (none: they ran before it), improvement, cost per unit
+    assert cells("S1")[5:] == ["$30.00", "–", "+0.01 <code>val_auc</code>", "$3,000.00"]
+    assert cells("S2")[5:] == ["JPY 1,001", "–", "+0.03 <code>val_auc</code>", "JPY 33,353"]
+    assert cells("S3")[5:] == ["EUR 12.34", "–", "+0.01 <code>val_auc</code>", "EUR 1,234.00"]
+    assert cells("S4")[5:7] == ["$40.00", "$40.00"]   # to date, in the period
+    assert cells("S4")[-1] == "$2,000.00"
+    assert [a["data-search-currency"] for a in Elements(html).having("data-search-currency")] \
+        == ["USD", "JPY", "EUR", "USD"]
+    assert "saturating</span></td>" not in html and "Searching has saturated" not in html
+    chart = html[html.index('aria-label="Cost per unit of improvement across searches"'):]
+    chart = chart[:chart.index("</svg>")]
+    assert "JPY 33.35k" in chart and "EUR 1,234" in chart and "$2,000" in chart
+
+
+def test_the_strip_shows_no_untracked_share_for_a_month_nothing_billed(tmp_path):
+    """November was materialized with nothing billed: its reconciliation row holds share 0
+    and status pass (SPEC §7: 0 when nothing is billed), and the strip showed a green "0.0%"
+    under "nothing billed". Its share reads "–", without the pass colour; a billed month's
+    share stays."""
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from cost_pipeline.warehouse import month_params, replace_month, sql_text
+    from tests.support.cur_rows import LOG
+
+    path, oct_, nov, dec = tmp_path / "w.duckdb", date(2026, 10, 1), date(2026, 11, 1), date(
+        2026, 12, 1)
+    cfg = parse_config({}, tmp_path)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, oct_, [_line(0, oct_, 1.0, "USD")])
+        build_billing_facts(con, cfg, nov, LOG)   # nothing billed
+        insert_lines(con, dec, [_line(0, dec, 2.0, "USD")])
+        register_datasets(con, [])
+        for month in (oct_, nov, dec):
+            replace_month(con, "reconciliation", month, sql_text("reconciliation"),
+                          month_params(cfg, month))
+        assert con.execute("SELECT untracked_share, status FROM reconciliation WHERE month = ?",
+                           [nov]).fetchone() == (0.0, "pass")
+    html = write_report(str(path), dec, out=tmp_path / "d.html")[0].read_text(encoding="utf-8")
+    strip = html[html.index('id="strip"'):html.index('id="bill"')]
+    shares = dict(re.findall(r'<td class="num" data-strip-share="([\d-]+)">(.*?)</td>', strip))
+    assert shares["2026-11"] == "–"
+    assert shares["2026-10"] == '<span class="pass-text">0.0%</span>'

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.report import write_report
 from cost_pipeline.report.bill_lines import bill_lines, reconciliation_notes, render
@@ -21,7 +22,13 @@ from cost_pipeline.report.render import LINE_ITEM_LABELS
 from cost_pipeline.warehouse import month_params, replace_month, sql_text
 from tests.report.test_report import Elements
 from tests.support.sql_backend import run_month
-from tests.support.warehouse_rows import insert, insert_lines
+from tests.support.warehouse_rows import (
+    BILLING_DEFAULTS,
+    RUN_DEFAULTS,
+    insert,
+    insert_lines,
+    insert_runs,
+)
 
 JULY = date(2026, 7, 1)
 LEVERS = ["bound the search", "retrain on measured decay", "cache preprocessing",
@@ -169,24 +176,77 @@ def test_a_month_whose_credits_exceed_its_usage_shows_no_shares(tmp_path):
     assert "(–)" in svg and not re.search(r"\(−?-?\d+%\)", svg)
 
 
-def test_a_month_with_a_positive_total_keeps_its_shares_with_a_minus_sign(tmp_path):
+def test_a_month_whose_credits_shrink_a_positive_total_shows_no_shares(tmp_path):
+    """Production $100, search $10 and a $90 credit: the total is $20, still above zero,
+    and the shares read "production training 500% ($100.00), hyperparameter search 50%",
+    the printed bill 500.0%, 50.0%, −450.0%. A share is shown only of a total above zero
+    split into no negative part; otherwise `–`, the classes by amount and the credit said."""
     path = tmp_path / "w.duckdb"
     with duckdb.connect(str(path)) as con:
-        insert_lines(con, JULY, [_line(0, 100.0), _line(1, -10.0, item_type="Credit",
-                                                         category="Credit", component="other")])
+        insert_lines(con, JULY, [_line(0, 100.0), _line(1, 10.0),
+                                 _line(2, -90.0, item_type="Credit", category="Credit",
+                                       component="other")])
         insert(con, "attribution", JULY, [
             _attributed(0, 100.0, "production", "prod1", gpu_hours=1.0),
-            _attributed(1, -10.0, "unallocated", component="other")], {})
+            _attributed(1, 10.0, "search", "s1", gpu_hours=1.0),
+            _attributed(2, -90.0, "unallocated", component="other")], {})
+        _reconciliation(con, billed=2.0, untracked=0.0, threshold=0.05, runs=110.0,
+                        unallocated=-90.0)
     page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
-    assert _summary(page.read_text(encoding="utf-8"))[0] == (
-        "Where the money went: production training 111% ($100.00).")
-    assert [line.split()[-1] for line in _bill_text(path).splitlines()[2:4]] == [
-        "111.1%", "−11.1%"]
-    assert "(−11%)" in charts(data, LINE_ITEM_LABELS)["bill"]
+    html = page.read_text(encoding="utf-8")
+    assert _summary(html)[:2] == [
+        "Where the money went: production training $100.00, hyperparameter search $10.00.",
+        "Credits and refunds (unallocated −$90.00) bring the month&#39;s total to $20.00: "
+        "no class is shown as a share of it."]
+    assert " Runs account for $110.00 of the month's cost, which credits and refunds bring "\
+        "to $20.00 in all: no share of it is shown; untracked cost $0.00, unallocated "\
+        "−$90.00." in _tracker_vs_bill(html)
+    assert [line.split()[-1] for line in _bill_text(path).splitlines()[2:5]] == ["–"] * 3
+    svg = charts(data, LINE_ITEM_LABELS)["bill"]
+    assert "(–)" in svg and not re.search(r"\(−?-?\d+%\)", svg)
     from cost_pipeline.report.money import percent, share
 
     assert [percent(-0.233), percent(-0.0001), percent(0.5, 0)] == ["−23.3%", "0.0%", "50%"]
-    assert [share(1, 0), share(1, -4), share(-1, 4)] == ["–", "–", "−25.0%"]
+    assert [share(1, 0), share(1, -4), share(-1, 4)] == ["–", "–", "–"]
+    assert [share(1, 4, split=[3]), share(5, 4, split=[-1]), share(1, 4, split=[5, -2])] == [
+        "25.0%", "–", "–"]
+
+
+def test_a_month_without_credits_keeps_its_shares(tmp_path):
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 90.0), _line(1, 10.0)])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 90.0, "production", "prod1", gpu_hours=1.0),
+            _attributed(1, 10.0, "search", "s1", gpu_hours=1.0)], {})
+    page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
+    assert _summary(page.read_text(encoding="utf-8"))[0] == (
+        "Where the money went: production training 90% ($90.00), hyperparameter search 10% "
+        "($10.00).")
+    assert [line.split()[-1] for line in _bill_text(path).splitlines()[2:4]] == [
+        "90.0%", "10.0%"]
+    assert "(90%)" in charts(data, LINE_ITEM_LABELS)["bill"]
+
+
+def test_the_period_shows_no_shares_of_a_total_a_credited_month_shrinks(tmp_path):
+    """July $121, August $5, September −$100 (a credit): the period's $26 read "share of the
+    period" 465.4%, 19.2%, −384.6%, and the bill as lines 565.4% … −484.6%."""
+    path, aug, sep = tmp_path / "w.duckdb", date(2026, 8, 1), date(2026, 9, 1)
+    with duckdb.connect(str(path)) as con:
+        for month, cost, purpose in ((JULY, 121.0, "production"), (aug, 5.0, "search"),
+                                     (sep, -100.0, "unallocated")):
+            insert_lines(con, month, [_line(0, cost, month=month)])
+            insert(con, "attribution", month, [
+                _attributed(0, cost, purpose, None if purpose == "unallocated" else "r1",
+                            gpu_hours=1.0)], {})
+    out, data = write_period_report(str(path), JULY, sep, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    months = re.findall(r'<tr data-month-total="[^"]+".*?<td class="num">([^<]*)</td></tr>',
+                        html, re.S)
+    assert months == ["–", "–", "–"]
+    lines = re.findall(r'<tr data-line="[^"]+".*?<td class="num">([^<]*)</td></tr>', html)
+    assert len(lines) == 3 and set(lines) == {"–"}
+    assert "%" not in html[html.index('id="months"'):html.index('id="moved"')]
 
 
 def _tracker_vs_bill(html: str) -> str:
@@ -572,3 +632,89 @@ def test_a_search_of_fractional_configs_shows_the_fraction(tmp_path):
     rows = dict(re.findall(r'<tr data-search="(\w+)">(.*?)</tr>', html, re.S))
     assert '<td class="num">5</td><td class="num">2.5 × 2</td>' in rows["sC"]
     assert '<td class="num">6</td><td class="num">3 × 2</td>' in rows["sD"]
+
+
+def _fractional_gpu_month(path: Path) -> None:
+    """One g5.xlarge (1 GPU) billed 10:00-11:00 for $1.00, one production run listing it
+    10:00-10:36: 1.0 GPU-hour billed, 0.6 tracked, 0.4 untracked (40%, a FAIL)."""
+    instance = {"x_SourceLine": "g1", "ResourceId": "i-small", "x_CostComponent": "gpu",
+                "x_ResourceKind": "instance", "x_InstanceUsage": True,
+                "x_InstanceType": "g5.xlarge", "x_AcceleratorCount": 1, "x_UsageHours": 1.0,
+                "EffectiveCost": 1.0, "ChargeCategory": "Usage",
+                "ChargePeriodStart": datetime(2026, 7, 3, 10),
+                "ChargePeriodEnd": datetime(2026, 7, 3, 11)}
+    run = {"run_id": "prod1", "status": "FINISHED", "purpose": "production", "model": "churn",
+           "start_time": datetime(2026, 7, 3, 10), "end_time": datetime(2026, 7, 3, 10, 36),
+           "resource_ids": ["i-small"]}
+    cfg = parse_config({}, Path("."))
+    params = month_params(cfg, JULY)
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [{**BILLING_DEFAULTS, **instance}])
+        insert_runs(con, JULY, [{**RUN_DEFAULTS, **run}])
+        build_attribution(con, JULY, params, [])
+        for table in ("reconciliation", "untracked_usage"):
+            replace_month(con, table, JULY, sql_text(table), params)
+
+
+def test_fractional_gpu_hours_read_with_the_decimals_they_have(tmp_path):
+    """1.0 billed, 0.6 tracked, 0.4 untracked read "0 of 1 billed GPU-hours · 40.0% FAIL",
+    "1 of 1 billed GPU-hours are recorded runs; 0 (40.0%) are not" and "largest untracked:
+    i-small (g5.xlarge) 0 GPU-hours … 0 GPU-hours in all": the figures of a statement now
+    share their decimals, one here; whole hours stay whole."""
+    path = tmp_path / "w.duckdb"
+    _fractional_gpu_month(path)
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    kpi = html[html.index('id="untracked-share"'):html.index('<div class="kpi">', html.index(
+        'id="untracked-share"'))]
+    assert "0.4 of 1.0 billed GPU-hours" in " ".join(kpi.split())
+    assert _tracker_vs_bill(html).startswith(
+        "FAIL: 0.6 of 1.0 billed GPU-hours are recorded runs; 0.4 (40.0%) are not")
+    assert [s for s in _summary(html) if s.startswith("Tracker vs bill")][0].startswith(
+        "Tracker vs bill: 40.0% of 1.0 billed GPU-hours belong to no recorded run")
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert reconciliation_notes(con, JULY, JULY) == [
+            "2026-07: FAIL — 40.0% of 1.0 billed GPU-hours untracked (threshold 5%); largest "
+            "untracked: i-small (g5.xlarge) 0.4 GPU-hours, $0.40, idle capacity of a claimed "
+            "resource; 0.4 GPU-hours in all"]
+    period, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / "p.html")
+    row = re.search(r'<tr data-share-month="2026-07".*?</tr>', period.read_text(
+        encoding="utf-8"), re.S).group(0)
+    assert '<td class="num">0.4 of 1.0</td>' in row
+    from cost_pipeline.report.money import gpu_hours_alike
+
+    # the rule: whole figures none, else one decimal, more (up to 3) while a nonzero one
+    # would read 0
+    assert gpu_hours_alike(6720.0, 1080.0, 192.0 + 1e-12) == ["6,720", "1,080", "192"]
+    assert gpu_hours_alike(1.0, 0.6, 0.4) == ["1.0", "0.6", "0.4"]
+    assert gpu_hours_alike(100.0, 99.96, 0.04) == ["100.00", "99.96", "0.04"]
+    assert gpu_hours_alike(100.0, 100.0, 0.0004) == ["100.000", "100.000", "0.000"]
+    assert gpu_hours_alike(2.0, 0.0, None) == ["2", "0", "–"]
+
+
+def _footer(html: str) -> str:
+    return " ".join(html[html.index("<footer>"):html.index("</footer>")].split())
+
+
+def test_the_footer_names_the_currencys_smallest_unit(tmp_path):
+    """A yen page said "Amounts are shown to the cent" over whole yen; each page's footer says
+    the unit its amounts are rounded to (ISO 4217's minor unit)."""
+    said = {}
+    for currency in ("USD", "EUR", "JPY", "KWD", "CLF"):
+        path = tmp_path / f"{currency}.duckdb"
+        html, _ = _tiny_month(path, 5.0, currency)
+        period, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / f"{currency}.p.html")
+        said[currency] = _footer(html)
+        assert re.search(r"Amounts are shown.*?apart\.", said[currency]).group(0) == \
+            re.search(r"Amounts are shown.*?apart\.", _footer(
+                period.read_text(encoding="utf-8"))).group(0)
+    assert "Amounts are shown to the cent; a total is the exact sum, rounded once, so the " \
+           "rounded figures above it may add up to a cent or two apart." in said["USD"]
+    assert "shown to the cent;" in said["EUR"]
+    assert "Amounts are shown to the yen (no decimals); a total is the exact sum, rounded " \
+           "once, so the rounded figures above it may add up to a yen or two apart." \
+           in said["JPY"]
+    assert "shown to the fils (three decimals);" in said["KWD"]
+    assert "a fils or two apart" in said["KWD"]
+    assert "shown to four decimals;" in said["CLF"]
+    assert all("cent" not in said[c] for c in ("JPY", "KWD", "CLF"))

@@ -133,7 +133,9 @@ def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
     the recorded estimate (estimate --approve) against the cost to date, and whether it was
     approved (`search_approvals.approved`: within the budget) — the latest recording of that
     estimate; NULL when search_approvals is missing — and `over_estimate`, the check's rule
-    (cost_pipeline/report/limits.py)."""
+    (cost_pipeline/report/limits.py). An estimate recorded in another currency than the
+    search's spend (search_costs holds none) comes as `other_estimate` in `other_currency`,
+    to be shown apart, not as "not approved"."""
     trend = ("LEFT JOIN (SELECT search_id, saturating FROM search_trend WHERE month = ?) "
              "AS t USING (search_id)") if with_trend else ""
     saturating = "t.saturating" if with_trend else "CAST(NULL AS BOOLEAN)"
@@ -144,11 +146,27 @@ def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
         ) AS ap ON ap.search_id = s.search_id AND ap.estimated_cost = s.estimated_cost"""
                  if with_approvals else "")
     approved = "ap.approved" if with_approvals else "CAST(NULL AS BOOLEAN)"
+    # the latest estimate when search_costs holds none because it is in another currency
+    # than the spend (search_costs.sql `estimate`): shown in its own, not compared
+    elsewhere = with_approvals and bool(con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'search_approvals' "
+        "AND column_name = 'currency'").fetchone()[0])
+    if elsewhere:
+        approvals += """ LEFT JOIN (
+            SELECT search_id, estimated_cost, approved, upper(trim(currency)) AS currency
+            FROM search_approvals
+            QUALIFY row_number() OVER (PARTITION BY search_id
+                                       ORDER BY recorded_at DESC, month DESC) = 1
+        ) AS la ON la.search_id = s.search_id AND s.estimated_cost IS NULL
+                   AND la.currency IS NOT NULL"""
+    other = ("la.estimated_cost AS other_estimate, la.currency AS other_currency, "
+             "la.approved AS other_approved" if elsewhere else
+             "NULL AS other_estimate, NULL AS other_currency, NULL AS other_approved")
     found = rows_of(con, f"""
         SELECT s.search_id, s.model, s.runs, s.configs, s.seeds, s.accelerator_hours, s.cost,
                s.metric_name, s.best_metric, s.previous_best, s.improvement,
                s.cost_per_improvement, {saturating} AS saturating,
-               s.estimated_cost, {approved} AS approved, s.cumulative_cost, s.overrun
+               s.estimated_cost, {approved} AS approved, s.cumulative_cost, s.overrun, {other}
         FROM search_costs AS s {trend} {approvals}
         WHERE s.month = ?
         ORDER BY s.cost DESC, s.search_id""", [month, month] if with_trend else [month])

@@ -352,3 +352,32 @@ def test_an_approval_recorded_without_a_currency_is_compared_as_before(cfg, tmp_
         check = searches_within_estimate(con, MARCH)
         assert check.metadata["over_estimate"].value == ""
         assert check.metadata["estimate_in_other_currency"].value == ""
+
+
+def test_the_page_shows_an_estimate_in_another_currency_apart(cfg):
+    """SX approved at EUR 100 (a euro bill), then billed in yen: search_costs holds no estimate
+    for it, and the page read "not approved" in red, as for a search never estimated. It shows
+    the recorded EUR 100.00 in its own currency, said not to be compared with the yen spend,
+    unflagged; SY, never estimated, still reads "not approved"."""
+    Path(cfg.warehouse_path).parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(cfg.warehouse_path) as con:
+        billed_in(con, "EUR")
+    approve(cfg, "SX", 100, datetime(2024, 2, 2, tzinfo=UTC))
+    with duckdb.connect(cfg.warehouse_path) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        months(con)
+        con.execute("INSERT INTO billing_months VALUES ('2024-01-01', 1, 1, 1, 1, 'EUR'), "
+                    "('2024-02-01', 1, 1, 1, 1, 'JPY'), ('2024-03-01', 1, 1, 1, 1, 'JPY')")
+        insert_lines(con, MARCH, [{
+            "ChargePeriodStart": d(3), "ChargePeriodEnd": d(3, hour=1), "ChargeCategory": "Usage",
+            "EffectiveCost": 57.0, "x_CostComponent": "gpu", "x_SourceLine": "l0",
+            "BillingCurrency": "JPY"}])
+        assert search_costs(con)["SX"] == (None, pytest.approx(110.0), None)
+        page = render_html(collect(con, MARCH), "test.duckdb")
+    sx, sy = search_row(page, "SX"), search_row(page, "SY")
+    assert ('EUR 100.00 <span class="note" data-estimate-currency="EUR">in EUR: not compared '
+            'with spend in JPY</span>') in sx
+    assert "fail-text" not in sx and 'data-estimate=""' in sx
+    assert '<span class="fail-text">not approved</span>' in sy

@@ -22,9 +22,10 @@
 -- x_UsageHours = chip-hours ÷ G: hours per chip, so x_UsageHours × G = the chip-hours billed.
 --
 -- List price (SPEC §12): ListCost = the export's `cost_at_list`; credit rows 0. An export
--- without that column (`list_stated` false) states no list price: its cost before credits is
--- taken for usage at the account's price (sources/gcp_billing.py), but a Spot or Preemptible
--- SKU's cost is the spot price, not the on-demand one: NULL, as CUR without
+-- without that column states no list price: its cost before credits is taken for usage at
+-- the account's price (sources/gcp_billing.py). A Spot or Preemptible
+-- SKU has no on-demand price in the export either way: its cost is the spot price, and its
+-- `cost_at_list` the list price of that spot SKU. NULL, as CUR without
 -- pricing_public_on_demand_cost, so that preemption never compares spot with spot.
 -- x_PricingCategory: usage of a Spot or
 -- Preemptible SKU → spot; usage with committed use discount credits → committed; other usage
@@ -191,7 +192,7 @@ SELECT
     currency AS BillingCurrency,
     CAST(NULL AS VARCHAR) AS CommitmentDiscountStatus,
     CASE WHEN credit_type IS NOT NULL THEN 0
-         WHEN NOT list_stated AND pricing_category = 'spot' THEN NULL
+         WHEN pricing_category = 'spot' THEN NULL
          ELSE list_amount END AS ListCost,
     pricing_category AS x_PricingCategory,
     -- each label's first entry (a key the row names twice keeps its first value, as the run

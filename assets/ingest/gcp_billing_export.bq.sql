@@ -14,7 +14,8 @@
 -- {export_table} is the table identifier, validated against a strict pattern before use.
 -- {list_cost} is `cost_at_list` when the table has that column, else `cost` (the cost before
 -- any credit: the usage at the account's price without sustained/committed use discounts;
--- billing_facts_gcp.sql drops it on Spot/Preemptible SKUs, whose cost is the spot price).
+-- billing_facts_gcp.sql drops either on Spot/Preemptible SKUs, whose cost is the spot price
+-- and whose cost_at_list is the list price of that spot SKU, not the on-demand one).
 WITH month_rows AS (
     SELECT
         -- an empty name is no name, as NULL is (the normalization reads both as no resource)

@@ -163,8 +163,9 @@ def test_billing_facts_from_the_export(bigquery, tmp_path):
 
 
 def test_list_cost_and_pricing_category_from_the_export(bigquery, tmp_path):
-    """ListCost is the export's cost_at_list (credit rows 0); Spot/Preemptible SKUs are spot,
-    usage with committed use credits committed, other usage on_demand, the rest other."""
+    """ListCost is the export's cost_at_list (credit rows 0), none on a Spot/Preemptible SKU
+    (its cost_at_list is the spot SKU's); those SKUs are spot, usage with committed use
+    credits committed, other usage on_demand, the rest other."""
     from cost_pipeline.ingest.billing import build_billing_facts
 
     cfg = parse_config(yaml.safe_load(_config(tmp_path, bigquery).read_text()), tmp_path)
@@ -182,7 +183,7 @@ def test_list_cost_and_pricing_category_from_the_export(bigquery, tmp_path):
     assert line(VM_A, h1, "039F-D0DA-4055", ":credit=PROMOTION") == (0.0, "other")
     assert line(VM_B, "2026-09-12T08:00:00Z", "BB77-5FDA-69D9", ":label=r-prep-1") == (
         pytest.approx(0.2), "committed")
-    assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0L40") == (pytest.approx(1.75), "spot")
+    assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0L40") == (None, "spot")
     assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0G20")[1] == "spot"
     assert line("", "2026-09-30T00:00:00Z", "", ":project=ml-train:tax")[1] == "other"
 
@@ -698,7 +699,7 @@ def test_the_runs_transaction_does_not_keep_the_months_rows(tmp_path, monkeypatc
         "export_rows": [1] * (2 * n), "currency": ["USD"] * (2 * n),
         "invoice_month": ["202609"] * (2 * n), "cores": ["8"] * (2 * n),
     })
-    months = [gcp_billing.MonthRead(TABLE_ID, gcp_billing._typed(rows, True))]
+    months = [gcp_billing.MonthRead(TABLE_ID, gcp_billing._typed(rows))]
     held = months[0].rows.nbytes
     del rows
     # the reader hands the month over: nothing here keeps it
@@ -801,3 +802,65 @@ def test_rows_naming_no_resource_keep_their_own_project_and_labels(bigquery, tmp
     by_team = {f["Tags"]["team"]: f["EffectiveCost"] for f in facts.values()}
     assert len(facts) == 2 and by_team == {"a": pytest.approx(1.0), "b": pytest.approx(2.5)}
     assert all(":project=" in line and ":labels=" in line for line in facts)
+
+
+def _month_of(endpoint: str, name: str, rows: list[dict], runs: str, tmp_path: Path) -> Path:
+    """The warehouse of September materialized from a table of `rows` and the runs file
+    `runs`."""
+    from cost_pipeline.cli.materialize import materialize_month
+
+    source = _export_table(endpoint, name, rows)
+    (tmp_path / "runs.csv").write_text(runs, encoding="utf-8")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": "warehouse.duckdb"},
+        "billing": [{"kind": "gcp_billing_export", "table": source.table,
+                     "api_endpoint": endpoint}],
+        "tracker": [{"kind": "runs_file", "path": "runs.csv"}]}), encoding="utf-8")
+    result = materialize_month(str(config), SEPT, progress=False)
+    assert result.success, result.error
+    assert {c.name: c.passed for c in result.checks}["cost_conserved"]
+    return tmp_path / "warehouse.duckdb"
+
+
+def test_a_spot_skus_cost_at_list_is_no_on_demand_price(bigquery, tmp_path, dagster_home):
+    """On a Spot/Preemptible SKU the export's `cost_at_list` is that spot SKU's own list
+    price, not the on-demand one: taken as ListCost, preemption compared spot with spot and
+    a chain restarted on spot read as dearer than its last run on demand ($2.00 against
+    $1.00). A spot line's ListCost is NULL whether the export states cost_at_list or not;
+    the FOCUS export's ListCost of such a line is its BilledCost, as for any line without a
+    list price."""
+    from cost_pipeline.export.focus import focus_rows
+    from tests.support.gcp_export_rows import G2, VM_D, _row
+
+    rows = []
+    for day in ("04", "05"):
+        # a Spot g2-standard-48 for the hour: its L4 line 0.80 and its core line 0.20
+        for sku, cost, units in ((export.GPU_L4, 0.8, 4), (export.CORE_G2, 0.2, 48)):
+            row = _row(sku, f"2026-09-{day}T10:00:00Z", f"2026-09-{day}T11:00:00Z", cost,
+                       resource=VM_D, amount=units * 3600.0, pricing=float(units), spec=G2)
+            row["cost_at_list"] = cost
+            rows.append(row)
+    warehouse = _month_of(bigquery, "spot_at_list", rows, (
+        "run_id,status,start_time,end_time,resource_ids,restart_of,resumed_from\n"
+        f"ra,KILLED,2026-09-04T10:00:00Z,2026-09-04T11:00:00Z,{VM_D},,\n"
+        f"rb,FINISHED,2026-09-05T10:00:00Z,2026-09-05T11:00:00Z,{VM_D},ra,\n"), tmp_path)
+    with duckdb.connect(str(warehouse)) as con:
+        listed = con.execute(
+            "SELECT count(*), count(ListCost), min(x_PricingCategory), max(x_PricingCategory) "
+            "FROM billing_facts WHERE month = ?", [SEPT]).fetchone()
+        chain = con.execute(
+            "SELECT chain_id, runs, cost, lost_cost, on_demand_cost, last_run_id, "
+            "last_run_on_demand_cost, spot_cost_more_than_on_demand FROM preemption "
+            "WHERE month = ?", [SEPT]).fetchall()
+        ((evidence,),) = con.execute(
+            "SELECT evidence FROM cost_levers WHERE month = ? "
+            "AND lever = 'checkpoint before going preemptible'", [SEPT]).fetchall()
+        focus = focus_rows(con, SEPT).select(["BilledCost", "ListCost"]).to_pylist()
+    assert listed == (4, 0, "spot", "spot")
+    assert chain == [("ra", 2, pytest.approx(2.0), pytest.approx(1.0), None, "rb", None, None)]
+    assert "0 chain(s) cost more than their last run on demand" in evidence
+    assert "1 chain(s) whose last run has no on-demand price this month" in evidence
+    assert len(focus) == 4 and all(r["ListCost"] == r["BilledCost"] for r in focus)
+    assert sum(float(r["ListCost"]) for r in focus) == pytest.approx(2.0)
+

@@ -9,7 +9,9 @@
 -- Usage hours and d (SPEC §6): a VM's hour is billed as several SKU lines (GPU, core, RAM,
 -- egress …) of the same resource and period. Exactly one kind of line carries the VM-hours
 -- as x_UsageHours: the GPU lines of an accelerator VM (GPU-hours ÷ G), else the core line of
--- a plain VM (vCPU-hours ÷ its cores). All other lines of that resource-hour carry none, so
+-- a plain VM (vCPU-hours ÷ its cores), or a shared-core VM's instance line (g1-small's "Small
+-- Instance with 1 VCPU running in …", f1-micro's "Micro Instance with burstable CPU …": the
+-- VM's own seconds, no core SKU). All other lines of that resource-hour carry none, so
 -- d = the hours the VM ran in that hour, and a run covering the whole hour gets share 1 on
 -- every line of it, and GPU-hours are counted once.
 --
@@ -72,7 +74,10 @@ usage_kind AS (
         *,
         usage_row AND gpu_text AS gpu_sku,
         usage_row AND vm_text AS vm_sku,
-        usage_row AND vm_text AND regexp_matches(sku_text, '(?i)\bcore\b') AS core_sku
+        usage_row AND vm_text AND regexp_matches(sku_text, '(?i)\bcore\b') AS core_sku,
+        -- a shared-core VM's instance-seconds (g1-small, f1-micro): no core SKU bills it
+        usage_row AND vm_text AND NOT regexp_matches(sku_text, '(?i)\bcore\b')
+          AND regexp_matches(sku_text, '(?i)\binstance with\b') AS shared_core_sku
     FROM raw
 ),
 -- materialized (read by vm_hours and component): `gcp_raw` is a stream that can be read once
@@ -86,17 +91,22 @@ machine AS MATERIALIZED (
                       THEN TRY_CAST(regexp_extract(tpu_type, '-(\d+)$', 1) AS INTEGER)
                       WHEN regexp_matches(tpu_type, '^v[2-5]p?-\d+$')
                       THEN greatest(1, TRY_CAST(regexp_extract(tpu_type, '-(\d+)$', 1) AS INTEGER) // 2)
-                 END) AS spec_gpus
+                 END) AS spec_gpus,
+        -- the VM-hours a plain VM's line states: its core line's vCPU-hours ÷ its cores, a
+        -- shared-core VM's instance-hours as they are
+        CASE WHEN core_sku AND vm_cores > 0 THEN unit_hours / vm_cores
+             WHEN shared_core_sku THEN unit_hours END AS vm_line_hours
     FROM (SELECT *, lower(regexp_extract(coalesce(accelerator_type, ''), '([^/]*)$', 1)) AS tpu_type
           FROM usage_kind) u
     LEFT JOIN accelerator_counts a ON a.instance_type = u.machine_spec
 ),
 vm_hours AS (
-    -- per resource-hour: GPU-hours of its GPU lines, VM-hours of its core line
+    -- per resource-hour: GPU-hours of its GPU lines, VM-hours of its core (or shared-core
+    -- instance) line
     SELECT
         resource, s,
         fsum(unit_hours) FILTER (WHERE gpu_sku) AS gpu_hours,
-        fsum(unit_hours / vm_cores) FILTER (WHERE core_sku AND vm_cores > 0) AS core_vm_hours,
+        fsum(vm_line_hours) AS core_vm_hours,
         bool_or(gpu_sku) AS has_gpu_line,
         max(spec_gpus) AS spec_gpus,
         max(epoch(e - s)) / 3600.0 AS period_hours
@@ -205,7 +215,7 @@ SELECT
          THEN coalesce(accelerators, 1) ELSE 0 END AS x_AcceleratorCount,
     CASE
         WHEN gpu_sku THEN unit_hours / coalesce(accelerators, 1)
-        WHEN core_sku AND NOT accelerator_vm AND vm_cores > 0 THEN unit_hours / vm_cores
+        WHEN NOT accelerator_vm THEN vm_line_hours
     END AS x_UsageHours,
     coalesce(gpu_sku OR vm_sku, false) AS x_InstanceUsage,
     CASE WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, nullif(tpu_type, ''),

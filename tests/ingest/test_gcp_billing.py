@@ -864,3 +864,41 @@ def test_a_spot_skus_cost_at_list_is_no_on_demand_price(bigquery, tmp_path, dags
     assert len(focus) == 4 and all(r["ListCost"] == r["BilledCost"] for r in focus)
     assert sum(float(r["ListCost"]) for r in focus) == pytest.approx(2.0)
 
+def test_a_shared_core_vms_instance_seconds_carry_its_hours(bigquery, tmp_path,
+                                                             dagster_home):
+    """A shared-core VM (g1-small, f1-micro) is billed in instance-seconds by a SKU naming
+    no core ("Small Instance with 1 VCPU running in …", "Micro Instance with burstable CPU
+    running in …"): its line carried no hours, so d was the whole hour and a run holding the
+    VM for the 30 minutes it ran took half its cost. Those seconds are the VM's hours."""
+    from tests.support.gcp_export_rows import _row
+
+    small = {"id": "SMAL-0000-0001",
+             "description": "Small Instance with 1 VCPU running in Americas"}
+    micro = {"id": "MICR-0000-0001",
+             "description": "Micro Instance with burstable CPU running in Americas"}
+    small_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/555"
+    micro_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/556"
+    rows = [
+        # g1-small ran 30 minutes, f1-micro 15 minutes of the hour
+        _row(small, "2026-09-05T10:00:00Z", "2026-09-05T11:00:00Z", 0.01, resource=small_vm,
+             amount=1800.0, pricing=0.5,
+             spec={"machine_spec": "g1-small", "cores": "1", "memory": "1740"}),
+        _row(micro, "2026-09-05T10:00:00Z", "2026-09-05T11:00:00Z", 0.002, resource=micro_vm,
+             amount=900.0, pricing=0.25,
+             spec={"machine_spec": "f1-micro", "cores": "1", "memory": "614"}),
+    ]
+    warehouse = _month_of(bigquery, "shared_core", rows, (
+        "run_id,status,start_time,end_time,resource_ids\n"
+        f"rs,FINISHED,2026-09-05T10:00:00Z,2026-09-05T10:30:00Z,{small_vm}\n"
+        f"rm,FINISHED,2026-09-05T10:00:00Z,2026-09-05T10:15:00Z,{micro_vm}\n"), tmp_path)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        hours = con.execute(
+            "SELECT ResourceId, x_CostComponent, x_UsageHours, x_InstanceUsage, x_InstanceType "
+            "FROM billing_facts WHERE month = ? ORDER BY ResourceId", [SEPT]).fetchall()
+        by_run = dict(con.execute(
+            "SELECT coalesce(run_id, purpose_class), sum(cost) FROM attribution "
+            "WHERE month = ? GROUP BY 1", [SEPT]).fetchall())
+    assert hours == [(small_vm, "cpu", pytest.approx(0.5), True, "g1-small"),
+                     (micro_vm, "cpu", pytest.approx(0.25), True, "f1-micro")]
+    assert by_run == {"rs": pytest.approx(0.01), "rm": pytest.approx(0.002)}
+

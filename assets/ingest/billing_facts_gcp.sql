@@ -15,6 +15,11 @@
 -- d = the hours the VM ran in that hour, and a run covering the whole hour gets share 1 on
 -- every line of it, and GPU-hours are counted once.
 --
+-- x_InstanceType: the machine type, on every line of the VM-hour. A machine type that counts
+-- no GPU of its own (N1 takes T4, V100, P100 … attached) names the VM's GPU too, as GCP spells
+-- accelerator types: `n1-standard-8 + nvidia-tesla-t4` (the GPU alone without a machine
+-- type), so that VMs of one machine type with different GPUs are different types.
+--
 -- TPUs are accelerator lines like GPUs: a TPU SKU (its description names a TPU; usage in
 -- chip-seconds over the slice) is a `gpu` line whose G is the chips of the slice, from its
 -- accelerator type (a label `…accelerator_type`, or a GKE `ct…-<N>t` machine type): v5e
@@ -66,7 +71,12 @@ WITH raw AS (
         -- usage in hours: GCP meters VM SKUs in seconds (vCPU-, GPU- or byte-seconds)
         CASE WHEN usage_unit = 'seconds' THEN usage_amount / 3600.0
              WHEN pricing_unit = 'hour' THEN pricing_amount END AS unit_hours,
-        TRY_CAST(cores AS DOUBLE) AS vm_cores
+        TRY_CAST(cores AS DOUBLE) AS vm_cores,
+        -- the GPU a GPU SKU names, as GCP spells accelerator types ("Nvidia Tesla T4 GPU
+        -- running in …" → nvidia-tesla-t4, "Nvidia A100 80GB GPU …" → nvidia-a100-80gb)
+        nullif(regexp_replace(lower(regexp_extract(
+            coalesce(sku_description, ''), '(?i)^(?:(?:spot|preemptible)\s+)*(.*?)\s+gpu\b', 1)),
+            '\s+', '-', 'g'), '') AS gpu_name
     FROM gcp_raw
 ),
 usage_kind AS (
@@ -83,9 +93,8 @@ usage_kind AS (
 -- materialized (read by vm_hours and component): `gcp_raw` is a stream that can be read once
 machine AS MATERIALIZED (
     SELECT
-        u.*,
-        coalesce(a.accelerators,
-                 TRY_CAST(regexp_extract(machine_spec, '-(\d+)[gt]$', 1) AS INTEGER),
+        *,
+        coalesce(machine_gpus,
                  -- a TPU slice: chips from its accelerator type (v4-32 → 16, v5litepod-8 → 8)
                  CASE WHEN regexp_matches(tpu_type, '^(v5litepod|v5e|v6e)-\d+$')
                       THEN TRY_CAST(regexp_extract(tpu_type, '-(\d+)$', 1) AS INTEGER)
@@ -96,17 +105,26 @@ machine AS MATERIALIZED (
         -- shared-core VM's instance-hours as they are
         CASE WHEN core_sku AND vm_cores > 0 THEN unit_hours / vm_cores
              WHEN shared_core_sku THEN unit_hours END AS vm_line_hours
-    FROM (SELECT *, lower(regexp_extract(coalesce(accelerator_type, ''), '([^/]*)$', 1)) AS tpu_type
-          FROM usage_kind) u
-    LEFT JOIN accelerator_counts a ON a.instance_type = u.machine_spec
+    FROM (
+        SELECT
+            u.*,
+            -- the GPUs the machine type itself counts (a2-highgpu-8g, g2-standard-48)
+            coalesce(a.accelerators,
+                     TRY_CAST(regexp_extract(machine_spec, '-(\d+)[gt]$', 1) AS INTEGER))
+              AS machine_gpus
+        FROM (SELECT *, lower(regexp_extract(coalesce(accelerator_type, ''), '([^/]*)$', 1)) AS tpu_type
+              FROM usage_kind) u
+        LEFT JOIN accelerator_counts a ON a.instance_type = u.machine_spec
+    )
 ),
 vm_hours AS (
     -- per resource-hour: GPU-hours of its GPU lines, VM-hours of its core (or shared-core
-    -- instance) line
+    -- instance) line, the GPU its GPU lines name
     SELECT
         resource, s,
         fsum(unit_hours) FILTER (WHERE gpu_sku) AS gpu_hours,
         fsum(vm_line_hours) AS core_vm_hours,
+        min(gpu_name) FILTER (WHERE gpu_sku) AS attached_gpu,
         bool_or(gpu_sku) AS has_gpu_line,
         max(spec_gpus) AS spec_gpus,
         max(epoch(e - s)) / 3600.0 AS period_hours
@@ -116,7 +134,7 @@ vm_hours AS (
 ),
 accelerated AS (
     SELECT
-        resource, s, gpu_hours, core_vm_hours,
+        resource, s, gpu_hours, core_vm_hours, attached_gpu,
         -- G: the machine type's count, else GPU-hours ÷ VM-hours of the resource-hour, else
         -- GPU-hours ÷ the period (a lower bound: reported as unknown)
         CASE
@@ -135,6 +153,7 @@ component AS (
     SELECT
         m.*,
         v.accelerators,
+        v.attached_gpu,
         coalesce(v.accelerators_guessed, false) AS accelerators_guessed,
         v.accelerators IS NOT NULL AS accelerator_vm,
         CASE
@@ -218,7 +237,10 @@ SELECT
         WHEN NOT accelerator_vm THEN vm_line_hours
     END AS x_UsageHours,
     coalesce(gpu_sku OR vm_sku, false) AS x_InstanceUsage,
-    CASE WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, nullif(tpu_type, ''),
+    CASE WHEN (gpu_sku OR vm_sku) AND attached_gpu IS NOT NULL
+              AND NOT coalesce(machine_gpus > 0, false)
+             THEN coalesce(machine_spec || ' + ', '') || attached_gpu
+         WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, nullif(tpu_type, ''),
                                               CASE WHEN gpu_sku THEN sku_description END)
     END AS x_InstanceType,
     CASE

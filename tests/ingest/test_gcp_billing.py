@@ -864,6 +864,52 @@ def test_a_spot_skus_cost_at_list_is_no_on_demand_price(bigquery, tmp_path, dags
     assert len(focus) == 4 and all(r["ListCost"] == r["BilledCost"] for r in focus)
     assert sum(float(r["ListCost"]) for r in focus) == pytest.approx(2.0)
 
+def test_n1_vms_with_other_gpus_are_other_accelerator_types(bigquery, tmp_path, dagster_home):
+    """An N1 machine type names no GPU: two n1-standard-8 VMs, one with 2 T4 nobody claims
+    and one with 2 V100 a run used, were one accelerator type `n1-standard-8` in the
+    reconciliation (4 GPU-hours, 2 untracked). The type of every line of such a VM-hour
+    (GPU, core and RAM) names the attached GPU too; G stays 2."""
+    from tests.support.gcp_export_rows import N1, _row
+
+    v100 = {"id": "V100-0000-0001", "description": "Nvidia Tesla V100 GPU running in Americas"}
+    ram_n1 = {"id": "N1RM-0000-0001",
+              "description": "N1 Predefined Instance Ram running in Americas"}
+    t4_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/901"
+    v100_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/902"
+    hour = ("2026-09-04T10:00:00Z", "2026-09-04T11:00:00Z")
+    rows = []
+    for vm, gpu, gpu_cost in ((t4_vm, export.GPU_T4, 0.7), (v100_vm, v100, 4.96)):
+        rows += [_row(gpu, *hour, gpu_cost, resource=vm, amount=2 * 3600.0, pricing=2.0,
+                      spec=N1),
+                 _row(export.CORE_N1, *hour, 0.3, resource=vm, amount=8 * 3600.0,
+                      pricing=8.0, spec=N1),
+                 _row(ram_n1, *hour, 0.1, resource=vm, amount=30 * export.GIB * 3600.0,
+                      unit="byte-seconds", pricing=30.0, pricing_unit="gibibyte hour",
+                      spec=N1)]
+    warehouse = _month_of(bigquery, "n1_two_gpus", rows, (
+        "run_id,status,start_time,end_time,resource_ids\n"
+        f"r1,FINISHED,2026-09-04T10:00:00Z,2026-09-04T11:00:00Z,{v100_vm}\n"), tmp_path)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        types = con.execute(
+            "SELECT ResourceId, x_InstanceType, x_CostComponent, x_AcceleratorCount, "
+            "x_UsageHours FROM billing_facts WHERE month = ? "
+            "ORDER BY ResourceId, x_UsageHours NULLS FIRST",
+            [SEPT]).fetchall()
+        (by_type,) = con.execute("SELECT by_accelerator_type FROM reconciliation "
+                                 "WHERE month = ?", [SEPT]).fetchone()
+    t4, v = "n1-standard-8 + nvidia-tesla-t4", "n1-standard-8 + nvidia-tesla-v100"
+    # per VM: its core and RAM lines (no hours of their own), then its GPU line
+    assert types == [
+        (t4_vm, t4, "gpu", 2, None), (t4_vm, t4, "gpu", 2, None),
+        (t4_vm, t4, "gpu", 2, pytest.approx(1.0)),
+        (v100_vm, v, "gpu", 2, None), (v100_vm, v, "gpu", 2, None),
+        (v100_vm, v, "gpu", 2, pytest.approx(1.0))]
+    assert [(t["instance_type"], t["billed_gpu_hours"], t["untracked_gpu_hours"],
+             t["untracked_share"], t["gpu_cost"]) for t in by_type] == [
+        (t4, pytest.approx(2.0), pytest.approx(2.0), pytest.approx(1.0), pytest.approx(1.1)),
+        (v, pytest.approx(2.0), pytest.approx(0.0), pytest.approx(0.0), pytest.approx(5.36))]
+
+
 def test_a_shared_core_vms_instance_seconds_carry_its_hours(bigquery, tmp_path,
                                                              dagster_home):
     """A shared-core VM (g1-small, f1-micro) is billed in instance-seconds by a SKU naming

@@ -1,7 +1,8 @@
 -- GCP detailed billing export → billing_facts (FOCUS column names, SPEC §5).
 -- Reads the temp view `gcp_raw` (a stream, read once): the month already reduced inside
 -- BigQuery by assets/gcp_billing_export.bq.sql to resource × hour × SKU (× cost type × run
--- label) rows, with `credit_type` NULL for the cost row and set on the other-credit rows;
+-- label × invoice month) rows, with `credit_type` NULL for the cost row and set on the
+-- other-credit rows;
 -- and the temp table `accelerator_counts(instance_type, accelerators)` (machine types such
 -- as g2-standard-48 live there; `…-8g` machine types also count by their suffix).
 -- Parameters: $month, $month_start, $source, $known_buckets, $export_table.
@@ -43,7 +44,8 @@ WITH raw AS (
         -- numbered in the order of their key (gcp_billing.KEY): BigQuery returns them in any
         -- order, and the same month must give the same lines
         row_number() OVER (ORDER BY global_name, shared_project, shared_labels, hour_start,
-                                    sku_id, cost_type, run_label, credit_type) AS x_Row,
+                                    sku_id, cost_type, run_label, credit_type, invoice_month)
+          AS x_Row,
         utc_wall_clock(hour_start) AS s,
         CASE WHEN utc_wall_clock(usage_end) > utc_wall_clock(hour_start)
              THEN utc_wall_clock(usage_end)
@@ -192,6 +194,7 @@ priced AS (
 )
 SELECT
     CAST($month AS DATE) AS month,
+    -- the invoice the line's export rows are on (one invoice month per line)
     coalesce(try_strptime(invoice_month, '%Y%m'),
              CAST($month_start AS TIMESTAMP)) AS BillingPeriodStart,
     s AS ChargePeriodStart,
@@ -264,6 +267,10 @@ SELECT
         || CASE WHEN cost_type <> 'regular' THEN ':' || cost_type ELSE '' END
         || CASE WHEN run_label IS NOT NULL THEN ':label=' || run_label ELSE '' END
         || CASE WHEN credit_type IS NOT NULL THEN ':credit=' || credit_type ELSE '' END
+        -- slices of the hour invoiced in another month than the usage's: a line of their own
+        -- (the hour's other lines keep their ids when a late slice is invoiced next month)
+        || CASE WHEN invoice_month IS DISTINCT FROM strftime(s, '%Y%m')
+                THEN ':invoice=' || coalesce(invoice_month, 'none') ELSE '' END
         AS x_SourceLine,
     $export_table AS x_File,
     x_Row,

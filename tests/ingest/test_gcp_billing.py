@@ -948,3 +948,64 @@ def test_a_shared_core_vms_instance_seconds_carry_its_hours(bigquery, tmp_path,
                      (micro_vm, "cpu", pytest.approx(0.25), True, "f1-micro")]
     assert by_run == {"rs": pytest.approx(0.01), "rm": pytest.approx(0.002)}
 
+def test_an_hours_slices_invoiced_in_two_months_keep_their_invoice_months(
+        bigquery, tmp_path, dagster_home):
+    """A resource-hour's export rows invoiced in two months (the hour's last slice invoiced
+    the next month) were one line taking the later invoice month: September's invoice read
+    24.00 and October's 24.00, where they bill 36.00 and 12.00. Each invoice month's slices
+    are a line of their own; the two lines of the hour share its hours (d = 1 h), so a run
+    holding the VM for half of it takes half of each, as it did of the one line."""
+    from tests.support.gcp_export_rows import A2, _row
+
+    vm_a = dict(resource=VM_A, name="trainer-a100", spec=A2)
+    rows = [
+        _row(export.GPU_A100, "2026-09-30T23:00:00Z", "2026-10-01T00:00:00Z", 12.0,
+             amount=4 * 3600.0, pricing=4.0, invoice="202609", **vm_a),
+        _row(export.GPU_A100, "2026-09-30T23:00:00Z", "2026-10-01T00:00:00Z", 12.0,
+             amount=4 * 3600.0, pricing=4.0, exported="2026-10-06T02:00:00Z",
+             invoice="202610", **vm_a),
+        _row(export.GPU_A100, "2026-09-29T23:00:00Z", "2026-09-30T00:00:00Z", 24.0,
+             amount=8 * 3600.0, pricing=8.0, invoice="202609", **vm_a),
+    ]
+    warehouse = _month_of(bigquery, "two_invoices", rows, (
+        "run_id,status,start_time,end_time,resource_ids\n"
+        f"r1,FINISHED,2026-09-30T23:00:00Z,2026-09-30T23:30:00Z,{VM_A}\n"), tmp_path)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        invoiced = con.execute(
+            "SELECT BillingPeriodStart, sum(BilledCost), count(*) FROM billing_facts "
+            "WHERE month = ? GROUP BY 1 ORDER BY 1", [SEPT]).fetchall()
+        lines = con.execute(
+            "SELECT x_SourceLine, x_UsageHours, x_AcceleratorCount FROM billing_facts "
+            "WHERE month = ? ORDER BY x_Row", [SEPT]).fetchall()
+        by_run = dict(con.execute(
+            "SELECT coalesce(run_id, purpose_class), sum(cost) FROM attribution "
+            "WHERE month = ? GROUP BY 1", [SEPT]).fetchall())
+        total, attributed, untracked = con.execute(
+            "SELECT total_effective_cost, attributed_cost, untracked_cost FROM reconciliation "
+            "WHERE month = ?", [SEPT]).fetchone()
+    assert invoiced == [(datetime(2026, 9, 1), pytest.approx(36.0), 2),
+                        (datetime(2026, 10, 1), pytest.approx(12.0), 1)]
+    gpu = export.GPU_A100["id"]
+    assert lines == [
+        (f"gcp_billing_export:{VM_A}:2026-09-29T23:00:00Z:{gpu}", pytest.approx(1.0), 8),
+        (f"gcp_billing_export:{VM_A}:2026-09-30T23:00:00Z:{gpu}", pytest.approx(0.5), 8),
+        (f"gcp_billing_export:{VM_A}:2026-09-30T23:00:00Z:{gpu}:invoice=202610",
+         pytest.approx(0.5), 8)]
+    # half of the 23:00 hour: 6.00 of each slice; the rest, and all of 09-29, untracked
+    assert by_run == {"r1": pytest.approx(12.0), "untracked": pytest.approx(36.0)}
+    assert (total, attributed, untracked) == (pytest.approx(48.0), pytest.approx(12.0),
+                                              pytest.approx(36.0))
+
+
+def test_a_refused_slice_invoiced_in_another_month_is_named_by_its_invoice_month():
+    # the invoice month is part of a reduced row's key: an error names it where it is not
+    # the month of the usage, so that the export rows it names are the ones at fault
+    hour = datetime(2026, 9, 30, 23, tzinfo=UTC)
+    row = {"global_name": VM_A, "shared_project": None, "hour_start": hour,
+           "sku_id": export.GPU_A100["id"], "sku_description": export.GPU_A100["description"],
+           "cost_type": "regular", "run_label": None, "credit_type": None}
+    key = (f"resource {VM_A}, hour 2026-09-30 23:00 UTC, SKU {export.GPU_A100['id']} "
+           f"({export.GPU_A100['description']})")
+    assert gcp_billing.describe({**row, "invoice_month": "202609"}, "run_id") == key
+    assert gcp_billing.describe({**row, "invoice_month": "202610"}, "run_id") == (
+        key + ", invoice month 202610")

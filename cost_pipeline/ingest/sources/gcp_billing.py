@@ -79,9 +79,10 @@ STANDARD_EXPORT_FIX = (
     "detailed usage cost export (gcp_billing_export_resource_v1_…), which names each VM, "
     "disk and bucket")
 # a reduced row's key (its x_SourceLine), in the order assets/ingest/billing_facts_gcp.sql
-# numbers the rows (x_Row); a row naming no resource is keyed by its project and labels too
+# numbers the rows (x_Row); a row naming no resource is keyed by its project and labels too,
+# and an hour's slices invoiced in another month are rows of their own
 KEY = ("global_name", "shared_project", "shared_labels", "hour_start", "sku_id", "cost_type",
-       "run_label", "credit_type")
+       "run_label", "credit_type", "invoice_month")
 
 
 @dataclass
@@ -314,6 +315,8 @@ def describe(row: dict, run_tag: str) -> str:
         parts.append(f"label {run_tag}={row['run_label']}")
     if row["credit_type"] is not None:
         parts.append(f"credit {row['credit_type']}")
+    if row["hour_start"] is not None and row["invoice_month"] != f"{row['hour_start']:%Y%m}":
+        parts.append(f"invoice month {row['invoice_month']}")
     return ", ".join(parts)
 
 

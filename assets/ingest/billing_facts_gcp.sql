@@ -1,7 +1,8 @@
 -- GCP detailed billing export → billing_facts (FOCUS column names, SPEC §5).
 -- Reads the temp view `gcp_raw` (a stream, read once): the month already reduced inside
 -- BigQuery by assets/gcp_billing_export.bq.sql to resource × hour × SKU (× cost type × run
--- label) rows, with `credit_type` NULL for the cost row and set on the other-credit rows;
+-- label × invoice month) rows, with `credit_type` NULL for the cost row and set on the
+-- other-credit rows;
 -- and the temp table `accelerator_counts(instance_type, accelerators)` (machine types such
 -- as g2-standard-48 live there; `…-8g` machine types also count by their suffix).
 -- Parameters: $month, $month_start, $source, $known_buckets, $export_table.
@@ -9,9 +10,16 @@
 -- Usage hours and d (SPEC §6): a VM's hour is billed as several SKU lines (GPU, core, RAM,
 -- egress …) of the same resource and period. Exactly one kind of line carries the VM-hours
 -- as x_UsageHours: the GPU lines of an accelerator VM (GPU-hours ÷ G), else the core line of
--- a plain VM (vCPU-hours ÷ its cores). All other lines of that resource-hour carry none, so
+-- a plain VM (vCPU-hours ÷ its cores), or a shared-core VM's instance line (g1-small's "Small
+-- Instance with 1 VCPU running in …", f1-micro's "Micro Instance with burstable CPU …": the
+-- VM's own seconds, no core SKU). All other lines of that resource-hour carry none, so
 -- d = the hours the VM ran in that hour, and a run covering the whole hour gets share 1 on
 -- every line of it, and GPU-hours are counted once.
+--
+-- x_InstanceType: the machine type, on every line of the VM-hour. A machine type that counts
+-- no GPU of its own (N1 takes T4, V100, P100 … attached) names the VM's GPU too, as GCP spells
+-- accelerator types: `n1-standard-8 + nvidia-tesla-t4` (the GPU alone without a machine
+-- type), so that VMs of one machine type with different GPUs are different types.
 --
 -- TPUs are accelerator lines like GPUs: a TPU SKU (its description names a TPU; usage in
 -- chip-seconds over the slice) is a `gpu` line whose G is the chips of the slice, from its
@@ -22,9 +30,10 @@
 -- x_UsageHours = chip-hours ÷ G: hours per chip, so x_UsageHours × G = the chip-hours billed.
 --
 -- List price (SPEC §12): ListCost = the export's `cost_at_list`; credit rows 0. An export
--- without that column (`list_stated` false) states no list price: its cost before credits is
--- taken for usage at the account's price (sources/gcp_billing.py), but a Spot or Preemptible
--- SKU's cost is the spot price, not the on-demand one: NULL, as CUR without
+-- without that column states no list price: its cost before credits is taken for usage at
+-- the account's price (sources/gcp_billing.py). A Spot or Preemptible
+-- SKU has no on-demand price in the export either way: its cost is the spot price, and its
+-- `cost_at_list` the list price of that spot SKU. NULL, as CUR without
 -- pricing_public_on_demand_cost, so that preemption never compares spot with spot.
 -- x_PricingCategory: usage of a Spot or
 -- Preemptible SKU → spot; usage with committed use discount credits → committed; other usage
@@ -35,7 +44,8 @@ WITH raw AS (
         -- numbered in the order of their key (gcp_billing.KEY): BigQuery returns them in any
         -- order, and the same month must give the same lines
         row_number() OVER (ORDER BY global_name, shared_project, shared_labels, hour_start,
-                                    sku_id, cost_type, run_label, credit_type) AS x_Row,
+                                    sku_id, cost_type, run_label, credit_type, invoice_month)
+          AS x_Row,
         utc_wall_clock(hour_start) AS s,
         CASE WHEN utc_wall_clock(usage_end) > utc_wall_clock(hour_start)
              THEN utc_wall_clock(usage_end)
@@ -63,7 +73,12 @@ WITH raw AS (
         -- usage in hours: GCP meters VM SKUs in seconds (vCPU-, GPU- or byte-seconds)
         CASE WHEN usage_unit = 'seconds' THEN usage_amount / 3600.0
              WHEN pricing_unit = 'hour' THEN pricing_amount END AS unit_hours,
-        TRY_CAST(cores AS DOUBLE) AS vm_cores
+        TRY_CAST(cores AS DOUBLE) AS vm_cores,
+        -- the GPU a GPU SKU names, as GCP spells accelerator types ("Nvidia Tesla T4 GPU
+        -- running in …" → nvidia-tesla-t4, "Nvidia A100 80GB GPU …" → nvidia-a100-80gb)
+        nullif(regexp_replace(lower(regexp_extract(
+            coalesce(sku_description, ''), '(?i)^(?:(?:spot|preemptible)\s+)*(.*?)\s+gpu\b', 1)),
+            '\s+', '-', 'g'), '') AS gpu_name
     FROM gcp_raw
 ),
 usage_kind AS (
@@ -71,31 +86,47 @@ usage_kind AS (
         *,
         usage_row AND gpu_text AS gpu_sku,
         usage_row AND vm_text AS vm_sku,
-        usage_row AND vm_text AND regexp_matches(sku_text, '(?i)\bcore\b') AS core_sku
+        usage_row AND vm_text AND regexp_matches(sku_text, '(?i)\bcore\b') AS core_sku,
+        -- a shared-core VM's instance-seconds (g1-small, f1-micro): no core SKU bills it
+        usage_row AND vm_text AND NOT regexp_matches(sku_text, '(?i)\bcore\b')
+          AND regexp_matches(sku_text, '(?i)\binstance with\b') AS shared_core_sku
     FROM raw
 ),
 -- materialized (read by vm_hours and component): `gcp_raw` is a stream that can be read once
 machine AS MATERIALIZED (
     SELECT
-        u.*,
-        coalesce(a.accelerators,
-                 TRY_CAST(regexp_extract(machine_spec, '-(\d+)[gt]$', 1) AS INTEGER),
+        *,
+        coalesce(machine_gpus,
                  -- a TPU slice: chips from its accelerator type (v4-32 → 16, v5litepod-8 → 8)
                  CASE WHEN regexp_matches(tpu_type, '^(v5litepod|v5e|v6e)-\d+$')
                       THEN TRY_CAST(regexp_extract(tpu_type, '-(\d+)$', 1) AS INTEGER)
                       WHEN regexp_matches(tpu_type, '^v[2-5]p?-\d+$')
                       THEN greatest(1, TRY_CAST(regexp_extract(tpu_type, '-(\d+)$', 1) AS INTEGER) // 2)
-                 END) AS spec_gpus
-    FROM (SELECT *, lower(regexp_extract(coalesce(accelerator_type, ''), '([^/]*)$', 1)) AS tpu_type
-          FROM usage_kind) u
-    LEFT JOIN accelerator_counts a ON a.instance_type = u.machine_spec
+                 END) AS spec_gpus,
+        -- the VM-hours a plain VM's line states: its core line's vCPU-hours ÷ its cores, a
+        -- shared-core VM's instance-hours as they are
+        CASE WHEN core_sku AND vm_cores > 0 THEN unit_hours / vm_cores
+             WHEN shared_core_sku THEN unit_hours END AS vm_line_hours
+    FROM (
+        SELECT
+            u.*,
+            -- the GPUs the machine type itself counts (a2-highgpu-8g, g2-standard-48)
+            coalesce(a.accelerators,
+                     TRY_CAST(regexp_extract(machine_spec, '-(\d+)[gt]$', 1) AS INTEGER))
+              AS machine_gpus
+        FROM (SELECT *, lower(regexp_extract(coalesce(accelerator_type, ''), '([^/]*)$', 1)) AS tpu_type
+              FROM usage_kind) u
+        LEFT JOIN accelerator_counts a ON a.instance_type = u.machine_spec
+    )
 ),
 vm_hours AS (
-    -- per resource-hour: GPU-hours of its GPU lines, VM-hours of its core line
+    -- per resource-hour: GPU-hours of its GPU lines, VM-hours of its core (or shared-core
+    -- instance) line, the GPU its GPU lines name
     SELECT
         resource, s,
         fsum(unit_hours) FILTER (WHERE gpu_sku) AS gpu_hours,
-        fsum(unit_hours / vm_cores) FILTER (WHERE core_sku AND vm_cores > 0) AS core_vm_hours,
+        fsum(vm_line_hours) AS core_vm_hours,
+        min(gpu_name) FILTER (WHERE gpu_sku) AS attached_gpu,
         bool_or(gpu_sku) AS has_gpu_line,
         max(spec_gpus) AS spec_gpus,
         max(epoch(e - s)) / 3600.0 AS period_hours
@@ -105,7 +136,7 @@ vm_hours AS (
 ),
 accelerated AS (
     SELECT
-        resource, s, gpu_hours, core_vm_hours,
+        resource, s, gpu_hours, core_vm_hours, attached_gpu,
         -- G: the machine type's count, else GPU-hours ÷ VM-hours of the resource-hour, else
         -- GPU-hours ÷ the period (a lower bound: reported as unknown)
         CASE
@@ -124,6 +155,7 @@ component AS (
     SELECT
         m.*,
         v.accelerators,
+        v.attached_gpu,
         coalesce(v.accelerators_guessed, false) AS accelerators_guessed,
         v.accelerators IS NOT NULL AS accelerator_vm,
         CASE
@@ -162,6 +194,7 @@ priced AS (
 )
 SELECT
     CAST($month AS DATE) AS month,
+    -- the invoice the line's export rows are on (one invoice month per line)
     coalesce(try_strptime(invoice_month, '%Y%m'),
              CAST($month_start AS TIMESTAMP)) AS BillingPeriodStart,
     s AS ChargePeriodStart,
@@ -191,7 +224,7 @@ SELECT
     currency AS BillingCurrency,
     CAST(NULL AS VARCHAR) AS CommitmentDiscountStatus,
     CASE WHEN credit_type IS NOT NULL THEN 0
-         WHEN NOT list_stated AND pricing_category = 'spot' THEN NULL
+         WHEN pricing_category = 'spot' THEN NULL
          ELSE list_amount END AS ListCost,
     pricing_category AS x_PricingCategory,
     -- each label's first entry (a key the row names twice keeps its first value, as the run
@@ -204,10 +237,13 @@ SELECT
          THEN coalesce(accelerators, 1) ELSE 0 END AS x_AcceleratorCount,
     CASE
         WHEN gpu_sku THEN unit_hours / coalesce(accelerators, 1)
-        WHEN core_sku AND NOT accelerator_vm AND vm_cores > 0 THEN unit_hours / vm_cores
+        WHEN NOT accelerator_vm THEN vm_line_hours
     END AS x_UsageHours,
     coalesce(gpu_sku OR vm_sku, false) AS x_InstanceUsage,
-    CASE WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, nullif(tpu_type, ''),
+    CASE WHEN (gpu_sku OR vm_sku) AND attached_gpu IS NOT NULL
+              AND NOT coalesce(machine_gpus > 0, false)
+             THEN coalesce(machine_spec || ' + ', '') || attached_gpu
+         WHEN gpu_sku OR vm_sku THEN coalesce(machine_spec, nullif(tpu_type, ''),
                                               CASE WHEN gpu_sku THEN sku_description END)
     END AS x_InstanceType,
     CASE
@@ -231,6 +267,10 @@ SELECT
         || CASE WHEN cost_type <> 'regular' THEN ':' || cost_type ELSE '' END
         || CASE WHEN run_label IS NOT NULL THEN ':label=' || run_label ELSE '' END
         || CASE WHEN credit_type IS NOT NULL THEN ':credit=' || credit_type ELSE '' END
+        -- slices of the hour invoiced in another month than the usage's: a line of their own
+        -- (the hour's other lines keep their ids when a late slice is invoiced next month)
+        || CASE WHEN invoice_month IS DISTINCT FROM strftime(s, '%Y%m')
+                THEN ':invoice=' || coalesce(invoice_month, 'none') ELSE '' END
         AS x_SourceLine,
     $export_table AS x_File,
     x_Row,

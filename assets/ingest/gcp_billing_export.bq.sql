@@ -1,9 +1,11 @@
 -- BigQuery (GoogleSQL), sent by cost_pipeline/sources/gcp_billing.py: one month of the GCP
 -- detailed billing export (gcp_billing_export_resource_v1_*), reduced inside BigQuery to
--- one row per resource × hour × SKU (× cost type × run label; a row naming no resource also
--- × project × labels) carrying the cost, the usage
+-- one row per resource × hour × SKU (× cost type × run label × invoice month; a row naming no
+-- resource also × project × labels) carrying the cost, the usage
 -- and the usage-discount credits, plus one row per other credit type of that key. Only
 -- these reduced rows leave BigQuery; assets/billing_facts_gcp.sql normalizes them.
+-- An hour's slices invoiced in two months (a late slice on the next month's invoice) stay two
+-- rows: each is billed on its own invoice.
 --
 -- Rows arrive late (export_time can be days after the usage): the month is selected by
 -- usage_start_time, never by export time or partition. A row without usage_start_time is
@@ -14,7 +16,8 @@
 -- {export_table} is the table identifier, validated against a strict pattern before use.
 -- {list_cost} is `cost_at_list` when the table has that column, else `cost` (the cost before
 -- any credit: the usage at the account's price without sustained/committed use discounts;
--- billing_facts_gcp.sql drops it on Spot/Preemptible SKUs, whose cost is the spot price).
+-- billing_facts_gcp.sql drops either on Spot/Preemptible SKUs, whose cost is the spot price
+-- and whose cost_at_list is the list price of that spot SKU, not the on-demand one).
 WITH month_rows AS (
     SELECT
         -- an empty name is no name, as NULL is (the normalization reads both as no resource)
@@ -115,6 +118,7 @@ SELECT
     cost_type,
     run_label,
     credit_type,
+    invoice_month,
     MAX(usage_end_time) AS usage_end,
     SUM(amount) AS amount,
     SUM(usage_discounts) AS usage_discounts,
@@ -132,7 +136,6 @@ SELECT
     SUM(empty_credits) AS empty_credits,
     SUM(empty_currencies) AS empty_currencies,
     MIN(currency) AS least_currency,
-    MAX(invoice_month) AS invoice_month,
     -- the greatest of each, not ANY_VALUE's pick: the same input gives the same row, also
     -- where the key's rows differ (a label changed within the hour)
     MAX(resource_name) AS resource_name,
@@ -155,4 +158,4 @@ FROM (
     FROM amounts
 )
 GROUP BY global_name, shared_project, shared_labels, hour_start, sku_id, cost_type, run_label,
-         credit_type
+         credit_type, invoice_month

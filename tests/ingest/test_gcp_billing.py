@@ -163,8 +163,9 @@ def test_billing_facts_from_the_export(bigquery, tmp_path):
 
 
 def test_list_cost_and_pricing_category_from_the_export(bigquery, tmp_path):
-    """ListCost is the export's cost_at_list (credit rows 0); Spot/Preemptible SKUs are spot,
-    usage with committed use credits committed, other usage on_demand, the rest other."""
+    """ListCost is the export's cost_at_list (credit rows 0), none on a Spot/Preemptible SKU
+    (its cost_at_list is the spot SKU's); those SKUs are spot, usage with committed use
+    credits committed, other usage on_demand, the rest other."""
     from cost_pipeline.ingest.billing import build_billing_facts
 
     cfg = parse_config(yaml.safe_load(_config(tmp_path, bigquery).read_text()), tmp_path)
@@ -182,7 +183,7 @@ def test_list_cost_and_pricing_category_from_the_export(bigquery, tmp_path):
     assert line(VM_A, h1, "039F-D0DA-4055", ":credit=PROMOTION") == (0.0, "other")
     assert line(VM_B, "2026-09-12T08:00:00Z", "BB77-5FDA-69D9", ":label=r-prep-1") == (
         pytest.approx(0.2), "committed")
-    assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0L40") == (pytest.approx(1.75), "spot")
+    assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0L40") == (None, "spot")
     assert line(VM_D, "2026-09-21T07:00:00Z", "A1B2-C3D4-0G20")[1] == "spot"
     assert line("", "2026-09-30T00:00:00Z", "", ":project=ml-train:tax")[1] == "other"
 
@@ -698,7 +699,7 @@ def test_the_runs_transaction_does_not_keep_the_months_rows(tmp_path, monkeypatc
         "export_rows": [1] * (2 * n), "currency": ["USD"] * (2 * n),
         "invoice_month": ["202609"] * (2 * n), "cores": ["8"] * (2 * n),
     })
-    months = [gcp_billing.MonthRead(TABLE_ID, gcp_billing._typed(rows, True))]
+    months = [gcp_billing.MonthRead(TABLE_ID, gcp_billing._typed(rows))]
     held = months[0].rows.nbytes
     del rows
     # the reader hands the month over: nothing here keeps it
@@ -801,3 +802,210 @@ def test_rows_naming_no_resource_keep_their_own_project_and_labels(bigquery, tmp
     by_team = {f["Tags"]["team"]: f["EffectiveCost"] for f in facts.values()}
     assert len(facts) == 2 and by_team == {"a": pytest.approx(1.0), "b": pytest.approx(2.5)}
     assert all(":project=" in line and ":labels=" in line for line in facts)
+
+
+def _month_of(endpoint: str, name: str, rows: list[dict], runs: str, tmp_path: Path) -> Path:
+    """The warehouse of September materialized from a table of `rows` and the runs file
+    `runs`."""
+    from cost_pipeline.cli.materialize import materialize_month
+
+    source = _export_table(endpoint, name, rows)
+    (tmp_path / "runs.csv").write_text(runs, encoding="utf-8")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": "warehouse.duckdb"},
+        "billing": [{"kind": "gcp_billing_export", "table": source.table,
+                     "api_endpoint": endpoint}],
+        "tracker": [{"kind": "runs_file", "path": "runs.csv"}]}), encoding="utf-8")
+    result = materialize_month(str(config), SEPT, progress=False)
+    assert result.success, result.error
+    assert {c.name: c.passed for c in result.checks}["cost_conserved"]
+    return tmp_path / "warehouse.duckdb"
+
+
+def test_a_spot_skus_cost_at_list_is_no_on_demand_price(bigquery, tmp_path, dagster_home):
+    """On a Spot/Preemptible SKU the export's `cost_at_list` is that spot SKU's own list
+    price, not the on-demand one: taken as ListCost, preemption compared spot with spot and
+    a chain restarted on spot read as dearer than its last run on demand ($2.00 against
+    $1.00). A spot line's ListCost is NULL whether the export states cost_at_list or not;
+    the FOCUS export's ListCost of such a line is its BilledCost, as for any line without a
+    list price."""
+    from cost_pipeline.export.focus import focus_rows
+    from tests.support.gcp_export_rows import G2, VM_D, _row
+
+    rows = []
+    for day in ("04", "05"):
+        # a Spot g2-standard-48 for the hour: its L4 line 0.80 and its core line 0.20
+        for sku, cost, units in ((export.GPU_L4, 0.8, 4), (export.CORE_G2, 0.2, 48)):
+            row = _row(sku, f"2026-09-{day}T10:00:00Z", f"2026-09-{day}T11:00:00Z", cost,
+                       resource=VM_D, amount=units * 3600.0, pricing=float(units), spec=G2)
+            row["cost_at_list"] = cost
+            rows.append(row)
+    warehouse = _month_of(bigquery, "spot_at_list", rows, (
+        "run_id,status,start_time,end_time,resource_ids,restart_of,resumed_from\n"
+        f"ra,KILLED,2026-09-04T10:00:00Z,2026-09-04T11:00:00Z,{VM_D},,\n"
+        f"rb,FINISHED,2026-09-05T10:00:00Z,2026-09-05T11:00:00Z,{VM_D},ra,\n"), tmp_path)
+    with duckdb.connect(str(warehouse)) as con:
+        listed = con.execute(
+            "SELECT count(*), count(ListCost), min(x_PricingCategory), max(x_PricingCategory) "
+            "FROM billing_facts WHERE month = ?", [SEPT]).fetchone()
+        chain = con.execute(
+            "SELECT chain_id, runs, cost, lost_cost, on_demand_cost, last_run_id, "
+            "last_run_on_demand_cost, spot_cost_more_than_on_demand FROM preemption "
+            "WHERE month = ?", [SEPT]).fetchall()
+        ((evidence,),) = con.execute(
+            "SELECT evidence FROM cost_levers WHERE month = ? "
+            "AND lever = 'checkpoint before going preemptible'", [SEPT]).fetchall()
+        focus = focus_rows(con, SEPT).select(["BilledCost", "ListCost"]).to_pylist()
+    assert listed == (4, 0, "spot", "spot")
+    assert chain == [("ra", 2, pytest.approx(2.0), pytest.approx(1.0), None, "rb", None, None)]
+    assert "0 chain(s) cost more than their last run on demand" in evidence
+    assert "1 chain(s) whose last run has no on-demand price this month" in evidence
+    assert len(focus) == 4 and all(r["ListCost"] == r["BilledCost"] for r in focus)
+    assert sum(float(r["ListCost"]) for r in focus) == pytest.approx(2.0)
+
+def test_n1_vms_with_other_gpus_are_other_accelerator_types(bigquery, tmp_path, dagster_home):
+    """An N1 machine type names no GPU: two n1-standard-8 VMs, one with 2 T4 nobody claims
+    and one with 2 V100 a run used, were one accelerator type `n1-standard-8` in the
+    reconciliation (4 GPU-hours, 2 untracked). The type of every line of such a VM-hour
+    (GPU, core and RAM) names the attached GPU too; G stays 2."""
+    from tests.support.gcp_export_rows import N1, _row
+
+    v100 = {"id": "V100-0000-0001", "description": "Nvidia Tesla V100 GPU running in Americas"}
+    ram_n1 = {"id": "N1RM-0000-0001",
+              "description": "N1 Predefined Instance Ram running in Americas"}
+    t4_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/901"
+    v100_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/902"
+    hour = ("2026-09-04T10:00:00Z", "2026-09-04T11:00:00Z")
+    rows = []
+    for vm, gpu, gpu_cost in ((t4_vm, export.GPU_T4, 0.7), (v100_vm, v100, 4.96)):
+        rows += [_row(gpu, *hour, gpu_cost, resource=vm, amount=2 * 3600.0, pricing=2.0,
+                      spec=N1),
+                 _row(export.CORE_N1, *hour, 0.3, resource=vm, amount=8 * 3600.0,
+                      pricing=8.0, spec=N1),
+                 _row(ram_n1, *hour, 0.1, resource=vm, amount=30 * export.GIB * 3600.0,
+                      unit="byte-seconds", pricing=30.0, pricing_unit="gibibyte hour",
+                      spec=N1)]
+    warehouse = _month_of(bigquery, "n1_two_gpus", rows, (
+        "run_id,status,start_time,end_time,resource_ids\n"
+        f"r1,FINISHED,2026-09-04T10:00:00Z,2026-09-04T11:00:00Z,{v100_vm}\n"), tmp_path)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        types = con.execute(
+            "SELECT ResourceId, x_InstanceType, x_CostComponent, x_AcceleratorCount, "
+            "x_UsageHours FROM billing_facts WHERE month = ? "
+            "ORDER BY ResourceId, x_UsageHours NULLS FIRST",
+            [SEPT]).fetchall()
+        (by_type,) = con.execute("SELECT by_accelerator_type FROM reconciliation "
+                                 "WHERE month = ?", [SEPT]).fetchone()
+    t4, v = "n1-standard-8 + nvidia-tesla-t4", "n1-standard-8 + nvidia-tesla-v100"
+    # per VM: its core and RAM lines (no hours of their own), then its GPU line
+    assert types == [
+        (t4_vm, t4, "gpu", 2, None), (t4_vm, t4, "gpu", 2, None),
+        (t4_vm, t4, "gpu", 2, pytest.approx(1.0)),
+        (v100_vm, v, "gpu", 2, None), (v100_vm, v, "gpu", 2, None),
+        (v100_vm, v, "gpu", 2, pytest.approx(1.0))]
+    assert [(t["instance_type"], t["billed_gpu_hours"], t["untracked_gpu_hours"],
+             t["untracked_share"], t["gpu_cost"]) for t in by_type] == [
+        (t4, pytest.approx(2.0), pytest.approx(2.0), pytest.approx(1.0), pytest.approx(1.1)),
+        (v, pytest.approx(2.0), pytest.approx(0.0), pytest.approx(0.0), pytest.approx(5.36))]
+
+
+def test_a_shared_core_vms_instance_seconds_carry_its_hours(bigquery, tmp_path,
+                                                             dagster_home):
+    """A shared-core VM (g1-small, f1-micro) is billed in instance-seconds by a SKU naming
+    no core ("Small Instance with 1 VCPU running in …", "Micro Instance with burstable CPU
+    running in …"): its line carried no hours, so d was the whole hour and a run holding the
+    VM for the 30 minutes it ran took half its cost. Those seconds are the VM's hours."""
+    from tests.support.gcp_export_rows import _row
+
+    small = {"id": "SMAL-0000-0001",
+             "description": "Small Instance with 1 VCPU running in Americas"}
+    micro = {"id": "MICR-0000-0001",
+             "description": "Micro Instance with burstable CPU running in Americas"}
+    small_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/555"
+    micro_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/556"
+    rows = [
+        # g1-small ran 30 minutes, f1-micro 15 minutes of the hour
+        _row(small, "2026-09-05T10:00:00Z", "2026-09-05T11:00:00Z", 0.01, resource=small_vm,
+             amount=1800.0, pricing=0.5,
+             spec={"machine_spec": "g1-small", "cores": "1", "memory": "1740"}),
+        _row(micro, "2026-09-05T10:00:00Z", "2026-09-05T11:00:00Z", 0.002, resource=micro_vm,
+             amount=900.0, pricing=0.25,
+             spec={"machine_spec": "f1-micro", "cores": "1", "memory": "614"}),
+    ]
+    warehouse = _month_of(bigquery, "shared_core", rows, (
+        "run_id,status,start_time,end_time,resource_ids\n"
+        f"rs,FINISHED,2026-09-05T10:00:00Z,2026-09-05T10:30:00Z,{small_vm}\n"
+        f"rm,FINISHED,2026-09-05T10:00:00Z,2026-09-05T10:15:00Z,{micro_vm}\n"), tmp_path)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        hours = con.execute(
+            "SELECT ResourceId, x_CostComponent, x_UsageHours, x_InstanceUsage, x_InstanceType "
+            "FROM billing_facts WHERE month = ? ORDER BY ResourceId", [SEPT]).fetchall()
+        by_run = dict(con.execute(
+            "SELECT coalesce(run_id, purpose_class), sum(cost) FROM attribution "
+            "WHERE month = ? GROUP BY 1", [SEPT]).fetchall())
+    assert hours == [(small_vm, "cpu", pytest.approx(0.5), True, "g1-small"),
+                     (micro_vm, "cpu", pytest.approx(0.25), True, "f1-micro")]
+    assert by_run == {"rs": pytest.approx(0.01), "rm": pytest.approx(0.002)}
+
+def test_an_hours_slices_invoiced_in_two_months_keep_their_invoice_months(
+        bigquery, tmp_path, dagster_home):
+    """A resource-hour's export rows invoiced in two months (the hour's last slice invoiced
+    the next month) were one line taking the later invoice month: September's invoice read
+    24.00 and October's 24.00, where they bill 36.00 and 12.00. Each invoice month's slices
+    are a line of their own; the two lines of the hour share its hours (d = 1 h), so a run
+    holding the VM for half of it takes half of each, as it did of the one line."""
+    from tests.support.gcp_export_rows import A2, _row
+
+    vm_a = dict(resource=VM_A, name="trainer-a100", spec=A2)
+    rows = [
+        _row(export.GPU_A100, "2026-09-30T23:00:00Z", "2026-10-01T00:00:00Z", 12.0,
+             amount=4 * 3600.0, pricing=4.0, invoice="202609", **vm_a),
+        _row(export.GPU_A100, "2026-09-30T23:00:00Z", "2026-10-01T00:00:00Z", 12.0,
+             amount=4 * 3600.0, pricing=4.0, exported="2026-10-06T02:00:00Z",
+             invoice="202610", **vm_a),
+        _row(export.GPU_A100, "2026-09-29T23:00:00Z", "2026-09-30T00:00:00Z", 24.0,
+             amount=8 * 3600.0, pricing=8.0, invoice="202609", **vm_a),
+    ]
+    warehouse = _month_of(bigquery, "two_invoices", rows, (
+        "run_id,status,start_time,end_time,resource_ids\n"
+        f"r1,FINISHED,2026-09-30T23:00:00Z,2026-09-30T23:30:00Z,{VM_A}\n"), tmp_path)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        invoiced = con.execute(
+            "SELECT BillingPeriodStart, sum(BilledCost), count(*) FROM billing_facts "
+            "WHERE month = ? GROUP BY 1 ORDER BY 1", [SEPT]).fetchall()
+        lines = con.execute(
+            "SELECT x_SourceLine, x_UsageHours, x_AcceleratorCount FROM billing_facts "
+            "WHERE month = ? ORDER BY x_Row", [SEPT]).fetchall()
+        by_run = dict(con.execute(
+            "SELECT coalesce(run_id, purpose_class), sum(cost) FROM attribution "
+            "WHERE month = ? GROUP BY 1", [SEPT]).fetchall())
+        total, attributed, untracked = con.execute(
+            "SELECT total_effective_cost, attributed_cost, untracked_cost FROM reconciliation "
+            "WHERE month = ?", [SEPT]).fetchone()
+    assert invoiced == [(datetime(2026, 9, 1), pytest.approx(36.0), 2),
+                        (datetime(2026, 10, 1), pytest.approx(12.0), 1)]
+    gpu = export.GPU_A100["id"]
+    assert lines == [
+        (f"gcp_billing_export:{VM_A}:2026-09-29T23:00:00Z:{gpu}", pytest.approx(1.0), 8),
+        (f"gcp_billing_export:{VM_A}:2026-09-30T23:00:00Z:{gpu}", pytest.approx(0.5), 8),
+        (f"gcp_billing_export:{VM_A}:2026-09-30T23:00:00Z:{gpu}:invoice=202610",
+         pytest.approx(0.5), 8)]
+    # half of the 23:00 hour: 6.00 of each slice; the rest, and all of 09-29, untracked
+    assert by_run == {"r1": pytest.approx(12.0), "untracked": pytest.approx(36.0)}
+    assert (total, attributed, untracked) == (pytest.approx(48.0), pytest.approx(12.0),
+                                              pytest.approx(36.0))
+
+
+def test_a_refused_slice_invoiced_in_another_month_is_named_by_its_invoice_month():
+    # the invoice month is part of a reduced row's key: an error names it where it is not
+    # the month of the usage, so that the export rows it names are the ones at fault
+    hour = datetime(2026, 9, 30, 23, tzinfo=UTC)
+    row = {"global_name": VM_A, "shared_project": None, "hour_start": hour,
+           "sku_id": export.GPU_A100["id"], "sku_description": export.GPU_A100["description"],
+           "cost_type": "regular", "run_label": None, "credit_type": None}
+    key = (f"resource {VM_A}, hour 2026-09-30 23:00 UTC, SKU {export.GPU_A100['id']} "
+           f"({export.GPU_A100['description']})")
+    assert gcp_billing.describe({**row, "invoice_month": "202609"}, "run_id") == key
+    assert gcp_billing.describe({**row, "invoice_month": "202610"}, "run_id") == (
+        key + ", invoice month 202610")

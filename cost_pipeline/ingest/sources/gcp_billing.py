@@ -66,9 +66,6 @@ RAW_SCHEMA = pa.schema([
     ("reversed_periods", pa.int64()), ("undated_rows", pa.int64()),
     ("empty_costs", pa.int64()), ("empty_credits", pa.int64()),
     ("empty_currencies", pa.int64()), ("least_currency", pa.string()),
-    # whether list_amount is the export's `cost_at_list` (not its `cost`): set here, not by
-    # the query, for billing_facts_gcp.sql to tell a stated list price from the fallback
-    ("list_stated", pa.bool_()),
 ])
 # the export's fields the month's query reads (assets/ingest/gcp_billing_export.bq.sql)
 FIELDS = ("usage_start_time", "usage_end_time", "service.description", "sku.id",
@@ -82,9 +79,10 @@ STANDARD_EXPORT_FIX = (
     "detailed usage cost export (gcp_billing_export_resource_v1_…), which names each VM, "
     "disk and bucket")
 # a reduced row's key (its x_SourceLine), in the order assets/ingest/billing_facts_gcp.sql
-# numbers the rows (x_Row); a row naming no resource is keyed by its project and labels too
+# numbers the rows (x_Row); a row naming no resource is keyed by its project and labels too,
+# and an hour's slices invoiced in another month are rows of their own
 KEY = ("global_name", "shared_project", "shared_labels", "hour_start", "sku_id", "cost_type",
-       "run_label", "credit_type")
+       "run_label", "credit_type", "invoice_month")
 
 
 @dataclass
@@ -141,7 +139,8 @@ def month_sql(table: ExportTable, has_cost_at_list: bool = False) -> str:
     in a comment as a use of it). ListCost is the export's `cost_at_list` when the table has
     it (exports since 2023), else `cost` before credits: the price without sustained or
     committed use discounts, the closest to on-demand an older export states — but not for a
-    Spot/Preemptible SKU, whose cost is the spot price (billing_facts_gcp.sql: NULL)."""
+    Spot/Preemptible SKU, whose cost is the spot price and whose cost_at_list is that spot
+    SKU's list price, either way no on-demand price (billing_facts_gcp.sql: NULL)."""
     text = re.sub(r"(?m)^\s*--.*\n", "", sql_text("gcp_billing_export.bq"))
     return (text.replace("{export_table}", str(table))
             .replace("{list_cost}", "cost_at_list" if has_cost_at_list else "cost"))
@@ -213,19 +212,17 @@ def read_month(source_name: str, source: GcpBillingExportSource, month: date,
         raise SourceError(source_name, str(table), _message(exc)) from None
     except (OSError, requests.RequestException) as exc:  # a transport error not retried
         raise SourceError(source_name, str(table), f"unreachable: {_message(exc)}") from None
-    rows = _typed(rows, has_list)
+    rows = _typed(rows)
     check_rows(source_name, str(table), rows, month, run_tag, has_list)
     return MonthRead(str(table), rows, dry.total_bytes_processed, table_rows,
                      int(pc.sum(rows["export_rows"]).as_py() or 0))
 
 
-def _typed(rows: pa.Table, has_cost_at_list: bool) -> pa.Table:
-    """The reduced rows in RAW_SCHEMA's column order and types, `list_stated` saying whether
-    list_amount is `cost_at_list`. BigQuery returns a GROUP BY's rows in any order: the
-    normalization numbers them (x_Row) in KEY order, where sorting them here took 7.5 s per
-    2M rows (DuckDB's sort, a fraction of it)."""
-    columns = [pa.repeat(pa.scalar(has_cost_at_list), rows.num_rows) if f.name == "list_stated"
-               else rows[f.name].cast(f.type) if f.name in rows.column_names
+def _typed(rows: pa.Table) -> pa.Table:
+    """The reduced rows in RAW_SCHEMA's column order and types. BigQuery returns a GROUP BY's
+    rows in any order: the normalization numbers them (x_Row) in KEY order, where sorting
+    them here took 7.5 s per 2M rows (DuckDB's sort, a fraction of it)."""
+    columns = [rows[f.name].cast(f.type) if f.name in rows.column_names
                else pa.nulls(rows.num_rows, f.type) for f in RAW_SCHEMA]
     return pa.Table.from_arrays(columns, schema=RAW_SCHEMA)
 
@@ -318,6 +315,8 @@ def describe(row: dict, run_tag: str) -> str:
         parts.append(f"label {run_tag}={row['run_label']}")
     if row["credit_type"] is not None:
         parts.append(f"credit {row['credit_type']}")
+    if row["hour_start"] is not None and row["invoice_month"] != f"{row['hour_start']:%Y%m}":
+        parts.append(f"invoice month {row['invoice_month']}")
     return ", ".join(parts)
 
 

@@ -13,6 +13,7 @@ import shutil
 import socket
 import tempfile
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -101,12 +102,24 @@ def server(fast_dir):
 # ------------------------------------------------------------ the write-back on its own
 
 
+COMPONENTS = ("gpu", "cpu", "storage", "network", "other")
+
+
 def run_costs_rows(con, rows) -> None:
-    """(month, run_id, gpu, cpu, storage, network, other, accelerator_hours) → run_costs."""
+    """(month, run_id, gpu, cpu, storage, network, other, accelerator_hours) → run_costs, and
+    the per-run sums it is computed from (`attribution_runs`, one row a component, its
+    `cost_exact` the DECIMAL of the cost; the accelerator-hours on the gpu row)."""
     ensure_schema(con)
     con.executemany(
         "INSERT INTO run_costs VALUES (?, ?, NULL, 'search', NULL, ?, ?, ?, ?, ?, ?, ?, 0)",
         [(m, r, g, c, s, n, o, g + c + s + n + o, h) for m, r, g, c, s, n, o, h in rows])
+    con.executemany(
+        "INSERT INTO attribution_runs (month, run_id, purpose_class, component, rule, cost, "
+        "accelerator_hours, rows, cost_exact) "
+        "VALUES (?, ?, 'search', ?, 'compute', ?, ?, 1, CAST(? AS DECIMAL(38, 10)))",
+        [(m, r, component, cost, h if component == "gpu" else 0.0, cost)
+         for m, r, *costs, h in rows
+         for component, cost in zip(COMPONENTS, costs, strict=True)])
 
 
 HAND_ROWS = [  # month, run, gpu, cpu, storage, network, other, accelerator-hours
@@ -157,6 +170,8 @@ def test_tags_written_once_deleted_and_unknown_runs_skipped(store, fast_dir, req
     # a corrected month changes only the tags whose value moved
     con.execute("UPDATE run_costs SET cpu_cost = cpu_cost + 1, cost = cost + 1 "
                 "WHERE run_id = 'r-b'")
+    con.execute("UPDATE attribution_runs SET cost = cost + 1, cost_exact = cost_exact + 1 "
+                "WHERE run_id = 'r-b' AND component = 'cpu'")
     changed = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["costs"],
                               tags=BY_NAME, log=LOG)
     assert (changed.runs_written, changed.tags_written, changed.runs_unchanged) == (1, 2, 1)
@@ -240,9 +255,9 @@ def test_a_run_without_cost_now_loses_its_tags_and_amounts_round_half_up(fast_di
     assert cost_tags(uri, ids["r-b"])["cost.cpu_usd"] == "0.50"
 
     con.execute("DELETE FROM run_costs WHERE run_id = 'r-b'")
+    con.execute("DELETE FROM attribution_runs WHERE run_id = 'r-b'")
     # r-a's months now in two currencies: June billed in EUR, May in USD
-    con.execute("INSERT INTO run_costs VALUES ('2026-06-01', 'r-a', NULL, 'search', NULL, "
-                "1, 0, 0, 0, 0, 1, 1, 0)")
+    run_costs_rows(con, [(JUNE, "r-a", 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)])
     con.execute("INSERT INTO billing_months VALUES ('2026-05-01', 1, 1, 1, 1, 'USD'), "
                 "('2026-06-01', 1, 1, 1, 1, 'EUR')")
     done = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"],
@@ -661,3 +676,49 @@ def test_a_copied_store_keeps_its_own_tags(tmp_path, dagster_home):
     assert cost_tags(f"sqlite:///{prod}", d1) == D_TAGS
     assert cost_tags(f"sqlite:///{staging}", d1) == D_TAGS
     assert written["prod"]["tags_written"] == 9 and written["staging"]["tags_written"] == 9
+
+
+# ------------------------------------------- a run's exact sum, whatever its magnitude
+
+BIG_BILL = [vm("big-gpu", "i-41", "p4d.24xlarge", "2026-06-03", 1048576.00),
+            vm("big-cpu", "i-42", "m6i.large", "2026-06-03", 0.005),
+            vm("big-gpu-a", "i-43", "p4d.24xlarge", "2026-06-03", 1048576.00),
+            vm("big-gpu-b", "i-44", "p4d.24xlarge", "2026-06-03", 0.005)]
+
+
+def test_a_large_runs_tags_are_rounded_from_its_exact_sum(tmp_path, dagster_home):
+    """Run big-1 holds i-41 (a p4d, $1,048,576.00) and i-42 (an m6i, $0.005) for their billed
+    hour, alone; run big-2 holds two p4d, i-43 ($1,048,576.00) and i-44 ($0.005). Each run's
+    exact cost is $1,048,576.005 → 1048576.01 half up, as the report rounds it — big-2's all
+    gpu. Summed through the doubles of `run_costs`, CAST(CAST(1048576.0050000000 AS DOUBLE)
+    AS DECIMAL(38, 10)) is 1048576.0049999998: both were tagged 1048576.00, a cent below the
+    report."""
+    from mlflow import MlflowClient
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    uri = f"sqlite:///{tmp_path / 'big.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("big")
+    ids = {}
+    for name, resources in (("big-1", "i-41,i-42"), ("big-2", "i-43,i-44")):
+        run = client.create_run(experiment, start_time=ms(datetime(2026, 6, 3, 10)),
+                                tags={"model": "big", "purpose": "production",
+                                      "resource_ids": resources}, run_name=name)
+        ids[name] = run.info.run_id
+        client.set_terminated(ids[name], "FINISHED", end_time=ms(datetime(2026, 6, 3, 11)))
+    config = config_of(tmp_path, BIG_BILL, [{"kind": "mlflow", "name": "big",
+                                             "tracking_uri": uri, "experiments": ["big"],
+                                             "tags": BY_NAME, "write_back": True}])
+    result = materialize_month(str(config), JUNE, progress=False)
+    assert result.success, result.error
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        exact = dict(con.execute("SELECT run_id, sum(cost_exact) FROM attribution_runs "
+                                 "WHERE run_id IS NOT NULL GROUP BY run_id").fetchall())
+    assert exact == {"big-1": Decimal("1048576.0050000000"),
+                     "big-2": Decimal("1048576.0050000000")}
+    big1, big2 = cost_tags(uri, ids["big-1"]), cost_tags(uri, ids["big-2"])
+    assert (big1["cost.total_usd"], big1["cost.gpu_usd"], big1["cost.cpu_usd"]) == (
+        "1048576.01", "1048576.00", "0.01")
+    assert (big2["cost.total_usd"], big2["cost.gpu_usd"], big2["cost.cpu_usd"]) == (
+        "1048576.01", "1048576.01", "0.00")

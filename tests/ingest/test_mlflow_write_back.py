@@ -248,8 +248,10 @@ def test_a_run_without_cost_now_loses_its_tags_and_amounts_round_half_up(fast_di
     con = duckdb.connect()
     run_costs_rows(con, [(MAY, "r-a", 2.675, 0.0, 0.0, 0.0, 0.0, 0.0005),
                          (MAY, "r-b", 0.0, 0.5, 0.0, 0.0, 0.0, 0.0)])
+    tagged: set[str] = set()  # the store's runs the write-back tagged (the warehouse's record)
     write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"], tags=BY_NAME,
-                    log=LOG)
+                    log=LOG, tagged=tagged)
+    assert tagged == {ids["r-a"], ids["r-b"]}
     assert cost_tags(uri, ids["r-a"])["cost.total_usd"] == "2.68"
     assert cost_tags(uri, ids["r-a"])["cost.gpu_hours"] == "0.001"
     assert cost_tags(uri, ids["r-b"])["cost.cpu_usd"] == "0.50"
@@ -261,15 +263,16 @@ def test_a_run_without_cost_now_loses_its_tags_and_amounts_round_half_up(fast_di
     con.execute("INSERT INTO billing_months VALUES ('2026-05-01', 1, 1, 1, 1, 'USD'), "
                 "('2026-06-01', 1, 1, 1, 1, 'EUR')")
     done = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"],
-                           tags=BY_NAME, log=LOG)
+                           tags=BY_NAME, log=LOG, tagged=tagged)
     assert (done.runs_cleared, done.tags_deleted) == (1, 9 + 6)  # r-b's 9, r-a's 6 amounts
+    assert tagged == {ids["r-a"]}
     assert cost_tags(uri, ids["r-b"]) == {}
     assert MlflowClient(uri).get_run(ids["r-b"]).data.tags["model"] == "churn"
     assert cost_tags(uri, ids["r-a"]) == {"cost.gpu_hours": "1.001",
                                           "cost.months": "2026-05,2026-06",
                                           "cost.currency": "EUR,USD"}
     again = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"],
-                            tags=BY_NAME, log=LOG)
+                            tags=BY_NAME, log=LOG, tagged=tagged)
     assert (again.calls, again.runs_unchanged, again.tags_deleted) == (0, 1, 0)
 
 
@@ -397,8 +400,9 @@ def test_a_retried_delete_whose_first_attempt_reached_the_server_succeeds(server
                             tags=run_tags, run_name="h-1")
     h1 = run.info.run_id
     client.set_terminated(h1, "FINISHED", end_time=ms(end))
+    tagged: set[str] = set()
     write_cost_tags(server, "srv", {"h-1": EXPECTED["r-b"]}, experiments=["h-exp"],
-                    tags=BY_NAME, log=LOG)
+                    tags=BY_NAME, log=LOG, tagged=tagged)
     assert cost_tags(server, h1) == EXPECTED["r-b"]
 
     def lost_answer(path: str, _n: int) -> bool:
@@ -411,7 +415,7 @@ def test_a_retried_delete_whose_first_attempt_reached_the_server_succeeds(server
 
     with failing_proxy(server, lost_answer) as (proxy_uri, answered):
         done = write_cost_tags(proxy_uri, "srv", {}, experiments=["h-exp"], tags=BY_NAME,
-                               log=LOG)
+                               log=LOG, tagged=tagged)
     assert (done.runs_cleared, done.tags_deleted, done.calls) == (1, 9, 9)
     assert cost_tags(server, h1) == {}
     assert client.get_run(h1).data.tags["model"] == "churn"
@@ -722,3 +726,91 @@ def test_a_large_runs_tags_are_rounded_from_its_exact_sum(tmp_path, dagster_home
         "1048576.01", "1048576.00", "0.01")
     assert (big2["cost.total_usd"], big2["cost.gpu_usd"], big2["cost.cpu_usd"]) == (
         "1048576.01", "1048576.01", "0.00")
+
+
+# ------------------------------------------------ a user's own tags under the product's names
+
+
+def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
+    """u1 carries `cost.total_usd=user`, u2 `cost.gpu_usd=999`, u3 `cost.other_usd=12.00`:
+    the users' own values, on runs the warehouse never costed. They were deleted as stale
+    ("3 run(s) without cost now"). The warehouse records the runs whose tags the write-back
+    wrote, per store: only those lose their tags when their cost goes (r-b), and only the
+    values in the product's format (r-b's `cost.cpu_usd` hand-set to `user` stays); a
+    hand-edited tag on a costed run (r-a's total) is written back all the same."""
+    import dagster as dg
+    from mlflow import MlflowClient
+
+    from cost_pipeline.config import MlflowTracker
+    from cost_pipeline.defs.assets.tracker_tags import store_of, tracker_cost_tags
+    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    uri = f"sqlite:///{fast_dir / 'users.db'}"
+    ids = write_runs(uri, "users")
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("users").experiment_id
+    start, end, run_tags = RUNS["r-idle"]
+    users = {"u1": {"cost.total_usd": "user", "cost.note": "keep me"},
+             "u2": {"cost.gpu_usd": "999"}, "u3": {"cost.other_usd": "12.00"}}
+    for name, own in users.items():
+        run = client.create_run(experiment, start_time=ms(start), tags={**run_tags, **own},
+                                run_name=name)
+        ids[name] = run.info.run_id
+        client.set_terminated(ids[name], "FINISHED", end_time=ms(end))
+    warehouse = tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        run_costs_rows(con, HAND_ROWS[:3])
+        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": run_id, "source": "team-mlflow",
+                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}
+                               for run_id in ("r-a", "r-b")])
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": str(warehouse)},
+        "tracker": [{"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
+                     "experiments": ["users"], "tags": BY_NAME, "write_back": True}]}))
+    store = store_of(MlflowTracker(kind="mlflow", tracking_uri=uri), tmp_path)
+
+    def materialize() -> tuple[dict, set]:
+        result = dg.materialize(
+            [tracker_cost_tags], partition_key="2026-06-01",
+            resources={"duckdb": Warehouse(database=str(warehouse)),
+                       "settings": PipelineSettings(config_path=str(config))})
+        assert result.success
+        (event,) = result.asset_materializations_for_node("tracker_cost_tags")
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            recorded = set(con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
+                                       ).fetchall())
+        return {k: v.value for k, v in event.metadata.items()}, recorded
+
+    def users_kept() -> None:
+        for name, own in users.items():
+            assert cost_tags(uri, ids[name]) == {k: v for k, v in own.items()
+                                                 if k != "cost.note"} | (
+                {"cost.note": "keep me"} if name == "u1" else {}), name
+
+    first, recorded = materialize()
+    assert (first["runs_written"], first["tags_written"]) == (2, 18)
+    assert (first["runs_cleared"], first["tags_deleted"]) == (0, 0)
+    users_kept()
+    assert recorded == {(store, ids["r-a"]), (store, ids["r-b"])}
+
+    # r-b's cost goes (its only line moved); its cpu tag hand-set to a user's value, r-a's
+    # total hand-edited
+    client.set_tag(ids["r-b"], "cost.cpu_usd", "user")
+    client.set_tag(ids["r-a"], "cost.total_usd", "1.00")
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("DELETE FROM run_costs WHERE run_id = 'r-b'")
+        con.execute("DELETE FROM attribution_runs WHERE run_id = 'r-b'")
+    second, recorded = materialize()
+    assert (second["runs_written"], second["tags_written"]) == (1, 1)
+    assert (second["runs_cleared"], second["tags_deleted"]) == (1, 8)
+    assert cost_tags(uri, ids["r-a"]) == EXPECTED["r-a"]
+    assert cost_tags(uri, ids["r-b"]) == {"cost.cpu_usd": "user"}
+    users_kept()
+    assert recorded == {(store, ids["r-a"])}
+
+    third, recorded = materialize()
+    assert (third["runs_written"], third["tags_deleted"], third["runs_unchanged"]) == (0, 0, 1)
+    users_kept()
+    assert recorded == {(store, ids["r-a"])}

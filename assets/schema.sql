@@ -500,6 +500,16 @@ CREATE TABLE IF NOT EXISTS run_costs (
     cpu_hours         DOUBLE NOT NULL             -- hours of its cpu rows
 );
 
+-- The MLflow runs whose `cost.*` tags the write-back wrote, per tracker store
+-- (defs/assets/tracker_tags.py `store_of`): a run loses its tags when the warehouse no longer
+-- gives it a cost only when it is here, so a user's own tag under one of the nine names, on
+-- a run never costed, stays (ingest/sources/mlflow_tags.py). One row a store × run.
+CREATE TABLE IF NOT EXISTS tracker_tagged_runs (
+    month         DATE NOT NULL,      -- the materialization that recorded it
+    store         VARCHAR NOT NULL,
+    mlflow_run_id VARCHAR NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS retrain_cadence (
     month               DATE NOT NULL,
     model               VARCHAR NOT NULL,

@@ -1,28 +1,55 @@
 -- Every run's cost over all the months the warehouse holds: what the `cost.*` tags of an
 -- MLflow run say (SPEC §12; ingest/sources/mlflow_tags.py formats and writes them).
--- Σ exact: each month's figure cast to DECIMAL first, as the reports sum (five months of
--- $0.011 are 0.055 → 0.06; the doubles' Σ 0.05499999999999999 gave 0.05); with
+-- The runs and months are those of `run_costs`; the amounts are summed exactly from the
+-- DECIMAL sums they came from (`attribution_runs.cost_exact`, the hours each cast first), as
+-- the reports sum: `run_costs` keeps the double of each sum, and a double cast back is not
+-- the sum (1048576.005 → 1048576.0049999998 → 1048576.00, a cent below the report); five
+-- months of $0.011 are 0.055 → 0.06 (the doubles' Σ 0.05499999999999999 gave 0.05). With
 -- the currencies its months are billed in (`billing_months`, one a month, SPEC §5; a month
 -- without its bill counts as USD, as the reports do), comma-separated: amounts of months in
 -- two currencies do not add up, and the writer leaves them out.
-WITH month_currency AS (
+WITH run_months AS (
+    SELECT DISTINCT month, run_id FROM run_costs
+),
+month_currency AS (
     SELECT m.month, coalesce(b.currency, 'USD') AS currency
-    FROM (SELECT DISTINCT month FROM run_costs) AS m
+    FROM (SELECT DISTINCT month FROM run_months) AS m
     LEFT JOIN month_currencies() AS b USING (month)
+),
+exact AS (  -- each per-run sum of attribution_runs as DECIMAL (run_costs.sql `exact`)
+    SELECT run_id, component,
+           coalesce(cost_exact, CAST(cost AS DECIMAL(38, 10)))          AS dollars,
+           CAST(accelerator_hours AS DECIMAL(38, 10))                    AS accelerator_hours
+    FROM attribution_runs
+    JOIN run_months USING (month, run_id)
+),
+amounts AS (
+    SELECT
+        run_id,
+        sum(dollars)                                                     AS total_usd,
+        coalesce(sum(dollars) FILTER (WHERE component = 'gpu'), 0)       AS gpu_usd,
+        coalesce(sum(dollars) FILTER (WHERE component = 'cpu'), 0)       AS cpu_usd,
+        coalesce(sum(dollars) FILTER (WHERE component = 'storage'), 0)   AS storage_usd,
+        coalesce(sum(dollars) FILTER (WHERE component = 'network'), 0)   AS network_usd,
+        coalesce(sum(dollars) FILTER (WHERE component NOT IN ('gpu', 'cpu', 'storage',
+                                                              'network')), 0) AS other_usd,
+        coalesce(sum(accelerator_hours), 0)                              AS gpu_hours
+    FROM exact
+    GROUP BY run_id
+),
+months AS (
+    SELECT
+        run_id,
+        string_agg(DISTINCT strftime(month, '%Y-%m'), ',' ORDER BY strftime(month, '%Y-%m'))
+                                                             AS months,
+        string_agg(DISTINCT currency, ',' ORDER BY currency) AS currencies
+    FROM run_months
+    JOIN month_currency USING (month)
+    GROUP BY run_id
 )
 SELECT
-    run_id,
-    sum(CAST(cost AS DECIMAL(38, 10)))              AS total_usd,
-    sum(CAST(gpu_cost AS DECIMAL(38, 10)))          AS gpu_usd,
-    sum(CAST(cpu_cost AS DECIMAL(38, 10)))          AS cpu_usd,
-    sum(CAST(storage_cost AS DECIMAL(38, 10)))      AS storage_usd,
-    sum(CAST(network_cost AS DECIMAL(38, 10)))      AS network_usd,
-    sum(CAST(other_cost AS DECIMAL(38, 10)))        AS other_usd,
-    sum(CAST(accelerator_hours AS DECIMAL(38, 10))) AS gpu_hours,
-    string_agg(DISTINCT strftime(month, '%Y-%m'), ',' ORDER BY strftime(month, '%Y-%m'))
-                                                    AS months,
-    string_agg(DISTINCT currency, ',' ORDER BY currency) AS currencies
-FROM run_costs
-JOIN month_currency USING (month)
-GROUP BY run_id
+    run_id, a.total_usd, a.gpu_usd, a.cpu_usd, a.storage_usd, a.network_usd, a.other_usd,
+    a.gpu_hours, m.months, m.currencies
+FROM months AS m
+LEFT JOIN amounts AS a USING (run_id)
 ORDER BY run_id

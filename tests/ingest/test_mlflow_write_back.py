@@ -13,6 +13,7 @@ import shutil
 import socket
 import tempfile
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -101,12 +102,24 @@ def server(fast_dir):
 # ------------------------------------------------------------ the write-back on its own
 
 
+COMPONENTS = ("gpu", "cpu", "storage", "network", "other")
+
+
 def run_costs_rows(con, rows) -> None:
-    """(month, run_id, gpu, cpu, storage, network, other, accelerator_hours) → run_costs."""
+    """(month, run_id, gpu, cpu, storage, network, other, accelerator_hours) → run_costs, and
+    the per-run sums it is computed from (`attribution_runs`, one row a component, its
+    `cost_exact` the DECIMAL of the cost; the accelerator-hours on the gpu row)."""
     ensure_schema(con)
     con.executemany(
         "INSERT INTO run_costs VALUES (?, ?, NULL, 'search', NULL, ?, ?, ?, ?, ?, ?, ?, 0)",
         [(m, r, g, c, s, n, o, g + c + s + n + o, h) for m, r, g, c, s, n, o, h in rows])
+    con.executemany(
+        "INSERT INTO attribution_runs (month, run_id, purpose_class, component, rule, cost, "
+        "accelerator_hours, rows, cost_exact) "
+        "VALUES (?, ?, 'search', ?, 'compute', ?, ?, 1, CAST(? AS DECIMAL(38, 10)))",
+        [(m, r, component, cost, h if component == "gpu" else 0.0, cost)
+         for m, r, *costs, h in rows
+         for component, cost in zip(COMPONENTS, costs, strict=True)])
 
 
 HAND_ROWS = [  # month, run, gpu, cpu, storage, network, other, accelerator-hours
@@ -157,6 +170,8 @@ def test_tags_written_once_deleted_and_unknown_runs_skipped(store, fast_dir, req
     # a corrected month changes only the tags whose value moved
     con.execute("UPDATE run_costs SET cpu_cost = cpu_cost + 1, cost = cost + 1 "
                 "WHERE run_id = 'r-b'")
+    con.execute("UPDATE attribution_runs SET cost = cost + 1, cost_exact = cost_exact + 1 "
+                "WHERE run_id = 'r-b' AND component = 'cpu'")
     changed = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["costs"],
                               tags=BY_NAME, log=LOG)
     assert (changed.runs_written, changed.tags_written, changed.runs_unchanged) == (1, 2, 1)
@@ -233,28 +248,31 @@ def test_a_run_without_cost_now_loses_its_tags_and_amounts_round_half_up(fast_di
     con = duckdb.connect()
     run_costs_rows(con, [(MAY, "r-a", 2.675, 0.0, 0.0, 0.0, 0.0, 0.0005),
                          (MAY, "r-b", 0.0, 0.5, 0.0, 0.0, 0.0, 0.0)])
+    tagged: set[str] = set()  # the store's runs the write-back tagged (the warehouse's record)
     write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"], tags=BY_NAME,
-                    log=LOG)
+                    log=LOG, tagged=tagged)
+    assert tagged == {ids["r-a"], ids["r-b"]}
     assert cost_tags(uri, ids["r-a"])["cost.total_usd"] == "2.68"
     assert cost_tags(uri, ids["r-a"])["cost.gpu_hours"] == "0.001"
     assert cost_tags(uri, ids["r-b"])["cost.cpu_usd"] == "0.50"
 
     con.execute("DELETE FROM run_costs WHERE run_id = 'r-b'")
+    con.execute("DELETE FROM attribution_runs WHERE run_id = 'r-b'")
     # r-a's months now in two currencies: June billed in EUR, May in USD
-    con.execute("INSERT INTO run_costs VALUES ('2026-06-01', 'r-a', NULL, 'search', NULL, "
-                "1, 0, 0, 0, 0, 1, 1, 0)")
+    run_costs_rows(con, [(JUNE, "r-a", 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)])
     con.execute("INSERT INTO billing_months VALUES ('2026-05-01', 1, 1, 1, 1, 'USD'), "
                 "('2026-06-01', 1, 1, 1, 1, 'EUR')")
     done = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"],
-                           tags=BY_NAME, log=LOG)
+                           tags=BY_NAME, log=LOG, tagged=tagged)
     assert (done.runs_cleared, done.tags_deleted) == (1, 9 + 6)  # r-b's 9, r-a's 6 amounts
+    assert tagged == {ids["r-a"]}
     assert cost_tags(uri, ids["r-b"]) == {}
     assert MlflowClient(uri).get_run(ids["r-b"]).data.tags["model"] == "churn"
     assert cost_tags(uri, ids["r-a"]) == {"cost.gpu_hours": "1.001",
                                           "cost.months": "2026-05,2026-06",
                                           "cost.currency": "EUR,USD"}
     again = write_cost_tags(uri, "mlflow", cost_tags_by_run(con), experiments=["stale"],
-                            tags=BY_NAME, log=LOG)
+                            tags=BY_NAME, log=LOG, tagged=tagged)
     assert (again.calls, again.runs_unchanged, again.tags_deleted) == (0, 1, 0)
 
 
@@ -382,8 +400,9 @@ def test_a_retried_delete_whose_first_attempt_reached_the_server_succeeds(server
                             tags=run_tags, run_name="h-1")
     h1 = run.info.run_id
     client.set_terminated(h1, "FINISHED", end_time=ms(end))
+    tagged: set[str] = set()
     write_cost_tags(server, "srv", {"h-1": EXPECTED["r-b"]}, experiments=["h-exp"],
-                    tags=BY_NAME, log=LOG)
+                    tags=BY_NAME, log=LOG, tagged=tagged)
     assert cost_tags(server, h1) == EXPECTED["r-b"]
 
     def lost_answer(path: str, _n: int) -> bool:
@@ -396,7 +415,7 @@ def test_a_retried_delete_whose_first_attempt_reached_the_server_succeeds(server
 
     with failing_proxy(server, lost_answer) as (proxy_uri, answered):
         done = write_cost_tags(proxy_uri, "srv", {}, experiments=["h-exp"], tags=BY_NAME,
-                               log=LOG)
+                               log=LOG, tagged=tagged)
     assert (done.runs_cleared, done.tags_deleted, done.calls) == (1, 9, 9)
     assert cost_tags(server, h1) == {}
     assert client.get_run(h1).data.tags["model"] == "churn"
@@ -661,3 +680,137 @@ def test_a_copied_store_keeps_its_own_tags(tmp_path, dagster_home):
     assert cost_tags(f"sqlite:///{prod}", d1) == D_TAGS
     assert cost_tags(f"sqlite:///{staging}", d1) == D_TAGS
     assert written["prod"]["tags_written"] == 9 and written["staging"]["tags_written"] == 9
+
+
+# ------------------------------------------- a run's exact sum, whatever its magnitude
+
+BIG_BILL = [vm("big-gpu", "i-41", "p4d.24xlarge", "2026-06-03", 1048576.00),
+            vm("big-cpu", "i-42", "m6i.large", "2026-06-03", 0.005),
+            vm("big-gpu-a", "i-43", "p4d.24xlarge", "2026-06-03", 1048576.00),
+            vm("big-gpu-b", "i-44", "p4d.24xlarge", "2026-06-03", 0.005)]
+
+
+def test_a_large_runs_tags_are_rounded_from_its_exact_sum(tmp_path, dagster_home):
+    """Run big-1 holds i-41 (a p4d, $1,048,576.00) and i-42 (an m6i, $0.005) for their billed
+    hour, alone; run big-2 holds two p4d, i-43 ($1,048,576.00) and i-44 ($0.005). Each run's
+    exact cost is $1,048,576.005 → 1048576.01 half up, as the report rounds it — big-2's all
+    gpu. Summed through the doubles of `run_costs`, CAST(CAST(1048576.0050000000 AS DOUBLE)
+    AS DECIMAL(38, 10)) is 1048576.0049999998: both were tagged 1048576.00, a cent below the
+    report."""
+    from mlflow import MlflowClient
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    uri = f"sqlite:///{tmp_path / 'big.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("big")
+    ids = {}
+    for name, resources in (("big-1", "i-41,i-42"), ("big-2", "i-43,i-44")):
+        run = client.create_run(experiment, start_time=ms(datetime(2026, 6, 3, 10)),
+                                tags={"model": "big", "purpose": "production",
+                                      "resource_ids": resources}, run_name=name)
+        ids[name] = run.info.run_id
+        client.set_terminated(ids[name], "FINISHED", end_time=ms(datetime(2026, 6, 3, 11)))
+    config = config_of(tmp_path, BIG_BILL, [{"kind": "mlflow", "name": "big",
+                                             "tracking_uri": uri, "experiments": ["big"],
+                                             "tags": BY_NAME, "write_back": True}])
+    result = materialize_month(str(config), JUNE, progress=False)
+    assert result.success, result.error
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        exact = dict(con.execute("SELECT run_id, sum(cost_exact) FROM attribution_runs "
+                                 "WHERE run_id IS NOT NULL GROUP BY run_id").fetchall())
+    assert exact == {"big-1": Decimal("1048576.0050000000"),
+                     "big-2": Decimal("1048576.0050000000")}
+    big1, big2 = cost_tags(uri, ids["big-1"]), cost_tags(uri, ids["big-2"])
+    assert (big1["cost.total_usd"], big1["cost.gpu_usd"], big1["cost.cpu_usd"]) == (
+        "1048576.01", "1048576.00", "0.01")
+    assert (big2["cost.total_usd"], big2["cost.gpu_usd"], big2["cost.cpu_usd"]) == (
+        "1048576.01", "1048576.01", "0.00")
+
+
+# ------------------------------------------------ a user's own tags under the product's names
+
+
+def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
+    """u1 carries `cost.total_usd=user`, u2 `cost.gpu_usd=999`, u3 `cost.other_usd=12.00`:
+    the users' own values, on runs the warehouse never costed. They were deleted as stale
+    ("3 run(s) without cost now"). The warehouse records the runs whose tags the write-back
+    wrote, per store: only those lose their tags when their cost goes (r-b), and only the
+    values in the product's format (r-b's `cost.cpu_usd` hand-set to `user` stays); a
+    hand-edited tag on a costed run (r-a's total) is written back all the same."""
+    import dagster as dg
+    from mlflow import MlflowClient
+
+    from cost_pipeline.config import MlflowTracker
+    from cost_pipeline.defs.assets.tracker_tags import store_of, tracker_cost_tags
+    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    uri = f"sqlite:///{fast_dir / 'users.db'}"
+    ids = write_runs(uri, "users")
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("users").experiment_id
+    start, end, run_tags = RUNS["r-idle"]
+    users = {"u1": {"cost.total_usd": "user", "cost.note": "keep me"},
+             "u2": {"cost.gpu_usd": "999"}, "u3": {"cost.other_usd": "12.00"}}
+    for name, own in users.items():
+        run = client.create_run(experiment, start_time=ms(start), tags={**run_tags, **own},
+                                run_name=name)
+        ids[name] = run.info.run_id
+        client.set_terminated(ids[name], "FINISHED", end_time=ms(end))
+    warehouse = tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        run_costs_rows(con, HAND_ROWS[:3])
+        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": run_id, "source": "team-mlflow",
+                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}
+                               for run_id in ("r-a", "r-b")])
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": str(warehouse)},
+        "tracker": [{"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
+                     "experiments": ["users"], "tags": BY_NAME, "write_back": True}]}))
+    store = store_of(MlflowTracker(kind="mlflow", tracking_uri=uri), tmp_path)
+
+    def materialize() -> tuple[dict, set]:
+        result = dg.materialize(
+            [tracker_cost_tags], partition_key="2026-06-01",
+            resources={"duckdb": Warehouse(database=str(warehouse)),
+                       "settings": PipelineSettings(config_path=str(config))})
+        assert result.success
+        (event,) = result.asset_materializations_for_node("tracker_cost_tags")
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            recorded = set(con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
+                                       ).fetchall())
+        return {k: v.value for k, v in event.metadata.items()}, recorded
+
+    def users_kept() -> None:
+        for name, own in users.items():
+            assert cost_tags(uri, ids[name]) == {k: v for k, v in own.items()
+                                                 if k != "cost.note"} | (
+                {"cost.note": "keep me"} if name == "u1" else {}), name
+
+    first, recorded = materialize()
+    assert (first["runs_written"], first["tags_written"]) == (2, 18)
+    assert (first["runs_cleared"], first["tags_deleted"]) == (0, 0)
+    users_kept()
+    assert recorded == {(store, ids["r-a"]), (store, ids["r-b"])}
+
+    # r-b's cost goes (its only line moved); its cpu tag hand-set to a user's value, r-a's
+    # total hand-edited
+    client.set_tag(ids["r-b"], "cost.cpu_usd", "user")
+    client.set_tag(ids["r-a"], "cost.total_usd", "1.00")
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("DELETE FROM run_costs WHERE run_id = 'r-b'")
+        con.execute("DELETE FROM attribution_runs WHERE run_id = 'r-b'")
+    second, recorded = materialize()
+    assert (second["runs_written"], second["tags_written"]) == (1, 1)
+    assert (second["runs_cleared"], second["tags_deleted"]) == (1, 8)
+    assert cost_tags(uri, ids["r-a"]) == EXPECTED["r-a"]
+    assert cost_tags(uri, ids["r-b"]) == {"cost.cpu_usd": "user"}
+    users_kept()
+    assert recorded == {(store, ids["r-a"])}
+
+    third, recorded = materialize()
+    assert (third["runs_written"], third["tags_deleted"], third["runs_unchanged"]) == (0, 0, 1)
+    users_kept()
+    assert recorded == {(store, ids["r-a"])}

@@ -14,10 +14,14 @@ tags whose value differs).
 Every tracker's runs are listed before any is written, so the MLflow runs that have a cost
 are known by their own ids: a run another tracker of the materialization gives a cost is
 never cleared as stale, whatever URI each spells the server with (`127.0.0.1` and
-`localhost`, a proxy)."""
+`localhost`, a proxy). The warehouse records, per store, the runs whose tags the write-back
+wrote (`tracker_tagged_runs`): only those are ever cleared, so a user's own tag under one of
+the names, on a run never costed, stays. The record is written on the run's connection once
+the trackers are done, or one has failed (what it wrote before failing is recorded too)."""
 
 import ipaddress
 import os
+from datetime import date
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,7 +31,7 @@ from dagster_duckdb import DuckDBResource
 from cost_pipeline.config import MlflowTracker
 from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
-from cost_pipeline.defs.resources import PipelineSettings
+from cost_pipeline.defs.resources import PipelineSettings, month_of
 from cost_pipeline.ingest.sources import source_names
 from cost_pipeline.ingest.sources.mlflow_runs import resolve_tracking_uri
 
@@ -70,6 +74,21 @@ def store_of(tracker, base_dir: Path) -> str | None:
             + parts.path.rstrip("/") + (f"?{parts.query}" if parts.query else ""))
 
 
+def record_tagged_runs(con, month: date, before: dict[str, set[str]],
+                       after: dict[str, set[str]]) -> None:
+    """Bring `tracker_tagged_runs` from `before` to `after` (store → MLflow run ids), a run
+    added by the materialization of `month`: only the runs that came or went are written (one
+    list each, not a statement a run)."""
+    for store, ids in after.items():
+        gone, new = sorted(before.get(store, set()) - ids), sorted(ids - before.get(store, set()))
+        if gone:
+            con.execute("DELETE FROM tracker_tagged_runs WHERE store = ? AND mlflow_run_id IN "
+                        "(SELECT unnest(CAST(? AS VARCHAR[])))", [store, gone])
+        if new:
+            con.execute("INSERT INTO tracker_tagged_runs (month, store, mlflow_run_id) "
+                        "SELECT ?, ?, unnest(CAST(? AS VARCHAR[]))", [month, store, new])
+
+
 @dg.asset(
     partitions_def=monthly,
     group_name="tracker",
@@ -80,7 +99,8 @@ def store_of(tracker, base_dir: Path) -> str | None:
         "cost_pipeline.defs.assets.tracker_tags", "cost_pipeline.ingest.sources.mlflow_tags")),
     description="The runs' cost (summed over every month of the warehouse) as `cost.*` tags "
     "in each MLflow tracker configured with `write_back: true`; unchanged tags are not "
-    "rewritten, stale ones (a run without cost now) deleted, deleted runs are skipped; "
+    "rewritten, stale ones (a run it tagged, without cost now) deleted, a user's own kept, "
+    "deleted runs are skipped; "
     "trackers on one store share their runs' tags, however their URIs are spelled.",
 )
 def tracker_cost_tags(
@@ -112,8 +132,15 @@ def tracker_cost_tags(
             "SELECT run_id, source FROM tracker_runs "
             "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY month DESC) = 1"
         ).fetchall())
+        recorded = con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
+                               ).fetchall()
     # outside the connection: a tracker that fails fails this step, not the month's commit
     stores = {name: store_of(t, cfg.base_dir) for name, t in kinds.items()}
+    # the runs whose tags the write-back wrote, per store: the trackers of one store share it
+    before = {stores[name]: set() for name, _ in targets}
+    for store, mlflow_id in recorded:
+        before.setdefault(store, set()).add(mlflow_id)
+    tagged = {store: set(ids) for store, ids in before.items()}
     # every tracker's runs are listed before any is written: which MLflow runs have a cost is
     # then known by their own ids, whatever URI each tracker spells its server with
     listed = {name: list_tracker_runs(resolve_tracking_uri(t.tracking_uri, cfg.base_dir), name,
@@ -140,14 +167,18 @@ def tracker_cost_tags(
                                           for name, (mine, _) in plans.items())))
     totals = dict.fromkeys(COUNTS, 0)
     per_tracker = {}
-    for name, tracker in targets:
-        mine, shared = plans[name]
-        done = write_cost_tags(resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
-                               mine, log=context.log, shared=shared, runs=listed[name],
-                               ledger=ledger)
-        per_tracker[name] = {k: getattr(done, k) for k in COUNTS}
-        for k in COUNTS:
-            totals[k] += getattr(done, k)
+    try:
+        for name, tracker in targets:
+            mine, shared = plans[name]
+            done = write_cost_tags(resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir),
+                                   name, mine, log=context.log, shared=shared,
+                                   runs=listed[name], ledger=ledger, tagged=tagged[stores[name]])
+            per_tracker[name] = {k: getattr(done, k) for k in COUNTS}
+            for k in COUNTS:
+                totals[k] += getattr(done, k)
+    finally:
+        with duckdb.get_connection() as con:
+            record_tagged_runs(con, month_of(context), before, tagged)
     return dg.MaterializeResult(metadata={
         **totals,
         "runs_with_cost": len(costs),

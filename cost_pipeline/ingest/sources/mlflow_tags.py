@@ -8,13 +8,17 @@ decimals) — both summed exactly, as DECIMALs (run_cost_tags.sql), so that the 
 reports' — its months (`cost.months`, `YYYY-MM` ascending, comma-separated) and the currency
 they are billed in (`cost.currency`: the `_usd` names are SPEC §12's, the amounts are the
 bill's). A run whose months are billed in two currencies gets no amounts (they do not add
-up): its `cost.currency` names both. The tracker's runs are listed once (deleted ones too, so
+up): its `cost.currency` names both. The nine names are the product's: on a run with a cost,
+any value under them is written over. The tracker's runs are listed once (deleted ones too, so
 they can be told apart from runs it does not know); a run's current tags come with the
 listing, and only the tags whose value differs are written, with `log_batch` (≤ 100 tags a
-call). A run that holds `cost.*` tags the warehouse no longer gives it (its cost moved to
-another run, or its months are gone) has them deleted: left, they said a cost it no longer
-has; a run whose cost the warehouse kept from another tracker on the same store is in
-`costs` (the asset puts it there), so it is written, not deleted. The trackers of one
+call). A run whose tags the write-back wrote (the warehouse records them per store:
+`tagged`) that the warehouse no longer gives a cost (its cost moved to another run, or its
+months are gone) has them deleted: left, they said a cost it no longer has. Only those runs,
+and only values in the product's own format (`1.00`, `1.000`, `2026-05`, `USD`): a user's
+own value under one of the names, on a run never costed, is kept. A run whose cost the
+warehouse kept from another tracker on the same store is in `costs` (the asset puts it
+there), so it is written, not deleted. The trackers of one
 materialization share a `Ledger` keyed by MLflow run id: a run another tracker gives a
 cost — the same server under another URI — is never cleared, a tag written in the
 materialization is never deleted by it, and another tracker's writes count as done only on a
@@ -29,6 +33,7 @@ Dagster-free: the asset `tracker_cost_tags` (defs/assets/tracker_tags.py) calls 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -62,6 +67,12 @@ MAX_TAGS_PER_CALL = 100        # MLflow's log_batch limit on tags (1000 items in
 MAX_TAG_VALUE = 8000           # MLflow's limit on a tag value's length (cost.months)
 RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)   # seconds before each retry of a call
 
+# the values the write-back writes under each name: only such a value is ever deleted
+FORMATS = {**dict.fromkeys(MONEY_TAGS, re.compile(r"-?\d+\.\d{2}")),
+           HOURS_TAG: re.compile(r"-?\d+\.\d{3}"),
+           MONTHS_TAG: re.compile(r"\d{4}-\d{2}(,\d{4}-\d{2})*"),
+           CURRENCY_TAG: re.compile(r"[A-Za-z]{3}(,[A-Za-z]{3})*")}
+
 T = TypeVar("T")
 
 
@@ -76,6 +87,12 @@ def _money(value: Decimal) -> str:
     of the double 2.675 is 2.67 where the report shows $2.68."""
     text = f"{cents(value):f}"
     return "0.00" if text == "-0.00" else text
+
+
+def written_here(key: str, value: str) -> bool:
+    """Whether `value` under the tag `key` is in the form the write-back writes it (a user's
+    `user` or `999` under `cost.total_usd` is not)."""
+    return key in FORMATS and FORMATS[key].fullmatch(value) is not None
 
 
 def _hours(value: Decimal) -> str:
@@ -217,6 +234,7 @@ def write_cost_tags(
     shared: set[str] | None = None,
     runs: TrackerRuns | None = None,
     ledger: Ledger | None = None,
+    tagged: set[str] | None = None,
 ) -> WriteBack:
     """Bring the `cost.*` tags of the tracker's runs to `costs` (run_id → tags, run ids as
     the tracker's config names them: `tags: {run_id: …}` too). `shared`: the runs of `costs`
@@ -226,7 +244,10 @@ def write_cost_tags(
     (`list_tracker_runs`). `ledger`: the materialization's other write-backs: a run another
     tracker gives a cost is never cleared here, nor a tag written by this materialization
     deleted, and a tag another tracker already brought to its value is not written again.
-    Returns what was done."""
+    `tagged`: the MLflow ids of the store's runs whose cost tags the write-back wrote (the
+    warehouse's record; none when not given): only those are cleared, of their values in the
+    product's format alone. It is brought up to date in place: a run left with its cost tags
+    is added, a run cleared taken out. Returns what was done."""
     from mlflow.entities import RunTag  # heavy: imported only when a tracker writes back
 
     log = log or logging.getLogger(__name__)
@@ -236,6 +257,7 @@ def write_cost_tags(
     uri, password, client, found = runs.uri, runs.password, runs.client, runs.found
     done = WriteBack(tracker)
     shared = shared or set()
+    tagged = set() if tagged is None else tagged
     done.runs_skipped_not_in_tracker = sum(1 for run_id in costs
                                            if run_id not in found and run_id not in shared)
 
@@ -246,15 +268,20 @@ def write_cost_tags(
         alike = mlflow_id in ledger.tags and ledger.listed.get(mlflow_id) == current
         return mlflow_id, deleted, ledger.tags[mlflow_id] if alike else current
 
-    # the runs with cost, and the live runs holding cost tags the warehouse no longer gives
-    # them — unless another tracker of this materialization gives the MLflow run a cost, or
-    # wrote those tags (the same server under another URI: the same run)
+    def ours(current: dict[str, str]) -> set[str]:
+        """The cost tags of a run whose values are in the write-back's format."""
+        return {k for k, v in current.items() if written_here(k, v)}
+
+    # the runs with cost, and the live runs the write-back tagged holding cost tags the
+    # warehouse no longer gives them — unless another tracker of this materialization gives
+    # the MLflow run a cost, or wrote those tags (the same server under another URI: the same
+    # run). A run it never tagged keeps what it holds: a user's own values
     stale = set()
     for run_id in found:
         mlflow_id, deleted, current = now(run_id)
-        if deleted or run_id in costs or mlflow_id in ledger.covered:
+        if deleted or run_id in costs or mlflow_id in ledger.covered or mlflow_id not in tagged:
             continue
-        if set(current) & set(COST_TAGS) - ledger.written.get(mlflow_id, set()):
+        if ours(current) - ledger.written.get(mlflow_id, set()):
             stale.add(run_id)
     for run_id in sorted(stale | (set(costs) & set(found))):
         mlflow_id, deleted, current = now(run_id)
@@ -264,8 +291,9 @@ def write_cost_tags(
         wanted = costs.get(run_id, {})
         fresh = ledger.written.get(mlflow_id, set())
         changed = [RunTag(k, v) for k, v in wanted.items() if current.get(k) != v]
-        dropped = sorted(k for k in COST_TAGS
-                         if k in current and k not in wanted and k not in fresh)
+        dropped = sorted(k for k in ours(current) if k not in wanted and k not in fresh)
+        if run_id in costs:  # recorded before its tags are written: a failed call left some
+            tagged.add(mlflow_id)
         if not changed and not dropped:
             done.runs_unchanged += 1
             continue
@@ -287,6 +315,7 @@ def write_cost_tags(
             done.tags_written += len(changed)
         if run_id not in costs:
             done.runs_cleared += 1
+            tagged.discard(mlflow_id)
         done.tags_deleted += len(dropped)
     log.info(f"{tracker}: cost tags written on {done.runs_written} run(s) "
              f"({done.tags_written} tag(s)), {done.runs_unchanged} unchanged, "

@@ -79,9 +79,10 @@ WHOLE_TAG = "cost_pipeline/whole"
 COMMITTED = "committed"
 ROLLED_BACK = "rolled back"
 COMMIT_FAILED = "commit failed"
-# steps that write nothing to the warehouse, only elsewhere (the tracker's cost tags, read
-# from this run's rows): their failure fails the run but keeps the month's commit, so the step
-# is retried alone against the committed month (docs/tracker-costs.md)
+# steps that write elsewhere (the tracker's cost tags, read from this run's rows), to the
+# warehouse only their own record (`tracker_tagged_runs`, what they wrote, kept on failure):
+# their failure fails the run but keeps the month's commit, so the step is retried alone
+# against the committed month (docs/tracker-costs.md)
 OUTSIDE_WAREHOUSE_STEPS = frozenset({"tracker_cost_tags"})
 # how long the run's connection waits for another process (a reader) to release the file
 OPEN_RETRY_SECONDS = 3.0

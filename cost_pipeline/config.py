@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -267,7 +267,9 @@ class PipelineConfig(_Strict):
     @field_validator("first_month", mode="before")
     @classmethod
     def _a_month(cls, value: object) -> date:
-        if isinstance(value, date):  # YAML reads 2015-01-01 as a date
+        if isinstance(value, datetime):  # YAML reads 2020-01-01T00:00:00Z as an instant
+            month = _month_starting_at(value)
+        elif isinstance(value, date):  # YAML reads 2015-01-01 as a date
             if value.day != 1:
                 raise ValueError(f"{value}: expected a month, YYYY-MM")
             month = value
@@ -314,6 +316,17 @@ class PipelineConfig(_Strict):
     @property
     def warehouse_path(self) -> str:
         return self.resolve(self.warehouse.path)
+
+
+def _month_starting_at(instant: datetime) -> date:
+    """The month an instant written for `first_month` starts: its first instant in UTC, the
+    partitions' time (`2020-01-01T00:00:00Z`, `2020-01-01 00:00:00`); an instant inside a
+    month names none (it was compared with a date: a traceback, and no code location)."""
+    utc = instant.astimezone(UTC).replace(tzinfo=None) if instant.tzinfo else instant
+    if utc != datetime(utc.year, utc.month, 1):
+        raise ValueError(f"{instant} is an instant inside {utc:%Y-%m} (UTC), not a month: "
+                         "expected YYYY-MM")
+    return utc.date()
 
 
 def _describe(error: dict) -> str:

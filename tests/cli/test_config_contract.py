@@ -218,3 +218,37 @@ def test_an_empty_config_file_is_one_line_naming_the_file(tmp_path, content, cap
     # an explicit empty mapping is the config of every default, as `parse_config({})` is
     path.write_text("{}\n", encoding="utf-8")
     assert load_config(path).billing == []
+
+
+@pytest.mark.parametrize(("written", "month"), [
+    ("2020-01-01T00:00:00Z", date(2020, 1, 1)), ("2020-03-01 00:00:00", date(2020, 3, 1)),
+    ("2020-03-01t00:00:00.000+00:00", date(2020, 3, 1))])
+def test_first_month_written_as_its_first_instant_is_that_month(tmp_path, written, month):
+    """A YAML timestamp at a month's first instant (UTC, the partitions' time) names that
+    month: `first_month: 2020-01-01T00:00:00Z` was a traceback, "can't compare
+    datetime.datetime to datetime.date"."""
+    path = tmp_path / "config.yaml"
+    path.write_text(f"first_month: {written}\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.first_month == month and type(cfg.first_month) is date
+
+
+@pytest.mark.parametrize(("written", "problem"), [
+    ("2015-01-01 12:00:00", "2015-01-01 12:00:00 is an instant inside 2015-01"),
+    ("2015-01-15T00:00:00Z", "2015-01-15 00:00:00+00:00 is an instant inside 2015-01"),
+    # midnight of the 1st two hours east of UTC is 22:00 UTC on the last day of December
+    ("2020-01-01T00:00:00+02:00", "2020-01-01 00:00:00+02:00 is an instant inside 2019-12"),
+])
+def test_first_month_written_as_an_instant_inside_a_month_is_refused(tmp_path, written,
+                                                                       problem):
+    """An instant inside a month names no month: one line naming the file and the key, and
+    the Dagster code location still loads (it raised TypeError and did not)."""
+    from cost_pipeline.defs.definitions import build_defs
+
+    path = tmp_path / "config.yaml"
+    path.write_text(f"first_month: {written}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"config {path}: first_month: {problem} (UTC), not a month: "
+                              "expected YYYY-MM")
+    assert build_defs(str(path)).resolve_job_def("monthly_costs") is not None

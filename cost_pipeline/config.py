@@ -394,7 +394,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
                           f"0x{content[exc.start]:02x}); save the file as UTF-8") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
-    except _DuplicateKey as exc:
+    except _Unreadable as exc:
         raise ConfigError(f"config {file} {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {file}{_yaml_problem(exc, text)}") from None
@@ -409,8 +409,9 @@ EMPTY_FILE = ("the file is empty; it must hold the config as a YAML mapping: the
               "attribute (billing:), the runs (tracker:), the checkpoints (checkpoints:), …")
 
 
-class _DuplicateKey(ValueError):
-    """A mapping of the file names a key twice."""
+class _Unreadable(ValueError):
+    """What the file writes cannot be read as written: a key twice in one mapping, a date no
+    calendar holds. Its message starts with the line (and column)."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -427,11 +428,23 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
             if isinstance(key, str | int | float | bool) and key in seen:
-                raise _DuplicateKey(f"line {line}: key {key!r} written twice (first at line "
+                raise _Unreadable(f"line {line}: key {key!r} written twice (first at line "
                                     f"{seen[key]}): keep one")
             if isinstance(key, str | int | float | bool):
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_timestamp(self, node):
+        """A date or timestamp that does not exist (`2015-02-30`, `2015-13-01`) named by its
+        line and column: it was `day is out of range for month`, no file, no key, and a
+        ValueError the code location did not catch."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            mark = node.start_mark
+            raise _Unreadable(f"line {mark.line + 1} column {mark.column + 1}: {node.value} "
+                              f"reads as a date, but there is no such date ({exc}); quote it "
+                              "if it is text") from None
 
 
 # YAML 1.2's float (core schema) with a point or an exponent; what YAML 1.1 reads as a number
@@ -441,6 +454,8 @@ _UniqueKeyLoader.add_implicit_resolver(
     _YAML12_FLOAT_TAG,
     re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?$"),
     list("-+.0123456789"))
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp",
+                                 _UniqueKeyLoader.construct_yaml_timestamp)
 _UniqueKeyLoader.add_constructor(
     _YAML12_FLOAT_TAG, lambda loader, node: _Yaml12Float(loader.construct_scalar(node)))
 

@@ -252,3 +252,28 @@ def test_first_month_written_as_an_instant_inside_a_month_is_refused(tmp_path, w
     assert str(err.value) == (f"config {path}: first_month: {problem} (UTC), not a month: "
                               "expected YYYY-MM")
     assert build_defs(str(path)).resolve_job_def("monthly_costs") is not None
+
+
+@pytest.mark.parametrize(("content", "where", "problem"), [
+    ("# the pipeline\nfirst_month: 2015-02-30\n", "line 2 column 14",
+     "2015-02-30 reads as a date, but there is no such date (day is out of range for month)"),
+    ("first_month: 2015-13-01\n", "line 1 column 14",
+     "2015-13-01 reads as a date, but there is no such date (month must be in 1..12)"),
+    ("tracker:\n  - {kind: mlflow, tracking_uri: http://x, experiments: [2024-02-30]}\n",
+     "line 2 column 58",
+     "2024-02-30 reads as a date, but there is no such date (day is out of range for month)"),
+    ("first_month: 2015-01-01 24:00:00\n", "line 1 column 14",
+     "2015-01-01 24:00:00 reads as a date, but there is no such date (hour must be in 0..23)"),
+])
+def test_a_date_that_does_not_exist_is_named_by_line_and_column(tmp_path, content, where,
+                                                                  problem):
+    """A YAML date no calendar holds was `error: day is out of range for month`, naming
+    neither the file nor the key, and a ValueError the code location did not catch."""
+    from cost_pipeline.defs.definitions import build_defs
+
+    path = tmp_path / "config.yaml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"config {path} {where}: {problem}; quote it if it is text"
+    assert build_defs(str(path)).resolve_job_def("monthly_costs") is not None

@@ -447,6 +447,33 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                               "if it is text") from None
 
 
+# YAML 1.2's numbers (core schema) where PyYAML reads YAML 1.1's: `010` is ten (YAML 1.1's
+# octal, 8: `hour_of_day: 010` ran at 08:00, and `08` was refused), an octal is written `0o10`;
+# `1:30` (1.1's base 60: `grace_days: 1:30` was 90) and `1_000` are text, refused where a
+# number is expected. Each resolver keeps its place: a timestamp is still tried after them
+_YAML12_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_YAML12_RESOLVED = {
+    "tag:yaml.org,2002:int": _YAML12_INT,
+    "tag:yaml.org,2002:float": re.compile(
+        r"^(?:[-+]?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?|\.[0-9]+(?:[eE][-+][0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+}
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, _YAML12_RESOLVED.get(tag, regexp)) for tag, regexp in resolvers]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+def _yaml12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    if not _YAML12_INT.match(text):  # an explicit `!!int 0b101`: YAML 1.1's reading
+        return loader.construct_yaml_int(node)
+    if text[:2] in ("0o", "0x"):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _yaml12_int)
+
 # YAML 1.2's float (core schema) with a point or an exponent; what YAML 1.1 reads as a number
 # (`1.5`, `1.0e+6`, `10`) its own resolvers, tried first, still read
 _YAML12_FLOAT_TAG = "tag:cost-pipeline,2024:yaml12-float"

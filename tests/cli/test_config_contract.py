@@ -277,3 +277,40 @@ def test_a_date_that_does_not_exist_is_named_by_line_and_column(tmp_path, conten
         load_config(path)
     assert str(err.value) == f"config {path} {where}: {problem}; quote it if it is text"
     assert build_defs(str(path)).resolve_job_def("monthly_costs") is not None
+
+
+def test_integers_are_read_as_yaml_1_2_writes_them(tmp_path):
+    """PyYAML reads YAML 1.1: `hour_of_day: 010` was 8 (octal), `08` refused, `grace_days:
+    1:30` 90 (base 60). The config reads YAML 1.2: a leading zero is a decimal's, an octal is
+    written `0o`, and `1:30` is text."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "schedule: {hour_of_day: 010, day_of_month: 08, daily_refresh_hour: 0o10}\n"
+        "policy: {retention: {keep_last_live: 0x0A, keep_last_production: -0, grace_days: 09}}\n"
+        "accelerators: {a.large: 010, b.large: +7}\n"
+        "run_tag: 1:30\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert (cfg.schedule.hour_of_day, cfg.schedule.day_of_month,
+            cfg.schedule.daily_refresh_hour) == (10, 8, 8)
+    retention = cfg.policy.retention
+    assert (retention.keep_last_live, retention.keep_last_production,
+            retention.grace_days) == (10, 0, 9)
+    assert cfg.accelerators == {"a.large": 10, "b.large": 7}
+    assert cfg.run_tag == "1:30"  # a name, where it was the number 90 and refused
+    # what YAML 1.1 alone reads as a number is text, refused where a number is expected
+    for written, key, problem in (
+            ("policy: {retention: {grace_days: 1:30}}", "policy.retention.grace_days",
+             "Input should be a valid integer"),
+            ("policy: {retention: {keep_last_live: 1_000}}", "policy.retention.keep_last_live",
+             "Input should be a valid integer"),
+            ("schedule: {hour_of_day: 0b101}", "schedule.hour_of_day",
+             "Input should be a valid integer"),
+            ("policy: {trend: {max_growth: 1:30.5}}", "policy.trend.max_growth",
+             "Input should be a valid number")):
+        path.write_text(written + "\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as err:
+            load_config(path)
+        assert str(err.value) == f"config {path}: {key}: {problem}"
+    import yaml  # only the config's own reader: PyYAML's safe loader still reads YAML 1.1
+
+    assert yaml.safe_load("a: 010") == {"a": 8}

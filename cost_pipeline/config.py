@@ -103,7 +103,7 @@ MAX_ACCELERATORS = 1_000_000
 
 
 class WarehouseConfig(_Strict):
-    path: str = "data/warehouse.duckdb"
+    path: Text = "data/warehouse.duckdb"
     # DuckDB's memory_limit: what it may hold before spilling to `<warehouse>.tmp/`. The default
     # keeps the whole process under 2 GiB at 20M billing lines; more is faster on big
     # machines; null leaves DuckDB's own default (80% of the RAM)

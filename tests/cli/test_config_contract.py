@@ -23,6 +23,10 @@ from cost_pipeline.config import ConfigError, load_config, parse_config
     # an empty tracker or path read nothing (or $MLFLOW_TRACKING_URI's tracker) and exited 0
     ({"tracker": [{"kind": "mlflow", "tracking_uri": ""}]}, "tracking_uri: must not be empty"),
     ({"billing": [{"kind": "focus", "path": "  "}]}, "path: must not be blank"),
+    # an empty warehouse path failed opening the config's folder, a blank one wrote a file
+    # named three spaces
+    ({"warehouse": {"path": ""}}, "warehouse.path: must not be empty"),
+    ({"warehouse": {"path": "   "}}, "warehouse.path: must not be blank"),
     # an empty list read every experiment; an empty tag name lost every run's resource ids
     ({"tracker": [{"kind": "mlflow", "tracking_uri": "x", "experiments": []}]},
      "tracker.0.mlflow.experiments"),

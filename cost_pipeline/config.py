@@ -102,8 +102,23 @@ SourceName = Annotated[str | None, Field(pattern=r"^[^:]+$")]
 MAX_ACCELERATORS = 1_000_000
 
 
+def _local_file(path: str) -> str:
+    """The warehouse's path: a local DuckDB file, never a URI (`s3://b/w.duckdb` was written
+    under the working folder as `./s3:/b/w.duckdb`). Only the scheme is named: the rest may
+    carry credentials."""
+    if "://" in path:
+        scheme = re.match(r"\s*([A-Za-z][A-Za-z0-9+.-]*)://", path)
+        raise ValueError(f"must be a local file, not a URI ({scheme.group(1) if scheme else ''}"
+                         "://…): the warehouse is a local DuckDB file")
+    return path
+
+
+# the warehouse's file: a local path that says something
+WarehousePath = Annotated[str, Field(min_length=1, pattern=r"\S"), AfterValidator(_local_file)]
+
+
 class WarehouseConfig(_Strict):
-    path: Text = "data/warehouse.duckdb"
+    path: WarehousePath = "data/warehouse.duckdb"
     # DuckDB's memory_limit: what it may hold before spilling to `<warehouse>.tmp/`. The default
     # keeps the whole process under 2 GiB at 20M billing lines; more is faster on big
     # machines; null leaves DuckDB's own default (80% of the RAM)

@@ -27,6 +27,13 @@ from cost_pipeline.config import ConfigError, load_config, parse_config
     # named three spaces
     ({"warehouse": {"path": ""}}, "warehouse.path: must not be empty"),
     ({"warehouse": {"path": "   "}}, "warehouse.path: must not be blank"),
+    # the warehouse is a local DuckDB file: `s3://b/w.duckdb` was written as ./s3:/b/w.duckdb
+    ({"warehouse": {"path": "s3://b/w.duckdb"}}, "warehouse.path: must be a local file, not "
+     "a URI (s3://…): the warehouse is a local DuckDB file"),
+    ({"warehouse": {"path": "file:///data/w.duckdb"}}, "warehouse.path: must be a local "
+     "file, not a URI (file://…)"),
+    ({"warehouse": {"path": "S3://AKIAEX:SECRETPW7@b/w.duckdb"}}, "warehouse.path: must be "
+     "a local file, not a URI (S3://…)"),
     # an empty list read every experiment; an empty tag name lost every run's resource ids
     ({"tracker": [{"kind": "mlflow", "tracking_uri": "x", "experiments": []}]},
      "tracker.0.mlflow.experiments"),

@@ -7,6 +7,7 @@ import math
 import os
 import re
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -117,15 +118,48 @@ def _local_file(path: str) -> str:
 WarehousePath = Annotated[str, Field(min_length=1, pattern=r"\S"), AfterValidator(_local_file)]
 
 
+# what DuckDB's memory_limit takes (tried on a connection: tests/cli/test_config_contract.py):
+# a number and a unit of bytes, a share of the memory, or -1 (no limit); its units
+_SIZE = re.compile(r"(?i)^[ \t]*(?:-1|(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[ \t]*"
+                   r"(?P<unit>%|b|bytes?|[kmgt]|[kmgt]b|[kmgt]ib|(?:kilo|mega|giga|tera)bytes?))"
+                   r"[ \t]*$")
+_UNIT_POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
+MEMORY_LIMIT_MAX = 2**64  # bytes: DuckDB refuses more, "Memory value out of range"
+_SIZE_EXAMPLES = ("expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); units B, KB, MB, GB, TB "
+                  "(1000s), KiB, MiB, GiB, TiB (1024s)")
+
+
+def _memory_limit(value: object) -> object:
+    """DuckDB's memory_limit as the config takes it: what DuckDB takes, refused here, not by
+    DuckDB at the first connection without the file or the key (`101%`, `1PB` passed). An
+    integer is its text: `memory_limit: -1`, unquoted as the docs show it, was no string."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return value  # refused as no string (strict)
+    size = _SIZE.match(value)
+    if size is None:
+        raise ValueError(f"{value!r} is no size: {_SIZE_EXAMPLES}")
+    if size["number"] is None:
+        return value
+    number, unit = Decimal(size["number"]), size["unit"].lower()
+    if unit == "%":
+        if number > 100:
+            raise ValueError(f"{value!r} is no size: a share of the memory is 0% to 100%")
+        return value
+    power = _UNIT_POWERS.get(unit[0], 0)
+    if number * (1024 if unit.endswith("ib") else 1000) ** power \
+            >= MEMORY_LIMIT_MAX:
+        raise ValueError(f"{value!r} is no size: more than DuckDB takes (16 EiB)")
+    return value
+
+
 class WarehouseConfig(_Strict):
     path: WarehousePath = "data/warehouse.duckdb"
     # DuckDB's memory_limit: what it may hold before spilling to `<warehouse>.tmp/`. The default
     # keeps the whole process under 2 GiB at 20M billing lines; more is faster on big
     # machines; null leaves DuckDB's own default (80% of the RAM)
-    # what DuckDB's memory_limit takes (`8GB`, `1.5GiB`, `80%`, `-1`): refused here, not by
-    # DuckDB at the first connection without the file or the key
-    memory_limit: str | None = Field(
-        "1100MB", pattern=r"(?i)^\s*([0-9]+(\.[0-9]+)?\s*(b|bytes|[kmgtp]i?b|[kmgtp]|%)|-1)\s*$")
+    memory_limit: Annotated[str | None, BeforeValidator(_memory_limit)] = "1100MB"
     threads: int | None = Field(None, ge=1, le=4096)
 
 
@@ -358,8 +392,7 @@ def _describe(error: dict) -> str:
         msg = ("must name the environment variable holding the webhook URL (e.g. "
                "COST_ALERT_WEBHOOK_URL), not the URL: the URL is a secret, kept out of the file")
     elif error["type"] == "string_pattern_mismatch":
-        msg = (f"{error.get('input')!r} is no size: expected e.g. 8GB, 1.5GiB or 80%"
-               if loc.endswith("memory_limit") else "must not be blank")
+        msg = "must not be blank"
     elif error["type"] == "string_too_short":
         msg = "must not be empty"
     elif error["type"] == "union_tag_invalid":

@@ -325,3 +325,58 @@ def test_integers_are_read_as_yaml_1_2_writes_them(tmp_path):
     import yaml  # only the config's own reader: PyYAML's safe loader still reads YAML 1.1
 
     assert yaml.safe_load("a: 010") == {"a": 8}
+
+
+def _duckdb_takes(memory_limit: str) -> bool:
+    import duckdb
+
+    with duckdb.connect() as con:
+        try:
+            con.execute(f"SET memory_limit = '{memory_limit}'")
+        except duckdb.Error:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(("size", "taken"), [
+    ("8GB", True), ("1.5GiB", True), ("4gb", True), ("512 MB", True), ("2TiB", True),
+    ("64KiB", True), ("64kb", True), ("1T", True), ("1 byte", True), ("100B", True),
+    ("1000000000 bytes", True), ("2 gigabytes", True), (".5GB", True), ("16000000TB", True),
+    ("80%", True), ("0%", True), ("100%", True), ("12.5 %", True), ("-1", True),
+    # DuckDB refuses these at the first connection, naming neither the file nor the key
+    ("101%", False), ("100.5%", False), ("-1%", False), ("1PB", False), ("1P", False),
+    ("1pib", False), ("1 kibibyte", False), ("8", False), ("1.5", False), ("lots", False),
+    ("+5GB", False), ("1,5GB", False), ("18446744073709551616B", False),
+    ("20000000TB", False)])
+def test_memory_limit_takes_what_duckdb_takes(size, taken):
+    """`101%`, `1PB`, `1pib` passed the config and failed at DuckDB's first connection."""
+    assert _duckdb_takes(size) is taken
+    if taken:
+        cfg = parse_config({"warehouse": {"memory_limit": size}}, Path("."))
+        assert cfg.warehouse.memory_limit == size
+        return
+    with pytest.raises(ConfigError) as err:
+        parse_config({"warehouse": {"memory_limit": size}}, Path("."), origin="config c.yaml")
+    assert str(err.value).startswith(f"config c.yaml: warehouse.memory_limit: {size!r} is no "
+                                     "size")
+
+
+def test_memory_limit_refusals_say_why_and_minus_one_needs_no_quotes(tmp_path):
+    path = tmp_path / "config.yaml"
+    for written, read in (("-1", "-1"), ("80%", "80%"), ('"-1"', "-1")):
+        path.write_text(f"warehouse: {{memory_limit: {written}}}\n", encoding="utf-8")
+        assert load_config(path).warehouse.memory_limit == read  # -1 as the docs show it
+    for written, problem in (
+            ("8", "'8' is no size: expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); units "
+                  "B, KB, MB, GB, TB (1000s), KiB, MiB, GiB, TiB (1024s)"),
+            ("101%", "'101%' is no size: a share of the memory is 0% to 100%"),
+            ("1PB", "'1PB' is no size: expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); "
+                    "units B, KB, MB, GB, TB (1000s), KiB, MiB, GiB, TiB (1024s)"),
+            ("20000000TB", "'20000000TB' is no size: more than DuckDB takes (16 EiB)"),
+            ("-2", "'-2' is no size: expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); units "
+                   "B, KB, MB, GB, TB (1000s), KiB, MiB, GiB, TiB (1024s)"),
+            ("yes", "Input should be a valid string")):
+        path.write_text(f"warehouse: {{memory_limit: {written}}}\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as err:
+            load_config(path)
+        assert str(err.value) == f"config {path}: warehouse.memory_limit: {problem}"

@@ -320,3 +320,23 @@ def test_a_total_and_a_budget_that_differ_read_apart(tmp_path, currency, budget,
     text = render(estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=price))
     assert f"  {'total':<14} {total:>16}" in text.splitlines()
     assert f"  approval budget {limit}: {verdict} budget" in text.splitlines()
+
+
+def test_an_estimate_without_a_warehouse_says_so(tmp_path, capsys):
+    """A config whose warehouse file does not exist read "no recorded search runs of model
+    'churn'", as if the warehouse held no such model: it says what every reader says. Priced
+    by hand (--gpus, --hours, --price), the estimate needs no warehouse."""
+    from cost_pipeline.cli.main import main
+
+    (tmp_path / "c.yaml").write_text("warehouse: {path: none.duckdb}\n")
+    argv = ["estimate", "--config", str(tmp_path / "c.yaml"), "--model", "churn",
+            "--configs", "2", "--seeds", "3"]
+    for overrides in ([], ["--gpus", "4"], ["--gpus", "4", "--hours", "2"]):
+        assert main([*argv, *overrides]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == (f"error: no warehouse at {tmp_path / 'none.duckdb'}: "
+                                "materialize a month first\n")
+    assert main([*argv, "--gpus", "4", "--hours", "2", "--price", "1.5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total_cost"] == 72.0  # 6 runs × 4 × 2 × 1.5
+    assert not (tmp_path / "none.duckdb").exists()

@@ -424,8 +424,11 @@ def config_file(path: str | os.PathLike[str]) -> Path:
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
-    """Load and validate the config at `path` (else $COST_PIPELINE_CONFIG)."""
-    raw = path or os.environ.get(CONFIG_ENV)
+    """Load and validate the config at `path` (else, when None, $COST_PIPELINE_CONFIG)."""
+    if path is not None and not str(path).strip():
+        # a path given empty (`--config "$CFG"`, CFG unset) read the variable's config instead
+        raise ConfigError("the config path is empty: name the config file")
+    raw = os.environ.get(CONFIG_ENV) if path is None else path
     if not raw:
         raise ConfigError(f"no config: pass --config FILE or set {CONFIG_ENV}")
     file = config_file(raw)

@@ -341,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     args.debug = debug or getattr(args, "debug", False)   # (`--deb`, argparse's abbreviation)
+    if getattr(args, "config", None) is not None and not args.config.strip():
+        # `--config "$CFG"` with CFG unset: it read $COST_PIPELINE_CONFIG's config instead
+        print("error: --config names no file: name the config file, or leave --config out to "
+              "read $COST_PIPELINE_CONFIG", file=sys.stderr)
+        return EXIT_ERROR
     if getattr(args, "config", None) is None and args.command != "demo":
         import os
 

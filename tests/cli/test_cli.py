@@ -562,3 +562,26 @@ def test_a_report_of_a_month_never_materialized_names_the_warehouse(tmp_path, ca
     assert captured.out == ""
     assert captured.err == (f"error: no billing data for 2026-05 in {warehouse}: materialize "
                             "the month first\n")
+
+
+@pytest.mark.parametrize("argv", [["report", "--month", "2026-07"],
+                                  ["export", "runs", "--month", "2026-07"],
+                                  ["estimate", "--model", "m", "--configs", "1", "--seeds", "1"],
+                                  ["materialize", "--month", "2026-07"]])
+@pytest.mark.parametrize("given", ["", "  "])
+def test_an_empty_config_path_is_refused_not_read_from_the_environment(
+        tmp_path, capsys, monkeypatch, argv, given):
+    """`--config "$CFG"` with CFG unset read $COST_PIPELINE_CONFIG's file instead: another
+    config's warehouse, without a word."""
+    from cost_pipeline.cli.main import main
+
+    other = tmp_path / "other.yaml"
+    other.write_text("warehouse: {path: other.duckdb}\n")
+    monkeypatch.setenv("COST_PIPELINE_CONFIG", str(other))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert main([*argv, "--config", given]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("error: --config names no file: name the config file, or leave "
+                            "--config out to read $COST_PIPELINE_CONFIG\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.yaml"]  # nothing written

@@ -380,3 +380,16 @@ def test_memory_limit_refusals_say_why_and_minus_one_needs_no_quotes(tmp_path):
         with pytest.raises(ConfigError) as err:
             load_config(path)
         assert str(err.value) == f"config {path}: warehouse.memory_limit: {problem}"
+
+
+@pytest.mark.parametrize("given", ["", "  "])
+def test_an_empty_config_path_is_no_config(tmp_path, monkeypatch, given):
+    """An empty path fell back to $COST_PIPELINE_CONFIG, a config nobody passed; only no path
+    at all (None) reads the variable."""
+    other = tmp_path / "other.yaml"
+    other.write_text("warehouse: {path: other.duckdb}\n")
+    monkeypatch.setenv("COST_PIPELINE_CONFIG", str(other))
+    with pytest.raises(ConfigError) as err:
+        load_config(given)
+    assert str(err.value) == "the config path is empty: name the config file"
+    assert load_config(None).warehouse_path == str(tmp_path / "other.duckdb")

@@ -393,6 +393,10 @@ def _describe(error: dict) -> str:
                "COST_ALERT_WEBHOOK_URL), not the URL: the URL is a secret, kept out of the file")
     elif error["type"] == "string_pattern_mismatch":
         msg = "must not be blank"
+    elif error["type"] == "string_type" and isinstance(error.get("input"), bool):
+        # a region `no`, a run_tag `on`: "Input should be a valid string" said nothing of why
+        msg = ("YAML reads an unquoted yes, no, on, off, true or false as a boolean (here "
+               f"{str(error['input']).lower()}): quote it if it is text")
     elif error["type"] == "string_too_short":
         msg = "must not be empty"
     elif error["type"] == "union_tag_invalid":
@@ -461,8 +465,9 @@ EMPTY_FILE = ("the file is empty; it must hold the config as a YAML mapping: the
 
 
 class _Unreadable(ValueError):
-    """What the file writes cannot be read as written: a key twice in one mapping, a date no
-    calendar holds. Its message starts with the line (and column)."""
+    """What the file writes cannot be read as written: a key twice in one mapping, a key YAML
+    reads as a boolean, a date no calendar holds. Its message starts with the line (and
+    column)."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -478,6 +483,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 continue
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
+            if isinstance(key, bool):  # no key of the config is a boolean: a name is meant
+                raise _Unreadable(
+                    f"line {line} column {key_node.start_mark.column + 1}: YAML reads the key "
+                    f"{key_node.value} as the boolean {str(key).lower()}: quote it "
+                    f"('{key_node.value}') if it is a name")
             if isinstance(key, str | int | float | bool) and key in seen:
                 raise _Unreadable(f"line {line}: key {key!r} written twice (first at line "
                                     f"{seen[key]}): keep one")

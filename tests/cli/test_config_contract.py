@@ -375,7 +375,8 @@ def test_memory_limit_refusals_say_why_and_minus_one_needs_no_quotes(tmp_path):
             ("20000000TB", "'20000000TB' is no size: more than DuckDB takes (16 EiB)"),
             ("-2", "'-2' is no size: expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); units "
                    "B, KB, MB, GB, TB (1000s), KiB, MiB, GiB, TiB (1024s)"),
-            ("yes", "Input should be a valid string")):
+            ("yes", "YAML reads an unquoted yes, no, on, off, true or false as a boolean "
+                    "(here true): quote it if it is text")):
         path.write_text(f"warehouse: {{memory_limit: {written}}}\n", encoding="utf-8")
         with pytest.raises(ConfigError) as err:
             load_config(path)
@@ -393,3 +394,35 @@ def test_an_empty_config_path_is_no_config(tmp_path, monkeypatch, given):
         load_config(given)
     assert str(err.value) == "the config path is empty: name the config file"
     assert load_config(None).warehouse_path == str(tmp_path / "other.duckdb")
+
+
+@pytest.mark.parametrize(("content", "where", "word", "value"), [
+    ("datasets: {yes: {bucket: b, region: r}}\n", "line 1 column 12", "yes", "true"),
+    ("accelerators:\n  Off: 8\n", "line 2 column 3", "Off", "false"),
+    ("tracker:\n  - {kind: mlflow, tracking_uri: x, tags: {TRUE: run}}\n", "line 2 column 44",
+     "TRUE", "true"),
+])
+def test_a_boolean_where_a_name_is_expected_says_to_quote_it(tmp_path, content, where, word,
+                                                               value):
+    """YAML reads an unquoted yes/no/on/off/true/false as a boolean: a dataset named `yes`
+    was refused as "datasets.True.[key]: Input should be a valid string"."""
+    path = tmp_path / "config.yaml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"config {path} {where}: YAML reads the key {word} as the "
+                              f"boolean {value}: quote it ('{word}') if it is a name")
+    path.write_text(content.replace(word, f"'{word}'"), encoding="utf-8")
+    load_config(path)  # quoted, it is the name
+
+
+def test_a_boolean_where_text_is_expected_says_to_quote_it(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("datasets: {d: {bucket: b, region: no}}\nrun_tag: on\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"config {path}: run_tag: YAML reads an unquoted yes, no, on, off, true or false as a "
+        "boolean (here true): quote it if it is text; datasets.d.region: YAML reads an "
+        "unquoted yes, no, on, off, true or false as a boolean (here false): quote it if it "
+        "is text")

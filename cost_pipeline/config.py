@@ -147,9 +147,8 @@ def _memory_limit(value: object) -> object:
         if number > 100:
             raise ValueError(f"{value!r} is no size: a share of the memory is 0% to 100%")
         return value
-    power = _UNIT_POWERS.get(unit[0], 0)
-    if number * (1024 if unit.endswith("ib") else 1000) ** power \
-            >= MEMORY_LIMIT_MAX:
+    size_bytes = number * (1024 if unit.endswith("ib") else 1000) ** _UNIT_POWERS.get(unit[0], 0)
+    if size_bytes >= MEMORY_LIMIT_MAX:
         raise ValueError(f"{value!r} is no size: more than DuckDB takes (16 EiB)")
     return value
 
@@ -490,7 +489,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     f"('{key_node.value}') if it is a name")
             if isinstance(key, str | int | float | bool) and key in seen:
                 raise _Unreadable(f"line {line}: key {key!r} written twice (first at line "
-                                    f"{seen[key]}): keep one")
+                                  f"{seen[key]}): keep one")
             if isinstance(key, str | int | float | bool):
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from datetime import date
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -102,15 +103,62 @@ SourceName = Annotated[str | None, Field(pattern=r"^[^:]+$")]
 MAX_ACCELERATORS = 1_000_000
 
 
+def _local_file(path: str) -> str:
+    """The warehouse's path: a local DuckDB file, never a URI (`s3://b/w.duckdb` was written
+    under the working folder as `./s3:/b/w.duckdb`). Only the scheme is named: the rest may
+    carry credentials."""
+    if "://" in path:
+        scheme = re.match(r"\s*([A-Za-z][A-Za-z0-9+.-]*)://", path)
+        raise ValueError(f"must be a local file, not a URI ({scheme.group(1) if scheme else ''}"
+                         "://…): the warehouse is a local DuckDB file")
+    return path
+
+
+# the warehouse's file: a local path that says something
+WarehousePath = Annotated[str, Field(min_length=1, pattern=r"\S"), AfterValidator(_local_file)]
+
+
+# what DuckDB's memory_limit takes (tried on a connection: tests/cli/test_config_contract.py):
+# a number and a unit of bytes, a share of the memory, or -1 (no limit); its units
+_SIZE = re.compile(r"(?i)^[ \t]*(?:-1|(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[ \t]*"
+                   r"(?P<unit>%|b|bytes?|[kmgt]|[kmgt]b|[kmgt]ib|(?:kilo|mega|giga|tera)bytes?))"
+                   r"[ \t]*$")
+_UNIT_POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
+MEMORY_LIMIT_MAX = 2**64  # bytes: DuckDB refuses more, "Memory value out of range"
+_SIZE_EXAMPLES = ("expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); units B, KB, MB, GB, TB "
+                  "(1000s), KiB, MiB, GiB, TiB (1024s)")
+
+
+def _memory_limit(value: object) -> object:
+    """DuckDB's memory_limit as the config takes it: what DuckDB takes, refused here, not by
+    DuckDB at the first connection without the file or the key (`101%`, `1PB` passed). An
+    integer is its text: `memory_limit: -1`, unquoted as the docs show it, was no string."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return value  # refused as no string (strict)
+    size = _SIZE.match(value)
+    if size is None:
+        raise ValueError(f"{value!r} is no size: {_SIZE_EXAMPLES}")
+    if size["number"] is None:
+        return value
+    number, unit = Decimal(size["number"]), size["unit"].lower()
+    if unit == "%":
+        if number > 100:
+            raise ValueError(f"{value!r} is no size: a share of the memory is 0% to 100%")
+        return value
+    size_bytes = number * (1024 if unit.endswith("ib") else 1000) ** _UNIT_POWERS.get(unit[0], 0)
+    if size_bytes >= MEMORY_LIMIT_MAX:
+        raise ValueError(f"{value!r} is no size: more than DuckDB takes (16 EiB)")
+    return value
+
+
 class WarehouseConfig(_Strict):
-    path: str = "data/warehouse.duckdb"
+    path: WarehousePath = "data/warehouse.duckdb"
     # DuckDB's memory_limit: what it may hold before spilling to `<warehouse>.tmp/`. The default
     # keeps the whole process under 2 GiB at 20M billing lines; more is faster on big
     # machines; null leaves DuckDB's own default (80% of the RAM)
-    # what DuckDB's memory_limit takes (`8GB`, `1.5GiB`, `80%`, `-1`): refused here, not by
-    # DuckDB at the first connection without the file or the key
-    memory_limit: str | None = Field(
-        "1100MB", pattern=r"(?i)^\s*([0-9]+(\.[0-9]+)?\s*(b|bytes|[kmgtp]i?b|[kmgtp]|%)|-1)\s*$")
+    memory_limit: Annotated[str | None, BeforeValidator(_memory_limit)] = "1100MB"
     threads: int | None = Field(None, ge=1, le=4096)
 
 
@@ -267,7 +315,9 @@ class PipelineConfig(_Strict):
     @field_validator("first_month", mode="before")
     @classmethod
     def _a_month(cls, value: object) -> date:
-        if isinstance(value, date):  # YAML reads 2015-01-01 as a date
+        if isinstance(value, datetime):  # YAML reads 2020-01-01T00:00:00Z as an instant
+            month = _month_starting_at(value)
+        elif isinstance(value, date):  # YAML reads 2015-01-01 as a date
             if value.day != 1:
                 raise ValueError(f"{value}: expected a month, YYYY-MM")
             month = value
@@ -316,6 +366,17 @@ class PipelineConfig(_Strict):
         return self.resolve(self.warehouse.path)
 
 
+def _month_starting_at(instant: datetime) -> date:
+    """The month an instant written for `first_month` starts: its first instant in UTC, the
+    partitions' time (`2020-01-01T00:00:00Z`, `2020-01-01 00:00:00`); an instant inside a
+    month names none (it was compared with a date: a traceback, and no code location)."""
+    utc = instant.astimezone(UTC).replace(tzinfo=None) if instant.tzinfo else instant
+    if utc != datetime(utc.year, utc.month, 1):
+        raise ValueError(f"{instant} is an instant inside {utc:%Y-%m} (UTC), not a month: "
+                         "expected YYYY-MM")
+    return utc.date()
+
+
 def _describe(error: dict) -> str:
     loc = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
     msg = error["msg"]
@@ -330,8 +391,11 @@ def _describe(error: dict) -> str:
         msg = ("must name the environment variable holding the webhook URL (e.g. "
                "COST_ALERT_WEBHOOK_URL), not the URL: the URL is a secret, kept out of the file")
     elif error["type"] == "string_pattern_mismatch":
-        msg = (f"{error.get('input')!r} is no size: expected e.g. 8GB, 1.5GiB or 80%"
-               if loc.endswith("memory_limit") else "must not be blank")
+        msg = "must not be blank"
+    elif error["type"] == "string_type" and isinstance(error.get("input"), bool):
+        # a region `no`, a run_tag `on`: "Input should be a valid string" said nothing of why
+        msg = ("YAML reads an unquoted yes, no, on, off, true or false as a boolean (here "
+               f"{str(error['input']).lower()}): quote it if it is text")
     elif error["type"] == "string_too_short":
         msg = "must not be empty"
     elif error["type"] == "union_tag_invalid":
@@ -363,8 +427,11 @@ def config_file(path: str | os.PathLike[str]) -> Path:
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
-    """Load and validate the config at `path` (else $COST_PIPELINE_CONFIG)."""
-    raw = path or os.environ.get(CONFIG_ENV)
+    """Load and validate the config at `path` (else, when None, $COST_PIPELINE_CONFIG)."""
+    if path is not None and not str(path).strip():
+        # a path given empty (`--config "$CFG"`, CFG unset) read the variable's config instead
+        raise ConfigError("the config path is empty: name the config file")
+    raw = os.environ.get(CONFIG_ENV) if path is None else path
     if not raw:
         raise ConfigError(f"no config: pass --config FILE or set {CONFIG_ENV}")
     file = config_file(raw)
@@ -381,7 +448,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
                           f"0x{content[exc.start]:02x}); save the file as UTF-8") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
-    except _DuplicateKey as exc:
+    except _Unreadable as exc:
         raise ConfigError(f"config {file} {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {file}{_yaml_problem(exc, text)}") from None
@@ -396,8 +463,10 @@ EMPTY_FILE = ("the file is empty; it must hold the config as a YAML mapping: the
               "attribute (billing:), the runs (tracker:), the checkpoints (checkpoints:), …")
 
 
-class _DuplicateKey(ValueError):
-    """A mapping of the file names a key twice."""
+class _Unreadable(ValueError):
+    """What the file writes cannot be read as written: a key twice in one mapping, a key YAML
+    reads as a boolean, a date no calendar holds. Its message starts with the line (and
+    column)."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -413,13 +482,57 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 continue
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
+            if isinstance(key, bool):  # no key of the config is a boolean: a name is meant
+                raise _Unreadable(
+                    f"line {line} column {key_node.start_mark.column + 1}: YAML reads the key "
+                    f"{key_node.value} as the boolean {str(key).lower()}: quote it "
+                    f"('{key_node.value}') if it is a name")
             if isinstance(key, str | int | float | bool) and key in seen:
-                raise _DuplicateKey(f"line {line}: key {key!r} written twice (first at line "
-                                    f"{seen[key]}): keep one")
+                raise _Unreadable(f"line {line}: key {key!r} written twice (first at line "
+                                  f"{seen[key]}): keep one")
             if isinstance(key, str | int | float | bool):
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_timestamp(self, node):
+        """A date or timestamp that does not exist (`2015-02-30`, `2015-13-01`) named by its
+        line and column: it was `day is out of range for month`, no file, no key, and a
+        ValueError the code location did not catch."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            mark = node.start_mark
+            raise _Unreadable(f"line {mark.line + 1} column {mark.column + 1}: {node.value} "
+                              f"reads as a date, but there is no such date ({exc}); quote it "
+                              "if it is text") from None
+
+
+# YAML 1.2's numbers (core schema) where PyYAML reads YAML 1.1's: `010` is ten (YAML 1.1's
+# octal, 8: `hour_of_day: 010` ran at 08:00, and `08` was refused), an octal is written `0o10`;
+# `1:30` (1.1's base 60: `grace_days: 1:30` was 90) and `1_000` are text, refused where a
+# number is expected. Each resolver keeps its place: a timestamp is still tried after them
+_YAML12_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_YAML12_RESOLVED = {
+    "tag:yaml.org,2002:int": _YAML12_INT,
+    "tag:yaml.org,2002:float": re.compile(
+        r"^(?:[-+]?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?|\.[0-9]+(?:[eE][-+][0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+}
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, _YAML12_RESOLVED.get(tag, regexp)) for tag, regexp in resolvers]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+def _yaml12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    if not _YAML12_INT.match(text):  # an explicit `!!int 0b101`: YAML 1.1's reading
+        return loader.construct_yaml_int(node)
+    if text[:2] in ("0o", "0x"):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _yaml12_int)
 
 # YAML 1.2's float (core schema) with a point or an exponent; what YAML 1.1 reads as a number
 # (`1.5`, `1.0e+6`, `10`) its own resolvers, tried first, still read
@@ -428,6 +541,8 @@ _UniqueKeyLoader.add_implicit_resolver(
     _YAML12_FLOAT_TAG,
     re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?$"),
     list("-+.0123456789"))
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp",
+                                 _UniqueKeyLoader.construct_yaml_timestamp)
 _UniqueKeyLoader.add_constructor(
     _YAML12_FLOAT_TAG, lambda loader, node: _Yaml12Float(loader.construct_scalar(node)))
 

@@ -79,6 +79,10 @@ def _finite(value):
 def _check_override(name: str, value: float | None) -> None:
     """A figure the caller gives must be a real, non-negative amount: a negative price or
     GPU count would estimate a negative cost that always passes the approval budget."""
+    if value is not None and math.isinf(value):
+        # `--price 1e400` is read as infinity: "got inf" named a number nobody wrote
+        raise EstimateError(f"--{name} must be a finite number >= 0: the number given is too "
+                            "large for one")
     if value is not None and (not math.isfinite(value) or value < 0):
         raise EstimateError(f"--{name} must be a finite number >= 0, got {value}")
 
@@ -190,7 +194,7 @@ def estimate_search(
     total = _search_cost(configs, seeds, reruns, gpus, hours, price, extra)
     if not total.is_finite() or abs(total) >= Decimal("1e28"):
         raise EstimateError(f"the estimate overflows ({configs:,} × {seeds:,} × {reruns:,} "
-                            f"runs of {plain(gpus)} GPUs × {plain(hours)} h × {plain(price)}): "
+                            f"runs of {gpu_count(gpus)} × {plain(hours)} h × {plain(price)}): "
                             "check the figures")
     budget = cfg.policy.search.approval_budget
     return SearchEstimate(
@@ -198,15 +202,27 @@ def estimate_search(
         hours=hours, price=price, per_run={part: float(v) for part, v in per_run.items()},
         per_run_cost=float(_EXACT.add(per_run["gpu"], extra)), total_cost=float(total),
         approval_budget=budget, approved=total <= exact(budget),
-        basis={k: (float(v) if isinstance(v, int | float) and v is not None else v)
-               for k, v in basis.items()},
+        basis={k: _basis_figure(k, v) for k, v in basis.items()},
         currency=currency,
     )
+
+
+def _basis_figure(name: str, value):
+    """A basis figure as the JSON writes it: amounts and hours as floats, the count of runs
+    the medians are taken over as an integer (`"sample_runs": 20.0` read as a measure)."""
+    if not isinstance(value, int | float):
+        return value
+    return int(value) if name == "sample_runs" else float(value)
 
 
 def counted(n: int, noun: str) -> str:
     """`1 config`, `1,200 configs` (macros.sql `counted` for the levers' texts)."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def gpu_count(gpus: float) -> str:
+    """`1 GPU`, `0.5 GPUs`, `1,000,000 GPUs` (it read "1 GPUs")."""
+    return f"{plain(gpus)} GPU{'' if gpus == 1 else 's'}"
 
 
 def render(est: SearchEstimate) -> str:
@@ -215,7 +231,7 @@ def render(est: SearchEstimate) -> str:
         f"Search estimate for {est.model}: {counted(est.configs, 'config')} × "
         f"{counted(est.seeds, 'seed')} × {counted(est.reruns, 're-run')} = "
         f"{counted(est.runs, 'run')}",
-        f"  GPU per run: {plain(est.gpus)} GPUs × {plain(est.hours)} h × {est.price:,.4f} "
+        f"  GPU per run: {gpu_count(est.gpus)} × {plain(est.hours)} h × {est.price:,.4f} "
         f"{est.currency}/GPU-hour",
         f"  amounts in {est.currency}",
     ]

@@ -159,6 +159,10 @@ def cmd_estimate(args) -> int:
         raise EstimateError("--search-id, --expected-improvement and --approved-by record an "
                             "approval: add --approve")
     cfg = load_config(args.config)
+    if None in (args.gpus, args.hours, args.price) and not Path(cfg.warehouse_path).exists():
+        # priced from the recorded runs: it read "no recorded search runs of model …", as if
+        # the warehouse held no such model
+        raise EstimateError(f"no warehouse at {cfg.warehouse_path}: materialize a month first")
     est = estimate_search(
         cfg, args.model, args.configs, args.seeds, args.reruns,
         gpus=args.gpus, hours=args.hours, price=args.price, cached=args.cached,
@@ -337,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     args.debug = debug or getattr(args, "debug", False)   # (`--deb`, argparse's abbreviation)
+    if getattr(args, "config", None) is not None and not args.config.strip():
+        # `--config "$CFG"` with CFG unset: it read $COST_PIPELINE_CONFIG's config instead
+        print("error: --config names no file: name the config file, or leave --config out to "
+              "read $COST_PIPELINE_CONFIG", file=sys.stderr)
+        return EXIT_ERROR
     if getattr(args, "config", None) is None and args.command != "demo":
         import os
 

@@ -38,7 +38,9 @@ def no_lines(con: duckdb.DuckDBPyConnection, month: date) -> str:
     if materialized_empty(con, month):
         return (f"{month:%Y-%m} has no billing lines (it was materialized: nothing billed "
                 "yet), so there is no report")
-    return f"no billing data for {month:%Y-%m} in the warehouse: materialize the month first"
+    where = con.execute("SELECT coalesce(max(path), 'the warehouse') FROM duckdb_databases() "
+                        "WHERE database_name = current_database()").fetchone()[0]
+    return f"no billing data for {month:%Y-%m} in {where}: materialize the month first"
 
 
 def headline(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:

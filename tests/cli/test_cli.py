@@ -540,3 +540,48 @@ def test_an_error_naming_a_value_with_a_line_break_is_one_line(tmp_path, capsys)
                      "2026-07"]) == 1
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and "\u202e" not in err
+
+
+def test_a_report_of_a_month_never_materialized_names_the_warehouse(tmp_path, capsys):
+    """`report --month` said "in the warehouse" where `export` names the file: with two
+    configs, which warehouse lacks the month?"""
+    from datetime import date, datetime
+
+    from cost_pipeline.cli.main import main
+    from tests.support.warehouse_rows import insert_lines
+
+    (tmp_path / "c.yaml").write_text("warehouse: {path: w.duckdb}\n")
+    warehouse = tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:  # October billed, May never materialized
+        insert_lines(con, date(2026, 10, 1), [{
+            "ChargePeriodStart": datetime(2026, 10, 1), "ChargePeriodEnd": datetime(2026, 10, 1, 1),
+            "ChargeCategory": "Usage", "EffectiveCost": 1.0, "x_CostComponent": "gpu",
+            "x_SourceLine": "l0"}])
+    assert main(["report", "--config", str(tmp_path / "c.yaml"), "--month", "2026-05"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"error: no billing data for 2026-05 in {warehouse}: materialize "
+                            "the month first\n")
+
+
+@pytest.mark.parametrize("argv", [["report", "--month", "2026-07"],
+                                  ["export", "runs", "--month", "2026-07"],
+                                  ["estimate", "--model", "m", "--configs", "1", "--seeds", "1"],
+                                  ["materialize", "--month", "2026-07"]])
+@pytest.mark.parametrize("given", ["", "  "])
+def test_an_empty_config_path_is_refused_not_read_from_the_environment(
+        tmp_path, capsys, monkeypatch, argv, given):
+    """`--config "$CFG"` with CFG unset read $COST_PIPELINE_CONFIG's file instead: another
+    config's warehouse, without a word."""
+    from cost_pipeline.cli.main import main
+
+    other = tmp_path / "other.yaml"
+    other.write_text("warehouse: {path: other.duckdb}\n")
+    monkeypatch.setenv("COST_PIPELINE_CONFIG", str(other))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert main([*argv, "--config", given]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("error: --config names no file: name the config file, or leave "
+                            "--config out to read $COST_PIPELINE_CONFIG\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.yaml"]  # nothing written

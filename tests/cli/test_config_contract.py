@@ -23,6 +23,17 @@ from cost_pipeline.config import ConfigError, load_config, parse_config
     # an empty tracker or path read nothing (or $MLFLOW_TRACKING_URI's tracker) and exited 0
     ({"tracker": [{"kind": "mlflow", "tracking_uri": ""}]}, "tracking_uri: must not be empty"),
     ({"billing": [{"kind": "focus", "path": "  "}]}, "path: must not be blank"),
+    # an empty warehouse path failed opening the config's folder, a blank one wrote a file
+    # named three spaces
+    ({"warehouse": {"path": ""}}, "warehouse.path: must not be empty"),
+    ({"warehouse": {"path": "   "}}, "warehouse.path: must not be blank"),
+    # the warehouse is a local DuckDB file: `s3://b/w.duckdb` was written as ./s3:/b/w.duckdb
+    ({"warehouse": {"path": "s3://b/w.duckdb"}}, "warehouse.path: must be a local file, not "
+     "a URI (s3://…): the warehouse is a local DuckDB file"),
+    ({"warehouse": {"path": "file:///data/w.duckdb"}}, "warehouse.path: must be a local "
+     "file, not a URI (file://…)"),
+    ({"warehouse": {"path": "S3://AKIAEX:SECRETPW7@b/w.duckdb"}}, "warehouse.path: must be "
+     "a local file, not a URI (S3://…)"),
     # an empty list read every experiment; an empty tag name lost every run's resource ids
     ({"tracker": [{"kind": "mlflow", "tracking_uri": "x", "experiments": []}]},
      "tracker.0.mlflow.experiments"),
@@ -218,3 +229,200 @@ def test_an_empty_config_file_is_one_line_naming_the_file(tmp_path, content, cap
     # an explicit empty mapping is the config of every default, as `parse_config({})` is
     path.write_text("{}\n", encoding="utf-8")
     assert load_config(path).billing == []
+
+
+@pytest.mark.parametrize(("written", "month"), [
+    ("2020-01-01T00:00:00Z", date(2020, 1, 1)), ("2020-03-01 00:00:00", date(2020, 3, 1)),
+    ("2020-03-01t00:00:00.000+00:00", date(2020, 3, 1))])
+def test_first_month_written_as_its_first_instant_is_that_month(tmp_path, written, month):
+    """A YAML timestamp at a month's first instant (UTC, the partitions' time) names that
+    month: `first_month: 2020-01-01T00:00:00Z` was a traceback, "can't compare
+    datetime.datetime to datetime.date"."""
+    path = tmp_path / "config.yaml"
+    path.write_text(f"first_month: {written}\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.first_month == month and type(cfg.first_month) is date
+
+
+@pytest.mark.parametrize(("written", "problem"), [
+    ("2015-01-01 12:00:00", "2015-01-01 12:00:00 is an instant inside 2015-01"),
+    ("2015-01-15T00:00:00Z", "2015-01-15 00:00:00+00:00 is an instant inside 2015-01"),
+    # midnight of the 1st two hours east of UTC is 22:00 UTC on the last day of December
+    ("2020-01-01T00:00:00+02:00", "2020-01-01 00:00:00+02:00 is an instant inside 2019-12"),
+])
+def test_first_month_written_as_an_instant_inside_a_month_is_refused(tmp_path, written,
+                                                                       problem):
+    """An instant inside a month names no month: one line naming the file and the key, and
+    the Dagster code location still loads (it raised TypeError and did not)."""
+    from cost_pipeline.defs.definitions import build_defs
+
+    path = tmp_path / "config.yaml"
+    path.write_text(f"first_month: {written}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"config {path}: first_month: {problem} (UTC), not a month: "
+                              "expected YYYY-MM")
+    assert build_defs(str(path)).resolve_job_def("monthly_costs") is not None
+
+
+@pytest.mark.parametrize(("content", "where", "problem"), [
+    ("# the pipeline\nfirst_month: 2015-02-30\n", "line 2 column 14",
+     "2015-02-30 reads as a date, but there is no such date (day is out of range for month)"),
+    ("first_month: 2015-13-01\n", "line 1 column 14",
+     "2015-13-01 reads as a date, but there is no such date (month must be in 1..12)"),
+    ("tracker:\n  - {kind: mlflow, tracking_uri: http://x, experiments: [2024-02-30]}\n",
+     "line 2 column 58",
+     "2024-02-30 reads as a date, but there is no such date (day is out of range for month)"),
+    ("first_month: 2015-01-01 24:00:00\n", "line 1 column 14",
+     "2015-01-01 24:00:00 reads as a date, but there is no such date (hour must be in 0..23)"),
+])
+def test_a_date_that_does_not_exist_is_named_by_line_and_column(tmp_path, content, where,
+                                                                  problem):
+    """A YAML date no calendar holds was `error: day is out of range for month`, naming
+    neither the file nor the key, and a ValueError the code location did not catch."""
+    from cost_pipeline.defs.definitions import build_defs
+
+    path = tmp_path / "config.yaml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"config {path} {where}: {problem}; quote it if it is text"
+    assert build_defs(str(path)).resolve_job_def("monthly_costs") is not None
+
+
+def test_integers_are_read_as_yaml_1_2_writes_them(tmp_path):
+    """PyYAML reads YAML 1.1: `hour_of_day: 010` was 8 (octal), `08` refused, `grace_days:
+    1:30` 90 (base 60). The config reads YAML 1.2: a leading zero is a decimal's, an octal is
+    written `0o`, and `1:30` is text."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "schedule: {hour_of_day: 010, day_of_month: 08, daily_refresh_hour: 0o10}\n"
+        "policy: {retention: {keep_last_live: 0x0A, keep_last_production: -0, grace_days: 09}}\n"
+        "accelerators: {a.large: 010, b.large: +7}\n"
+        "run_tag: 1:30\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert (cfg.schedule.hour_of_day, cfg.schedule.day_of_month,
+            cfg.schedule.daily_refresh_hour) == (10, 8, 8)
+    retention = cfg.policy.retention
+    assert (retention.keep_last_live, retention.keep_last_production,
+            retention.grace_days) == (10, 0, 9)
+    assert cfg.accelerators == {"a.large": 10, "b.large": 7}
+    assert cfg.run_tag == "1:30"  # a name, where it was the number 90 and refused
+    # what YAML 1.1 alone reads as a number is text, refused where a number is expected
+    for written, key, problem in (
+            ("policy: {retention: {grace_days: 1:30}}", "policy.retention.grace_days",
+             "Input should be a valid integer"),
+            ("policy: {retention: {keep_last_live: 1_000}}", "policy.retention.keep_last_live",
+             "Input should be a valid integer"),
+            ("schedule: {hour_of_day: 0b101}", "schedule.hour_of_day",
+             "Input should be a valid integer"),
+            ("policy: {trend: {max_growth: 1:30.5}}", "policy.trend.max_growth",
+             "Input should be a valid number")):
+        path.write_text(written + "\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as err:
+            load_config(path)
+        assert str(err.value) == f"config {path}: {key}: {problem}"
+    import yaml  # only the config's own reader: PyYAML's safe loader still reads YAML 1.1
+
+    assert yaml.safe_load("a: 010") == {"a": 8}
+
+
+def _duckdb_takes(memory_limit: str) -> bool:
+    import duckdb
+
+    with duckdb.connect() as con:
+        try:
+            con.execute(f"SET memory_limit = '{memory_limit}'")
+        except duckdb.Error:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(("size", "taken"), [
+    ("8GB", True), ("1.5GiB", True), ("4gb", True), ("512 MB", True), ("2TiB", True),
+    ("64KiB", True), ("64kb", True), ("1T", True), ("1 byte", True), ("100B", True),
+    ("1000000000 bytes", True), ("2 gigabytes", True), (".5GB", True), ("16000000TB", True),
+    ("80%", True), ("0%", True), ("100%", True), ("12.5 %", True), ("-1", True),
+    # DuckDB refuses these at the first connection, naming neither the file nor the key
+    ("101%", False), ("100.5%", False), ("-1%", False), ("1PB", False), ("1P", False),
+    ("1pib", False), ("1 kibibyte", False), ("8", False), ("1.5", False), ("lots", False),
+    ("+5GB", False), ("1,5GB", False), ("18446744073709551616B", False),
+    ("20000000TB", False)])
+def test_memory_limit_takes_what_duckdb_takes(size, taken):
+    """`101%`, `1PB`, `1pib` passed the config and failed at DuckDB's first connection."""
+    assert _duckdb_takes(size) is taken
+    if taken:
+        cfg = parse_config({"warehouse": {"memory_limit": size}}, Path("."))
+        assert cfg.warehouse.memory_limit == size
+        return
+    with pytest.raises(ConfigError) as err:
+        parse_config({"warehouse": {"memory_limit": size}}, Path("."), origin="config c.yaml")
+    assert str(err.value).startswith(f"config c.yaml: warehouse.memory_limit: {size!r} is no "
+                                     "size")
+
+
+def test_memory_limit_refusals_say_why_and_minus_one_needs_no_quotes(tmp_path):
+    path = tmp_path / "config.yaml"
+    for written, read in (("-1", "-1"), ("80%", "80%"), ('"-1"', "-1")):
+        path.write_text(f"warehouse: {{memory_limit: {written}}}\n", encoding="utf-8")
+        assert load_config(path).warehouse.memory_limit == read  # -1 as the docs show it
+    for written, problem in (
+            ("8", "'8' is no size: expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); units "
+                  "B, KB, MB, GB, TB (1000s), KiB, MiB, GiB, TiB (1024s)"),
+            ("101%", "'101%' is no size: a share of the memory is 0% to 100%"),
+            ("1PB", "'1PB' is no size: expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); "
+                    "units B, KB, MB, GB, TB (1000s), KiB, MiB, GiB, TiB (1024s)"),
+            ("20000000TB", "'20000000TB' is no size: more than DuckDB takes (16 EiB)"),
+            ("-2", "'-2' is no size: expected e.g. 8GB, 1.5GiB, 80% or -1 (no limit); units "
+                   "B, KB, MB, GB, TB (1000s), KiB, MiB, GiB, TiB (1024s)"),
+            ("yes", "YAML reads an unquoted yes, no, on, off, true or false as a boolean "
+                    "(here true): quote it if it is text")):
+        path.write_text(f"warehouse: {{memory_limit: {written}}}\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as err:
+            load_config(path)
+        assert str(err.value) == f"config {path}: warehouse.memory_limit: {problem}"
+
+
+@pytest.mark.parametrize("given", ["", "  "])
+def test_an_empty_config_path_is_no_config(tmp_path, monkeypatch, given):
+    """An empty path fell back to $COST_PIPELINE_CONFIG, a config nobody passed; only no path
+    at all (None) reads the variable."""
+    other = tmp_path / "other.yaml"
+    other.write_text("warehouse: {path: other.duckdb}\n")
+    monkeypatch.setenv("COST_PIPELINE_CONFIG", str(other))
+    with pytest.raises(ConfigError) as err:
+        load_config(given)
+    assert str(err.value) == "the config path is empty: name the config file"
+    assert load_config(None).warehouse_path == str(tmp_path / "other.duckdb")
+
+
+@pytest.mark.parametrize(("content", "where", "word", "value"), [
+    ("datasets: {yes: {bucket: b, region: r}}\n", "line 1 column 12", "yes", "true"),
+    ("accelerators:\n  Off: 8\n", "line 2 column 3", "Off", "false"),
+    ("tracker:\n  - {kind: mlflow, tracking_uri: x, tags: {TRUE: run}}\n", "line 2 column 44",
+     "TRUE", "true"),
+])
+def test_a_boolean_where_a_name_is_expected_says_to_quote_it(tmp_path, content, where, word,
+                                                               value):
+    """YAML reads an unquoted yes/no/on/off/true/false as a boolean: a dataset named `yes`
+    was refused as "datasets.True.[key]: Input should be a valid string"."""
+    path = tmp_path / "config.yaml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"config {path} {where}: YAML reads the key {word} as the "
+                              f"boolean {value}: quote it ('{word}') if it is a name")
+    path.write_text(content.replace(word, f"'{word}'"), encoding="utf-8")
+    load_config(path)  # quoted, it is the name
+
+
+def test_a_boolean_where_text_is_expected_says_to_quote_it(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("datasets: {d: {bucket: b, region: no}}\nrun_tag: on\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"config {path}: run_tag: YAML reads an unquoted yes, no, on, off, true or false as a "
+        "boolean (here true): quote it if it is text; datasets.d.region: YAML reads an "
+        "unquoted yes, no, on, off, true or false as a boolean (here false): quote it if it "
+        "is text")

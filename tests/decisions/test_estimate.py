@@ -320,3 +320,70 @@ def test_a_total_and_a_budget_that_differ_read_apart(tmp_path, currency, budget,
     text = render(estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=price))
     assert f"  {'total':<14} {total:>16}" in text.splitlines()
     assert f"  approval budget {limit}: {verdict} budget" in text.splitlines()
+
+
+def test_an_estimate_without_a_warehouse_says_so(tmp_path, capsys):
+    """A config whose warehouse file does not exist read "no recorded search runs of model
+    'churn'", as if the warehouse held no such model: it says what every reader says. Priced
+    by hand (--gpus, --hours, --price), the estimate needs no warehouse."""
+    from cost_pipeline.cli.main import main
+
+    (tmp_path / "c.yaml").write_text("warehouse: {path: none.duckdb}\n")
+    argv = ["estimate", "--config", str(tmp_path / "c.yaml"), "--model", "churn",
+            "--configs", "2", "--seeds", "3"]
+    for overrides in ([], ["--gpus", "4"], ["--gpus", "4", "--hours", "2"]):
+        assert main([*argv, *overrides]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == (f"error: no warehouse at {tmp_path / 'none.duckdb'}: "
+                                "materialize a month first\n")
+    assert main([*argv, "--gpus", "4", "--hours", "2", "--price", "1.5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total_cost"] == 72.0  # 6 runs × 4 × 2 × 1.5
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_one_gpu_is_singular(tmp_path):
+    """It read "1 GPUs × 1 h"."""
+    from cost_pipeline.estimate import render
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    one = render(estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=2))
+    assert "  GPU per run: 1 GPU × 1 h × 2.0000 USD/GPU-hour\n" in one
+    half = render(estimate_search(cfg, "churn", 1, 1, gpus=0.5, hours=1, price=2))
+    assert "  GPU per run: 0.5 GPUs × 1 h × " in half
+    with pytest.raises(EstimateError) as err:
+        estimate_search(cfg, "churn", 10**9, 10**9, 10**9, gpus=1, hours=1e300, price=1e10)
+    assert "runs of 1 GPU × 1e+300 h × 10,000,000,000)" in str(err.value)
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--price", "1e400"), ("--hours", "1e309"),
+                                             ("--gpus", "-1e400")])
+def test_an_override_too_large_for_a_number_says_so(tmp_path, capsys, flag, value):
+    """`--price 1e400` said "got inf": a number the user never wrote."""
+    from cost_pipeline.cli.main import main
+
+    (tmp_path / "c.yaml").write_text("warehouse: {path: none.duckdb}\n")
+    argv = ["estimate", "--config", str(tmp_path / "c.yaml"), "--model", "churn",
+            "--configs", "1", "--seeds", "1", "--gpus", "1", "--hours", "1", "--price", "1"]
+    assert main([*argv, f"{flag}={value}"]) == 1  # the last one given counts
+    assert capsys.readouterr().err == (f"error: {flag} must be a finite number >= 0: the "
+                                       "number given is too large for one\n")
+
+
+def test_the_json_counts_its_basis_runs_as_an_integer(tmp_path, capsys):
+    """`"sample_runs": 2.0`: a count of runs is an integer."""
+    import duckdb
+
+    from cost_pipeline.cli.main import main
+
+    (tmp_path / "c.yaml").write_text("warehouse: {path: w.duckdb}\n")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        _recorded_runs(con, [("a", 1, 10, 10.0), ("b", 1, 10, 10.0)])
+    argv = ["estimate", "--config", str(tmp_path / "c.yaml"), "--model", "m",
+            "--configs", "1", "--seeds", "1", "--json"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert '"sample_runs": 2,' in printed or '"sample_runs": 2\n' in printed
+    assert type(json.loads(printed)["basis"]["sample_runs"]) is int
+    assert main([*argv, "--gpus", "1", "--hours", "1", "--price", "1"]) == 0
+    assert type(json.loads(capsys.readouterr().out)["basis"]["sample_runs"]) is int

@@ -316,7 +316,7 @@ def test_cli_writes_the_report_and_prints_its_path(demo_quarter, warehouse, dags
                              env=env, timeout=120)
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines() == [
-        "error: no billing data for 2026-05 in the warehouse: materialize the month first"]
+        f"error: no billing data for 2026-05 in {warehouse}: materialize the month first"]
 
 
 def test_asset_metadata_in_the_instance(demo_quarter, warehouse, demo_warehouse, dagster_home):

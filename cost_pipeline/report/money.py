@@ -178,7 +178,7 @@ MOST_HOUR_DIGITS = 3
 
 def gpu_hours_alike(*hours) -> list[str]:
     """The GPU-hour figures of one statement (tracked, untracked, billed …) as it writes them,
-    with one number of decimals: none when every one is whole (`6,720 of 1,080`), else one,
+    with one number of decimals: none when every one is whole (`1,000 of 2,728`), else one,
     more (up to 3) only while a figure that is not zero would read 0 (`0.04`). Whole hours
     printed as `0 of 1` hid a 0.4 of 1.0 that failed the threshold. None reads `–`."""
     known = [float(h) for h in hours if h is not None and math.isfinite(h)]

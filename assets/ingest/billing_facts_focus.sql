@@ -193,10 +193,10 @@ meters AS (
           OR regexp_matches(meter_text,
                '(?i)(data ?transfer|egress|bandwidth|-Out-Bytes|-In-Bytes|-Bytes-Internet|cloudfront|nat ?gateway|transit ?gateway|vpc ?endpoint|private ?link|private endpoint)')
             AS network_usage,
-        -- AWS's EBS volumes and snapshots are storage as in a CUR, whatever category the
-        -- export gives EC2's rows
+        -- AWS's EBS volumes and snapshots, and a SageMaker training job's ML storage volume,
+        -- are storage as in a CUR, whatever category the export gives EC2's or SageMaker's rows
         ServiceCategory = 'Storage' OR regexp_matches(coalesce(ServiceSubcategory, ''), '(?i)storage')
-          OR regexp_matches(coalesce(x_UsageType, ''), '(^|-)EBS:')
+          OR regexp_matches(coalesce(x_UsageType, ''), '(^|-)(EBS:|Train(-Spot)?:VolumeUsage)')
             AS storage_usage,
         -- a shared network resource, named by its meter (or by its id: `resources`)
         names_shared_network(meter_text) AS shared_meter,

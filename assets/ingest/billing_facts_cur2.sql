@@ -36,7 +36,10 @@ WITH usage_types AS (
     SELECT
         usage_type,
         regexp_matches(usage_type, '(^|-)(BoxUsage|SpotUsage|HostUsage)(:|$)') AS box_usage,
-        regexp_matches(usage_type, '(^|-)Train(-Spot)?:') AS train_usage,
+        -- a SageMaker training job's instances (`Train:ml.p4d.24xlarge`); the job's ML
+        -- storage volume (`Train:VolumeUsage.gp2`, GB-Mo) is block storage, as EBS's is
+        regexp_matches(usage_type, '(^|-)Train(-Spot)?:ml\.') AS train_usage,
+        regexp_matches(usage_type, '(^|-)Train(-Spot)?:VolumeUsage') AS train_volume,
         regexp_matches(usage_type,
             '(DataTransfer|-Out-Bytes|-In-Bytes|-Bytes-Internet|NatGateway|TransitGateway|VpcEndpoint|PrivateLink|CloudFront)')
             AS transfer_usage,
@@ -85,6 +88,7 @@ classified AS (
         line_item_product_code IN ('AmazonS3', 'AmazonEFS', 'AmazonFSx', 'AmazonGlacier',
                                    'AmazonS3GlacierDeepArchive')
           OR ebs_usage
+          OR (line_item_product_code = 'AmazonSageMaker' AND train_volume)
           OR coalesce(product_product_family, '') IN ('Storage', 'Storage Snapshot')
             AS storage_usage
     FROM raw

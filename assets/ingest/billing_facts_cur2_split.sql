@@ -12,7 +12,9 @@
 -- (a pod whose parent row is absent from the export takes nothing: conservation first).
 -- A pod row then costs its split cost × moved / split_cost, bills billed × moved / cost of its
 -- share, and takes its parent's pricing, component and instance type; each of the parent's
--- rows keeps its cost × (1 − moved / cost) and is marked x_SplitParent.
+-- rows keeps its cost × (1 − moved / cost) and is marked x_SplitParent. The parent hour's
+-- pricing, of rows that may differ (0.75 h covered by a savings plan, 0.25 h on demand):
+-- spot if any row is spot, else committed if any is, else on_demand.
 UPDATE billing_facts AS b
 SET
     EffectiveCost = CASE
@@ -105,7 +107,14 @@ FROM (
         FROM pod_hours p
         LEFT JOIN (
             SELECT parent, s, e, fsum(EffectiveCost) AS cost, fsum(BilledCost) AS billed,
-                   fsum(ListCost) AS list, max(x_PricingCategory) AS pricing,
+                   fsum(ListCost) AS list,
+                   -- the hour's pricing: spot if any of its usage is spot, else committed if
+                   -- a savings plan or reservation covers any of it, else on demand (a
+                   -- partly covered hour is committed, not whichever name sorts last)
+                   CASE WHEN bool_or(x_PricingCategory = 'spot') THEN 'spot'
+                        WHEN bool_or(x_PricingCategory = 'committed') THEN 'committed'
+                        WHEN bool_or(x_PricingCategory = 'on_demand') THEN 'on_demand'
+                   END AS pricing,
                    max(x_CostComponent) AS component, max(x_InstanceType) AS instance_type
             FROM parent_rows GROUP BY ALL
         ) h USING (parent, s, e)

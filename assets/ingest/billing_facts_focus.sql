@@ -135,7 +135,7 @@ job_instances AS (
                instance_hours_per_hour(sum(ConsumedQuantity * consumed_hours_per_unit(ConsumedUnit)),
                                        ChargePeriodStart, ChargePeriodEnd) AS instances
         FROM focus_raw
-        WHERE regexp_matches(coalesce(x_UsageType, ''), '(^|-)Train(-Spot)?:')
+        WHERE regexp_matches(coalesce(x_UsageType, ''), '(^|-)Train(-Spot)?:ml\.')
           AND ChargeCategory = 'Usage' AND ChargePeriodEnd > ChargePeriodStart
           AND NOT coalesce(BilledCost < 0 AND EffectiveCost = 0, false)
         GROUP BY nullif(trim(ResourceId), ''), x_UsageType, ChargePeriodStart, ChargePeriodEnd
@@ -149,10 +149,11 @@ meters AS (
     SELECT
         *,
         -- whether an AWS usage type is instance usage as SPEC §5 (and the CUR reader) says:
-        -- EC2 Box/Spot/Host usage and SageMaker training; NULL without a usage type
+        -- EC2 Box/Spot/Host usage and a SageMaker training job's instances (`Train:ml.…`,
+        -- not the job's storage volume `Train:VolumeUsage…`); NULL without a usage type
         CASE WHEN nullif(trim(x_UsageType), '') IS NOT NULL
              THEN regexp_matches(x_UsageType,
-                                 '(^|-)((BoxUsage|SpotUsage|HostUsage)(:|$)|Train(-Spot)?:)')
+                                 '(^|-)((BoxUsage|SpotUsage|HostUsage)(:|$)|Train(-Spot)?:ml\.)')
         END AS instance_usage_type,
         -- the instance type an instance usage type names (after its `:`)
         CASE WHEN instance_usage_type
@@ -192,10 +193,10 @@ meters AS (
           OR regexp_matches(meter_text,
                '(?i)(data ?transfer|egress|bandwidth|-Out-Bytes|-In-Bytes|-Bytes-Internet|cloudfront|nat ?gateway|transit ?gateway|vpc ?endpoint|private ?link|private endpoint)')
             AS network_usage,
-        -- AWS's EBS volumes and snapshots are storage as in a CUR, whatever category the
-        -- export gives EC2's rows
+        -- AWS's EBS volumes and snapshots, and a SageMaker training job's ML storage volume,
+        -- are storage as in a CUR, whatever category the export gives EC2's or SageMaker's rows
         ServiceCategory = 'Storage' OR regexp_matches(coalesce(ServiceSubcategory, ''), '(?i)storage')
-          OR regexp_matches(coalesce(x_UsageType, ''), '(^|-)EBS:')
+          OR regexp_matches(coalesce(x_UsageType, ''), '(^|-)(EBS:|Train(-Spot)?:VolumeUsage)')
             AS storage_usage,
         -- a shared network resource, named by its meter (or by its id: `resources`)
         names_shared_network(meter_text) AS shared_meter,

@@ -154,6 +154,18 @@ CASES = {
                                                  "Cloud (p4d.24xlarge)",
                                x_CostComponent="gpu", x_AcceleratorCount=8),
                           "gpu", 8, 1.0),
+    # not instance usage: a training job's ML storage volume, billed under the job's ARN as
+    # `Train:VolumeUsage.gp2` (SPEC §5: only `Train:ml.<type>` is a training job's instances):
+    # in GB-Mo as AWS meters it, and in a time unit, where the volume was read as the job's
+    # instance-hours (type `VolumeUsage.gp2`, 1.344086 h): storage, as the CUR reader reads it
+    **{sku: (line(sku, ProviderName="AWS", ServiceName="Amazon SageMaker",
+                  ServiceCategory="AI and Machine Learning",
+                  x_UsageType="USE1-Train:VolumeUsage.gp2",
+                  ResourceId="arn:aws:sagemaker:us-east-1:123456789012:training-job/two",
+                  ConsumedQuantity=1.344086, ConsumedUnit=unit, BilledCost=0.188172,
+                  EffectiveCost=0.188172), "storage", 0, None)
+       for sku, unit in (("aws-sagemaker-volume", "GB-Mo"),
+                         ("aws-sagemaker-volume-hours", "Hrs"))},
     # not instance usage: a data-transfer usage type names no instance
     "aws-transfer": (line("aws-transfer", **AWS, ServiceCategory="Networking",
                           x_UsageType="USE1-DataTransfer-Out-Bytes", ConsumedUnit="GB"),

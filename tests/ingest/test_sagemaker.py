@@ -49,10 +49,11 @@ def con():
     connection.close()
 
 
-def month(con, tmp_path, runs: list[dict]) -> tuple[dict, dict]:
-    """The export through billing_facts, attribution and reconciliation: the cost per owner
-    (run id or untracked kind) and the reconciliation row."""
-    export = write_export(tmp_path, {"part-0.parquet": training_hours()})
+def month(con, tmp_path, runs: list[dict], rows: list[dict] | None = None) -> tuple[dict, dict]:
+    """The export (`rows`, else the job's training hours) through billing_facts, attribution
+    and reconciliation: the cost per owner (run id or untracked kind) and the reconciliation
+    row."""
+    export = write_export(tmp_path, {"part-0.parquet": rows or training_hours()})
     cfg = config(tmp_path, export)
     build(con, cfg)
     insert_runs(con, JULY, [{**RUN_DEFAULTS, **r} for r in runs])
@@ -133,3 +134,40 @@ def test_another_job_name_claims_nothing(tmp_path, con):
     # the run's 2.5 hours on 8 GPUs point at a job the bill does not show
     assert recon["unbilled_claim_gpu_hours"] == pytest.approx(20.0)
     assert recon["unbilled_resources"] == 1
+
+
+def test_the_jobs_storage_volume_is_storage_not_instance_hours(tmp_path, con):
+    """A training job bills its ML storage volume (2 × 500 GB gp2) under the job's ARN too,
+    as usage type `Train:VolumeUsage.gp2` in GB-Mo: 1.344086 GB-Mo for $0.188172 in the hour
+    of its 2 × ml.p3.16xlarge (8 V100 each) at $28.152 an instance-hour. It was read as an
+    instance's hours (cpu, 1.344086 ÷ 2 = 0.672043 h, type `VolumeUsage.gp2`): d read 1.672 h,
+    so the run listing the job for the hour got 1 ÷ 1.672 of it ($33.79, 9.569 GPU-hours)
+    and 40% went untracked."""
+    at = T0 + timedelta(days=3, hours=5)  # 2026-07-04 05:00 UTC
+    job = dict(start=at, line_item_product_code="AmazonSageMaker",
+               product_servicecode="AmazonSageMaker", line_item_resource_id=ARN,
+               product={"product_name": "Amazon SageMaker"})
+    rows = [line(56.304, identity_line_item_id="sm3",
+                 line_item_usage_type="USE1-Train:ml.p3.16xlarge", line_item_usage_amount=2.0,
+                 product_instance_type="ml.p3.16xlarge", line_item_operation="RunInstance",
+                 product_product_family="ML Instance", **job),
+            line(0.188172, identity_line_item_id="smvol",
+                 line_item_usage_type="USE1-Train:VolumeUsage.gp2",
+                 line_item_usage_amount=1.344086, pricing_unit="GB-Mo",
+                 line_item_operation="CreateVolume-Gp2", product_product_family="ML Storage",
+                 **job)]
+    by_owner, recon = month(con, tmp_path, [run(NAME.upper(), start_time=at,
+                                                 end_time=at + timedelta(hours=1))], rows)
+    got = facts(con)
+    volume, instances = got["smvol"], got["sm3"]
+    # the volume is block storage, as an EBS volume's line is: no hours, no instance type
+    assert (volume["x_CostComponent"], volume["x_InstanceUsage"]) == ("storage", False)
+    assert (volume["x_UsageHours"], volume["x_InstanceType"]) == (None, None)
+    assert (volume["x_AcceleratorCount"], volume["EffectiveCost"]) == (0, 0.188172)
+    # the instances' line: 2 instance-hours in the hour → 1 h, G = 2 × 8
+    assert (instances["x_CostComponent"], instances["x_InstanceType"]) == ("gpu", "p3.16xlarge")
+    assert (instances["x_UsageHours"], instances["x_AcceleratorCount"]) == (1.0, 16)
+    # the run ran the job's whole hour: both lines are its, 56.304 + 0.188172
+    assert by_owner == {"sft-42": pytest.approx(56.492172)}
+    assert recon["billed_gpu_hours"] == pytest.approx(16.0)
+    assert recon["tracked_gpu_hours"] == pytest.approx(16.0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 import duckdb
+import pyarrow as pa
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -39,8 +40,8 @@ POD_B = f"{CLUSTER}/eval-worker-0/9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 
 
 def node_hour(name: str, cost: float = 6.24, start: datetime = HOUR, **cols) -> dict:
-    return line(cost, start=start, identity_line_item_id=name,
-                line_item_usage_type="USE1-BoxUsage:g5.12xlarge", line_item_resource_id=NODE,
+    cols = {"line_item_usage_type": "USE1-BoxUsage:g5.12xlarge", **cols}
+    return line(cost, start=start, identity_line_item_id=name, line_item_resource_id=NODE,
                 product_instance_type="g5.12xlarge", **cols)
 
 
@@ -202,6 +203,81 @@ def test_savings_plan_node_with_net_split_costs_conserves_both_totals(tmp_path, 
     ])
     assert by_owner == {"ft-a": pytest.approx(1.404), "ops": pytest.approx(0.702),
                         "no_run": pytest.approx(0.702)}  # pod B: no run lists it
+
+
+def test_pods_on_a_node_hour_partly_covered_by_a_savings_plan_are_committed(tmp_path, con):
+    """A node hour 0.75 covered by a savings plan (list $4.68, SP effective $3.00, with its
+    negation) and 0.25 on demand ($1.56): the hour's amortized cost is $4.56, its invoice
+    $1.56, its list price $6.24. Pod A (50 %) splits 1.58 + 0.70 = 2.28, pod B (25 %)
+    0.79 + 0.35 = 1.14; the node keeps 1.14. The pods took the alphabetical greatest of the
+    rows' pricing categories, `on_demand` over `committed`; a node hour any of whose usage a
+    commitment covers is `committed` (spot first, then committed, then on demand). The money
+    stays as it was."""
+    sp = dict(savings_plan_savings_plan_a_r_n="arn:aws:savingsplans::1:savingsplan/sp-1")
+    rows = [
+        node_hour("covered", 4.68, line_item_line_item_type="SavingsPlanCoveredUsage",
+                  line_item_usage_amount=0.75, savings_plan_savings_plan_effective_cost=3.00,
+                  savings_plan_net_savings_plan_effective_cost=3.00,
+                  pricing_public_on_demand_cost=4.68, **sp),
+        node_hour("negation", -4.68, line_item_line_item_type="SavingsPlanNegation",
+                  line_item_usage_amount=0.75, pricing_public_on_demand_cost=4.68, **sp),
+        node_hour("od", 1.56, line_item_usage_amount=0.25, pricing_public_on_demand_cost=1.56),
+        pod_row("a_cpu", POD_A, "vCPU", 24, 0.5, 1.58, 0.53),
+        pod_row("a_mem", POD_A, "GB", 96, 0.5, 0.70, 0.23),
+        pod_row("b_cpu", POD_B, "vCPU", 12, 0.25, 0.79, 0.26),
+        pod_row("b_mem", POD_B, "GB", 48, 0.25, 0.35, 0.12),
+    ]
+    export = write_export(tmp_path, {"p.parquet": rows},
+                          extra={**SPLIT_COLUMNS, "pricing_public_on_demand_cost": pa.float64()})
+    cfg = config(tmp_path, export)
+    build(con, cfg)
+    got = facts(con)
+    pods = {"a": ("a_cpu", "a_mem"), "b": ("b_cpu", "b_mem")}
+    assert {got[k]["x_PricingCategory"] for names in pods.values() for k in names} == {
+        "committed"}
+    # the node's own rows keep theirs
+    assert [got[k]["x_PricingCategory"] for k in ("covered", "negation", "od")] == [
+        "committed", "committed", "on_demand"]
+
+    def pod_total(column: str, pod: str) -> float:
+        return sum(got[k][column] for k in pods[pod])
+
+    # amortized: each pod its split cost; invoice and list: the hour's × its split ÷ 4.56
+    assert got["a_cpu"]["EffectiveCost"] == pytest.approx(1.58)
+    assert got["a_cpu"]["BilledCost"] == pytest.approx(1.56 * 1.58 / 4.56)
+    assert (pod_total("EffectiveCost", "a"), pod_total("EffectiveCost", "b")) == (
+        pytest.approx(2.28), pytest.approx(1.14))
+    assert (pod_total("BilledCost", "a"), pod_total("BilledCost", "b")) == (
+        pytest.approx(0.78), pytest.approx(0.39))
+    assert (pod_total("ListCost", "a"), pod_total("ListCost", "b")) == (
+        pytest.approx(3.12), pytest.approx(1.56))
+    # the node keeps a quarter of each row: 3.00 × 0.25 + 1.56 × 0.25 = 1.14
+    assert [got[k]["EffectiveCost"] for k in ("covered", "negation", "od")] == [
+        pytest.approx(0.75), 0, pytest.approx(0.39)]
+    assert [got[k]["BilledCost"] for k in ("covered", "negation", "od")] == [
+        pytest.approx(1.17), pytest.approx(-1.17), pytest.approx(0.39)]
+    by_owner = attribute(con, cfg, [
+        {"run_id": "ft-a", "status": "FINISHED", "start_time": datetime(2026, 7, 14, 10),
+         "end_time": datetime(2026, 7, 14, 11), "resource_ids": [POD_A]}])
+    assert by_owner == {"ft-a": pytest.approx(2.28), "no_run": pytest.approx(1.14),
+                        "idle_capacity": pytest.approx(1.14)}
+
+
+@pytest.mark.parametrize(("hour", "pricing"), [
+    ([{"line_item_usage_type": "USE1-SpotUsage:g5.12xlarge"}], "spot"),
+    ([{}], "on_demand"),
+    # half of the hour on a reservation, half on demand
+    ([{"line_item_line_item_type": "DiscountedUsage", "line_item_usage_amount": 0.5,
+       "reservation_reservation_a_r_n": "arn:aws:ec2:us-east-1:1:reserved-instances/r-1",
+       "reservation_effective_cost": 2.0}, {"line_item_usage_amount": 0.5}], "committed"),
+], ids=["spot node", "on-demand node", "reservation and on demand"])
+def test_a_pod_takes_its_node_hours_pricing(tmp_path, con, hour, pricing):
+    rows = [node_hour(f"node{i}", 3.12, **cols) for i, cols in enumerate(hour)]
+    export = write_export(tmp_path, {"p.parquet": [*rows, *two_pods()]}, extra=SPLIT_COLUMNS)
+    build(con, config(tmp_path, export))
+    got = facts(con)
+    assert {got[k]["x_PricingCategory"] for k in ("a_cpu10", "a_mem10", "b_cpu10", "b_mem10")} == {
+        pricing}
 
 
 def test_pods_never_take_more_than_their_parent_hour(tmp_path, con):

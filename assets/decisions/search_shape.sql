@@ -3,12 +3,16 @@
 -- month's cost that shape puts in question - the lever "bound the search" (SPEC §12).
 --
 -- Definitions (trials = the search's runs that are not sweep controllers, all months of the
--- tracker snapshot; costs are this month's attribution):
+-- tracker snapshot, a run whose restart_of names another run of the search with the same
+-- config_id and seed being that trial continued - transitively, resumed from a checkpoint or
+-- restarted from scratch (SPEC §12) - so one trial may be several runs; costs are this
+-- month's attribution, a trial's all its runs'):
+--   runs              the trials
 --   configs           as search_costs.configs (SPEC §7): distinct config_id; a trial without
 --                     config_id is in no config when others name one (runs_without_config
---                     counts it). When no trial names a config: runs ÷ distinct seeds, rounded
---                     up when the division is not exact (search_costs keeps the fraction; this
---                     column is whole: the fewest configs that hold the runs)
+--                     counts it). When no trial names a config: trials ÷ distinct seeds, rounded
+--                     up when the division is not exact (search_costs keeps the fraction, of
+--                     runs; this column is whole: the fewest configs that hold the trials)
 --   seeds_per_config  the most seeds any config has: its distinct seeds, a trial without a seed
 --                     a seed of its own (as extra_seed_cost takes it: the earlier start is the
 --                     first seed); grid = every config has that many seeds. When no trial
@@ -28,13 +32,14 @@
 --                     paired each (search, config) with all of them - quadratic
 --   rerun_cost        the cost of every trial of those configs, all its seeds
 --   extra_seed_cost   the cost of every trial that is not its config's first seed (the lowest
---                     seed, else the earliest start, then the lowest run id), for configs other
---                     than the best. Without a best config (no metric) every config's extra
---                     seeds count: no result justified repeating any of them
+--                     seed, else the earliest start, then the lowest run id, of the trial's
+--                     runs), for configs other than the best. Without a best config (no
+--                     metric) every config's extra seeds count: no result justified
+--                     repeating any of them
 --   questioned_cost   the cost of the trials in either set, each trial once
 --   cost              the search's cost, sweep controllers included (as search_costs)
 -- A trial without config_id is never a re-run and never an extra seed.
-WITH search_runs AS (
+WITH RECURSIVE search_runs AS (
     SELECT * FROM search_runs($month)
 ),
 identity AS (
@@ -43,12 +48,12 @@ identity AS (
 active AS (
     SELECT search_id FROM active_searches($month, $month_start, $month_end)
 ),
-trials AS (
+trial_runs AS (
     SELECT * FROM search_runs WHERE NOT is_parent
 ),
-active_trials AS (
-    -- the trials whose search gets a row: only their shape is worked out
-    SELECT * FROM trials WHERE search_id IN (SELECT search_id FROM active)
+active_runs AS (
+    -- the trials' runs whose search gets a row: only their shape is worked out
+    SELECT * FROM trial_runs WHERE search_id IN (SELECT search_id FROM active)
 ),
 run_spend AS (
     SELECT a.run_id, fsum(a.cost) AS cost
@@ -56,22 +61,91 @@ run_spend AS (
     WHERE a.month = $month AND a.run_id IN (SELECT run_id FROM search_runs)
     GROUP BY a.run_id
 ),
-seeded AS (
+continued AS (
+    -- the runs that continue a trial: their restart_of names another run of the same search
+    -- with the same config_id and seed (both without one alike). A KILLED run resumed from
+    -- its checkpoint, or started again from scratch, is that one trial run in pieces, not a
+    -- second seed of the config (it was: its cost an extra seed). A run repeating a seed
+    -- without restart_of, or restarting a run of another config or seed, is a trial of its own
+    SELECT r.run_id, p.run_id AS restart_of
+    FROM active_runs AS r
+    JOIN active_runs AS p
+      ON p.run_id = r.restart_of AND p.run_id <> r.run_id AND p.search_id = r.search_id
+     AND p.config_id IS NOT DISTINCT FROM r.config_id AND p.seed IS NOT DISTINCT FROM r.seed
+),
+continued_nodes AS (
+    -- those runs and the runs they continue: each points at the run it continues, a run that
+    -- continues none (a trial's first run) at itself
+    SELECT run_id, restart_of AS parent, false AS first_run FROM continued
+    UNION ALL
+    SELECT DISTINCT restart_of, restart_of, true FROM continued
+    WHERE restart_of NOT IN (SELECT run_id FROM continued)
+),
+continued_steps AS (
+    -- 2^steps ≥ the nodes: the run that far up the chain is the trial's first run, or a run
+    -- of the cycle the runs restart into
+    SELECT CAST(ceil(log2(greatest(count(*), 2))) AS INTEGER) AS steps FROM continued_nodes
+),
+continued_jump USING KEY (run_id) AS (
+    -- pointer doubling, as preemption.sql walks its chains: after step k, `ancestor` is the
+    -- run 2^k steps up (a first run stays at itself) and `earliest` the earliest start (then
+    -- run id) of the 2^k runs from this one up; a chain of any length reaches its first run,
+    -- a cycle goes round whole
+    SELECT n.run_id, n.parent AS ancestor, p.first_run AS at_first,
+           {'start': r.start_time, 'run_id': n.run_id} AS earliest, 0 AS step
+    FROM continued_nodes AS n
+    JOIN continued_nodes AS p ON p.run_id = n.parent
+    JOIN active_runs AS r ON r.run_id = n.run_id
+    UNION
+    SELECT j.run_id, u.ancestor, u.at_first, least(j.earliest, u.earliest), j.step + 1
+    FROM continued_jump AS j
+    JOIN recurring.continued_jump AS u ON u.run_id = j.ancestor
+    WHERE NOT j.at_first AND j.step < (SELECT steps FROM continued_steps)
+),
+continued_trial AS (
+    -- the trial of each continuing run: its chain's first run (a cycle's earliest start)
+    SELECT j.run_id, u.earliest.run_id AS trial_id
+    FROM continued_jump AS j
+    JOIN continued_jump AS u ON u.run_id = j.ancestor
+    WHERE j.run_id IN (SELECT run_id FROM continued)
+),
+active_trials AS (
+    -- each run with its trial: the run itself, or the first run of the chain it continues
+    SELECT r.*, coalesce(c.trial_id, r.run_id) AS trial_id
+    FROM active_runs AS r
+    LEFT JOIN continued_trial AS c USING (run_id)
+),
+trials AS (
+    -- one row per trial (its runs share search, config and seed): the seeds and configs below
+    -- count trials, not the pieces a restarted trial ran in
+    SELECT search_id, trial_id, any_value(config_id) AS config_id, any_value(seed) AS seed,
+           min(start_time) AS start_time, min(run_id) AS first_run_id
+    FROM active_trials
+    GROUP BY search_id, trial_id
+),
+ranked AS (
     -- each trial's place among its config's trials (seeds are text in the tracker: numeric
     -- ones compare as numbers, "2" before "10"); a trial without config_id is alone
     SELECT
-        t.search_id, t.run_id, t.config_id, t.metric_name, t.metric_value,
-        row_number() OVER (PARTITION BY t.search_id, t.config_id,
-                                        CASE WHEN t.config_id IS NULL THEN t.run_id END
-                           ORDER BY try_cast(t.seed AS DOUBLE) NULLS LAST,
-                                    t.seed NULLS LAST, t.start_time, t.run_id)  AS seed_rank
+        search_id, trial_id,
+        row_number() OVER (PARTITION BY search_id, config_id,
+                                        CASE WHEN config_id IS NULL THEN trial_id END
+                           ORDER BY try_cast(seed AS DOUBLE) NULLS LAST,
+                                    seed NULLS LAST, start_time, first_run_id)  AS seed_rank
+    FROM trials
+),
+seeded AS (
+    -- each run with its trial's place: every run of a trial is its first seed, or none is
+    SELECT t.search_id, t.run_id, t.trial_id, t.config_id, t.metric_name, t.metric_value,
+           r.seed_rank
     FROM active_trials AS t
+    JOIN ranked AS r ON r.search_id = t.search_id AND r.trial_id = t.trial_id
 ),
 config_seeds AS (
     -- the seeds of each named config: distinct seeds, each trial without a seed one more
     SELECT search_id, config_id,
            count(DISTINCT seed) + count(*) FILTER (WHERE seed IS NULL) AS seeds
-    FROM active_trials
+    FROM trials
     WHERE config_id IS NOT NULL
     GROUP BY search_id, config_id
 ),
@@ -85,12 +159,12 @@ named_shape AS (
 seed_runs AS (
     -- searches without any config_id: how often each seed ran (NULL: the trials without one)
     SELECT search_id, seed, count(*) AS runs
-    FROM active_trials
+    FROM trials
     WHERE search_id NOT IN (SELECT search_id FROM named_shape)
     GROUP BY search_id, seed
 ),
 unnamed_shape AS (
-    -- runs ÷ distinct seeds configs (search_costs), rounded up to a whole number
+    -- trials ÷ distinct seeds configs (search_costs), rounded up to a whole number
     SELECT
         search_id,
         (sum(runs) + greatest(count(seed), 1) - 1) // greatest(count(seed), 1) AS configs,
@@ -127,7 +201,7 @@ model_configs AS (
     -- without a model re-runs nothing: two searches naming none are not one model's, and
     -- short config ids such as "0", "1" made every model-less search re-run the others)
     SELECT DISTINCT t.search_id, t.config_id, i.model, i.search_start
-    FROM trials AS t
+    FROM trial_runs AS t
     JOIN identity AS i ON i.search_id = t.search_id
     WHERE t.config_id IS NOT NULL AND i.model IS NOT NULL
 ),
@@ -172,9 +246,9 @@ flagged AS (
 shape AS (
     SELECT
         search_id,
-        count(*)                                                        AS runs,
+        count(DISTINCT trial_id)                                        AS runs,
         count(DISTINCT config_id) FILTER (WHERE is_rerun)               AS rerun_configs,
-        count(*) FILTER (WHERE config_id IS NULL)                       AS runs_without_config,
+        count(DISTINCT trial_id) FILTER (WHERE config_id IS NULL)       AS runs_without_config,
         coalesce(fsum(cost) FILTER (WHERE is_rerun), 0)                  AS rerun_cost,
         coalesce(fsum(cost) FILTER (WHERE is_extra_seed), 0)             AS extra_seed_cost,
         coalesce(fsum(cost) FILTER (WHERE is_rerun OR is_extra_seed), 0) AS questioned_cost

@@ -150,6 +150,31 @@ def percent(fraction, digits: int = 1) -> str:
     return f"{'−' if negative else ''}{shown}%"
 
 
+MOST_CHANGE_DIGITS = 6
+
+
+def change_percent(fraction, digits: int = 0) -> str:
+    """`fraction` as a signed change in percent (an estimate's overrun, or the share of it a
+    search fell short by): `+` before a rise, `−` (as `money`) before a fall, exactly 0 with
+    no sign. To `digits` decimals, one more at a time (up to MOST_CHANGE_DIGITS) while the
+    figure would read 100 % or 0 % and is not: $41 against a $15,156.47 estimate is −99.7 %,
+    where whole percents said −100 %, as if nothing was spent. One that reads 100 % or 0 %
+    even then is that, to a double's crumbs, and reads so with `digits` decimals."""
+    text = not_finite(fraction)
+    if text is not None:
+        return text
+    value = abs(fraction) * 100
+    shown = f"{value:.{digits}f}"
+    if value != 100:
+        for more in range(digits, MOST_CHANGE_DIGITS + 1):
+            if float(f"{value:.{more}f}") not in (0.0, 100.0):
+                shown = f"{value:.{more}f}"
+                break
+    if float(shown) == 0:
+        return f"{shown}%"
+    return f"{'−' if fraction < 0 else '+'}{shown}%"
+
+
 def shares_shown(parts, whole, symbol: str = "$") -> bool:
     """Whether the parts of a split of `whole` (all of them: the classes of a month, the months
     of a period, the lines of a bill) read as shares of it: only when `whole` to its

@@ -64,9 +64,10 @@ def purpose_by_month_figure(months: list[date], by_purpose: dict, symbol: str) -
 def search_trend_figure(searches: list[dict], symbol: str) -> Figure:
     """Cost per unit of improvement of each search, a line per model in launch order.
     Saturating searches are red crosses. A search that bought no improvement has no unit
-    cost: a red cross at the top edge ("no gain"); one with nothing to compare against (the
-    model's first, or no metric) a hollow mark on the axis ("no baseline"), as one that
-    improved at a cost of 0 or a credit ("no cost": nothing to divide)."""
+    cost: a red cross at the top edge ("no gain"); one with nothing to compare a hollow mark
+    on the axis: "no metric" when it logged no metric (no best), "no baseline" when the model
+    had no result before it (its first search), as one that improved at a cost of 0 or a
+    credit ("no cost": nothing to divide)."""
     models = sorted({s["model"] or "" for s in searches})
     fig = Figure(figsize=(WIDTH, 3.2), layout="constrained")
     ax = fig.subplots()
@@ -96,10 +97,13 @@ def search_trend_figure(searches: list[dict], symbol: str) -> Figure:
                 y, value = top, "no gain"
             elif s["improvement"] is not None:  # improved, at a cost of 0 or a credit
                 y, value = 0.0, "no cost"
-            else:
+            elif s["best_metric"] is None:  # the search logged no metric: nothing to compare
+                y, value = 0.0, "no metric"
+            else:  # a result, but no earlier one of the model to improve on
                 y, value = 0.0, "no baseline"
             ax.scatter([x], [y], s=46, zorder=2, marker="X" if s["saturating"] else "o",
-                       color=color if value not in ("no baseline", "no cost") else "white",
+                       color=color if value not in ("no baseline", "no metric", "no cost")
+                       else "white",
                        edgecolors=color, clip_on=False)
             note = f"{s['search_id']}\n{value}" + ("  saturating" if s["saturating"] else "")
             ax.annotate(note, (x, y), textcoords="offset points", xytext=(0, 8), ha="center",

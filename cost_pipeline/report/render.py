@@ -17,6 +17,7 @@ from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     cents,
+    change_percent,
     gpu_hours_alike,
     money,
     not_finite,
@@ -166,7 +167,8 @@ def _environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined)
     env.filters.update(money=money, percent=percent, share=share, number=number,
                        metric=metric, size=size, cents=cents, smallest=smallest,
-                       signed=signed, currency_symbol=symbol_of,
+                       signed=signed, change_percent=change_percent,
+                       currency_symbol=symbol_of,
                        hours_alike=lambda hours: gpu_hours_alike(*hours),
                        shares_shown=shares_shown, rounded_to=rounded_to)
     return env

@@ -193,7 +193,7 @@ def test_the_report_flags_a_cost_over_a_zero_estimate(cfg):
     sx, sy = search_row(page, "SX"), search_row(page, "SY")
     assert 'data-estimate="0.00"' in sx
     assert '$110.00 <span class="fail-text">over a $0.00 estimate</span>' in sx
-    assert "$7.00 (-30%)" in sy and "fail-text" not in sy
+    assert "$7.00 (−30%)" in sy and "fail-text" not in sy
 
 
 def test_the_report_marks_an_estimate_over_budget_as_not_approved(cfg):
@@ -209,9 +209,24 @@ def test_the_report_marks_an_estimate_over_budget_as_not_approved(cfg):
     sx, sy = search_row(page, "SX"), search_row(page, "SY")
     assert 'data-estimate="1500.00" data-approved="false"' in sy
     assert '$1,500.00 <span class="fail-text">not approved</span>' in sy
-    assert "$7.00 (-100%)" in sy                  # within it: the share, unflagged
+    assert "$7.00 (−99.5%)" in sy                 # within it: the share, unflagged
     assert 'data-estimate="100.00" data-approved="true"' in sx
     assert "$100.00</td>" in sx and "not approved" not in sx
+
+
+def test_the_page_reads_an_overrun_and_a_share_of_the_estimate_without_rounding_to_100(cfg):
+    """The cost to date against the estimate: SY's $7.00 of $1,750.00 is −99.6 %
+    (7 ÷ 1,750 − 1) and read "(-100%)", as if nothing was spent; SX's $110.00 against $54.90
+    is +100.4 % over (55.1 ÷ 54.9) and read "+100%". Each keeps one more decimal when whole
+    percents would read ±100 % (or 0 %), and carries the page's minus sign "−"."""
+    approve(cfg, "SX", 1, datetime(2024, 2, 2, tzinfo=UTC), price=54.9)
+    approve(cfg, "SY", 1, datetime(2024, 3, 3, tzinfo=UTC), price=1750.0)   # over budget
+    got, _, page = report_page(cfg)
+    assert got["SX"] == pytest.approx((54.9, 110.0, 55.1))
+    assert got["SY"] == pytest.approx((1750.0, 7.0, -1743.0))
+    sx, sy = search_row(page, "SX"), search_row(page, "SY")
+    assert '$110.00 <span class="fail-text">+100.4%</span>' in sx
+    assert "$7.00 (−99.6%)</td>" in sy and "-" not in sy.split("$7.00")[1].split("</td>")[0]
 
 
 def one_trial_costing(con, cost: float) -> None:

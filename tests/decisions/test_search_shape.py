@@ -72,13 +72,14 @@ def con():
 
 
 def trial(run_id, search_id, config_id, seed, start, cost, metric=None, *, model="churn",
-          parent=None, month=MARCH):
+          parent=None, month=MARCH, restart_of=None, resumed_from=None, status="FINISHED"):
     """A trial's tracker row (all months in the March snapshot) and its cost in `month`."""
-    run = {"run_id": run_id, "status": "FINISHED", "start_time": start,
+    run = {"run_id": run_id, "status": status, "start_time": start,
            "end_time": start.replace(hour=start.hour + 2), "model": model, "purpose": "search",
            "search_id": search_id, "config_id": config_id,
            "seed": None if seed is None else str(seed), "parent_run_id": parent,
-           "metric_name": "val_auc" if metric is not None else None, "metric_value": metric}
+           "metric_name": "val_auc" if metric is not None else None, "metric_value": metric,
+           "restart_of": restart_of, "resumed_from": resumed_from}
     return run, (month, run_id, cost)
 
 
@@ -241,6 +242,83 @@ def test_configs_without_config_id_are_runs_over_seeds_as_in_search_costs(con):
     assert costs["NF"][0] == pytest.approx(2.5)
     assert got["NC"]["runs_without_config"] == 6 and got["MX"]["runs_without_config"] == 1
     assert [got[s]["questioned_cost"] for s in expected] == [0.0, 0.0, 0.0, 0.0, 2.0]
+
+
+def test_a_run_resumed_from_a_checkpoint_is_the_trial_it_continues_not_an_extra_seed(con):
+    """SPEC §12: `restart_of` marks a run that continues or repeats an interrupted one. SR's
+    config a ran seed 0 once, in two pieces: r1 KILLED ($10, .70) and r2 resumed from r1's
+    checkpoint ($20, .75); b ran seeds 0 ($40, .90, the best) and 1 ($80, .85). r2 was
+    priced as a's second seed: extra seeds $20, questioned $20, and "bound the search"
+    $20.00 "extra seeds of non-best configs $20.00 (best b)". Now a's two runs are one
+    trial: 3 trials, a × 1 seed and b × 2 seeds (not a full grid), nothing questioned."""
+    rows = [trial("r1", "SR", "a", 0, d(2, hour=0), 10.0, 0.70, status="KILLED"),
+            trial("r2", "SR", "a", 0, d(2, hour=1), 20.0, 0.75, restart_of="r1",
+                  resumed_from="step-100"),
+            trial("r3", "SR", "b", 0, d(2, hour=2), 40.0, 0.90),
+            trial("r4", "SR", "b", 1, d(2, hour=3), 80.0, 0.85)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    for table in ("search_trend", "search_shape", "cost_levers"):
+        build(con, table)
+    row = shape(con)["SR"]
+    assert (row["runs"], row["configs"], row["seeds_per_config"], row["grid"],
+            row["best_config_id"]) == (3, 2, 2, False, "b")
+    assert row["extra_seed_cost"] == pytest.approx(0.0, abs=TOL)
+    assert row["questioned_cost"] == pytest.approx(0.0, abs=TOL)
+    assert row["cost"] == pytest.approx(150.0, abs=TOL)       # 10 + 20 + 40 + 80: every run
+    ((dollars, evidence),) = con.execute(
+        "SELECT dollars, evidence FROM cost_levers WHERE lever = 'bound the search'").fetchall()
+    assert dollars == 0.0
+    assert evidence == ("no search re-ran a config of an earlier search or ran extra seeds of "
+                        "a non-best config (search cost this month $150.00)")
+
+
+def test_a_chain_of_restarts_of_one_config_and_seed_is_one_trial(con):
+    """A run restarting (`restart_of`) a trial of the same search, config and seed continues
+    that trial, whether it resumed from a checkpoint or started from scratch, along the whole
+    chain; a run repeating a seed without `restart_of`, or restarting a run of another seed,
+    is a trial of its own. ST logs no metric (every config's extra seeds count):
+        c seed 0  t1 $1 KILLED; t2 restarts t1 from scratch $2; t3 resumes t2 $4: one trial
+        c seed 0  t4 $8, run again without restart_of: an extra seed
+        c seed 1  t5 $16: an extra seed
+        d seed 0  t6 $32: d's first seed
+        d seed 1  t7 $64 restarts t6 (another seed): a trial of its own, an extra seed
+    5 trials, 2 configs × 2 seeds, a full grid; extra seeds 8 + 16 + 64 = 88 (t2, t3 were
+    extra too: 94, and 7 runs). SU names no config: u1 seed 0, u2 resumes it, u3 seed 1 are
+    2 trials, 1 config × 2 seeds, a grid (3 runs ÷ 2 seeds made 2 configs, no grid). In SV,
+    v1 and v2 restart each other (one trial, whose first run is v1, the earlier start) and
+    v3 is seed 1: v3's $4 alone is an extra seed (v2's $2 was too)."""
+    rows = [trial("t1", "ST", "c", 0, d(2, hour=1), 1.0, status="KILLED"),
+            trial("t2", "ST", "c", 0, d(2, hour=2), 2.0, restart_of="t1"),
+            trial("t3", "ST", "c", 0, d(2, hour=3), 4.0, restart_of="t2",
+                  resumed_from="s3://ckpt/t2/step-50/"),
+            trial("t4", "ST", "c", 0, d(2, hour=4), 8.0),
+            trial("t5", "ST", "c", 1, d(2, hour=1), 16.0),
+            trial("t6", "ST", "d", 0, d(2, hour=1), 32.0),
+            trial("t7", "ST", "d", 1, d(2, hour=2), 64.0, restart_of="t6",
+                  resumed_from="step-10"),
+            trial("u1", "SU", None, 0, d(3, hour=1), 1.0),
+            trial("u2", "SU", None, 0, d(3, hour=2), 2.0, restart_of="u1",
+                  resumed_from="step-10"),
+            trial("u3", "SU", None, 1, d(3, hour=1), 4.0),
+            trial("v1", "SV", "e", 0, d(4, hour=1), 1.0, restart_of="v2"),
+            trial("v2", "SV", "e", 0, d(4, hour=2), 2.0, restart_of="v1"),
+            trial("v3", "SV", "e", 1, d(4, hour=1), 4.0)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    build(con, "search_shape")
+    got = shape(con)
+    st, su, sv = got["ST"], got["SU"], got["SV"]
+    assert (st["runs"], st["configs"], st["seeds_per_config"], st["grid"]) == (5, 2, 2, True)
+    assert st["extra_seed_cost"] == pytest.approx(88.0, abs=TOL)
+    assert st["questioned_cost"] == pytest.approx(88.0, abs=TOL)
+    assert st["cost"] == pytest.approx(127.0, abs=TOL)
+    assert (su["runs"], su["configs"], su["seeds_per_config"], su["grid"],
+            su["runs_without_config"]) == (2, 1, 2, True, 2)
+    assert su["questioned_cost"] == pytest.approx(0.0, abs=TOL)
+    assert (sv["runs"], sv["configs"], sv["seeds_per_config"], sv["grid"]) == (2, 1, 2, True)
+    assert sv["extra_seed_cost"] == pytest.approx(4.0, abs=TOL)
+    assert sv["cost"] == pytest.approx(7.0, abs=TOL)
 
 
 def test_searches_without_a_model_re_run_nothing(con):

@@ -527,7 +527,7 @@ def test_a_search_that_improved_at_no_cost_is_marked_no_cost_not_no_gain():
 
     def search(search_id, order, improvement, unit, saturating):
         return {"model": "m", "search_id": search_id, "search_order": order,
-                "improvement": improvement, "cost_per_improvement": unit,
+                "best_metric": 0.9, "improvement": improvement, "cost_per_improvement": unit,
                 "saturating": saturating}
 
     fig = search_trend_figure([
@@ -538,6 +538,50 @@ def test_a_search_that_improved_at_no_cost_is_marked_no_cost_not_no_gain():
                             "S4\n$500"}
     assert notes["S2\nno cost"][1] == 0.0  # on the axis; no gain above the dearest unit cost
     assert notes["S3\nno gain  saturating"][1] > notes["S4\n$500"][1] == 500.0
+
+
+def test_a_search_that_logged_no_metric_says_no_metric_not_no_baseline(tmp_path):
+    """churn's third search SC logged no metric (best_metric NULL) though the model had a
+    previous best (0.92): its row read "no baseline" and its chart mark too, as if the model
+    had no earlier result. It says "no metric"; SA, the model's first search (a result, no
+    previous best), still says "no baseline"; SB improved +0.02 at $1,000.00 a unit."""
+    path, mar = tmp_path / "w.duckdb", date(2026, 3, 1)
+
+    def search(search_id, order, best, previous, cost, metric_name="val_auc"):
+        improvement = None if best is None or previous is None else round(best - previous, 6)
+        return {"model": "churn", "metric_name": metric_name, "search_id": search_id,
+                "search_start": datetime(2026, 3, order), "search_order": order, "runs": 3,
+                "best_metric": best, "previous_best": previous, "improvement": improvement,
+                "accelerator_hours": 1.0, "cost": cost, "cost_this_month": cost,
+                "cost_per_improvement": cost / improvement if improvement else None,
+                "saturating": False, "currency": "USD"}
+
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, mar, [_line(0, mar, 81.0, "USD")])
+        insert(con, "search_trend", mar, [search("SA", 1, 0.90, None, 20.0),
+                                          search("SB", 2, 0.92, 0.90, 20.0),
+                                          search("SC", 3, None, 0.92, 41.0, None)], {})
+    out, _ = write_period_report(str(path), mar, mar, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    rows = dict(re.findall(r'<tr data-search="(S\w)".*?>(.*?)</tr>', html, re.S))
+
+    def cells(search_id):
+        return [c for c in re.findall(r"<td[^>]*>(.*?)</td>", rows[search_id]) if c]
+
+    assert cells("SC")[:5] == ["3", "<code>SC</code>", "churn", "2026-03-03", "3"]
+    assert cells("SC")[5:] == ["$41.00", "$41.00", '<span class="na">no metric</span>', "–"]
+    assert cells("SA")[5:] == ["$20.00", "$20.00",
+                               '<span class="na">no baseline</span> <code>val_auc</code>', "–"]
+    assert cells("SB")[5:] == ["$20.00", "$20.00", "+0.02 <code>val_auc</code>", "$1,000.00"]
+    chart = html[html.index('aria-label="Cost per unit of improvement across searches"'):]
+    chart = chart[:chart.index("</svg>")]
+    assert chart.count("no metric") == 1 and chart.count("no baseline") == 1
+
+    from cost_pipeline.report.period_charts import search_trend_figure
+    fig = search_trend_figure([search("SA", 1, 0.90, None, 20.0),
+                               search("SC", 3, None, 0.92, 41.0, None)], "$")
+    notes = {t.get_text(): t.xy for t in fig.axes[0].texts if "\n" in t.get_text()}
+    assert notes == {"SA\nno baseline": (1, 0.0), "SC\nno metric": (3, 0.0)}
 
 
 def test_pages_drawn_again_later_are_the_same_bytes(tmp_path, monkeypatch):

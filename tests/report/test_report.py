@@ -370,6 +370,24 @@ def test_warm_up_compiles_the_template_once_for_the_process():
     assert "matplotlib.backends.backend_svg" in sys.modules
 
 
+def test_a_change_in_percent_never_reads_100_or_0_when_it_is_not():
+    """$41.00 spent against a $15,156.47 estimate is −99.73 %: "%+.0f%%" wrote "-100%" (as if
+    nothing was spent, and with a hyphen where amounts carry "−"). A change reads whole
+    percents, one more decimal at a time (up to six) while it would read ±100 % or 0 % and is
+    not; signed "+" or "−"; exactly 0 without a sign."""
+    from cost_pipeline.report.render import change_percent
+
+    assert change_percent((41.0 - 15_156.47) / 15_156.47) == "−99.7%"
+    assert change_percent(-0.3) == "−30%" and change_percent(0.1) == "+10%"
+    assert change_percent(-1.0) == "−100%" and change_percent(1.0) == "+100%"
+    assert change_percent(0.1 / 109.9) == "+0.1%"          # 0.091 %: not "+0%"
+    assert change_percent(-0.000004) == "−0.0004%"
+    assert change_percent(0.9996) == "+99.96%"             # not "+100%", nor "+100.0%"
+    assert change_percent(55.1 / 54.9) == "+100.4%"        # 100.36 %: not "+100%"
+    assert change_percent(2.5) == "+250%" and change_percent(0.0) == "0%"
+    assert change_percent(None) == "–" and change_percent(float("-inf")) == "−∞"
+
+
 def test_negative_figures_carry_the_minus_sign_amounts_do():
     """`-2.0` GPU-hours and a `-0.01` metric change beside `−$0.60`: one sign on the page."""
     from cost_pipeline.report.render import metric, number

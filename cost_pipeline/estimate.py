@@ -148,6 +148,10 @@ def estimate_search(
     currency = "USD"
     needs_history = gpus is None or hours is None or price is None
     owned = con is None
+    if con is None and needs_history and not Path(cfg.warehouse_path).exists():
+        # priced from the recorded runs: it read "no recorded search runs of model …", as if
+        # the warehouse held no such model
+        raise EstimateError(f"no warehouse at {cfg.warehouse_path}: materialize a month first")
     if con is None and Path(cfg.warehouse_path).exists():
         try:
             con = connect_read_only(cfg.warehouse_path)

@@ -159,10 +159,6 @@ def cmd_estimate(args) -> int:
         raise EstimateError("--search-id, --expected-improvement and --approved-by record an "
                             "approval: add --approve")
     cfg = load_config(args.config)
-    if None in (args.gpus, args.hours, args.price) and not Path(cfg.warehouse_path).exists():
-        # priced from the recorded runs: it read "no recorded search runs of model …", as if
-        # the warehouse held no such model
-        raise EstimateError(f"no warehouse at {cfg.warehouse_path}: materialize a month first")
     est = estimate_search(
         cfg, args.model, args.configs, args.seeds, args.reruns,
         gpus=args.gpus, hours=args.hours, price=args.price, cached=args.cached,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import date, datetime
 
+import duckdb
 import pytest
 
 from cost_pipeline.config import load_config, parse_config
@@ -31,6 +32,7 @@ def test_overrides_need_no_history(tmp_path):
 
 def test_without_history_or_overrides_is_a_clear_error(tmp_path):
     cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    duckdb.connect(cfg.warehouse_path).close()   # a warehouse, without runs
     with pytest.raises(EstimateError, match="no recorded search runs of model 'churn'"):
         estimate_search(cfg, "churn", 10, 3)
     with pytest.raises(EstimateError, match="--configs"):
@@ -340,6 +342,10 @@ def test_an_estimate_without_a_warehouse_says_so(tmp_path, capsys):
     assert main([*argv, "--gpus", "4", "--hours", "2", "--price", "1.5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["total_cost"] == 72.0  # 6 runs × 4 × 2 × 1.5
     assert not (tmp_path / "none.duckdb").exists()
+    # the API says the same, where only the command line did
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    with pytest.raises(EstimateError, match=r"^no warehouse at .*none\.duckdb: materialize"):
+        estimate_search(cfg, "churn", 2, 3, gpus=4)
 
 
 def test_one_gpu_is_singular(tmp_path):

@@ -29,7 +29,7 @@ from cost_pipeline.ingest.sources.mlflow_tags import (
     redact_uri,
     write_cost_tags,
 )
-from cost_pipeline.warehouse import ensure_schema
+from cost_pipeline.warehouse import ensure_schema, sql_text
 from tests.support.mlflow_proxy import failing_proxy
 
 MAY, JUNE = date(2026, 5, 1), date(2026, 6, 1)
@@ -202,6 +202,27 @@ def test_amounts_are_summed_over_the_months_exactly():
     assert costs["r-t"] == {**zero, "cost.total_usd": "-0.06", "cost.network_usd": "-0.06",
                             "cost.gpu_hours": "0.000", "cost.months": costs["r-r"]["cost.months"],
                             "cost.currency": "USD"}
+
+
+def test_the_tags_and_run_costs_sum_one_exact_macro():
+    """The tags' query and `run_costs` each spelled the DECIMAL of attribution_runs' sums
+    (`cost_exact`, the double cast when it is NULL; the hours cast): one macro,
+    `exact_run_sums`, gives both. Run r-x: gpu $0.011 with 0.0003 accelerator-hours, cpu
+    $0.50 without `cost_exact` (its double cast, 0.5); the unattributed row (no run) is
+    left out."""
+    con = duckdb.connect()
+    run_costs_rows(con, [(MAY, "r-x", 0.011, 0.5, 0.0, 0.0, 0.0, 0.0003)])
+    con.execute("UPDATE attribution_runs SET cost_exact = NULL WHERE component = 'cpu'")
+    con.execute("INSERT INTO attribution_runs (month, run_id, purpose_class, component, rule, "
+                "cost, rows) VALUES (?, NULL, 'unallocated', 'gpu', 'compute', 9.0, 1)", [MAY])
+    rows = con.execute("SELECT run_id, component, dollars, accelerator_hours "
+                       "FROM exact_run_sums() WHERE component IN ('gpu', 'cpu') "
+                       "ORDER BY component").fetchall()
+    assert rows == [("r-x", "cpu", Decimal("0.5"), Decimal("0")),
+                    ("r-x", "gpu", Decimal("0.011"), Decimal("0.0003"))]
+    for name in ("run_cost_tags", "run_costs"):
+        text = sql_text(name)
+        assert "exact_run_sums()" in text and "coalesce(cost_exact" not in text, name
 
 
 @pytest.mark.parametrize("id_tags", [BY_NAME, {"run_id": "run_id"}])

@@ -592,3 +592,15 @@ CREATE OR REPLACE TEMP MACRO active_searches(for_month, start_of_month, end_of_m
       AND CASE WHEN end_time IS NOT NULL THEN end_time > start_of_month
                WHEN status = 'RUNNING' THEN true
                ELSE start_time >= start_of_month END;
+
+-- ------------------------------------------------------------- a run's exact sums (SPEC §12)
+-- each per-run sum of attribution_runs with its amounts as DECIMAL(38, 10): `dollars` its
+-- exact cost (`cost_exact`; the double cast when it is NULL), its hours cast alike. What
+-- `run_costs` sums for the month and the `cost.*` tags over the months (run_cost_tags.sql),
+-- exactly, as the reports sum: the doubles' Σ of five $0.011 is 0.05499999999999999
+CREATE OR REPLACE TEMP MACRO exact_run_sums() AS TABLE
+    SELECT * REPLACE (CAST(hours AS DECIMAL(38, 10)) AS hours,
+                      CAST(accelerator_hours AS DECIMAL(38, 10)) AS accelerator_hours),
+           coalesce(cost_exact, CAST(cost AS DECIMAL(38, 10))) AS dollars
+    FROM attribution_runs
+    WHERE run_id IS NOT NULL;

@@ -12,10 +12,8 @@
 WITH tr AS (
     SELECT run_id, model, search_id FROM month_runs($month)  -- one row per run (macros.sql)
 ),
-exact AS (  -- each attribution row's cost cast to DECIMAL first (attribution_runs `cost_exact`)
-    SELECT *, coalesce(cost_exact, CAST(cost AS DECIMAL(38, 10))) AS dollars
-    FROM attribution_runs
-    WHERE month = $month AND run_id IS NOT NULL
+exact AS (  -- the month's per-run sums as DECIMAL, hours too (macros.sql, as the cost.* tags)
+    SELECT * FROM exact_run_sums() WHERE month = $month
 ),
 per_run AS (
     SELECT
@@ -28,9 +26,8 @@ per_run AS (
         coalesce(sum(dollars) FILTER (WHERE component NOT IN ('gpu', 'cpu', 'storage',
                                                               'network')), 0) AS other_cost,
         sum(dollars)                                                     AS cost,
-        coalesce(sum(CAST(accelerator_hours AS DECIMAL(38, 10))), 0)     AS accelerator_hours,
-        coalesce(sum(CAST(hours AS DECIMAL(38, 10))) FILTER (WHERE component = 'cpu'), 0)
-                                                                         AS cpu_hours
+        coalesce(sum(accelerator_hours), 0)                              AS accelerator_hours,
+        coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0)         AS cpu_hours
     FROM exact
     GROUP BY run_id
 )

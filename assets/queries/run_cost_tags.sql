@@ -16,11 +16,9 @@ month_currency AS (
     FROM (SELECT DISTINCT month FROM run_months) AS m
     LEFT JOIN month_currencies() AS b USING (month)
 ),
-exact AS (  -- each per-run sum of attribution_runs as DECIMAL (run_costs.sql `exact`)
-    SELECT run_id, component,
-           coalesce(cost_exact, CAST(cost AS DECIMAL(38, 10)))          AS dollars,
-           CAST(accelerator_hours AS DECIMAL(38, 10))                    AS accelerator_hours
-    FROM attribution_runs
+exact AS (  -- each per-run sum of attribution_runs as DECIMAL (macros.sql, as run_costs)
+    SELECT run_id, component, dollars, accelerator_hours
+    FROM exact_run_sums()
     JOIN run_months USING (month, run_id)
 ),
 amounts AS (

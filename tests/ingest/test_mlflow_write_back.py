@@ -29,7 +29,7 @@ from cost_pipeline.ingest.sources.mlflow_tags import (
     redact_uri,
     write_cost_tags,
 )
-from cost_pipeline.warehouse import ensure_schema
+from cost_pipeline.warehouse import ensure_schema, sql_text
 from tests.support.mlflow_proxy import failing_proxy
 
 MAY, JUNE = date(2026, 5, 1), date(2026, 6, 1)
@@ -202,6 +202,27 @@ def test_amounts_are_summed_over_the_months_exactly():
     assert costs["r-t"] == {**zero, "cost.total_usd": "-0.06", "cost.network_usd": "-0.06",
                             "cost.gpu_hours": "0.000", "cost.months": costs["r-r"]["cost.months"],
                             "cost.currency": "USD"}
+
+
+def test_the_tags_and_run_costs_sum_one_exact_macro():
+    """The tags' query and `run_costs` each spelled the DECIMAL of attribution_runs' sums
+    (`cost_exact`, the double cast when it is NULL; the hours cast): one macro,
+    `exact_run_sums`, gives both. Run r-x: gpu $0.011 with 0.0003 accelerator-hours, cpu
+    $0.50 without `cost_exact` (its double cast, 0.5); the unattributed row (no run) is
+    left out."""
+    con = duckdb.connect()
+    run_costs_rows(con, [(MAY, "r-x", 0.011, 0.5, 0.0, 0.0, 0.0, 0.0003)])
+    con.execute("UPDATE attribution_runs SET cost_exact = NULL WHERE component = 'cpu'")
+    con.execute("INSERT INTO attribution_runs (month, run_id, purpose_class, component, rule, "
+                "cost, rows) VALUES (?, NULL, 'unallocated', 'gpu', 'compute', 9.0, 1)", [MAY])
+    rows = con.execute("SELECT run_id, component, dollars, accelerator_hours "
+                       "FROM exact_run_sums() WHERE component IN ('gpu', 'cpu') "
+                       "ORDER BY component").fetchall()
+    assert rows == [("r-x", "cpu", Decimal("0.5"), Decimal("0")),
+                    ("r-x", "gpu", Decimal("0.011"), Decimal("0.0003"))]
+    for name in ("run_cost_tags", "run_costs"):
+        text = sql_text(name)
+        assert "exact_run_sums()" in text and "coalesce(cost_exact" not in text, name
 
 
 @pytest.mark.parametrize("id_tags", [BY_NAME, {"run_id": "run_id"}])
@@ -813,4 +834,70 @@ def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
     third, recorded = materialize()
     assert (third["runs_written"], third["tags_deleted"], third["runs_unchanged"]) == (0, 0, 1)
     users_kept()
+    assert recorded == {(store, ids["r-a"])}
+
+
+def test_a_warehouse_without_a_record_clears_the_tags_an_earlier_version_wrote(fast_dir,
+                                                                               tmp_path):
+    """A warehouse made before the record of tagged runs starts with none for the store. r-b
+    holds the 9 tags an earlier version wrote ($0.50 in May), its `cost.cpu_usd` since
+    hand-set to `user`; its cost is gone now. It kept those tags forever: its first
+    write-back recorded only the runs given a cost. A store with no record yet takes the runs
+    holding the product's tags (`cost.months` in its format: every version wrote it) as
+    tagged by it: r-b loses its 8 product values and keeps the user's; r-idle's own
+    `cost.total_usd=user` stays. Then the record is r-a alone, and a second write-back
+    deletes nothing."""
+    import dagster as dg
+    from mlflow import MlflowClient
+
+    from cost_pipeline.config import MlflowTracker
+    from cost_pipeline.defs.assets.tracker_tags import store_of, tracker_cost_tags
+    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    uri = f"sqlite:///{fast_dir / 'before-record.db'}"
+    ids = write_runs(uri, "before-record")
+    client = MlflowClient(uri)
+    for key, value in {**EXPECTED["r-b"], "cost.cpu_usd": "user"}.items():
+        client.set_tag(ids["r-b"], key, value)
+    client.set_tag(ids["r-idle"], "cost.total_usd", "user")
+    warehouse = tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        run_costs_rows(con, HAND_ROWS[:2])  # r-a alone has a cost
+        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": "r-a", "source": "team-mlflow",
+                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}])
+        assert con.execute("SELECT count(*) FROM tracker_tagged_runs").fetchone() == (0,)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": str(warehouse)},
+        "tracker": [{"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
+                     "experiments": ["before-record"], "tags": BY_NAME,
+                     "write_back": True}]}))
+    store = store_of(MlflowTracker(kind="mlflow", tracking_uri=uri), tmp_path)
+
+    def materialize() -> tuple[dict, set]:
+        result = dg.materialize(
+            [tracker_cost_tags], partition_key="2026-06-01",
+            resources={"duckdb": Warehouse(database=str(warehouse)),
+                       "settings": PipelineSettings(config_path=str(config))})
+        assert result.success
+        (event,) = result.asset_materializations_for_node("tracker_cost_tags")
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            recorded = set(con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
+                                       ).fetchall())
+        return {k: v.value for k, v in event.metadata.items()}, recorded
+
+    first, recorded = materialize()
+    # r-a: its 9 tags written; r-b: 9 product tags less the user's cpu value → 8 deleted
+    assert (first["runs_written"], first["tags_written"]) == (1, 9)
+    assert (first["runs_cleared"], first["tags_deleted"]) == (1, 8)
+    assert cost_tags(uri, ids["r-a"]) == EXPECTED["r-a"]
+    assert cost_tags(uri, ids["r-b"]) == {"cost.cpu_usd": "user"}
+    assert cost_tags(uri, ids["r-idle"]) == {"cost.total_usd": "user"}
+    assert recorded == {(store, ids["r-a"])}
+
+    again, recorded = materialize()
+    assert (again["runs_written"], again["tags_deleted"], again["runs_unchanged"]) == (0, 0, 1)
+    assert cost_tags(uri, ids["r-b"]) == {"cost.cpu_usd": "user"}
+    assert cost_tags(uri, ids["r-idle"]) == {"cost.total_usd": "user"}
     assert recorded == {(store, ids["r-a"])}

@@ -16,7 +16,11 @@ are known by their own ids: a run another tracker of the materialization gives a
 never cleared as stale, whatever URI each spells the server with (`127.0.0.1` and
 `localhost`, a proxy). The warehouse records, per store, the runs whose tags the write-back
 wrote (`tracker_tagged_runs`): only those are ever cleared, so a user's own tag under one of
-the names, on a run never costed, stays. The record is written on the run's connection once
+the names, on a run never costed, stays. A store with no record yet (a warehouse made before
+it, or the store's first write-back into it) takes as tagged the listed runs holding the
+product's `cost.months` (every version wrote it on every run it tagged): a run whose cost
+went before the record existed loses its product-format tags, a user's other values stay.
+The record is written on the run's connection once
 the trackers are done, or one has failed (what it wrote before failing is recorded too)."""
 
 import ipaddress
@@ -146,6 +150,12 @@ def tracker_cost_tags(
     listed = {name: list_tracker_runs(resolve_tracking_uri(t.tracking_uri, cfg.base_dir), name,
                                       t.experiments, t.tags, context.log)
               for name, t in targets}
+    # a store with no record yet (a warehouse from before it, or the store's first
+    # write-back into it): the runs holding the product's tags count as tagged by it, so a
+    # run whose cost went before the record existed is cleared as it was then
+    for name, _ in targets:
+        if not before[stores[name]]:
+            tagged[stores[name]] |= listed[name].holding_product_tags()
     plans = {}
     for name, _tracker in targets:
         # a run kept from another tracker on the same store is this store's run too: its

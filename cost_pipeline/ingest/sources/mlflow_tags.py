@@ -16,7 +16,9 @@ call). A run whose tags the write-back wrote (the warehouse records them per sto
 `tagged`) that the warehouse no longer gives a cost (its cost moved to another run, or its
 months are gone) has them deleted: left, they said a cost it no longer has. Only those runs,
 and only values in the product's own format (`1.00`, `1.000`, `2026-05`, `USD`): a user's
-own value under one of the names, on a run never costed, is kept. A run whose cost the
+own value under one of the names, on a run never costed, is kept (a store the warehouse has
+no record of yet takes as tagged the runs holding the product's `cost.months`:
+`TrackerRuns.holding_product_tags`). A run whose cost the
 warehouse kept from another tracker on the same store is in `costs` (the asset puts it
 there), so it is written, not deleted. The trackers of one
 materialization share a `Ledger` keyed by MLflow run id: a run another tracker gives a
@@ -149,6 +151,13 @@ class TrackerRuns:
         """The MLflow ids of the live runs `costs` gives a cost."""
         return {mlflow_id for run_id, (mlflow_id, deleted, _) in self.found.items()
                 if run_id in costs and not deleted}
+
+    def holding_product_tags(self) -> set[str]:
+        """The MLflow ids of the runs holding the tags the write-back writes: a `cost.months`
+        in its format, which every version of it wrote on every run it tagged (a user's
+        lone `cost.other_usd=12.00` is not the product's)."""
+        return {mlflow_id for mlflow_id, _, current in self.found.values()
+                if written_here(MONTHS_TAG, current.get(MONTHS_TAG, ""))}
 
 
 @dataclass

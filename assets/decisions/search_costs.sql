@@ -12,9 +12,12 @@
 --   trial runs    - the runs of a search that actually train. Sweep controllers (runs that are
 --                   the parent of other runs) only orchestrate: they are not counted as runs
 --                   and their metrics are not the search's result.
---   all runs      - trials plus controllers. Money is counted on all of them (a controller
+--   all runs      - trial runs plus controllers. Money is counted on all of them (a controller
 --                   may still own checkpoint storage), and the search starts when its first
 --                   run, usually the controller, starts.
+--   trials        - the trial runs grouped as search_shape groups them (search_trials): a run
+--                   restarting (restart_of) a run of the same search, config and seed continues
+--                   that trial. `runs` counts trial runs; configs without config ids, trials.
 --   estimated_cost - the latest recorded estimate of the search (its latest approval row),
 --                   when it is in the currency the search's spend is billed in: the
 --                   approval's `currency` against the one currency of the months of its cost
@@ -55,16 +58,21 @@ spend AS (
     GROUP BY s.search_id
 ),
 counts AS (
-    -- the experiment-count multiplier, over the search's whole life (all months). A search
-    -- whose trials record no seed ran each once: one seed (as search_shape's
-    -- seeds_per_config), where a count of distinct seeds said 0 ("2 × 0")
+    -- the experiment-count multiplier, over the search's whole life (all months), of its trial
+    -- runs (`search_trials`: sweep controllers are none). A search whose trials record no seed
+    -- ran each once: one seed (as search_shape's seeds_per_config when no trial names a
+    -- config), where a count of distinct seeds said 0 ("2 × 0"). `trials` counts a chain of
+    -- restarts (restart_of, same config and seed) once, as search_shape's runs: the runs ÷
+    -- seeds of a search naming no config counted each piece of a resumed trial ("2 × 1" for
+    -- one trial resumed once, beside search_shape's 1 × 1)
     SELECT
-        search_id,
-        count(DISTINCT config_id)          AS distinct_configs,
-        greatest(count(DISTINCT seed), 1)  AS seeds
-    FROM search_runs
-    WHERE NOT is_parent
-    GROUP BY search_id
+        s.search_id,
+        count(DISTINCT s.config_id)          AS distinct_configs,
+        greatest(count(DISTINCT s.seed), 1)  AS seeds,
+        count(DISTINCT t.trial_id)           AS trials
+    FROM search_runs AS s
+    JOIN search_trials($month, $month_start, $month_end) AS t ON t.run_id = s.run_id
+    GROUP BY s.search_id
 ),
 approval AS (
     -- the latest recording of each search counts
@@ -93,6 +101,7 @@ scored AS (
         coalesce(i.runs, 0)                 AS runs,
         coalesce(c.distinct_configs, 0)     AS distinct_configs,
         coalesce(c.seeds, 0)                AS seeds,
+        coalesce(c.trials, 0)               AS trials,
         b.best_metric,
         pb.previous_best,
         metric_improvement($metric_goal, b.best_metric, pb.previous_best) AS improvement
@@ -106,12 +115,14 @@ SELECT
     CAST($month AS DATE)                        AS month,
     s.search_id,
     s.model,
+    -- runs, not trials: every trial run, each piece of a restarted trial counted
     s.runs,
     -- distinct configurations tried; when the tracker records no config ids, estimate them
-    -- as runs per seed (each config is typically repeated once per seed)
+    -- as trials per seed (each config is typically repeated once per seed), a fraction where
+    -- search_shape rounds up
     CASE
         WHEN s.distinct_configs > 0 THEN CAST(s.distinct_configs AS DOUBLE)
-        ELSE CAST(s.runs AS DOUBLE) / greatest(s.seeds, 1)
+        ELSE CAST(s.trials AS DOUBLE) / greatest(s.seeds, 1)
     END                                         AS configs,
     s.seeds,
     coalesce(sp.runs_this_month, 0)             AS runs_this_month,

@@ -5,14 +5,15 @@
 -- Definitions (trials = the search's runs that are not sweep controllers, all months of the
 -- tracker snapshot, a run whose restart_of names another run of the search with the same
 -- config_id and seed being that trial continued - transitively, resumed from a checkpoint or
--- restarted from scratch (SPEC §12) - so one trial may be several runs; costs are this
--- month's attribution, a trial's all its runs'):
---   runs              the trials
+-- restarted from scratch (SPEC §12) - so one trial may be several runs: the table macro
+-- search_trials, which search_costs reads too; costs are this month's attribution, a trial's
+-- all its runs'):
+--   runs              the trials (search_costs.runs counts runs: a restarted trial's each)
 --   configs           as search_costs.configs (SPEC §7): distinct config_id; a trial without
 --                     config_id is in no config when others name one (runs_without_config
 --                     counts it). When no trial names a config: trials ÷ distinct seeds, rounded
 --                     up when the division is not exact (search_costs keeps the fraction, of
---                     runs; this column is whole: the fewest configs that hold the trials)
+--                     the same trials; this column is whole: the fewest configs that hold them)
 --   seeds_per_config  the most seeds any config has: its distinct seeds, a trial without a seed
 --                     a seed of its own (as extra_seed_cost takes it: the earlier start is the
 --                     first seed); grid = every config has that many seeds. When no trial
@@ -39,7 +40,7 @@
 --   questioned_cost   the cost of the trials in either set, each trial once
 --   cost              the search's cost, sweep controllers included (as search_costs)
 -- A trial without config_id is never a re-run and never an extra seed.
-WITH RECURSIVE search_runs AS (
+WITH search_runs AS (
     SELECT * FROM search_runs($month)
 ),
 identity AS (
@@ -61,59 +62,12 @@ run_spend AS (
     WHERE a.month = $month AND a.run_id IN (SELECT run_id FROM search_runs)
     GROUP BY a.run_id
 ),
-continued AS (
-    -- the runs that continue a trial: their restart_of names another run of the same search
-    -- with the same config_id and seed (both without one alike). A KILLED run resumed from
-    -- its checkpoint, or started again from scratch, is that one trial run in pieces, not a
-    -- second seed of the config (it was: its cost an extra seed). A run repeating a seed
-    -- without restart_of, or restarting a run of another config or seed, is a trial of its own
-    SELECT r.run_id, p.run_id AS restart_of
-    FROM active_runs AS r
-    JOIN active_runs AS p
-      ON p.run_id = r.restart_of AND p.run_id <> r.run_id AND p.search_id = r.search_id
-     AND p.config_id IS NOT DISTINCT FROM r.config_id AND p.seed IS NOT DISTINCT FROM r.seed
-),
-continued_nodes AS (
-    -- those runs and the runs they continue: each points at the run it continues, a run that
-    -- continues none (a trial's first run) at itself
-    SELECT run_id, restart_of AS parent, false AS first_run FROM continued
-    UNION ALL
-    SELECT DISTINCT restart_of, restart_of, true FROM continued
-    WHERE restart_of NOT IN (SELECT run_id FROM continued)
-),
-continued_steps AS (
-    -- 2^steps ≥ the nodes: the run that far up the chain is the trial's first run, or a run
-    -- of the cycle the runs restart into
-    SELECT CAST(ceil(log2(greatest(count(*), 2))) AS INTEGER) AS steps FROM continued_nodes
-),
-continued_jump USING KEY (run_id) AS (
-    -- pointer doubling, as preemption.sql walks its chains: after step k, `ancestor` is the
-    -- run 2^k steps up (a first run stays at itself) and `earliest` the earliest start (then
-    -- run id) of the 2^k runs from this one up; a chain of any length reaches its first run,
-    -- a cycle goes round whole
-    SELECT n.run_id, n.parent AS ancestor, p.first_run AS at_first,
-           {'start': r.start_time, 'run_id': n.run_id} AS earliest, 0 AS step
-    FROM continued_nodes AS n
-    JOIN continued_nodes AS p ON p.run_id = n.parent
-    JOIN active_runs AS r ON r.run_id = n.run_id
-    UNION
-    SELECT j.run_id, u.ancestor, u.at_first, least(j.earliest, u.earliest), j.step + 1
-    FROM continued_jump AS j
-    JOIN recurring.continued_jump AS u ON u.run_id = j.ancestor
-    WHERE NOT j.at_first AND j.step < (SELECT steps FROM continued_steps)
-),
-continued_trial AS (
-    -- the trial of each continuing run: its chain's first run (a cycle's earliest start)
-    SELECT j.run_id, u.earliest.run_id AS trial_id
-    FROM continued_jump AS j
-    JOIN continued_jump AS u ON u.run_id = j.ancestor
-    WHERE j.run_id IN (SELECT run_id FROM continued)
-),
 active_trials AS (
-    -- each run with its trial: the run itself, or the first run of the chain it continues
-    SELECT r.*, coalesce(c.trial_id, r.run_id) AS trial_id
+    -- each run with its trial (`search_trials`): the run itself, or the first run of the chain
+    -- of restarts it continues
+    SELECT r.*, t.trial_id
     FROM active_runs AS r
-    LEFT JOIN continued_trial AS c USING (run_id)
+    JOIN search_trials($month, $month_start, $month_end) AS t ON t.run_id = r.run_id
 ),
 trials AS (
     -- one row per trial (its runs share search, config and seed): the seeds and configs below

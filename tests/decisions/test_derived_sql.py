@@ -82,15 +82,16 @@ def bill(con, line, resource, start, cost, component="gpu", hours=1.0, usage_hou
 def tracker(con, run_id, status="FINISHED", start=datetime(2024, 3, 1), end=None, *,
             model=None, purpose=None, search_id=None, seed=None, config_id=None,
             metric_name=None, metric_value=None, keep=False, deleted=False, parent=None,
-            source="mlflow", month=MARCH):
+            source="mlflow", month=MARCH, restart_of=None):
     con.execute(
         """INSERT INTO tracker_runs BY NAME
            SELECT ? AS month, ? AS run_id, ? AS source, ? AS model, ? AS purpose,
                   ? AS search_id, ? AS seed, ? AS config_id, ? AS status,
                   ?::TIMESTAMP AS start_time, ?::TIMESTAMP AS end_time, ? AS metric_name,
-                  ? AS metric_value, ? AS keep, ? AS deleted, ? AS parent_run_id""",
+                  ? AS metric_value, ? AS keep, ? AS deleted, ? AS parent_run_id,
+                  ? AS restart_of""",
         [month, run_id, source, model, purpose, search_id, seed, config_id, status, start, end,
-         metric_name, metric_value, keep, deleted, parent],
+         metric_name, metric_value, keep, deleted, parent, restart_of],
     )
 
 
@@ -387,6 +388,38 @@ def test_a_search_whose_runs_record_no_seed_has_one_seed(con):
     run(con, "search_shape")
     assert rows(con, "SELECT search_id, configs, seeds_per_config FROM search_shape "
                      "ORDER BY search_id") == [("S10", 2, 2), ("S9", 2, 1)]
+
+def test_configs_count_a_restarted_trial_once_as_search_shape_does(con):
+    """A run restarting (`restart_of`) a run of the same search, config and seed continues
+    that trial: search_shape counts trials, and search_costs divided its runs by its seeds, so
+    the two disagreed on a search naming no config. `runs` stays the runs; configs are trials
+    ÷ seeds. Per search (search_costs runs, configs, seeds; search_shape runs, configs,
+    seeds_per_config, grid):
+        SU  no seed: u1, u2 restarts u1 → 2 runs, 1 trial: 1 config × 1 seed (it said 2 ÷ 1
+            = 2.0 configs, "2 × 1", beside search_shape's 1 × 1)
+        SW  seeds 0, 0 (w2 restarts w1), 1 → 3 runs, 2 trials ÷ 2 seeds = 1 config × 2 seeds
+            (it said 3 ÷ 2 = 1.5, beside search_shape's 1 × 2)
+        SX  seeds 0, 0 (no restart_of: a trial of its own), 1 → 3 runs, 3 trials ÷ 2 seeds
+            = 1.5 configs; search_shape rounds up: 2 × 2, no grid (seed 0 ran twice)"""
+    for run_id, seed, search_id, restart_of in (
+            ("u1", None, "SU", None), ("u2", None, "SU", "u1"),
+            ("w1", "0", "SW", None), ("w2", "0", "SW", "w1"), ("w3", "1", "SW", None),
+            ("x1", "0", "SX", None), ("x2", "0", "SX", None), ("x3", "1", "SX", None)):
+        tracker(con, run_id, start=datetime(2024, 3, 2), end=datetime(2024, 3, 3),
+                model="churn", purpose="search", search_id=search_id, seed=seed,
+                restart_of=restart_of)
+        attr(con, f"L-{run_id}", run_id, "search", 4.0, hours=1.0, acc_hours=1.0)
+    run(con, "search_costs")
+    got = by_search(con)
+    assert {s: (got[s]["runs"], got[s]["configs"], got[s]["seeds"]) for s in got} == {
+        "SU": (2, 1.0, 1), "SW": (3, 1.0, 2), "SX": (3, 1.5, 2)}
+    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    run(con, "search_shape")
+    assert rows(con, "SELECT search_id, runs, configs, seeds_per_config, grid "
+                     "FROM search_shape ORDER BY search_id") == [
+        ("SU", 1, 1, 1, True), ("SW", 2, 1, 2, True), ("SX", 3, 2, 2, False)]
+
 
 def test_a_stopped_run_without_an_end_is_active_only_in_the_month_it_started(con):
     """SPEC §6: a non-RUNNING run with no end claims nothing. Its search is active in the

@@ -273,21 +273,8 @@ def test_a_run_resumed_from_a_checkpoint_is_the_trial_it_continues_not_an_extra_
                         "a non-best config (search cost this month $150.00)")
 
 
-def test_a_chain_of_restarts_of_one_config_and_seed_is_one_trial(con):
-    """A run restarting (`restart_of`) a trial of the same search, config and seed continues
-    that trial, whether it resumed from a checkpoint or started from scratch, along the whole
-    chain; a run repeating a seed without `restart_of`, or restarting a run of another seed,
-    is a trial of its own. ST logs no metric (every config's extra seeds count):
-        c seed 0  t1 $1 KILLED; t2 restarts t1 from scratch $2; t3 resumes t2 $4: one trial
-        c seed 0  t4 $8, run again without restart_of: an extra seed
-        c seed 1  t5 $16: an extra seed
-        d seed 0  t6 $32: d's first seed
-        d seed 1  t7 $64 restarts t6 (another seed): a trial of its own, an extra seed
-    5 trials, 2 configs × 2 seeds, a full grid; extra seeds 8 + 16 + 64 = 88 (t2, t3 were
-    extra too: 94, and 7 runs). SU names no config: u1 seed 0, u2 resumes it, u3 seed 1 are
-    2 trials, 1 config × 2 seeds, a grid (3 runs ÷ 2 seeds made 2 configs, no grid). In SV,
-    v1 and v2 restart each other (one trial, whose first run is v1, the earlier start) and
-    v3 is seed 1: v3's $4 alone is an extra seed (v2's $2 was too)."""
+def restart_chains(con) -> None:
+    """The searches of `test_a_chain_of_restarts_of_one_config_and_seed_is_one_trial`."""
     rows = [trial("t1", "ST", "c", 0, d(2, hour=1), 1.0, status="KILLED"),
             trial("t2", "ST", "c", 0, d(2, hour=2), 2.0, restart_of="t1"),
             trial("t3", "ST", "c", 0, d(2, hour=3), 4.0, restart_of="t2",
@@ -306,6 +293,24 @@ def test_a_chain_of_restarts_of_one_config_and_seed_is_one_trial(con):
             trial("v3", "SV", "e", 1, d(4, hour=1), 4.0)]
     insert_runs(con, MARCH, [r for r, _ in rows])
     put_costs(con, [c for _, c in rows])
+
+
+def test_a_chain_of_restarts_of_one_config_and_seed_is_one_trial(con):
+    """A run restarting (`restart_of`) a trial of the same search, config and seed continues
+    that trial, whether it resumed from a checkpoint or started from scratch, along the whole
+    chain; a run repeating a seed without `restart_of`, or restarting a run of another seed,
+    is a trial of its own. ST logs no metric (every config's extra seeds count):
+        c seed 0  t1 $1 KILLED; t2 restarts t1 from scratch $2; t3 resumes t2 $4: one trial
+        c seed 0  t4 $8, run again without restart_of: an extra seed
+        c seed 1  t5 $16: an extra seed
+        d seed 0  t6 $32: d's first seed
+        d seed 1  t7 $64 restarts t6 (another seed): a trial of its own, an extra seed
+    5 trials, 2 configs × 2 seeds, a full grid; extra seeds 8 + 16 + 64 = 88 (t2, t3 were
+    extra too: 94, and 7 runs). SU names no config: u1 seed 0, u2 resumes it, u3 seed 1 are
+    2 trials, 1 config × 2 seeds, a grid (3 runs ÷ 2 seeds made 2 configs, no grid). In SV,
+    v1 and v2 restart each other (one trial, whose first run is v1, the earlier start) and
+    v3 is seed 1: v3's $4 alone is an extra seed (v2's $2 was too)."""
+    restart_chains(con)
     build(con, "search_shape")
     got = shape(con)
     st, su, sv = got["ST"], got["SU"], got["SV"]
@@ -319,6 +324,27 @@ def test_a_chain_of_restarts_of_one_config_and_seed_is_one_trial(con):
     assert (sv["runs"], sv["configs"], sv["seeds_per_config"], sv["grid"]) == (2, 1, 2, True)
     assert sv["extra_seed_cost"] == pytest.approx(4.0, abs=TOL)
     assert sv["cost"] == pytest.approx(7.0, abs=TOL)
+
+
+def test_search_costs_counts_the_trials_search_shape_counts(con):
+    """`search_trials` groups a search's trial runs into trials once, for search_shape and
+    search_costs: each run's trial is the first run of the restart chain it is in (a cycle's
+    earliest start). ST: t1 ← t2 ← t3 one trial (t1), t4, t5, t6 and t7 (restarting another
+    seed) trials of their own; SU: u1 ← u2 (u1), u3; SV: v1 ⇄ v2 (v1, the earlier start), v3.
+    search_costs' configs of SU (no config_id, seeds 0, 0 resumed, 1) were 3 runs ÷ 2 seeds
+    = 1.5 beside search_shape's 1 config × 2 seeds; they are 2 trials ÷ 2 seeds = 1.0, its
+    `runs` still 3."""
+    restart_chains(con)
+    assert dict(con.execute("SELECT run_id, trial_id FROM search_trials(?, ?, ?)",
+                            [MARCH, d(1), d(1, 4)]).fetchall()) == {
+        "t1": "t1", "t2": "t1", "t3": "t1", "t4": "t4", "t5": "t5", "t6": "t6", "t7": "t7",
+        "u1": "u1", "u2": "u1", "u3": "u3", "v1": "v1", "v2": "v1", "v3": "v3"}
+    assert costs_configs(con) == {"ST": (2.0, 2), "SU": (1.0, 2), "SV": (1.0, 2)}
+    assert con.execute("SELECT search_id, runs FROM search_costs ORDER BY search_id"
+                       ).fetchall() == [("ST", 7), ("SU", 3), ("SV", 3)]
+    build(con, "search_shape")
+    assert {s: (r["configs"], r["seeds_per_config"]) for s, r in shape(con).items()} == {
+        "ST": (2, 2), "SU": (1, 2), "SV": (1, 2)}
 
 
 def test_searches_without_a_model_re_run_nothing(con):

@@ -46,6 +46,11 @@ WITH raw AS (
         row_number() OVER (ORDER BY global_name, shared_project, shared_labels, hour_start,
                                     sku_id, cost_type, run_label, credit_type, invoice_month)
           AS x_Row,
+        -- the earliest invoice month of the key's slices (a key invoiced in one month, as
+        -- nearly all are, has only that one)
+        min(coalesce(invoice_month, 'none')) OVER (
+            PARTITION BY global_name, shared_project, shared_labels, hour_start, sku_id,
+                         cost_type, run_label, credit_type) AS first_invoice_month,
         utc_wall_clock(hour_start) AS s,
         CASE WHEN utc_wall_clock(usage_end) > utc_wall_clock(hour_start)
              THEN utc_wall_clock(usage_end)
@@ -267,9 +272,12 @@ SELECT
         || CASE WHEN cost_type <> 'regular' THEN ':' || cost_type ELSE '' END
         || CASE WHEN run_label IS NOT NULL THEN ':label=' || run_label ELSE '' END
         || CASE WHEN credit_type IS NOT NULL THEN ':credit=' || credit_type ELSE '' END
-        -- slices of the hour invoiced in another month than the usage's: a line of their own
-        -- (the hour's other lines keep their ids when a late slice is invoiced next month)
-        || CASE WHEN invoice_month IS DISTINCT FROM strftime(s, '%Y%m')
+        -- a key whose slices are on two invoices (a late slice on the next month's) is a line
+        -- per invoice month: the earliest keeps the plain id, so the line read before the
+        -- late slice came keeps it, and a later one is suffixed. Only such a key: Google's
+        -- invoice month follows Pacific time, so the first UTC hours of every month are on
+        -- the previous month's invoice, and their lines keep their plain ids too
+        || CASE WHEN coalesce(invoice_month, 'none') > first_invoice_month
                 THEN ':invoice=' || coalesce(invoice_month, 'none') ELSE '' END
         AS x_SourceLine,
     $export_table AS x_File,

@@ -1046,3 +1046,44 @@ def test_a_months_first_hours_on_the_previous_invoice_keep_their_line_ids(bigque
         (line.format(3) + ":invoice=202609", datetime(2026, 9, 1), pytest.approx(6.0),
          pytest.approx(0.25))]
 
+
+def test_an_unknown_n1_gpu_count_is_set_under_the_type_the_warning_names(bigquery, tmp_path):
+    """An N1 VM's type names its attached GPU (`n1-standard-8 + nvidia-tesla-t4`): where its
+    GPU count is unknown, the warning lists that type, and `accelerators:` under that name
+    sets it. The count was looked up by the machine type alone, so the name listed never
+    matched (and `n1-standard-8` would have made every n1-standard-8 VM an accelerator VM)."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.support.gcp_export_rows import N1, _row
+
+    t4_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/903"
+    plain_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/904"
+    hour = ("2026-09-06T10:00:00Z", "2026-09-06T11:00:00Z")
+    rows = [
+        # 4 T4-hours in the hour and no core line: G unknown, 4 GPU-hours ÷ 1 h → 4
+        _row(export.GPU_T4, *hour, 1.4, resource=t4_vm, amount=4 * 3600.0, pricing=4.0,
+             spec=N1),
+        # a plain n1-standard-8 VM of the same hour
+        _row(export.CORE_N1, *hour, 0.3, resource=plain_vm, amount=8 * 3600.0, pricing=8.0,
+             spec=N1),
+    ]
+    source = _export_table(bigquery, "n1_unknown_count", rows)
+    t4 = "n1-standard-8 + nvidia-tesla-t4"
+
+    def facts(accelerators: dict) -> tuple:
+        cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": source.table,
+                                         "api_endpoint": bigquery}],
+                            "accelerators": accelerators}, tmp_path)
+        with duckdb.connect() as con:
+            summary = build_billing_facts(con, cfg, SEPT, LOG)
+            lines = con.execute(
+                "SELECT ResourceId, x_InstanceType, x_CostComponent, x_AcceleratorCount, "
+                "x_UsageHours, x_UnknownAcceleratorType FROM billing_facts WHERE month = ? "
+                "ORDER BY ResourceId", [SEPT]).fetchall()
+        return summary.unknown_instance_types, lines
+
+    plain = (plain_vm, "n1-standard-8", "cpu", 0, pytest.approx(1.0), False)
+    assert facts({}) == (
+        [t4], [(t4_vm, t4, "gpu", 4, pytest.approx(1.0), True), plain])
+    # the VM runs 2 T4s: its 4 GPU-hours are 2 hours of the VM
+    assert facts({t4: 2}) == (
+        [], [(t4_vm, t4, "gpu", 2, pytest.approx(2.0), False), plain])

@@ -4,7 +4,8 @@
 -- label × invoice month) rows, with `credit_type` NULL for the cost row and set on the
 -- other-credit rows;
 -- and the temp table `accelerator_counts(instance_type, accelerators)` (machine types such
--- as g2-standard-48 live there; `…-8g` machine types also count by their suffix).
+-- as g2-standard-48 live there; `…-8g` machine types also count by their suffix; an N1 VM's
+-- count is found under its type with the attached GPU, `n1-standard-8 + nvidia-tesla-t4`).
 -- Parameters: $month, $month_start, $source, $known_buckets, $export_table.
 --
 -- Usage hours and d (SPEC §6): a VM's hour is billed as several SKU lines (GPU, core, RAM,
@@ -19,7 +20,9 @@
 -- x_InstanceType: the machine type, on every line of the VM-hour. A machine type that counts
 -- no GPU of its own (N1 takes T4, V100, P100 … attached) names the VM's GPU too, as GCP spells
 -- accelerator types: `n1-standard-8 + nvidia-tesla-t4` (the GPU alone without a machine
--- type), so that VMs of one machine type with different GPUs are different types.
+-- type), so that VMs of one machine type with different GPUs are different types. That name
+-- is the key `accelerators:` takes for such a VM's GPU count (the machine type alone counts
+-- no GPU: it would make the machine type's plain VMs accelerator VMs).
 --
 -- TPUs are accelerator lines like GPUs: a TPU SKU (its description names a TPU; usage in
 -- chip-seconds over the slice) is a `gpu` line whose G is the chips of the slice, from its
@@ -46,6 +49,11 @@ WITH raw AS (
         row_number() OVER (ORDER BY global_name, shared_project, shared_labels, hour_start,
                                     sku_id, cost_type, run_label, credit_type, invoice_month)
           AS x_Row,
+        -- the earliest invoice month of the key's slices (a key invoiced in one month, as
+        -- nearly all are, has only that one)
+        min(coalesce(invoice_month, 'none')) OVER (
+            PARTITION BY global_name, shared_project, shared_labels, hour_start, sku_id,
+                         cost_type, run_label, credit_type) AS first_invoice_month,
         utc_wall_clock(hour_start) AS s,
         CASE WHEN utc_wall_clock(usage_end) > utc_wall_clock(hour_start)
              THEN utc_wall_clock(usage_end)
@@ -127,6 +135,7 @@ vm_hours AS (
         fsum(unit_hours) FILTER (WHERE gpu_sku) AS gpu_hours,
         fsum(vm_line_hours) AS core_vm_hours,
         min(gpu_name) FILTER (WHERE gpu_sku) AS attached_gpu,
+        min(machine_spec) FILTER (WHERE gpu_sku) AS gpu_machine_spec,
         bool_or(gpu_sku) AS has_gpu_line,
         max(spec_gpus) AS spec_gpus,
         max(epoch(e - s)) / 3600.0 AS period_hours
@@ -137,19 +146,30 @@ vm_hours AS (
 accelerated AS (
     SELECT
         resource, s, gpu_hours, core_vm_hours, attached_gpu,
-        -- G: the machine type's count, else GPU-hours ÷ VM-hours of the resource-hour, else
-        -- GPU-hours ÷ the period (a lower bound: reported as unknown)
+        -- G: the machine type's count, else the count of the type an attached GPU names
+        -- (`n1-standard-8 + nvidia-tesla-t4`, as x_InstanceType and the unknown-count warning
+        -- name it: the key `accelerators:` takes for it), else GPU-hours ÷ VM-hours of the
+        -- resource-hour, else GPU-hours ÷ the period (a lower bound: reported as unknown)
         CASE
             WHEN spec_gpus > 0 THEN spec_gpus
+            WHEN attached_count > 0 THEN attached_count
             WHEN has_gpu_line AND core_vm_hours > 0 AND gpu_hours > 0
                 THEN greatest(1, CAST(round(gpu_hours / core_vm_hours) AS INTEGER))
             WHEN has_gpu_line AND gpu_hours > 0 AND period_hours > 0
                 THEN greatest(1, CAST(ceil(gpu_hours / period_hours - 1e-9) AS INTEGER))
             WHEN has_gpu_line THEN 1
         END AS accelerators,
-        NOT coalesce(spec_gpus > 0, false) AND has_gpu_line
+        NOT coalesce(spec_gpus > 0, false) AND NOT coalesce(attached_count > 0, false)
+          AND has_gpu_line
           AND NOT coalesce(core_vm_hours > 0 AND gpu_hours > 0, false) AS accelerators_guessed
-    FROM vm_hours
+    FROM (
+        SELECT h.*, n.accelerators AS attached_count
+        FROM vm_hours h
+        -- only where the machine type counts no GPU of its own (its type names the GPU)
+        LEFT JOIN accelerator_counts n
+          ON NOT coalesce(h.spec_gpus > 0, false)
+         AND n.instance_type = coalesce(h.gpu_machine_spec || ' + ', '') || h.attached_gpu
+    )
 ),
 component AS (
     SELECT
@@ -267,9 +287,12 @@ SELECT
         || CASE WHEN cost_type <> 'regular' THEN ':' || cost_type ELSE '' END
         || CASE WHEN run_label IS NOT NULL THEN ':label=' || run_label ELSE '' END
         || CASE WHEN credit_type IS NOT NULL THEN ':credit=' || credit_type ELSE '' END
-        -- slices of the hour invoiced in another month than the usage's: a line of their own
-        -- (the hour's other lines keep their ids when a late slice is invoiced next month)
-        || CASE WHEN invoice_month IS DISTINCT FROM strftime(s, '%Y%m')
+        -- a key whose slices are on two invoices (a late slice on the next month's) is a line
+        -- per invoice month: the earliest keeps the plain id, so the line read before the
+        -- late slice came keeps it, and a later one is suffixed. Only such a key: Google's
+        -- invoice month follows Pacific time, so the first UTC hours of every month are on
+        -- the previous month's invoice, and their lines keep their plain ids too
+        || CASE WHEN coalesce(invoice_month, 'none') > first_invoice_month
                 THEN ':invoice=' || coalesce(invoice_month, 'none') ELSE '' END
         AS x_SourceLine,
     $export_table AS x_File,

@@ -1009,3 +1009,81 @@ def test_a_refused_slice_invoiced_in_another_month_is_named_by_its_invoice_month
     assert gcp_billing.describe({**row, "invoice_month": "202609"}, "run_id") == key
     assert gcp_billing.describe({**row, "invoice_month": "202610"}, "run_id") == (
         key + ", invoice month 202610")
+
+
+def test_a_months_first_hours_on_the_previous_invoice_keep_their_line_ids(bigquery, tmp_path):
+    """Google's invoice month follows Pacific time: the first UTC hours of every month are on
+    the previous month's invoice. Those lines were suffixed `:invoice=202608`, so the ids of
+    every month's first hours changed. Only a key whose slices are on two invoices is a line
+    per invoice month: the earliest keeps the plain id, a later one is suffixed."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.support.gcp_export_rows import A2, _row
+
+    vm_a = dict(resource=VM_A, name="trainer-a100", spec=A2)
+    rows = [
+        # 02:00 UTC on the 1st (19:00 on Aug 31 in California): 8 GPU-hours on August's invoice
+        _row(export.GPU_A100, "2026-09-01T02:00:00Z", "2026-09-01T03:00:00Z", 24.0,
+             amount=8 * 3600.0, pricing=8.0, invoice="202608", **vm_a),
+        # 03:00 UTC: 6 GPU-hours on August's invoice, a late slice of 2 on September's
+        _row(export.GPU_A100, "2026-09-01T03:00:00Z", "2026-09-01T04:00:00Z", 18.0,
+             amount=6 * 3600.0, pricing=6.0, invoice="202608", **vm_a),
+        _row(export.GPU_A100, "2026-09-01T03:00:00Z", "2026-09-01T04:00:00Z", 6.0,
+             amount=2 * 3600.0, pricing=2.0, exported="2026-09-03T02:00:00Z",
+             invoice="202609", **vm_a),
+    ]
+    source = _export_table(bigquery, "pacific_invoice", rows)
+    cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": source.table,
+                                     "api_endpoint": bigquery}]}, tmp_path)
+    with duckdb.connect() as con:
+        build_billing_facts(con, cfg, SEPT, LOG)
+        lines = con.execute(
+            "SELECT x_SourceLine, BillingPeriodStart, BilledCost, x_UsageHours "
+            "FROM billing_facts WHERE month = ? ORDER BY x_Row", [SEPT]).fetchall()
+    line = f"gcp_billing_export:{VM_A}:2026-09-01T0{{}}:00:00Z:{export.GPU_A100['id']}"
+    assert lines == [
+        (line.format(2), datetime(2026, 8, 1), pytest.approx(24.0), pytest.approx(1.0)),
+        (line.format(3), datetime(2026, 8, 1), pytest.approx(18.0), pytest.approx(0.75)),
+        (line.format(3) + ":invoice=202609", datetime(2026, 9, 1), pytest.approx(6.0),
+         pytest.approx(0.25))]
+
+
+def test_an_unknown_n1_gpu_count_is_set_under_the_type_the_warning_names(bigquery, tmp_path):
+    """An N1 VM's type names its attached GPU (`n1-standard-8 + nvidia-tesla-t4`): where its
+    GPU count is unknown, the warning lists that type, and `accelerators:` under that name
+    sets it. The count was looked up by the machine type alone, so the name listed never
+    matched (and `n1-standard-8` would have made every n1-standard-8 VM an accelerator VM)."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.support.gcp_export_rows import N1, _row
+
+    t4_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/903"
+    plain_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/904"
+    hour = ("2026-09-06T10:00:00Z", "2026-09-06T11:00:00Z")
+    rows = [
+        # 4 T4-hours in the hour and no core line: G unknown, 4 GPU-hours ÷ 1 h → 4
+        _row(export.GPU_T4, *hour, 1.4, resource=t4_vm, amount=4 * 3600.0, pricing=4.0,
+             spec=N1),
+        # a plain n1-standard-8 VM of the same hour
+        _row(export.CORE_N1, *hour, 0.3, resource=plain_vm, amount=8 * 3600.0, pricing=8.0,
+             spec=N1),
+    ]
+    source = _export_table(bigquery, "n1_unknown_count", rows)
+    t4 = "n1-standard-8 + nvidia-tesla-t4"
+
+    def facts(accelerators: dict) -> tuple:
+        cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": source.table,
+                                         "api_endpoint": bigquery}],
+                            "accelerators": accelerators}, tmp_path)
+        with duckdb.connect() as con:
+            summary = build_billing_facts(con, cfg, SEPT, LOG)
+            lines = con.execute(
+                "SELECT ResourceId, x_InstanceType, x_CostComponent, x_AcceleratorCount, "
+                "x_UsageHours, x_UnknownAcceleratorType FROM billing_facts WHERE month = ? "
+                "ORDER BY ResourceId", [SEPT]).fetchall()
+        return summary.unknown_instance_types, lines
+
+    plain = (plain_vm, "n1-standard-8", "cpu", 0, pytest.approx(1.0), False)
+    assert facts({}) == (
+        [t4], [(t4_vm, t4, "gpu", 4, pytest.approx(1.0), True), plain])
+    # the VM runs 2 T4s: its 4 GPU-hours are 2 hours of the VM
+    assert facts({t4: 2}) == (
+        [], [(t4_vm, t4, "gpu", 2, pytest.approx(2.0), False), plain])

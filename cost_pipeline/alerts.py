@@ -33,7 +33,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cost_pipeline.ingest.sources import redact
-from cost_pipeline.report.money import in_currency, money_apart, smallest, symbol_of
+from cost_pipeline.report.money import (
+    gpu_hours_alike,
+    in_currency,
+    money_apart,
+    smallest,
+    symbol_of,
+)
 from cost_pipeline.text import AS_TEXT
 
 STATE_VERSION = 1
@@ -216,6 +222,16 @@ def figures_apart(value: Any, limit: Any, digits: int = 1) -> tuple[str, str]:
     return shown
 
 
+def _gpu_hours(*hours: Any) -> list[str]:
+    """GPU-hour figures of one statement with one number of decimals, as the report writes
+    them (money.gpu_hours_alike: `2,728` beside the page's `2,728`, `0.04` not `0.0`); a
+    figure the metadata lacks or holds as no number reads `?`."""
+    known = [h if isinstance(h, int | float) and not isinstance(h, bool) else None
+             for h in hours]
+    return [text if h is not None else "?" for h, text in zip(known, gpu_hours_alike(*known),
+                                                               strict=True)]
+
+
 def _money(value: Any, currency: Any) -> str:
     """An amount in the bill's currency (the check's `currency` metadata)."""
     if not isinstance(value, int | float):
@@ -260,14 +276,18 @@ def check_alert(e: CheckEvaluation, config: str | None = None) -> dict[str, Any]
         share, threshold = (figures_apart(100 * m["untracked_share"],
                                           100 * (m.get("threshold") or 0))
                             if isinstance(m["untracked_share"], int | float) else ("?", "?"))
-        detail = (f"{share}% of {_num(m.get('billed_gpu_hours'))} "
-                  f"billed GPU-hours untracked (tracked {_num(m.get('tracked_gpu_hours'))}, "
+        # the month's statement as the report writes it: tracked, untracked, billed alike
+        tracked, _, billed = _gpu_hours(m.get("tracked_gpu_hours"),
+                                        m.get("untracked_gpu_hours"), m.get("billed_gpu_hours"))
+        detail = (f"{share}% of {billed} billed GPU-hours untracked (tracked {tracked}, "
                   f"threshold {threshold}%)")
         if top:
+            top_hours = _gpu_hours(*(r["gpu_hours"] for r in top[:3]))
             detail += "; largest untracked: " + ", ".join(
                 f"{plain(r['resource_id'])} ({plain(r['instance_type'])}) "
-                f"{_num(r['gpu_hours'])} GPU-hours "
-                f"{_money(r['cost'], m.get('currency'))}" for r in top[:3])
+                f"{hours} GPU-hours "
+                f"{_money(r['cost'], m.get('currency'))}"
+                for r, hours in zip(top[:3], top_hours, strict=True))
     elif "missing_days" in m:
         missing = [plain(d) for d in str(m["missing_days"]).split(", ") if d]
         detail = (f"{len(missing)} of {m.get('days_expected')} days have no usage lines "

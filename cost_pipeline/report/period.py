@@ -157,13 +157,15 @@ def searches_shown(searches: list[dict] | None,
 
 def in_own_currency(search: dict, symbol: str) -> dict[str, Any]:
     """`search` with the `symbol` of the currency its cost to date and cost per unit are in
-    (search_trend's `currency`: an April search billed in yen reads `JPY 1,001` on a dollar
-    period's page, where it read `$1,000.60`), the period's `symbol` when it was billed in
-    none, and `mixed` when it was billed in more than one (no sum of two currencies is
-    shown)."""
+    (period_searches.sql `currency`: an April search billed in yen reads `JPY 1,001` on a
+    dollar period's page, where it read `$1,000.60`), the period's `symbol` when it was
+    billed in none, and `mixed` when it was billed in more than one (`currencies`): no sum
+    of two currencies is shown, nor a price per unit of one. A NULL currency alone is not
+    "more than one": rows written before search_trend kept a currency hold none."""
     currency = search.get("currency")
-    return {**search, "symbol": symbol_of(currency) if currency else symbol,
-            "mixed": currency is None and bool(smallest(search["cost"], symbol))}
+    mixed = (search.get("currencies") or 0) > 1
+    return {**search, "symbol": symbol_of(currency) if currency else symbol, "mixed": mixed,
+            "cost_per_improvement": None if mixed else search["cost_per_improvement"]}
 
 
 def _span(data: dict) -> str:

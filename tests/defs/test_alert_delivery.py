@@ -158,9 +158,9 @@ def test_bidirectional_controls_from_the_data_do_not_reverse_the_alert():
     alert = _reconciliation_alert(rlo, "\u05d2\u05d3\u05d5\u05dc")
     assert alert["text"].startswith(
         ":rotating_light: cost-pipeline: reconciliation.reconciliation_within_threshold "
-        "FAILED for 2026-08 — 50.0% of 10.0 billed GPU-hours untracked (tracked 5.0, "
+        "FAILED for 2026-08 — 50.0% of 10 billed GPU-hours untracked (tracked 5, "
         "threshold 5.0%); largest untracked: i-1evil :ok: "
-        "(\u2068\u05d2\u05d3\u05d5\u05dc\u2069) 5.0 GPU-hours $12.50. Dagster run r9. Chase it: ")
+        "(\u2068\u05d2\u05d3\u05d5\u05dc\u2069) 5 GPU-hours $12.50. Dagster run r9. Chase it: ")
     assert alert["top_untracked_resources"][0]["resource_id"] == rlo
     run = alerts.run_alert(alerts.FailedRun("r2", "monthly_costs", "monthly_close", "2026-08",
                                             1.7e9, "no such file: a\u202etxt.exe"))
@@ -175,7 +175,7 @@ def test_a_huge_value_from_the_data_is_cut_in_the_alert_text():
     is cut at 200 characters, ending with "…"; the field keeps it whole."""
     huge = "i-" + "x" * 99_998
     alert = _reconciliation_alert(huge)
-    assert "; largest untracked: i-" + "x" * 197 + "… (g5.xlarge) 5.0 GPU-hours $12.50. " \
+    assert "; largest untracked: i-" + "x" * 197 + "… (g5.xlarge) 5 GPU-hours $12.50. " \
         "Dagster run r9. Chase it: untracked_usage for 2026-08" in alert["text"]
     # as long as the alert of a three-character id, and 197 characters more
     assert len(alert["text"]) == len(_reconciliation_alert("i-1")["text"]) + 197

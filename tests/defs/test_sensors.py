@@ -502,6 +502,31 @@ def test_a_failed_check_never_shows_its_figure_equal_to_its_limit():
     assert "off the bill by −$0.012 (tolerance $0.010)" in text
 
 
+def test_a_reconciliation_alert_writes_gpu_hours_as_the_months_page_does():
+    """The alert wrote GPU-hours with one decimal whatever they were: "2,728.0 billed
+    GPU-hours (tracked 1,728.0" beside the page's "1,000 of 2,728", and a resource's 0.04
+    untracked GPU-hours as "0.0". The month's statement (tracked, untracked, billed) shares
+    its decimals as on the page (money.gpu_hours_alike), and the largest untracked resources'
+    hours theirs."""
+    def text(metadata: dict) -> str:
+        return alerts.check_alert(alerts.CheckEvaluation(
+            RECONCILIATION, "2026-08", False, "ERROR", 1.0, "r7",
+            {"threshold": 0.05, "currency": "USD", **metadata}))["text"]
+
+    whole = text({"untracked_share": 1000.0 / 2728.0, "billed_gpu_hours": 2728.0,
+                  "tracked_gpu_hours": 1728.0, "untracked_gpu_hours": 1000.0})
+    assert "36.7% of 2,728 billed GPU-hours untracked (tracked 1,728, threshold 5.0%)" in whole
+    small = text({"untracked_share": 0.0004, "threshold": 0.0001, "billed_gpu_hours": 100.0,
+                  "tracked_gpu_hours": 99.96, "untracked_gpu_hours": 0.04,
+                  "top_untracked": [{"resource_id": "i-1", "instance_type": "g5.xlarge",
+                                     "gpu_hours": 0.04, "cost": 0.05},
+                                    {"resource_id": "i-2", "instance_type": "g5.xlarge",
+                                     "gpu_hours": 2.0, "cost": 2.0}]})
+    assert ("0.04% of 100.00 billed GPU-hours untracked (tracked 99.96, threshold 0.01%); "
+            "largest untracked: i-1 (g5.xlarge) 0.04 GPU-hours $0.05, "
+            "i-2 (g5.xlarge) 2.00 GPU-hours $2.00.") in small
+
+
 def test_a_check_alert_ends_with_what_to_do_next():
     """The alert said what failed, with the figures and the run, never what to do about it."""
     share = alerts.check_alert(alerts.CheckEvaluation(
@@ -514,7 +539,7 @@ def test_a_check_alert_ends_with_what_to_do_next():
     assert share["next_step"] == step
     assert share["text"] == (
         ":rotating_light: cost-pipeline: reconciliation.reconciliation_within_threshold "
-        "FAILED for 2026-08 — 36.7% of 2,728.0 billed GPU-hours untracked (tracked 1,728.0, "
+        "FAILED for 2026-08 — 36.7% of 2,728 billed GPU-hours untracked (tracked 1,728, "
         f"threshold 5.0%). Dagster run r7. Chase it: {step}.")
     missing = alerts.check_alert(alerts.CheckEvaluation(
         "billing_facts.billing_complete", "2026-10", False, "ERROR", 1.0, "r8",

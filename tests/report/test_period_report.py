@@ -706,3 +706,96 @@ def test_the_strip_shows_no_untracked_share_for_a_month_nothing_billed(tmp_path)
     shares = dict(re.findall(r'<td class="num" data-strip-share="([\d-]+)">(.*?)</td>', strip))
     assert shares["2026-11"] == "–"
     assert shares["2026-10"] == '<span class="pass-text">0.0%</span>'
+
+
+def _search_cells(html: str) -> dict[str, list[str]]:
+    """Each search's row of the page: its cost to date, cost in the period, improvement and
+    cost per unit (the cells after its order, id, model, start and runs)."""
+    rows = dict(re.findall(r'<tr data-search="(S\d)".*?>(.*?)</tr>', html, re.S))
+    return {search: [c for c in re.findall(r"<td[^>]*>(.*?)</td>", row) if c][5:]
+            for search, row in rows.items()}
+
+
+# S1 … S4 as tests.decisions.test_waste_sql.currency_months bills them: in their own currency
+EACH_IN_ITS_OWN = {
+    "S1": ["$30.00", "–", "+0.01 <code>val_auc</code>", "$3,000.00"],
+    "S2": ["JPY 1,001", "–", "+0.03 <code>val_auc</code>", "JPY 33,353"],
+    "S3": ["EUR 12.34", "–", "+0.01 <code>val_auc</code>", "EUR 1,234.00"],
+    "S4": ["$40.00", "$40.00", "+0.02 <code>val_auc</code>", "$2,000.00"],
+}
+
+
+def test_a_warehouse_written_before_search_currencies_reads_each_search_in_its_own(tmp_path):
+    """A warehouse whose search_trend predates its `currency` column: both reports stopped
+    with "Binder Error: Table "t" does not have a column named "currency"" (a report opens
+    the warehouse read-only and adds no column). Once a materialization added it, the rows
+    written before held NULL there, and every search of those months read "billed in more
+    than one currency". Each search's currency is that of the months its runs were billed
+    in, read from the attribution and the months' bills: S2 (April, yen) reads JPY 1,001 and
+    JPY 33,353 a unit, S3 (May, euros) EUR 12.34, in the old layout and after it alike."""
+    from tests.decisions.test_waste_sql import AUGUST, JULY, currency_months
+
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        ensure_schema(con)
+        register_datasets(con, [])
+        currency_months(con)
+        # the table as it was before the column, with the same rows
+        con.execute("CREATE TABLE search_trend_before AS "
+                    "SELECT * EXCLUDE (currency) FROM search_trend")
+        con.execute("DROP TABLE search_trend")
+        con.execute("ALTER TABLE search_trend_before RENAME TO search_trend")
+    out, data = write_period_report(str(path), JULY, AUGUST, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    assert _search_cells(html) == EACH_IN_ITS_OWN
+    assert [a["data-search-currency"] for a in Elements(html).having("data-search-currency")] \
+        == ["USD", "JPY", "EUR", "USD"]
+    assert "more than one currency" not in html
+    page, _ = write_report(str(path), AUGUST, out=tmp_path / "august.html")
+    assert "Out of date" not in page.read_text(encoding="utf-8")
+    with duckdb.connect(str(path)) as con:   # a later materialization adds the column
+        ensure_schema(con)
+        assert con.execute("SELECT count(*) FROM search_trend WHERE currency IS NOT NULL"
+                           ).fetchone() == (0,)
+    out, _ = write_period_report(str(path), JULY, AUGUST, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    assert _search_cells(html) == EACH_IN_ITS_OWN
+    assert "more than one currency" not in html
+
+
+def test_a_search_billed_in_two_currencies_says_so_and_one_billed_in_none_reads_the_periods(
+        tmp_path):
+    """S2 billed ¥1,000.6 in April and $7 in July: its cost to date adds yen to dollars, so
+    the page says it was billed in more than one currency, with no price per unit (search_trend
+    has none for it either). S5, whose run was billed in no month, reads the period's $0.00,
+    not "more than one currency"."""
+    from tests.decisions.test_waste_sql import AUGUST, JULY, attr, currency_months, line, run
+    from tests.support.warehouse_rows import insert_runs
+
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        ensure_schema(con)
+        register_datasets(con, [])
+        currency_months(con)
+        line(con, "S2-j", cost=7.0, component="gpu", month=JULY)
+        attr(con, "S2-j", "s2-a", "search", 7.0, acc=1.0, month=JULY)
+        insert_runs(con, AUGUST, [{"run_id": "s5-a", "model": "churn", "purpose": "search",
+                                   "search_id": "S5", "status": "FINISHED",
+                                   "start_time": datetime(2024, 8, 5),
+                                   "end_time": datetime(2024, 8, 6), "metric_name": "val_auc",
+                                   "metric_value": 0.88}])
+        for month in (JULY, AUGUST):
+            run(con, "search_trend", month)
+        assert con.execute("SELECT currency, cost_per_improvement FROM search_trend "
+                           "WHERE month = ? AND search_id = 'S2'", [AUGUST]).fetchone() == (
+            None, None)
+    out, data = write_period_report(str(path), JULY, AUGUST, out=tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    cells = _search_cells(html)
+    # in the period: S2's $7.00 of July; to date, ¥1,000.6 + $7: no sum of the two is shown
+    assert cells["S2"] == ['<span class="na">billed in more than one currency</span>', "$7.00",
+                           "+0.03 <code>val_auc</code>", "–"]
+    assert cells["S5"][:2] == ["$0.00", "–"]
+    assert {k: cells[k] for k in ("S1", "S3")} == {k: EACH_IN_ITS_OWN[k] for k in ("S1", "S3")}
+    assert [a["data-search-currency"] for a in Elements(html).having("data-search-currency")] \
+        == ["USD", "", "EUR", "USD", ""]

@@ -58,13 +58,15 @@ def _attributed(n: int, cost: float, purpose_class: str, run_id: str | None = No
 
 def _reconciliation(con, *, billed: float, untracked: float, threshold: float,
                     runs: float = 0.0, untracked_cost: float = 0.0,
-                    unallocated: float = 0.0) -> None:
+                    unallocated: float = 0.0, tracked: float | None = None) -> None:
     """The month's reconciliation row; `runs`, `untracked_cost` and `unallocated` split its
-    cost, and coverage is runs ÷ their sum, as reconciliation.sql writes it."""
+    cost, and coverage is runs ÷ their sum, as reconciliation.sql writes it; `tracked` the
+    runs' GPU-hours when they are not the billed ones less the untracked (over-claims)."""
     share_ = untracked / billed
     total = runs + untracked_cost + unallocated
     insert(con, "reconciliation", JULY, [{
-        "billed_gpu_hours": billed, "tracked_gpu_hours": billed - untracked,
+        "billed_gpu_hours": billed,
+        "tracked_gpu_hours": billed - untracked if tracked is None else tracked,
         "untracked_gpu_hours": untracked, "untracked_share": share_, "threshold": threshold,
         "status": "pass" if share_ <= threshold else "fail", "untracked_cost_share": share_,
         "by_accelerator_type": [], "coverage": runs / total if total else 0.0,
@@ -718,3 +720,26 @@ def test_the_footer_names_the_currencys_smallest_unit(tmp_path):
     assert "a fils or two apart" in said["KWD"]
     assert "shown to four decimals;" in said["CLF"]
     assert all("cent" not in said[c] for c in ("JPY", "KWD", "CLF"))
+
+
+def test_a_months_gpu_hours_read_alike_on_its_page_and_the_periods(tmp_path):
+    """Runs claim 10.5 GPU-hours of the 10 billed (over-claims: none untracked). The month's
+    page writes its statement's figures — 10.5 tracked, 0 untracked, 10 billed — with one
+    decimal ("0.0 of 10.0 billed GPU-hours"); the period page passed the untracked, the billed
+    and billed − untracked (10, not the 10.5 tracked), and read "0 of 10" for the same month.
+    It passes the same figures now: "0.0 of 10.0"."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 10.0)])
+        _reconciliation(con, billed=10.0, untracked=0.0, tracked=10.5, threshold=0.05)
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    kpi = html[html.index('id="untracked-share"'):html.index('<div class="kpi">', html.index(
+        'id="untracked-share"'))]
+    assert "0.0 of 10.0 billed GPU-hours" in " ".join(kpi.split())
+    assert _tracker_vs_bill(html).startswith(
+        "PASS: 10.5 of 10.0 billed GPU-hours are recorded runs; 0.0 (0.0%) are not")
+    period, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / "p.html")
+    row = re.search(r'<tr data-share-month="2026-07".*?</tr>', period.read_text(
+        encoding="utf-8"), re.S).group(0)
+    assert '<td class="num">0.0 of 10.0</td>' in row

@@ -479,7 +479,7 @@ def test_a_month_materialized_without_lines_is_not_called_unmaterialized(tmp_pat
                                 "billed yet), so there is no report")
     with pytest.raises(ReportError) as never:
         write_report(str(path), dec, out=tmp_path / "d.html")
-    assert str(never.value) == ("no billing data for 2026-12 in the warehouse: materialize the "
+    assert str(never.value) == (f"no billing data for 2026-12 in {path}: materialize the "
                                 "month first")
     with pytest.raises(ReportError) as period:
         write_period_report(str(path), oct_, nov, out=tmp_path / "p.html")

@@ -296,6 +296,23 @@ def billed_in(con, currency: str, month: date = JANUARY) -> None:
         "BillingCurrency": currency}])
 
 
+def approved_in_euros_billed_in_yen(cfg) -> dict:
+    """SX approved at EUR 100 on a euro bill (January), then `months`' spend billed in yen in
+    February and March: the approval's row, then the warehouse ready for `search_costs`."""
+    Path(cfg.warehouse_path).parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(cfg.warehouse_path) as con:
+        billed_in(con, "EUR")
+    row = approve(cfg, "SX", 100, datetime(2024, 2, 2, tzinfo=UTC))
+    with duckdb.connect(cfg.warehouse_path) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        months(con)
+        con.execute("INSERT INTO billing_months VALUES ('2024-01-01', 1, 1, 1, 1, 'EUR'), "
+                    "('2024-02-01', 1, 1, 1, 1, 'JPY'), ('2024-03-01', 1, 1, 1, 1, 'JPY')")
+    return row
+
+
 def test_an_estimate_in_another_currency_is_not_held_against_the_spend(cfg):
     """SX approved at EUR 100 (the bill was in euros), then billed JPY 60 in February and JPY
     50 in March: search_costs held JPY 110 against the EUR 100 (overrun 10; in the reported
@@ -304,18 +321,8 @@ def test_an_estimate_in_another_currency_is_not_held_against_the_spend(cfg):
     estimated_cost and overrun are NULL and the check neither fails it as over nor as
     unapproved, naming it apart. Approved again in yen (JPY 99), it is compared: 110 > 1.1 ×
     99, over."""
-    Path(cfg.warehouse_path).parent.mkdir(parents=True, exist_ok=True)
+    assert approved_in_euros_billed_in_yen(cfg)["currency"] == "EUR"
     with duckdb.connect(cfg.warehouse_path) as con:
-        billed_in(con, "EUR")
-    row = approve(cfg, "SX", 100, datetime(2024, 2, 2, tzinfo=UTC))
-    assert row["currency"] == "EUR"
-    with duckdb.connect(cfg.warehouse_path) as con:
-        ensure_schema(con)
-        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-        months(con)
-        con.execute("INSERT INTO billing_months VALUES ('2024-01-01', 1, 1, 1, 1, 'EUR'), "
-                    "('2024-02-01', 1, 1, 1, 1, 'JPY'), ('2024-03-01', 1, 1, 1, 1, 'JPY')")
         assert con.execute("SELECT currency FROM search_approvals").fetchall() == [("EUR",)]
         got = search_costs(con)
         assert got["SX"] == (None, pytest.approx(110.0), None)
@@ -374,17 +381,8 @@ def test_the_page_shows_an_estimate_in_another_currency_apart(cfg):
     for it, and the page read "not approved" in red, as for a search never estimated. It shows
     the recorded EUR 100.00 in its own currency, said not to be compared with the yen spend,
     unflagged; SY, never estimated, still reads "not approved"."""
-    Path(cfg.warehouse_path).parent.mkdir(parents=True, exist_ok=True)
+    approved_in_euros_billed_in_yen(cfg)
     with duckdb.connect(cfg.warehouse_path) as con:
-        billed_in(con, "EUR")
-    approve(cfg, "SX", 100, datetime(2024, 2, 2, tzinfo=UTC))
-    with duckdb.connect(cfg.warehouse_path) as con:
-        ensure_schema(con)
-        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
-                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
-        months(con)
-        con.execute("INSERT INTO billing_months VALUES ('2024-01-01', 1, 1, 1, 1, 'EUR'), "
-                    "('2024-02-01', 1, 1, 1, 1, 'JPY'), ('2024-03-01', 1, 1, 1, 1, 'JPY')")
         insert_lines(con, MARCH, [{
             "ChargePeriodStart": d(3), "ChargePeriodEnd": d(3, hour=1), "ChargeCategory": "Usage",
             "EffectiveCost": 57.0, "x_CostComponent": "gpu", "x_SourceLine": "l0",

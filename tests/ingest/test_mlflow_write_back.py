@@ -752,6 +752,26 @@ def test_a_large_runs_tags_are_rounded_from_its_exact_sum(tmp_path, dagster_home
 # ------------------------------------------------ a user's own tags under the product's names
 
 
+def write_back_june(warehouse: Path, config: Path) -> tuple[dict, set]:
+    """June's `tracker_cost_tags` alone, through Dagster: its metadata and the warehouse's
+    record of the runs it tagged, (store, MLflow run id) pairs."""
+    import dagster as dg
+
+    from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
+    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+
+    result = dg.materialize(
+        [tracker_cost_tags], partition_key="2026-06-01",
+        resources={"duckdb": Warehouse(database=str(warehouse)),
+                   "settings": PipelineSettings(config_path=str(config))})
+    assert result.success
+    (event,) = result.asset_materializations_for_node("tracker_cost_tags")
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        recorded = set(con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
+                                   ).fetchall())
+    return {k: v.value for k, v in event.metadata.items()}, recorded
+
+
 def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
     """u1 carries `cost.total_usd=user`, u2 `cost.gpu_usd=999`, u3 `cost.other_usd=12.00`:
     the users' own values, on runs the warehouse never costed. They were deleted as stale
@@ -759,12 +779,10 @@ def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
     wrote, per store: only those lose their tags when their cost goes (r-b), and only the
     values in the product's format (r-b's `cost.cpu_usd` hand-set to `user` stays); a
     hand-edited tag on a costed run (r-a's total) is written back all the same."""
-    import dagster as dg
     from mlflow import MlflowClient
 
     from cost_pipeline.config import MlflowTracker
-    from cost_pipeline.defs.assets.tracker_tags import store_of, tracker_cost_tags
-    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+    from cost_pipeline.defs.assets.tracker_tags import store_of
     from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
     uri = f"sqlite:///{fast_dir / 'users.db'}"
@@ -793,16 +811,7 @@ def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
     store = store_of(MlflowTracker(kind="mlflow", tracking_uri=uri), tmp_path)
 
     def materialize() -> tuple[dict, set]:
-        result = dg.materialize(
-            [tracker_cost_tags], partition_key="2026-06-01",
-            resources={"duckdb": Warehouse(database=str(warehouse)),
-                       "settings": PipelineSettings(config_path=str(config))})
-        assert result.success
-        (event,) = result.asset_materializations_for_node("tracker_cost_tags")
-        with duckdb.connect(str(warehouse), read_only=True) as con:
-            recorded = set(con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
-                                       ).fetchall())
-        return {k: v.value for k, v in event.metadata.items()}, recorded
+        return write_back_june(warehouse, config)
 
     def users_kept() -> None:
         for name, own in users.items():
@@ -847,12 +856,10 @@ def test_a_warehouse_without_a_record_clears_the_tags_an_earlier_version_wrote(f
     tagged by it: r-b loses its 8 product values and keeps the user's; r-idle's own
     `cost.total_usd=user` stays. Then the record is r-a alone, and a second write-back
     deletes nothing."""
-    import dagster as dg
     from mlflow import MlflowClient
 
     from cost_pipeline.config import MlflowTracker
-    from cost_pipeline.defs.assets.tracker_tags import store_of, tracker_cost_tags
-    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+    from cost_pipeline.defs.assets.tracker_tags import store_of
     from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
     uri = f"sqlite:///{fast_dir / 'before-record.db'}"
@@ -876,16 +883,7 @@ def test_a_warehouse_without_a_record_clears_the_tags_an_earlier_version_wrote(f
     store = store_of(MlflowTracker(kind="mlflow", tracking_uri=uri), tmp_path)
 
     def materialize() -> tuple[dict, set]:
-        result = dg.materialize(
-            [tracker_cost_tags], partition_key="2026-06-01",
-            resources={"duckdb": Warehouse(database=str(warehouse)),
-                       "settings": PipelineSettings(config_path=str(config))})
-        assert result.success
-        (event,) = result.asset_materializations_for_node("tracker_cost_tags")
-        with duckdb.connect(str(warehouse), read_only=True) as con:
-            recorded = set(con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
-                                       ).fetchall())
-        return {k: v.value for k, v in event.metadata.items()}, recorded
+        return write_back_june(warehouse, config)
 
     first, recorded = materialize()
     # r-a: its 9 tags written; r-b: 9 product tags less the user's cpu value → 8 deleted

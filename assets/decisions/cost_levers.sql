@@ -207,8 +207,9 @@ retrain AS (
         coalesce(sum(flat_retrains), 0)                                AS flat,
         count(*) FILTER (WHERE mean_metric_change IS NOT NULL)         AS measured_models,
         -- the 10 costliest models, then a count (each model was listed: 3,000 models)
-        array_to_string((list(model || ': ' || flat_retrains || ' of ' || retrains
-                              || ' retrain(s) flat, ' || fmt_money(flat_retrain_cost, b.currency)
+        array_to_string((list(model || ': ' || flat_retrains || ' of '
+                              || counted(retrains, 'retrain') || ' flat, '
+                              || fmt_money(flat_retrain_cost, b.currency)
                               || coalesce(', every ' || format('{:,.1f}', median_days_between)
                                           || ' days', '')
                               ORDER BY flat_retrain_cost DESC, model)
@@ -330,10 +331,10 @@ levers_figures AS (
         || 'a late retrain when the monitor misses a decay',
         CASE WHEN r.retrains = 0 THEN 'no production retrain started this month'
              WHEN r.measured_models = 0 AND u.no_metric = r.retrains
-             THEN r.retrains || ' retrain(s) this month, none with a metric_value to compare '
+             THEN counted(r.retrains, 'retrain') || ' this month, none with a metric_value to compare '
                   || 'with the previous production run: flatness cannot be measured'
              WHEN r.measured_models = 0
-             THEN r.retrains || ' retrain(s) this month, none measured ('
+             THEN counted(r.retrains, 'retrain') || ' this month, none measured ('
                   || concat_ws(', ',
                          CASE WHEN u.no_metric > 0
                               THEN u.no_metric || ' without a metric_value' END,
@@ -349,9 +350,11 @@ levers_figures AS (
                   || '): flatness cannot be measured'
              WHEN r.flat = 0
              THEN 'every measured retrain moved the metric by at least '
-                  || plain_number($min_metric_change) || ' or was triggered by drift (' || r.retrains
-                  || ' retrain(s))'
-             ELSE r.flat || ' of ' || r.retrains || ' retrain(s) were not triggered by drift and '
+                  || plain_number($min_metric_change) || ' or was triggered by drift ('
+                  || counted(r.retrains, 'retrain') || ')'
+             ELSE r.flat || ' of ' || counted(r.retrains, 'retrain')
+                  || CASE WHEN r.flat = 1 THEN ' was' ELSE ' were' END
+                  || ' not triggered by drift and '
                   || 'moved the metric less than ' || plain_number($min_metric_change) || ': ' || r.detail END
     FROM bill AS b, retrain AS r, unmeasured AS u
     UNION ALL
@@ -428,27 +431,29 @@ levers_figures AS (
         CASE WHEN pe.chains = 0 THEN 'no spot compute billed to a run this month'
              ELSE CASE
                  WHEN rr.restarts = 0
-                 THEN pe.chains || ' run chain(s) used spot capacity, but no run records '
+                 THEN counted(pe.chains, 'run chain') || ' used spot capacity, but no run records '
                       || 'restart_of: restarts cannot be told'
                  WHEN pe.from_scratch = 0
-                 THEN pe.chains || ' chain(s) on spot capacity, ' || pe.restarts
-                      || ' restart(s), none from scratch'
+                 THEN counted(pe.chains, 'chain') || ' on spot capacity, '
+                      || counted(pe.restarts, 'restart') || ', none from scratch'
                  -- restarts from scratch whose repeated runs cost nothing this month (billed
                  -- in another month, or a restart_of naming no recorded run): no chain to
                  -- list, and the list's NULL made the evidence NULL and rolled the month back
                  WHEN pe.dollars = 0
-                 THEN pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
-                      || ' spot chain(s), repeating no run billed this month'
-                 ELSE pe.from_scratch || ' restart(s) from scratch in ' || pe.chains
-                      || ' spot chain(s) repeated ' || fmt_money(pe.dollars, b.currency)
+                 THEN counted(pe.from_scratch, 'restart') || ' from scratch in '
+                      || counted(pe.chains, 'spot chain') || ', repeating no run billed this month'
+                 ELSE counted(pe.from_scratch, 'restart') || ' from scratch in '
+                      || counted(pe.chains, 'spot chain') || ' repeated '
+                      || fmt_money(pe.dollars, b.currency)
                       || ': ' || pe.lost_detail END
                   || CASE WHEN pe.dearer > 0 OR pe.dollars <> 0
-                          THEN '; ' || pe.dearer
-                               || ' chain(s) cost more than their last run on demand'
+                          THEN '; ' || counted(pe.dearer, 'chain') || ' cost more than '
+                               || CASE WHEN pe.dearer = 1 THEN 'its' ELSE 'their' END
+                               || ' last run on demand'
                                || coalesce(': ' || pe.dearer_detail, '')
                           ELSE '' END
                   || CASE WHEN pe.unpriced > 0
-                          THEN '; ' || pe.unpriced || ' chain(s) whose last run has no on-demand '
+                          THEN '; ' || counted(pe.unpriced, 'chain') || ' whose last run has no on-demand '
                                || 'price this month (no compute row, or a line without '
                                || 'ListCost): ' || pe.unpriced_detail
                           ELSE '' END END

@@ -159,12 +159,12 @@ def test_the_levers_threshold_reads_as_written(con):
     (retrain,) = [r for r in build(con, "cost_levers", **policy)
                   if r["lever"] == "retrain on measured decay"]
     assert retrain["evidence"] == ("every measured retrain moved the metric by at least "
-                                   "0.00001 or was triggered by drift (1 retrain(s))")
+                                   "0.00001 or was triggered by drift (1 retrain)")
     policy = {"retrain": {"min_metric_change": 0.001}}             # +0.0005 is flat
     build(con, "retrain_cadence", **policy)
     (retrain,) = [r for r in build(con, "cost_levers", **policy)
                   if r["lever"] == "retrain on measured decay"]
-    assert retrain["evidence"].startswith("1 of 1 retrain(s) were not triggered by drift and "
+    assert retrain["evidence"].startswith("1 of 1 retrain was not triggered by drift and "
                                           "moved the metric less than 0.001: ")
 
 
@@ -392,10 +392,10 @@ def test_the_two_levers_in_the_mission_order_with_their_dollars(con):
     assert order[-1] == "use a cheaper card"
     retrain = rows["retrain on measured decay"]
     assert retrain["dollars"] == pytest.approx(100.0)              # c3, flat on a schedule
-    assert "1 of 4 retrain(s)" in retrain["evidence"] and "churn" in retrain["evidence"]
+    assert "1 of 4 retrains was not" in retrain["evidence"] and "churn" in retrain["evidence"]
     preempt = rows["checkpoint before going preemptible"]
     assert preempt["dollars"] == pytest.approx(10.0)               # a 4 + x 6
-    assert "2 restart(s) from scratch" in preempt["evidence"]
+    assert "2 restarts from scratch" in preempt["evidence"]
     # ties at 0 keep the mission order: bound the search, retrain, …, checkpoint, card
     zero = [r["lever"] for r in sorted(rows.values(), key=lambda r: r["rank"])
             if r["dollars"] == 0 and r["lever"] != "use a cheaper card"]
@@ -427,7 +427,7 @@ def test_restarts_from_scratch_that_repeated_nothing_billed_say_so(con):
     assert (rows["r2"]["restarts_from_scratch"], rows["r2"]["lost_cost"]) == (1, 0.0)
     preempt = levers(con)["checkpoint before going preemptible"]
     assert preempt["dollars"] == 0.0
-    assert preempt["evidence"] == ("1 restart(s) from scratch in 1 spot chain(s), repeating no "
+    assert preempt["evidence"] == ("1 restart from scratch in 1 spot chain, repeating no "
                                    "run billed this month")
 
 
@@ -448,9 +448,9 @@ def test_a_lever_at_zero_still_names_the_chains_dearer_than_on_demand(con):
     preempt = levers(con)["checkpoint before going preemptible"]
     assert preempt["dollars"] == 0.0
     assert preempt["evidence"] == (
-        "2 chain(s) on spot capacity, 2 restart(s), none from scratch; "
-        "1 chain(s) cost more than their last run on demand: x $9.00 vs $4.50; "
-        "1 chain(s) whose last run has no on-demand price this month (no compute row, or a "
+        "2 chains on spot capacity, 2 restarts, none from scratch; "
+        "1 chain cost more than its last run on demand: x $9.00 vs $4.50; "
+        "1 chain whose last run has no on-demand price this month (no compute row, or a "
         "line without ListCost): q")
 
 
@@ -485,11 +485,11 @@ def test_a_last_run_without_compute_this_month_is_compared_with_nothing(con):
     preempt = levers(con)["checkpoint before going preemptible"]
     assert preempt["dollars"] == pytest.approx(19.0)                # 8 + 5 + 6
     assert preempt["evidence"] == (
-        "3 restart(s) from scratch in 3 spot chain(s) repeated $19.00: "
+        "3 restarts from scratch in 3 spot chains repeated $19.00: "
         "q (2 runs, 1 from scratch) $8.00 of $8.00, x (2 runs, 1 from scratch) $6.00 of $9.00, "
         "m (2 runs, 1 from scratch) $5.00 of $10.00; "
-        "1 chain(s) cost more than their last run on demand: x $9.00 vs $4.50; "
-        "1 chain(s) whose last run has no on-demand price this month (no compute row, or a "
+        "1 chain cost more than its last run on demand: x $9.00 vs $4.50; "
+        "1 chain whose last run has no on-demand price this month (no compute row, or a "
         "line without ListCost): q")
 
 

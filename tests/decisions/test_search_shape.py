@@ -698,6 +698,6 @@ def test_the_preemption_and_retrain_levers_list_ten_then_count_the_rest(con):
     assert "c12 $24.00 vs $6.00, " in preempt and "c03 $6.00 vs $1.50, … and 2 more chains" \
         in preempt
     retrain = evidence["retrain on measured decay"]
-    assert retrain.count(" retrain(s) flat, ") == 10
-    assert "m12: 1 of 1 retrain(s) flat, $12.00; m11: " in retrain
-    assert retrain.endswith("m03: 1 of 1 retrain(s) flat, $3.00; … and 2 more models")
+    assert retrain.count(" retrain flat, ") == 10
+    assert "m12: 1 of 1 retrain flat, $12.00; m11: " in retrain
+    assert retrain.endswith("m03: 1 of 1 retrain flat, $3.00; … and 2 more models")

@@ -963,13 +963,13 @@ def test_retrains_that_cannot_be_measured_say_why(con):
     runs(con, prod("c1", "churn", d(2024, 3, 3), 0.90), prod("f1", "fraud", d(2024, 3, 4), 0.80),
          prod("k1", "credit", d(2024, 3, 5), 0.70))
     assert evidence() == (
-        "3 retrain(s) this month, none measured (3 with a metric_value but no previous "
+        "3 retrains this month, none measured (3 with a metric_value but no previous "
         "production run of its model to compare with): flatness cannot be measured")
     runs(con, prod("t1", "text", d(2024, 3, 8), None),
          prod("a0", "ads", d(2024, 2, 1), None), prod("a1", "ads", d(2024, 3, 6), 0.60),
          prod("r0", "rank", d(2024, 2, 1), 0.50, "ndcg"), prod("r1", "rank", d(2024, 3, 7), 0.60))
     assert evidence() == (
-        "6 retrain(s) this month, none measured (1 without a metric_value, 3 with a "
+        "6 retrains this month, none measured (1 without a metric_value, 3 with a "
         "metric_value but no previous production run of its model to compare with, 1 whose "
         "previous production run has no metric_value, 1 whose previous production run logged "
         "another metric_name): flatness cannot be measured")
@@ -978,7 +978,7 @@ def test_retrains_that_cannot_be_measured_say_why(con):
     runs(con, prod("t1", "text", d(2024, 3, 8), None), prod("a0", "ads", d(2024, 2, 1), 0.5),
          prod("a1", "ads", d(2024, 3, 6), None))
     assert evidence() == (
-        "2 retrain(s) this month, none with a metric_value to compare with the previous "
+        "2 retrains this month, none with a metric_value to compare with the previous "
         "production run: flatness cannot be measured")
 
 

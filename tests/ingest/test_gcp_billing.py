@@ -250,8 +250,8 @@ def test_without_cost_at_list_a_spot_line_has_no_list_cost(bigquery, tmp_path, d
     assert listed[f"{VM_B}:2026-09-12T08:00:00Z:BB77-5FDA-69D9:label=r-prep-1"] == (
         pytest.approx(0.16), "committed")
     assert chain == [("s1", 2, pytest.approx(2.0), pytest.approx(1.0), None, "s2", None, None)]
-    assert "0 chain(s) cost more than their last run on demand" in evidence
-    assert "1 chain(s) whose last run has no on-demand price this month" in evidence
+    assert "0 chains cost more than their last run on demand" in evidence
+    assert "1 chain whose last run has no on-demand price this month" in evidence
 
 
 def test_month_through_the_runner_attributes_the_vm_to_its_run(bigquery, tmp_path,
@@ -859,8 +859,8 @@ def test_a_spot_skus_cost_at_list_is_no_on_demand_price(bigquery, tmp_path, dags
         focus = focus_rows(con, SEPT).select(["BilledCost", "ListCost"]).to_pylist()
     assert listed == (4, 0, "spot", "spot")
     assert chain == [("ra", 2, pytest.approx(2.0), pytest.approx(1.0), None, "rb", None, None)]
-    assert "0 chain(s) cost more than their last run on demand" in evidence
-    assert "1 chain(s) whose last run has no on-demand price this month" in evidence
+    assert "0 chains cost more than their last run on demand" in evidence
+    assert "1 chain whose last run has no on-demand price this month" in evidence
     assert len(focus) == 4 and all(r["ListCost"] == r["BilledCost"] for r in focus)
     assert sum(float(r["ListCost"]) for r in focus) == pytest.approx(2.0)
 

@@ -69,7 +69,7 @@ search AS (
                          || ' re-run'
                     ELSE '; no config run in an earlier search' END
             || CASE WHEN sh.runs_without_config > 0
-                    THEN '; ' || sh.runs_without_config || ' run(s) without config_id, never '
+                    THEN '; ' || counted(sh.runs_without_config, 'run') || ' without config_id, never '
                          || 'counted as re-runs'
                     ELSE '' END
             || CASE WHEN sh.best_config_id IS NULL
@@ -360,15 +360,15 @@ levers_figures AS (
     UNION ALL
     SELECT 3, 'cache preprocessing', p.dollars, 'the recomputations'' cost',
         'a feature-table cache keyed by (input_hash, transform_version): storage for '
-        || p.tables || ' cached table(s) and a lookup before each preprocess step',
+        || counted(p.tables, 'cached table') || ' and a lookup before each preprocess step',
         CASE WHEN p.runs = 0 AND rr.keyed_preprocess = 0
              THEN 'no preprocess run records an input_hash and transform_version: '
                   || 'recomputations cannot be told (preprocessing cost this month '
                   || fmt_money(ms.preprocessing, b.currency) || ')'
-             ELSE p.runs || ' preprocess run(s) recomputed an (input_hash, transform_version) '
+             ELSE counted(p.runs, 'preprocess run') || ' recomputed an (input_hash, transform_version) '
                   || 'already computed: ' || format('{:,.1f}', p.cpu_hours) || ' CPU-hours'
                   || CASE WHEN p.stale_runs > 0
-                          THEN '; ' || p.stale_runs || ' run(s) ('
+                          THEN '; ' || counted(p.stale_runs, 'run') || ' ('
                                || fmt_money(p.stale_cost, b.currency)
                                || ') trained on a stale transform_version (not counted here)'
                           ELSE '' END END
@@ -382,7 +382,8 @@ levers_figures AS (
              THEN 'no checkpoint listing this month (no checkpoints source in the config, or '
                   || 'it listed nothing): dead checkpoints cannot be told (storage cost this '
                   || 'month ' || fmt_money(ms.storage, b.currency) || ')'
-             ELSE r.objects || ' object(s), ' || format('{:,.1f}', r.gib) || ' GiB, break the '
+             ELSE counted(r.objects, 'object') || ', ' || format('{:,.1f}', r.gib) || ' GiB, '
+                  || CASE WHEN r.objects = 1 THEN 'breaks' ELSE 'break' END || ' the '
                   || 'retention policy: dead runs ' || fmt_money(r.dead, b.currency)
                   || ', beyond keep-last ' || fmt_money(r.beyond, b.currency)
                   || ', orphans ' || fmt_money(r.orphan, b.currency) || ' a month' END
@@ -466,7 +467,8 @@ levers_figures AS (
              THEN 'no run reports GPU utilization (runs column gpu_utilization, MLflow '
                   || 'system/gpu_*_utilization_percentage); tracked GPU cost this month '
                   || fmt_money(g.cost, b.currency)
-             ELSE i.runs || ' run(s) report utilization: ' || format('{:,.1f}', i.idle_hours)
+             ELSE counted(i.runs, 'run') || CASE WHEN i.runs = 1 THEN ' reports' ELSE ' report' END
+                  || ' utilization: ' || format('{:,.1f}', i.idle_hours)
                   || ' of ' || format('{:,.1f}', i.paid_hours)
                   || ' GPU-hours paid for sat idle' END
     FROM bill AS b, idle AS i, tracked_gpu AS g

@@ -415,7 +415,7 @@ def test_bound_the_search_is_the_sum_of_questioned_cost_with_the_shape_as_eviden
     # the largest questioned search first; S7 (nothing questioned) is not listed
     assert evidence.startswith("$748.00 of $2,673.00 search cost this month re-ran configs or "
                                "ran extra seeds: S3: 2 configs × 2 seeds, a full grid; "
-                               "1 of 2 configs already run in S1 — $300.00 re-run; 1 run(s) "
+                               "1 of 2 configs already run in S1 — $300.00 re-run; 1 run "
                                "without config_id, never counted as re-runs; extra seeds of "
                                "non-best configs $400.00 (best c1)")
     assert ("S4: 2 configs × 2 seeds, a full grid; no config run in an earlier search; no metric "

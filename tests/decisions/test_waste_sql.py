@@ -364,7 +364,7 @@ def test_a_run_started_before_the_first_computation_finished_recomputed_nothing(
         "SELECT dollars, evidence FROM cost_levers WHERE lever = 'cache preprocessing'"
     ).fetchall()
     assert dollars == pytest.approx(1.75)
-    assert evidence == ("2 preprocess run(s) recomputed an (input_hash, transform_version) "
+    assert evidence == ("2 preprocess runs recomputed an (input_hash, transform_version) "
                         "already computed: 2.0 CPU-hours")
 
 
@@ -711,13 +711,13 @@ def test_cost_levers_rank_by_dollars_with_the_cheaper_card_last(con):
     assert evidence["bound the search"] == (
         "$56.00 of $50.00 search cost this month re-ran configs or ran extra seeds: "
         "S3: 3 configs × up to 3 seeds, not a full grid; no config run in an earlier search; "
-        "1 run(s) without config_id, never counted as re-runs; no metric picks a best config: "
+        "1 run without config_id, never counted as re-runs; no metric picks a best config: "
         "extra seeds of every config $50.00; saturating: no improvement | "
         "S2: 4 configs × 2 seeds, a full grid; 2 of 4 configs already run in S1 — $6.00 "
         "re-run; extra seeds of non-best configs $0.00 (best c1); saturating: $3,300.00 per "
         "unit of val_auc vs $1,100.00 for S1")
     assert "6.0 CPU-hours" in evidence["cache preprocessing"]
-    assert "1 run(s) ($20.00) trained on a stale" in evidence["cache preprocessing"]
+    assert "1 run ($20.00) trained on a stale" in evidence["cache preprocessing"]
     assert "80.0 of 100.0 GPU-hours" in evidence["use a cheaper card"]
     assert all(r["evidence"] for r in got)
 
@@ -830,7 +830,7 @@ def test_every_lever_of_a_month_of_refunds_is_zero_saying_so(con):
         "extra seeds: S8: 1 config × 1 seed, a full grid; 1 of 1 config already run in "
         "S7 — −$100.00 re-run; extra seeds of non-best configs $0.00 (best c1)")
     assert evidence["delete dead checkpoints"].endswith(
-        "nothing to save; 4 object(s), 0.0 GiB, break the retention policy: dead runs "
+        "nothing to save; 4 objects, 0.0 GiB, break the retention policy: dead runs "
         "−$60.00, beyond keep-last $0.00, orphans $0.00 a month")
 
 
@@ -849,7 +849,7 @@ def test_a_credit_within_a_levers_charges_nets_and_a_lever_below_a_cent_says_not
     got = {r["lever"]: r for r in select(con, "SELECT * FROM cost_levers")}
     assert got["delete dead checkpoints"]["dollars"] == 10.0
     assert got["delete dead checkpoints"]["rank"] == 1
-    assert got["delete dead checkpoints"]["evidence"].startswith("2 object(s)")
+    assert got["delete dead checkpoints"]["evidence"].startswith("2 objects")
     assert got["co-locate compute & data"]["dollars"] == 0.0
     assert got["co-locate compute & data"]["evidence"].startswith("1 run pulled data")
 
@@ -883,7 +883,7 @@ def test_dead_checkpoints_in_a_refunded_bucket_are_no_saving_below_zero(con):
     assert (rank, dollars) == (4, 0.0)     # bound, retrain, cache, then it: all $0
     assert evidence.startswith(
         "the storage of the checkpoints breaking the retention policy is a credit this month "
-        "(−$60.00): nothing to save; 4 object(s)")
+        "(−$60.00): nothing to save; 4 objects")
     assert min(v for (v,) in con.execute("SELECT dollars FROM cost_levers").fetchall()) == 0
 
 
@@ -930,10 +930,10 @@ def test_levers_without_the_data_to_price_them_say_zero_and_why(con):
     run(con, "preprocessing_waste")
     evidence = levers()
     assert evidence["cache preprocessing"] == (
-        "0 preprocess run(s) recomputed an (input_hash, transform_version) already computed: "
+        "0 preprocess runs recomputed an (input_hash, transform_version) already computed: "
         "0.0 CPU-hours")
     assert evidence["delete dead checkpoints"] == (
-        "0 object(s), 0.0 GiB, break the retention policy: dead runs $0.00, beyond keep-last "
+        "0 objects, 0.0 GiB, break the retention policy: dead runs $0.00, beyond keep-last "
         "$0.00, orphans $0.00 a month")
     assert evidence["co-locate compute & data"] == "no cross-region pull billed this month"
 

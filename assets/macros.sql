@@ -575,6 +575,15 @@ CREATE OR REPLACE TEMP MACRO search_previous_best(for_month, metric_goal) AS TAB
 CREATE OR REPLACE TEMP MACRO metric_improvement(goal, best, previous) AS
     CASE WHEN goal = 'min' THEN previous - best ELSE best - previous END;
 
+-- each search's latest approval (`cost-pipeline estimate … --approve`): its latest recorded
+-- row of search_approvals, of the latest month when two were recorded at one instant. What
+-- search_costs holds as the search's estimate, the check searches_within_estimate names the
+-- currency of, and the report shows apart when it is in another currency (report/data.py)
+CREATE OR REPLACE TEMP MACRO latest_approvals() AS TABLE
+    SELECT *
+    FROM search_approvals
+    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY recorded_at DESC, month DESC) = 1;
+
 -- the searches active in the month: billed in it, or one of their runs was running at some
 -- point of it. A RUNNING run with no end yet is running until the month's end; a run that
 -- stopped (FAILED, KILLED, FINISHED) without a recorded end is active only in the month it

@@ -614,6 +614,19 @@ CREATE OR REPLACE TEMP MACRO exact_run_sums() AS TABLE
     FROM attribution_runs
     WHERE run_id IS NOT NULL;
 
+-- a grouping's exact sums (`exact_run_sums`: `amount` its `dollars`, `of_component` its
+-- `component`) split by cost component, as run_costs splits a run's month and the `cost.*`
+-- tags a run's months (run_cost_tags.sql): one field each of gpu, cpu, storage, network and
+-- other (every other component), the type of `amount`'s Σ (DECIMAL(38, 10)), 0 for none
+CREATE OR REPLACE TEMP MACRO component_split(amount, of_component) AS {
+    'gpu':     coalesce(sum(amount) FILTER (WHERE of_component = 'gpu'), 0),
+    'cpu':     coalesce(sum(amount) FILTER (WHERE of_component = 'cpu'), 0),
+    'storage': coalesce(sum(amount) FILTER (WHERE of_component = 'storage'), 0),
+    'network': coalesce(sum(amount) FILTER (WHERE of_component = 'network'), 0),
+    'other':   coalesce(sum(amount) FILTER (WHERE of_component NOT IN ('gpu', 'cpu', 'storage',
+                                                                       'network')), 0)
+};
+
 -- each trial run (not a sweep controller, all months of the snapshot) of a search active in the
 -- month, with its trial (SPEC §12): a run whose restart_of names another trial run of the search
 -- with the same config_id and seed (both without one alike) continues that trial, along the

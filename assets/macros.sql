@@ -575,6 +575,15 @@ CREATE OR REPLACE TEMP MACRO search_previous_best(for_month, metric_goal) AS TAB
 CREATE OR REPLACE TEMP MACRO metric_improvement(goal, best, previous) AS
     CASE WHEN goal = 'min' THEN previous - best ELSE best - previous END;
 
+-- each search's latest approval (`cost-pipeline estimate … --approve`): its latest recorded
+-- row of search_approvals, of the latest month when two were recorded at one instant. What
+-- search_costs holds as the search's estimate, the check searches_within_estimate names the
+-- currency of, and the report shows apart when it is in another currency (report/data.py)
+CREATE OR REPLACE TEMP MACRO latest_approvals() AS TABLE
+    SELECT *
+    FROM search_approvals
+    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY recorded_at DESC, month DESC) = 1;
+
 -- the searches active in the month: billed in it, or one of their runs was running at some
 -- point of it. A RUNNING run with no end yet is running until the month's end; a run that
 -- stopped (FAILED, KILLED, FINISHED) without a recorded end is active only in the month it
@@ -605,6 +614,71 @@ CREATE OR REPLACE TEMP MACRO exact_run_sums() AS TABLE
     FROM attribution_runs
     WHERE run_id IS NOT NULL;
 
+-- a grouping's exact sums (`exact_run_sums`: `amount` its `dollars`, `of_component` its
+-- `component`) split by cost component, as run_costs splits a run's month and the `cost.*`
+-- tags a run's months (run_cost_tags.sql): one field each of gpu, cpu, storage, network and
+-- other (every other component), the type of `amount`'s Σ (DECIMAL(38, 10)), 0 for none
+CREATE OR REPLACE TEMP MACRO component_split(amount, of_component) AS {
+    'gpu':     coalesce(sum(amount) FILTER (WHERE of_component = 'gpu'), 0),
+    'cpu':     coalesce(sum(amount) FILTER (WHERE of_component = 'cpu'), 0),
+    'storage': coalesce(sum(amount) FILTER (WHERE of_component = 'storage'), 0),
+    'network': coalesce(sum(amount) FILTER (WHERE of_component = 'network'), 0),
+    'other':   coalesce(sum(amount) FILTER (WHERE of_component NOT IN ('gpu', 'cpu', 'storage',
+                                                                       'network')), 0)
+};
+
+-- the first run of each chain of runs restarting one another (search_trials, preemption.sql):
+-- `edge_table` names the relation (a CTE of the caller) of the runs that restart another, one
+-- row each: `run_id` and `parent`, the run it restarts (never itself); `start_table` one of
+-- `run_id` and `start_time` holding every run of those edges, either end. One row per run of
+-- the edges: `root`, the run reached by following `parent` up while there is one, and of runs
+-- restarting each other in a cycle, the cycle's earliest start, then lowest run id. Pointer
+-- doubling: each walk takes log2 of the runs steps, where following one link at a time took a
+-- chain's length
+CREATE OR REPLACE TEMP MACRO chain_roots(edge_table, start_table) AS TABLE
+    WITH RECURSIVE chain_edges AS (
+        SELECT run_id, parent FROM query_table(edge_table)
+    ),
+    chain_nodes AS (
+        -- the restarting runs and the runs they restart: each points at the run it restarts,
+        -- a run that restarts none (a chain's first run) at itself
+        SELECT run_id, parent, false AS first_run FROM chain_edges
+        UNION ALL
+        SELECT DISTINCT parent, parent, true FROM chain_edges
+        WHERE parent NOT IN (SELECT run_id FROM chain_edges)
+    ),
+    chain_steps AS (
+        -- 2^steps ≥ the nodes: the run that far up is a chain's first run, or a run of the
+        -- cycle the runs restart into
+        SELECT CAST(ceil(log2(greatest(count(*), 2))) AS INTEGER) AS steps FROM chain_nodes
+    ),
+    chain_jump USING KEY (run_id) AS (
+        -- after step k, `ancestor` is the run 2^k steps up (a chain's first run stays at
+        -- itself) and `earliest` the earliest start (then run id) of the 2^k runs from this one
+        -- up. The walk takes up to `steps` steps, log2 of the nodes rounded up: a chain of any
+        -- length reaches its first run, a cycle of any length goes round whole (no fixed bound
+        -- on the steps splits a long chain or cycle into several). A run whose ancestor is a
+        -- first run is done (`at_first`): its ancestor no longer moves, and short chains stop
+        -- at once
+        SELECT n.run_id, n.parent AS ancestor, p.first_run AS at_first,
+               {'start': r.start_time, 'run_id': n.run_id} AS earliest, 0 AS step
+        FROM chain_nodes AS n
+        JOIN chain_nodes AS p ON p.run_id = n.parent
+        JOIN query_table(start_table) AS r ON r.run_id = n.run_id
+        UNION
+        SELECT j.run_id, u.ancestor, u.at_first, least(j.earliest, u.earliest), j.step + 1
+        FROM chain_jump AS j
+        JOIN recurring.chain_jump AS u ON u.run_id = j.ancestor
+        WHERE NOT j.at_first AND j.step < (SELECT steps FROM chain_steps)
+    )
+    -- the run 2^steps up is the chain's first run, whose 2^steps runs up are itself alone, or a
+    -- run of a cycle, every run of which is among its 2^steps runs up: either way the earliest
+    -- of those starts the chain
+    SELECT j.run_id, u.earliest.run_id AS root
+    FROM chain_jump AS j
+    JOIN chain_jump AS u ON u.run_id = j.ancestor
+    WHERE j.run_id IN (SELECT run_id FROM chain_edges);
+
 -- each trial run (not a sweep controller, all months of the snapshot) of a search active in the
 -- month, with its trial (SPEC §12): a run whose restart_of names another trial run of the search
 -- with the same config_id and seed (both without one alike) continues that trial, along the
@@ -618,7 +692,7 @@ CREATE OR REPLACE TEMP MACRO exact_run_sums() AS TABLE
 -- give a row: every chain of the snapshot took about 0.1 s at 4,400 searches of 10 runs, half
 -- of them restarts, their 56 active searches' 0.02-0.05 s
 CREATE OR REPLACE TEMP MACRO search_trials(for_month, start_of_month, end_of_month) AS TABLE
-    WITH RECURSIVE trial_runs AS (
+    WITH trial_runs AS (
         SELECT search_id, run_id, config_id, seed, restart_of, start_time
         FROM search_runs(for_month)
         WHERE NOT is_parent
@@ -626,49 +700,14 @@ CREATE OR REPLACE TEMP MACRO search_trials(for_month, start_of_month, end_of_mon
                             FROM active_searches(for_month, start_of_month, end_of_month))
     ),
     continued AS (
-        -- the runs that continue a trial, each with the run it continues
-        SELECT r.run_id, p.run_id AS restart_of
+        -- the runs that continue a trial, each with the run it continues (`parent`)
+        SELECT r.run_id, p.run_id AS parent
         FROM trial_runs AS r
         JOIN trial_runs AS p
           ON p.run_id = r.restart_of AND p.run_id <> r.run_id AND p.search_id = r.search_id
          AND p.config_id IS NOT DISTINCT FROM r.config_id AND p.seed IS NOT DISTINCT FROM r.seed
-    ),
-    continued_nodes AS (
-        -- those runs and the runs they continue: each points at the run it continues, a run
-        -- that continues none (a trial's first run) at itself
-        SELECT run_id, restart_of AS parent, false AS first_run FROM continued
-        UNION ALL
-        SELECT DISTINCT restart_of, restart_of, true FROM continued
-        WHERE restart_of NOT IN (SELECT run_id FROM continued)
-    ),
-    continued_steps AS (
-        -- 2^steps ≥ the nodes: the run that far up the chain is the trial's first run, or a
-        -- run of the cycle the runs restart into
-        SELECT CAST(ceil(log2(greatest(count(*), 2))) AS INTEGER) AS steps FROM continued_nodes
-    ),
-    continued_jump USING KEY (run_id) AS (
-        -- pointer doubling, as preemption.sql walks its chains: after step k, `ancestor` is
-        -- the run 2^k steps up (a first run stays at itself) and `earliest` the earliest
-        -- start (then run id) of the 2^k runs from this one up; a chain of any length reaches
-        -- its first run, a cycle goes round whole
-        SELECT n.run_id, n.parent AS ancestor, p.first_run AS at_first,
-               {'start': r.start_time, 'run_id': n.run_id} AS earliest, 0 AS step
-        FROM continued_nodes AS n
-        JOIN continued_nodes AS p ON p.run_id = n.parent
-        JOIN trial_runs AS r ON r.run_id = n.run_id
-        UNION
-        SELECT j.run_id, u.ancestor, u.at_first, least(j.earliest, u.earliest), j.step + 1
-        FROM continued_jump AS j
-        JOIN recurring.continued_jump AS u ON u.run_id = j.ancestor
-        WHERE NOT j.at_first AND j.step < (SELECT steps FROM continued_steps)
-    ),
-    continued_trial AS (
-        -- the trial of each continuing run: its chain's first run (a cycle's earliest start)
-        SELECT j.run_id, u.earliest.run_id AS trial_id
-        FROM continued_jump AS j
-        JOIN continued_jump AS u ON u.run_id = j.ancestor
-        WHERE j.run_id IN (SELECT run_id FROM continued)
     )
-    SELECT r.search_id, r.run_id, coalesce(c.trial_id, r.run_id) AS trial_id
+    -- the trial of each continuing run: its chain's first run (a cycle's earliest start)
+    SELECT r.search_id, r.run_id, coalesce(c.root, r.run_id) AS trial_id
     FROM trial_runs AS r
-    LEFT JOIN continued_trial AS c ON c.run_id = r.run_id;
+    LEFT JOIN chain_roots('continued', 'trial_runs') AS c ON c.run_id = r.run_id;

@@ -31,64 +31,25 @@
 --                   2.20 against 3.30, and 1,100,000.10 + 2,200,000.20 (3300000.3000000003 in
 --                   doubles) against 3,300,000.30, where 10 decimals alone do not reach a
 --                   double's spacing; a cent more is more up to $1e9. NULL when that is NULL
-WITH RECURSIVE runs AS (
+WITH runs AS (
     SELECT run_id, model, start_time, resumed_from,
            CASE WHEN restart_of <> run_id THEN restart_of END AS restart_of,
            key_hash(run_id) AS run_hash  -- as attribution_rows names the run
     FROM month_runs($month)
 ),
 restarts AS (
-    -- the runs whose restart_of names a known run: every other run is the first run of its
-    -- own chain, and walking it would only find itself (a month of a million runs walked
-    -- them all, and then summed and ranked every chain, 1.3 s for no spot line at all)
-    SELECT run_id, restart_of FROM runs WHERE restart_of IN (SELECT run_id FROM runs)
-),
-nodes AS (
-    -- the restarts and the runs they name: each points at the run it restarts, a run that
-    -- restarts no known run (a chain's first run) at itself
-    SELECT run_id, restart_of AS parent, false AS first_run FROM restarts
-    UNION ALL
-    SELECT DISTINCT restart_of, restart_of, true FROM restarts
-    WHERE restart_of NOT IN (SELECT run_id FROM restarts)
-),
-steps AS (
-    -- 2^steps ≥ the nodes: the run that far up restart_of is a chain's first run, or a run of
-    -- the cycle the runs restart into
-    SELECT CAST(ceil(log2(greatest(count(*), 2))) AS INTEGER) AS steps FROM nodes
-),
-jump USING KEY (run_id) AS (
-    -- pointer doubling: after step k, `ancestor` is the run 2^k steps up restart_of (a chain's
-    -- first run stays at itself) and `earliest` the earliest start (then run id) of the 2^k
-    -- runs from this one up. The walk takes up to `steps` steps, log2 of the nodes rounded up:
-    -- a chain of any length reaches its first run, a cycle of any length goes round whole
-    -- (no fixed bound on the steps splits a long chain or cycle into several). A run whose
-    -- ancestor is a first run is done (`at_first`): its ancestor no longer moves, and a month
-    -- of short chains stops at once
-    SELECT n.run_id, n.parent AS ancestor, p.first_run AS at_first,
-           {'start': r.start_time, 'run_id': n.run_id} AS earliest, 0 AS step
-    FROM nodes AS n
-    JOIN nodes AS p ON p.run_id = n.parent
-    JOIN runs AS r ON r.run_id = n.run_id
-    UNION
-    SELECT j.run_id, u.ancestor, u.at_first, least(j.earliest, u.earliest), j.step + 1
-    FROM jump AS j
-    JOIN recurring.jump AS u ON u.run_id = j.ancestor
-    WHERE NOT j.at_first AND j.step < (SELECT steps FROM steps)
-),
-chain_runs AS (
-    -- the run 2^steps up is the chain's first run, whose 2^steps runs up are itself alone, or
-    -- a run of a cycle, every run of which is among its 2^steps runs up: either way the
-    -- earliest of those starts the chain
-    SELECT j.run_id, u.earliest.run_id AS chain_id
-    FROM jump AS j
-    JOIN jump AS u ON u.run_id = j.ancestor
-    WHERE j.run_id IN (SELECT run_id FROM restarts)
+    -- the runs whose restart_of names a known run, each with it (`parent`): every other run is
+    -- the first run of its own chain, and walking it would only find itself (a month of a
+    -- million runs walked them all, and then summed and ranked every chain, 1.3 s for no spot
+    -- line at all)
+    SELECT run_id, restart_of AS parent FROM runs WHERE restart_of IN (SELECT run_id FROM runs)
 ),
 members AS (
-    -- every run and its chain: a restart's from the walk, any other run's is itself
-    SELECT coalesce(c.chain_id, r.run_id) AS chain_id, r.*
+    -- every run and its chain: a restart's its chain's first run (macros.sql `chain_roots`:
+    -- the walk up restart_of, a cycle's earliest start), any other run's is itself
+    SELECT coalesce(c.root, r.run_id) AS chain_id, r.*
     FROM runs AS r
-    LEFT JOIN chain_runs AS c USING (run_id)
+    LEFT JOIN chain_roots('restarts', 'runs') AS c USING (run_id)
 ),
 spot_lines AS MATERIALIZED (
     SELECT key_hash(x_SourceLine) AS line_key

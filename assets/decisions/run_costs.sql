@@ -19,12 +19,8 @@ per_run AS (
     SELECT
         run_id,
         min(purpose_class)                                               AS purpose_class,
-        coalesce(sum(dollars) FILTER (WHERE component = 'gpu'), 0)       AS gpu_cost,
-        coalesce(sum(dollars) FILTER (WHERE component = 'cpu'), 0)       AS cpu_cost,
-        coalesce(sum(dollars) FILTER (WHERE component = 'storage'), 0)   AS storage_cost,
-        coalesce(sum(dollars) FILTER (WHERE component = 'network'), 0)   AS network_cost,
-        coalesce(sum(dollars) FILTER (WHERE component NOT IN ('gpu', 'cpu', 'storage',
-                                                              'network')), 0) AS other_cost,
+        -- gpu, cpu, storage, network, other (macros.sql, as the cost.* tags split them)
+        component_split(dollars, component)                              AS by_component,
         sum(dollars)                                                     AS cost,
         coalesce(sum(accelerator_hours), 0)                              AS accelerator_hours,
         coalesce(sum(hours) FILTER (WHERE component = 'cpu'), 0)         AS cpu_hours
@@ -37,11 +33,11 @@ SELECT
     r.model,
     p.purpose_class,
     r.search_id,
-    CAST(p.gpu_cost AS DOUBLE)          AS gpu_cost,
-    CAST(p.cpu_cost AS DOUBLE)          AS cpu_cost,
-    CAST(p.storage_cost AS DOUBLE)      AS storage_cost,
-    CAST(p.network_cost AS DOUBLE)      AS network_cost,
-    CAST(p.other_cost AS DOUBLE)        AS other_cost,
+    CAST(p.by_component.gpu AS DOUBLE)     AS gpu_cost,
+    CAST(p.by_component.cpu AS DOUBLE)     AS cpu_cost,
+    CAST(p.by_component.storage AS DOUBLE) AS storage_cost,
+    CAST(p.by_component.network AS DOUBLE) AS network_cost,
+    CAST(p.by_component.other AS DOUBLE)   AS other_cost,
     CAST(p.cost AS DOUBLE)              AS cost,
     CAST(p.accelerator_hours AS DOUBLE) AS accelerator_hours,
     CAST(p.cpu_hours AS DOUBLE)         AS cpu_hours

@@ -75,10 +75,9 @@ counts AS (
     GROUP BY s.search_id
 ),
 approval AS (
-    -- the latest recording of each search counts
+    -- the latest recording of each search counts (macros.sql)
     SELECT search_id, estimated_cost, upper(trim(currency)) AS currency
-    FROM search_approvals
-    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY recorded_at DESC, month DESC) = 1
+    FROM latest_approvals()
 ),
 this_month AS (
     SELECT coalesce((SELECT currency FROM month_currencies() WHERE month = $month), 'USD')

@@ -25,12 +25,8 @@ amounts AS (
     SELECT
         run_id,
         sum(dollars)                                                     AS total_usd,
-        coalesce(sum(dollars) FILTER (WHERE component = 'gpu'), 0)       AS gpu_usd,
-        coalesce(sum(dollars) FILTER (WHERE component = 'cpu'), 0)       AS cpu_usd,
-        coalesce(sum(dollars) FILTER (WHERE component = 'storage'), 0)   AS storage_usd,
-        coalesce(sum(dollars) FILTER (WHERE component = 'network'), 0)   AS network_usd,
-        coalesce(sum(dollars) FILTER (WHERE component NOT IN ('gpu', 'cpu', 'storage',
-                                                              'network')), 0) AS other_usd,
+        -- gpu, cpu, storage, network, other (macros.sql, as run_costs splits them)
+        component_split(dollars, component)                              AS usd,
         coalesce(sum(accelerator_hours), 0)                              AS gpu_hours
     FROM exact
     GROUP BY run_id
@@ -46,7 +42,8 @@ months AS (
     GROUP BY run_id
 )
 SELECT
-    run_id, a.total_usd, a.gpu_usd, a.cpu_usd, a.storage_usd, a.network_usd, a.other_usd,
+    run_id, a.total_usd, a.usd.gpu AS gpu_usd, a.usd.cpu AS cpu_usd,
+    a.usd.storage AS storage_usd, a.usd.network AS network_usd, a.usd.other AS other_usd,
     a.gpu_hours, m.months, m.currencies
 FROM months AS m
 LEFT JOIN amounts AS a USING (run_id)

@@ -14,10 +14,9 @@
 -- estimate: the check names it apart, with the estimate's currency, and does not fail it.
 -- Parameters: $month, $tolerance.
 WITH approval AS (
-    -- the latest recording of each search, as search_costs reads it
+    -- the latest recording of each search, as search_costs reads it (macros.sql)
     SELECT search_id, upper(trim(currency)) AS currency
-    FROM search_approvals
-    QUALIFY row_number() OVER (PARTITION BY search_id ORDER BY recorded_at DESC, month DESC) = 1
+    FROM latest_approvals()
 )
 SELECT
     s.search_id,

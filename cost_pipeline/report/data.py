@@ -7,6 +7,7 @@ The multi-line queries are `assets/queries/report_*.sql` and `top_untracked.sql`
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -129,6 +130,17 @@ def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
             "cost": sum(r["cost"] for r in by_reason)}
 
 
+def define_macro(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Create the macro `name` of assets/macros.sql on `con`, as the pipeline's connections
+    have it: the report reads through a read-only connection, which has none of them. The
+    statement is macros.sql's own text (each ends with `;` at the end of a line)."""
+    found = re.search(rf"^CREATE OR REPLACE TEMP MACRO {re.escape(name)}\(.*?;[ \t]*$",
+                      sql_text("macros"), re.DOTALL | re.MULTILINE)
+    if found is None:
+        raise KeyError(f"macros.sql defines no macro {name}")
+    con.execute(found.group(0))
+
+
 def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
              with_approvals: bool = True) -> list[dict[str, Any]]:
     """Search cost per unit of improvement; with the saturation flag when search_trend exists;
@@ -154,11 +166,10 @@ def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
         "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'search_approvals' "
         "AND column_name = 'currency'").fetchone()[0])
     if elsewhere:
+        define_macro(con, "latest_approvals")
         approvals += """ LEFT JOIN (
             SELECT search_id, estimated_cost, approved, upper(trim(currency)) AS currency
-            FROM search_approvals
-            QUALIFY row_number() OVER (PARTITION BY search_id
-                                       ORDER BY recorded_at DESC, month DESC) = 1
+            FROM latest_approvals()
         ) AS la ON la.search_id = s.search_id AND s.estimated_cost IS NULL
                    AND la.currency IS NOT NULL"""
     other = ("la.estimated_cost AS other_estimate, la.currency AS other_currency, "

@@ -394,3 +394,35 @@ def test_the_page_shows_an_estimate_in_another_currency_apart(cfg):
             'with spend in JPY</span>') in sx
     assert "fail-text" not in sx and 'data-estimate=""' in sx
     assert '<span class="fail-text">not approved</span>' in sy
+
+
+def test_a_read_only_page_shows_the_latest_estimate_in_another_currency(cfg):
+    """The page as `cost-pipeline report` reads it: through a read-only connection, which has
+    none of the pipeline's macros. SX recorded at EUR 200 (1 Feb), then at EUR 100 (2 Feb), on
+    a euro bill, then billed in yen: the latest recording (EUR 100, not 200) is shown apart in
+    euros, as on the pipeline's own connection."""
+    Path(cfg.warehouse_path).parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(cfg.warehouse_path) as con:
+        billed_in(con, "EUR")
+    earlier = approve(cfg, "SX", 200, datetime(2024, 2, 1, tzinfo=UTC))
+    latest = approve(cfg, "SX", 100, datetime(2024, 2, 2, tzinfo=UTC))
+    assert [(r["estimated_cost"], r["currency"]) for r in (earlier, latest)] == [
+        (200.0, "EUR"), (100.0, "EUR")]
+    with duckdb.connect(cfg.warehouse_path) as con:
+        ensure_schema(con)
+        con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                    "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+        months(con)  # JPY 60 in February, JPY 50 in March
+        con.execute("INSERT INTO billing_months VALUES ('2024-01-01', 1, 1, 1, 1, 'EUR'), "
+                    "('2024-02-01', 1, 1, 1, 1, 'JPY'), ('2024-03-01', 1, 1, 1, 1, 'JPY')")
+        insert_lines(con, MARCH, [{
+            "ChargePeriodStart": d(3), "ChargePeriodEnd": d(3, hour=1), "ChargeCategory": "Usage",
+            "EffectiveCost": 57.0, "x_CostComponent": "gpu", "x_SourceLine": "l0",
+            "BillingCurrency": "JPY"}])
+        assert search_costs(con)["SX"] == (None, pytest.approx(110.0), None)
+    with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
+        page = render_html(collect(con, MARCH), "test.duckdb")
+    sx = search_row(page, "SX")
+    assert ('EUR 100.00 <span class="note" data-estimate-currency="EUR">in EUR: not compared '
+            'with spend in JPY</span>') in sx
+    assert "EUR 200.00" not in sx

@@ -44,30 +44,52 @@ def bigquery(tmp_path_factory):
     except bq_emulator.EmulatorUnavailable as exc:
         pytest.skip(f"BigQuery emulator unavailable: {exc}")
     try:
-        from google.api_core.client_options import ClientOptions
-        from google.auth.credentials import AnonymousCredentials
-        from google.cloud import bigquery as bq
-
-        client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
-                           client_options=ClientOptions(api_endpoint=emulator.endpoint))
-        client.create_dataset(export.DATASET)
-        table = client.create_table(bq.Table(TABLE_ID, schema=export.SCHEMA))
-        # load jobs do not work on the emulator: streaming inserts do
-        assert client.insert_rows_json(table, export_rows()) == []
+        _client(emulator.endpoint).create_dataset(export.DATASET)
+        _export_table(emulator.endpoint, export.TABLE, export_rows())
         yield emulator.endpoint
     finally:
         server.__exit__(None, None, None)
 
 
-def _source(endpoint: str, **extra) -> GcpBillingExportSource:
-    return GcpBillingExportSource(kind="gcp_billing_export", table=TABLE_ID,
-                                  api_endpoint=endpoint, **extra)
+def _client(endpoint: str):
+    """The google-cloud-bigquery client of the emulator at `endpoint`."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import bigquery as bq
+
+    return bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
+                     client_options=ClientOptions(api_endpoint=endpoint))
 
 
-def _config(tmp_path: Path, endpoint: str, runs: str | None = None) -> Path:
-    doc = {"warehouse": {"path": "warehouse.duckdb"},
-           "billing": [{"kind": "gcp_billing_export", "table": TABLE_ID,
-                        "api_endpoint": endpoint}]}
+def _export_table(endpoint: str, name: str, rows: list[dict],
+                  without: str | None = None) -> GcpBillingExportSource:
+    """A table `name` of `rows` in the export's dataset (the export's fields, less the field
+    `without`), and a source reading it."""
+    from google.cloud import bigquery as bq
+
+    client = _client(endpoint)
+    table_id = f"{bq_emulator.PROJECT}.{export.DATASET}.{name}"
+    table = client.create_table(bq.Table(table_id, schema=[
+        f for f in export.SCHEMA if f.name != without]))
+    if rows:  # load jobs do not work on the emulator: streaming inserts do
+        assert client.insert_rows_json(table, [
+            {k: v for k, v in r.items() if k != without} for r in rows]) == []
+    return _source(endpoint, table_id)
+
+
+def _source(endpoint: str, table: str = TABLE_ID) -> GcpBillingExportSource:
+    return GcpBillingExportSource(kind="gcp_billing_export", table=table,
+                                  api_endpoint=endpoint)
+
+
+def _billing(endpoint: str, table: str = TABLE_ID, **extra) -> dict:
+    """The config's entry of the export `table` on the emulator at `endpoint`."""
+    return {"kind": "gcp_billing_export", "table": table, "api_endpoint": endpoint, **extra}
+
+
+def _config(tmp_path: Path, endpoint: str, runs: str | None = None,
+            table: str = TABLE_ID) -> Path:
+    doc = {"warehouse": {"path": "warehouse.duckdb"}, "billing": [_billing(endpoint, table)]}
     if runs is not None:
         (tmp_path / "runs.csv").write_text(runs, encoding="utf-8")
         doc["tracker"] = [{"kind": "runs_file", "path": "runs.csv"}]
@@ -78,6 +100,30 @@ def _config(tmp_path: Path, endpoint: str, runs: str | None = None) -> Path:
 
 def _expected_total(rows: list[dict]) -> float:
     return sum(r["cost"] + sum(c["amount"] for c in r["credits"]) for r in rows)
+
+
+def _september(tmp_path: Path, billing: dict, query: str, **config) -> tuple:
+    """September's billing_facts of the export `billing` (a config entry) in a warehouse of
+    their own: the summary, and the rows of `query` (its one parameter the month)."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    cfg = parse_config({"billing": [billing], **config}, tmp_path)
+    with duckdb.connect() as con:
+        summary = build_billing_facts(con, cfg, SEPT, LOG)
+        return summary, con.execute(query, [SEPT]).fetchall()
+
+
+def _spot_chain(con) -> tuple[list[tuple], str]:
+    """September's preemption chains, and the evidence of the lever to checkpoint before
+    going preemptible."""
+    chain = con.execute(
+        "SELECT chain_id, runs, cost, lost_cost, on_demand_cost, last_run_id, "
+        "last_run_on_demand_cost, spot_cost_more_than_on_demand FROM preemption "
+        "WHERE month = ?", [SEPT]).fetchall()
+    ((evidence,),) = con.execute(
+        "SELECT evidence FROM cost_levers WHERE month = ? "
+        "AND lever = 'checkpoint before going preemptible'", [SEPT]).fetchall()
+    return chain, evidence
 
 
 def test_month_is_read_by_usage_time_and_reduced_inside_bigquery(bigquery):
@@ -104,16 +150,13 @@ def test_month_is_read_by_usage_time_and_reduced_inside_bigquery(bigquery):
 
 
 def test_billing_facts_from_the_export(bigquery, tmp_path):
-    from cost_pipeline.ingest.billing import build_billing_facts
-
-    cfg = parse_config(yaml.safe_load(_config(tmp_path, bigquery).read_text()), tmp_path)
-    with duckdb.connect() as con:
-        summary = build_billing_facts(con, cfg, SEPT, LOG)
-        facts = {r[0]: r for r in con.execute(
-            """SELECT x_SourceLine, ChargeCategory, x_CostComponent, EffectiveCost, BilledCost,
-                      x_AcceleratorCount, x_UsageHours, ResourceId, x_ResourceKind,
-                      x_InstanceType, ChargePeriodStart, ChargePeriodEnd, Tags
-               FROM billing_facts WHERE month = ? ORDER BY 1""", [SEPT]).fetchall()}
+    summary, rows = _september(
+        tmp_path, _billing(bigquery),
+        """SELECT x_SourceLine, ChargeCategory, x_CostComponent, EffectiveCost, BilledCost,
+                  x_AcceleratorCount, x_UsageHours, ResourceId, x_ResourceKind,
+                  x_InstanceType, ChargePeriodStart, ChargePeriodEnd, Tags
+           FROM billing_facts WHERE month = ? ORDER BY 1""")
+    facts = {r[0]: r for r in rows}
     september = [r for r in export_rows() if in_september(r)]
     assert summary.rows == len(facts) == 20 and summary.currency == "USD"
     assert summary.total_effective_cost == pytest.approx(_expected_total(september))
@@ -166,14 +209,9 @@ def test_list_cost_and_pricing_category_from_the_export(bigquery, tmp_path):
     """ListCost is the export's cost_at_list (credit rows 0), none on a Spot/Preemptible SKU
     (its cost_at_list is the spot SKU's); those SKUs are spot, usage with committed use
     credits committed, other usage on_demand, the rest other."""
-    from cost_pipeline.ingest.billing import build_billing_facts
-
-    cfg = parse_config(yaml.safe_load(_config(tmp_path, bigquery).read_text()), tmp_path)
-    with duckdb.connect() as con:
-        build_billing_facts(con, cfg, SEPT, LOG)
-        facts = {r[0]: r[1:] for r in con.execute(
-            """SELECT x_SourceLine, ListCost, x_PricingCategory FROM billing_facts
-               WHERE month = ?""", [SEPT]).fetchall()}
+    _, rows = _september(tmp_path, _billing(bigquery), "SELECT x_SourceLine, ListCost, "
+                         "x_PricingCategory FROM billing_facts WHERE month = ?")
+    facts = {r[0]: r[1:] for r in rows}
 
     def line(resource, hour, sku, suffix=""):
         return facts[f"gcp_billing_export:{resource}:{hour}:{sku}{suffix}"]
@@ -204,43 +242,22 @@ def test_without_cost_at_list_a_spot_line_has_no_list_cost(bigquery, tmp_path, d
     run on demand ($2.00 against $1.00). A spot line's ListCost is NULL now: the chain has no
     on-demand figure (as from CUR or FOCUS without the column); other usage keeps its cost
     before credits, the price without sustained or committed use discounts."""
-    from google.api_core.client_options import ClientOptions
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import bigquery as bq
-
     from cost_pipeline.cli.materialize import materialize_month
 
-    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
-                       client_options=ClientOptions(api_endpoint=bigquery))
-    name = f"{bq_emulator.PROJECT}.{export.DATASET}.{export.TABLE}_no_list"
-    table = client.create_table(bq.Table(name, schema=[
-        f for f in export.SCHEMA if f.name != "cost_at_list"]))
-    rows = [{k: v for k, v in r.items() if k != "cost_at_list"} for r in export_rows()]
-    assert client.insert_rows_json(table, rows) == []
+    source = _export_table(bigquery, f"{export.TABLE}_no_list", export_rows(),
+                           without="cost_at_list")
     # VM_D, a Spot g2-standard-48, ran 07:00-07:30: its L4 line 1.40 and core line 0.60. s1
     # ran the first quarter hour, s2 restarted it from scratch for the second: half each
-    (tmp_path / "runs.csv").write_text(
+    config = _config(tmp_path, bigquery, (
         "run_id,status,start_time,end_time,resource_ids,restart_of,resumed_from\n"
         f"s1,KILLED,2026-09-21T07:00:00Z,2026-09-21T07:15:00Z,{VM_D},,\n"
-        f"s2,FINISHED,2026-09-21T07:15:00Z,2026-09-21T07:30:00Z,{VM_D},s1,\n",
-        encoding="utf-8")
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "warehouse": {"path": "warehouse.duckdb"},
-        "billing": [{"kind": "gcp_billing_export", "table": name, "api_endpoint": bigquery}],
-        "tracker": [{"kind": "runs_file", "path": "runs.csv"}]}), encoding="utf-8")
+        f"s2,FINISHED,2026-09-21T07:15:00Z,2026-09-21T07:30:00Z,{VM_D},s1,\n"), source.table)
     assert materialize_month(str(config), SEPT, progress=False).success
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
         listed = {r[0].split(":", 1)[1]: r[1:] for r in con.execute(
             "SELECT x_SourceLine, ListCost, x_PricingCategory FROM billing_facts "
             "WHERE month = ?", [SEPT]).fetchall()}
-        chain = con.execute(
-            "SELECT chain_id, runs, cost, lost_cost, on_demand_cost, last_run_id, "
-            "last_run_on_demand_cost, spot_cost_more_than_on_demand FROM preemption "
-            "WHERE month = ?", [SEPT]).fetchall()
-        ((evidence,),) = con.execute(
-            "SELECT evidence FROM cost_levers WHERE month = ? "
-            "AND lever = 'checkpoint before going preemptible'", [SEPT]).fetchall()
+        chain, evidence = _spot_chain(con)
     assert listed[f"{VM_D}:2026-09-21T07:00:00Z:A1B2-C3D4-0L40"] == (None, "spot")
     assert listed[f"{VM_D}:2026-09-21T07:00:00Z:A1B2-C3D4-0G20"] == (None, "spot")
     # on-demand and committed usage: the cost before credits; a credit row 0
@@ -309,42 +326,17 @@ def test_an_hours_rows_of_other_labels_reduce_to_the_same_labels_in_any_order(bi
     # labels differ but in the run's. The reduced row's labels were ANY_VALUE's pick — the
     # row BigQuery happens to meet first, which may change from one query to the next; they
     # are the greatest now, whatever the order the rows were written in
-    from google.api_core.client_options import ClientOptions
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import bigquery as bq
-
-    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
-                       client_options=ClientOptions(api_endpoint=bigquery))
     hour = ("2026-09-12T08:00:00Z", "2026-09-12T09:00:00Z")
     rows = [export._row(export.CORE_N2, *hour, cost, resource=VM_B, amount=1800.0,
                         pricing=0.5, labels={"run_id": "r1", "team": team}, spec=export.N2)
             for cost, team in ((0.25, "nlp"), (0.5, "vision"))]
     read = []
     for name, order in (("relabelled_a", rows), ("relabelled_b", rows[::-1])):
-        table = client.create_table(bq.Table(
-            f"{bq_emulator.PROJECT}.{export.DATASET}.{name}", schema=export.SCHEMA))
-        assert client.insert_rows_json(table, order) == []
-        source = GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=bigquery,
-                                        table=f"{bq_emulator.PROJECT}.{export.DATASET}.{name}")
+        source = _export_table(bigquery, name, order)
         read.append([(r["amount"], r["run_label"], r["labels_json"])
                      for r in read_month("gcp", source, SEPT, "run_id").rows.to_pylist()])
     assert read[0] == read[1] == [(0.75, "r1", '[{"key":"run_id","value":"r1"},'
                                                '{"key":"team","value":"vision"}]')]
-
-
-def _export_table(endpoint: str, name: str, rows: list[dict]) -> GcpBillingExportSource:
-    """A table of `rows` beside the session's export, and a source reading it."""
-    from google.api_core.client_options import ClientOptions
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import bigquery as bq
-
-    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
-                       client_options=ClientOptions(api_endpoint=endpoint))
-    table_id = f"{bq_emulator.PROJECT}.{export.DATASET}.{name}"
-    table = client.create_table(bq.Table(table_id, schema=export.SCHEMA))
-    assert client.insert_rows_json(table, rows) == []
-    return GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=endpoint,
-                                  table=table_id)
 
 
 def _export_row(rows: list[dict], sku: dict, start: str, nth: int = 0) -> dict:
@@ -426,20 +418,14 @@ def test_the_months_lines_are_numbered_in_one_order_whatever_the_exports(bigquer
     # BigQuery returns a GROUP BY's rows in any order, and x_Row numbers them: the
     # normalization numbers them in the order of their key, so the same export gives the same
     # billing facts. An export row without an end is the hour's (as before)
-    from cost_pipeline.ingest.billing import build_billing_facts
-
     rows = export_rows()
     _export_row(rows, export.CORE_A2, H10)["usage_end_time"] = None
     lines = []
     for name, order in (("ordered_a", rows), ("ordered_b", rows[::-1])):
         table = _export_table(bigquery, name, order).table
-        cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": table,
-                                         "api_endpoint": bigquery, "name": "gcp"}]}, tmp_path)
-        with duckdb.connect() as con:
-            build_billing_facts(con, cfg, SEPT, LOG)
-            lines.append(con.execute(
-                "SELECT x_Row, x_SourceLine, ChargePeriodEnd FROM billing_facts "
-                "ORDER BY x_Row").fetchall())
+        lines.append(_september(tmp_path, _billing(bigquery, table, name="gcp"),
+                                "SELECT x_Row, x_SourceLine, ChargePeriodEnd FROM billing_facts "
+                                "WHERE month = ? ORDER BY x_Row")[1])
     assert [line[:2] for line in lines[0]] == [line[:2] for line in lines[1]]
     assert [line[0] for line in lines[0]] == list(range(1, len(lines[0]) + 1))
     core = [line for line in lines[0]
@@ -460,9 +446,8 @@ def test_a_month_of_two_sources_names_the_other_currency_in_its_sources_own_fiel
                 ChargePeriodStart="2026-09-03T10:00:00Z",
                 ChargePeriodEnd="2026-09-03T11:00:00Z") for i in range(30)]
     focus = write_csv(tmp_path / "focus" / "september.csv", euro)
-    cfg = parse_config({"billing": [
-        {"kind": "gcp_billing_export", "table": TABLE_ID, "api_endpoint": bigquery},
-        {"kind": "focus", "path": str(focus)}]}, tmp_path)
+    cfg = parse_config({"billing": [_billing(bigquery), {"kind": "focus", "path": str(focus)}]},
+                       tmp_path)
     with duckdb.connect() as con, pytest.raises(SourceError) as caught:
         build_billing_facts(con, cfg, SEPT, LOG)
     assert caught.value.source == "gcp_billing_export"
@@ -482,7 +467,7 @@ def test_an_export_after_another_source_is_read(bigquery, tmp_path):
                ChargePeriodStart="2026-09-03T10:00:00Z",
                ChargePeriodEnd="2026-09-03T11:00:00Z") for i in range(4)]
     focus = {"kind": "focus", "path": str(write_csv(tmp_path / "focus" / "september.csv", usd))}
-    gcp = {"kind": "gcp_billing_export", "table": TABLE_ID, "api_endpoint": bigquery}
+    gcp = _billing(bigquery)
     totals = {}
     for name, billing in (("gcp", [gcp]), ("focus", [focus]), ("both", [focus, gcp]),
                           ("two exports", [gcp, gcp | {"name": "gcp_b"}])):
@@ -498,30 +483,19 @@ def test_an_export_after_another_source_is_read(bigquery, tmp_path):
 def test_a_table_lacking_the_fields_read_is_refused_naming_them(bigquery):
     # the standard export (no `resource`), or a table lacking a field the query reads: named
     # before the query, where BigQuery's error named one field (`Unrecognized name: resource`)
-    from google.api_core.client_options import ClientOptions
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import bigquery as bq
-
-    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
-                       client_options=ClientOptions(api_endpoint=bigquery))
     for dropped, problem in (
             ("resource", gcp_billing.STANDARD_EXPORT_FIX),
             ("usage", "not a detailed billing export: no field usage.amount, usage.unit, "
                       "usage.amount_in_pricing_units, usage.pricing_unit"),
             ("cost_type", "not a detailed billing export: no field cost_type")):
-        table_id = f"{bq_emulator.PROJECT}.{export.DATASET}.without_{dropped}"
-        client.create_table(bq.Table(table_id, schema=[
-            f for f in export.SCHEMA if f.name != dropped]))
-        source = GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=bigquery,
-                                        table=table_id)
+        source = _export_table(bigquery, f"without_{dropped}", [], without=dropped)
         with pytest.raises(SourceError) as caught:
             read_month("gcp", source, SEPT, "run_id")
-        assert (caught.value.where, caught.value.problem) == (table_id, problem)
+        assert (caught.value.where, caught.value.problem) == (source.table, problem)
 
 
 def test_missing_table_and_bad_table_ids_are_source_errors(bigquery):
-    missing = GcpBillingExportSource(kind="gcp_billing_export", api_endpoint=bigquery,
-                                     table=f"{bq_emulator.PROJECT}.{export.DATASET}.no_such_table")
+    missing = _source(bigquery, f"{bq_emulator.PROJECT}.{export.DATASET}.no_such_table")
     with pytest.raises(SourceError, match="no_such_table"):
         read_month("gcp", missing, SEPT, "run_id")
     for bad in ("billing.t` WHERE true --", "a.b.c.d", "proj.dataset.ta-ble", "t"):
@@ -594,22 +568,13 @@ def _tpu_rows() -> list[dict]:
 def test_tpu_skus_are_accelerator_lines_counted_in_chips(bigquery, tmp_path):
     """Issue 15.4: a TPU slice is a gpu line with G = its chips and hours per chip, so its
     accelerator-hours (x_UsageHours × G) are the chip-hours billed and reconcile like GPUs."""
-    from google.api_core.client_options import ClientOptions
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import bigquery as bq
-
     from cost_pipeline.attribution import build_attribution
     from cost_pipeline.ingest.billing import build_billing_facts
     from cost_pipeline.warehouse import month_params
     from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
-    table_id = f"{bq_emulator.PROJECT}.{export.DATASET}.{TPU_TABLE}"
-    client = bq.Client(project=bq_emulator.PROJECT, credentials=AnonymousCredentials(),
-                       client_options=ClientOptions(api_endpoint=bigquery))
-    table = client.create_table(bq.Table(table_id, schema=export.SCHEMA), exists_ok=True)
-    assert client.insert_rows_json(table, _tpu_rows()) == []
-    cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": table_id,
-                                     "api_endpoint": bigquery}]}, tmp_path)
+    source = _export_table(bigquery, TPU_TABLE, _tpu_rows())
+    cfg = parse_config({"billing": [_billing(bigquery, source.table)]}, tmp_path)
     with duckdb.connect() as con:
         summary = build_billing_facts(con, cfg, SEPT, LOG)
         facts = {r[0].rsplit("/", 1)[-1]: r[1:] for r in con.execute(
@@ -651,7 +616,7 @@ def test_the_gcp_month_exports_as_valid_focus(bigquery, tmp_path):
     from cost_pipeline.ingest.billing import build_billing_facts
     from cost_pipeline.warehouse import month_params
 
-    cfg = parse_config(yaml.safe_load(_config(tmp_path, bigquery).read_text()), tmp_path)
+    cfg = parse_config({"billing": [_billing(bigquery)]}, tmp_path)
     with duckdb.connect() as con:
         summary = build_billing_facts(con, cfg, SEPT, LOG)
         build_attribution(con, SEPT, month_params(cfg, SEPT))
@@ -724,19 +689,12 @@ def test_the_runs_transaction_does_not_keep_the_months_rows(tmp_path, monkeypatc
 
 def _facts_of(endpoint: str, name: str, rows: list[dict], tmp_path: Path) -> dict:
     """billing_facts of a table of `rows`, by x_SourceLine."""
-    from cost_pipeline.ingest.billing import build_billing_facts
-
-    source = _export_table(endpoint, name, rows)
-    cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": source.table,
-                                     "api_endpoint": endpoint}]}, tmp_path)
-    with duckdb.connect() as con:
-        build_billing_facts(con, cfg, SEPT, LOG)
-        cur = con.execute(
-            "SELECT x_SourceLine, ChargeCategory, x_CostComponent, EffectiveCost, "
-            "x_AcceleratorCount, x_UsageHours, x_InstanceUsage, Tags FROM billing_facts "
-            "WHERE month = ? ORDER BY x_Row", [SEPT])
-        names = [d[0] for d in cur.description]
-        return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+    names = ("x_SourceLine", "ChargeCategory", "x_CostComponent", "EffectiveCost",
+             "x_AcceleratorCount", "x_UsageHours", "x_InstanceUsage", "Tags")
+    _, facts = _september(tmp_path, _billing(endpoint, _export_table(endpoint, name, rows).table),
+                          f"SELECT {', '.join(names)} FROM billing_facts WHERE month = ? "
+                          "ORDER BY x_Row")
+    return {r[0]: dict(zip(names, r, strict=True)) for r in facts}
 
 
 def test_a_gpu_commitments_fee_is_a_purchase_not_gpu_hours_run(bigquery, tmp_path):
@@ -809,14 +767,7 @@ def _month_of(endpoint: str, name: str, rows: list[dict], runs: str, tmp_path: P
     `runs`."""
     from cost_pipeline.cli.materialize import materialize_month
 
-    source = _export_table(endpoint, name, rows)
-    (tmp_path / "runs.csv").write_text(runs, encoding="utf-8")
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "warehouse": {"path": "warehouse.duckdb"},
-        "billing": [{"kind": "gcp_billing_export", "table": source.table,
-                     "api_endpoint": endpoint}],
-        "tracker": [{"kind": "runs_file", "path": "runs.csv"}]}), encoding="utf-8")
+    config = _config(tmp_path, endpoint, runs, _export_table(endpoint, name, rows).table)
     result = materialize_month(str(config), SEPT, progress=False)
     assert result.success, result.error
     assert {c.name: c.passed for c in result.checks}["cost_conserved"]
@@ -849,13 +800,7 @@ def test_a_spot_skus_cost_at_list_is_no_on_demand_price(bigquery, tmp_path, dags
         listed = con.execute(
             "SELECT count(*), count(ListCost), min(x_PricingCategory), max(x_PricingCategory) "
             "FROM billing_facts WHERE month = ?", [SEPT]).fetchone()
-        chain = con.execute(
-            "SELECT chain_id, runs, cost, lost_cost, on_demand_cost, last_run_id, "
-            "last_run_on_demand_cost, spot_cost_more_than_on_demand FROM preemption "
-            "WHERE month = ?", [SEPT]).fetchall()
-        ((evidence,),) = con.execute(
-            "SELECT evidence FROM cost_levers WHERE month = ? "
-            "AND lever = 'checkpoint before going preemptible'", [SEPT]).fetchall()
+        chain, evidence = _spot_chain(con)
         focus = focus_rows(con, SEPT).select(["BilledCost", "ListCost"]).to_pylist()
     assert listed == (4, 0, "spot", "spot")
     assert chain == [("ra", 2, pytest.approx(2.0), pytest.approx(1.0), None, "rb", None, None)]
@@ -1016,7 +961,6 @@ def test_a_months_first_hours_on_the_previous_invoice_keep_their_line_ids(bigque
     the previous month's invoice. Those lines were suffixed `:invoice=202608`, so the ids of
     every month's first hours changed. Only a key whose slices are on two invoices is a line
     per invoice month: the earliest keeps the plain id, a later one is suffixed."""
-    from cost_pipeline.ingest.billing import build_billing_facts
     from tests.support.gcp_export_rows import A2, _row
 
     vm_a = dict(resource=VM_A, name="trainer-a100", spec=A2)
@@ -1032,13 +976,9 @@ def test_a_months_first_hours_on_the_previous_invoice_keep_their_line_ids(bigque
              invoice="202609", **vm_a),
     ]
     source = _export_table(bigquery, "pacific_invoice", rows)
-    cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": source.table,
-                                     "api_endpoint": bigquery}]}, tmp_path)
-    with duckdb.connect() as con:
-        build_billing_facts(con, cfg, SEPT, LOG)
-        lines = con.execute(
-            "SELECT x_SourceLine, BillingPeriodStart, BilledCost, x_UsageHours "
-            "FROM billing_facts WHERE month = ? ORDER BY x_Row", [SEPT]).fetchall()
+    _, lines = _september(tmp_path, _billing(bigquery, source.table),
+                          "SELECT x_SourceLine, BillingPeriodStart, BilledCost, x_UsageHours "
+                          "FROM billing_facts WHERE month = ? ORDER BY x_Row")
     line = f"gcp_billing_export:{VM_A}:2026-09-01T0{{}}:00:00Z:{export.GPU_A100['id']}"
     assert lines == [
         (line.format(2), datetime(2026, 8, 1), pytest.approx(24.0), pytest.approx(1.0)),
@@ -1052,7 +992,6 @@ def test_an_unknown_n1_gpu_count_is_set_under_the_type_the_warning_names(bigquer
     GPU count is unknown, the warning lists that type, and `accelerators:` under that name
     sets it. The count was looked up by the machine type alone, so the name listed never
     matched (and `n1-standard-8` would have made every n1-standard-8 VM an accelerator VM)."""
-    from cost_pipeline.ingest.billing import build_billing_facts
     from tests.support.gcp_export_rows import N1, _row
 
     t4_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/903"
@@ -1070,15 +1009,11 @@ def test_an_unknown_n1_gpu_count_is_set_under_the_type_the_warning_names(bigquer
     t4 = "n1-standard-8 + nvidia-tesla-t4"
 
     def facts(accelerators: dict) -> tuple:
-        cfg = parse_config({"billing": [{"kind": "gcp_billing_export", "table": source.table,
-                                         "api_endpoint": bigquery}],
-                            "accelerators": accelerators}, tmp_path)
-        with duckdb.connect() as con:
-            summary = build_billing_facts(con, cfg, SEPT, LOG)
-            lines = con.execute(
-                "SELECT ResourceId, x_InstanceType, x_CostComponent, x_AcceleratorCount, "
-                "x_UsageHours, x_UnknownAcceleratorType FROM billing_facts WHERE month = ? "
-                "ORDER BY ResourceId", [SEPT]).fetchall()
+        summary, lines = _september(
+            tmp_path, _billing(bigquery, source.table),
+            "SELECT ResourceId, x_InstanceType, x_CostComponent, x_AcceleratorCount, "
+            "x_UsageHours, x_UnknownAcceleratorType FROM billing_facts WHERE month = ? "
+            "ORDER BY ResourceId", accelerators=accelerators)
         return summary.unknown_instance_types, lines
 
     plain = (plain_vm, "n1-standard-8", "cpu", 0, pytest.approx(1.0), False)

@@ -57,19 +57,30 @@ RUNS = {
 }
 
 
+def finished_run(client, experiment: str, name: str, start: datetime, end: datetime,
+                 tags: dict[str, str]) -> str:
+    """Run `name` of `experiment`, FINISHED, from `start` to `end`: its MLflow id."""
+    run = client.create_run(experiment, start_time=ms(start), tags=tags, run_name=name)
+    client.set_terminated(run.info.run_id, "FINISHED", end_time=ms(end))
+    return run.info.run_id
+
+
 def write_runs(uri: str, experiment_name: str = "costs") -> dict[str, str]:
     """The runs above in the MLflow at `uri`, named by their ids; name → MLflow id."""
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
     experiment = client.create_experiment(experiment_name)
-    ids = {}
-    for name, (start, end, tags) in RUNS.items():
-        run = client.create_run(experiment, start_time=ms(start), tags=tags, run_name=name)
-        ids[name] = run.info.run_id
-        client.set_terminated(run.info.run_id, "FINISHED", end_time=ms(end))
+    ids = {name: finished_run(client, experiment, name, *run) for name, run in RUNS.items()}
     client.delete_run(ids["r-del"])
     return ids
+
+
+def sqlite_runs(folder: Path, db: str, experiment: str | None = None) -> tuple[str, dict]:
+    """The runs above in a sqlite store `db`.db of `folder`, in `experiment` (by default the
+    store's name): its URI, and name → MLflow id."""
+    uri = f"sqlite:///{folder / f'{db}.db'}"
+    return uri, write_runs(uri, experiment or db)
 
 
 def cost_tags(uri: str, mlflow_id: str) -> dict[str, str]:
@@ -238,9 +249,7 @@ def test_runs_are_matched_by_the_id_the_reader_keeps(id_tags, fast_dir):
     ids = {}
     for name, id_tag in (("  nb-child ", "\tnb-child "), ("nb-blank", "   ")):
         run_tags = {**tags, "run_id": id_tag} if "run_id" in id_tags.values() else tags
-        run = client.create_run(experiment, start_time=ms(start), tags=run_tags, run_name=name)
-        client.set_terminated(run.info.run_id, "FINISHED", end_time=ms(end))
-        ids[name] = run.info.run_id
+        ids[name] = finished_run(client, experiment, name, start, end, run_tags)
     read = {row["run_id"] for row in mlflow_runs.read_mlflow_runs(
         uri, "mlflow", experiments=["blanks"], tags=id_tags, log=LOG)}
     blank_id = "nb-blank" if id_tags == BY_NAME else ids["nb-blank"]
@@ -264,8 +273,7 @@ def test_a_run_without_cost_now_loses_its_tags_and_amounts_round_half_up(fast_di
     `cost.currency` names both."""
     from mlflow import MlflowClient
 
-    uri = f"sqlite:///{fast_dir / 'stale.db'}"
-    ids = write_runs(uri, "stale")
+    uri, ids = sqlite_runs(fast_dir, "stale")
     con = duckdb.connect()
     run_costs_rows(con, [(MAY, "r-a", 2.675, 0.0, 0.0, 0.0, 0.0, 0.0005),
                          (MAY, "r-b", 0.0, 0.5, 0.0, 0.0, 0.0, 0.0)])
@@ -297,36 +305,60 @@ def test_a_run_without_cost_now_loses_its_tags_and_amounts_round_half_up(fast_di
     assert (again.calls, again.runs_unchanged, again.tags_deleted) == (0, 1, 0)
 
 
-def test_a_run_another_tracker_tells_gets_no_tags_here(fast_dir, tmp_path):
-    """Run r-b is in a runs file listed first and in MLflow: the warehouse keeps the runs
-    file's (SPEC: the first tracker's), so its cost is that run's; the MLflow run of the same
-    id, whose facts were set aside, got that cost as its `cost.*` tags."""
+def team_mlflow(uri: str, experiment: str) -> dict:
+    """Tracker `team-mlflow`: `experiment` of the MLflow at `uri`, its runs known by their
+    names, written back."""
+    return {"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
+            "experiments": [experiment], "tags": BY_NAME, "write_back": True}
+
+
+def june_warehouse(folder: Path, cost_rows: list[tuple], sources: dict[str, str],
+                   trackers: list[dict]) -> tuple[Path, Path]:
+    """A warehouse in `folder` holding `cost_rows` (as HAND_ROWS) and May's runs, run id →
+    the tracker that told it, and a config reading it with the `trackers`: both paths."""
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    warehouse = folder / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        run_costs_rows(con, cost_rows)
+        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": run_id, "source": source,
+                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}
+                               for run_id, source in sources.items()])
+    config = folder / "config.yaml"
+    config.write_text(yaml.safe_dump({"warehouse": {"path": str(warehouse)},
+                                      "tracker": trackers}))
+    return warehouse, config
+
+
+def write_back_june(warehouse: Path, config: Path) -> tuple[dict, set]:
+    """June's `tracker_cost_tags` alone, through Dagster: its metadata and the warehouse's
+    record of the runs it tagged, (store, MLflow run id) pairs."""
     import dagster as dg
 
     from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
     from cost_pipeline.defs.resources import PipelineSettings, Warehouse
-    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
-    uri = f"sqlite:///{fast_dir / 'two-trackers.db'}"
-    ids = write_runs(uri, "two-trackers")
-    warehouse = tmp_path / "w.duckdb"
-    with duckdb.connect(str(warehouse)) as con:
-        run_costs_rows(con, HAND_ROWS[:3])
-        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": "r-a", "source": "team-mlflow",
-                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)},
-                               {**RUN_DEFAULTS, "run_id": "r-b", "source": "runs",
-                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}])
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "warehouse": {"path": str(warehouse)},
-        "tracker": [{"kind": "runs_file", "name": "runs", "path": "runs.csv"},
-                    {"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
-                     "experiments": ["two-trackers"], "tags": BY_NAME, "write_back": True}]}))
     result = dg.materialize(
         [tracker_cost_tags], partition_key="2026-06-01",
         resources={"duckdb": Warehouse(database=str(warehouse)),
                    "settings": PipelineSettings(config_path=str(config))})
     assert result.success
+    (event,) = result.asset_materializations_for_node("tracker_cost_tags")
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        recorded = set(con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
+                                   ).fetchall())
+    return {k: v.value for k, v in event.metadata.items()}, recorded
+
+
+def test_a_run_another_tracker_tells_gets_no_tags_here(fast_dir, tmp_path):
+    """Run r-b is in a runs file listed first and in MLflow: the warehouse keeps the runs
+    file's (SPEC: the first tracker's), so its cost is that run's; the MLflow run of the same
+    id, whose facts were set aside, got that cost as its `cost.*` tags."""
+    uri, ids = sqlite_runs(fast_dir, "two-trackers")
+    write_back_june(*june_warehouse(
+        tmp_path, HAND_ROWS[:3], {"r-a": "team-mlflow", "r-b": "runs"},
+        [{"kind": "runs_file", "name": "runs", "path": "runs.csv"},
+         team_mlflow(uri, "two-trackers")]))
     assert cost_tags(uri, ids["r-a"]) == EXPECTED["r-a"]
     assert cost_tags(uri, ids["r-b"]) == {}
 
@@ -340,44 +372,20 @@ def test_two_trackers_on_one_store_leave_each_others_runs_tagged(first_writes_ba
     stale, on every materialization. Now the run keeps them, written once (by `fraud-team`
     too when `all` does not write back), and a second materialization writes and deletes
     nothing."""
-    import dagster as dg
-
-    from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
-    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
-    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
-
-    uri = f"sqlite:///{fast_dir / f'same-store-{first_writes_back}.db'}"
-    ids = write_runs(uri, "fraud")
-    warehouse = tmp_path / "w.duckdb"
-    with duckdb.connect(str(warehouse)) as con:
-        run_costs_rows(con, HAND_ROWS[:3])
-        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": run_id, "source": "all",
-                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}
-                               for run_id in ("r-a", "r-b")])
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "warehouse": {"path": str(warehouse)},
-        "tracker": [{"kind": "mlflow", "name": "all", "tracking_uri": uri, "tags": BY_NAME,
-                     "write_back": first_writes_back},
-                    {"kind": "mlflow", "name": "fraud-team", "tracking_uri": uri,
-                     "experiments": ["fraud"], "tags": BY_NAME, "write_back": True}]}))
-
-    def materialize() -> dict:
-        result = dg.materialize(
-            [tracker_cost_tags], partition_key="2026-06-01",
-            resources={"duckdb": Warehouse(database=str(warehouse)),
-                       "settings": PipelineSettings(config_path=str(config))})
-        assert result.success
-        (event,) = result.asset_materializations_for_node("tracker_cost_tags")
-        return {k: v.value for k, v in event.metadata.items()}
-
-    first = materialize()
+    uri, ids = sqlite_runs(fast_dir, f"same-store-{first_writes_back}", "fraud")
+    warehouse, config = june_warehouse(
+        tmp_path, HAND_ROWS[:3], {"r-a": "all", "r-b": "all"},
+        [{"kind": "mlflow", "name": "all", "tracking_uri": uri, "tags": BY_NAME,
+          "write_back": first_writes_back},
+         {"kind": "mlflow", "name": "fraud-team", "tracking_uri": uri,
+          "experiments": ["fraud"], "tags": BY_NAME, "write_back": True}])
+    first, _ = write_back_june(warehouse, config)
     for name, tags in EXPECTED.items():
         assert cost_tags(uri, ids[name]) == tags
     # r-a and r-b: 9 tags each, written once; nothing deleted
     assert (first["runs_written"], first["tags_written"]) == (2, 18)
     assert (first["runs_cleared"], first["tags_deleted"]) == (0, 0)
-    again = materialize()
+    again, _ = write_back_june(warehouse, config)
     assert (again["runs_written"], again["tags_written"], again["tags_deleted"]) == (0, 0, 0)
     for name, tags in EXPECTED.items():
         assert cost_tags(uri, ids[name]) == tags
@@ -416,11 +424,7 @@ def test_a_retried_delete_whose_first_attempt_reached_the_server_succeeds(server
 
     monkeypatch.setattr(mlflow_tags, "RETRY_DELAYS", (0.01, 0.01, 0.01))
     client = MlflowClient(server)
-    start, end, run_tags = RUNS["r-b"]
-    run = client.create_run(client.create_experiment("h-exp"), start_time=ms(start),
-                            tags=run_tags, run_name="h-1")
-    h1 = run.info.run_id
-    client.set_terminated(h1, "FINISHED", end_time=ms(end))
+    h1 = finished_run(client, client.create_experiment("h-exp"), "h-1", *RUNS["r-b"])
     tagged: set[str] = set()
     write_cost_tags(server, "srv", {"h-1": EXPECTED["r-b"]}, experiments=["h-exp"],
                     tags=BY_NAME, log=LOG, tagged=tagged)
@@ -476,9 +480,7 @@ EXPERIMENT = "costs-e2e"
 
 
 def write_config(folder: Path, uri: str) -> Path:
-    return config_of(folder, BILL, [{"kind": "mlflow", "name": "team-mlflow",
-                                     "tracking_uri": uri, "experiments": [EXPERIMENT],
-                                     "tags": BY_NAME, "write_back": True}])
+    return config_of(folder, BILL, [team_mlflow(uri, EXPERIMENT)])
 
 
 def config_of(folder: Path, bill_rows: list[dict], trackers: list[dict]) -> Path:
@@ -613,6 +615,8 @@ def test_a_store_is_one_whatever_its_uri_spelling(tmp_path):
 
 
 D_BILL = [vm("june-cpu", "i-31", "m6i.large", "2026-06-03", 5.0)]
+BILLED_HOUR = (datetime(2026, 6, 3, 10), datetime(2026, 6, 3, 11))  # vm()'s on June 3rd
+D_RUN = (*BILLED_HOUR, {"model": "fraud", "purpose": "adhoc", "resource_ids": "i-31"})
 # by hand: d-1 holds i-31 the whole billed hour (10:00-11:00), alone: its $5.00 is all cpu
 D_TAGS = {"cost.total_usd": "5.00", "cost.gpu_usd": "0.00", "cost.cpu_usd": "5.00",
           "cost.storage_usd": "0.00", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
@@ -639,12 +643,7 @@ def test_two_trackers_on_one_server_spelled_apart_keep_its_runs_tags(
 
     experiment = f"d-exp-{spelling}"
     client = MlflowClient(server)
-    run = client.create_run(client.create_experiment(experiment),
-                            start_time=ms(datetime(2026, 6, 3, 10)),
-                            tags={"model": "fraud", "purpose": "adhoc", "resource_ids": "i-31"},
-                            run_name="d-1")
-    d1 = run.info.run_id
-    client.set_terminated(d1, "FINISHED", end_time=ms(datetime(2026, 6, 3, 11)))
+    d1 = finished_run(client, client.create_experiment(experiment), "d-1", *D_RUN)
     by_mlflow_id = spelling == "proxy-by-mlflow-id"
     ids = {} if by_mlflow_id else {"tags": BY_NAME}
     with failing_proxy(server, lambda path, n: False) as (proxy_uri, _answered):
@@ -682,12 +681,7 @@ def test_a_copied_store_keeps_its_own_tags(tmp_path, dagster_home):
 
     prod, staging = tmp_path / "prod.db", tmp_path / "staging.db"
     client = MlflowClient(f"sqlite:///{prod}")
-    run = client.create_run(client.create_experiment("d-exp"),
-                            start_time=ms(datetime(2026, 6, 3, 10)),
-                            tags={"model": "fraud", "purpose": "adhoc", "resource_ids": "i-31"},
-                            run_name="d-1")
-    d1 = run.info.run_id
-    client.set_terminated(d1, "FINISHED", end_time=ms(datetime(2026, 6, 3, 11)))
+    d1 = finished_run(client, client.create_experiment("d-exp"), "d-1", *D_RUN)
     shutil.copy(prod, staging)
     MlflowClient(f"sqlite:///{staging}").set_tag(d1, "cost.total_usd", "1.00")
     config = two_tracker_config(tmp_path, [
@@ -727,11 +721,9 @@ def test_a_large_runs_tags_are_rounded_from_its_exact_sum(tmp_path, dagster_home
     experiment = client.create_experiment("big")
     ids = {}
     for name, resources in (("big-1", "i-41,i-42"), ("big-2", "i-43,i-44")):
-        run = client.create_run(experiment, start_time=ms(datetime(2026, 6, 3, 10)),
-                                tags={"model": "big", "purpose": "production",
-                                      "resource_ids": resources}, run_name=name)
-        ids[name] = run.info.run_id
-        client.set_terminated(ids[name], "FINISHED", end_time=ms(datetime(2026, 6, 3, 11)))
+        ids[name] = finished_run(client, experiment, name, *BILLED_HOUR,
+                                 {"model": "big", "purpose": "production",
+                                  "resource_ids": resources})
     config = config_of(tmp_path, BIG_BILL, [{"kind": "mlflow", "name": "big",
                                              "tracking_uri": uri, "experiments": ["big"],
                                              "tags": BY_NAME, "write_back": True}])
@@ -752,26 +744,6 @@ def test_a_large_runs_tags_are_rounded_from_its_exact_sum(tmp_path, dagster_home
 # ------------------------------------------------ a user's own tags under the product's names
 
 
-def write_back_june(warehouse: Path, config: Path) -> tuple[dict, set]:
-    """June's `tracker_cost_tags` alone, through Dagster: its metadata and the warehouse's
-    record of the runs it tagged, (store, MLflow run id) pairs."""
-    import dagster as dg
-
-    from cost_pipeline.defs.assets.tracker_tags import tracker_cost_tags
-    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
-
-    result = dg.materialize(
-        [tracker_cost_tags], partition_key="2026-06-01",
-        resources={"duckdb": Warehouse(database=str(warehouse)),
-                   "settings": PipelineSettings(config_path=str(config))})
-    assert result.success
-    (event,) = result.asset_materializations_for_node("tracker_cost_tags")
-    with duckdb.connect(str(warehouse), read_only=True) as con:
-        recorded = set(con.execute("SELECT store, mlflow_run_id FROM tracker_tagged_runs"
-                                   ).fetchall())
-    return {k: v.value for k, v in event.metadata.items()}, recorded
-
-
 def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
     """u1 carries `cost.total_usd=user`, u2 `cost.gpu_usd=999`, u3 `cost.other_usd=12.00`:
     the users' own values, on runs the warehouse never costed. They were deleted as stale
@@ -783,35 +755,19 @@ def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
 
     from cost_pipeline.config import MlflowTracker
     from cost_pipeline.defs.assets.tracker_tags import store_of
-    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
-    uri = f"sqlite:///{fast_dir / 'users.db'}"
-    ids = write_runs(uri, "users")
+    uri, ids = sqlite_runs(fast_dir, "users")
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("users").experiment_id
     start, end, run_tags = RUNS["r-idle"]
     users = {"u1": {"cost.total_usd": "user", "cost.note": "keep me"},
              "u2": {"cost.gpu_usd": "999"}, "u3": {"cost.other_usd": "12.00"}}
     for name, own in users.items():
-        run = client.create_run(experiment, start_time=ms(start), tags={**run_tags, **own},
-                                run_name=name)
-        ids[name] = run.info.run_id
-        client.set_terminated(ids[name], "FINISHED", end_time=ms(end))
-    warehouse = tmp_path / "w.duckdb"
-    with duckdb.connect(str(warehouse)) as con:
-        run_costs_rows(con, HAND_ROWS[:3])
-        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": run_id, "source": "team-mlflow",
-                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}
-                               for run_id in ("r-a", "r-b")])
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "warehouse": {"path": str(warehouse)},
-        "tracker": [{"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
-                     "experiments": ["users"], "tags": BY_NAME, "write_back": True}]}))
+        ids[name] = finished_run(client, experiment, name, start, end, {**run_tags, **own})
+    warehouse, config = june_warehouse(tmp_path, HAND_ROWS[:3],
+                                       {"r-a": "team-mlflow", "r-b": "team-mlflow"},
+                                       [team_mlflow(uri, "users")])
     store = store_of(MlflowTracker(kind="mlflow", tracking_uri=uri), tmp_path)
-
-    def materialize() -> tuple[dict, set]:
-        return write_back_june(warehouse, config)
 
     def users_kept() -> None:
         for name, own in users.items():
@@ -819,7 +775,7 @@ def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
                                                  if k != "cost.note"} | (
                 {"cost.note": "keep me"} if name == "u1" else {}), name
 
-    first, recorded = materialize()
+    first, recorded = write_back_june(warehouse, config)
     assert (first["runs_written"], first["tags_written"]) == (2, 18)
     assert (first["runs_cleared"], first["tags_deleted"]) == (0, 0)
     users_kept()
@@ -832,7 +788,7 @@ def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
     with duckdb.connect(str(warehouse)) as con:
         con.execute("DELETE FROM run_costs WHERE run_id = 'r-b'")
         con.execute("DELETE FROM attribution_runs WHERE run_id = 'r-b'")
-    second, recorded = materialize()
+    second, recorded = write_back_june(warehouse, config)
     assert (second["runs_written"], second["tags_written"]) == (1, 1)
     assert (second["runs_cleared"], second["tags_deleted"]) == (1, 8)
     assert cost_tags(uri, ids["r-a"]) == EXPECTED["r-a"]
@@ -840,7 +796,7 @@ def test_only_the_tags_the_write_back_wrote_are_deleted(fast_dir, tmp_path):
     users_kept()
     assert recorded == {(store, ids["r-a"])}
 
-    third, recorded = materialize()
+    third, recorded = write_back_june(warehouse, config)
     assert (third["runs_written"], third["tags_deleted"], third["runs_unchanged"]) == (0, 0, 1)
     users_kept()
     assert recorded == {(store, ids["r-a"])}
@@ -860,32 +816,20 @@ def test_a_warehouse_without_a_record_clears_the_tags_an_earlier_version_wrote(f
 
     from cost_pipeline.config import MlflowTracker
     from cost_pipeline.defs.assets.tracker_tags import store_of
-    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
-    uri = f"sqlite:///{fast_dir / 'before-record.db'}"
-    ids = write_runs(uri, "before-record")
+    uri, ids = sqlite_runs(fast_dir, "before-record")
     client = MlflowClient(uri)
     for key, value in {**EXPECTED["r-b"], "cost.cpu_usd": "user"}.items():
         client.set_tag(ids["r-b"], key, value)
     client.set_tag(ids["r-idle"], "cost.total_usd", "user")
-    warehouse = tmp_path / "w.duckdb"
-    with duckdb.connect(str(warehouse)) as con:
-        run_costs_rows(con, HAND_ROWS[:2])  # r-a alone has a cost
-        insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": "r-a", "source": "team-mlflow",
-                                "status": "FINISHED", "start_time": datetime(2026, 5, 3)}])
+    warehouse, config = june_warehouse(tmp_path, HAND_ROWS[:2],  # r-a alone has a cost
+                                       {"r-a": "team-mlflow"},
+                                       [team_mlflow(uri, "before-record")])
+    with duckdb.connect(str(warehouse), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM tracker_tagged_runs").fetchone() == (0,)
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "warehouse": {"path": str(warehouse)},
-        "tracker": [{"kind": "mlflow", "name": "team-mlflow", "tracking_uri": uri,
-                     "experiments": ["before-record"], "tags": BY_NAME,
-                     "write_back": True}]}))
     store = store_of(MlflowTracker(kind="mlflow", tracking_uri=uri), tmp_path)
 
-    def materialize() -> tuple[dict, set]:
-        return write_back_june(warehouse, config)
-
-    first, recorded = materialize()
+    first, recorded = write_back_june(warehouse, config)
     # r-a: its 9 tags written; r-b: 9 product tags less the user's cpu value → 8 deleted
     assert (first["runs_written"], first["tags_written"]) == (1, 9)
     assert (first["runs_cleared"], first["tags_deleted"]) == (1, 8)
@@ -894,7 +838,7 @@ def test_a_warehouse_without_a_record_clears_the_tags_an_earlier_version_wrote(f
     assert cost_tags(uri, ids["r-idle"]) == {"cost.total_usd": "user"}
     assert recorded == {(store, ids["r-a"])}
 
-    again, recorded = materialize()
+    again, recorded = write_back_june(warehouse, config)
     assert (again["runs_written"], again["tags_deleted"], again["runs_unchanged"]) == (0, 0, 1)
     assert cost_tags(uri, ids["r-b"]) == {"cost.cpu_usd": "user"}
     assert cost_tags(uri, ids["r-idle"]) == {"cost.total_usd": "user"}

@@ -457,25 +457,32 @@ CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABL
 -- ------------------------------------------------------------------ searches (SPEC §7, §12)
 -- One home for what search_costs, search_trend and search_shape say about a search. `for_month`
 -- is the month whose tracker snapshot is read, `metric_goal` the config's (max | min).
+-- Every figure is as of the month's end: a run belongs to the month's view of its search when
+-- it started before then (`search_runs`, `parent_runs`). The snapshot holds every run the
+-- tracker knew when it was read: a month re-materialized later read trials started after it
+-- (a February trial's 0.90 as December's best), and disagreed with the month closed on time.
 
 -- the better of a list of metric values for the goal (NULLs ignored)
 CREATE OR REPLACE TEMP MACRO best_metric_of(goal, metric_values) AS
     CASE WHEN goal = 'min' THEN list_min(metric_values) ELSE list_max(metric_values) END;
 
--- the runs other runs name as their parent: sweep controllers, which orchestrate; they are
--- not trials and their metrics are not a search's result
+-- the runs other runs started by the month's end name as their parent: sweep controllers,
+-- which orchestrate; they are not trials and their metrics are not a search's result
 CREATE OR REPLACE TEMP MACRO parent_runs(for_month) AS TABLE
     SELECT DISTINCT parent_run_id AS run_id FROM month_runs(for_month)
-    WHERE parent_run_id IS NOT NULL;
+    WHERE parent_run_id IS NOT NULL
+      AND start_time < CAST(for_month AS TIMESTAMP) + INTERVAL 1 MONTH;
 
--- every run of a search, with `is_parent` (`parent_runs`)
+-- every run of a search started by the month's end, with `is_parent` (`parent_runs`)
 CREATE OR REPLACE TEMP MACRO search_runs(for_month) AS TABLE
     SELECT tr.*, (tr.run_id IN (SELECT run_id FROM parent_runs(for_month))) AS is_parent
     FROM month_runs(for_month) AS tr
-    WHERE tr.search_id IS NOT NULL;
+    WHERE tr.search_id IS NOT NULL
+      AND tr.start_time < CAST(for_month AS TIMESTAMP) + INTERVAL 1 MONTH;
 
 -- one row per search: the model it tunes and the metric it optimizes (its trials' most common
--- ones), when it started (its first run, controller included) and its trials (all months)
+-- ones), when it started (its first run, controller included) and its trials (all months
+-- through this one)
 CREATE OR REPLACE TEMP MACRO search_identity(for_month) AS TABLE
     WITH sr AS (SELECT * FROM search_runs(for_month)),
     model_pick AS (

@@ -490,6 +490,96 @@ def test_a_nan_metric_is_no_metric_in_every_table_that_reads_one(con, tmp_path):
                         if isinstance(v, float) and not math.isfinite(v)], (table, row)
 
 
+NOV, DEC = date(2025, 11, 1), date(2025, 12, 1)
+
+
+def searches_as_of(con, month: date) -> dict:
+    """What each table says of every search of `month`: search_costs' runs, configs, seeds,
+    best, improvement and cost per unit; search_trend's runs, cost, cost per unit, the
+    previous search's and saturating; search_shape's runs, configs and seeds per config."""
+    for table in ("search_costs", "search_trend", "search_shape"):
+        run(con, table, month)
+    return {
+        "costs": {r[0]: r[1:] for r in rows(
+            con, "SELECT search_id, runs, configs, seeds, best_metric, improvement, "
+                 "cost_per_improvement FROM search_costs WHERE month = ?", month)},
+        "trend": {r[0]: r[1:] for r in rows(
+            con, "SELECT search_id, runs, cost, cost_per_improvement, "
+                 "previous_cost_per_improvement, saturating FROM search_trend "
+                 "WHERE month = ?", month)},
+        "shape": {r[0]: r[1:] for r in rows(
+            con, "SELECT search_id, runs, configs, seeds_per_config FROM search_shape "
+                 "WHERE month = ?", month)},
+    }
+
+
+def test_a_months_search_figures_are_as_of_its_end(con):
+    """Each month's tracker snapshot holds every run, also those started after the month: a
+    December re-materialized in March read s-dec's February trial r-ds2 (seed 1, 0.90) as
+    December's, where December closed on schedule (r-ds2 not started yet) did not. Every
+    search figure of a month is as of its end: a run belongs to it when it started before.
+        churn: p-old 0.74 (October), s-nov's r-nv1 0.76 ($10 in November: +0.02 over 0.74,
+        $500 a unit), s-dec's r-ds1 seed 0 (31 Dec 23:00 → 1 Jan, 0.78, $30 in December)
+        December: s-dec 1 run, 1 config × 1 seed, best 0.78, +0.02 over r-nv1's 0.76,
+        $30 ÷ 0.02 = $1,500 a unit, above s-nov's $500: saturating. With r-ds2 it read 2 runs,
+        1 × 2, best 0.90, +0.14, $214.29 a unit, not saturating."""
+    runs = [("p-old", None, None, datetime(2025, 10, 1), datetime(2025, 10, 5), 0.74),
+            ("r-nv1", "s-nov", "0", datetime(2025, 11, 10), datetime(2025, 11, 11), 0.76),
+            ("r-ds1", "s-dec", "0", datetime(2025, 12, 31, 23), datetime(2026, 1, 1), 0.78),
+            ("r-ds2", "s-dec", "1", datetime(2026, 2, 1), datetime(2026, 2, 2), 0.90)]
+    for month in (NOV, DEC):                  # each month's snapshot: the runs file as read
+        for run_id, search_id, seed, start, end, auc in runs:
+            tracker(con, run_id, start=start, end=end, model="churn",
+                    purpose="production" if search_id is None else "search",
+                    search_id=search_id, seed=seed, metric_name="val_auc",
+                    metric_value=auc, month=month)
+    attr(con, "L-nv1", "r-nv1", "search", 10.0, hours=1.0, acc_hours=8.0, month=NOV)
+    attr(con, "L-ds1", "r-ds1", "search", 30.0, hours=1.0, acc_hours=8.0, month=DEC)
+
+    nov = searches_as_of(con, NOV)
+    assert nov["costs"] == {"s-nov": (1, 1.0, 1, pytest.approx(0.76), pytest.approx(0.02),
+                                      pytest.approx(500.0))}
+    assert list(nov["trend"]) == ["s-nov"]    # s-dec starts after November
+
+    dec = searches_as_of(con, DEC)
+    assert dec["costs"] == {"s-dec": (1, 1.0, 1, pytest.approx(0.78), pytest.approx(0.02),
+                                      pytest.approx(1500.0))}
+    assert dec["trend"] == {
+        "s-nov": (1, pytest.approx(10.0), pytest.approx(500.0), None, False),
+        "s-dec": (1, pytest.approx(30.0), pytest.approx(1500.0), pytest.approx(500.0), True)}
+    assert dec["shape"] == {"s-dec": (1, 1, 1)}
+
+    # December closed on schedule, before r-ds2 existed, says the same
+    con.execute("DELETE FROM tracker_runs WHERE run_id = 'r-ds2'")
+    assert searches_as_of(con, DEC) == dec
+
+
+def test_a_controller_whose_trials_start_after_the_month_is_its_searchs_run(con):
+    """s-ctl's run c0 starts on 20 December; the runs naming it their parent start in January.
+    At December's end c0 was the parent of no run: the search's one run (as December closed
+    on schedule reads it), not a sweep controller of trials that did not exist yet (0 runs,
+    0 configs × 0 seeds). Its $5 in December is the month's cost either way."""
+    for month in (DEC, date(2026, 1, 1)):
+        tracker(con, "c0", "RUNNING", start=datetime(2025, 12, 20), model="churn",
+                purpose="search", search_id="s-ctl", month=month)
+        for run_id, seed in (("c1", "0"), ("c2", "1")):
+            tracker(con, run_id, start=datetime(2026, 1, 5), end=datetime(2026, 1, 6),
+                    model="churn", purpose="search", search_id="s-ctl", seed=seed,
+                    parent="c0", metric_name="val_auc", metric_value=0.8, month=month)
+    attr(con, "L-c0", "c0", "search", 5.0, hours=1.0, acc_hours=1.0, month=DEC)
+    run(con, "search_costs", DEC)
+    run(con, "search_shape", DEC)
+    assert rows(con, "SELECT search_id, runs, configs, seeds, cost, best_metric "
+                     "FROM search_costs WHERE month = ?", DEC) == [
+        ("s-ctl", 1, 1.0, 1, pytest.approx(5.0), None)]
+    assert rows(con, "SELECT runs, configs, seeds_per_config, cost FROM search_shape "
+                     "WHERE month = ?", DEC) == [(1, 1, 1, pytest.approx(5.0))]
+    # January: c1 and c2 started, c0 is their sweep controller
+    run(con, "search_costs", date(2026, 1, 1))
+    assert rows(con, "SELECT runs, configs, seeds FROM search_costs WHERE month = ?",
+                date(2026, 1, 1)) == [(2, 1.0, 2)]
+
+
 def test_the_previous_best_of_thousands_of_searches(con):
     """4,400 searches of churn, one an hour from 2026-01-01, 10 trials each ending within its
     hour; July's 56 searches (hour 4,344 on) billed $1 a trial: each search's previous best is

@@ -337,26 +337,19 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     args.debug = debug or getattr(args, "debug", False)   # (`--deb`, argparse's abbreviation)
-    if getattr(args, "config", None) is not None and not args.config.strip():
-        # `--config "$CFG"` with CFG unset: it read $COST_PIPELINE_CONFIG's config instead
-        print("error: --config names no file: name the config file, or leave --config out to "
-              "read $COST_PIPELINE_CONFIG", file=sys.stderr)
-        return EXIT_ERROR
-    if getattr(args, "config", None) is None and args.command != "demo":
-        import os
-
-        args.config = os.environ.get("COST_PIPELINE_CONFIG")
-        if not args.config:
-            print("error: no config: pass --config FILE or set COST_PIPELINE_CONFIG",
-                  file=sys.stderr)
-            return EXIT_ERROR
     # `docker stop` sends SIGTERM: the same as Ctrl-C (Dagster does the same during a run)
     signal.signal(signal.SIGTERM, _interrupt)
     interrupts.install()  # a signal whose exception a finalizer swallowed still stops us
     # imported once a command runs, not to parse or print --help (pydantic, DuckDB: ~0.5 s)
-    from cost_pipeline.config import ConfigError
+    from cost_pipeline.config import ConfigError, config_path
     from cost_pipeline.estimate import EstimateError
 
+    if args.command != "demo":
+        try:  # an empty `--config "$CFG"` (CFG unset) is refused before anything is read
+            args.config = config_path(getattr(args, "config", None))
+        except ConfigError as exc:
+            print(error_line(str(exc)), file=sys.stderr)
+            return EXIT_ERROR
     try:
         code = args.func(args)
         if interrupts.swallowed() and code != EXIT_INTERRUPTED:

@@ -422,15 +422,28 @@ def config_file(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.abspath(Path(path).expanduser()))
 
 
+# what a config path given empty or blank is told, by `load_config` and the command line alike
+EMPTY_PATH = ("the config path is empty: name the config file, or leave --config out to read "
+              f"${CONFIG_ENV}")
+NO_CONFIG = f"no config: pass --config FILE or set {CONFIG_ENV}"
+
+
+def config_path(path: str | os.PathLike[str] | None = None) -> str | os.PathLike[str]:
+    """The config to read: `path`, else (None) $COST_PIPELINE_CONFIG. A path given empty or
+    blank is refused, not replaced by the variable: `--config "$CFG"` with CFG unset read the
+    variable's config, another warehouse, without a word. The variable set blank is no config
+    (it read a file named by its blanks)."""
+    if path is not None and not str(path).strip():
+        raise ConfigError(EMPTY_PATH)
+    given = os.environ.get(CONFIG_ENV, "") if path is None else path
+    if not str(given).strip():
+        raise ConfigError(NO_CONFIG)
+    return given
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
     """Load and validate the config at `path` (else, when None, $COST_PIPELINE_CONFIG)."""
-    if path is not None and not str(path).strip():
-        # a path given empty (`--config "$CFG"`, CFG unset) read the variable's config instead
-        raise ConfigError("the config path is empty: name the config file")
-    raw = os.environ.get(CONFIG_ENV) if path is None else path
-    if not raw:
-        raise ConfigError(f"no config: pass --config FILE or set {CONFIG_ENV}")
-    file = config_file(raw)
+    file = config_file(config_path(path))
     try:
         content = file.read_bytes()
     except OSError as exc:

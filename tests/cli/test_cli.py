@@ -572,7 +572,9 @@ def test_a_report_of_a_month_never_materialized_names_the_warehouse(tmp_path, ca
 def test_an_empty_config_path_is_refused_not_read_from_the_environment(
         tmp_path, capsys, monkeypatch, argv, given):
     """`--config "$CFG"` with CFG unset read $COST_PIPELINE_CONFIG's file instead: another
-    config's warehouse, without a word."""
+    config's warehouse, without a word. It is said as `load_config("")` says it
+    (test_config_contract::test_an_empty_config_path_is_no_config), where the command line
+    said `--config names no file`; so is no config at all."""
     from cost_pipeline.cli.main import main
 
     other = tmp_path / "other.yaml"
@@ -582,6 +584,12 @@ def test_an_empty_config_path_is_refused_not_read_from_the_environment(
     assert main([*argv, "--config", given]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == ("error: --config names no file: name the config file, or leave "
+    assert captured.err == ("error: the config path is empty: name the config file, or leave "
                             "--config out to read $COST_PIPELINE_CONFIG\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.yaml"]  # nothing written
+    monkeypatch.delenv("COST_PIPELINE_CONFIG")
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "error: no config: pass --config FILE or set COST_PIPELINE_CONFIG\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.yaml"]

@@ -429,14 +429,25 @@ def test_memory_limit_refusals_say_why_and_minus_one_needs_no_quotes(tmp_path):
 @pytest.mark.parametrize("given", ["", "  "])
 def test_an_empty_config_path_is_no_config(tmp_path, monkeypatch, given):
     """An empty path fell back to $COST_PIPELINE_CONFIG, a config nobody passed; only no path
-    at all (None) reads the variable."""
+    at all (None) reads the variable. It is refused in the words `--config ""` is
+    (test_cli::test_an_empty_config_path_is_refused_not_read_from_the_environment), where
+    the two said it differently."""
     other = tmp_path / "other.yaml"
     other.write_text("warehouse: {path: other.duckdb}\n")
     monkeypatch.setenv("COST_PIPELINE_CONFIG", str(other))
     with pytest.raises(ConfigError) as err:
         load_config(given)
-    assert str(err.value) == "the config path is empty: name the config file"
+    assert str(err.value) == ("the config path is empty: name the config file, or leave "
+                              "--config out to read $COST_PIPELINE_CONFIG")
     assert load_config(None).warehouse_path == str(tmp_path / "other.duckdb")
+    for unset in (None, "", " "):  # the variable unset, or set blank: no config at all
+        if unset is None:
+            monkeypatch.delenv("COST_PIPELINE_CONFIG")
+        else:
+            monkeypatch.setenv("COST_PIPELINE_CONFIG", unset)
+        with pytest.raises(ConfigError) as err:
+            load_config(None)
+        assert str(err.value) == "no config: pass --config FILE or set COST_PIPELINE_CONFIG"
 
 
 @pytest.mark.parametrize(("content", "where", "word", "value"), [

@@ -276,6 +276,30 @@ def test_demo_help_says_what_strict_does_as_materialize_does(capsys):
                                   "its three months")
 
 
+@pytest.mark.parametrize(("argv", "commands"), [
+    (["--help"], True), (["demo", "--help"], False), (["materialize", "--help"], False),
+    (["estimate", "--help"], False), (["report", "--help"], False), (["export", "--help"], True),
+    (["export", "runs", "--help"], False), (["export", "focus", "--help"], False),
+])
+def test_help_reads_in_the_commands_words_not_argparses(argv, commands, capsys):
+    """Every `--help` listed `-h, --help show this help message and exit` and the commands
+    under "positional arguments", argparse's words beside lines like `--debug show
+    tracebacks`; `estimate --help` listed `--model MODEL` with no text."""
+    from cost_pipeline.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert " -h, --help show this help " in f"{shown} "
+    assert "message and exit" not in shown and "positional arguments" not in shown
+    assert ("commands: " in shown) == commands
+    if argv == ["--help"]:
+        assert shown.endswith("options: -h, --help show this help --debug show tracebacks")
+    if argv[0] == "estimate":
+        assert " --model MODEL the model the search trains (as the tracker names it) " in shown
+
+
 
 @pytest.mark.parametrize("argv", [["--help"], ["materialize", "--help"],
                                   ["export", "runs", "--help"]])

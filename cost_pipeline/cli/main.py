@@ -249,7 +249,16 @@ class UsageError(Exception):
 class CommandParser(argparse.ArgumentParser):
     """argparse that raises a one-line `UsageError` naming the command instead of printing
     its usage and exiting 2: exit 2 means an ERROR check failed under --strict (SPEC §10).
-    `--help` still prints the help and exits 0. Subcommands are made of this class too."""
+    `--help` still prints the help and exits 0. Subcommands are made of this class too.
+    Its help reads as the command's other lines, not in argparse's words ("show this help
+    message and exit", the commands under "positional arguments")."""
+
+    def __init__(self, *args, add_help: bool = True, **kwargs):
+        super().__init__(*args, add_help=False, **kwargs)
+        # the only positional arguments of the command line are its (sub)commands, listed first
+        self._positionals.title = "commands"
+        if add_help:
+            self.add_argument("-h", "--help", action="help", help="show this help")
 
     def error(self, message: str):
         raise UsageError(f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)")
@@ -287,7 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     est = sub.add_parser("estimate", help="the cost of a search before it runs")
     est.add_argument("--config", default=None, help="config YAML (default: $COST_PIPELINE_CONFIG)")
-    est.add_argument("--model", required=True)
+    est.add_argument("--model", required=True,
+                     help="the model the search trains (as the tracker names it)")
     est.add_argument("--configs", type=int, required=True, help="hyperparameter configurations")
     est.add_argument("--seeds", type=int, required=True, help="seeds per configuration")
     est.add_argument("--reruns", type=int, default=1, help="re-runs (feature/data changes)")
@@ -337,26 +347,19 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     args.debug = debug or getattr(args, "debug", False)   # (`--deb`, argparse's abbreviation)
-    if getattr(args, "config", None) is not None and not args.config.strip():
-        # `--config "$CFG"` with CFG unset: it read $COST_PIPELINE_CONFIG's config instead
-        print("error: --config names no file: name the config file, or leave --config out to "
-              "read $COST_PIPELINE_CONFIG", file=sys.stderr)
-        return EXIT_ERROR
-    if getattr(args, "config", None) is None and args.command != "demo":
-        import os
-
-        args.config = os.environ.get("COST_PIPELINE_CONFIG")
-        if not args.config:
-            print("error: no config: pass --config FILE or set COST_PIPELINE_CONFIG",
-                  file=sys.stderr)
-            return EXIT_ERROR
     # `docker stop` sends SIGTERM: the same as Ctrl-C (Dagster does the same during a run)
     signal.signal(signal.SIGTERM, _interrupt)
     interrupts.install()  # a signal whose exception a finalizer swallowed still stops us
     # imported once a command runs, not to parse or print --help (pydantic, DuckDB: ~0.5 s)
-    from cost_pipeline.config import ConfigError
+    from cost_pipeline.config import ConfigError, config_path
     from cost_pipeline.estimate import EstimateError
 
+    if args.command != "demo":
+        try:  # an empty `--config "$CFG"` (CFG unset) is refused before anything is read
+            args.config = config_path(getattr(args, "config", None))
+        except ConfigError as exc:
+            print(error_line(str(exc)), file=sys.stderr)
+            return EXIT_ERROR
     try:
         code = args.func(args)
         if interrupts.swallowed() and code != EXIT_INTERRUPTED:

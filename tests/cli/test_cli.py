@@ -276,6 +276,30 @@ def test_demo_help_says_what_strict_does_as_materialize_does(capsys):
                                   "its three months")
 
 
+@pytest.mark.parametrize(("argv", "commands"), [
+    (["--help"], True), (["demo", "--help"], False), (["materialize", "--help"], False),
+    (["estimate", "--help"], False), (["report", "--help"], False), (["export", "--help"], True),
+    (["export", "runs", "--help"], False), (["export", "focus", "--help"], False),
+])
+def test_help_reads_in_the_commands_words_not_argparses(argv, commands, capsys):
+    """Every `--help` listed `-h, --help show this help message and exit` and the commands
+    under "positional arguments", argparse's words beside lines like `--debug show
+    tracebacks`; `estimate --help` listed `--model MODEL` with no text."""
+    from cost_pipeline.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert " -h, --help show this help " in f"{shown} "
+    assert "message and exit" not in shown and "positional arguments" not in shown
+    assert ("commands: " in shown) == commands
+    if argv == ["--help"]:
+        assert shown.endswith("options: -h, --help show this help --debug show tracebacks")
+    if argv[0] == "estimate":
+        assert " --model MODEL the model the search trains (as the tracker names it) " in shown
+
+
 
 @pytest.mark.parametrize("argv", [["--help"], ["materialize", "--help"],
                                   ["export", "runs", "--help"]])
@@ -572,7 +596,9 @@ def test_a_report_of_a_month_never_materialized_names_the_warehouse(tmp_path, ca
 def test_an_empty_config_path_is_refused_not_read_from_the_environment(
         tmp_path, capsys, monkeypatch, argv, given):
     """`--config "$CFG"` with CFG unset read $COST_PIPELINE_CONFIG's file instead: another
-    config's warehouse, without a word."""
+    config's warehouse, without a word. It is said as `load_config("")` says it
+    (test_config_contract::test_an_empty_config_path_is_no_config), where the command line
+    said `--config names no file`; so is no config at all."""
     from cost_pipeline.cli.main import main
 
     other = tmp_path / "other.yaml"
@@ -582,6 +608,12 @@ def test_an_empty_config_path_is_refused_not_read_from_the_environment(
     assert main([*argv, "--config", given]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == ("error: --config names no file: name the config file, or leave "
+    assert captured.err == ("error: the config path is empty: name the config file, or leave "
                             "--config out to read $COST_PIPELINE_CONFIG\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.yaml"]  # nothing written
+    monkeypatch.delenv("COST_PIPELINE_CONFIG")
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "error: no config: pass --config FILE or set COST_PIPELINE_CONFIG\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.yaml"]

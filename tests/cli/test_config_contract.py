@@ -327,6 +327,49 @@ def test_integers_are_read_as_yaml_1_2_writes_them(tmp_path):
     assert yaml.safe_load("a: 010") == {"a": 8}
 
 
+def test_the_yaml_reader_is_its_own_module_and_the_contract_keeps_its_names():
+    """The YAML 1.2 reader (numbers, a key written twice, a key read as a boolean) was a third
+    of the contract's module; it is `cost_pipeline.config.yaml_reader`, and every name the
+    contract offered is still `cost_pipeline.config`'s."""
+    from cost_pipeline.config import yaml_reader
+
+    data = yaml_reader.read_yaml("a: 010\nb: 0o10\nc: 0x0A\nd: 1e6\ne: 1:30\nf: 1.5\n"
+                                 "g: 2015-01-01\n")
+    assert data == {"a": 10, "b": 8, "c": 10, "d": "1e6", "e": "1:30", "f": 1.5,
+                    "g": date(2015, 1, 1)}
+    assert isinstance(data["d"], yaml_reader.Yaml12Float)
+    for text, problem in (
+            ("billing: []\ntracker: []\nbilling: []\n",
+             "line 3: key 'billing' written twice (first at line 1): keep one"),
+            ("datasets:\n  no: {}\n", "line 2 column 3: YAML reads the key no as the boolean "
+             "false: quote it ('no') if it is a name"),
+            ("first_month: 2015-02-30\n", "line 1 column 14: 2015-02-30 reads as a date, but "
+             "there is no such date (day is out of range for month); quote it if it is text")):
+        with pytest.raises(yaml_reader.Unreadable) as err:
+            yaml_reader.read_yaml(text)
+        assert str(err.value) == problem
+    import yaml
+
+    text = "warehouse: {path: w.duckdb\nbilling: [\n"
+    with pytest.raises(yaml.YAMLError) as err:
+        yaml_reader.read_yaml(text)
+    assert yaml_reader.yaml_problem(err.value, text) == (
+        " line 2 column 8: not valid YAML: expected ',' or '}', but got ':' (while parsing a "
+        "flow mapping that starts at line 1 column 12)")
+
+    import cost_pipeline.config as contract
+
+    for name in ("Alerts", "AwsCur2Source", "CONFIG_ENV", "ConfigError", "Dataset", "EMPTY_FILE",
+                 "FocusSource", "GcpBillingExportSource", "InventoryCheckpoints",
+                 "LocalCheckpoints", "MAX_ACCELERATORS", "MEMORY_LIMIT_MAX", "MlflowTracker",
+                 "PipelineConfig", "Policy", "ReconciliationPolicy", "RetentionPolicy",
+                 "RetrainPolicy", "RunsFileTracker", "S3Checkpoints", "ScheduleSettings",
+                 "SearchPolicy", "TrendPolicy", "WarehouseConfig", "config_file", "load_config",
+                 "parse_config", "_yaml_problem"):
+        assert hasattr(contract, name), name
+    assert "SafeLoader" not in Path(contract.__file__).read_text(encoding="utf-8")
+
+
 def _duckdb_takes(memory_limit: str) -> bool:
     import duckdb
 
@@ -386,14 +429,25 @@ def test_memory_limit_refusals_say_why_and_minus_one_needs_no_quotes(tmp_path):
 @pytest.mark.parametrize("given", ["", "  "])
 def test_an_empty_config_path_is_no_config(tmp_path, monkeypatch, given):
     """An empty path fell back to $COST_PIPELINE_CONFIG, a config nobody passed; only no path
-    at all (None) reads the variable."""
+    at all (None) reads the variable. It is refused in the words `--config ""` is
+    (test_cli::test_an_empty_config_path_is_refused_not_read_from_the_environment), where
+    the two said it differently."""
     other = tmp_path / "other.yaml"
     other.write_text("warehouse: {path: other.duckdb}\n")
     monkeypatch.setenv("COST_PIPELINE_CONFIG", str(other))
     with pytest.raises(ConfigError) as err:
         load_config(given)
-    assert str(err.value) == "the config path is empty: name the config file"
+    assert str(err.value) == ("the config path is empty: name the config file, or leave "
+                              "--config out to read $COST_PIPELINE_CONFIG")
     assert load_config(None).warehouse_path == str(tmp_path / "other.duckdb")
+    for unset in (None, "", " "):  # the variable unset, or set blank: no config at all
+        if unset is None:
+            monkeypatch.delenv("COST_PIPELINE_CONFIG")
+        else:
+            monkeypatch.setenv("COST_PIPELINE_CONFIG", unset)
+        with pytest.raises(ConfigError) as err:
+            load_config(None)
+        assert str(err.value) == "no config: pass --config FILE or set COST_PIPELINE_CONFIG"
 
 
 @pytest.mark.parametrize(("content", "where", "word", "value"), [

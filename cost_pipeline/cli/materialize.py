@@ -168,14 +168,14 @@ def settings_problem(settings: Path, exc: Exception) -> str:
     import yaml
     from dagster._core.errors import DagsterInvalidConfigError
 
-    from cost_pipeline.config import _yaml_problem
+    from cost_pipeline.config.yaml_reader import yaml_problem
 
     if isinstance(exc, yaml.YAMLError):
         try:
             text = settings.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             text = ""
-        return f"DAGSTER_HOME {settings}{_yaml_problem(exc, text)}"
+        return f"DAGSTER_HOME {settings}{yaml_problem(exc, text)}"
     if isinstance(exc, DagsterInvalidConfigError) and exc.errors:
         problems = "; ".join(" ".join(e.message.split()).rstrip(".") for e in exc.errors)
         return f"DAGSTER_HOME {settings}: not a valid Dagster instance config: {problems}"

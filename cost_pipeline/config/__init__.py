@@ -470,6 +470,3 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
 
 EMPTY_FILE = ("the file is empty; it must hold the config as a YAML mapping: the bills to "
               "attribute (billing:), the runs (tracker:), the checkpoints (checkpoints:), …")
-
-# the name the reader of Dagster's instance settings (cli/materialize.py) imports it by
-_yaml_problem = yaml_problem

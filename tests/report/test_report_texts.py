@@ -743,3 +743,47 @@ def test_a_months_gpu_hours_read_alike_on_its_page_and_the_periods(tmp_path):
     row = re.search(r'<tr data-share-month="2026-07".*?</tr>', period.read_text(
         encoding="utf-8"), re.S).group(0)
     assert '<td class="num">0.0 of 10.0</td>' in row
+
+
+def test_percentages_round_half_up_as_amounts_do(tmp_path):
+    """Shares of 43.75% and 56.25% read 43.8% and 56.2% on one page (Python's round half to
+    even) while amounts round half up. Percentages round half up now, away from zero, from
+    the figure's shortest form: 56.25% is 56.3%, −12.25% −12.3%."""
+    from cost_pipeline.report.money import change_percent, percent
+
+    assert [percent(0.4375), percent(0.5625), percent(-0.1225), percent(0.0125)] == [
+        "43.8%", "56.3%", "−12.3%", "1.3%"]
+    assert [percent(0.125, 0), percent(0.145, 1), percent(0.00125, 2)] == [
+        "13%", "14.5%", "0.13%"]
+    assert [change_percent(0.125), change_percent(-0.125), change_percent(0.0025),
+            change_percent(-0.99995)] == ["+13%", "−13%", "+0.3%", "−99.995%"]
+    path = tmp_path / "w.duckdb"
+    aug = date(2026, 8, 1)
+    with duckdb.connect(str(path)) as con:
+        # July: $35 of runs, $45 untracked (9 of 16 billed GPU-hours); threshold 1.25%
+        insert_lines(con, JULY, [_line(0, 35.0), _line(1, 45.0)])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 35.0, "production", "prod1", gpu_hours=7.0),
+            _attributed(1, 45.0, "untracked", gpu_hours=9.0)], {})
+        _reconciliation(con, billed=16.0, untracked=9.0, threshold=0.0125, runs=35.0,
+                        untracked_cost=45.0)
+        # August: $176 of runs; the period's $256 is July's $80 (31.25%) and August's $176
+        # (68.75%)
+        insert_lines(con, aug, [_line(0, 176.0, month=aug)])
+        insert(con, "attribution", aug, [
+            _attributed(0, 176.0, "production", "prod1", gpu_hours=1.0)], {})
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    assert 'data-untracked-share="56.3">56.3%' in html
+    assert _tracker_vs_bill(html) == (
+        "FAIL: 7 of 16 billed GPU-hours are recorded runs; 9 (56.3%) are not (threshold "
+        "1.3%). Runs account for 43.8% of the month's cost; untracked cost $45.00, "
+        "unallocated $0.00.")
+    period, _ = write_period_report(str(path), JULY, aug, out=tmp_path / "p.html")
+    html = period.read_text(encoding="utf-8")
+    months = re.findall(r'<tr data-month-total="[^"]+".*?<td class="num">([^<]*)</td></tr>',
+                        html, re.S)
+    assert months == ["31.3%", "68.8%"]
+    row = re.search(r'<tr data-share-month="2026-07".*?</tr>', html, re.S).group(0)
+    assert 'data-untracked-share="56.3"' in row and '<td class="num">56.3%</td>' in row
+    assert '<td class="num">1.3%</td>' in row

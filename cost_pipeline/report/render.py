@@ -14,7 +14,7 @@ import jinja2
 
 from cost_pipeline.report import report_path
 from cost_pipeline.report.charts import charts
-from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
+from cost_pipeline.report.data import LEVERS_OVERLAP, PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     cents,
     change_percent,
@@ -172,6 +172,8 @@ def _environment() -> jinja2.Environment:
                        currency_symbol=symbol_of,
                        hours_alike=lambda hours: gpu_hours_alike(*hours),
                        shares_shown=shares_shown, rounded_to=rounded_to)
+    # the pages' levers say it in the words the UI's table and the demo use
+    env.globals["levers_overlap"] = LEVERS_OVERLAP
     return env
 
 

@@ -76,7 +76,15 @@ search AS (
                     THEN '; no metric picks a best config: extra seeds of every config '
                     ELSE '; extra seeds of non-best configs ' END
             || fmt_money(sh.extra_seed_cost, b.currency)
-            || coalesce(' (best ' || sh.best_config_id || ')', '')
+            -- a run both re-run and an extra seed is in both figures and questioned once:
+            -- say how much, or a reader adds the two and gets more than the lever
+            || CASE WHEN round(sh.rerun_cost + sh.extra_seed_cost - sh.questioned_cost,
+                               b.digits) <> 0
+                    THEN ' (' || coalesce('best ' || sh.best_config_id || '; ', '')
+                         || fmt_money(sh.rerun_cost + sh.extra_seed_cost
+                                      - sh.questioned_cost, b.currency)
+                         || ' of it also re-run, counted once)'
+                    ELSE coalesce(' (best ' || sh.best_config_id || ')', '') END
             || CASE WHEN t.saturating AND (t.improvement IS NULL OR t.improvement <= 0)
                     THEN '; saturating: no improvement'
                     WHEN t.saturating

@@ -20,6 +20,7 @@ from cost_pipeline.report.bill_lines import (
     reconciliation_notes,
     render,
 )
+from cost_pipeline.report.data import LEVERS_OVERLAP
 from cost_pipeline.report.period import lever_summary, write_period_report
 
 DEMO_MONTHS = [parse_month(m) for m in MONTHS]
@@ -54,7 +55,8 @@ def materialize_and_print(config_path: Path, strict: bool = False) -> int:
     quarter, period = write_period_report(warehouse, first, last)
     print(quarter)
     print(f"levers over the quarter {first:%Y-%m} … {last:%Y-%m}, ranked:")
-    print("\n".join(f"  {line}" for line in lever_summary(period)) + "\n")
+    print("\n".join(f"  {line}" for line in lever_summary(period)))
+    print(f"{LEVERS_OVERLAP}\n")  # once after the list: a run can be in several levers
     with duckdb.connect(warehouse, read_only=True) as con:
         text = render(bill_lines(con, first, last), reconciliation_notes(con, first, last),
                       f"The bill as lines, {first:%Y-%m} … {last:%Y-%m}",

@@ -23,6 +23,12 @@ PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unal
 PURPOSE_LABELS = {"production": "production training", "search": "hyperparameter search",
                   "preprocessing": "preprocessing", "other": "other runs (eval, ad hoc)",
                   "untracked": "untracked", "unallocated": "unallocated"}
+# what every list of the levers says once (the pages, the UI's table, the demo's printout):
+# each lever is priced from its own table (SPEC §12), and one run can be in several — a re-run
+# spot trial preempted across regions is in bound the search, checkpoint before going
+# preemptible and co-locate compute & data at once — so their sum is no saving
+LEVERS_OVERLAP = ("Each lever is priced on its own: a run can pull several levers, so the "
+                  "figures overlap and are not to be added up.")
 TOP = 5  # rows in the "top N" lists: a finance director reads the head, the warehouse has all
 # rows of the per-model, per-search and retrain tables on the page: a month of 20,000 searches
 # and 2,000 models made a 10.7 MB page that took 1.5 s to render; the rest is one row, its

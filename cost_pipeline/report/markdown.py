@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cost_pipeline.report.data import PURPOSE_LABELS
+from cost_pipeline.report.data import LEVERS_OVERLAP, PURPOSE_LABELS
 from cost_pipeline.report.money import money, smallest, symbol_of
 from cost_pipeline.text import AS_TEXT
 
@@ -51,6 +51,7 @@ def bill_markdown(bill: dict | None, currency: str | None) -> str:
 
 
 def levers_markdown(levers: list[dict] | None, currency: str | None) -> str:
+    """The ranked levers, then `LEVERS_OVERLAP`: each is priced on its own."""
     if levers is None:
         return "_not computed: no cost_levers table_"
     if not levers:
@@ -58,4 +59,6 @@ def levers_markdown(levers: list[dict] | None, currency: str | None) -> str:
     rows = [[_text(r["rank"]), _text(r["lever"]), _text(money(r["dollars"], symbol_of(currency))),
              _text(r["evidence"])]
             for r in levers]
-    return _table(["#", "lever", "this month", "evidence"], rows, {0, 2})
+    # a paragraph after the table: the figures overlap, their sum is no saving
+    return (_table(["#", "lever", "this month", "evidence"], rows, {0, 2})
+            + f"\n\n{LEVERS_OVERLAP}")

@@ -2,7 +2,7 @@
 (the cent of most, a yen, a fils). The one formatter every table text, report, alert and
 command output uses; SQL text uses the same rule through the `fmt_money(amount, currency)`
 macro (assets/macros.sql). And the percentages the reports and the printed bill show beside
-it, with the same minus sign."""
+it, with the same minus sign, rounded half up as it is."""
 
 from __future__ import annotations
 
@@ -139,13 +139,32 @@ def not_finite(value) -> str | None:
     return None
 
 
-def percent(fraction, digits: int = 1) -> str:
-    """`fraction` as a percentage to `digits` decimals, a minus sign (`−`, as `money`) before
-    a negative one; a negative that rounds to zero reads as zero, as a cent does."""
+def _percent_figure(fraction, digits: int) -> str:
+    """`|fraction|` in percent to `digits` decimals, rounded half up (away from zero) as
+    amounts are, from the figure's shortest form: 0.5625 is 56.3, where Python's `:.1f`
+    (half to even, on the double's binary value) wrote 56.2 beside a 43.75 written 43.8."""
+    exact = Decimal(str(abs(fraction))).scaleb(2)
+    return f"{half_up(exact, Decimal(1).scaleb(-digits)):.{digits}f}"
+
+
+def percent_figure(fraction, digits: int = 1) -> str:
+    """`fraction` in percent as `percent` rounds it, without the sign `%` and with an ASCII
+    minus: a page's `data-*` attribute beside the figure it shows (`56.3`)."""
     text = not_finite(fraction)
     if text is not None:
         return text
-    shown = f"{abs(fraction) * 100:.{digits}f}"
+    shown = _percent_figure(fraction, digits)
+    return f"{'-' if fraction < 0 and any(c in '123456789' for c in shown) else ''}{shown}"
+
+
+def percent(fraction, digits: int = 1) -> str:
+    """`fraction` as a percentage to `digits` decimals, rounded half up (`_percent_figure`:
+    43.75% and 56.25% read 43.8% and 56.3%, −12.25% −12.3%), a minus sign (`−`, as `money`)
+    before a negative one; a negative that rounds to zero reads as zero, as a cent does."""
+    text = not_finite(fraction)
+    if text is not None:
+        return text
+    shown = _percent_figure(fraction, digits)
     negative = fraction < 0 and any(c in "123456789" for c in shown)
     return f"{'−' if negative else ''}{shown}%"
 
@@ -156,21 +175,21 @@ MOST_CHANGE_DIGITS = 6
 def change_percent(fraction, digits: int = 0) -> str:
     """`fraction` as a signed change in percent (an estimate's overrun, or the share of it a
     search fell short by): `+` before a rise, `−` (as `money`) before a fall, exactly 0 with
-    no sign. To `digits` decimals, one more at a time (up to MOST_CHANGE_DIGITS) while the
-    figure would read 100 % or 0 % and is not: $41 against a $15,156.47 estimate is −99.7 %,
-    where whole percents said −100 %, as if nothing was spent. One that reads 100 % or 0 %
-    even then is that, to a double's crumbs, and reads so with `digits` decimals."""
+    no sign. To `digits` decimals, rounded half up as `percent`, one more at a time (up to
+    MOST_CHANGE_DIGITS) while the figure would read 100 % or 0 % and is not: $41 against a
+    $15,156.47 estimate is −99.7 %, where whole percents said −100 %, as if nothing was
+    spent. One that reads 100 % or 0 % even then is that, to a double's crumbs, and reads
+    so with `digits` decimals."""
     text = not_finite(fraction)
     if text is not None:
         return text
-    value = abs(fraction) * 100
-    shown = f"{value:.{digits}f}"
-    if value != 100:
+    shown = _percent_figure(fraction, digits)
+    if Decimal(str(abs(fraction))).scaleb(2) != 100:
         for more in range(digits, MOST_CHANGE_DIGITS + 1):
-            if float(f"{value:.{more}f}") not in (0.0, 100.0):
-                shown = f"{value:.{more}f}"
+            if Decimal(_percent_figure(fraction, more)) not in (0, 100):
+                shown = _percent_figure(fraction, more)
                 break
-    if float(shown) == 0:
+    if Decimal(shown) == 0:
         return f"{shown}%"
     return f"{'−' if fraction < 0 else '+'}{shown}%"
 

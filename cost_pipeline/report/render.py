@@ -14,7 +14,7 @@ import jinja2
 
 from cost_pipeline.report import report_path
 from cost_pipeline.report.charts import charts
-from cost_pipeline.report.data import PURPOSE_LABELS, ReportError, collect
+from cost_pipeline.report.data import LEVERS_OVERLAP, PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     cents,
     change_percent,
@@ -22,6 +22,7 @@ from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     money,
     not_finite,
     percent,
+    percent_figure,
     rounded_steps,
     rounded_to,
     share,
@@ -165,12 +166,14 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("cost_pipeline.report", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    env.filters.update(money=money, percent=percent, share=share, number=number,
-                       metric=metric, size=size, cents=cents, smallest=smallest,
-                       signed=signed, change_percent=change_percent,
+    env.filters.update(money=money, percent=percent, percent_figure=percent_figure,
+                       share=share, number=number, metric=metric, size=size, cents=cents,
+                       smallest=smallest, signed=signed, change_percent=change_percent,
                        currency_symbol=symbol_of,
                        hours_alike=lambda hours: gpu_hours_alike(*hours),
                        shares_shown=shares_shown, rounded_to=rounded_to)
+    # the pages' levers say it in the words the UI's table and the demo use
+    env.globals["levers_overlap"] = LEVERS_OVERLAP
     return env
 
 

@@ -429,6 +429,52 @@ def test_bound_the_search_is_the_sum_of_questioned_cost_with_the_shape_as_eviden
                        ).fetchone() == (evidence,)
 
 
+def test_bound_the_search_says_how_much_of_the_extra_seeds_was_also_re_run(con):
+    """A run both re-run and an extra seed is counted once in `questioned_cost`, and the
+    evidence gave the two parts side by side: S2 read "$31.00 re-run; extra seeds of non-best
+    configs $22.00" for a lever of $31.00 — a reader adds them and gets $53. The evidence says
+    how much of the extra seeds was also re-run now:
+        S2  re-run 31, extra seeds 22 (2 + 4 + 16, every one a re-run of c1 or c2): 22 of it
+            also re-run; questioned 31 + 22 − 22 = 31
+        P2  (below) configs a, b, c; a was run by P1 (a re-run); c is the best:
+                a seeds 0, 1  costs 1, 2      re-run 1 + 2 = 3
+                b seeds 0, 1  costs 4, 8      extra seeds 2 (a's seed 1) + 8 (b's) = 10
+                c seed 0      cost 16         questioned 1 + 2 + 8 = 11 = 3 + 10 − 2
+        S3  re-run 300 (c1), extra seeds 400 (c4): apart, questioned 700, nothing said
+        S4  no re-run: extra seeds of every config $16.00, nothing said
+    bound the search = 748 + 11 = 759."""
+    march(con)
+    rows = [trial("p1-a", "P1", "a", 0, d(1, 2), 50.0, 0.5, month=FEB),
+            trial("p2-a0", "P2", "a", 0, d(15), 1.0, 0.60),
+            trial("p2-a1", "P2", "a", 1, d(15), 2.0, 0.61),
+            trial("p2-b0", "P2", "b", 0, d(15), 4.0, 0.70),
+            trial("p2-b1", "P2", "b", 1, d(15), 8.0, 0.71),
+            trial("p2-c0", "P2", "c", 0, d(15), 16.0, 0.90)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    for table in ("search_trend", "search_shape", "cost_levers"):
+        build(con, table)
+    p2 = shape(con)["P2"]
+    assert (p2["rerun_cost"], p2["extra_seed_cost"], p2["questioned_cost"]) == (
+        pytest.approx(3.0, abs=TOL), pytest.approx(10.0, abs=TOL), pytest.approx(11.0, abs=TOL))
+    ((dollars, evidence),) = con.execute(
+        "SELECT dollars, evidence FROM cost_levers WHERE lever = 'bound the search'").fetchall()
+    assert dollars == pytest.approx(759.0, abs=TOL)
+    searches = dict(part.split(": ", 1) for part in evidence.split(": ", 1)[1].split(" | "))
+    assert searches["S2"] == (
+        "3 configs × up to 3 seeds, not a full grid; 2 of 3 configs already run in S1 — "
+        "$31.00 re-run; extra seeds of non-best configs $22.00 (best c3; $22.00 of it also "
+        "re-run, counted once)")
+    assert searches["P2"] == (
+        "3 configs × up to 2 seeds, not a full grid; 1 of 3 configs already run in P1 — "
+        "$3.00 re-run; extra seeds of non-best configs $10.00 (best c; $2.00 of it also "
+        "re-run, counted once); saturating: no improvement")     # .90, S2's best too
+    assert "re-run; 1 run without config_id, never counted as re-runs; extra seeds of " \
+        "non-best configs $400.00 (best c1);" in searches["S3"]
+    assert "no metric picks a best config: extra seeds of every config $16.00" in searches["S4"]
+    assert evidence.count("counted once") == 2
+
+
 def test_bound_the_search_says_why_it_is_zero(con):
     insert_runs(con, MARCH, [
         {"run_id": "n1", "status": "FINISHED", "start_time": d(2), "end_time": d(3),

@@ -1,5 +1,6 @@
 """`cost-pipeline demo` prints the quarter's period report path first, then one line per lever
-over the quarter (ranked, its dollars summed and per month), then the bill as lines."""
+over the quarter (ranked, its dollars summed and per month) and that they overlap, then the
+bill as lines."""
 
 from __future__ import annotations
 
@@ -35,4 +36,7 @@ def test_demo_prints_the_quarter_report_first(demo_quarter, demo_warehouse, caps
     assert dollars == sorted(dollars, reverse=True)
     bound = [i for i, (lever, d) in enumerate(shown) if lever == "bound the search"]
     assert bound[0] <= 1 and shown[bound[0]][1] > 0  # the lesson: first or second, in dollars
-    assert out[2 + len(summed)] == "" and out[3 + len(summed)].startswith("The bill as lines")
+    # once after the list: the levers overlap (a run can pull several), so no sum of them
+    assert out[2 + len(summed)] == ("Each lever is priced on its own: a run can pull several "
+                                    "levers, so the figures overlap and are not to be added up.")
+    assert out[3 + len(summed)] == "" and out[4 + len(summed)].startswith("The bill as lines")

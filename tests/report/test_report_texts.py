@@ -591,8 +591,11 @@ def test_the_ui_tables_show_text_from_the_bill_as_text(tmp_path):
         "| ---: | --- | ---: | --- |",
         r"| 1 | chase untracked usage | $5.00 | i-x  \# HEADING \[click me\]\(https://"
         r"evil.example/login\) \!\[t\]\(https://evil.example/pixel.png\)  \(p4d.24xlarge\) "
-        r"1 GPU-hour a\|b, claimed by no run |"]
+        r"1 GPU-hour a\|b, claimed by no run |", "", OVERLAP]
     shown = _rendered(levers)
+    # the table, then the one paragraph the levers end with, nothing the data added
+    assert shown.endswith(f"</table>\n<p>{OVERLAP}</p>\n")
+    shown = shown.removesuffix(f"<p>{OVERLAP}</p>\n")
     for tag in ("<h1", "<a ", "<img", "</table>\n<"):
         assert tag not in shown, shown
     assert shown.count("<tr>") == 2 and "[click me](https://evil.example/login)" in shown
@@ -603,7 +606,8 @@ def test_the_ui_tables_show_text_from_the_bill_as_text(tmp_path):
         shown = _rendered(table)
         assert "<img" not in shown.lower(), shown
         assert "X&lt;IMG SRC=HTTPS://EVIL.EXAMPLE/P.PNG&gt; 5.00" in shown
-        assert table.count("\n") == shown.count("<tr>")  # header, alignment, a line per row
+        # header, alignment, a line per row (the levers' then a blank and the overlap's line)
+        assert table.split("\n\n")[0].count("\n") == shown.count("<tr>")
     cell = r"X\<IMG SRC=HTTPS://EVIL.EXAMPLE/P.PNG\> 5.00"
     assert f"| gpu | {cell} | {cell} |" in bill_markdown(data["bill"], code)
 
@@ -743,3 +747,94 @@ def test_a_months_gpu_hours_read_alike_on_its_page_and_the_periods(tmp_path):
     row = re.search(r'<tr data-share-month="2026-07".*?</tr>', period.read_text(
         encoding="utf-8"), re.S).group(0)
     assert '<td class="num">0.0 of 10.0</td>' in row
+
+
+OVERLAP = ("Each lever is priced on its own: a run can pull several levers, so the figures "
+           "overlap and are not to be added up.")
+
+
+def _levers_section(html: str) -> str:
+    """The levers section (its heading to the next), on one line."""
+    section = html[html.index('<h2 id="levers">'):]
+    section = section[:section.index("<h2", 1)] if "<h2" in section[1:] else section
+    return " ".join(section.split())
+
+
+def test_the_levers_say_their_figures_overlap_and_are_not_to_be_added_up(tmp_path):
+    """A $30 spot search trial that was re-run, preempted, pulled its data across regions
+    ($10) and left dead checkpoints ($5) after a recomputed preprocessing run ($5) is in five
+    levers for 30 + 30 + 10 + 5 + 5 = $80; with $51 of untracked usage an $88 month's levers
+    add up to $131. Each keeps its figure; the monthly page, the period page and the UI's
+    table (and the demo's printed list) say once that the figures overlap."""
+    from cost_pipeline.report.markdown import levers_markdown
+
+    path = tmp_path / "w.duckdb"
+    dollars = {"bound the search": 30.0, "checkpoint before going preemptible": 30.0,
+               "co-locate compute & data": 10.0, "delete dead checkpoints": 5.0,
+               "cache preprocessing": 5.0, "chase untracked usage": 51.0}
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 88.0)])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 88.0, "search", "s1", gpu_hours=1.0)], {})
+        _levers(con, dollars)
+    page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    shown = dict(re.findall(r'<tr data-lever="([^"]+)" data-rank="\d+">.*?data-dollars="([^"]+)"',
+                            html))
+    assert shown["bound the search"] == "30.00" and shown["chase untracked usage"] == "51.00"
+    assert sum(float(v) for v in shown.values()) == 131.0     # over the month's $88.00
+    section = _levers_section(html)
+    assert section.count(OVERLAP) == 1
+    assert section.index(OVERLAP) < section.index("<table>")
+    period, _ = write_period_report(str(path), JULY, JULY, out=tmp_path / "p.html")
+    section = _levers_section(period.read_text(encoding="utf-8"))
+    assert section.count(OVERLAP) == 1 and section.index(OVERLAP) < section.index("<table>")
+    assert 'data-lever="bound the search" data-rank="2" data-dollars="30.00"' in section
+    table = levers_markdown(data["levers"], "USD")
+    assert table.endswith(f"\n\n{OVERLAP}")
+    assert "| 1 | chase untracked usage | $51.00 | - |" in table.splitlines()
+    assert f"<p>{OVERLAP}</p>" in _rendered(table)
+
+
+def test_percentages_round_half_up_as_amounts_do(tmp_path):
+    """Shares of 43.75% and 56.25% read 43.8% and 56.2% on one page (Python's round half to
+    even) while amounts round half up. Percentages round half up now, away from zero, from
+    the figure's shortest form: 56.25% is 56.3%, −12.25% −12.3%."""
+    from cost_pipeline.report.money import change_percent, percent
+
+    assert [percent(0.4375), percent(0.5625), percent(-0.1225), percent(0.0125)] == [
+        "43.8%", "56.3%", "−12.3%", "1.3%"]
+    assert [percent(0.125, 0), percent(0.145, 1), percent(0.00125, 2)] == [
+        "13%", "14.5%", "0.13%"]
+    assert [change_percent(0.125), change_percent(-0.125), change_percent(0.0025),
+            change_percent(-0.99995)] == ["+13%", "−13%", "+0.3%", "−99.995%"]
+    path = tmp_path / "w.duckdb"
+    aug = date(2026, 8, 1)
+    with duckdb.connect(str(path)) as con:
+        # July: $35 of runs, $45 untracked (9 of 16 billed GPU-hours); threshold 1.25%
+        insert_lines(con, JULY, [_line(0, 35.0), _line(1, 45.0)])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 35.0, "production", "prod1", gpu_hours=7.0),
+            _attributed(1, 45.0, "untracked", gpu_hours=9.0)], {})
+        _reconciliation(con, billed=16.0, untracked=9.0, threshold=0.0125, runs=35.0,
+                        untracked_cost=45.0)
+        # August: $176 of runs; the period's $256 is July's $80 (31.25%) and August's $176
+        # (68.75%)
+        insert_lines(con, aug, [_line(0, 176.0, month=aug)])
+        insert(con, "attribution", aug, [
+            _attributed(0, 176.0, "production", "prod1", gpu_hours=1.0)], {})
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    assert 'data-untracked-share="56.3">56.3%' in html
+    assert _tracker_vs_bill(html) == (
+        "FAIL: 7 of 16 billed GPU-hours are recorded runs; 9 (56.3%) are not (threshold "
+        "1.3%). Runs account for 43.8% of the month's cost; untracked cost $45.00, "
+        "unallocated $0.00.")
+    period, _ = write_period_report(str(path), JULY, aug, out=tmp_path / "p.html")
+    html = period.read_text(encoding="utf-8")
+    months = re.findall(r'<tr data-month-total="[^"]+".*?<td class="num">([^<]*)</td></tr>',
+                        html, re.S)
+    assert months == ["31.3%", "68.8%"]
+    row = re.search(r'<tr data-share-month="2026-07".*?</tr>', html, re.S).group(0)
+    assert 'data-untracked-share="56.3"' in row and '<td class="num">56.3%</td>' in row
+    assert '<td class="num">1.3%</td>' in row

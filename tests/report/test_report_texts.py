@@ -133,6 +133,22 @@ def test_the_threshold_keeps_its_digits_and_the_share_enough_to_differ():
     assert share_and_threshold(0.05, 0.05) == ("5.0", "5")
 
 
+def test_the_printed_share_and_the_alert_round_half_up_as_the_page_does():
+    """The page writes an untracked share of 56.25% as 56.3% (`money.percent`, half up); the
+    printed note and the alert said 56.2% (Python's half to even) beside it."""
+    from cost_pipeline.alerts import figures_apart
+    from cost_pipeline.report.bill_lines import share_and_threshold
+    from cost_pipeline.report.money import percent
+
+    assert percent(0.5625) == "56.3%"
+    assert share_and_threshold(0.5625, 0.05) == ("56.3", "5")
+    assert share_and_threshold(0.4375, 0.05) == ("43.8", "5")
+    assert figures_apart(56.25, 5.0) == ("56.3", "5.0")
+    assert figures_apart(0.0125, 0.5, 3) == ("0.013", "0.500")
+    assert figures_apart(-12.25, 0.0) == ("-12.3", "0.0")
+    assert figures_apart(1234.55, 5.0) == ("1,234.6", "5.0")
+
+
 def test_the_printed_reconciliation_line_of_a_threshold_with_decimals(tmp_path):
     path = tmp_path / "w.duckdb"
     with duckdb.connect(str(path)) as con:

@@ -7,8 +7,9 @@ section 4 columns under configurable names (`tags:` maps a column to its MLflow 
 default tag is the column's own name); `mlflow.parentRunId` gives the parent. Each run goes
 through `runs_file.normalize_run`, so an MLflow run is validated like a runs-file record.
 
-`run_id` is MLflow's run id unless `tags: {run_id: …}` names a tag that carries the id the
-rest of the company uses (e.g. `mlflow.runName`); parents are then named the same way.
+`run_id` is the run's `run_id` tag when it carries one (every column reads the tag of its own
+name by default), else MLflow's run id; `tags: {run_id: …}` names another tag that carries the
+id the rest of the company uses (e.g. `mlflow.runName`); parents are then named the same way.
 """
 
 from __future__ import annotations

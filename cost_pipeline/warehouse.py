@@ -67,6 +67,17 @@ def sql_text(name: str) -> str:
     return sql_files()[name].read_text(encoding="utf-8")
 
 
+def define_macro(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Create the macro `name` of assets/macros.sql on `con`, as the pipeline's connections
+    have it: a reader (the report) reads through a read-only connection, which has none of
+    them. The statement is macros.sql's own text (each ends with `;` at the end of a line)."""
+    found = re.search(rf"^CREATE OR REPLACE TEMP MACRO {re.escape(name)}\(.*?;[ \t]*$",
+                      sql_text("macros"), re.DOTALL | re.MULTILINE)
+    if found is None:
+        raise KeyError(f"macros.sql defines no macro {name}")
+    con.execute(found.group(0))
+
+
 def bind(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     """The subset of `params` that `sql` names (DuckDB refuses unused named parameters)."""
     wanted = set(_PARAM.findall(_strip_comments(sql)))

@@ -7,7 +7,6 @@ The multi-line queries are `assets/queries/report_*.sql` and `top_untracked.sql`
 
 from __future__ import annotations
 
-import re
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -16,7 +15,13 @@ import duckdb
 
 from cost_pipeline.report.limits import over_estimate
 from cost_pipeline.report.strip import read_rows, six_months, stale_searches_note
-from cost_pipeline.warehouse import materialized_empty, rows_of, sql_text, table_names
+from cost_pipeline.warehouse import (
+    define_macro,
+    materialized_empty,
+    rows_of,
+    sql_text,
+    table_names,
+)
 
 COMPONENTS = ["gpu", "cpu", "storage", "network", "other"]
 PURPOSES = ["production", "search", "preprocessing", "other", "untracked", "unallocated"]
@@ -135,16 +140,6 @@ def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
             "bytes": sum(r["bytes"] for r in by_reason),
             "cost": sum(r["cost"] for r in by_reason)}
 
-
-def define_macro(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Create the macro `name` of assets/macros.sql on `con`, as the pipeline's connections
-    have it: the report reads through a read-only connection, which has none of them. The
-    statement is macros.sql's own text (each ends with `;` at the end of a line)."""
-    found = re.search(rf"^CREATE OR REPLACE TEMP MACRO {re.escape(name)}\(.*?;[ \t]*$",
-                      sql_text("macros"), re.DOTALL | re.MULTILINE)
-    if found is None:
-        raise KeyError(f"macros.sql defines no macro {name}")
-    con.execute(found.group(0))
 
 
 def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,

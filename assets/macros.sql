@@ -232,6 +232,19 @@ CREATE OR REPLACE TEMP MACRO more_of(listed, separator, kind) AS
 CREATE OR REPLACE TEMP MACRO counted(n, noun) AS
     format('{:,}', n) || ' ' || noun || CASE WHEN n = 1 THEN '' ELSE 's' END;
 
+-- a byte count as the report writes it (cost_pipeline/report/render.py `size`): in the largest
+-- binary unit it is at least 1,024 of below TiB (B, KiB, MiB, GiB, TiB), bytes whole and the
+-- others to one decimal: 1,062,200 bytes are `1.0 MiB` (one decimal of GiB said `0.0 GiB`)
+CREATE OR REPLACE TEMP MACRO byte_size(num_bytes) AS
+    CASE WHEN coalesce(num_bytes, 0) < 1024
+             THEN format('{:,.0f}', CAST(coalesce(num_bytes, 0) AS DOUBLE)) || ' B'
+         WHEN num_bytes / 1024.0 < 1024 THEN format('{:,.1f}', num_bytes / 1024.0) || ' KiB'
+         WHEN num_bytes / 1048576.0 < 1024
+             THEN format('{:,.1f}', num_bytes / 1048576.0) || ' MiB'
+         WHEN num_bytes / 1073741824.0 < 1024
+             THEN format('{:,.1f}', num_bytes / 1073741824.0) || ' GiB'
+         ELSE format('{:,.1f}', num_bytes / 1099511627776.0) || ' TiB' END;
+
 -- a policy figure as the decimal the config wrote, never a double's exponent (1e-05 reads
 -- 0.00001, 2.0 reads 2): the double's shortest text, as a decimal; from 1e19 on, and under
 -- 1e-18 (18 decimals would read 0), that text

@@ -141,14 +141,58 @@ line_snapshots AS (
         ) AS snapshot_date
     FROM storage_lines l
     WHERE l.line_key NOT IN (SELECT line_key FROM storage_tagged)
+),
+configured_reports AS (
+    -- the reports of the lines' buckets by configuration (checkpoint_snapshots: a row per
+    -- report, its `source` the `inventory` entry, which reads one S3 Inventory configuration)
+    SELECT DISTINCT bucket, source, snapshot_date FROM checkpoint_snapshots
+    WHERE month = $month AND bucket IN (SELECT bucket FROM line_snapshots)
+),
+day_reports AS (
+    -- a bucket of several configurations (each covering a prefix of it, e.g. `checkpoints/`
+    -- daily and `datasets/` weekly) is on a day the union of each one's latest report on or
+    -- before that day; a bucket of one is that day's report(s), as attribution_storage.sql
+    -- sums them
+    SELECT d.bucket, d.snapshot_date, r.source, max(r.snapshot_date) AS report_date
+    FROM (SELECT DISTINCT bucket, snapshot_date FROM line_snapshots) AS d
+    JOIN configured_reports AS r ON r.bucket = d.bucket AND r.snapshot_date <= d.snapshot_date
+    WHERE d.bucket IN (SELECT bucket FROM configured_reports GROUP BY bucket
+                       HAVING count(DISTINCT source) > 1)
+    GROUP BY ALL
+),
+day_objects AS (
+    -- their objects, a key listed by several of them once (the latest report's row)
+    SELECT d.bucket, d.snapshot_date, o.size, o.prefix, o.run_id
+    FROM checkpoint_inventory AS o
+    JOIN day_reports AS d
+      ON d.bucket = o.bucket AND d.source = o.source AND d.report_date = o.snapshot_date
+    WHERE o.month = $month
+    QUALIFY row_number() OVER (PARTITION BY d.bucket, d.snapshot_date, o.key
+                               ORDER BY o.snapshot_date DESC, o.source) = 1
+),
+listed_bytes AS (
+    SELECT bucket, snapshot_date, bytes FROM attribution_listed_bytes
+    WHERE bucket NOT IN (SELECT bucket FROM day_reports)
+    UNION ALL
+    SELECT bucket, snapshot_date, sum(size) FROM day_objects GROUP BY ALL
+),
+run_bytes AS (
+    SELECT bucket, snapshot_date, run_hash, bytes FROM attribution_run_bytes
+    WHERE bucket NOT IN (SELECT bucket FROM day_reports)
+    UNION ALL
+    SELECT bucket, snapshot_date, key_hash(run_id), sum(size) FROM day_objects
+    WHERE prefix IS NOT NULL
+      AND run_id IN (SELECT run_id FROM tracker_runs WHERE month = $month)
+    GROUP BY ALL
+    HAVING sum(size) > 0
 )
 SELECT line_key, run_hash, raw_share FROM storage_tagged
 UNION ALL
 SELECT ls.line_key, rb.run_hash, rb.bytes / lb.bytes AS raw_share
 FROM line_snapshots ls
-JOIN attribution_listed_bytes lb
+JOIN listed_bytes lb
   ON lb.bucket = ls.bucket AND lb.snapshot_date IS NOT DISTINCT FROM ls.snapshot_date
-JOIN attribution_run_bytes rb
+JOIN run_bytes rb
   ON rb.bucket = ls.bucket AND rb.snapshot_date IS NOT DISTINCT FROM ls.snapshot_date
 WHERE lb.bytes > 0;
 

@@ -390,7 +390,7 @@ levers_figures AS (
              THEN 'no checkpoint listing this month (no checkpoints source in the config, or '
                   || 'it listed nothing): dead checkpoints cannot be told (storage cost this '
                   || 'month ' || fmt_money(ms.storage, b.currency) || ')'
-             ELSE counted(r.objects, 'object') || ', ' || format('{:,.1f}', r.gib) || ' GiB, '
+             ELSE counted(r.objects, 'object') || ', ' || byte_size(r.gib * 1073741824) || ', '
                   || CASE WHEN r.objects = 1 THEN 'breaks' ELSE 'break' END || ' the '
                   || 'retention policy: dead runs ' || fmt_money(r.dead, b.currency)
                   || ', beyond keep-last ' || fmt_money(r.beyond, b.currency)

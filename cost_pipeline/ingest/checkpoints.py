@@ -84,12 +84,15 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
             raise SourceError(name, None, f"checkpoint kind {entry.kind!r} is not supported yet")
         count, located, first_key = 0, not entry.prefix, None
         prefix = run_prefix(entry.prefix)
+        first = len(batches)
         for batch in map(without_folder_markers, listed):
             count += batch.num_rows
             if not located and batch.num_rows:  # until one key is under the prefix
                 first_key = first_key or batch.column("key")[0].as_py()
                 located = pc.any(pc.starts_with(batch.column("key"), prefix)).as_py()
             batches.append(_with_source(batch, name, prefix))
+        dated = read or (_dated_snapshots(batches[first:])  # a plain CSV's snapshot_date days
+                         if isinstance(entry, InventoryCheckpoints) else [])
         log.info(f"{name}: {count} object(s) in {month:%Y-%m}")
         if isinstance(entry, InventoryCheckpoints) and not count and not read:
             # a month whose only report is dated the 1st of the next one read as an empty
@@ -101,7 +104,7 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
             log.warning(f"{name}: none of its {count} object(s) is under prefix "
                         f"{entry.prefix!r}, so no object is a run's checkpoint (keys start "
                         f"like {first_key!r}): check the prefix")
-        reports.update((name, bucket, day.isoformat()) for bucket, day in read)
+        reports.update((name, bucket, day.isoformat()) for bucket, day in dated)
         if not _lists_each_object_once(entry, read):
             may_repeat[name] = cfg.resolve(entry.path)  # (an `inventory` entry's)
     listing = pa.Table.from_batches(batches, schema=OBJECT_SCHEMA)
@@ -110,6 +113,19 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
     each_once = made_once or _listed_once(listing, may_repeat)
     return listing.replace_schema_metadata(
         {REPORTS: json.dumps(sorted(reports)), EACH_ONCE: b"1" if each_once else b"0"})
+
+
+def _dated_snapshots(batches: list[pa.RecordBatch]) -> list[tuple[str, date]]:
+    """The (bucket, day) snapshots a plain CSV's `snapshot_date` column dates, as S3 Inventory
+    reports add theirs: `checkpoint_snapshots` then holds every dated snapshot by its source,
+    which is how a bucket's configurations are told apart (macros.sql `month_end_snapshot`)."""
+    dated = [b.select(["bucket", "snapshot_date"]).filter(pc.is_valid(b.column("snapshot_date")))
+             for b in batches]
+    if not any(b.num_rows for b in dated):
+        return []
+    days = pa.Table.from_batches(dated).group_by(["bucket", "snapshot_date"]).aggregate([])
+    return list(zip(days.column("bucket").to_pylist(), days.column("snapshot_date").to_pylist(),
+                    strict=True))
 
 
 def _lists_each_object_once(entry: object, reports: list[tuple[str, date]]) -> bool:

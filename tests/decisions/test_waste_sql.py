@@ -830,7 +830,7 @@ def test_every_lever_of_a_month_of_refunds_is_zero_saying_so(con):
         "extra seeds: S8: 1 config × 1 seed, a full grid; 1 of 1 config already run in "
         "S7 — −$100.00 re-run; extra seeds of non-best configs $0.00 (best c1)")
     assert evidence["delete dead checkpoints"].endswith(
-        "nothing to save; 4 objects, 0.0 GiB, break the retention policy: dead runs "
+        "nothing to save; 4 objects, 600 B, break the retention policy: dead runs "
         "−$60.00, beyond keep-last $0.00, orphans $0.00 a month")
 
 
@@ -933,7 +933,7 @@ def test_levers_without_the_data_to_price_them_say_zero_and_why(con):
         "0 preprocess runs recomputed an (input_hash, transform_version) already computed: "
         "0.0 CPU-hours")
     assert evidence["delete dead checkpoints"] == (
-        "0 objects, 0.0 GiB, break the retention policy: dead runs $0.00, beyond keep-last "
+        "0 objects, 0 B, break the retention policy: dead runs $0.00, beyond keep-last "
         "$0.00, orphans $0.00 a month")
     assert evidence["co-locate compute & data"] == "no cross-region pull billed this month"
 
@@ -1085,3 +1085,29 @@ def test_levers_of_a_yen_bill_rank_and_say_credits_at_the_yen(con):
                                             "co-locate compute & data"]
     untracked = next(r["evidence"] for r in got if r["lever"] == "chase untracked usage")
     assert "credit" not in untracked
+
+
+@pytest.mark.parametrize("num_bytes", [0, 1_023, 1_062_200, 5 * 1024**3, 3 * 1024**4])
+def test_a_size_in_sql_reads_as_the_report_writes_it(con, num_bytes):
+    """macros.sql `byte_size` and the report's `size()` write one size alike: the largest
+    binary unit under 1,024 of it (TiB at most), bytes whole, the others to one decimal."""
+    from cost_pipeline.report.render import size
+
+    ((written,),) = con.execute("SELECT byte_size(?)", [num_bytes]).fetchall()
+    assert written == size(num_bytes)
+    assert written == {0: "0 B", 1_023: "1,023 B", 1_062_200: "1.0 MiB",
+                       5 * 1024**3: "5.0 GiB", 3 * 1024**4: "3.0 TiB"}[num_bytes]
+
+
+def test_dead_checkpoints_evidence_writes_their_size_as_the_report_does(con):
+    """1,057 objects of 1,062,200 bytes read `0.0 GiB` in the lever's evidence, where the
+    report's section 7 prints `1.0 MiB`."""
+    for i in range(1_057):
+        put(con, "retention_violations", bucket="b", key=f"k{i}", reason="dead_run",
+            bytes=1_062_200 // 1_057 + (1 if i < 1_062_200 % 1_057 else 0),
+            monthly_cost=0.01)
+    run(con, "cost_levers")
+    ((evidence,),) = con.execute("SELECT evidence FROM cost_levers "
+                                 "WHERE lever = 'delete dead checkpoints'").fetchall()
+    assert evidence.startswith("1,057 objects, 1.0 MiB, break the retention policy: dead runs "
+                               "$10.57")

@@ -101,6 +101,10 @@ ckpt/run-a/s2/x.pt,20,2026-07-31T12:00:00Z,2026-08-01
         ("ml-ckpt", "ckpt/run-a/s1/x.pt", date(2026, 7, 31), "run-a", "s1"),
         ("ml-ckpt", "ckpt/run-a/s2/x.pt", date(2026, 7, 31), "run-a", "s2"),
     ]
+    # its days are snapshots of its source, as an S3 Inventory configuration's reports are
+    assert con.execute("SELECT source, bucket, snapshot_date FROM checkpoint_snapshots "
+                       "ORDER BY snapshot_date").fetchall() == [
+        ("checkpoints[0] inventory", "ml-ckpt", date(2026, 7, d)) for d in (1, 31)]
 
 
 def test_no_bucket_anywhere_is_an_error(tmp_path, con):

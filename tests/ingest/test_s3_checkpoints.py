@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -390,3 +390,131 @@ def test_a_report_without_source_bucket_is_its_objects_buckets_snapshot(tmp_path
     assert con.execute("SELECT bucket, snapshot_date FROM checkpoint_snapshots ORDER BY 2"
                        ).fetchall() == [("ml-checkpoints", date(2026, 7, 1)),
                                         ("ml-checkpoints", date(2026, 7, 2))]
+
+
+# a bucket inventoried by two configurations, each covering a prefix: `checkpoints/` daily
+# (CSV) and `datasets/` weekly (Parquet), their reports in folders of their own
+DAILY_FOLDER, WEEKLY_FOLDER = "inventory/ml-checkpoints/daily", "inventory/ml-checkpoints/weekly"
+STORAGE_BILL_DAYS = {31: 6.0}
+
+
+def _weekly_parquet_reports(folder: Path, days: dict[str, list[tuple[str, int]]]) -> None:
+    """A weekly Parquet configuration on disk: a report per day of its (key, size) objects."""
+    stamp = datetime(2026, 6, 30, 0, 30, tzinfo=UTC)
+    for day, objects in days.items():
+        data = folder / "data" / f"{day}.parquet"
+        data.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({
+            "bucket": ["ml-checkpoints"] * len(objects), "key": [k for k, _ in objects],
+            "is_latest": [True] * len(objects), "is_delete_marker": [False] * len(objects),
+            "size": pa.array([s for _, s in objects], pa.int64()),
+            "last_modified_date": pa.array([stamp] * len(objects), pa.timestamp("ms", tz="UTC")),
+        }), data)
+        (folder / f"{day}T01-00Z").mkdir(parents=True)
+        (folder / f"{day}T01-00Z" / "manifest.json").write_text(_manifest(
+            day, "Parquet", [f"dest/{WEEKLY_FOLDER}/data/{day}.parquet"],
+            schema="message s3.inventory { … }"))
+
+
+def _configured_bucket(tmp_path: Path, lines: dict[int, float], *, weekly: bool = True,
+                       weekly_checkpoint: int | None = None) -> duckdb.DuckDBPyConnection:
+    """The bucket's July listed, attributed and its storage by run status computed. The daily
+    configuration reports the 1st (live-1 6,000 B), the 15th (live-1 6,000 B, dead-1 9,000 B)
+    and the 31st (live-1 14,000 B, dead-1 9,000 B, a loose README 300 B: 23,300 B); the
+    weekly one (`weekly`) the 20th and the 27th, each datasets/ds.bin 50,000 B, and on the
+    27th dead-1's checkpoint again at `weekly_checkpoint` bytes when given. `lines`: the
+    bucket's storage bill, {day: cost}."""
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.warehouse import month_params, replace_month, sql_text
+    from tests.support.sql_backend import loaded
+
+    def listed(key: str, size: int) -> list[str]:
+        return ["ml-checkpoints", key, "", "true", "false", str(size),
+                "2026-06-30T00:30:00.000Z", "e", "STANDARD"]
+
+    live, dead = "checkpoints/live-1/step-1/m.pt", "checkpoints/dead-1/step-1/m.pt"
+    _daily_reports(tmp_path / "inv" / DAILY_FOLDER, {
+        "2026-07-01": [listed(live, 6_000)],
+        "2026-07-15": [listed(live, 6_000), listed(dead, 9_000)],
+        "2026-07-31": [listed(live, 14_000), listed(dead, 9_000),
+                       listed("checkpoints/README.md", 300)]})
+    entries = [{"kind": "inventory", "path": f"inv/{DAILY_FOLDER}", "prefix": "checkpoints/"}]
+    if weekly:
+        on_27th = [("datasets/ds.bin", 50_000)]
+        if weekly_checkpoint is not None:
+            on_27th.append((dead, weekly_checkpoint))
+        _weekly_parquet_reports(tmp_path / "inv" / WEEKLY_FOLDER, {
+            "2026-07-20": [("datasets/ds.bin", 50_000)], "2026-07-27": on_27th})
+        entries.append({"kind": "inventory", "path": f"inv/{WEEKLY_FOLDER}",
+                        "prefix": "checkpoints/"})
+    cfg = parse_config({"checkpoints": entries}, tmp_path)
+    storage = [{"x_SourceLine": f"s{day}", "ResourceId": "ml-checkpoints",
+                "ChargePeriodStart": datetime(2026, 7, day), "ChargeCategory": "Usage",
+                "ChargePeriodEnd": datetime(2026, 7, day) + timedelta(days=1),
+                "BilledCost": cost, "EffectiveCost": cost, "x_CostComponent": "storage",
+                "x_ResourceKind": "bucket"} for day, cost in lines.items()]
+    runs = [{"run_id": "dead-1", "status": "FAILED", "purpose": "adhoc",
+             "start_time": datetime(2026, 6, 29), "end_time": datetime(2026, 6, 30)},
+            {"run_id": "live-1", "status": "RUNNING", "purpose": "adhoc",
+             "start_time": datetime(2026, 7, 1)}]
+    con = loaded(storage, runs, [], JULY)
+    build_checkpoint_inventory(con, cfg, JULY, LOG)
+    params = month_params(cfg, JULY)
+    build_attribution(con, JULY, params)
+    replace_month(con, "storage_by_run_status", JULY, sql_text("storage_by_run_status"),
+                  params)
+    return con
+
+
+def _by_run_status(con) -> list[tuple]:
+    return [(status, objects, size, round(cost, 4)) for status, objects, size, cost
+            in con.execute("SELECT run_status, objects, bytes, cost FROM storage_by_run_status "
+                           "ORDER BY run_status").fetchall()]
+
+
+def _line_split(con, line: str) -> dict[str | None, float]:
+    return {run: round(cost, 4) for run, cost in con.execute(
+        "SELECT run_id, sum(cost) FROM attribution WHERE x_SourceLine = ? GROUP BY run_id",
+        [line]).fetchall()}
+
+
+def test_a_bucket_of_two_inventory_configurations_is_priced_from_both(tmp_path):
+    """SPEC §6 rule 4 and §7: a bucket's storage is split by all its listed bytes. Read from
+    the last report of the month alone (the daily one's, 23,300 B), the weekly
+    configuration's 50,000 B of datasets dropped out of the bucket: dead-1's 9,000 B cost
+    9,000 × $6.00 / 23,300 = $2.3176 where it is 9,000 × 6 / 73,300 = $0.7367. The bucket at
+    the month's end is each configuration's last report: the 31st's and the 27th's."""
+    con = _configured_bucket(tmp_path, STORAGE_BILL_DAYS)
+    assert _by_run_status(con) == [("dead", 1, 9_000, 0.7367), ("live", 1, 14_000, 1.146)]
+    # the line of the 31st: 9,000 and 14,000 of 73,300 B
+    assert _line_split(con, "s31") == {"dead-1": 0.7367, "live-1": 1.146, None: 4.1173}
+
+
+def test_a_bucket_of_one_inventory_configuration_keeps_its_figures(tmp_path):
+    """One configuration: the month's end is its last report (23,300 B), as it was."""
+    con = _configured_bucket(tmp_path, STORAGE_BILL_DAYS, weekly=False)
+    assert _by_run_status(con) == [("dead", 1, 9_000, 2.3176), ("live", 1, 14_000, 3.6052)]
+    assert _line_split(con, "s31") == {"dead-1": 2.3176, "live-1": 3.6052, None: 0.0773}
+
+
+def test_a_key_two_configurations_list_counts_once(tmp_path):
+    """Configurations whose prefixes overlap list an object twice: it counts once, as the
+    latest report lists it. At the month's end dead-1's checkpoint is the 31st's 9,000 B (not
+    also the 27th's 8,000 B: 81,300 B listed); on the 27th it is that day's 8,000 B (not also
+    the 15th's 9,000 B)."""
+    con = _configured_bucket(tmp_path, {27: 6.4, 31: 6.0}, weekly_checkpoint=8_000)
+    # the bill of the month, $12.40, over the 73,300 B listed at its end
+    assert _by_run_status(con) == [("dead", 1, 9_000, 1.5225), ("live", 1, 14_000, 2.3683)]
+    assert _line_split(con, "s31") == {"dead-1": 0.7367, "live-1": 1.146, None: 4.1173}
+    # the 27th: live-1 6,000 (the 15th's) + dead-1 8,000 (the 27th's) + datasets 50,000
+    assert _line_split(con, "s27") == {"dead-1": 0.8, "live-1": 0.6, None: 5.0}
+
+
+def test_a_line_of_a_day_one_configuration_reported_reads_the_others_latest(tmp_path):
+    """The 27th only the weekly configuration reported: the bucket that day is its report and
+    the daily one's latest before it, the 15th's (live-1 6,000 B, dead-1 9,000 B): 65,000 B.
+    Read alone, the 27th's report gave the runs nothing. On the 15th the weekly one had not
+    reported yet: that day is the daily report alone (15,000 B)."""
+    con = _configured_bucket(tmp_path, {15: 3.0, 27: 6.5})
+    assert _line_split(con, "s27") == {"dead-1": 0.9, "live-1": 0.6, None: 5.0}
+    assert _line_split(con, "s15") == {"dead-1": 1.8, "live-1": 1.2}

@@ -116,11 +116,13 @@ CREATE TABLE IF NOT EXISTS checkpoint_inventory (
     checkpoint    VARCHAR          -- the next segment, or the object itself
 );
 
--- The S3 Inventory reports of the month read into checkpoint_inventory, one row per report:
--- a bucket's dated snapshot exists when its report does, even one listing no object (the
--- bucket was empty that day, so its storage that day is untracked, SPEC §6 rule 4). Readers
--- take the dated snapshots from here and from checkpoint_inventory's own dates (a manifest
--- without `sourceBucket` leaves no row here).
+-- The dated snapshots of the month read into checkpoint_inventory, one row per report (an S3
+-- Inventory report, or a day of a plain CSV's `snapshot_date` column): a bucket's dated
+-- snapshot exists when its report does, even one listing no object (the bucket was empty that
+-- day, so its storage that day is untracked, SPEC §6 rule 4), and its `source` tells a
+-- bucket's inventory configurations apart (macros.sql `month_end_snapshot`). Readers take the
+-- dated snapshots from here and from checkpoint_inventory's own dates (a manifest without
+-- `sourceBucket` leaves no row here).
 CREATE TABLE IF NOT EXISTS checkpoint_snapshots (
     month         DATE NOT NULL,
     source        VARCHAR NOT NULL,  -- the checkpoints entry, e.g. `checkpoints[0] inventory`

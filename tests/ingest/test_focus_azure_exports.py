@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.ingest.billing import build_billing_facts
+from cost_pipeline.ingest.sources import SourceError
 from cost_pipeline.report.data import bridge
 from cost_pipeline.report.render import bridge_rows
 from cost_pipeline.warehouse import month_params
@@ -181,6 +183,98 @@ def test_deliveries_on_s3_are_read_as_the_local_copy(tmp_path, s3_server, con):
         "ml-focus-export/data/BILLING_PERIOD=2026-05/20260505T0310Z-e2/"
         "ml-focus-export-00001.csv",
         "ml-focus-other/20260501-20260531/77aa-run/part_0_0001.csv"])
+
+
+@pytest.mark.parametrize("inside", ["data", "data/BILLING_PERIOD=2026-05"])
+def test_an_aws_focus_exports_data_folder_is_read_as_its_manifest_lists(con, tmp_path, caplog,
+                                                                        inside):
+    # the path at the export's data/ folder (or the month's folder in it) left the manifests
+    # of metadata/ outside it: both deliveries were read, May 1st and 2nd counted twice
+    # ($500.00 for the $300.00 of the newest delivery), and nothing said so
+    aws_export(tmp_path / "focus")
+    export = tmp_path / "focus" / "ml-focus-export"
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        load(con, export / inside)
+    newest = "data/BILLING_PERIOD=2026-05/20260505T0310Z-e2/ml-focus-export-00001.csv"
+    assert month_lines(con) == (3, 300.0, [newest.removeprefix(inside + "/")])
+    assert (f"focus: {export}: BILLING_PERIOD=2026-05: 1 file(s) of earlier deliveries not "
+            f"read (the month's newest manifest lists 1), e.g. {export / 'data'}/"
+            "BILLING_PERIOD=2026-05/20260504T0312Z-e1/ml-focus-export-00001.csv") in caplog.text
+
+
+@pytest.mark.parametrize("inside", ["", "data", "data/BILLING_PERIOD=2026-05"])
+def test_two_aws_deliveries_without_their_manifests_are_refused(con, tmp_path, inside):
+    # without the manifests nothing tells which execution folder is the month: read whole,
+    # both deliveries were summed ($500.00 for $300.00)
+    aws_export(tmp_path / "focus")
+    export = tmp_path / "focus" / "ml-focus-export"
+    shutil.rmtree(export / "metadata")
+    with pytest.raises(SourceError) as error:
+        load(con, export / inside if inside else export)
+    assert error.value.where == str(export / "data" / "BILLING_PERIOD=2026-05")
+    assert error.value.problem.startswith(
+        "the month's files are in 2 execution folders (20260504T0312Z-e1, 20260505T0310Z-e2), "
+        "deliveries of which the newest replaces the others, and no manifest of the month "
+        "tells which is the newest: ")
+    if inside:
+        assert error.value.problem.endswith(
+            f"point path at the export's root ({export}): its metadata/BILLING_PERIOD=2026-05/ "
+            "manifests pick the newest delivery")
+    else:
+        assert error.value.problem.endswith(
+            f"{export / 'metadata'}/BILLING_PERIOD=2026-05/ holds none: copy the export with "
+            "its metadata/ folder (its manifests pick the newest delivery), or keep only the "
+            "newest execution folder")
+
+
+def test_one_aws_delivery_without_its_manifest_is_read_whole(con, tmp_path):
+    # one execution folder (or files beside none) is the month, as before; another month's
+    # two deliveries do not refuse this one
+    aws_export(tmp_path / "focus")
+    export = tmp_path / "focus" / "ml-focus-export"
+    shutil.rmtree(export / "metadata")
+    shutil.rmtree(export / "data" / "BILLING_PERIOD=2026-05" / "20260504T0312Z-e1")
+    june = {"BillingPeriodStart": "2026-06-01T00:00:00Z",
+            "ChargePeriodStart": "2026-06-02T00:00:00Z", "ChargePeriodEnd": "2026-06-03T00:00:00Z"}
+    for execution in ("20260602T0300Z-e3", "20260603T0300Z-e4"):
+        write_csv(export / "data" / "BILLING_PERIOD=2026-06" / execution / "june.csv",
+                  [day(2, cost=7.0) | june], AZURE_COLUMNS)
+    load(con, export / "data")
+    assert month_lines(con) == (3, 300.0, [
+        "BILLING_PERIOD=2026-05/20260505T0310Z-e2/ml-focus-export-00001.csv"])
+
+
+def test_an_aws_exports_data_prefix_on_s3_is_read_as_its_manifest_lists(tmp_path, s3_server,
+                                                                          con, caplog):
+    local = tmp_path / "focus"
+    aws_export(local)
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    for file in sorted(p for p in local.rglob("*") if p.is_file()):
+        put(endpoint, bucket, f"exports/{file.relative_to(local)}", file.read_bytes())
+
+    def build(path: str) -> None:
+        build_billing_facts(con, parse_config({"billing": [{
+            "kind": "focus", "path": path, "endpoint_url": endpoint, "region": "us-east-1",
+            "name": "focus"}]}, tmp_path), MAY, LOG)
+
+    export = f"s3://{bucket}/exports/ml-focus-export"
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        build(f"{export}/data/")
+    assert month_lines(con) == (3, 300.0, [
+        "BILLING_PERIOD=2026-05/20260505T0310Z-e2/ml-focus-export-00001.csv"])
+    assert (f"focus: {export}: BILLING_PERIOD=2026-05: 1 file(s) of earlier deliveries not "
+            "read") in caplog.text
+    # the same files without the manifests: refused, not summed
+    other = f"s3://{bucket}/copy/ml-focus-export"
+    for file in sorted(p for p in (local / "ml-focus-export" / "data").rglob("*")
+                       if p.is_file()):
+        put(endpoint, bucket, f"copy/ml-focus-export/{file.relative_to(local / 'ml-focus-export')}",
+            file.read_bytes())
+    with pytest.raises(SourceError) as error:
+        build(f"{other}/data/BILLING_PERIOD=2026-05/")
+    assert error.value.where == f"{other}/data/BILLING_PERIOD=2026-05"
+    assert "2 execution folders (20260504T0312Z-e1, 20260505T0310Z-e2)" in error.value.problem
+    assert f"point path at the export's root ({other})" in error.value.problem
 
 
 def test_focus_preview_pricing_categories_read_as_focus_1_0s(con, tmp_path):

@@ -61,7 +61,7 @@ from cost_pipeline.ingest.sources.map_columns import (
     entry_list_shape,
     listed_entries_sql,
 )
-from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3
+from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3, list_files, uri_of
 from cost_pipeline.ingest.sources.streams import registered_batches
 from cost_pipeline.months import month_bounds
 
@@ -188,7 +188,7 @@ def is_azure_cost_details(header: list[str]) -> bool:
             and any(c.lower() in names for c in AZURE_COST_COLUMNS))
 
 
-def find_files(source: str, path: str) -> FocusFiles:
+def find_files(source: str, path: str, month: date | None = None) -> FocusFiles:
     root = Path(path)
     if root.is_file():
         return FocusFiles(source, root.parent, [root])
@@ -199,9 +199,14 @@ def find_files(source: str, path: str) -> FocusFiles:
     files = sorted(Path(p) for p in modified if is_data_file(Path(p)))
     listing = Listing(source, str(root), modified,
                       lambda file: Path(file).read_text(encoding="utf-8-sig"),
-                      lambda export, month: cur2.find_delivery(source, export, month).files)
-    current, superseded = current_files(listing, [str(f) for f in files])
+                      lambda export, of: cur2.find_delivery(source, export, of).files,
+                      lambda folder: _local_files_below(source, Path(folder)))
+    current, superseded = current_files(listing, [str(f) for f in files], month)
     return FocusFiles(source, root, [Path(f) for f in current], superseded=superseded)
+
+
+def _local_files_below(source: str, folder: Path) -> list[str]:
+    return [str(p) for p, _ in walk_files(folder, source)] if folder.is_dir() else []
 
 
 def _csv_header(path: Path, source: str) -> str:
@@ -526,14 +531,16 @@ def _display_name(found: FocusFiles, path: Path | str) -> str:
         return path.name
 
 
-def _find(source: str, path: str, fs) -> FocusFiles:
+def _find(source: str, path: str, fs, month: date) -> FocusFiles:
     if not is_s3(path):
-        return find_files(source, path)
+        return find_files(source, path, month)
     files, sizes, modified = find_s3_files(source, path, fs, SUFFIXES)
     remote = S3Files(source, fs, sizes)
     listing = Listing(source, path, modified, remote.text,
-                      lambda export, month: cur2_s3.find_delivery(source, export, month, fs).files)
-    current, superseded = current_files(listing, files)
+                      lambda export, of: cur2_s3.find_delivery(source, export, of, fs).files,
+                      lambda folder: [uri_of(i.path) for i in list_files(
+                          fs, S3Uri.parse(folder).path, source) if i.is_file])
+    current, superseded = current_files(listing, files, month)
     remote.sizes = {f: sizes[f] for f in current}
     return FocusFiles(source, path, current, remote=remote, superseded=superseded)
 
@@ -563,7 +570,7 @@ def register_raw(con: duckdb.DuckDBPyConnection, source: str, path: str, month: 
     """Load the month's rows of every FOCUS cost-and-usage file under `path` (a local file
     or folder, or an `s3://` object or prefix read through the pyarrow filesystem `fs`) into
     `focus_raw`; raise a SourceError naming the file, row and column of a bad value."""
-    found = _find(source, path, fs)
+    found = _find(source, path, fs, month)
     for note in found.superseded:
         log.info(f"{source}: {note}")
     try:

@@ -10,7 +10,12 @@ superseded deliveries left out (SPEC §3: a new delivery of a month replaces it)
 - AWS Data Exports (a FOCUS export, as a CUR 2.0 one) write the month's manifest at
   `<export>/metadata/BILLING_PERIOD=YYYY-MM/…-Manifest.json`: the month's files under
   `<export>/data/BILLING_PERIOD=YYYY-MM/` are those its newest manifest lists, found as the
-  CUR reader finds them (`cur2.find_delivery`, `cur2_s3.find_delivery`).
+  CUR reader finds them (`cur2.find_delivery`, `cur2_s3.find_delivery`). The same holds for
+  a path at the export's `data/` folder or at a `BILLING_PERIOD=YYYY-MM` folder in it: the
+  manifests are looked for in the export's `metadata/` folder beside it (outside the path).
+  Without a manifest of the month, a `BILLING_PERIOD=YYYY-MM` folder whose files are in two
+  or more execution folders (`…/BILLING_PERIOD=YYYY-MM/<execution-id>/…`) is refused: those
+  are deliveries of which only the newest is the month, and summed they counted it twice.
 
 Any other layout is read as it is: every file below the path.
 """
@@ -30,6 +35,10 @@ AZURE_MANIFEST = "manifest.json"
 # an AWS Data Exports manifest, below the export's metadata folder of its month
 AWS_MANIFEST = re.compile(r"^(?P<export>.+)/metadata/BILLING_PERIOD=(?P<month>\d{4}-\d{2})/"
                           r"(?:.+/)?[^/]*Manifest\.json$")
+# a file below a month's folder of an AWS Data Exports export (the last such folder of its
+# path): `<data>/BILLING_PERIOD=YYYY-MM/<below>`, `<data>` being the export's data/ folder
+AWS_MONTH_FILE = re.compile(r"^(?P<folder>(?P<data>.*)/BILLING_PERIOD=(?P<month>\d{4}-\d{2}))/"
+                            r"(?P<below>.+)$")
 # a timestamp's fraction beyond microseconds (Azure writes 7 digits: `…33.0272036Z`)
 EXTRA_DIGITS = re.compile(r"(\.\d{6})\d+")
 
@@ -45,19 +54,88 @@ class Listing:
     read_text: Callable[[str], str]
     # (export folder, month) → the files of the month's current delivery (`cur2`)
     aws_delivery: Callable[[str, date], list[str]]
+    # a folder outside the path → every file below it ([] when there is none): an AWS
+    # export's metadata/ folder when the path is its data/ folder or a month's folder in it
+    files_below: Callable[[str], list[str]]
 
 
-def current_files(listing: Listing, files: list[str]) -> tuple[list[str], list[str]]:
+def current_files(listing: Listing, files: list[str], month: date | None = None
+                  ) -> tuple[list[str], list[str]]:
     """`files` (the data files of the listing) without those of superseded deliveries, and
-    a sentence for the log on each delivery left out."""
+    a sentence for the log on each delivery left out. A SourceError where `month` (any month
+    when None) is an AWS export's month in several deliveries and no manifest says which is
+    the newest."""
     dropped: set[str] = set()
     notes: list[str] = []
-    months = sorted({(m["export"], m["month"]) for m in map(AWS_MANIFEST.match, listing.modified)
-                     if m})
-    for export, month in months:
-        _aws_month(listing, files, export, month, dropped, notes)
+    manifests = {(m["export"], m["month"]) for m in map(AWS_MANIFEST.match, listing.modified)
+                 if m}
+    for export, of_month in sorted(manifests):
+        _aws_month(listing, files, export, of_month, dropped, notes)
+    root = listing.root.rstrip("/")
+    outside: dict[str, set[str]] = {}   # export → the months of its manifests, outside the path
+    for folder, (export, of_month, below) in sorted(_aws_month_folders(files).items()):
+        if export is not None and (export, of_month) in manifests:
+            continue
+        if export is not None and _in_data_folder(root, export):
+            if export not in outside:
+                outside[export] = {m["month"] for m in map(
+                    AWS_MANIFEST.match, listing.files_below(f"{export}/metadata")) if m}
+            if of_month in outside[export]:
+                _aws_month(listing, files, export, of_month, dropped, notes)
+                continue
+        if month is None or of_month == f"{month:%Y-%m}":
+            _refuse_deliveries(listing.source, root, folder, export, of_month, below)
     _azure_runs(listing, files, dropped, notes)
     return [f for f in files if f not in dropped], notes
+
+
+def _aws_month_folders(files: list[str]) -> dict[str, tuple[str | None, str, list[str]]]:
+    """The `BILLING_PERIOD=YYYY-MM` folders of `files` → (their export, None when the folder
+    is not in a data/ folder; the month; the paths of the files below the folder)."""
+    folders: dict[str, tuple[str | None, str, list[str]]] = {}
+    for file in files:
+        match = AWS_MONTH_FILE.match(file)
+        if not match:
+            continue
+        data = match["data"]
+        export = (posixpath.dirname(data) if posixpath.basename(data) == "data"
+                  and posixpath.dirname(data) else None)
+        folders.setdefault(match["folder"], (export, match["month"], []))[2].append(
+            match["below"])
+    return folders
+
+
+def _in_data_folder(root: str, export: str) -> bool:
+    """Whether the path is the export's data/ folder or a month's folder in it (its
+    manifests, in metadata/, then outside the path)."""
+    data = f"{export}/data"
+    return root == data or (posixpath.dirname(root) == data
+                            and posixpath.basename(root).startswith("BILLING_PERIOD="))
+
+
+def _refuse_deliveries(source: str, root: str, folder: str, export: str | None, month: str,
+                       below: list[str]) -> None:
+    """Refuse a month's folder whose files are in two or more execution folders: without a
+    manifest nothing says which delivery is the month, and all read count it several times."""
+    executions = sorted({path.split("/", 1)[0] for path in below if "/" in path})
+    if len(executions) < 2:
+        return
+    shown = (", ".join(executions) if len(executions) <= 3
+             else f"{executions[0]}, … {executions[-1]}")
+    if export is None:
+        hint = ("point path at the export's root (the folder holding its data/ and metadata/ "
+                f"folders): its metadata/BILLING_PERIOD={month}/ manifests pick the newest "
+                "delivery")
+    elif root.startswith(export + "/"):
+        hint = (f"point path at the export's root ({export}): its metadata/BILLING_PERIOD="
+                f"{month}/ manifests pick the newest delivery")
+    else:
+        hint = (f"{export}/metadata/BILLING_PERIOD={month}/ holds none: copy the export with "
+                "its metadata/ folder (its manifests pick the newest delivery), or keep only "
+                "the newest execution folder")
+    raise SourceError(source, folder, f"the month's files are in {len(executions)} execution "
+                      f"folders ({shown}), deliveries of which the newest replaces the others, "
+                      f"and no manifest of the month tells which is the newest: {hint}")
 
 
 def _aws_month(listing: Listing, files: list[str], export: str, month: str,

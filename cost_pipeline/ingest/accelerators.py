@@ -4,7 +4,7 @@ The built-in table covers AWS's current accelerated families (EC2 and SageMaker,
 `ml.` prefix is stripped before lookup), Azure's N-series sizes, and the GCP machine types
 whose name does not end in their GPU count (`a2-highgpu-8g`-style names are read from the
 `-<N>g` suffix by the GCP and FOCUS normalizations); `accelerators:` in the config extends or
-overrides it.
+overrides it, its keys in any case.
 """
 
 from __future__ import annotations
@@ -74,8 +74,15 @@ BUILTIN: dict[str, int] = {
 
 
 def accelerator_table(extra: dict[str, int] | None = None) -> dict[str, int]:
-    """The built-in table extended (and overridden) by the config's `accelerators:`."""
-    table = dict(BUILTIN)
+    """The built-in table extended (and overridden) by the config's `accelerators:`, keyed
+    by the lower-case type.
+
+    A type is one type in any case: the FOCUS reader matches Azure's `Standard_NC…` sizes in
+    any case, and the bills spell AWS and GCP types in lower case. A config key naming a
+    built-in type in other letters (`standard_nc24ads_a100_v4`) replaces its count; kept
+    beside it, it matched the same lines twice.
+    """
+    table = {instance_type.lower(): count for instance_type, count in BUILTIN.items()}
     for instance_type, count in (extra or {}).items():
-        table[instance_type.removeprefix("ml.")] = int(count)
+        table[instance_type.lower().removeprefix("ml.")] = int(count)
     return table

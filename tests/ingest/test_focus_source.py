@@ -154,6 +154,20 @@ def test_rows_of_the_billing_period_with_their_components(con, tmp_path):
 
 
 
+
+def test_retired_azure_gpu_sizes_count_their_gpus(con, tmp_path, caplog):
+    # NC v1 (K80), NCv2 (P100), ND v1 (P40) and NV v1 (M60) sizes were missing from the
+    # table: each counted 1 GPU, listed as unknown
+    sizes = {"Standard_NC12": 2, "Standard_NC24r": 4, "Standard_NC24s_v2": 4,
+             "Standard_NC12s_v2": 2, "Standard_ND12s": 2, "Standard_ND24rs": 4,
+             "Standard_NV12": 2, "Standard_NV24": 4}
+    rows = [vm(size, size, ProviderName="Microsoft") for size in sizes]
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        facts = load(con, write_csv(tmp_path / "may.csv", rows))
+    assert {size: (f["x_CostComponent"], f["x_AcceleratorCount"], f["x_UsageHours"])
+            for size, f in facts.items()} == {size: ("gpu", g, 1.0) for size, g in sizes.items()}
+    assert "accelerator count unknown" not in caplog.text
+
 @pytest.mark.parametrize("count", [2, 1])
 def test_a_config_type_in_other_letters_overrides_the_built_in_one(con, tmp_path, caplog,
                                                                     count):

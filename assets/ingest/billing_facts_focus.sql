@@ -42,10 +42,13 @@
 --   accelerator machine type, or a GPU line of the resource and period) are its GPU lines',
 --   its core and memory lines carry none and are gpu; a plain VM's core line carries
 --   vCPU-hours ÷ its vCPUs (the `cores` label, SkuPriceDetails CoreCount, a predefined or
---   custom type's name; as given where none says), its memory none.
+--   custom type's name; as given where none says), its memory none. Such a VM's G is found
+--   per resource-period as billing_facts_gcp.sql finds it and shared by its GPU, core and RAM
+--   lines (gcp_accelerated); a machine type that counts no GPU (N1) is named with the GPU
+--   its GPU line names, `n1-standard-8 + nvidia-tesla-t4`, the key `accelerators:` takes.
 -- * gpu = instance usage of an accelerator type: AWS `p|g|gr|trn|inf|dl<digit>` families
 --   (SageMaker's `ml.` stripped; not GCP's shared-core `g1-small`), Azure N-series
---   (`Standard_NC…`, `NCC…`, `ND…`, `NV…`, `NG…`), GCP `a2-/a3-/a4-` and `g2-` machine
+--   (`Standard_NC…`, `NCC…`, `ND…`, `NV…`, `NG…`), GCP `a2-/a3-/a4-/a4x-` and `g2-` machine
 --   types, TPU `ct<digit>` types; or an accelerator count given by the provider
 --   (x_AcceleratorCount, SkuPriceDetails GpuCount/AcceleratorCount); or a GPU/TPU SKU line;
 --   or x_CostComponent = 'gpu'. cpu = other instance usage.
@@ -54,8 +57,10 @@
 --   (EBS is EC2's: AWS may file its rows under Compute); other = the rest. A valid
 --   x_CostComponent in the file wins.
 -- * G (x_AcceleratorCount) = the provider's count, else the accelerator table (built-in +
---   `accelerators:`), else the GCP name's `-<N>g` / `-<N>t` suffix, else (reported as
---   unknown) an accelerator SKU line's accelerator-hours ÷ its period's hours, else 1.
+--   `accelerators:`), else the GCP name's `-<N>g` / `-<N>t` suffix, else a Compute Engine
+--   accelerator VM's (its type named with its GPU in the table, else GPU-hours ÷ the
+--   VM-hours its core line states, else GPU-hours ÷ the period), else (reported as unknown)
+--   an accelerator SKU line's accelerator-hours ÷ its period's hours, else 1.
 -- * Buckets (x_ResourceKind = bucket): object-storage resources (S3, GCS, Azure Blob storage
 --   accounts) and resources the config names as buckets; an S3 ARN or a GCS resource name is
 --   reduced to the bucket name so it matches the checkpoint listings.
@@ -185,6 +190,15 @@ meters AS (
         gcp_vm_meter AND NOT gcp_core_meter AND regexp_matches(description_text, '(?i)\bram\b')
             AS gcp_ram_meter,
         compute_engine AND accelerator_sku AS gcp_accelerator_meter,
+        -- the GPU a Compute Engine GPU SKU names, as GCP spells accelerator types and
+        -- billing_facts_gcp.sql names it ("Nvidia Tesla T4 GPU running in …" →
+        -- nvidia-tesla-t4, "Spot Preemptible Nvidia L4 GPU …" → nvidia-l4)
+        CASE WHEN gcp_accelerator_meter THEN coalesce(
+            nullif(regexp_replace(lower(regexp_extract(coalesce(ChargeDescription, ''),
+                '(?i)^(?:(?:spot|preemptible)\s+)*(.*?)\s+gpu\b', 1)), '\s+', '-', 'g'), ''),
+            nullif(regexp_replace(lower(regexp_extract(coalesce(SkuMeter, ''),
+                '(?i)^(?:(?:spot|preemptible)\s+)*(.*?)\s+gpu\b', 1)), '\s+', '-', 'g'), ''))
+        END AS gcp_gpu_name,
         consumed_hours_per_unit(ConsumedUnit) AS hours_per_unit,
         regexp_matches(coalesce(ResourceType, ''),
                        '(?i)(virtual machine|instance|node|compute fleet|training job)')
@@ -217,19 +231,89 @@ meters AS (
               FROM focus_raw)
     )
 ),
-gcp_accelerated AS (
-    -- the Compute Engine resource-periods with a GPU line: their VM's hours are the GPU
-    -- line's, its core and memory lines carry none (billing_facts_gcp.sql). A pass over the
-    -- GPU lines alone (none in a bill without them)
-    SELECT DISTINCT nullif(trim(f.ResourceId), '') AS resource_id, f.ChargePeriodStart
+gcp_vm_lines AS (
+    -- the GPU, core and shared-core instance lines of Compute Engine VMs (Google rows): what
+    -- each says of its VM's hour. A pass over those lines alone (none in another bill)
+    SELECT
+        nullif(trim(f.ResourceId), '') AS resource_id, f.ChargePeriodStart, f.ChargePeriodEnd,
+        f.ConsumedQuantity * g.hours_per_unit AS usage_hours,
+        g.gcp_accelerator_meter AS gpu_line, g.gcp_core_meter AS core_line, g.gcp_gpu_name,
+        -- the machine type as `raw` reads it for a Google row
+        coalesce(nullif(trim(f.x_InstanceType), ''), nullif(trim(d.detail_instance_type), ''),
+                 nullif(trim(f.x_MachineType), ''), t.tag_machine_type) AS machine_type,
+        coalesce(t.tag_cores, d.detail_cores) AS stated_cores
     FROM focus_raw f
-    SEMI JOIN (SELECT ChargeDescription, SkuMeter, ProviderName, ServiceProviderName
-               FROM meters WHERE gcp_accelerator_meter) g
+    JOIN (SELECT DISTINCT ChargeDescription, SkuMeter, ProviderName, ServiceProviderName,
+                          ServiceName, ConsumedUnit, hours_per_unit, gcp_accelerator_meter,
+                          gcp_core_meter, gcp_gpu_name
+          FROM meters WHERE gcp_accelerator_meter OR (gcp_vm_meter AND NOT gcp_ram_meter)) g
       ON g.ChargeDescription IS NOT DISTINCT FROM f.ChargeDescription
      AND g.SkuMeter IS NOT DISTINCT FROM f.SkuMeter
      AND g.ProviderName IS NOT DISTINCT FROM f.ProviderName
      AND g.ServiceProviderName IS NOT DISTINCT FROM f.ServiceProviderName
+     AND g.ServiceName IS NOT DISTINCT FROM f.ServiceName
+     AND g.ConsumedUnit IS NOT DISTINCT FROM f.ConsumedUnit
+    LEFT JOIN tag_hints t ON t.tags_text IS NOT DISTINCT FROM f.Tags
+    LEFT JOIN detail_hints d
+      ON d.price_text IS NOT DISTINCT FROM f.SkuPriceDetails
+     AND d.sku_text IS NOT DISTINCT FROM f.x_SkuDetails
     WHERE f.ChargeCategory = 'Usage' AND nullif(trim(f.ResourceId), '') IS NOT NULL
+      AND coalesce(f.CommitmentDiscountStatus, '') <> 'Unused'
+      AND NOT coalesce(f.BilledCost < 0 AND f.EffectiveCost = 0, false)
+),
+gcp_accelerated AS (
+    -- per Compute Engine resource-period with a GPU line, as billing_facts_gcp.sql: the VM's
+    -- accelerator count G, which its GPU, core and RAM lines share, where its machine type
+    -- does not say it (`accelerated_gpus`: the count `accelerators:` gives the type named
+    -- with its GPU, `n1-standard-8 + nvidia-tesla-t4`; else GPU-hours ÷ the VM-hours its core
+    -- line states, vCPU-hours ÷ its vCPUs, or a shared-core VM's instance-hours; else
+    -- GPU-hours ÷ the period, a lower bound reported as unknown), and that name for a machine
+    -- type that counts no GPU of its own (N1, whose GPUs are attached)
+    SELECT
+        resource_id, ChargePeriodStart,
+        CASE WHEN machine_gpus > 0 THEN machine_gpus
+             WHEN attached_gpus > 0 THEN attached_gpus
+             WHEN vm_hours > 0 AND gpu_hours > 0
+                 THEN greatest(1, CAST(round(gpu_hours / vm_hours) AS INTEGER))
+             WHEN gpu_hours > 0 AND period_hours > 0
+                 THEN greatest(1, CAST(ceil(gpu_hours / period_hours - 1e-9) AS INTEGER))
+             ELSE 1 END AS accelerated_gpus,
+        NOT coalesce(machine_gpus > 0 OR attached_gpus > 0 OR (vm_hours > 0 AND gpu_hours > 0),
+                     false) AS accelerated_gpus_guessed,
+        CASE WHEN NOT coalesce(machine_gpus > 0, false) AND attached_gpu IS NOT NULL
+             THEN attached_type END AS accelerated_type
+    FROM (
+        SELECT v.*, coalesce(m.accelerators, TRY_CAST(regexp_extract(
+                   coalesce(v.machine_type, ''), '-(\d+)[gt]$', 1) AS INTEGER)) AS machine_gpus,
+               n.accelerators AS attached_gpus
+        FROM (
+            SELECT *, coalesce(machine_type || ' + ', '') || attached_gpu AS attached_type
+            FROM (
+                SELECT
+                    resource_id, ChargePeriodStart,
+                    fsum(usage_hours) FILTER (WHERE gpu_line) AS gpu_hours,
+                    -- a core line's vCPU-hours ÷ the VM's vCPUs (as `cored` finds them), a
+                    -- shared-core VM's instance-hours as they are
+                    fsum(CASE WHEN NOT core_line THEN usage_hours
+                              WHEN vm_cores > 0 THEN usage_hours / vm_cores END)
+                        FILTER (WHERE NOT gpu_line) AS vm_hours,
+                    min(gcp_gpu_name) FILTER (WHERE gpu_line) AS attached_gpu,
+                    min(machine_type) AS machine_type,
+                    max(epoch(ChargePeriodEnd - ChargePeriodStart)) / 3600.0 AS period_hours
+                FROM (
+                    SELECT *, CASE WHEN core_line THEN coalesce(stated_cores, TRY_CAST(coalesce(
+                        nullif(regexp_extract(coalesce(machine_type, ''), '^[a-z][a-z0-9]*-custom-(\d+)-\d+$', 1), ''),
+                        nullif(regexp_extract(coalesce(machine_type, ''), '^[a-z][a-z0-9]*-[a-z]+-(\d+)(-lssd|-metal)?$', 1), ''))
+                        AS DOUBLE)) END AS vm_cores
+                    FROM gcp_vm_lines
+                )
+                GROUP BY resource_id, ChargePeriodStart
+                HAVING bool_or(gpu_line)
+            )
+        ) v
+        LEFT JOIN accelerator_counts m ON lower(m.instance_type) = lower(v.machine_type)
+        LEFT JOIN accelerator_counts n ON lower(n.instance_type) = lower(v.attached_type)
+    )
 ),
 resources AS (
     -- what a resource id says, once per resource
@@ -262,6 +346,7 @@ hints AS (
         d.detail_accelerators, d.detail_cores,
         m.gcp_vm_meter, m.gcp_core_meter, m.gcp_ram_meter,
         g.resource_id IS NOT NULL AS gcp_accelerator_period,
+        g.accelerated_gpus, g.accelerated_gpus_guessed, g.accelerated_type,
         m.usage_type_instance, m.meter_instance_type, m.description_instance_type,
         m.accelerator_sku, m.instance_usage_type, m.hours_per_unit, m.instance_resource_type,
         m.network_usage, m.storage_usage, m.shared_meter, m.object_storage_meter,
@@ -337,7 +422,7 @@ classified AS (
           AND (instance_type IS NOT NULL OR instance_resource_type)
             AS instance_usage,
         (regexp_matches(coalesce(instance_type, ''),
-            '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?(ncc|n[cdvg])\d|a[2-4]-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$)')
+            '(?i)^((p|g|gr|trn|inf|dl)\d|(standard_|basic_)?(ncc|n[cdvg])\d|a\d+x?-|ct\d|(v[2-6][a-z]*|v5litepod)-[0-9]+$)')
           -- GCP's shared-core g1-small is no GPU (AWS has no g1 family)
           AND NOT regexp_matches(coalesce(instance_type, ''), '(?i)^g1-'))
           OR coalesce(provider_accelerators, 0) > 0
@@ -419,7 +504,9 @@ SELECT
          WHEN instance_usage THEN ConsumedQuantity * hours_per_unit / instance_count
     END AS x_UsageHours,
     coalesce(instance_usage, false) AS x_InstanceUsage,
-    CASE WHEN instance_usage THEN instance_type END AS x_InstanceType,
+    -- an N1 VM's lines name its attached GPU too (`n1-standard-8 + nvidia-tesla-t4`), as
+    -- billing_facts_gcp.sql names them: the key `accelerators:` takes for its count
+    CASE WHEN instance_usage THEN coalesce(accelerated_type, instance_type) END AS x_InstanceType,
     CASE
         WHEN resource_id IS NULL OR shared_network THEN 'shared'
         WHEN bucket THEN 'bucket'
@@ -445,8 +532,10 @@ SELECT
     (cost_component = 'gpu' AND coalesce(provider_accelerators, 0) < 0.5
      AND NOT coalesce(gcp_vm_meter, false)  -- the VM's GPU lines report it
      AND table_accelerators IS NULL
-     AND NOT regexp_matches(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$')
-     AND tpu_chips IS NULL)
+     AND NOT regexp_matches(coalesce(instance_type, ''), '^(a\d+x?|ct\d+[a-z]*)-.*-(\d+)[gt]$')
+     AND tpu_chips IS NULL
+     -- a GCP VM's count its hour's lines give (its VM-hours, its type with its GPU)
+     AND coalesce(accelerated_gpus_guessed, true))
         AS x_UnknownAcceleratorType
 FROM (
     SELECT *, CASE
@@ -457,8 +546,10 @@ FROM (
         ELSE CAST(coalesce(
             nullif(round(provider_accelerators), 0),
             table_accelerators,
-            TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a[2-4]|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
+            TRY_CAST(regexp_extract(coalesce(instance_type, ''), '^(a\d+x?|ct\d+[a-z]*)-.*-(\d+)[gt]$', 2) AS INTEGER),
             tpu_chips,
+            -- a GCP accelerator VM's, shared by its GPU, core and RAM lines (gcp_accelerated)
+            accelerated_gpus,
             -- an accelerator SKU line of an unknown type: its accelerator-hours ÷ the hours of
             -- its period, a lower bound (reported as unknown), as billing_facts_gcp.sql
             CASE WHEN accelerator_sku AND ChargePeriodEnd > ChargePeriodStart

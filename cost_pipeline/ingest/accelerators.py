@@ -1,10 +1,11 @@
 """Instance type → accelerator count (GPUs, Trainium/Inferentia chips, Gaudi/Qualcomm cards).
 
-The built-in table covers AWS's current accelerated families (EC2 and SageMaker, whose
-`ml.` prefix is stripped before lookup), Azure's N-series sizes, and the GCP machine types
+The built-in table covers AWS's accelerated families (EC2 and SageMaker, whose `ml.` prefix
+is stripped before lookup; the retired g2 too), Azure's N-series sizes (the retired NC v1,
+NCv2, ND v1 and NV v1 too, which older bills name), and the GCP machine types
 whose name does not end in their GPU count (`a2-highgpu-8g`-style names are read from the
 `-<N>g` suffix by the GCP and FOCUS normalizations); `accelerators:` in the config extends or
-overrides it.
+overrides it, its keys in any case.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ BUILTIN: dict[str, int] = {
     "p6-b300.48xlarge": 8,
     "p6e-gb200.36xlarge": 4,
     "p6e-gb300.36xlarge": 4,
+    **_family("g2", {"2xlarge": 1, "8xlarge": 4}),   # retired (GRID K520)
     **_family("g3", {"4xlarge": 1, "8xlarge": 2, "16xlarge": 4}),
     "g3s.xlarge": 1,
     **_family("g4dn", {**_ONE, "12xlarge": 4, "metal": 8}),
@@ -69,13 +71,26 @@ BUILTIN: dict[str, int] = {
         "ND96isr_H200_v5": 8, "ND96isr_MI300X_v5": 8, "ND128isr_NDR_GB200_v6": 4,
         "NV12s_v3": 1, "NV24s_v3": 2, "NV48s_v3": 4, "NV36ads_A10_v5": 1,
         "NV36adms_A10_v5": 1, "NV72ads_A10_v5": 2,
+        # retired sizes, still in older bills: NC v1 (K80), NCv2 (P100), ND v1 (P40), NV v1
+        # (M60)
+        "NC6": 1, "NC12": 2, "NC24": 4, "NC24r": 4,
+        "NC6s_v2": 1, "NC12s_v2": 2, "NC24s_v2": 4, "NC24rs_v2": 4,
+        "ND6s": 1, "ND12s": 2, "ND24s": 4, "ND24rs": 4,
+        "NV6": 1, "NV12": 2, "NV24": 4,
     }.items()},
 }
 
 
 def accelerator_table(extra: dict[str, int] | None = None) -> dict[str, int]:
-    """The built-in table extended (and overridden) by the config's `accelerators:`."""
-    table = dict(BUILTIN)
+    """The built-in table extended (and overridden) by the config's `accelerators:`, keyed
+    by the lower-case type.
+
+    A type is one type in any case: the FOCUS reader matches Azure's `Standard_NC…` sizes in
+    any case, and the bills spell AWS and GCP types in lower case. A config key naming a
+    built-in type in other letters (`standard_nc24ads_a100_v4`) replaces its count; kept
+    beside it, it matched the same lines twice.
+    """
+    table = {instance_type.lower(): count for instance_type, count in BUILTIN.items()}
     for instance_type, count in (extra or {}).items():
-        table[instance_type.removeprefix("ml.")] = int(count)
+        table[instance_type.lower().removeprefix("ml.")] = int(count)
     return table

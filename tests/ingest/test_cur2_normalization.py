@@ -307,6 +307,34 @@ def test_config_accelerators_extend_and_override(tmp_path, con):
     assert summary.unknown_instance_types == []
 
 
+def test_retired_g2_instances_count_their_gpus(tmp_path, con):
+    # g2.2xlarge (1 GRID K520) and g2.8xlarge (4) were missing from the table: 1 each,
+    # listed as unknown
+    export = write_export(tmp_path, {"a.parquet": [
+        gpu_box("g2_2x", "BoxUsage:g2.2xlarge"),
+        gpu_box("g2_8x", "BoxUsage:g2.8xlarge"),
+    ]})
+    summary = build(con, config(tmp_path, export))
+    rows = facts(con)
+    assert {name: (rows[name]["x_CostComponent"], rows[name]["x_AcceleratorCount"])
+            for name in ("g2_2x", "g2_8x")} == {"g2_2x": ("gpu", 1), "g2_8x": ("gpu", 4)}
+    assert summary.unknown_instance_types == []
+
+
+def test_config_accelerators_in_other_letters_override_the_types(tmp_path, con):
+    # a config key is a type in any case: `G5.12XLARGE` is the built-in g5.12xlarge (4), and
+    # `ML.P9.48XLarge` the p9.48xlarge the bill names
+    export = write_export(tmp_path, {"a.parquet": [
+        gpu_box("g5", "BoxUsage:g5.12xlarge"),
+        gpu_box("p9", "BoxUsage:p9.48xlarge"),
+    ]})
+    cfg = config(tmp_path, export, accelerators={"G5.12XLARGE": 2, "ML.P9.48XLarge": 16})
+    summary = build(con, cfg)
+    rows = facts(con)
+    assert (rows["g5"]["x_AcceleratorCount"], rows["p9"]["x_AcceleratorCount"]) == (2, 16)
+    assert summary.unknown_instance_types == []
+
+
 def test_discount_rows_without_net_columns_are_adjustments(tmp_path, con):
     export = write_export(tmp_path, {"a.parquet": [
         L("use", 10.0),

@@ -20,7 +20,7 @@ import pytest
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
 from cost_pipeline.ingest.billing import build_billing_facts
-from cost_pipeline.warehouse import month_params
+from cost_pipeline.warehouse import month_params, replace_month, sql_text
 from tests.ingest.test_focus_source import write_csv
 from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
@@ -82,12 +82,13 @@ ROWS = [
     # a shared-core VM: billed in instance-seconds, and no GPU
     sku("small-vm", "G1-SMALL", "Small Instance with 1 VCPU running in Americas", HOUR,
         "seconds", 0.03, tags("g1-small", 1, env="dev")),
-    # an A100 VM without its machine type label: its GPU line says it is one, and G is its
-    # GPU-hours over the hour (a lower bound, reported as unknown)
+    # an A100 VM without its machine type or cores label: its GPU line says it is one, and
+    # G is its GPU-hours over the hour (a lower bound, reported as unknown), on its core line
+    # too
     sku("bare-vm", "BARE-GPU", "Nvidia Tesla A100 GPU running in Americas", 4 * HOUR,
-        "seconds", 11.7, tags(None, 48)),
+        "seconds", 11.7, tags(None)),
     sku("bare-vm", "BARE-CORE", "A2 Instance Core running in Americas", 48 * HOUR,
-        "seconds", 1.5, tags(None, 48)),
+        "seconds", 1.5, tags(None)),
     sku("cpu-vm", "TAX", "Tax", 0.0, "", 1.5, "[]", ChargeCategory="tax", ConsumedUnit=None,
         ConsumedQuantity=None, ResourceId=None, ResourceType=None),
     sku("cpu-vm", "ADJ", "Adjustment", 0.0, "", -0.5, "[]", ChargeCategory="adjustment",
@@ -137,7 +138,7 @@ def test_the_lower_case_vocabulary_reads_as_focus_spells_it(month):
     ("CUSTOM-CORE", ("cpu", 0, 1.0, True)),     # 6 vCPU-hours ÷ n2-custom-6-…'s 6
     ("G1-SMALL", ("cpu", 0, 1.0, True)),        # instance-seconds; g1 is no GPU family
     ("BARE-GPU", ("gpu", 4, 1.0, True)),        # 4 GPU-hours in an hour: G ≥ 4
-    ("BARE-CORE", ("gpu", 1, None, True)),      # a GPU line in its hour: no hours here
+    ("BARE-CORE", ("gpu", 4, None, True)),      # a GPU line in its hour: no hours here
 ])
 def test_a_vms_sku_lines_carry_its_hours_once(month, sku_id, expected):
     got = month.execute("SELECT x_CostComponent, x_AcceleratorCount, x_UsageHours, "
@@ -173,3 +174,123 @@ def test_a_run_holding_the_vms_for_their_hour_takes_all_their_cost(month):
         "sum(accelerator_hours) FILTER (WHERE run_id = 'r1') FROM attribution").fetchone()
     assert attributed == pytest.approx(billed, rel=1e-12)  # conserved
     assert gpu_hours == pytest.approx(8.0 + 4.0) and tracked == pytest.approx(8.0)
+
+
+# A VM whose machine type names no GPU count: an N1 with attached GPUs, or a type whose name
+# the patterns did not know. G is the VM's, per resource-hour, from its VM-hours (its core
+# line's vCPU-hours ÷ its vCPUs), and its core and RAM lines carry the same G.
+N1 = tags("n1-standard-8", 8, run_id="r1")
+T4 = "Nvidia Tesla T4 GPU running in Americas"
+N1_CORE = "N1 Predefined Instance Core running in Americas"
+N1_RAM = "N1 Predefined Instance Ram running in Americas"
+
+
+def gcp_month(folder, rows: list[dict], runs: list[dict], accelerators: dict | None = None):
+    """The month of `rows` read as a FOCUS file, attributed to `runs` and reconciled: the
+    connection and the billing summary."""
+    cfg = parse_config({"billing": [{"kind": "focus", "name": "gcp",
+                                     "path": str(write_csv(folder / "gcp.csv", rows,
+                                                           columns=COLUMNS))}],
+                        "accelerators": accelerators or {}}, folder)
+    con = duckdb.connect()
+    summary = build_billing_facts(con, cfg, JULY, LOG)
+    insert_runs(con, JULY, [{**RUN_DEFAULTS, "status": "FINISHED", "purpose": "production",
+                             **run} for run in runs])
+    params = month_params(cfg, JULY)
+    build_attribution(con, JULY, params)
+    replace_month(con, "reconciliation", JULY, sql_text("reconciliation"), params)
+    return con, summary
+
+
+def lines_of(con) -> dict[str, tuple]:
+    """SkuId → (x_InstanceType, component, G, x_UsageHours, unknown type)."""
+    return {r[0]: r[1:] for r in con.execute(
+        "SELECT SkuId, x_InstanceType, x_CostComponent, x_AcceleratorCount, x_UsageHours, "
+        "x_UnknownAcceleratorType FROM billing_facts").fetchall()}
+
+
+def run_costs(con) -> dict[str, float]:
+    return dict(con.execute("SELECT b.SkuId, sum(a.cost) FROM billing_facts b JOIN attribution a "
+                            "USING (x_SourceLine) WHERE a.run_id = 'r1' GROUP BY ALL"
+                            ).fetchall())
+
+
+def test_an_n1_vms_gpu_count_is_its_gpu_hours_over_its_vm_hours(tmp_path):
+    """An n1-standard-8 with 2 T4s ran 10:00-10:30 of the hour: 1 T4-hour (3,600
+    GPU-seconds) and 4 vCPU-hours (8 × 1,800 vCPU-seconds ÷ 8 vCPUs = 0.5 VM-hours), so
+    G = 1 ÷ 0.5 = 2 on both lines and the GPU line's hours are 1 ÷ 2 = 0.5. G was the GPU-hours
+    over the whole hour, 1 (listed as unknown), the core line's 1, the hours 1.0: r1, which
+    held the VM for the half hour it ran, took half of its $0.50 and half its GPU-hours were
+    untracked."""
+    rows = [
+        sku("n1-vm", "T4-GPU", T4, 3600.0, "seconds", 0.35, N1),
+        sku("n1-vm", "N1-CORE", N1_CORE, 8 * 1800.0, "seconds", 0.15, N1),
+    ]
+    con, summary = gcp_month(tmp_path, rows, [{
+        "run_id": "r1", "resource_ids": [VM + "n1-vm"],
+        "start_time": datetime(2026, 7, 3, 10), "end_time": datetime(2026, 7, 3, 10, 30)}])
+    t4 = "n1-standard-8 + nvidia-tesla-t4"
+    assert lines_of(con) == {"T4-GPU": (t4, "gpu", 2, pytest.approx(0.5), False),
+                             "N1-CORE": (t4, "gpu", 2, None, False)}
+    assert run_costs(con) == {"T4-GPU": pytest.approx(0.35), "N1-CORE": pytest.approx(0.15)}
+    billed, tracked, untracked = con.execute(
+        "SELECT billed_gpu_hours, tracked_gpu_hours, untracked_share FROM reconciliation"
+    ).fetchone()
+    assert (billed, tracked, untracked) == (pytest.approx(1.0), pytest.approx(1.0),
+                                            pytest.approx(0.0))
+    assert summary.unknown_instance_types == []
+    con.close()
+
+
+@pytest.mark.parametrize(("machine", "gpus", "gpu_hours", "g", "run_share"), [
+    # an N1 with 2 T4s for the hour: 2 T4-hours over 1 VM-hour (8 vCPU-hours ÷ 8)
+    ("n1-standard-8", "nvidia-tesla-t4", 2.0, 2, 0.5),
+    # an A4X names its 4 GPUs as `a2-highgpu-8g` names 8: its name's `-4g`
+    ("a4x-highgpu-4g", None, 4.0, 4, 0.25),
+])
+def test_an_accelerator_vms_core_line_has_its_gpu_lines_count(tmp_path, machine, gpus,
+                                                              gpu_hours, g, run_share):
+    """The VM's core and RAM lines had G = 1 while its GPU line had the VM's: a run using 1
+    GPU took the whole $3.00 core line. Each line has the VM's G, so the run takes 1 ÷ G of
+    every line: $3.00 × 0.5 of the N1's core line, $3.00 × 0.25 of the A4X's."""
+    vm_tags = tags(machine, 8)
+    rows = [
+        sku("vm", "GPU", f"Nvidia {'Tesla T4' if gpus else 'GB200'} GPU running in Americas",
+            gpu_hours * HOUR, "seconds", 2.0 * gpu_hours, vm_tags),
+        sku("vm", "CORE", f"{machine[:3].upper()} Instance Core running in Americas",
+            8 * HOUR, "seconds", 3.0, vm_tags),
+        sku("vm", "RAM", f"{machine[:3].upper()} Instance Ram running in Americas",
+            32 * GIB * HOUR, "byte-seconds", 1.0, vm_tags),
+    ]
+    con, summary = gcp_month(tmp_path, rows, [{
+        "run_id": "r1", "resource_ids": [VM + "vm"], "gpus": 1,
+        "start_time": datetime(2026, 7, 3, 9), "end_time": datetime(2026, 7, 3, 12)}])
+    name = f"{machine} + {gpus}" if gpus else machine
+    assert lines_of(con) == {"GPU": (name, "gpu", g, pytest.approx(1.0), False),
+                             "CORE": (name, "gpu", g, None, False),
+                             "RAM": (name, "gpu", g, None, False)}
+    assert run_costs(con) == {"GPU": pytest.approx(2.0 * gpu_hours * run_share),
+                              "CORE": pytest.approx(3.0 * run_share),
+                              "RAM": pytest.approx(1.0 * run_share)}
+    # the warning named both types ("a4x-highgpu-4g, n1-standard-8") while their G was known
+    assert summary.unknown_instance_types == []
+    con.close()
+
+
+def test_an_unknown_n1_gpu_count_is_set_under_the_type_the_warning_names(tmp_path):
+    """Without a core line the N1's VM-hours are unknown: G is its 4 T4-hours over the hour
+    (a lower bound), listed under `n1-standard-8 + nvidia-tesla-t4`, as the GCP export's
+    reader names it; `accelerators:` under that name sets it, for its core line too."""
+    rows = [sku("n1-vm", "T4-GPU", T4, 4 * HOUR, "seconds", 1.4, N1),
+            sku("n1-vm", "N1-RAM", N1_RAM, 30 * GIB * HOUR, "byte-seconds", 0.1, N1)]
+    t4 = "n1-standard-8 + nvidia-tesla-t4"
+    con, summary = gcp_month(tmp_path, rows, [])
+    assert lines_of(con) == {"T4-GPU": (t4, "gpu", 4, pytest.approx(1.0), True),
+                             "N1-RAM": (t4, "gpu", 4, None, False)}
+    assert summary.unknown_instance_types == [t4]
+    con.close()
+    con, summary = gcp_month(tmp_path, rows, [], accelerators={t4: 2})
+    assert lines_of(con) == {"T4-GPU": (t4, "gpu", 2, pytest.approx(2.0), False),
+                             "N1-RAM": (t4, "gpu", 2, None, False)}
+    assert summary.unknown_instance_types == []
+    con.close()

@@ -153,6 +153,37 @@ def test_rows_of_the_billing_period_with_their_components(con, tmp_path):
     assert facts["p4d"]["BillingPeriodStart"].isoformat() == "2026-05-01T00:00:00"
 
 
+
+
+def test_retired_azure_gpu_sizes_count_their_gpus(con, tmp_path, caplog):
+    # NC v1 (K80), NCv2 (P100), ND v1 (P40) and NV v1 (M60) sizes were missing from the
+    # table: each counted 1 GPU, listed as unknown
+    sizes = {"Standard_NC12": 2, "Standard_NC24r": 4, "Standard_NC24s_v2": 4,
+             "Standard_NC12s_v2": 2, "Standard_ND12s": 2, "Standard_ND24rs": 4,
+             "Standard_NV12": 2, "Standard_NV24": 4}
+    rows = [vm(size, size, ProviderName="Microsoft") for size in sizes]
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        facts = load(con, write_csv(tmp_path / "may.csv", rows))
+    assert {size: (f["x_CostComponent"], f["x_AcceleratorCount"], f["x_UsageHours"])
+            for size, f in facts.items()} == {size: ("gpu", g, 1.0) for size, g in sizes.items()}
+    assert "accelerator count unknown" not in caplog.text
+
+@pytest.mark.parametrize("count", [2, 1])
+def test_a_config_type_in_other_letters_overrides_the_built_in_one(con, tmp_path, caplog,
+                                                                    count):
+    """`accelerators:` naming a built-in type in other letters (`standard_nc24ads_a100_v4`,
+    built in as `Standard_NC24ads_A100_v4`, 1 GPU) kept both in the table, and the line
+    matching both in any case became two lines of one id: with 2 the month failed as a
+    conflicting duplicate line, with 1 it reported an identical duplicate dropped. The
+    config's count is the type's."""
+    path = write_csv(tmp_path / "may.csv",
+                     [vm("a100", "Standard_NC24ads_A100_v4", cost=3.67, ProviderName="Microsoft")])
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        facts = load(con, path, accelerators={"standard_nc24ads_a100_v4": count})
+    assert list(facts) == ["a100"]
+    assert (facts["a100"]["x_AcceleratorCount"], facts["a100"]["EffectiveCost"]) == (count, 3.67)
+    assert "duplicate" not in caplog.text
+
 @pytest.mark.parametrize(("unit", "quantity", "hours"), [
     ("10 Hours", 0.15, 1.5), ("100 Hours", 0.015, 1.5), ("Days", 1.5 / 24, 1.5),
     ("1 Day", 1.5 / 24, 1.5), ("Milliseconds", 5.4e6, 1.5), ("Microseconds", 5.4e9, 1.5),

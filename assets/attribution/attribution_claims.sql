@@ -15,7 +15,8 @@
 -- all rows of the resource-period, e.g. a savings-plan row + an on-demand row), else the
 -- period's length. Bucket storage is split by the runs' bytes in the bucket; bucket
 -- transfer (cross-region reads) by the overlap of runs that read a dataset of that bucket
--- from another region.
+-- from another region (regions compared whatever their case and surrounding blanks:
+-- macros.sql `region_key`).
 --
 -- Resources are matched on `claim_key` (macros.sql: a SageMaker training job's ARN counts as
 -- the job's name, so a run may list either; an Azure id in lower case; any other id is
@@ -204,7 +205,8 @@ WITH transfer_overlaps AS (
     FROM attribution_lines l
     JOIN config_datasets ds ON ds.bucket = l.ResourceId
     JOIN attribution_claimants k
-      ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
+      ON k.dataset = ds.name AND k.region IS NOT NULL
+     AND region_key(k.region) <> region_key(ds.region)
     WHERE l.rule = 'bucket_transfer' AND k.rs < l.e AND k.re > l.s AND l.s < l.e
 )
 SELECT line_key, run_hash,

@@ -1,7 +1,9 @@
 -- Egress: what pulling data across regions cost, per run and dataset.
 --
 -- A run reads its dataset from another region when its region differs from the dataset's:
--- the region of the dataset in the config's `datasets`, else the run's own `dataset_region`.
+-- the region of the dataset in the config's `datasets`, else the run's own `dataset_region`,
+-- compared whatever their case and surrounding blanks (macros.sql `region_key`: GCS's
+-- `US-EAST1` is Compute's `us-east1`); the rows keep the regions as written.
 -- Such a run's network cost this month is here: the cross-region reads billed on the
 -- dataset's bucket (attribution rule bucket_transfer, SPEC §6 rule 5) and any other network
 -- line the run claimed (rule compute, e.g. its instance's inter-region transfer). A run with
@@ -29,7 +31,8 @@ bucket_datasets AS (
     SELECT
         bucket,
         CASE WHEN count(*) = 1 THEN min(name) END                 AS dataset,
-        CASE WHEN count(DISTINCT region) = 1 THEN min(region) END AS dataset_region
+        CASE WHEN count(DISTINCT region_key(region)) = 1 THEN min(region) END
+            AS dataset_region
     FROM config_datasets
     GROUP BY bucket
 ),
@@ -72,7 +75,7 @@ SELECT
 FROM sums AS s
 JOIN runs AS r ON r.run_hash = s.run_hash
 WHERE r.run_region IS NOT NULL AND r.dataset_region IS NOT NULL
-  AND r.run_region <> r.dataset_region
+  AND region_key(r.run_region) <> region_key(r.dataset_region)
 UNION ALL
 SELECT
     CAST($month AS DATE), NULL, NULL, s.purpose_class, bd.dataset, bd.bucket,

@@ -83,7 +83,7 @@ def changed_runs(draw, runs: list[dict]) -> list[dict]:
                     "resource_ids": draw(st.lists(st.sampled_from(RESOURCES), unique=True,
                                                   max_size=2)),
                     "dataset": draw(st.sampled_from([None, "ds1"])),
-                    "region": draw(st.sampled_from([None, "us-east-1"]))})
+                    "region": draw(st.sampled_from([None, "us-east-1", "US-WEST-2 "]))})
     return out
 
 

@@ -188,6 +188,13 @@ def storage_shares(line: dict, runs: list[dict], inventory: list, month: date, r
     return [(known[rid], b / listed) for rid, b in sorted(run_bytes.items()) if b > 0]
 
 
+def same_region(a: str, b: str) -> bool:
+    """GCS's `US-EAST1` and Compute's `us-east1` are one region: compared without the blanks
+    around them, in lower case."""
+    blanks = " \t\n\v\f\r"
+    return a.strip(blanks).lower() == b.strip(blanks).lower()
+
+
 def transfer_shares(line: dict, cands: list, datasets: dict):
     """Rule 5: runs pulling a dataset of this bucket from another region, by overlap."""
     s, e = line["ChargePeriodStart"], line["ChargePeriodEnd"]
@@ -196,7 +203,8 @@ def transfer_shares(line: dict, cands: list, datasets: dict):
         ds = datasets.get(run.get("dataset"))
         if ds is None or ds["bucket"] != line["ResourceId"]:
             continue
-        if run.get("region") is None or ds.get("region") is None or run["region"] == ds["region"]:
+        if (run.get("region") is None or ds.get("region") is None
+                or same_region(run["region"], ds["region"])):
             continue
         ov = overlap_hours(start, end, s, e)
         if ov > 0:

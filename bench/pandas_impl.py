@@ -151,7 +151,11 @@ def transfer_claims(cur: pd.DataFrame, runs: pd.DataFrame, inputs: dict) -> pd.D
     lines = lines.merge(datasets, left_on="rid", right_on="bucket")
     readers = runs[runs.re.notna()][["run_id", "rs", "re", "cls", "dataset", "region"]]
     pairs = chunked_merge(lines, readers, ("name", "dataset"))
-    pairs = pairs[pairs.region.notna() & (pairs.region != pairs.ds_region)]
+    # regions compared whatever their case and surrounding blanks, as macros.sql region_key
+    blanks = " \t\n\v\f\r"
+    pairs = pairs[pairs.region.notna()]
+    pairs = pairs[pairs.region.astype(str).str.strip(blanks).str.lower()
+                  != pairs.ds_region.astype(str).str.strip(blanks).str.lower()]
     if pairs.empty:
         return pd.DataFrame(columns=["k", "cls", "share"])
     pairs["overlap"] = (np.minimum(pairs.e, pairs.re) - np.maximum(pairs.s, pairs.rs)) / HOUR

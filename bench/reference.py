@@ -166,7 +166,10 @@ transfer_overlaps AS (
     SELECT l.k, r.cls, epoch(least(l.e, r.re) - greatest(l.s, r.rs)) / 3600.0 AS overlap
     FROM lines l
     JOIN datasets ds ON ds.bucket = l.rid
-    JOIN runs r ON r.dataset = ds.name AND r.region <> ds.region AND r.rs < l.e AND r.re > l.s
+    JOIN runs r ON r.dataset = ds.name AND r.rs < l.e AND r.re > l.s
+     -- regions compared whatever their case and surrounding blanks, as macros.sql region_key
+     AND lower(trim(r.region, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)))
+         <> lower(trim(ds.region, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)))
     WHERE l.rule = 'bucket_transfer'
 ),
 transfer_shares AS (

@@ -62,19 +62,22 @@ CREATE OR REPLACE TEMP TABLE attribution_affected_seeds AS
 WITH
 windows AS (
     -- what the changed runs claim now by resource and time: the resources they list
-    -- (compute lines) and the buckets of the datasets they read from another region
-    -- (transfer lines; a bucket's claim_key is its id), within their spans
+    -- (compute lines, by claim_key) and the buckets of the datasets they read from another
+    -- region (transfer lines, by bucket_key as rule 5 matches them: an Azure storage account
+    -- also by its name), within their spans
     SELECT * FROM (
         SELECT rr.resource_id AS claim_key, 'compute' AS rule,
                greatest(rr.rs, sp.ws) AS rs, least(rr.re, sp.we) AS re
         FROM attribution_run_resources AS rr
         JOIN attribution_changed_spans AS sp ON sp.run_id = rr.run_id
         UNION ALL
-        SELECT ds.bucket, 'bucket_transfer', greatest(k.rs, sp.ws), least(k.re, sp.we)
+        SELECT bucket_key(ds.bucket), 'bucket_transfer', greatest(k.rs, sp.ws),
+               least(k.re, sp.we)
         FROM attribution_claimants AS k
         JOIN attribution_changed_spans AS sp ON sp.run_id = k.run_id
         JOIN config_datasets AS ds
-          ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
+          ON k.dataset = ds.name AND k.region IS NOT NULL
+         AND region_key(k.region) <> region_key(ds.region)
     )
     WHERE rs < re
 ),
@@ -96,9 +99,18 @@ UNION
 SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd, w.rule
 FROM billing_facts AS b
 JOIN windows AS w ON w.claim_key = claim_key(b.ResourceId)
-WHERE b.month = $month AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
+WHERE b.month = $month AND w.rule = 'compute'
+  AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
   AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
-                       b.x_CostComponent) = w.rule
+                       b.x_CostComponent) = 'compute'
+UNION
+SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd, w.rule
+FROM billing_facts AS b
+JOIN windows AS w ON w.claim_key = bucket_key(b.ResourceId)
+WHERE b.month = $month AND w.rule = 'bucket_transfer'
+  AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
+  AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
+                       b.x_CostComponent) = 'bucket_transfer'
 UNION
 SELECT f.rowid, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd,
        attribution_rule(f.ChargeCategory, f.CommitmentDiscountStatus, f.x_ResourceKind,

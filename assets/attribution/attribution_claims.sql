@@ -15,11 +15,14 @@
 -- all rows of the resource-period, e.g. a savings-plan row + an on-demand row), else the
 -- period's length. Bucket storage is split by the runs' bytes in the bucket; bucket
 -- transfer (cross-region reads) by the overlap of runs that read a dataset of that bucket
--- from another region.
+-- from another region (regions compared whatever their case and surrounding blanks:
+-- macros.sql `region_key`).
 --
 -- Resources are matched on `claim_key` (macros.sql: a SageMaker training job's ARN counts as
 -- the job's name, so a run may list either; an Azure id in lower case; any other id is
--- matched as it is). One key per side keeps the claim an equi-join.
+-- matched as it is). One key per side keeps the claim an equi-join. A dataset's bucket is
+-- matched with a transfer line's resource alike (`bucket_key`: an Azure storage account also
+-- by its account name).
 --
 -- Each statement is small on purpose: one join at a time keeps DuckDB's memory to one hash
 -- table, where a single statement held several at once and spilled gigabytes; and a large
@@ -202,9 +205,10 @@ WITH transfer_overlaps AS (
     SELECT l.line_key, k.run_hash,
            epoch(least(l.e, k.re) - greatest(l.s, k.rs)) / 3600.0 AS overlap_hours
     FROM attribution_lines l
-    JOIN config_datasets ds ON ds.bucket = l.ResourceId
+    JOIN config_datasets ds ON bucket_key(ds.bucket) = bucket_key(l.ResourceId)
     JOIN attribution_claimants k
-      ON k.dataset = ds.name AND k.region IS NOT NULL AND k.region <> ds.region
+      ON k.dataset = ds.name AND k.region IS NOT NULL
+     AND region_key(k.region) <> region_key(ds.region)
     WHERE l.rule = 'bucket_transfer' AND k.rs < l.e AND k.re > l.s AND l.s < l.e
 )
 SELECT line_key, run_hash,

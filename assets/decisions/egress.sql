@@ -1,7 +1,9 @@
 -- Egress: what pulling data across regions cost, per run and dataset.
 --
 -- A run reads its dataset from another region when its region differs from the dataset's:
--- the region of the dataset in the config's `datasets`, else the run's own `dataset_region`.
+-- the region of the dataset in the config's `datasets`, else the run's own `dataset_region`,
+-- compared whatever their case and surrounding blanks (macros.sql `region_key`: GCS's
+-- `US-EAST1` is Compute's `us-east1`); the rows keep the regions as written.
 -- Such a run's network cost this month is here: the cross-region reads billed on the
 -- dataset's bucket (attribution rule bucket_transfer, SPEC §6 rule 5) and any other network
 -- line the run claimed (rule compute, e.g. its instance's inter-region transfer). A run with
@@ -10,7 +12,8 @@
 -- Transfer billed on a configured dataset's bucket that no run claimed (untracked) is a
 -- cross-region pull too: it is a row of its own with run_id NULL, so the table adds up to
 -- everything co-locating compute with data could save. Its dataset is named when only one
--- configured dataset lives in that bucket.
+-- configured dataset lives in that bucket (matched as the attribution matches it: macros.sql
+-- `bucket_key`).
 --
 -- Parameters: $month. Temp table: config_datasets(name, bucket, region).
 WITH tr AS (
@@ -26,12 +29,16 @@ runs AS (
     LEFT JOIN config_datasets AS d ON d.name = r.dataset
 ),
 bucket_datasets AS (
+    -- by the bucket as the attribution matches it with a line's resource (macros.sql
+    -- `bucket_key`: an Azure storage account by its id in any case or by its name)
     SELECT
-        bucket,
+        bucket_key(bucket)                                        AS bucket_key,
+        min(bucket)                                               AS bucket,
         CASE WHEN count(*) = 1 THEN min(name) END                 AS dataset,
-        CASE WHEN count(DISTINCT region) = 1 THEN min(region) END AS dataset_region
+        CASE WHEN count(DISTINCT region_key(region)) = 1 THEN min(region) END
+            AS dataset_region
     FROM config_datasets
-    GROUP BY bucket
+    GROUP BY bucket_key(bucket)
 ),
 network_lines AS (
     -- the month's network lines only: the join's hash table holds these, not every line
@@ -72,12 +79,12 @@ SELECT
 FROM sums AS s
 JOIN runs AS r ON r.run_hash = s.run_hash
 WHERE r.run_region IS NOT NULL AND r.dataset_region IS NOT NULL
-  AND r.run_region <> r.dataset_region
+  AND region_key(r.run_region) <> region_key(r.dataset_region)
 UNION ALL
 SELECT
     CAST($month AS DATE), NULL, NULL, s.purpose_class, bd.dataset, bd.bucket,
     bd.dataset_region, NULL, s.lines, s.gigabytes, s.transfer_cost, s.other_network_cost,
     s.cost
 FROM sums AS s
-JOIN bucket_datasets AS bd ON bd.bucket = s.bucket
+JOIN bucket_datasets AS bd ON bd.bucket_key = bucket_key(s.bucket)
 WHERE s.run_hash IS NULL AND s.bucket_transfer

@@ -61,8 +61,13 @@ class BillingSummary:
 
 
 def known_buckets(cfg: PipelineConfig) -> list[str]:
+    """The buckets the config names (datasets' and checkpoints'), as a bill's resource ids may
+    spell them: as written, and an Azure storage account's id (`/subscriptions/…`) also in
+    lower case, as Azure's cost data writes it (`resourceGroups/ML-RG/…` is billed as
+    `resourcegroups/ml-rg/…`). The sources mark a line on one of them as a bucket's."""
     buckets = {d.bucket for d in cfg.datasets.values()}
     buckets |= {c.bucket for c in cfg.checkpoints if getattr(c, "bucket", None)}
+    buckets |= {b.lower() for b in buckets if b.lower().startswith("/subscriptions/")}
     return sorted(buckets)
 
 

@@ -83,7 +83,7 @@ def changed_runs(draw, runs: list[dict]) -> list[dict]:
                     "resource_ids": draw(st.lists(st.sampled_from(RESOURCES), unique=True,
                                                   max_size=2)),
                     "dataset": draw(st.sampled_from([None, "ds1"])),
-                    "region": draw(st.sampled_from([None, "us-east-1"]))})
+                    "region": draw(st.sampled_from([None, "us-east-1", "US-WEST-2 "]))})
     return out
 
 
@@ -275,6 +275,44 @@ def test_a_partial_re_run_redoes_every_row_of_an_azure_vm_hour_in_either_case():
     assert_same_attribution(con, _whole(lines, later, []))
     assert con.execute("SELECT sum(cost) FROM attribution WHERE run_id = 'tagged'"
                        ).fetchall() == [(pytest.approx(2.5),)]
+
+
+def test_a_partial_re_run_finds_the_transfer_of_an_azure_account_a_dataset_names_by_name():
+    """A dataset names an Azure storage account by its name (`mldata`), another by its id as
+    created (`resourceGroups/ML-RG/…/storageAccounts/mldata2`); the bill holds both accounts'
+    ids lowercased. A run added to the month that reads them from another region takes their
+    transfer in a partial re-run as in a whole one: the re-run looked the lines up by the
+    dataset's bucket as written and redid none, the runs keeping $0."""
+    account = ("/subscriptions/0000/resourcegroups/ml-rg/providers/microsoft.storage/"
+               "storageaccounts/")
+    datasets = {"clicks": {"bucket": "mldata", "region": "EastUS"},
+                "images": {"bucket": "/subscriptions/0000/resourceGroups/ML-RG/providers/"
+                                     "Microsoft.Storage/storageAccounts/mldata2",
+                           "region": "eastus"}}
+    params = month_params(parse_config({"datasets": datasets}, __import__("pathlib").Path(".")),
+                          MONTH)
+    rows = [(name, ds["bucket"], ds["region"]) for name, ds in datasets.items()]
+    lines = [{"x_SourceLine": f"transfer-{name}", "ResourceId": account + name,
+              "x_CostComponent": "network", "x_UsageHours": 0.0, "x_InstanceUsage": False,
+              "x_ResourceKind": "bucket", "ChargeCategory": "Usage", "EffectiveCost": cost,
+              "ChargePeriodStart": hour(0), "ChargePeriodEnd": hour(24)}
+             for name, cost in (("mldata", 2.0), ("mldata2", 3.0))]
+    lines += gpu_lines(("i-1",), range(2), 10.0)
+    first = one_run_per_resource(("i-1",), 2)
+    con = month_of(lines, first, [])
+    build_attribution(con, MONTH, params, rows, keep_unchanged=True)
+    readers = [{**RUN_DEFAULTS, "run_id": run_id, "status": "FINISHED", "start_time": hour(6),
+                "end_time": hour(18), "resource_ids": [], "region": "westeurope",
+                "dataset": dataset} for run_id, dataset in (("z1", "clicks"), ("z2", "images"))]
+    new_runs(con, first + readers)
+    done = build_attribution(con, MONTH, params, rows, keep_unchanged=True, **ANY_SHARE)
+    assert done.mode == "partial"
+    whole = month_of(lines, first + readers, [])
+    build_attribution(whole, MONTH, params, rows)
+    assert_same_attribution(con, whole)
+    assert con.execute("SELECT run_id, sum(cost) FROM attribution WHERE run_id LIKE 'z%' "
+                       "GROUP BY ALL ORDER BY 1").fetchall() == [
+        ("z1", pytest.approx(2.0)), ("z2", pytest.approx(3.0))]
 
 
 def test_rule_4s_bytes_are_computed_only_for_a_month_attributed_again():

@@ -102,7 +102,7 @@ def scenarios(draw):
             "gpus": draw(st.sampled_from([None, 1, 2, 4, 8])),
             "purpose": draw(st.sampled_from([None, "production", "search", "preprocess"])),
             "search_id": draw(st.sampled_from([None, "s1"])),
-            "region": draw(st.sampled_from([None, "us-east-1", "us-west-2"])),
+            "region": draw(st.sampled_from([None, "us-east-1", "us-west-2", " US-West-2"])),
             "dataset": draw(st.sampled_from([None, "ds1"])),
             "keep": False, "deleted": False,
         })

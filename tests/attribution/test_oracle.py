@@ -233,6 +233,35 @@ def test_bucket_transfer_split_by_overlap():
     assert list(attr([ln], [c], datasets=ds)) == [(sl(ln), "no_run")]
 
 
+def test_a_region_in_another_case_or_with_blanks_is_the_same_region():
+    # GCS reports the bucket's location as `US-EAST1`, Compute the run's region as `us-east1`:
+    # g1 reads from its own region, the line is untracked; g2 (europe-west4) takes it whole
+    ds = {"events": {"bucket": "gcs-data", "region": "US-EAST1"}}
+    ln = line("gcs-data", comp="network", cost=0.08, g=0, uh=None, x_ResourceKind="bucket")
+    g1 = run("g1", res=None, dataset="events", region=" us-east1 ")
+    g2 = run("g2", res=None, dataset="events", region="europe-west4")
+    assert list(attr([ln], [g1], datasets=ds)) == [(sl(ln), "no_run")]
+    out = attr([ln], [g1, g2], datasets=ds)
+    assert list(out) == [(sl(ln), "g2")] and out[sl(ln), "g2"]["cost"] == pytest.approx(0.08)
+
+
+def test_an_azure_storage_account_is_a_dataset_by_its_name_or_its_id_in_any_case():
+    # the export lowercases the account's id; `clicks` names the account by its name, `views`
+    # by its id as created: z1 takes the $2 line, z2 the $3 one
+    account = ("/subscriptions/0000/resourcegroups/ml-rg/providers/microsoft.storage/"
+               "storageaccounts/")
+    ds = {"clicks": {"bucket": "mldata", "region": "eastus"},
+          "views": {"bucket": "/subscriptions/0000/resourceGroups/ML-RG/providers/"
+                              "Microsoft.Storage/storageAccounts/mldata2", "region": "eastus"}}
+    one, two = (line(account + name, comp="network", cost=cost, g=0, uh=None,
+                     x_ResourceKind="bucket") for name, cost in (("mldata", 2.0), ("mldata2", 3.0)))
+    z1 = run("z1", res=None, dataset="clicks", region="westeurope")
+    z2 = run("z2", res=None, dataset="views", region="westeurope")
+    out = attr([one, two], [z1, z2], datasets=ds)
+    assert set(out) == {(sl(one), "z1"), (sl(two), "z2")}
+    assert (out[sl(one), "z1"]["cost"], out[sl(two), "z2"]["cost"]) == (2.0, 3.0)
+
+
 def test_network_line_on_an_instance_uses_the_normal_claim():
     # no usage hours → d = e − s = 1 h; r1 covers 30 min → 0.5 of $2; hours stay NULL.
     ln = line(comp="network", cost=2.0, g=0, uh=None)

@@ -80,6 +80,46 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(data, named):
     assert "\n" not in str(err.value) and "SECRETPW" not in str(err.value)
 
 
+@pytest.mark.parametrize("written", [
+    "ml-datasets", "s3://ml-datasets", "s3://ml-datasets/", "gs://ml-datasets",
+    "gs://ml-datasets/", "arn:aws:s3:::ml-datasets", "S3://ml-datasets"])
+def test_a_dataset_bucket_written_as_a_uri_or_an_arn_is_the_bucket(written):
+    """A bill names a bucket by its name: `s3://ml-datasets` or its ARN as the bucket never
+    matched a transfer line, which went untracked without a word."""
+    cfg = parse_config({"datasets": {"events": {"bucket": written, "region": "us-east-1"}}},
+                       Path("."))
+    assert cfg.datasets["events"].bucket == "ml-datasets"
+
+
+def test_an_azure_storage_account_id_is_a_dataset_bucket_as_written():
+    account = ("/subscriptions/0000/resourceGroups/ML-RG/providers/Microsoft.Storage/"
+               "storageAccounts/mldata")
+    cfg = parse_config({"datasets": {"clicks": {"bucket": account, "region": "eastus"},
+                                     "views": {"bucket": "mldata", "region": "eastus"}}},
+                       Path("."))
+    assert [d.bucket for d in cfg.datasets.values()] == [account, "mldata"]
+
+
+@pytest.mark.parametrize(("written", "problem"), [
+    ("ml-datasets/prefix/", "'ml-datasets/prefix/' names a path inside bucket 'ml-datasets'"),
+    ("s3://ml-datasets/prefix", "'s3://ml-datasets/prefix' names a path inside bucket "
+     "'ml-datasets'"),
+    ("arn:aws:s3:::ml-datasets/events/", "'arn:aws:s3:::ml-datasets/events/' names a path "
+     "inside bucket 'ml-datasets'"),
+    ("gs://", "'gs://' names no bucket"),
+    ("https://mldata.blob.core.windows.net/events", "'https://mldata.blob.core.windows.net/"
+     "events' is no bucket"),
+])
+def test_a_dataset_bucket_naming_a_path_inside_it_is_refused(written, problem):
+    """A dataset is a whole bucket: its transfer is billed on the bucket. `ml-datasets/prefix/`
+    was kept as written and never matched a line."""
+    with pytest.raises(ConfigError) as err:
+        parse_config({"datasets": {"events": {"bucket": written, "region": "us-east-1"}}},
+                     Path("."), origin="config c.yaml")
+    assert str(err.value).startswith(f"config c.yaml: datasets.events.bucket: {problem}")
+    assert "a dataset is a whole bucket" in str(err.value) or "no bucket" in str(err.value)
+
+
 def test_a_local_path_with_an_at_sign_is_a_path():
     """An `@` refused only in a URI's host part; an MLflow server's basic auth in its URI is
     taken (its errors are redacted: `test_mlflow_write_back`)."""

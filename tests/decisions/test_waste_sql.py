@@ -510,6 +510,48 @@ def test_co_locate_evidence_keeps_the_runs_apart_from_unclaimed_transfer(con):
                         "dataset buckets no run claims: ds1 us-east-1")
 
 
+def test_regions_are_compared_whatever_their_case_and_blanks(con):
+    """GCS reports a bucket's location in upper case (`US-EAST1`), Compute a VM's region in
+    lower case (`us-east1`): a9 (us-east1) and a8 (` US-East1 `) read ds-gcs where it lives,
+    yet took T1, the $0.08 transfer on its bucket, as a pull from another region, and the
+    lever's evidence read "ds-gcs US-EAST1 → us-east1". r4 (europe-west4) reads adhoc, which
+    its own dataset_region places in EUROPE-WEST4: its instance's network line N1 ($0.50)
+    is no egress either. T1 is untracked, an unclaimed transfer on a dataset's bucket ($0.08,
+    the lever's whole figure); the regions are written as they were given."""
+    from cost_pipeline.attribution import build_attribution
+
+    datasets = [("ds-gcs", "gcs-data", "US-EAST1")]
+
+    def reader(run_id, region, dataset, dataset_region=None, resource_ids=()):
+        return {"run_id": run_id, "purpose": "adhoc", "model": "churn", "region": region,
+                "dataset": dataset, "dataset_region": dataset_region,
+                "resource_ids": list(resource_ids),
+                "start_time": d(2024, 3, 1), "end_time": d(2024, 3, 3)}
+
+    runs(con, reader("a9", "us-east1", "ds-gcs"), reader("a8", " US-East1 ", "ds-gcs"),
+         reader("r4", "europe-west4", "adhoc", "EUROPE-WEST4", ["i-r4"]))
+    line(con, "T1", resource="gcs-data", cost=0.08, resource_kind="bucket")
+    line(con, "N1", resource="i-r4", cost=0.5)
+    cfg = parse_config({}, Path("."))
+    build_attribution(con, MARCH, month_params(cfg, MARCH), datasets)
+    assert select(con, "SELECT x_SourceLine, run_id, purpose_class, kind, cost FROM attribution "
+                       "ORDER BY x_SourceLine") == [
+        {"x_SourceLine": "N1", "run_id": "r4", "purpose_class": "other", "kind": None,
+         "cost": 0.5},
+        {"x_SourceLine": "T1", "run_id": None, "purpose_class": "untracked", "kind": "no_run",
+         "cost": 0.08}]
+    run(con, "egress")
+    cols = "run_id, dataset, dataset_bucket, dataset_region, run_region, transfer_cost, cost"
+    assert con.execute(f"SELECT {cols} FROM egress").fetchall() == [
+        (None, "ds-gcs", "gcs-data", "US-EAST1", None, 0.08, 0.08)]
+    run(con, "cost_levers")
+    dollars, evidence = con.execute("SELECT dollars, evidence FROM cost_levers "
+                                    "WHERE lever = 'co-locate compute & data'").fetchone()
+    assert dollars == pytest.approx(0.08)
+    assert evidence == ("no run pulled data across regions; $0.08 of transfer on dataset "
+                        "buckets no run claims: ds-gcs US-EAST1")
+
+
 # ---------------------------------------------------------------------- gpu_utilization
 
 

@@ -646,6 +646,63 @@ def test_attribution_of_focus_lines(con, tmp_path):
     assert sum(r[4] for r in rows) == pytest.approx(MAY_TOTAL, rel=1e-12)
 
 
+def test_azure_storage_accounts_as_datasets_take_their_cross_region_transfer(con, tmp_path):
+    """Azure's cost data lowercases a storage account's id; a dataset's bucket matched the
+    line only when written exactly so. `clicks` names its account by its name (`mldata`, as
+    an S3 bucket by its name), `images` by its id as created (`resourceGroups/ML-RG/…
+    storageAccounts/mldata2`): both lines, billed as `…/resourcegroups/ml-rg/…`, were
+    untracked and the lever said "$0 — no cross-region pull billed this month". z1
+    (westeurope) reads clicks and z2 (westeurope) reads images, both in eastus: z1 takes
+    mldata's $2.00 (20 GB), z2 mldata2's $3.00 (30 GB), the lever $5.00 (50 GB). The mldata
+    line names its resource type (a storage account); the mldata2 line none: it is a bucket
+    because a dataset names it."""
+    from datetime import datetime
+
+    from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    account = ("/subscriptions/0000/resourcegroups/ml-rg/providers/microsoft.storage/"
+               "storageaccounts/")
+    day = {"ProviderName": "Microsoft", "ServiceCategory": "Networking",
+           "ServiceName": "Bandwidth", "ChargePeriodStart": "2026-05-03T00:00:00Z",
+           "ChargePeriodEnd": "2026-05-04T00:00:00Z", "ConsumedUnit": "1 GB"}
+    rows = [row("mldata", 2.0, ResourceId=account + "mldata", ResourceType="Storage account",
+                ConsumedQuantity=20.0, **day),
+            row("mldata2", 3.0, ResourceId=account + "mldata2", ConsumedQuantity=30.0, **day)]
+    datasets = {"clicks": {"bucket": "mldata", "region": "eastus"},
+                "images": {"bucket": "/subscriptions/0000/resourceGroups/ML-RG/providers/"
+                                     "Microsoft.Storage/storageAccounts/mldata2",
+                           "region": "eastus"}}
+    facts = load(con, write_csv(tmp_path / "f" / "may.csv", rows), datasets=datasets)
+    assert {sku: f["x_ResourceKind"] for sku, f in facts.items()} == {
+        "mldata": "bucket", "mldata2": "bucket"}
+    start, end = datetime(2026, 5, 3, 6), datetime(2026, 5, 3, 18)
+    insert_runs(con, MAY, [
+        {**RUN_DEFAULTS, "run_id": run_id, "status": "FINISHED", "start_time": start,
+         "end_time": end, "region": "westeurope", "dataset": dataset}
+        for run_id, dataset in (("z1", "clicks"), ("z2", "images"))])
+    cfg = parse_config({"datasets": datasets}, tmp_path)
+    params = month_params(cfg, MAY)
+    build_attribution(con, MAY, params, dataset_rows(cfg))
+    assert con.execute(
+        "SELECT b.SkuId, a.run_id, a.purpose_class, a.cost FROM attribution a "
+        "JOIN billing_facts b USING (month, x_SourceLine) ORDER BY 1").fetchall() == [
+        ("mldata", "z1", "other", 2.0), ("mldata2", "z2", "other", 3.0)]
+    for table in ("egress", "cost_levers"):
+        replace_month(con, table, MAY, sql_text(table), params)
+    assert con.execute(
+        "SELECT run_id, dataset, dataset_region, run_region, gigabytes, transfer_cost "
+        "FROM egress ORDER BY run_id").fetchall() == [
+        ("z1", "clicks", "eastus", "westeurope", 20.0, 2.0),
+        ("z2", "images", "eastus", "westeurope", 30.0, 3.0)]
+    dollars, evidence = con.execute(
+        "SELECT dollars, evidence FROM cost_levers "
+        "WHERE lever = 'co-locate compute & data'").fetchone()
+    assert dollars == pytest.approx(5.0)
+    assert evidence == ("2 runs pulled 50 GB across regions: clicks eastus → westeurope, "
+                        "images eastus → westeurope")
+
+
 @pytest.mark.parametrize(("change", "column", "message"), [
     ({"ChargePeriodStart": "yesterday"}, None, 'ChargePeriodStart "yesterday" is not a timestamp'),
     # DuckDB parses it, but no charge period ends there

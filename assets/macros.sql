@@ -107,20 +107,6 @@ CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
          WHEN resource_id ILIKE '/subscriptions/%' THEN lower(resource_id)
          ELSE resource_id END;
 
--- the key a dataset's bucket (config `datasets`) and a bucket line's resource are matched by
--- (rule 5's transfer claims, egress): an Azure storage account's id
--- (`/subscriptions/…/providers/Microsoft.Storage/storageAccounts/<name>`) by its account name,
--- lowercased — a dataset may name the account by its name, as an S3 bucket by its name, or by
--- its id spelled as created (`resourceGroups/ML-RG/…`) where Azure's cost data lowercases it;
--- account names are unique across Azure and lower case; any other id by its claim_key, as a
--- run's listed resource is matched (an S3 or GCS bucket: its name, as billing_facts holds it)
-CREATE OR REPLACE TEMP MACRO bucket_key(resource_id) AS
-    CASE WHEN regexp_matches(resource_id,
-                             '(?i)^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/'
-                             || 'microsoft\.storage/storageaccounts/[^/]+/?$')
-         THEN lower(regexp_extract(resource_id, '(?i)/storageaccounts/([^/]+)/?$', 1))
-         ELSE claim_key(resource_id) END;
-
 -- a region as regions are compared (rule 5's transfer claims, egress): without the blanks
 -- around it, in lower case — GCS reports a bucket's location in upper case (`US-EAST1`),
 -- Compute a VM's region in lower case (`us-east1`), one region. The tables keep the regions as

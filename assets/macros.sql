@@ -107,20 +107,6 @@ CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
          WHEN resource_id ILIKE '/subscriptions/%' THEN lower(resource_id)
          ELSE resource_id END;
 
--- the key a dataset's bucket (config `datasets`) and a bucket line's resource are matched by
--- (rule 5's transfer claims, egress): an Azure storage account's id
--- (`/subscriptions/…/providers/Microsoft.Storage/storageAccounts/<name>`) by its account name,
--- lowercased — a dataset may name the account by its name, as an S3 bucket by its name, or by
--- its id spelled as created (`resourceGroups/ML-RG/…`) where Azure's cost data lowercases it;
--- account names are unique across Azure and lower case; any other id by its claim_key, as a
--- run's listed resource is matched (an S3 or GCS bucket: its name, as billing_facts holds it)
-CREATE OR REPLACE TEMP MACRO bucket_key(resource_id) AS
-    CASE WHEN regexp_matches(resource_id,
-                             '(?i)^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/'
-                             || 'microsoft\.storage/storageaccounts/[^/]+/?$')
-         THEN lower(regexp_extract(resource_id, '(?i)/storageaccounts/([^/]+)/?$', 1))
-         ELSE claim_key(resource_id) END;
-
 -- a region as regions are compared (rule 5's transfer claims, egress): without the blanks
 -- around it, in lower case — GCS reports a bucket's location in upper case (`US-EAST1`),
 -- Compute a VM's region in lower case (`us-east1`), one region. The tables keep the regions as
@@ -515,7 +501,7 @@ CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABL
 -- One home for what search_costs, search_trend and search_shape say about a search. `for_month`
 -- is the month whose tracker snapshot is read, `metric_goal` the config's (max | min).
 -- Every figure is as of the month's end: a run belongs to the month's view of its search when
--- it started before then (`search_runs`, `parent_runs`). The snapshot holds every run the
+-- it started before then (`search_runs`). The snapshot holds every run the
 -- tracker knew when it was read: a month re-materialized later read trials started after it
 -- (a February trial's 0.90 as December's best), and disagreed with the month closed on time.
 
@@ -523,12 +509,13 @@ CREATE OR REPLACE TEMP MACRO checkpoint_objects(for_month, end_of_month) AS TABL
 CREATE OR REPLACE TEMP MACRO best_metric_of(goal, metric_values) AS
     CASE WHEN goal = 'min' THEN list_min(metric_values) ELSE list_max(metric_values) END;
 
--- the runs other runs started by the month's end name as their parent: sweep controllers,
--- which orchestrate; they are not trials and their metrics are not a search's result
+-- the runs other runs name as their parent: sweep controllers, which orchestrate; they are not
+-- trials and their metrics are not a search's result. Whenever its children start: the
+-- attribution's claimants leave a controller out so (SPEC §6), and a controller whose trials
+-- start next month is no trial of this one either
 CREATE OR REPLACE TEMP MACRO parent_runs(for_month) AS TABLE
     SELECT DISTINCT parent_run_id AS run_id FROM month_runs(for_month)
-    WHERE parent_run_id IS NOT NULL
-      AND start_time < CAST(for_month AS TIMESTAMP) + INTERVAL 1 MONTH;
+    WHERE parent_run_id IS NOT NULL;
 
 -- every run of a search started by the month's end, with `is_parent` (`parent_runs`)
 CREATE OR REPLACE TEMP MACRO search_runs(for_month) AS TABLE

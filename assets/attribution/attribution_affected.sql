@@ -63,15 +63,15 @@ WITH
 windows AS (
     -- what the changed runs claim now by resource and time: the resources they list
     -- (compute lines, by claim_key) and the buckets of the datasets they read from another
-    -- region (transfer lines, by bucket_key as rule 5 matches them: an Azure storage account
-    -- also by its name), within their spans
+    -- region (transfer lines, by claim_key as rule 5 matches them: an Azure account's id in
+    -- any case), within their spans
     SELECT * FROM (
         SELECT rr.resource_id AS claim_key, 'compute' AS rule,
                greatest(rr.rs, sp.ws) AS rs, least(rr.re, sp.we) AS re
         FROM attribution_run_resources AS rr
         JOIN attribution_changed_spans AS sp ON sp.run_id = rr.run_id
         UNION ALL
-        SELECT bucket_key(ds.bucket), 'bucket_transfer', greatest(k.rs, sp.ws),
+        SELECT claim_key(ds.bucket), 'bucket_transfer', greatest(k.rs, sp.ws),
                least(k.re, sp.we)
         FROM attribution_claimants AS k
         JOIN attribution_changed_spans AS sp ON sp.run_id = k.run_id
@@ -106,7 +106,7 @@ WHERE b.month = $month AND w.rule = 'compute'
 UNION
 SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd, w.rule
 FROM billing_facts AS b
-JOIN windows AS w ON w.claim_key = bucket_key(b.ResourceId)
+JOIN windows AS w ON w.claim_key = claim_key(b.ResourceId)
 WHERE b.month = $month AND w.rule = 'bucket_transfer'
   AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
   AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,

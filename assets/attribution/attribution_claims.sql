@@ -21,8 +21,7 @@
 -- Resources are matched on `claim_key` (macros.sql: a SageMaker training job's ARN counts as
 -- the job's name, so a run may list either; an Azure id in lower case; any other id is
 -- matched as it is). One key per side keeps the claim an equi-join. A dataset's bucket is
--- matched with a transfer line's resource alike (`bucket_key`: an Azure storage account also
--- by its account name).
+-- matched with a transfer line's resource alike (an Azure storage account's id in any case).
 --
 -- Each statement is small on purpose: one join at a time keeps DuckDB's memory to one hash
 -- table, where a single statement held several at once and spilled gigabytes; and a large
@@ -205,7 +204,7 @@ WITH transfer_overlaps AS (
     SELECT l.line_key, k.run_hash,
            epoch(least(l.e, k.re) - greatest(l.s, k.rs)) / 3600.0 AS overlap_hours
     FROM attribution_lines l
-    JOIN config_datasets ds ON bucket_key(ds.bucket) = bucket_key(l.ResourceId)
+    JOIN config_datasets ds ON claim_key(ds.bucket) = claim_key(l.ResourceId)
     JOIN attribution_claimants k
       ON k.dataset = ds.name AND k.region IS NOT NULL
      AND region_key(k.region) <> region_key(ds.region)

@@ -13,7 +13,7 @@
 -- cross-region pull too: it is a row of its own with run_id NULL, so the table adds up to
 -- everything co-locating compute with data could save. Its dataset is named when only one
 -- configured dataset lives in that bucket (matched as the attribution matches it: macros.sql
--- `bucket_key`).
+-- `claim_key`).
 --
 -- Parameters: $month. Temp table: config_datasets(name, bucket, region).
 WITH tr AS (
@@ -30,15 +30,15 @@ runs AS (
 ),
 bucket_datasets AS (
     -- by the bucket as the attribution matches it with a line's resource (macros.sql
-    -- `bucket_key`: an Azure storage account by its id in any case or by its name)
+    -- `claim_key`: an Azure storage account by its id in any case)
     SELECT
-        bucket_key(bucket)                                        AS bucket_key,
+        claim_key(bucket)                                         AS bucket_key,
         min(bucket)                                               AS bucket,
         CASE WHEN count(*) = 1 THEN min(name) END                 AS dataset,
         CASE WHEN count(DISTINCT region_key(region)) = 1 THEN min(region) END
             AS dataset_region
     FROM config_datasets
-    GROUP BY bucket_key(bucket)
+    GROUP BY claim_key(bucket)
 ),
 network_lines AS (
     -- the month's network lines only: the join's hash table holds these, not every line
@@ -86,5 +86,5 @@ SELECT
     bd.dataset_region, NULL, s.lines, s.gigabytes, s.transfer_cost, s.other_network_cost,
     s.cost
 FROM sums AS s
-JOIN bucket_datasets AS bd ON bd.bucket_key = bucket_key(s.bucket)
+JOIN bucket_datasets AS bd ON bd.bucket_key = claim_key(s.bucket)
 WHERE s.run_hash IS NULL AND s.bucket_transfer

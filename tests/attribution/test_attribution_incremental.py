@@ -277,15 +277,17 @@ def test_a_partial_re_run_redoes_every_row_of_an_azure_vm_hour_in_either_case():
                        ).fetchall() == [(pytest.approx(2.5),)]
 
 
-def test_a_partial_re_run_finds_the_transfer_of_an_azure_account_a_dataset_names_by_name():
-    """A dataset names an Azure storage account by its name (`mldata`), another by its id as
-    created (`resourceGroups/ML-RG/…/storageAccounts/mldata2`); the bill holds both accounts'
-    ids lowercased. A run added to the month that reads them from another region takes their
-    transfer in a partial re-run as in a whole one: the re-run looked the lines up by the
-    dataset's bucket as written and redid none, the runs keeping $0."""
+def test_a_partial_re_run_finds_the_transfer_of_an_azure_account_a_dataset_names_by_its_id():
+    """Two datasets name Azure storage accounts by their ids as created
+    (`resourceGroups/ML-RG/…/storageAccounts/…`), one region in other letters (`EastUS`); the
+    bill holds the ids lowercased. A run added to the month that reads them from another region
+    takes their transfer in a partial re-run as in a whole one: the re-run looked the lines up
+    by the dataset's bucket as written and redid none, the runs keeping $0."""
     account = ("/subscriptions/0000/resourcegroups/ml-rg/providers/microsoft.storage/"
                "storageaccounts/")
-    datasets = {"clicks": {"bucket": "mldata", "region": "EastUS"},
+    datasets = {"clicks": {"bucket": "/subscriptions/0000/resourceGroups/ML-RG/providers/"
+                                     "Microsoft.Storage/storageAccounts/mldata",
+                           "region": "EastUS"},
                 "images": {"bucket": "/subscriptions/0000/resourceGroups/ML-RG/providers/"
                                      "Microsoft.Storage/storageAccounts/mldata2",
                            "region": "eastus"}}

@@ -245,21 +245,25 @@ def test_a_region_in_another_case_or_with_blanks_is_the_same_region():
     assert list(out) == [(sl(ln), "g2")] and out[sl(ln), "g2"]["cost"] == pytest.approx(0.08)
 
 
-def test_an_azure_storage_account_is_a_dataset_by_its_name_or_its_id_in_any_case():
-    # the export lowercases the account's id; `clicks` names the account by its name, `views`
-    # by its id as created: z1 takes the $2 line, z2 the $3 one
+def test_an_azure_storage_account_is_a_dataset_by_its_id_in_any_case_not_by_its_name():
+    # the export lowercases the account's id; `views` names the account by its id as created:
+    # z2 takes the $3 line. `clicks` names the S3 bucket `mldata`: z1 takes its $4 line and
+    # not the $2 of the Azure account of that name (matched by its name, it took both)
     account = ("/subscriptions/0000/resourcegroups/ml-rg/providers/microsoft.storage/"
                "storageaccounts/")
     ds = {"clicks": {"bucket": "mldata", "region": "eastus"},
           "views": {"bucket": "/subscriptions/0000/resourceGroups/ML-RG/providers/"
                               "Microsoft.Storage/storageAccounts/mldata2", "region": "eastus"}}
-    one, two = (line(account + name, comp="network", cost=cost, g=0, uh=None,
-                     x_ResourceKind="bucket") for name, cost in (("mldata", 2.0), ("mldata2", 3.0)))
+    one, two, s3 = (line(resource, comp="network", cost=cost, g=0, uh=None,
+                         x_ResourceKind="bucket")
+                    for resource, cost in ((account + "mldata", 2.0), (account + "mldata2", 3.0),
+                                           ("mldata", 4.0)))
     z1 = run("z1", res=None, dataset="clicks", region="westeurope")
     z2 = run("z2", res=None, dataset="views", region="westeurope")
-    out = attr([one, two], [z1, z2], datasets=ds)
-    assert set(out) == {(sl(one), "z1"), (sl(two), "z2")}
-    assert (out[sl(one), "z1"]["cost"], out[sl(two), "z2"]["cost"]) == (2.0, 3.0)
+    out = attr([one, two, s3], [z1, z2], datasets=ds)
+    assert {k for k in out if k[1] in ("z1", "z2")} == {(sl(s3), "z1"), (sl(two), "z2")}
+    assert (out[sl(s3), "z1"]["cost"], out[sl(two), "z2"]["cost"]) == (4.0, 3.0)
+    assert out[sl(one), "no_run"]["cost"] == 2.0
 
 
 def test_network_line_on_an_instance_uses_the_normal_claim():

@@ -554,14 +554,15 @@ def test_a_months_search_figures_are_as_of_its_end(con):
     assert searches_as_of(con, DEC) == dec
 
 
-def test_a_controller_whose_trials_start_after_the_month_is_its_searchs_run(con):
+def test_a_controller_whose_trials_start_after_the_month_is_no_trial_of_it(con):
     """s-ctl's run c0 starts on 20 December; the runs naming it their parent start in January.
-    At December's end c0 was the parent of no run: the search's one run (as December closed
-    on schedule reads it), not a sweep controller of trials that did not exist yet (0 runs,
-    0 configs × 0 seeds). Its $5 in December is the month's cost either way."""
+    c0 is a sweep controller whenever its trials start, as the attribution reads it (it claims
+    nothing): December's search has no trial yet (0 runs, 0 configs × 0 seeds, no best), not
+    c0 as its one run with c0's metric as its best. Its $5 in December is the month's cost."""
     for month in (DEC, date(2026, 1, 1)):
         tracker(con, "c0", "RUNNING", start=datetime(2025, 12, 20), model="churn",
-                purpose="search", search_id="s-ctl", month=month)
+                purpose="search", search_id="s-ctl", metric_name="val_auc",
+                metric_value=0.99, month=month)
         for run_id, seed in (("c1", "0"), ("c2", "1")):
             tracker(con, run_id, start=datetime(2026, 1, 5), end=datetime(2026, 1, 6),
                     model="churn", purpose="search", search_id="s-ctl", seed=seed,
@@ -571,9 +572,9 @@ def test_a_controller_whose_trials_start_after_the_month_is_its_searchs_run(con)
     run(con, "search_shape", DEC)
     assert rows(con, "SELECT search_id, runs, configs, seeds, cost, best_metric "
                      "FROM search_costs WHERE month = ?", DEC) == [
-        ("s-ctl", 1, 1.0, 1, pytest.approx(5.0), None)]
-    assert rows(con, "SELECT runs, configs, seeds_per_config, cost FROM search_shape "
-                     "WHERE month = ?", DEC) == [(1, 1, 1, pytest.approx(5.0))]
+        ("s-ctl", 0, 0.0, 0, pytest.approx(5.0), None)]
+    assert rows(con, "SELECT runs, configs, cost FROM search_shape WHERE month = ?", DEC) == [
+        (0, 0, pytest.approx(5.0))]
     # January: c1 and c2 started, c0 is their sweep controller
     run(con, "search_costs", date(2026, 1, 1))
     assert rows(con, "SELECT runs, configs, seeds FROM search_costs WHERE month = ?",

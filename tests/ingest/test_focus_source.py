@@ -648,14 +648,13 @@ def test_attribution_of_focus_lines(con, tmp_path):
 
 def test_azure_storage_accounts_as_datasets_take_their_cross_region_transfer(con, tmp_path):
     """Azure's cost data lowercases a storage account's id; a dataset's bucket matched the
-    line only when written exactly so. `clicks` names its account by its name (`mldata`, as
-    an S3 bucket by its name), `images` by its id as created (`resourceGroups/ML-RG/…
-    storageAccounts/mldata2`): both lines, billed as `…/resourcegroups/ml-rg/…`, were
-    untracked and the lever said "$0 — no cross-region pull billed this month". z1
-    (westeurope) reads clicks and z2 (westeurope) reads images, both in eastus: z1 takes
-    mldata's $2.00 (20 GB), z2 mldata2's $3.00 (30 GB), the lever $5.00 (50 GB). The mldata
-    line names its resource type (a storage account); the mldata2 line none: it is a bucket
-    because a dataset names it."""
+    line only when written exactly so. `clicks` names its account by its id as the export
+    writes it, `images` by its id as created (`resourceGroups/ML-RG/…storageAccounts/mldata2`):
+    the second line, billed as `…/resourcegroups/ml-rg/…`, was untracked. z1 (westeurope)
+    reads clicks and z2 (westeurope) reads images, both in eastus: z1 takes mldata's $2.00
+    (20 GB), z2 mldata2's $3.00 (30 GB), the lever $5.00 (50 GB). The mldata line names its
+    resource type (a storage account); the mldata2 line none: it is a bucket because a
+    dataset names it."""
     from datetime import datetime
 
     from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
@@ -669,7 +668,7 @@ def test_azure_storage_accounts_as_datasets_take_their_cross_region_transfer(con
     rows = [row("mldata", 2.0, ResourceId=account + "mldata", ResourceType="Storage account",
                 ConsumedQuantity=20.0, **day),
             row("mldata2", 3.0, ResourceId=account + "mldata2", ConsumedQuantity=30.0, **day)]
-    datasets = {"clicks": {"bucket": "mldata", "region": "eastus"},
+    datasets = {"clicks": {"bucket": account + "mldata", "region": "eastus"},
                 "images": {"bucket": "/subscriptions/0000/resourceGroups/ML-RG/providers/"
                                      "Microsoft.Storage/storageAccounts/mldata2",
                            "region": "eastus"}}
@@ -701,6 +700,43 @@ def test_azure_storage_accounts_as_datasets_take_their_cross_region_transfer(con
     assert dollars == pytest.approx(5.0)
     assert evidence == ("2 runs pulled 50 GB across regions: clicks eastus → westeurope, "
                         "images eastus → westeurope")
+
+
+def test_an_s3_bucket_does_not_take_the_transfer_of_an_azure_account_of_its_name(con, tmp_path):
+    """A dataset names the S3 bucket `mldata`; an Azure storage account is also called
+    `mldata`. Matched by its bare name, the account's $3.00 of transfer went to z1 with the
+    bucket's $2.00 (the lever $5.00, 50 GB); an account is a dataset by its id only: z1 takes
+    the bucket's $2.00 (20 GB), the account's $3.00 stays untracked."""
+    from datetime import datetime
+
+    from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    day = {"ServiceCategory": "Networking", "ChargePeriodStart": "2026-05-03T00:00:00Z",
+           "ChargePeriodEnd": "2026-05-04T00:00:00Z", "ConsumedUnit": "GB"}
+    rows = [row("s3-xfer", 2.0, ProviderName="AWS", ServiceName="Amazon Simple Storage Service",
+                ResourceId="arn:aws:s3:::mldata", ConsumedQuantity=20.0, **day),
+            row("azure-xfer", 3.0, ProviderName="Microsoft", ServiceName="Bandwidth",
+                ResourceId="/subscriptions/0000/resourcegroups/ml-rg/providers/"
+                           "microsoft.storage/storageaccounts/mldata",
+                ResourceType="Storage account", ConsumedQuantity=30.0, **day)]
+    datasets = {"clicks": {"bucket": "mldata", "region": "us-east-1"}}
+    load(con, write_csv(tmp_path / "f" / "may.csv", rows), datasets=datasets)
+    insert_runs(con, MAY, [{**RUN_DEFAULTS, "run_id": "z1", "status": "FINISHED",
+                            "start_time": datetime(2026, 5, 3, 6),
+                            "end_time": datetime(2026, 5, 3, 18), "region": "eu-west-1",
+                            "dataset": "clicks"}])
+    cfg = parse_config({"datasets": datasets}, tmp_path)
+    params = month_params(cfg, MAY)
+    build_attribution(con, MAY, params, dataset_rows(cfg))
+    assert con.execute(
+        "SELECT b.SkuId, coalesce(a.run_id, a.purpose_class), a.cost FROM attribution a "
+        "JOIN billing_facts b USING (month, x_SourceLine) ORDER BY 1").fetchall() == [
+        ("azure-xfer", "untracked", 3.0), ("s3-xfer", "z1", 2.0)]
+    for table in ("egress", "cost_levers"):
+        replace_month(con, table, MAY, sql_text(table), params)
+    assert con.execute("SELECT run_id, gigabytes, transfer_cost FROM egress "
+                       "WHERE run_id IS NOT NULL").fetchall() == [("z1", 20.0, 2.0)]
 
 
 @pytest.mark.parametrize(("change", "column", "message"), [

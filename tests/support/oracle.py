@@ -188,16 +188,6 @@ def storage_shares(line: dict, runs: list[dict], inventory: list, month: date, r
     return [(known[rid], b / listed) for rid, b in sorted(run_bytes.items()) if b > 0]
 
 
-def bucket_key(resource_id: str) -> str:
-    """A dataset's bucket and a transfer line's resource are the same bucket when their keys
-    are: an Azure storage account's id by its account name in lower case (a dataset may name
-    the account by its name, or by its id in any case); any other id by its claim key."""
-    account = re.fullmatch(r"/subscriptions/[^/]+/resourcegroups/[^/]+/providers/"
-                           r"microsoft\.storage/storageaccounts/([^/]+)/?", resource_id,
-                           re.IGNORECASE)
-    return account.group(1).lower() if account else claim_key(resource_id)
-
-
 def same_region(a: str, b: str) -> bool:
     """GCS's `US-EAST1` and Compute's `us-east1` are one region: compared without the blanks
     around them, in lower case."""
@@ -211,7 +201,7 @@ def transfer_shares(line: dict, cands: list, datasets: dict):
     overlaps = []
     for run, start, end in cands:
         ds = datasets.get(run.get("dataset"))
-        if ds is None or bucket_key(ds["bucket"]) != bucket_key(line["ResourceId"]):
+        if ds is None or claim_key(ds["bucket"]) != claim_key(line["ResourceId"]):
             continue
         if (run.get("region") is None or ds.get("region") is None
                 or same_region(run["region"], ds["region"])):

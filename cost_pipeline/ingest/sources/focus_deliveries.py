@@ -126,7 +126,8 @@ def _refuse_deliveries(source: str, root: str, folder: str, export: str | None, 
         hint = ("point path at the export's root (the folder holding its data/ and metadata/ "
                 f"folders): its metadata/BILLING_PERIOD={month}/ manifests pick the newest "
                 "delivery")
-    elif root.startswith(export + "/"):
+    elif root.startswith(export + "/") and not _in_data_folder(root, export):
+        # a path deeper than data/ or a month's folder: its metadata/ was not looked in
         hint = (f"point path at the export's root ({export}): its metadata/BILLING_PERIOD="
                 f"{month}/ manifests pick the newest delivery")
     else:

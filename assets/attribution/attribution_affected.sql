@@ -99,18 +99,9 @@ UNION
 SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd, w.rule
 FROM billing_facts AS b
 JOIN windows AS w ON w.claim_key = claim_key(b.ResourceId)
-WHERE b.month = $month AND w.rule = 'compute'
-  AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
+WHERE b.month = $month AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
   AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
-                       b.x_CostComponent) = 'compute'
-UNION
-SELECT b.rowid, b.ResourceId, b.ChargePeriodStart, b.ChargePeriodEnd, w.rule
-FROM billing_facts AS b
-JOIN windows AS w ON w.claim_key = claim_key(b.ResourceId)
-WHERE b.month = $month AND w.rule = 'bucket_transfer'
-  AND w.rs < b.ChargePeriodEnd AND w.re > b.ChargePeriodStart
-  AND attribution_rule(b.ChargeCategory, b.CommitmentDiscountStatus, b.x_ResourceKind,
-                       b.x_CostComponent) = 'bucket_transfer'
+                       b.x_CostComponent) = w.rule
 UNION
 SELECT f.rowid, f.ResourceId, f.ChargePeriodStart, f.ChargePeriodEnd,
        attribution_rule(f.ChargeCategory, f.CommitmentDiscountStatus, f.x_ResourceKind,

@@ -388,23 +388,32 @@ CREATE OR REPLACE TEMP MACRO dated_snapshots(for_month) AS TABLE
     UNION ALL
     SELECT bucket, snapshot_date FROM checkpoint_snapshots WHERE month = for_month;
 
+-- the reports of each bucket that several S3 Inventory configurations report (AWS lets one
+-- cover a prefix: `checkpoints/` daily and `datasets/` weekly), from checkpoint_snapshots (a
+-- row per report and listing, `source` the `inventory` entry, which reads one configuration):
+-- such a bucket on a day is the union of each one's latest report by then, a key listed by
+-- several of them once (month_end_snapshot; attribution_claims.sql for rule 4's days)
+CREATE OR REPLACE TEMP MACRO configured_reports(for_month) AS TABLE
+    SELECT DISTINCT bucket, source, snapshot_date
+    FROM checkpoint_snapshots
+    WHERE month = for_month
+      AND bucket IN (SELECT bucket FROM checkpoint_snapshots WHERE month = for_month
+                     GROUP BY bucket HAVING count(DISTINCT source) > 1);
+
 -- the buckets as they stood at the month's end: a bucket with daily inventories by its last
 -- snapshot of the month (none of its objects when that report listed none), else its one
 -- undated listing without what was written after the month ended. A bucket that several
 -- configurations report (AWS lets one cover a prefix: `checkpoints/` daily and `datasets/`
 -- weekly) is the union of each one's last report of the month, a key listed by several of
 -- them once, as the latest report lists it; its configurations are read from
--- checkpoint_snapshots (a row per report and listing: reading each object's `source` tripled
--- the time). The branches are inner joins: DuckDB then skips the row groups of the other
+-- `configured_reports` (reading each object's `source` tripled the time). The branches are inner joins: DuckDB then skips the row groups of the other
 -- days (their snapshot dates), where one outer join read every object of every day (10.8M
 -- objects listed daily: 1.8 s → 0.05 s)
 CREATE OR REPLACE TEMP MACRO month_end_snapshot(for_month, end_of_month) AS TABLE
     WITH configured AS (
         SELECT bucket, source, max(snapshot_date) AS last_snapshot
-        FROM checkpoint_snapshots
-        WHERE month = for_month
+        FROM configured_reports(for_month)
         GROUP BY bucket, source
-        QUALIFY count(*) OVER (PARTITION BY bucket) > 1
     ),
     latest_dated AS (
         SELECT bucket, max(snapshot_date) AS last_snapshot

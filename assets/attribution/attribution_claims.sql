@@ -144,22 +144,14 @@ line_snapshots AS (
     FROM storage_lines l
     WHERE l.line_key NOT IN (SELECT line_key FROM storage_tagged)
 ),
-configured_reports AS (
-    -- the reports of the lines' buckets by configuration (checkpoint_snapshots: a row per
-    -- report, its `source` the `inventory` entry, which reads one S3 Inventory configuration)
-    SELECT DISTINCT bucket, source, snapshot_date FROM checkpoint_snapshots
-    WHERE month = $month AND bucket IN (SELECT bucket FROM line_snapshots)
-),
 day_reports AS (
-    -- a bucket of several configurations (each covering a prefix of it, e.g. `checkpoints/`
-    -- daily and `datasets/` weekly) is on a day the union of each one's latest report on or
-    -- before that day; a bucket of one is that day's report(s), as attribution_storage.sql
-    -- sums them
+    -- a bucket of several configurations (macros.sql `configured_reports`) is on a day the
+    -- union of each one's latest report on or before that day; a bucket of one is that day's
+    -- report(s), as attribution_storage.sql sums them
     SELECT d.bucket, d.snapshot_date, r.source, max(r.snapshot_date) AS report_date
     FROM (SELECT DISTINCT bucket, snapshot_date FROM line_snapshots) AS d
-    JOIN configured_reports AS r ON r.bucket = d.bucket AND r.snapshot_date <= d.snapshot_date
-    WHERE d.bucket IN (SELECT bucket FROM configured_reports GROUP BY bucket
-                       HAVING count(DISTINCT source) > 1)
+    JOIN configured_reports($month) AS r
+      ON r.bucket = d.bucket AND r.snapshot_date <= d.snapshot_date
     GROUP BY ALL
 ),
 day_objects AS (

@@ -130,7 +130,7 @@ retention AS (
     SELECT
         coalesce(fsum(monthly_cost), 0)                                   AS dollars,
         count(*)                                                         AS objects,
-        coalesce(sum(bytes), 0) / 1073741824.0                           AS gib,
+        coalesce(sum(bytes), 0)                                          AS bytes,
         coalesce(fsum(monthly_cost) FILTER (WHERE reason = 'dead_run'), 0) AS dead,
         coalesce(fsum(monthly_cost) FILTER (WHERE reason = 'beyond_keep_last'), 0) AS beyond,
         coalesce(fsum(monthly_cost) FILTER (WHERE reason = 'orphan'), 0)  AS orphan
@@ -390,7 +390,7 @@ levers_figures AS (
              THEN 'no checkpoint listing this month (no checkpoints source in the config, or '
                   || 'it listed nothing): dead checkpoints cannot be told (storage cost this '
                   || 'month ' || fmt_money(ms.storage, b.currency) || ')'
-             ELSE counted(r.objects, 'object') || ', ' || byte_size(r.gib * 1073741824) || ', '
+             ELSE counted(r.objects, 'object') || ', ' || byte_size(r.bytes) || ', '
                   || CASE WHEN r.objects = 1 THEN 'breaks' ELSE 'break' END || ' the '
                   || 'retention policy: dead runs ' || fmt_money(r.dead, b.currency)
                   || ', beyond keep-last ' || fmt_money(r.beyond, b.currency)

@@ -107,6 +107,14 @@ CREATE OR REPLACE TEMP MACRO claim_key(resource_id) AS
          WHEN resource_id ILIKE '/subscriptions/%' THEN lower(resource_id)
          ELSE resource_id END;
 
+-- the vCPUs a GCP machine type's name states (`n2-standard-8` 8, `n2-custom-8-32768` 8,
+-- `c3-highcpu-22-lssd` 22), as a DOUBLE; NULL for a name that states none (`g1-small`)
+CREATE OR REPLACE TEMP MACRO vcpus_named(machine_type) AS
+    TRY_CAST(coalesce(
+        nullif(regexp_extract(coalesce(machine_type, ''), '^[a-z][a-z0-9]*-custom-(\d+)-\d+$', 1), ''),
+        nullif(regexp_extract(coalesce(machine_type, ''), '^[a-z][a-z0-9]*-[a-z]+-(\d+)(-lssd|-metal)?$', 1), ''))
+        AS DOUBLE);
+
 -- a region as regions are compared (rule 5's transfer claims, egress): without the blanks
 -- around it, in lower case — GCS reports a bucket's location in upper case (`US-EAST1`),
 -- Compute a VM's region in lower case (`us-east1`), one region. The tables keep the regions as

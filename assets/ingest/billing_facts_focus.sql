@@ -301,10 +301,9 @@ gcp_accelerated AS (
                     min(machine_type) AS machine_type,
                     max(epoch(ChargePeriodEnd - ChargePeriodStart)) / 3600.0 AS period_hours
                 FROM (
-                    SELECT *, CASE WHEN core_line THEN coalesce(stated_cores, TRY_CAST(coalesce(
-                        nullif(regexp_extract(coalesce(machine_type, ''), '^[a-z][a-z0-9]*-custom-(\d+)-\d+$', 1), ''),
-                        nullif(regexp_extract(coalesce(machine_type, ''), '^[a-z][a-z0-9]*-[a-z]+-(\d+)(-lssd|-metal)?$', 1), ''))
-                        AS DOUBLE)) END AS vm_cores
+                    SELECT *, CASE WHEN core_line
+                                   THEN coalesce(stated_cores, vcpus_named(machine_type))
+                              END AS vm_cores
                     FROM gcp_vm_lines
                 )
                 GROUP BY resource_id, ChargePeriodStart
@@ -394,12 +393,9 @@ cored AS (
     SELECT
         *,
         -- a GCP VM's vCPUs, for its core lines: GCP's `cores` label, FOCUS's SkuPriceDetails
-        -- CoreCount, else a predefined or custom machine type's name (`n2-standard-8`,
-        -- `n2-custom-8-32768`)
-        CASE WHEN gcp_core_meter THEN coalesce(tag_cores, detail_cores, TRY_CAST(coalesce(
-            nullif(regexp_extract(coalesce(instance_type, ''), '^[a-z][a-z0-9]*-custom-(\d+)-\d+$', 1), ''),
-            nullif(regexp_extract(coalesce(instance_type, ''), '^[a-z][a-z0-9]*-[a-z]+-(\d+)(-lssd|-metal)?$', 1), ''))
-            AS DOUBLE)) END AS vm_cores
+        -- CoreCount, else its machine type's name (macros.sql `vcpus_named`)
+        CASE WHEN gcp_core_meter
+             THEN coalesce(tag_cores, detail_cores, vcpus_named(instance_type)) END AS vm_cores
     FROM raw
 ),
 classified AS (

@@ -84,7 +84,7 @@ def current_files(listing: Listing, files: list[str], month: date | None = None
                 _aws_month(listing, files, export, of_month, dropped, notes)
                 continue
         if month is None or of_month == f"{month:%Y-%m}":
-            _refuse_deliveries(listing.source, root, folder, export, of_month, below)
+            _refuse_deliveries(listing.source, folder, export, of_month, below)
     _azure_runs(listing, files, dropped, notes)
     return [f for f in files if f not in dropped], notes
 
@@ -113,7 +113,7 @@ def _in_data_folder(root: str, export: str) -> bool:
                             and posixpath.basename(root).startswith("BILLING_PERIOD="))
 
 
-def _refuse_deliveries(source: str, root: str, folder: str, export: str | None, month: str,
+def _refuse_deliveries(source: str, folder: str, export: str | None, month: str,
                        below: list[str]) -> None:
     """Refuse a month's folder whose files are in two or more execution folders: without a
     manifest nothing says which delivery is the month, and all read count it several times."""
@@ -126,11 +126,10 @@ def _refuse_deliveries(source: str, root: str, folder: str, export: str | None, 
         hint = ("point path at the export's root (the folder holding its data/ and metadata/ "
                 f"folders): its metadata/BILLING_PERIOD={month}/ manifests pick the newest "
                 "delivery")
-    elif root.startswith(export + "/") and not _in_data_folder(root, export):
-        # a path deeper than data/ or a month's folder: its metadata/ was not looked in
-        hint = (f"point path at the export's root ({export}): its metadata/BILLING_PERIOD="
-                f"{month}/ manifests pick the newest delivery")
     else:
+        # the path holds the export's metadata/, or is its data/ (or a month's folder), whose
+        # metadata/ was looked in: none of the month's manifests is there; deeper, one
+        # execution folder is below the path
         hint = (f"{export}/metadata/BILLING_PERIOD={month}/ holds none: copy the export with "
                 "its metadata/ folder (its manifests pick the newest delivery), or keep only "
                 "the newest execution folder")

@@ -141,7 +141,6 @@ def retention(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
             "cost": sum(r["cost"] for r in by_reason)}
 
 
-
 def searches(con: duckdb.DuckDBPyConnection, month: date, with_trend: bool,
              with_approvals: bool = True) -> list[dict[str, Any]]:
     """Search cost per unit of improvement; with the saturation flag when search_trend exists;

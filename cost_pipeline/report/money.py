@@ -164,9 +164,7 @@ def percent(fraction, digits: int = 1) -> str:
     text = not_finite(fraction)
     if text is not None:
         return text
-    shown = _percent_figure(fraction, digits)
-    negative = fraction < 0 and any(c in "123456789" for c in shown)
-    return f"{'−' if negative else ''}{shown}%"
+    return percent_figure(fraction, digits).replace("-", "−") + "%"
 
 
 MOST_CHANGE_DIGITS = 6

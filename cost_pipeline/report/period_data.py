@@ -46,20 +46,6 @@ def moves(cells: list[dict], first: date, last: date,
     return [c for c in changes if smallest(c["change"], symbol)][:MOVES]
 
 
-def with_tracked_hours(con: duckdb.DuckDBPyConnection, shares: list[dict] | None, first: date,
-                       last: date) -> list[dict] | None:
-    """Each month's untracked share with its tracked GPU-hours: the figures of the month's
-    statement (tracked, untracked, billed) the page writes with one number of decimals, as
-    the month's own page does (money.gpu_hours_alike). Billed − untracked is not the tracked
-    hours when runs claim more than the bill shows (10.5 of 10 read "0 of 10" here, "0.0 of
-    10.0" there)."""
-    if shares is None:
-        return None
-    tracked = dict(con.execute("SELECT month, tracked_gpu_hours FROM reconciliation WHERE "
-                               "month BETWEEN ? AND ?", [first, last]).fetchall())
-    return [{**s, "tracked_gpu_hours": tracked.get(s["month"])} for s in shares]
-
-
 def collect_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> dict[str, Any]:
     """Every section of the period report for the months `first` … `last`."""
     have = table_names(con)
@@ -100,8 +86,7 @@ def collect_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> d
         "models": section("cost_per_model_monthly", "period_models"),
         "searches": section("search_trend", "period_searches"),
         "storage": section("storage_by_run_status", "period_storage"),
-        "shares": with_tracked_hours(con, section("reconciliation", "period_untracked_share"),
-                                     first, last),
+        "shares": section("reconciliation", "period_untracked_share"),
         "levers": levers,
         "tables": have,
     }

@@ -244,7 +244,7 @@ _BUCKET_URI = re.compile(r"(?i)^(?:(?:s3|gs)://|arn:aws[a-z-]*:s3:::)(.*)$")
 
 def _whole_bucket(written: str) -> str:
     """A dataset's bucket as the bills name it: `s3://b`, `gs://b/` or `arn:aws:s3:::b` is
-    `b`; an Azure storage account's id (`/subscriptions/…`) or name stays as written. A path
+    `b`; an Azure storage account's id (`/subscriptions/…`) stays as written. A path
     inside a bucket is refused: its transfer is billed on the bucket, so `b/prefix/` never
     matched a line and went untracked without a word."""
     if written.lower().startswith("/subscriptions/"):
@@ -252,7 +252,7 @@ def _whole_bucket(written: str) -> str:
     uri = _BUCKET_URI.match(written)
     if uri is None and "://" in written:
         raise ValueError(f"{written!r} is no bucket: expected a bucket's name (s3://… and "
-                         "gs://… are read as theirs) or an Azure storage account's name or id")
+                         "gs://… are read as theirs) or an Azure storage account's id")
     bucket, _, inside = (uri.group(1) if uri else written).partition("/")
     if not bucket.strip():
         raise ValueError(f"{written!r} names no bucket: expected a bucket's name")

@@ -2,7 +2,7 @@
 -- file only adds the x_ columns the attribution needs.
 -- Reads `focus_raw` (the month's rows, typed: a temp table, or a view over local parquet
 -- files; see sources/focus.py) and the temp table `accelerator_counts(instance_type,
--- accelerators)`.
+-- accelerators)`, its types in lower case (ingest/accelerators.py).
 -- Parameters: $month, $month_start, $source, $known_buckets.
 --
 -- Rules:
@@ -310,8 +310,8 @@ gcp_accelerated AS (
                 HAVING bool_or(gpu_line)
             )
         ) v
-        LEFT JOIN accelerator_counts m ON lower(m.instance_type) = lower(v.machine_type)
-        LEFT JOIN accelerator_counts n ON lower(n.instance_type) = lower(v.attached_type)
+        LEFT JOIN accelerator_counts m ON m.instance_type = lower(v.machine_type)
+        LEFT JOIN accelerator_counts n ON n.instance_type = lower(v.attached_type)
     )
 ),
 resources AS (
@@ -451,7 +451,7 @@ component AS (
         CASE WHEN instance_usage THEN job_instances_at_peak(j.peak_instances) ELSE 1 END
             AS instance_count
     FROM classified c
-    LEFT JOIN accelerator_counts a ON lower(a.instance_type) = lower(c.instance_type)
+    LEFT JOIN accelerator_counts a ON a.instance_type = lower(c.instance_type)
     LEFT JOIN job_instances j
       ON j.job = c.resource_id AND j.job_usage_type = c.x_UsageType
 )

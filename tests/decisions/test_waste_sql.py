@@ -7,6 +7,7 @@ tests/test_levers_demo.py.
 
 from __future__ import annotations
 
+import logging
 from datetime import date, datetime
 from pathlib import Path
 
@@ -550,6 +551,95 @@ def test_regions_are_compared_whatever_their_case_and_blanks(con):
     assert dollars == pytest.approx(0.08)
     assert evidence == ("no run pulled data across regions; $0.08 of transfer on dataset "
                         "buckets no run claims: ds-gcs US-EAST1")
+
+
+def test_a_dataset_whose_bill_gives_another_region_is_warned_of(tmp_path):
+    """The config places dataset images (bucket ml-datasets) in us-east-1; every transfer line
+    the July CUR bills on ml-datasets gives eu-west-1 (product_region_code): T1 $2.00 (100 GB)
+    and T2 $1.00 (50 GB). Rule 5 prices the transfer from the config (SPEC): r-west
+    (eu-west-1) takes the $3.00 (150 GB) as a cross-region pull, r-east (us-east-1) none — the
+    reverse of what the bill says — and nothing said so. The egress step now warns, naming
+    the dataset, its bucket, both regions, the 2 lines and their $3.00, and records it in its
+    metadata; the money stays as the config prices it. logs (ml-logs, `EU-West-1`) agrees with
+    its line's eu-west-1 whatever the case; ckpt (ap-south-1) is no dataset's bucket."""
+    import dagster as dg
+    import yaml
+
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.config import load_config
+    from cost_pipeline.defs.assets.decisions import derived_assets
+    from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+    from cost_pipeline.warehouse import dataset_rows
+    from tests.support import cur_rows
+
+    def transfer(bucket, region, gigabytes, cost, hour):
+        return cur_rows.line(
+            cost, start=d(2026, 7, 3, hour, tzinfo=cur_rows.T0.tzinfo),
+            line_item_product_code="AmazonS3", product_servicecode="AmazonS3",
+            line_item_resource_id=bucket, line_item_usage_type="EUW1-USE1-AWS-Out-Bytes",
+            line_item_operation="GetObject", product_product_family="Data Transfer",
+            product_region_code=region, line_item_availability_zone=None, pricing_unit="GB",
+            line_item_usage_amount=gigabytes, product={"product_name": "Amazon S3"})
+
+    export = cur_rows.write_export(tmp_path, {"july.parquet": [
+        transfer("ml-datasets", "eu-west-1", 100.0, 2.0, 10),        # T1
+        transfer("ml-datasets", "eu-west-1", 50.0, 1.0, 11),         # T2
+        transfer("ml-logs", "eu-west-1", 20.0, 0.4, 10),             # logs, where it lives
+        transfer("ckpt", "ap-south-1", 250.0, 5.0, 10)]})            # no dataset's bucket
+    warehouse = tmp_path / "w.duckdb"
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "warehouse": {"path": str(warehouse)},
+        "billing": [{"kind": "aws_cur2", "path": str(export)}],
+        "datasets": {"images": {"bucket": "ml-datasets", "region": "us-east-1"},
+                     "logs": {"bucket": "ml-logs", "region": "EU-West-1"}}}))
+    cfg = load_config(config)
+    july = date(2026, 7, 1)
+    with duckdb.connect(str(warehouse)) as wh:
+        cur_rows.build(wh, cfg, july)
+        insert_runs(wh, july, [
+            {"run_id": run_id, "status": "FINISHED", "purpose": "adhoc", "model": "vision",
+             "region": region, "dataset": "images", "start_time": d(2026, 7, 3, 9),
+             "end_time": d(2026, 7, 3, 13)}
+            for run_id, region in (("r-east", "us-east-1"), ("r-west", "eu-west-1"))])
+        build_attribution(wh, july, month_params(cfg, july), dataset_rows(cfg))
+
+    (egress,) = [a for a in derived_assets if a.key == dg.AssetKey("egress")]
+    instance = dg.DagsterInstance.ephemeral()
+
+    def materialize():
+        result = dg.materialize(
+            [egress], partition_key="2026-07-01", instance=instance,
+            resources={"duckdb": Warehouse(database=str(warehouse)),
+                       "settings": PipelineSettings(config_path=str(config))})
+        assert result.success
+        warnings = [e.user_message for e in instance.all_logs(result.run_id)
+                    if e.level == logging.WARNING and e.step_key == "egress"]
+        (materialization,) = result.asset_materializations_for_node("egress")
+        return warnings, {k: v.value for k, v in materialization.metadata.items()}
+
+    warnings, metadata = materialize()
+    assert warnings == [
+        "egress: dataset images is in us-east-1 by the config, but the bill gives eu-west-1 "
+        "for 2 of the 2 transfer lines on its bucket ml-datasets ($3.00 of $3.00): rule 5 "
+        "splits its transfer among the runs outside us-east-1, as the config says; if the "
+        "bucket lives in eu-west-1, correct datasets.images.region"]
+    assert metadata["dataset_region_mismatch"] == [
+        {"dataset": "images", "bucket": "ml-datasets", "config_region": "us-east-1",
+         "bill_regions": ["eu-west-1"], "lines": 2, "bucket_lines": 2, "cost": 3.0,
+         "bucket_cost": 3.0}]
+    assert not metadata["kept"]
+    # a re-run that keeps the month's rows (nothing changed) says so again
+    again, kept = materialize()
+    assert again == warnings
+    assert kept["kept"] and kept["dataset_region_mismatch"] == metadata["dataset_region_mismatch"]
+    # the money as the config prices it: r-west pulled images from us-east-1
+    with duckdb.connect(str(warehouse), read_only=True) as wh:
+        assert wh.execute(
+            "SELECT run_id, dataset, dataset_region, run_region, gigabytes, transfer_cost "
+            "FROM egress ORDER BY run_id NULLS LAST").fetchall() == [
+            ("r-west", "images", "us-east-1", "eu-west-1", 150.0, 3.0),
+            (None, "logs", "EU-West-1", None, 20.0, 0.4)]
 
 
 # ---------------------------------------------------------------------- gpu_utilization

@@ -621,8 +621,8 @@ def test_a_dataset_whose_bill_gives_another_region_is_warned_of(tmp_path):
     warnings, metadata = materialize()
     assert warnings == [
         "egress: dataset images is in us-east-1 by the config, but the bill gives eu-west-1 "
-        "for 2 of the 2 transfer lines on its bucket ml-datasets ($3.00 of $3.00): rule 5 "
-        "splits its transfer among the runs outside us-east-1, as the config says; if the "
+        "for 2 of the 2 transfer lines on its bucket ml-datasets ($3.00 of $3.00): its "
+        "transfer goes to the runs outside us-east-1, as the config says; if the "
         "bucket lives in eu-west-1, correct datasets.images.region"]
     assert metadata["dataset_region_mismatch"] == [
         {"dataset": "images", "bucket": "ml-datasets", "config_region": "us-east-1",

@@ -165,47 +165,14 @@ def write_unless_same(context: dg.AssetExecutionContext, con, table: str, reads:
     return rows, kept
 
 
-# The datasets whose configured region the month's bill contradicts: the transfer lines
-# (rule 5's, macros.sql `attribution_rule`) on a dataset's bucket, matched as rule 5 matches
-# it (`claim_key`), whose region (RegionId: CUR's product_region_code, FOCUS's RegionId, GCP's
-# location) is another than the config's, compared as rule 5 compares regions
-# (`region_key`). The config stays what rule 5 and egress price by (SPEC §6): this only says
-# so.
-DATASET_REGION_MISMATCH = """
-WITH transfer AS (
-    SELECT ResourceId, RegionId, EffectiveCost
-    FROM billing_facts
-    WHERE month = ? AND x_CostComponent = 'network'
-      AND attribution_rule(ChargeCategory, CommitmentDiscountStatus, x_ResourceKind,
-                           x_CostComponent) = 'bucket_transfer'
-),
-judged AS (
-    SELECT ds.name, ds.bucket, ds.region, t.RegionId, t.EffectiveCost,
-           -- a line without a region says nothing against the config
-           coalesce(region_key(t.RegionId) <> ''
-                    AND region_key(t.RegionId) <> region_key(ds.region), false) AS elsewhere
-    FROM config_datasets AS ds
-    JOIN transfer AS t ON claim_key(t.ResourceId) = claim_key(ds.bucket)
-)
-SELECT name, bucket, region,
-       list(DISTINCT RegionId ORDER BY RegionId) FILTER (WHERE elsewhere),
-       count(*) FILTER (WHERE elsewhere),
-       coalesce(fsum(EffectiveCost) FILTER (WHERE elsewhere), 0),
-       count(*), coalesce(fsum(EffectiveCost), 0)
-FROM judged
-GROUP BY name, bucket, region
-HAVING bool_or(elsewhere)
-ORDER BY name
-"""
-
-
 def dataset_region_mismatch(context: dg.AssetExecutionContext, con, month) -> dict:
     """Warn of each dataset whose bucket's transfer lines this month give another region than
-    the config's (`DATASET_REGION_MISMATCH`): its `dataset_region_mismatch` metadata."""
+    the config's (assets/queries/dataset_region_mismatch.sql): its `dataset_region_mismatch`
+    metadata."""
     (currency,) = con.execute("SELECT bill_currency(?)", [month]).fetchone()
     found = []
     for name, bucket, region, regions, lines, cost, bucket_lines, bucket_cost in con.execute(
-            DATASET_REGION_MISMATCH, [month]).fetchall():
+            sql_text("dataset_region_mismatch"), [month]).fetchall():
         given = ", ".join(regions)
         # the bill's regions and the config's names as text: a control character in a value
         # would forge a line of the command's output
@@ -213,8 +180,8 @@ def dataset_region_mismatch(context: dg.AssetExecutionContext, con, month) -> di
             f"egress: dataset {name} is in {region} by the config, but the bill gives {given} "
             f"for {lines:,} of the {bucket_lines:,} transfer "
             f"line{'' if bucket_lines == 1 else 's'} on its bucket {bucket} "
-            f"({in_currency(cost, currency)} of {in_currency(bucket_cost, currency)}): rule 5 "
-            f"splits its transfer among the runs outside {region}, as the config says; if the "
+            f"({in_currency(cost, currency)} of {in_currency(bucket_cost, currency)}): its "
+            f"transfer goes to the runs outside {region}, as the config says; if the "
             f"bucket lives in {given}, correct datasets.{name}.region".translate(AS_TEXT))
         found.append({"dataset": name, "bucket": bucket, "config_region": region,
                       "bill_regions": regions, "lines": lines, "bucket_lines": bucket_lines,

@@ -39,6 +39,7 @@ from cost_pipeline.report.money import (
     gpu_hours_alike,
     half_up,
     in_currency,
+    in_percent,
     money_apart,
     smallest,
     symbol_of,
@@ -213,17 +214,26 @@ def _iso(timestamp: float) -> str:
 def _num(value: Any, digits: int = 1) -> str:
     """`value` to `digits` decimals, rounded half up from its shortest form as the pages round
     (`money.half_up`): a share of 56.25% reads 56.3% here too, not Python's 56.2%."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not isinstance(value, int | float | Decimal) or isinstance(value, bool):
         return "?"
     if not math.isfinite(value):
-        return f"{value:,.{digits}f}"
+        return f"{float(value):,.{digits}f}"
     return f"{half_up(value, Decimal(1).scaleb(-digits)):,.{digits}f}"
+
+
+def _in_percent(fraction: Any) -> Any:
+    """A fraction from the metadata in percent (`money.in_percent`); what is not a number
+    stays as it is (and reads `?`)."""
+    if isinstance(fraction, int | float) and not isinstance(fraction, bool):
+        return in_percent(fraction)
+    return fraction
 
 
 def figures_apart(value: Any, limit: Any, digits: int = 1) -> tuple[str, str]:
     """`value` and `limit` with the fewest digits (from `digits`, up to 6) that tell them
     apart when they differ: a share of 5.004% failing a 5% threshold read "5.0% … threshold
-    5.0%" under a FAILED heading."""
+    5.0%" under a FAILED heading. A share goes in as `money.in_percent` of it, the percent
+    from its own digits as the pages write it, never as the double `100 * share`."""
     for more in range(digits, 7):
         shown = _num(value, more), _num(limit, more)
         if shown[0] != shown[1] or value == limit:
@@ -282,8 +292,8 @@ def check_alert(e: CheckEvaluation, config: str | None = None) -> dict[str, Any]
         for r in (m.get("top_untracked") or [])
     ]
     if "untracked_share" in m:
-        share, threshold = (figures_apart(100 * m["untracked_share"],
-                                          100 * (m.get("threshold") or 0))
+        share, threshold = (figures_apart(_in_percent(m["untracked_share"]),
+                                          _in_percent(m.get("threshold") or 0))
                             if isinstance(m["untracked_share"], int | float) else ("?", "?"))
         # the month's statement as the report writes it: tracked, untracked, billed alike
         tracked, _, billed = _gpu_hours(m.get("tracked_gpu_hours"),

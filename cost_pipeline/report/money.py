@@ -139,12 +139,19 @@ def not_finite(value) -> str | None:
     return None
 
 
+def in_percent(fraction) -> Decimal:
+    """`fraction` in percent, exactly: its shortest decimal form with the point moved two
+    places (0.0515 is 5.15). The double `100 * fraction` is not: 100 × 0.0515 is 5.1499999…,
+    which rounds to 5.1 where the figure's own digits say 5.2."""
+    return Decimal(str(fraction)).scaleb(2)
+
+
 def _percent_figure(fraction, digits: int) -> str:
     """`|fraction|` in percent to `digits` decimals, rounded half up (away from zero) as
-    amounts are, from the figure's shortest form: 0.5625 is 56.3, where Python's `:.1f`
-    (half to even, on the double's binary value) wrote 56.2 beside a 43.75 written 43.8."""
-    exact = Decimal(str(abs(fraction))).scaleb(2)
-    return f"{half_up(exact, Decimal(1).scaleb(-digits)):.{digits}f}"
+    amounts are, from the figure's shortest form (`in_percent`): 0.5625 is 56.3, where
+    Python's `:.1f` (half to even, on the double's binary value) wrote 56.2 beside a 43.75
+    written 43.8."""
+    return f"{half_up(abs(in_percent(fraction)), Decimal(1).scaleb(-digits)):.{digits}f}"
 
 
 def percent_figure(fraction, digits: int = 1) -> str:
@@ -182,7 +189,7 @@ def change_percent(fraction, digits: int = 0) -> str:
     if text is not None:
         return text
     shown = _percent_figure(fraction, digits)
-    if Decimal(str(abs(fraction))).scaleb(2) != 100:
+    if abs(in_percent(fraction)) != 100:
         for more in range(digits, MOST_CHANGE_DIGITS + 1):
             if Decimal(_percent_figure(fraction, more)) not in (0, 100):
                 shown = _percent_figure(fraction, more)

@@ -177,6 +177,25 @@ def _span(data: dict) -> str:
     return f"{first:%B %Y} – {last:%B %Y}"
 
 
+def quarters(first: date, last: date) -> str | None:
+    """The calendar quarters the months `first` … `last` are, when they are whole ones
+    (January–March, April–June, July–September, October–December): `Q3 2026`, `Q3–Q4 2026`,
+    `Q4 2026 – Q1 2027`; None for any other period, which its months alone name."""
+    if first.month % 3 != 1 or last.month % 3 != 0 or first > last:
+        return None
+    start, end = f"Q{first.month // 3 + 1}", f"Q{last.month // 3}"
+    if first.year != last.year:
+        return f"{start} {first.year} – {end} {last.year}"
+    return f"{start} {first.year}" if start == end else f"{start}–{end} {first.year}"
+
+
+def heading(data: dict) -> str:
+    """The page's title and heading: the period's quarters when it is whole ones, its months
+    beside them (`Q3 2026 (July – September 2026)`), else its months."""
+    quarter = quarters(data["first"], data["last"])
+    return f"{quarter} ({_span(data)})" if quarter else _span(data)
+
+
 def model_rows(models: list[dict], months: list[date]) -> list[dict[str, Any]]:
     """One row per model (untracked and unallocated last): its cost each month and in all."""
     out: dict[Any, dict[str, Any]] = {}
@@ -222,7 +241,9 @@ def render_period_html(data: dict, source: str) -> str:
     missing = {table: [m for m in data["months"] if m not in months] if months else []
                for table, months in has.items()}
     return _environment().get_template("period.html.j2").render(
-        d=shown, symbol=symbol, span=_span(data), summary=summary(data, symbol), missing=missing,
+        d=shown, symbol=symbol, span=_span(data), heading=heading(data),
+        quarter=quarters(data["first"], data["last"]), summary=summary(data, symbol),
+        missing=missing,
         purposes=purposes, purpose_labels=PURPOSE_LABELS,
         purpose_totals={p: sum((m.get(p, 0) for m in (data["by_purpose"] or {}).values()), 0)
                         for p in purposes},

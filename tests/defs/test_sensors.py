@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import dagster as dg
@@ -525,6 +526,33 @@ def test_a_reconciliation_alert_writes_gpu_hours_as_the_months_page_does():
     assert ("0.04% of 100.00 billed GPU-hours untracked (tracked 99.96, threshold 0.01%); "
             "largest untracked: i-1 (g5.xlarge) 0.04 GPU-hours $0.05, "
             "i-2 (g5.xlarge) 2.00 GPU-hours $2.00.") in small
+
+
+def test_a_reconciliation_alert_rounds_the_share_from_its_digits_as_the_page_does():
+    """The alert wrote a share in percent from the double `100 * share`: 100 × 0.0515 is
+    5.1499999…, and a 5.15% share read "5.1%" where the month's page (`money.percent`,
+    from the share's own digits) says "5.2%"; a 1.85% threshold likewise "1.8%". The share
+    and the threshold are shifted to percent from their decimal digits, rounded half up."""
+    from cost_pipeline.report.money import in_percent, percent
+
+    def text(share: float, threshold: float) -> str:
+        return alerts.check_alert(alerts.CheckEvaluation(
+            RECONCILIATION, "2026-08", False, "ERROR", 1.0, "r7",
+            {"untracked_share": share, "threshold": threshold, "billed_gpu_hours": 100.0,
+             "tracked_gpu_hours": 90.0, "untracked_gpu_hours": 10.0}))["text"]
+
+    assert percent(0.0515) == "5.2%" and percent(0.0185) == "1.9%"
+    assert "5.2% of 100 billed GPU-hours untracked (tracked 90, threshold 5.0%)" in text(
+        0.0515, 0.05)
+    assert "2.9% of 100 billed GPU-hours untracked (tracked 90, threshold 1.9%)" in text(
+        0.029, 0.0185)
+    assert "0.6% of 100 billed GPU-hours untracked (tracked 90, threshold 0.5%)" in text(
+        0.0055, 0.0045)
+    # the digits that tell a share from its threshold still come from the shift: 5.004%
+    assert "5.004% of 100 billed GPU-hours untracked (tracked 90, threshold 5.000%)" in text(
+        0.05004, 0.05)
+    assert in_percent(0.0295) == Decimal("2.95")
+    assert alerts.figures_apart(in_percent(0.0295), in_percent(0.05)) == ("3.0", "5.0")
 
 
 def test_a_check_alert_ends_with_what_to_do_next():

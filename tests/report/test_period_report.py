@@ -799,3 +799,63 @@ def test_a_search_billed_in_two_currencies_says_so_and_one_billed_in_none_reads_
     assert {k: cells[k] for k in ("S1", "S3")} == {k: EACH_IN_ITS_OWN[k] for k in ("S1", "S3")}
     assert [a["data-search-currency"] for a in Elements(html).having("data-search-currency")] \
         == ["USD", "", "EUR", "USD", ""]
+
+
+def _title_and_heading(html: str) -> tuple[str, str, str | None]:
+    heading = re.search(r'<h1 data-first="[^"]*" data-last="[^"]*"(?: data-quarter="([^"]*)")?>'
+                        r"([^<]*)</h1>", html)
+    title = re.search(r"<title>([^<]*)</title>", html)
+    return title.group(1), heading.group(2), heading.group(1)
+
+
+def test_a_period_of_whole_calendar_quarters_is_named_by_them(tmp_path):
+    """A period named its months only: July – September 2026 is Q3 2026 to a finance
+    director. A period of whole calendar quarters says them in its title and heading, the
+    months beside; any other period its months alone; the file keeps its months' name."""
+    path = tmp_path / "w.duckdb"
+    months = [date(2026, m, 1) for m in range(7, 13)] + [date(2027, m, 1) for m in (1, 2, 3)]
+    with duckdb.connect(str(path)) as con:
+        for month in months:
+            insert_lines(con, month, [_line(0, month, 1.0, "USD")])
+    said = {}
+    for first, last in ((date(2026, 7, 1), date(2026, 9, 1)),
+                        (date(2026, 7, 1), date(2026, 12, 1)),
+                        (date(2026, 10, 1), date(2027, 3, 1)),
+                        (date(2026, 8, 1), date(2026, 10, 1)),
+                        (date(2026, 9, 1), date(2026, 9, 1))):
+        out, _ = write_period_report(str(path), first, last)
+        assert out.name == f"cost-report-{first:%Y-%m}_{last:%Y-%m}.html"
+        said[out.name[12:-5]] = _title_and_heading(out.read_text(encoding="utf-8"))
+    assert said == {
+        "2026-07_2026-09": ("ML training cloud cost · Q3 2026 (July – September 2026)",
+                            "Q3 2026 (July – September 2026)", "Q3 2026"),
+        "2026-07_2026-12": ("ML training cloud cost · Q3–Q4 2026 (July – December 2026)",
+                            "Q3–Q4 2026 (July – December 2026)", "Q3–Q4 2026"),
+        "2026-10_2027-03": ("ML training cloud cost · Q4 2026 – Q1 2027 (October 2026 – "
+                            "March 2027)", "Q4 2026 – Q1 2027 (October 2026 – March 2027)",
+                            "Q4 2026 – Q1 2027"),
+        # not whole quarters: the months alone
+        "2026-08_2026-10": ("ML training cloud cost · August – October 2026",
+                            "August – October 2026", None),
+        "2026-09_2026-09": ("ML training cloud cost · September 2026", "September 2026", None),
+    }
+
+
+def test_the_quarters_a_period_spans():
+    """Whole calendar quarters only (January–March, April–June, July–September,
+    October–December): one, several of one year, or across years; else none."""
+    from cost_pipeline.report.period import quarters
+
+    def named(first: tuple[int, int], last: tuple[int, int]) -> str | None:
+        return quarters(date(*first, 1), date(*last, 1))
+
+    assert named((2026, 1), (2026, 3)) == "Q1 2026"
+    assert named((2026, 10), (2026, 12)) == "Q4 2026"
+    assert named((2026, 4), (2026, 9)) == "Q2–Q3 2026"
+    assert named((2026, 1), (2026, 12)) == "Q1–Q4 2026"
+    assert named((2025, 10), (2026, 3)) == "Q4 2025 – Q1 2026"
+    assert named((2025, 1), (2026, 12)) == "Q1 2025 – Q4 2026"
+    assert named((2026, 2), (2026, 4)) is None  # three months, not a quarter
+    assert named((2026, 1), (2026, 2)) is None  # part of one
+    assert named((2026, 1), (2026, 4)) is None  # a quarter and a month
+    assert named((2026, 3), (2026, 3)) is None

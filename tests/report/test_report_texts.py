@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -138,7 +139,7 @@ def test_the_printed_share_and_the_alert_round_half_up_as_the_page_does():
     printed note and the alert said 56.2% (Python's half to even) beside it."""
     from cost_pipeline.alerts import figures_apart
     from cost_pipeline.report.bill_lines import share_and_threshold
-    from cost_pipeline.report.money import percent
+    from cost_pipeline.report.money import in_percent, percent
 
     assert percent(0.5625) == "56.3%"
     assert share_and_threshold(0.5625, 0.05) == ("56.3", "5")
@@ -147,6 +148,10 @@ def test_the_printed_share_and_the_alert_round_half_up_as_the_page_does():
     assert figures_apart(0.0125, 0.5, 3) == ("0.013", "0.500")
     assert figures_apart(-12.25, 0.0) == ("-12.3", "0.0")
     assert figures_apart(1234.55, 5.0) == ("1,234.6", "5.0")
+    # a share in percent from its own digits: 100 × 0.0515 is the double 5.1499999…
+    assert in_percent(0.0515) == Decimal("5.15") and percent(0.0515) == "5.2%"
+    assert figures_apart(in_percent(0.0515), in_percent(0.05)) == ("5.2", "5.0")
+    assert figures_apart(in_percent(0.05004), in_percent(0.05)) == ("5.004", "5.000")
 
 
 def test_the_printed_reconciliation_line_of_a_threshold_with_decimals(tmp_path):

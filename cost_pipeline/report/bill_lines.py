@@ -11,7 +11,14 @@ import duckdb
 
 from cost_pipeline.alerts import figures_apart
 from cost_pipeline.report.data import top_untracked
-from cost_pipeline.report.money import figure, gpu_hours_alike, money, share, symbol_of
+from cost_pipeline.report.money import (
+    figure,
+    gpu_hours_alike,
+    in_percent,
+    money,
+    share,
+    symbol_of,
+)
 from cost_pipeline.warehouse import query, sql_text
 
 
@@ -59,21 +66,20 @@ def untracked_because(kinds: str | None) -> str:
 
 
 def _digits(fraction: float) -> int:
-    """The decimals `fraction` has as a percentage: 5% none, 2.5% one, 1.25% two."""
-    for digits in range(6):
-        if abs(round(fraction * 100, digits) - fraction * 100) < 1e-9:
-            return digits
-    return 6
+    """The decimals `fraction` has as a percentage (`in_percent`, its own digits): 5% none,
+    2.5% one, 1.25% two; six at most."""
+    return min(6, max(0, -in_percent(fraction).normalize().as_tuple().exponent))
 
 
 def share_and_threshold(share: float, threshold: float) -> tuple[str, str]:
     """The untracked share and its threshold as percentages (without `%`): the threshold with
     the digits it has (2.5, not 2: a 2.3% share passing read as passing a 2% threshold), the
     share with one decimal or the threshold's, and more when fewer would show a share that
-    is not the threshold as equal to it (the alert's rule, `figures_apart`)."""
-    digits = _digits(threshold)
-    shown, _ = figures_apart(100 * share, 100 * threshold, max(digits, 1))
-    return shown, f"{100 * threshold:,.{digits}f}"
+    is not the threshold as equal to it (the alert's rule, `figures_apart`); both in percent
+    from their own digits (`in_percent`: 100 × 0.0515 is the double 5.1499…, read 5.1%)."""
+    digits, limit = _digits(threshold), in_percent(threshold)
+    shown, _ = figures_apart(in_percent(share), limit, max(digits, 1))
+    return shown, f"{limit:,.{digits}f}"
 
 
 def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date) -> list[str]:

@@ -132,6 +132,10 @@ def test_the_threshold_keeps_its_digits_and_the_share_enough_to_differ():
     assert share_and_threshold(0.05004, 0.05) == ("5.004", "5")
     assert share_and_threshold(0.013, 0.0125) == ("1.30", "1.25")
     assert share_and_threshold(0.05, 0.05) == ("5.0", "5")
+    # in percent from their own digits: 100 × 0.0515 is the double 5.1499…, read 5.1%
+    assert share_and_threshold(0.0515, 0.05) == ("5.2", "5")
+    assert share_and_threshold(0.0515, 0.0185) == ("5.15", "1.85")
+    assert share_and_threshold(0.2, 1 / 3) == ("20.000000", "33.333333")
 
 
 def test_the_printed_share_and_the_alert_round_half_up_as_the_page_does():

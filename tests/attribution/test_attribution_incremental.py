@@ -28,6 +28,7 @@ from tests.attribution.test_attribution_property import (
     keyed,
     scenarios,
 )
+from tests.attribution.test_token_texts import twin
 from tests.support import sql_backend
 from tests.support.recording import Recording
 from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
@@ -593,3 +594,106 @@ def test_through_the_cli_an_unchanged_runs_file_keeps_the_rows_and_force_does_no
     assert materialize_month(config, JULY, progress=False, force=True).success
     assert mode() == ("full", 0)
     assert rows() == changed
+
+
+
+# a bucket two inventory configurations report on one day (sources `a` and `b`): `a` lists r1's
+# checkpoint at 10 bytes and a dataset file at 5, `b` the same checkpoint key at 5 (listed a
+# little later, after a rewrite) and another dataset file at 5. A key listed by both counts
+# once, the first source's row: the bucket holds 20 bytes, r1's 10, so r1 takes half of the
+# $12 storage line
+CHECKPOINT, DATASET = "checkpoints/r1/c1/w", "datasets/d/part-"
+TWO_CONFIGURATIONS = [("a", CHECKPOINT, 10), ("a", DATASET + "0", 5),
+                      ("b", CHECKPOINT, 5), ("b", DATASET + "1", 5)]
+
+
+def storage_line_and_run() -> tuple[dict, dict]:
+    """A $12 storage line of bucket `ckpt` in hour 2, and r1, which ran over hours 0-3."""
+    line = {"x_SourceLine": "store", "ResourceId": "ckpt", "x_CostComponent": "storage",
+            "x_ResourceKind": "bucket", "ChargeCategory": "Usage", "EffectiveCost": 12.0,
+            "ChargePeriodStart": hour(2), "ChargePeriodEnd": hour(3)}
+    run = {**RUN_DEFAULTS, "run_id": "r1", "status": "FINISHED", "start_time": hour(0),
+           "end_time": hour(3)}
+    return line, run
+
+
+def listed(objects, day) -> list[dict]:
+    """(source, key, size) objects of bucket `ckpt` reported on `day`, r1's under its prefix."""
+    return [{"bucket": "ckpt", "source": source, "key": key, "size": size,
+             "snapshot_date": day, "last_modified": hour(1),
+             **({"prefix": "checkpoints/", "run_id": "r1"} if key == CHECKPOINT else {})}
+            for source, key, size in objects]
+
+
+def r1_storage_cost(con) -> list[tuple]:
+    return con.execute("SELECT run_id, sum(cost) FROM attribution WHERE run_id = 'r1' "
+                       "GROUP BY ALL").fetchall()
+
+
+@pytest.mark.parametrize(("change", "r1_cost"), [
+    # b's copy now under another key: two objects, 25 bytes, r1's 15 → $7.20
+    ("key", 7.2),
+    # the same, under a key of the same DuckDB hash() (test_token_texts.py `twin`)
+    ("key's twin", 7.2),
+    # b's two keys swapped (each row's size and run as they were): the checkpoint key is now
+    # b's 5 bytes of no run, counted once as a's; b's r1 row, now under the dataset file's
+    # key, counts: 20 bytes, r1's 15 → $9.00
+    ("b's keys swapped", 9.0),
+    # the configurations named the other way round (the checkpoints entries reordered): the
+    # first source's copy is now the 5-byte one, 15 bytes, r1's 5 → $4.00
+    ("source order", 4.0),
+    # the reports now of one configuration: the bucket is read as one listing, each row
+    # counted, 25 bytes, r1's 15 → $7.20
+    ("one configuration", 7.2),
+])
+def test_a_listing_changed_only_where_rule_4_dedupes_a_key_attributes_the_month_again(
+        change, r1_cost):
+    """Rule 4 counts a key that several configurations list once, the first source's row on
+    their latest day: the objects' `key` and `source` and the reports' `source` decide its
+    bytes as much as their sizes do. A listing changed only there is a changed listing."""
+    day = hour(2).date()
+    line, run = storage_line_and_run()
+    con = month_of([line], [run], listed(TWO_CONFIGURATIONS, day))
+    for source in ("a", "b"):
+        con.execute("INSERT INTO checkpoint_snapshots VALUES (?, ?, 'ckpt', ?)",
+                    [MONTH, source, day])
+    assert attribute(con).mode == "full"
+    assert r1_storage_cost(con) == [("r1", pytest.approx(6.0))]
+    assert attribute(con).mode == "kept"  # the same listing read again
+    if change.startswith("key"):
+        key = "checkpoints/r1/c2/w" if change == "key" else twin(CHECKPOINT)
+        con.execute("UPDATE checkpoint_inventory SET key = ? WHERE source = 'b' AND key = ?",
+                    [key, CHECKPOINT])
+    elif change == "b's keys swapped":
+        con.execute("UPDATE checkpoint_inventory SET key = CASE key WHEN ? THEN ? ELSE ? END "
+                    "WHERE source = 'b'", [CHECKPOINT, DATASET + "1", CHECKPOINT])
+    elif change == "source order":
+        for table in ("checkpoint_inventory", "checkpoint_snapshots"):
+            con.execute(f"UPDATE {table} SET source = CASE source WHEN 'a' THEN 'b' ELSE 'a' "
+                        "END")
+    else:
+        con.execute("UPDATE checkpoint_snapshots SET source = 'a'")
+    done = attribute(con)
+    assert (done.mode, done.changed_runs) == ("full", 0)
+    assert r1_storage_cost(con) == [("r1", pytest.approx(r1_cost))]
+    # what `--force` writes
+    assert build_attribution(con, MONTH, PARAMS, DATASET_ROWS).mode == "full"
+    assert r1_storage_cost(con) == [("r1", pytest.approx(r1_cost))]
+    assert attribute(con).mode == "kept"
+
+
+def test_a_bucket_of_one_listing_keeps_its_rows_when_only_keys_change():
+    """A bucket one configuration (or one plain listing) reports is summed row by row
+    (attribution_storage.sql): its keys and source are not read, so objects renamed alone
+    keep the month's rows — they are what `--force` writes."""
+    day = hour(2).date()
+    line, run = storage_line_and_run()
+    # r1's 10 bytes of 20 → $6.00
+    con = month_of([line], [run], listed([("a", CHECKPOINT, 10), ("a", DATASET + "0", 10)],
+                                         day))
+    attribute(con)
+    con.execute("UPDATE checkpoint_inventory SET key = key || '.renamed', source = 'c'")
+    assert attribute(con).mode == "kept"
+    assert r1_storage_cost(con) == [("r1", pytest.approx(6.0))]
+    assert build_attribution(con, MONTH, PARAMS, DATASET_ROWS).mode == "full"
+    assert r1_storage_cost(con) == [("r1", pytest.approx(6.0))]

@@ -144,35 +144,23 @@ line_snapshots AS (
     FROM storage_lines l
     WHERE l.line_key NOT IN (SELECT line_key FROM storage_tagged)
 ),
-day_reports AS (
-    -- a bucket of several configurations (macros.sql `configured_reports`) is on a day the
-    -- union of each one's latest report on or before that day; a bucket of one is that day's
-    -- report(s), as attribution_storage.sql sums them
-    SELECT d.bucket, d.snapshot_date, r.source, max(r.snapshot_date) AS report_date
-    FROM (SELECT DISTINCT bucket, snapshot_date FROM line_snapshots) AS d
-    JOIN configured_reports($month) AS r
-      ON r.bucket = d.bucket AND r.snapshot_date <= d.snapshot_date
-    GROUP BY ALL
-),
 day_objects AS (
-    -- their objects, a key listed by several of them once (the latest report's row)
-    SELECT d.bucket, d.snapshot_date, o.size, o.prefix, o.run_id
-    FROM checkpoint_inventory AS o
-    JOIN day_reports AS d
-      ON d.bucket = o.bucket AND d.source = o.source AND d.report_date = o.snapshot_date
-    WHERE o.month = $month
-    QUALIFY row_number() OVER (PARTITION BY d.bucket, d.snapshot_date, o.key
-                               ORDER BY o.snapshot_date DESC, o.source) = 1
+    -- a bucket of several configurations on a line's day: macros.sql `configured_snapshot`;
+    -- a bucket of one is that day's report(s), as attribution_storage.sql sums them
+    SELECT bucket, day AS snapshot_date, size, prefix, run_id
+    FROM configured_snapshot($month, (
+        SELECT list(DISTINCT {'bucket': bucket, 'snapshot_date': snapshot_date})
+        FROM line_snapshots))
 ),
 listed_bytes AS (
     SELECT bucket, snapshot_date, bytes FROM attribution_listed_bytes
-    WHERE bucket NOT IN (SELECT bucket FROM day_reports)
+    WHERE bucket NOT IN (SELECT bucket FROM configured_reports($month))
     UNION ALL
     SELECT bucket, snapshot_date, sum(size) FROM day_objects GROUP BY ALL
 ),
 run_bytes AS (
     SELECT bucket, snapshot_date, run_hash, bytes FROM attribution_run_bytes
-    WHERE bucket NOT IN (SELECT bucket FROM day_reports)
+    WHERE bucket NOT IN (SELECT bucket FROM configured_reports($month))
     UNION ALL
     SELECT bucket, snapshot_date, key_hash(run_id), sum(size) FROM day_objects
     WHERE prefix IS NOT NULL

@@ -416,38 +416,49 @@ def _weekly_parquet_reports(folder: Path, days: dict[str, list[tuple[str, int]]]
             schema="message s3.inventory { … }"))
 
 
+LIVE, DEAD = "checkpoints/live-1/step-1/m.pt", "checkpoints/dead-1/step-1/m.pt"
+
+
+def _listed(key: str, size: int) -> list[str]:
+    """A current object of ml-checkpoints as a CSV report's row."""
+    return ["ml-checkpoints", key, "", "true", "false", str(size), "2026-06-30T00:30:00.000Z",
+            "e", "STANDARD"]
+
+
 def _configured_bucket(tmp_path: Path, lines: dict[int, float], *, weekly: bool = True,
                        weekly_checkpoint: int | None = None) -> duckdb.DuckDBPyConnection:
     """The bucket's July listed, attributed and its storage by run status computed. The daily
-    configuration reports the 1st (live-1 6,000 B), the 15th (live-1 6,000 B, dead-1 9,000 B)
-    and the 31st (live-1 14,000 B, dead-1 9,000 B, a loose README 300 B: 23,300 B); the
-    weekly one (`weekly`) the 20th and the 27th, each datasets/ds.bin 50,000 B, and on the
-    27th dead-1's checkpoint again at `weekly_checkpoint` bytes when given. `lines`: the
-    bucket's storage bill, {day: cost}."""
-    from cost_pipeline.attribution import build_attribution
-    from cost_pipeline.warehouse import month_params, replace_month, sql_text
-    from tests.support.sql_backend import loaded
-
-    def listed(key: str, size: int) -> list[str]:
-        return ["ml-checkpoints", key, "", "true", "false", str(size),
-                "2026-06-30T00:30:00.000Z", "e", "STANDARD"]
-
-    live, dead = "checkpoints/live-1/step-1/m.pt", "checkpoints/dead-1/step-1/m.pt"
+    configuration (`checkpoints/`) reports the 1st (live-1 6,000 B), the 15th (live-1
+    6,000 B, dead-1 9,000 B) and the 31st (live-1 14,000 B, dead-1 9,000 B, a loose README
+    300 B: 23,300 B); the weekly one (`weekly`: `datasets/`) the 20th and the 27th, each
+    datasets/ds.bin 50,000 B. With `weekly_checkpoint` the weekly configuration covers the
+    whole bucket instead, and its 27th also lists live-1 (6,000 B, as the 15th) and dead-1's
+    checkpoint at `weekly_checkpoint` bytes. `lines`: the bucket's storage bill, {day: cost}."""
     _daily_reports(tmp_path / "inv" / DAILY_FOLDER, {
-        "2026-07-01": [listed(live, 6_000)],
-        "2026-07-15": [listed(live, 6_000), listed(dead, 9_000)],
-        "2026-07-31": [listed(live, 14_000), listed(dead, 9_000),
-                       listed("checkpoints/README.md", 300)]})
+        "2026-07-01": [_listed(LIVE, 6_000)],
+        "2026-07-15": [_listed(LIVE, 6_000), _listed(DEAD, 9_000)],
+        "2026-07-31": [_listed(LIVE, 14_000), _listed(DEAD, 9_000),
+                       _listed("checkpoints/README.md", 300)]})
     entries = [{"kind": "inventory", "path": f"inv/{DAILY_FOLDER}", "prefix": "checkpoints/"}]
     if weekly:
         on_27th = [("datasets/ds.bin", 50_000)]
         if weekly_checkpoint is not None:
-            on_27th.append((dead, weekly_checkpoint))
+            on_27th += [(LIVE, 6_000), (DEAD, weekly_checkpoint)]
         _weekly_parquet_reports(tmp_path / "inv" / WEEKLY_FOLDER, {
             "2026-07-20": [("datasets/ds.bin", 50_000)], "2026-07-27": on_27th})
         entries.append({"kind": "inventory", "path": f"inv/{WEEKLY_FOLDER}",
                         "prefix": "checkpoints/"})
-    cfg = parse_config({"checkpoints": entries}, tmp_path)
+    return _priced(parse_config({"checkpoints": entries}, tmp_path), lines)
+
+
+def _priced(cfg, lines: dict[int, float]) -> duckdb.DuckDBPyConnection:
+    """July's listing of `cfg` written, attributed and its storage by run status computed,
+    the runs being dead-1 (FAILED) and live-1 (RUNNING). `lines`: ml-checkpoints' storage
+    bill, {day: cost}."""
+    from cost_pipeline.attribution import build_attribution
+    from cost_pipeline.warehouse import month_params, replace_month, sql_text
+    from tests.support.sql_backend import loaded
+
     storage = [{"x_SourceLine": f"s{day}", "ResourceId": "ml-checkpoints",
                 "ChargePeriodStart": datetime(2026, 7, day), "ChargeCategory": "Usage",
                 "ChargePeriodEnd": datetime(2026, 7, day) + timedelta(days=1),
@@ -498,15 +509,17 @@ def test_a_bucket_of_one_inventory_configuration_keeps_its_figures(tmp_path):
 
 
 def test_a_key_two_configurations_list_counts_once(tmp_path):
-    """Configurations whose prefixes overlap list an object twice: it counts once, as the
-    latest report lists it. At the month's end dead-1's checkpoint is the 31st's 9,000 B (not
-    also the 27th's 8,000 B: 81,300 B listed); on the 27th it is that day's 8,000 B (not also
-    the 15th's 9,000 B)."""
+    """Configurations whose scopes overlap (the daily one's `checkpoints/`, a weekly one of
+    the whole bucket) list an object twice: it counts once, as the latest report lists it.
+    At the month's end dead-1's checkpoint is the 31st's 9,000 B (not also the 27th's
+    8,000 B: 81,300 B listed); on the 27th it is that day's 8,000 B (not also the 15th's
+    9,000 B). The weekly report adds no key of the daily one's scope that the daily
+    report of the 31st left out, and the daily one's take no dataset away."""
     con = _configured_bucket(tmp_path, {27: 6.4, 31: 6.0}, weekly_checkpoint=8_000)
     # the bill of the month, $12.40, over the 73,300 B listed at its end
     assert _by_run_status(con) == [("dead", 1, 9_000, 1.5225), ("live", 1, 14_000, 2.3683)]
     assert _line_split(con, "s31") == {"dead-1": 0.7367, "live-1": 1.146, None: 4.1173}
-    # the 27th: live-1 6,000 (the 15th's) + dead-1 8,000 (the 27th's) + datasets 50,000
+    # the 27th: live-1 6,000 + dead-1 8,000 + datasets 50,000, all the 27th's
     assert _line_split(con, "s27") == {"dead-1": 0.8, "live-1": 0.6, None: 5.0}
 
 
@@ -518,3 +531,42 @@ def test_a_line_of_a_day_one_configuration_reported_reads_the_others_latest(tmp_
     con = _configured_bucket(tmp_path, {15: 3.0, 27: 6.5})
     assert _line_split(con, "s27") == {"dead-1": 0.9, "live-1": 0.6, None: 5.0}
     assert _line_split(con, "s15") == {"dead-1": 1.8, "live-1": 1.2}
+
+
+@pytest.mark.parametrize("daily_scope", ["whole bucket", "checkpoints/"])
+def test_a_checkpoint_deleted_after_the_weekly_report_is_gone_from_the_daily_snapshots(
+        tmp_path, s3_server, daily_scope):
+    """Two configurations on S3 cover dead-1's checkpoint: a weekly one of the whole bucket
+    reports Sunday the 26th (live-1 6,000 B, dead-1 9,000 B, datasets/ds.bin 50,000 B), a
+    daily one, of the whole bucket or of `checkpoints/`, the 27th to the 31st. dead-1's
+    checkpoint is deleted on Tuesday the 28th: the daily report lists it the 27th, not
+    after. An object is in the bucket on a day when the newest report by then among the
+    configurations covering its key lists it: the 27th has 65,000 B (a $18.20 line: dead-1
+    9,000 × 18.2 / 65,000 = $2.52, live-1 $1.68), the 29th and the 31st 56,000 B ($5.60
+    lines: live-1 6,000 × 5.6 / 56,000 = $0.60, the rest untracked), and so has the month's
+    end: live-1 alone, 6,000 × $29.40 / 56,000 = $3.15, no dead checkpoint. The union of
+    the latest reports kept the weekly report's 9,000 B in every day after the deletion:
+    dead-1 took $0.78 of each $5.60 line and $4.07 at the month's end."""
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    dataset = ("datasets/ds.bin", 50_000)
+    _weekly_parquet_reports(tmp_path / "inv" / WEEKLY_FOLDER,
+                            {"2026-07-26": [(LIVE, 6_000), (DEAD, 9_000), dataset]})
+    whole = daily_scope == "whole bucket"
+    _daily_reports(tmp_path / "inv" / DAILY_FOLDER, {
+        f"2026-07-{day}": [_listed(LIVE, 6_000)] + ([_listed(DEAD, 9_000)] if day < 28 else [])
+        + ([_listed(*dataset)] if whole else []) for day in range(27, 32)})
+    for file in (tmp_path / "inv").rglob("*"):
+        if file.is_file():
+            put(endpoint, bucket, file.relative_to(tmp_path / "inv").as_posix(),
+                file.read_bytes())
+    cfg = parse_config({"checkpoints": [
+        {"kind": "inventory", "path": f"s3://{bucket}/{folder}", "prefix": "checkpoints/",
+         "endpoint_url": endpoint} for folder in (DAILY_FOLDER, WEEKLY_FOLDER)]}, tmp_path)
+    con = _priced(cfg, {27: 18.2, 29: 5.6, 31: 5.6})
+    assert _line_split(con, "s27") == {"dead-1": 2.52, "live-1": 1.68, None: 14.0}
+    assert _line_split(con, "s29") == {"live-1": 0.6, None: 5.0}
+    assert _line_split(con, "s31") == {"live-1": 0.6, None: 5.0}
+    assert _by_run_status(con) == [("live", 1, 6_000, 3.15)]
+    ((objects, size),) = con.execute("SELECT count(*), sum(size) FROM month_end_snapshot(?, ?)",
+                                     [JULY, datetime(2026, 8, 1)]).fetchall()
+    assert (objects, size) == (2, 56_000)

@@ -11,7 +11,9 @@ daily inventories give daily snapshots; a report listing no object is still a sn
 its bucket (the bucket was empty that day). `path` is one manifest.json, or the
 configuration folder holding the dated reports: only the reports dated in (or a day around)
 the month are opened. Delete markers and non-current versions are left out: a checkpoint's
-storage is its current object.
+storage is its current object. A manifest names neither the configuration's prefix filter nor
+its cadence: where several configurations report one bucket, the keys each covers are read
+from those it lists (macros.sql `configuration_scopes`).
 
 A configuration folder's reports are read side by side, a report per thread, their objects
 given in the reports' order. Each file is read vectorized, or row by row when the vectorized

@@ -273,10 +273,11 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
     # the listed objects, and the reports read (an empty one empties its bucket's day), with
     # their `source`s, which tell the buckets several configurations report (macros.sql
     # `configured_reports`). In those buckets alone rule 4 reads an object's `key` and
-    # `source` (attribution_claims.sql `day_objects`: a key several of them list counts once,
-    # the first source's row), so their objects alone are hashed again with them, each in
-    # one hash (keys swapped between two objects change which one counts): every object's
-    # key and source cost a kept month ~75% more CPU (2M objects: 0.55 against 0.32 s)
+    # `source` (`configured_snapshot`: a key is read from the newest report among the
+    # configurations covering it, which its source and key decide), so their objects alone
+    # are hashed again with them, each in one hash (keys swapped between two objects change
+    # which one counts): every object's key and source cost a kept month ~75% more CPU (2M
+    # objects: 0.55 against 0.32 s)
     listing = query(con, """
         SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified,
                                   reverse(bucket), reverse(prefix), reverse(run_id))),

@@ -597,14 +597,15 @@ def test_through_the_cli_an_unchanged_runs_file_keeps_the_rows_and_force_does_no
 
 
 
-# a bucket two inventory configurations report on one day (sources `a` and `b`): `a` lists r1's
-# checkpoint at 10 bytes and a dataset file at 5, `b` the same checkpoint key at 5 (listed a
-# little later, after a rewrite) and another dataset file at 5. A key listed by both counts
-# once, the first source's row: the bucket holds 20 bytes, r1's 10, so r1 takes half of the
-# $12 storage line
+# a bucket two inventory configurations report (sources `a` and `b`): `a`, the day before,
+# lists r1's checkpoint at 10 bytes and a dataset file at 5; `b`, on the line's day, the
+# same checkpoint key alone at 5 (rewritten since). A key is in the bucket as the newest
+# report among the configurations covering it lists it (macros.sql `configured_snapshot`;
+# `b` covers at least the keys starting with the one it listed): the bucket holds 10 bytes,
+# r1's 5, so r1 takes half of the $12 storage line
 CHECKPOINT, DATASET = "checkpoints/r1/c1/w", "datasets/d/part-"
-TWO_CONFIGURATIONS = [("a", CHECKPOINT, 10), ("a", DATASET + "0", 5),
-                      ("b", CHECKPOINT, 5), ("b", DATASET + "1", 5)]
+TWO_CONFIGURATIONS = [("a", CHECKPOINT, 10, 1), ("a", DATASET + "0", 5, 1),
+                      ("b", CHECKPOINT, 5, 0)]
 
 
 def storage_line_and_run() -> tuple[dict, dict]:
@@ -618,11 +619,12 @@ def storage_line_and_run() -> tuple[dict, dict]:
 
 
 def listed(objects, day) -> list[dict]:
-    """(source, key, size) objects of bucket `ckpt` reported on `day`, r1's under its prefix."""
+    """(source, key, size[, days before `day`]) objects of bucket `ckpt`, r1's under its
+    prefix."""
     return [{"bucket": "ckpt", "source": source, "key": key, "size": size,
-             "snapshot_date": day, "last_modified": hour(1),
+             "snapshot_date": day - timedelta(days=before), "last_modified": hour(1),
              **({"prefix": "checkpoints/", "run_id": "r1"} if key == CHECKPOINT else {})}
-            for source, key, size in objects]
+            for source, key, size, *rest in objects for before in [rest[0] if rest else 0]]
 
 
 def r1_storage_cost(con) -> list[tuple]:
@@ -631,32 +633,30 @@ def r1_storage_cost(con) -> list[tuple]:
 
 
 @pytest.mark.parametrize(("change", "r1_cost"), [
-    # b's copy now under another key: two objects, 25 bytes, r1's 15 → $7.20
-    ("key", 7.2),
+    # b's copy now under another key, which b covers and a's copy is not under: three
+    # objects, 20 bytes, r1's 15 (b's row keeps its run) → $9.00
+    ("key", 9.0),
     # the same, under a key of the same DuckDB hash() (test_token_texts.py `twin`)
-    ("key's twin", 7.2),
-    # b's two keys swapped (each row's size and run as they were): the checkpoint key is now
-    # b's 5 bytes of no run, counted once as a's; b's r1 row, now under the dataset file's
-    # key, counts: 20 bytes, r1's 15 → $9.00
-    ("b's keys swapped", 9.0),
-    # the configurations named the other way round (the checkpoints entries reordered): the
-    # first source's copy is now the 5-byte one, 15 bytes, r1's 5 → $4.00
-    ("source order", 4.0),
-    # the reports now of one configuration: the bucket is read as one listing, each row
-    # counted, 25 bytes, r1's 15 → $7.20
-    ("one configuration", 7.2),
+    ("key's twin", 9.0),
+    # b's object now read as a's: a's latest report is the day before, b's lists nothing
+    # and covers no key: 15 bytes, r1's 10 → $8.00
+    ("object's source", 8.0),
+    # the reports now of one configuration: the bucket is read as one listing, the line's
+    # day's report alone (b's 5 bytes, r1's) → $12.00
+    ("one configuration", 12.0),
 ])
 def test_a_listing_changed_only_where_rule_4_dedupes_a_key_attributes_the_month_again(
         change, r1_cost):
-    """Rule 4 counts a key that several configurations list once, the first source's row on
-    their latest day: the objects' `key` and `source` and the reports' `source` decide its
-    bytes as much as their sizes do. A listing changed only there is a changed listing."""
+    """Rule 4 reads a bucket that several configurations report key by key, each key from
+    the newest report covering it: the objects' `key` and `source` and the reports'
+    `source` decide its bytes as much as their sizes do. A listing changed only there is a
+    changed listing."""
     day = hour(2).date()
     line, run = storage_line_and_run()
     con = month_of([line], [run], listed(TWO_CONFIGURATIONS, day))
-    for source in ("a", "b"):
+    for source, before in (("a", 1), ("b", 0)):
         con.execute("INSERT INTO checkpoint_snapshots VALUES (?, ?, 'ckpt', ?)",
-                    [MONTH, source, day])
+                    [MONTH, source, day - timedelta(days=before)])
     assert attribute(con).mode == "full"
     assert r1_storage_cost(con) == [("r1", pytest.approx(6.0))]
     assert attribute(con).mode == "kept"  # the same listing read again
@@ -664,13 +664,8 @@ def test_a_listing_changed_only_where_rule_4_dedupes_a_key_attributes_the_month_
         key = "checkpoints/r1/c2/w" if change == "key" else twin(CHECKPOINT)
         con.execute("UPDATE checkpoint_inventory SET key = ? WHERE source = 'b' AND key = ?",
                     [key, CHECKPOINT])
-    elif change == "b's keys swapped":
-        con.execute("UPDATE checkpoint_inventory SET key = CASE key WHEN ? THEN ? ELSE ? END "
-                    "WHERE source = 'b'", [CHECKPOINT, DATASET + "1", CHECKPOINT])
-    elif change == "source order":
-        for table in ("checkpoint_inventory", "checkpoint_snapshots"):
-            con.execute(f"UPDATE {table} SET source = CASE source WHEN 'a' THEN 'b' ELSE 'a' "
-                        "END")
+    elif change == "object's source":
+        con.execute("UPDATE checkpoint_inventory SET source = 'a' WHERE source = 'b'")
     else:
         con.execute("UPDATE checkpoint_snapshots SET source = 'a'")
     done = attribute(con)

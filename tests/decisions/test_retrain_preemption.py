@@ -225,6 +225,82 @@ def test_a_metric_change_exactly_at_the_threshold_is_not_flat(con):
     assert churn["mean_metric_change"] == 0.002
 
 
+MAY_2026 = date(2026, 5, 1)
+
+
+def retrain_and_lever(con, month: date) -> tuple[list[dict], str]:
+    """The month's retrain_cadence rows and the evidence of its lever."""
+    rows = build(con, "retrain_cadence", month)
+    (lever,) = [r for r in build(con, "cost_levers", month)
+                if r["lever"] == "retrain on measured decay"]
+    return rows, lever["evidence"]
+
+
+def tied_retrains(con, names: dict[str, str], metric_t0: float | None = 0.800) -> tuple:
+    """risk's production runs: t0 in April, then t1 ($30) and t2 ($36) started at the same
+    instant of May, each run under the name `names` gives it."""
+    at = d(2026, 5, 12)
+    runs = [prod(names["t0"], "risk", d(2026, 4, 12), metric_t0, "manual"),
+            prod(names["t1"], "risk", at, 0.805, "schedule"),
+            prod(names["t2"], "risk", at, 0.8005, "schedule")]
+    con.execute("DELETE FROM tracker_runs")
+    con.execute("DELETE FROM attribution_rows")
+    insert_runs(con, MAY_2026, runs)
+    attr(con, names["t1"], "production", 30.0, MAY_2026)
+    attr(con, names["t2"], "production", 36.0, MAY_2026)
+    return retrain_and_lever(con, MAY_2026)
+
+
+@pytest.mark.parametrize("names", [
+    {"t0": "r-t0", "t1": "r-t1", "t2": "r-t2"},
+    {"t0": "r-t0", "t1": "r-t3", "t2": "r-t2"},
+    {"t0": "r-t9", "t1": "r-t2", "t2": "r-t1"}])
+def test_retrains_started_at_one_instant_each_compare_with_the_run_before_them(con, names):
+    """t1 and t2 start at the same instant: neither is the other's previous production run,
+    both follow t0 (auc 0.800): +0.005 and +0.0005 (flat under the default 0.002). t2 was
+    compared with t1 (−0.0045, mean 0.00025, nothing flat), or t1 with t2 once the ids sort
+    the other way: the figures followed the run ids."""
+    ((risk,), evidence) = tied_retrains(con, names)
+    assert risk["retrains"] == 2
+    assert risk["mean_metric_change"] == 0.00275                   # (0.005 + 0.0005) / 2
+    assert (risk["flat_retrains"], risk["flat_retrain_cost"]) == (1, 36.0)
+    # starts 04-12, 05-12, 05-12: gaps 30 and 0 days, median 15
+    assert risk["median_days_between"] == pytest.approx(15.0, abs=TOL)
+    assert evidence == ("1 of 2 retrains was not triggered by drift and moved the metric "
+                        "less than 0.002: risk: 1 of 2 retrains flat, $36.00, every 15.0 days")
+
+
+def test_retrains_at_one_instant_after_a_run_without_a_metric_are_unmeasured(con):
+    """t0 logged no metric_value: neither of t1 and t2 (started at one instant) is measured,
+    both for that reason. The lever's count of reasons paired t2 with t1 and gave t2 none of
+    them: "none measured (1 whose previous production run has no metric_value)" of 2."""
+    for names in ({"t0": "r-t0", "t1": "r-t1", "t2": "r-t2"},
+                  {"t0": "r-t0", "t1": "r-t2", "t2": "r-t1"}):
+        ((risk,), evidence) = tied_retrains(con, names, metric_t0=None)
+        assert (risk["mean_metric_change"], risk["flat_retrains"]) == (None, 0)
+        assert evidence == ("2 retrains this month, none measured (2 whose previous production "
+                            "run has no metric_value): flatness cannot be measured")
+
+
+@pytest.mark.parametrize(("late", "early"), [("p-a", "p-b"), ("p-b", "p-a")])
+def test_the_previous_run_of_runs_started_at_one_instant_is_the_one_that_ended_last(
+        con, late, early):
+    """Two production runs of April start at one instant: the one that ended last (08:00,
+    auc 0.790) is the previous run of May's retrain (0.8005: +0.0105, not flat), whatever
+    their ids; it was the one whose id sorts last (the other's 0.800: +0.0005, flat)."""
+    at = d(2026, 4, 12)
+    runs = [{**prod(late, "risk", at, 0.790), "end_time": at.replace(hour=8)},
+            {**prod(early, "risk", at, 0.800), "end_time": at.replace(hour=6)},
+            prod("r-may", "risk", d(2026, 5, 12), 0.8005, "schedule")]
+    insert_runs(con, MAY_2026, runs)
+    attr(con, "r-may", "production", 36.0, MAY_2026)
+    ((risk,), evidence) = retrain_and_lever(con, MAY_2026)
+    assert risk["mean_metric_change"] == 0.0105
+    assert (risk["flat_retrains"], risk["flat_retrain_cost"]) == (0, 0.0)
+    assert evidence == ("every measured retrain moved the metric by at least 0.002 or was "
+                        "triggered by drift (1 retrain)")
+
+
 # --------------------------------------------------------------------------------- preemption
 
 def instance_line(name, start_h, end_h, cost, list_cost, pricing="spot", component="gpu",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cost_pipeline.attribution import build_attribution
@@ -452,6 +452,65 @@ def test_a_chain_costing_exactly_its_last_run_on_demand_is_not_dearer(con, a_cos
     assert chain(below)["spot_cost_more_than_on_demand"] is True
 
 
+@pytest.mark.parametrize(("cheap", "dear"), [("b", "c"), ("c", "b"), ("b", "a0")])
+def test_restarts_started_at_one_instant_are_the_chains_last_runs_together(con, cheap, dear):
+    """a ($4 spot) is restarted from scratch twice at one instant: `cheap` ($3 spot, $6 on
+    demand) and `dear` ($3 spot, $12). Both are the chain's last runs; the figure prices them
+    together, $18, against the chain's $10: not dearer. The last run was the one whose id
+    sorts last: $12 (not dearer) or $6 (dearer) as the runs were named."""
+    lines = [instance_line("i-a", 0, 4, 4.0, 12.0), instance_line("i-cheap", 5, 9, 3.0, 6.0),
+             instance_line("i-dear", 5, 9, 3.0, 12.0)]
+    runs = [run("a", 0, 4, ["i-a"]),
+            run(cheap, 5, 9, ["i-cheap"], restart_of="a", status="FINISHED"),
+            run(dear, 5, 9, ["i-dear"], restart_of="a", status="FINISHED")]
+    (chain,) = preemption_month(con, lines=lines, runs=runs)
+    assert (chain["chain_id"], chain["runs"], chain["restarts"],
+            chain["restarts_from_scratch"]) == ("a", 3, 2, 2)
+    assert (chain["cost"], chain["lost_cost"], chain["on_demand_cost"]) == (
+        pytest.approx(10.0, abs=TOL), pytest.approx(4.0, abs=TOL),      # a repeated once
+        pytest.approx(30.0, abs=TOL))
+    assert chain["last_run_id"] == min(cheap, dear)                 # the first tied by id
+    assert chain["last_run_on_demand_cost"] == pytest.approx(18.0, abs=TOL)   # 6 + 12
+    assert chain["spot_cost_more_than_on_demand"] is False          # 10 < 18
+    preempt = levers(con)["checkpoint before going preemptible"]
+    assert preempt["evidence"] == (
+        "2 restarts from scratch in 1 spot chain repeated $4.00: a (3 runs, 2 from scratch) "
+        "$4.00 of $10.00; 0 chains cost more than their last run on demand")
+
+
+def test_a_tied_last_run_without_compute_this_month_leaves_the_figure_unknown(con):
+    """b and c restart a at one instant; c lists no billed resource: the last runs' on-demand
+    figure would be b's alone, a part of it. It is unknown, as a last run without compute is."""
+    lines = [instance_line("i-a", 0, 4, 4.0, 12.0), instance_line("i-b", 5, 9, 3.0, 6.0)]
+    runs = [run("a", 0, 4, ["i-a"]),
+            run("b", 5, 9, ["i-b"], restart_of="a", status="FINISHED"),
+            run("c", 5, 9, ["i-none"], restart_of="a", status="FINISHED")]
+    (chain,) = preemption_month(con, lines=lines, runs=runs)
+    assert (chain["last_run_id"], chain["last_run_on_demand_cost"],
+            chain["spot_cost_more_than_on_demand"]) == ("b", None, None)
+    assert chain["cost"] == pytest.approx(7.0, abs=TOL)
+
+
+@pytest.mark.parametrize(("first", "second"), [("m", "n"), ("n", "m")])
+def test_a_cycle_whose_runs_start_at_one_instant_has_the_same_figures_whatever_the_ids(
+        con, first, second):
+    """`first` and `second` restart each other from scratch and start at one instant: the
+    cycle's first run is the lower id (a chain must be named by one run), and every figure
+    is the same whichever run that is; o resumes the cycle later and is the last run."""
+    lines = [instance_line("i-1", 0, 2, 2.0, 6.0), instance_line("i-2", 0, 2, 3.0, 9.0),
+             instance_line("i-o", 6, 8, 2.0, 6.0)]
+    runs = [run(first, 0, 2, ["i-1"], restart_of=second),
+            run(second, 0, 2, ["i-2"], restart_of=first),
+            run("o", 6, 8, ["i-o"], restart_of=second, resumed_from="ckpt", status="FINISHED")]
+    (chain,) = preemption_month(con, lines=lines, runs=runs)
+    assert chain["chain_id"] == "m"
+    assert (chain["runs"], chain["restarts"], chain["restarts_from_scratch"]) == (3, 3, 2)
+    assert (chain["cost"], chain["lost_cost"], chain["on_demand_cost"]) == (
+        pytest.approx(7.0, abs=TOL), pytest.approx(5.0, abs=TOL), pytest.approx(21.0, abs=TOL))
+    assert (chain["last_run_id"], chain["last_run_on_demand_cost"],
+            chain["spot_cost_more_than_on_demand"]) == ("o", pytest.approx(6.0), True)
+
+
 # -------------------------------------------------------------------------------- the levers
 
 def levers(con) -> dict[str, dict]:
@@ -710,7 +769,9 @@ def expected_chains(runs: list[dict], spot: dict[str, bool], cost: dict[str, flo
     for chain_id, members in chains.items():
         if not any(spot[m] for m in members):
             continue
-        last = max(members, key=lambda m: (by_id[m]["start_time"], m))
+        # the last runs: every run started at the chain's latest start, priced together
+        latest = max(by_id[m]["start_time"] for m in members)
+        last = [m for m in members if by_id[m]["start_time"] == latest]
         out[chain_id] = {
             "runs": len(members),
             "restarts": sum(restart[m] is not None for m in members),
@@ -719,8 +780,8 @@ def expected_chains(runs: list[dict], spot: dict[str, bool], cost: dict[str, flo
             "cost": sum(cost[m] for m in members),
             "lost_cost": sum(cost[m] for m in members if m in repeated),
             "on_demand_cost": sum(list_cost[m] for m in members),
-            "last_run_id": last,
-            "last_run_on_demand_cost": list_cost[last],
+            "last_run_id": min(last),
+            "last_run_on_demand_cost": sum(list_cost[m] for m in last),
         }
     return out
 
@@ -740,9 +801,17 @@ a_run = st.fixed_dictionaries({
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(a_run, min_size=1, max_size=len(RUN_IDS)))
+@example([  # r1 and r2 restart r0 at one instant: both are the chain's last runs
+    {"restart_of": None, "resumed": False, "spot": True, "day": 2, "hour": 0, "cost": 4,
+     "list_cost": 12},
+    {"restart_of": "r0", "resumed": False, "spot": True, "day": 2, "hour": 5, "cost": 3,
+     "list_cost": 12},
+    {"restart_of": "r0", "resumed": False, "spot": True, "day": 2, "hour": 5, "cost": 3,
+     "list_cost": 6}])
 def test_chains_equal_the_restarts_followed_by_hand(drawn):
     """Random restart records — none, an unknown run, the run itself, another run, cycles of
-    any length, a run restarted twice — each run alone on its own spot or on-demand instance:
+    any length, a run restarted twice, runs started at one instant — each run alone on its own
+    spot or on-demand instance:
     the listed chains and every figure equal those of following restart_of one run at a
     time (runs without a restart are walked by nobody in the SQL: they are their own chain)."""
     ids = RUN_IDS[:len(drawn)]

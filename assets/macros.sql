@@ -291,6 +291,35 @@ CREATE OR REPLACE TEMP MACRO month_runs(for_month) AS TABLE
     FROM tracker_runs
     WHERE month = for_month;
 
+-- each production run of the month's snapshot (purpose production, no search_id, a model)
+-- with `previous`, its model's previous production run (SPEC §12: what a retrain's metric
+-- change is measured against) as {run_id, metric_name, metric_value}, NULL when there is none:
+-- the latest one started strictly before it, any month. Of runs started at that one instant,
+-- the one that ended last (a run without a recorded end ended at its start), then the greatest
+-- run id. A run started at the same instant as this one is never its previous run: two
+-- retrains launched together each follow the run before them (ordered by start, then run id,
+-- one was measured against the other, and which one followed the ids). One grouping of the
+-- starts and an ASOF join: linear in the model's runs, where pairing them was not
+-- (retrain_cadence.sql, cost_levers.sql)
+CREATE OR REPLACE TEMP MACRO production_runs(for_month) AS TABLE
+    WITH production AS (
+        SELECT run_id, model, start_time, end_time, trigger, metric_name, metric_value
+        FROM month_runs(for_month)
+        WHERE purpose = 'production' AND search_id IS NULL AND model IS NOT NULL
+    ),
+    at_start AS (
+        -- the run each start of a model stands for as a later run's previous one
+        SELECT model, start_time,
+               arg_max({'run_id': run_id, 'metric_name': metric_name,
+                        'metric_value': metric_value},
+                       (coalesce(end_time, start_time), run_id)) AS run
+        FROM production
+        GROUP BY model, start_time
+    )
+    SELECT p.*, s.run AS previous
+    FROM production AS p
+    ASOF LEFT JOIN at_start AS s ON s.model = p.model AND p.start_time > s.start_time;
+
 -- the purpose class of a run's cost (SPEC §6): a search_id makes it search whatever the purpose
 CREATE OR REPLACE TEMP MACRO run_purpose_class(purpose, search_id) AS
     CASE

@@ -228,8 +228,9 @@ retrain AS (
 ),
 unmeasured AS (
     -- why a retrain has no metric change (retrain_cadence's production runs and each one's
-    -- previous of the model, by start): each retrain under the first reason that holds. All
-    -- were said to lack a metric_value, also when each had one and was its model's first
+    -- previous of the model, macros.sql `production_runs`, as that table pairs them): each
+    -- retrain under the first reason that holds. All were said to lack a metric_value, also
+    -- when each had one and was its model's first
     SELECT
         count(*) FILTER (WHERE metric_value IS NULL)                         AS no_metric,
         count(*) FILTER (WHERE metric_value IS NOT NULL AND NOT has_previous) AS first_runs,
@@ -239,12 +240,10 @@ unmeasured AS (
                            AND metric_name <> previous_name)                 AS other_metric
     FROM (
         SELECT start_time, metric_value, metric_name,
-               lag(run_id) OVER previous IS NOT NULL AS has_previous,
-               lag(metric_value) OVER previous       AS previous_value,
-               lag(metric_name) OVER previous        AS previous_name
-        FROM month_runs($month)
-        WHERE purpose = 'production' AND search_id IS NULL AND model IS NOT NULL
-        WINDOW previous AS (PARTITION BY model ORDER BY start_time, run_id)
+               previous IS NOT NULL       AS has_previous,
+               previous.metric_value      AS previous_value,
+               previous.metric_name       AS previous_name
+        FROM production_runs($month)
     )
     WHERE start_time >= CAST($month_start AS TIMESTAMP)
       AND start_time < CAST($month_end AS TIMESTAMP)

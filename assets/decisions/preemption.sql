@@ -22,9 +22,14 @@
 --                   (share is the row's final share of the line, so a line whose
 --                   EffectiveCost is 0 still prices); NULL when one of those lines has no
 --                   ListCost (the source does not state the public price)
---   last_run_on_demand_cost  the same for the chain's last run (latest start) alone; NULL
---                   when that run has no compute row this month (it starts in a later month,
---                   or lists no billed resource): there is nothing to compare with
+--   last runs       the chain's runs started at its latest start: one, or several restarts
+--                   launched at one instant (none of them is "the" last: settled by run id,
+--                   the figures below followed the runs' names)
+--   last_run_id     the first of the last runs by run id (the figure covers them all)
+--   last_run_on_demand_cost  the same as on_demand_cost for the last runs alone, together;
+--                   NULL when one of them has no compute row this month (it starts in a later
+--                   month, or lists no billed resource): there is nothing, or only a part of
+--                   the last runs, to compare with
 --   spot_cost_more_than_on_demand  cost > last_run_on_demand_cost: cost minus it, to 10
 --                   decimal places (CUR's own precision for amounts), above 1e-12 of the larger
 --                   of the two. Equal amounts summed differently are equal at any size: 1.10 +
@@ -120,16 +125,26 @@ lines AS (
     FROM billing_facts
     WHERE month = $month AND key_hash(x_SourceLine) IN (SELECT line_key FROM line_keys)
 ),
+last_runs AS (
+    -- the chain's last runs: every run started at its latest start. Two restarts launched at
+    -- one instant are both last; settled by run id, the figure and the comparison followed the
+    -- runs' names
+    SELECT chain_id, run_id
+    FROM spot_members
+    QUALIFY start_time = max(start_time) OVER (PARTITION BY chain_id)
+),
+last_run_names AS (
+    -- `last_run_id`: the first of them by id, and how many the figure covers
+    SELECT chain_id, min(run_id) AS last_run_id, count(*) AS last_runs
+    FROM last_runs
+    GROUP BY chain_id
+),
 priced AS (
     SELECT c.chain_id, c.run_id, c.share * l.ListCost AS on_demand, l.ListCost IS NULL AS unpriced,
-           l.x_PricingCategory = 'spot' AS spot
+           l.x_PricingCategory = 'spot' AS spot,
+           c.run_id IN (SELECT run_id FROM last_runs) AS last
     FROM compute_rows AS c
     JOIN lines AS l USING (line_key)
-),
-last_runs AS (
-    SELECT chain_id, arg_max(run_id, (start_time, run_id)) AS last_run_id
-    FROM spot_members
-    GROUP BY chain_id
 ),
 repeated AS (
     -- the runs a from-scratch restart repeated
@@ -157,13 +172,15 @@ on_demand AS (
         p.chain_id,
         bool_or(p.spot)                                                         AS spot,
         CASE WHEN NOT bool_or(p.unpriced) THEN fsum(p.on_demand) END             AS on_demand_cost,
-        -- NULL, not 0, when the last run has no compute row this month (it starts in a
-        -- later month, or lists no billed resource): nothing to compare the chain with
-        CASE WHEN NOT bool_or(p.unpriced) FILTER (WHERE p.run_id = l.last_run_id)
-             THEN fsum(p.on_demand) FILTER (WHERE p.run_id = l.last_run_id) END
+        -- the last runs priced together; NULL, not 0, when one of them has no compute row
+        -- this month (it starts in a later month, or lists no billed resource): nothing, or
+        -- only a part of the last runs, to compare the chain with
+        CASE WHEN NOT bool_or(p.unpriced) FILTER (WHERE p.last)
+                  AND count(DISTINCT p.run_id) FILTER (WHERE p.last) = any_value(l.last_runs)
+             THEN fsum(p.on_demand) FILTER (WHERE p.last) END
                                                                                 AS last_run_on_demand_cost
     FROM priced AS p
-    JOIN last_runs AS l USING (chain_id)
+    JOIN last_run_names AS l USING (chain_id)
     GROUP BY p.chain_id
 )
 SELECT
@@ -183,6 +200,6 @@ SELECT
                                                              AS spot_cost_more_than_on_demand
 FROM per_chain AS c
 JOIN on_demand AS o USING (chain_id)
-JOIN last_runs AS l USING (chain_id)
+JOIN last_run_names AS l USING (chain_id)
 WHERE o.spot
 ORDER BY c.chain_id

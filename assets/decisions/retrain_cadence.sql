@@ -16,7 +16,10 @@
 --                       one started in an earlier month)
 --   search_cost         the model's search cost this month
 --   metric change       a retrain's metric_value minus that of the model's previous
---                       production run (by start, any month), to 10 decimal places (0.813 −
+--                       production run (the latest started strictly before it, any month;
+--                       of runs started at that instant the one that ended last, then the
+--                       greatest run id: a retrain started with another at one instant is
+--                       never measured against it), to 10 decimal places (0.813 −
 --                       0.811 is 0.002, not the doubles' 0.0019999999999998908); NULL when
 --                       either is missing, or when the two name different metric_names (auc
 --                       minus logloss)
@@ -30,15 +33,16 @@ WITH runs AS (
     SELECT * FROM month_runs($month)
 ),
 production AS (
-    -- a change is between values of one metric: an auc minus a logloss is none (a run that
-    -- names no metric is taken to use the other's, as a search's trials are)
+    -- each production run against its model's previous one (macros.sql `production_runs`:
+    -- started strictly earlier; of runs started at one instant, the one that ended last, then
+    -- the greatest run id). A change is between values of one metric: an auc minus a logloss
+    -- is none (a run that names no metric is taken to use the other's, as a search's trials
+    -- are)
     SELECT
         run_id, model, start_time, trigger, metric_value,
-        CASE WHEN metric_name <> lag(metric_name) OVER previous THEN NULL
-             ELSE round(metric_value - lag(metric_value) OVER previous, 10) END AS metric_change
-    FROM runs
-    WHERE purpose = 'production' AND search_id IS NULL AND model IS NOT NULL
-    WINDOW previous AS (PARTITION BY model ORDER BY start_time, run_id)
+        CASE WHEN metric_name <> previous.metric_name THEN NULL
+             ELSE round(metric_value - previous.metric_value, 10) END AS metric_change
+    FROM production_runs($month)
 ),
 month_production AS MATERIALIZED (
     -- the retrains: materialized, so that only their per-run rows are summed below (every

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cost_pipeline.attribution import build_attribution
@@ -225,6 +225,82 @@ def test_a_metric_change_exactly_at_the_threshold_is_not_flat(con):
     assert churn["mean_metric_change"] == 0.002
 
 
+MAY_2026 = date(2026, 5, 1)
+
+
+def retrain_and_lever(con, month: date) -> tuple[list[dict], str]:
+    """The month's retrain_cadence rows and the evidence of its lever."""
+    rows = build(con, "retrain_cadence", month)
+    (lever,) = [r for r in build(con, "cost_levers", month)
+                if r["lever"] == "retrain on measured decay"]
+    return rows, lever["evidence"]
+
+
+def tied_retrains(con, names: dict[str, str], metric_t0: float | None = 0.800) -> tuple:
+    """risk's production runs: t0 in April, then t1 ($30) and t2 ($36) started at the same
+    instant of May, each run under the name `names` gives it."""
+    at = d(2026, 5, 12)
+    runs = [prod(names["t0"], "risk", d(2026, 4, 12), metric_t0, "manual"),
+            prod(names["t1"], "risk", at, 0.805, "schedule"),
+            prod(names["t2"], "risk", at, 0.8005, "schedule")]
+    con.execute("DELETE FROM tracker_runs")
+    con.execute("DELETE FROM attribution_rows")
+    insert_runs(con, MAY_2026, runs)
+    attr(con, names["t1"], "production", 30.0, MAY_2026)
+    attr(con, names["t2"], "production", 36.0, MAY_2026)
+    return retrain_and_lever(con, MAY_2026)
+
+
+@pytest.mark.parametrize("names", [
+    {"t0": "r-t0", "t1": "r-t1", "t2": "r-t2"},
+    {"t0": "r-t0", "t1": "r-t3", "t2": "r-t2"},
+    {"t0": "r-t9", "t1": "r-t2", "t2": "r-t1"}])
+def test_retrains_started_at_one_instant_each_compare_with_the_run_before_them(con, names):
+    """t1 and t2 start at the same instant: neither is the other's previous production run,
+    both follow t0 (auc 0.800): +0.005 and +0.0005 (flat under the default 0.002). t2 was
+    compared with t1 (−0.0045, mean 0.00025, nothing flat), or t1 with t2 once the ids sort
+    the other way: the figures followed the run ids."""
+    ((risk,), evidence) = tied_retrains(con, names)
+    assert risk["retrains"] == 2
+    assert risk["mean_metric_change"] == 0.00275                   # (0.005 + 0.0005) / 2
+    assert (risk["flat_retrains"], risk["flat_retrain_cost"]) == (1, 36.0)
+    # starts 04-12, 05-12, 05-12: gaps 30 and 0 days, median 15
+    assert risk["median_days_between"] == pytest.approx(15.0, abs=TOL)
+    assert evidence == ("1 of 2 retrains was not triggered by drift and moved the metric "
+                        "less than 0.002: risk: 1 of 2 retrains flat, $36.00, every 15.0 days")
+
+
+def test_retrains_at_one_instant_after_a_run_without_a_metric_are_unmeasured(con):
+    """t0 logged no metric_value: neither of t1 and t2 (started at one instant) is measured,
+    both for that reason. The lever's count of reasons paired t2 with t1 and gave t2 none of
+    them: "none measured (1 whose previous production run has no metric_value)" of 2."""
+    for names in ({"t0": "r-t0", "t1": "r-t1", "t2": "r-t2"},
+                  {"t0": "r-t0", "t1": "r-t2", "t2": "r-t1"}):
+        ((risk,), evidence) = tied_retrains(con, names, metric_t0=None)
+        assert (risk["mean_metric_change"], risk["flat_retrains"]) == (None, 0)
+        assert evidence == ("2 retrains this month, none measured (2 whose previous production "
+                            "run has no metric_value): flatness cannot be measured")
+
+
+@pytest.mark.parametrize(("late", "early"), [("p-a", "p-b"), ("p-b", "p-a")])
+def test_the_previous_run_of_runs_started_at_one_instant_is_the_one_that_ended_last(
+        con, late, early):
+    """Two production runs of April start at one instant: the one that ended last (08:00,
+    auc 0.790) is the previous run of May's retrain (0.8005: +0.0105, not flat), whatever
+    their ids; it was the one whose id sorts last (the other's 0.800: +0.0005, flat)."""
+    at = d(2026, 4, 12)
+    runs = [{**prod(late, "risk", at, 0.790), "end_time": at.replace(hour=8)},
+            {**prod(early, "risk", at, 0.800), "end_time": at.replace(hour=6)},
+            prod("r-may", "risk", d(2026, 5, 12), 0.8005, "schedule")]
+    insert_runs(con, MAY_2026, runs)
+    attr(con, "r-may", "production", 36.0, MAY_2026)
+    ((risk,), evidence) = retrain_and_lever(con, MAY_2026)
+    assert risk["mean_metric_change"] == 0.0105
+    assert (risk["flat_retrains"], risk["flat_retrain_cost"]) == (0, 0.0)
+    assert evidence == ("every measured retrain moved the metric by at least 0.002 or was "
+                        "triggered by drift (1 retrain)")
+
+
 # --------------------------------------------------------------------------------- preemption
 
 def instance_line(name, start_h, end_h, cost, list_cost, pricing="spot", component="gpu",
@@ -374,6 +450,65 @@ def test_a_chain_costing_exactly_its_last_run_on_demand_is_not_dearer(con, a_cos
         pytest.approx(on_demand, rel=TOL), "b", on_demand)
     assert at["spot_cost_more_than_on_demand"] is False
     assert chain(below)["spot_cost_more_than_on_demand"] is True
+
+
+@pytest.mark.parametrize(("cheap", "dear"), [("b", "c"), ("c", "b"), ("b", "a0")])
+def test_restarts_started_at_one_instant_are_the_chains_last_runs_together(con, cheap, dear):
+    """a ($4 spot) is restarted from scratch twice at one instant: `cheap` ($3 spot, $6 on
+    demand) and `dear` ($3 spot, $12). Both are the chain's last runs; the figure prices them
+    together, $18, against the chain's $10: not dearer. The last run was the one whose id
+    sorts last: $12 (not dearer) or $6 (dearer) as the runs were named."""
+    lines = [instance_line("i-a", 0, 4, 4.0, 12.0), instance_line("i-cheap", 5, 9, 3.0, 6.0),
+             instance_line("i-dear", 5, 9, 3.0, 12.0)]
+    runs = [run("a", 0, 4, ["i-a"]),
+            run(cheap, 5, 9, ["i-cheap"], restart_of="a", status="FINISHED"),
+            run(dear, 5, 9, ["i-dear"], restart_of="a", status="FINISHED")]
+    (chain,) = preemption_month(con, lines=lines, runs=runs)
+    assert (chain["chain_id"], chain["runs"], chain["restarts"],
+            chain["restarts_from_scratch"]) == ("a", 3, 2, 2)
+    assert (chain["cost"], chain["lost_cost"], chain["on_demand_cost"]) == (
+        pytest.approx(10.0, abs=TOL), pytest.approx(4.0, abs=TOL),      # a repeated once
+        pytest.approx(30.0, abs=TOL))
+    assert chain["last_run_id"] == min(cheap, dear)                 # the first tied by id
+    assert chain["last_run_on_demand_cost"] == pytest.approx(18.0, abs=TOL)   # 6 + 12
+    assert chain["spot_cost_more_than_on_demand"] is False          # 10 < 18
+    preempt = levers(con)["checkpoint before going preemptible"]
+    assert preempt["evidence"] == (
+        "2 restarts from scratch in 1 spot chain repeated $4.00: a (3 runs, 2 from scratch) "
+        "$4.00 of $10.00; 0 chains cost more than their last run on demand")
+
+
+def test_a_tied_last_run_without_compute_this_month_leaves_the_figure_unknown(con):
+    """b and c restart a at one instant; c lists no billed resource: the last runs' on-demand
+    figure would be b's alone, a part of it. It is unknown, as a last run without compute is."""
+    lines = [instance_line("i-a", 0, 4, 4.0, 12.0), instance_line("i-b", 5, 9, 3.0, 6.0)]
+    runs = [run("a", 0, 4, ["i-a"]),
+            run("b", 5, 9, ["i-b"], restart_of="a", status="FINISHED"),
+            run("c", 5, 9, ["i-none"], restart_of="a", status="FINISHED")]
+    (chain,) = preemption_month(con, lines=lines, runs=runs)
+    assert (chain["last_run_id"], chain["last_run_on_demand_cost"],
+            chain["spot_cost_more_than_on_demand"]) == ("b", None, None)
+    assert chain["cost"] == pytest.approx(7.0, abs=TOL)
+
+
+@pytest.mark.parametrize(("first", "second"), [("m", "n"), ("n", "m")])
+def test_a_cycle_whose_runs_start_at_one_instant_has_the_same_figures_whatever_the_ids(
+        con, first, second):
+    """`first` and `second` restart each other from scratch and start at one instant: the
+    cycle's first run is the lower id (a chain must be named by one run), and every figure
+    is the same whichever run that is; o resumes the cycle later and is the last run."""
+    lines = [instance_line("i-1", 0, 2, 2.0, 6.0), instance_line("i-2", 0, 2, 3.0, 9.0),
+             instance_line("i-o", 6, 8, 2.0, 6.0)]
+    runs = [run(first, 0, 2, ["i-1"], restart_of=second),
+            run(second, 0, 2, ["i-2"], restart_of=first),
+            run("o", 6, 8, ["i-o"], restart_of=second, resumed_from="ckpt", status="FINISHED")]
+    (chain,) = preemption_month(con, lines=lines, runs=runs)
+    assert chain["chain_id"] == "m"
+    assert (chain["runs"], chain["restarts"], chain["restarts_from_scratch"]) == (3, 3, 2)
+    assert (chain["cost"], chain["lost_cost"], chain["on_demand_cost"]) == (
+        pytest.approx(7.0, abs=TOL), pytest.approx(5.0, abs=TOL), pytest.approx(21.0, abs=TOL))
+    assert (chain["last_run_id"], chain["last_run_on_demand_cost"],
+            chain["spot_cost_more_than_on_demand"]) == ("o", pytest.approx(6.0), True)
 
 
 # -------------------------------------------------------------------------------- the levers
@@ -634,7 +769,9 @@ def expected_chains(runs: list[dict], spot: dict[str, bool], cost: dict[str, flo
     for chain_id, members in chains.items():
         if not any(spot[m] for m in members):
             continue
-        last = max(members, key=lambda m: (by_id[m]["start_time"], m))
+        # the last runs: every run started at the chain's latest start, priced together
+        latest = max(by_id[m]["start_time"] for m in members)
+        last = [m for m in members if by_id[m]["start_time"] == latest]
         out[chain_id] = {
             "runs": len(members),
             "restarts": sum(restart[m] is not None for m in members),
@@ -643,8 +780,8 @@ def expected_chains(runs: list[dict], spot: dict[str, bool], cost: dict[str, flo
             "cost": sum(cost[m] for m in members),
             "lost_cost": sum(cost[m] for m in members if m in repeated),
             "on_demand_cost": sum(list_cost[m] for m in members),
-            "last_run_id": last,
-            "last_run_on_demand_cost": list_cost[last],
+            "last_run_id": min(last),
+            "last_run_on_demand_cost": sum(list_cost[m] for m in last),
         }
     return out
 
@@ -664,9 +801,17 @@ a_run = st.fixed_dictionaries({
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(a_run, min_size=1, max_size=len(RUN_IDS)))
+@example([  # r1 and r2 restart r0 at one instant: both are the chain's last runs
+    {"restart_of": None, "resumed": False, "spot": True, "day": 2, "hour": 0, "cost": 4,
+     "list_cost": 12},
+    {"restart_of": "r0", "resumed": False, "spot": True, "day": 2, "hour": 5, "cost": 3,
+     "list_cost": 12},
+    {"restart_of": "r0", "resumed": False, "spot": True, "day": 2, "hour": 5, "cost": 3,
+     "list_cost": 6}])
 def test_chains_equal_the_restarts_followed_by_hand(drawn):
     """Random restart records — none, an unknown run, the run itself, another run, cycles of
-    any length, a run restarted twice — each run alone on its own spot or on-demand instance:
+    any length, a run restarted twice, runs started at one instant — each run alone on its own
+    spot or on-demand instance:
     the listed chains and every figure equal those of following restart_of one run at a
     time (runs without a restart are walked by nobody in the SQL: they are their own chain)."""
     ids = RUN_IDS[:len(drawn)]

@@ -54,6 +54,8 @@ class BillingSummary:
     total_billed_cost: float = 0.0
     currency: str | None = None
     unknown_instance_types: list[str] = field(default_factory=list)
+    # per type of unknown accelerator count: the counts its lines were counted as
+    unknown_accelerator_counts: dict[str, list[int]] = field(default_factory=dict)
     deliveries: list = field(default_factory=list)
     # per source name: what reading it cost (bytes a query scanned, rows read vs returned …)
     source_metadata: dict[str, dict] = field(default_factory=dict)
@@ -432,9 +434,26 @@ def _check_staged(con: duckdb.DuckDBPyConnection, month: date, summary: BillingS
                           f"one currency per month is required ({month:%Y-%m} has "
                           f"{', '.join(sorted(currencies))})")
     summary.currency = currencies[0] if currencies else None
-    summary.unknown_instance_types = [t for (t,) in con.execute(
-        f"SELECT DISTINCT x_InstanceType FROM {STAGE} WHERE x_UnknownAcceleratorType "
-        "AND x_InstanceType IS NOT NULL ORDER BY 1").fetchall()]
+    # an unknown type counts 1 accelerator an instance, but on Google's accelerator lines
+    # its accelerator-hours ÷ the hours of its period, rounded up (billing_facts_gcp.sql, the
+    # FOCUS reader's GCP rule): the counts its lines hold, which the warning states
+    summary.unknown_accelerator_counts = {t: sorted(counts) for t, counts in con.execute(
+        "SELECT x_InstanceType, list(DISTINCT CASE WHEN ProviderName ILIKE '%google%' "
+        f"THEN x_AcceleratorCount ELSE 1 END) FROM {STAGE} WHERE x_UnknownAcceleratorType "
+        "AND x_InstanceType IS NOT NULL GROUP BY 1 ORDER BY 1").fetchall()}
+    summary.unknown_instance_types = list(summary.unknown_accelerator_counts)
+
+
+def unknown_count_warning(counts: dict[str, list[int]]) -> str:
+    """The warning naming the types of unknown accelerator count, each with the count(s) its
+    lines were counted as: a count above 1 is a GCP accelerator line's, from its hours."""
+    def counted(values: list[int]) -> str:
+        text = " or ".join(filter(None, [", ".join(map(str, values[:-1])), str(values[-1])]))
+        return f"counted as {text}" + (
+            ": its accelerator-hours ÷ the hours of its period, rounded up"
+            if values[-1] > 1 else "")
+    return "accelerator count unknown (add them under `accelerators:`): " + ", ".join(
+        f"{name} ({counted(values)})" for name, values in counts.items())
 
 
 def _sources_with_lines(con: duckdb.DuckDBPyConnection, month: date,
@@ -501,9 +520,8 @@ def build_billing_facts(
     with month_transaction(con):
         con.execute("DELETE FROM billing_facts WHERE month = ?", [month])
         summary = load_month(con, cfg, month, log)
-        if summary.unknown_instance_types:
-            log.warning("accelerator count unknown (counted as 1; add them under "
-                        "`accelerators:`): " + ", ".join(summary.unknown_instance_types))
+        if summary.unknown_accelerator_counts:
+            log.warning(unknown_count_warning(summary.unknown_accelerator_counts))
         if summary.duplicates_dropped:
             log.warning(f"{summary.duplicates_dropped} identical duplicate line(s) dropped")
             # keep the first copy of each identical duplicate

@@ -1022,3 +1022,40 @@ def test_an_unknown_n1_gpu_count_is_set_under_the_type_the_warning_names(bigquer
     # the VM runs 2 T4s: its 4 GPU-hours are 2 hours of the VM
     assert facts({t4: 2}) == (
         [], [(t4_vm, t4, "gpu", 2, pytest.approx(2.0), False), plain])
+
+
+def test_the_unknown_count_warning_states_the_count_each_type_is_counted_as(bigquery, tmp_path,
+                                                                           caplog):
+    """An unknown GPU count of a GCP VM is its GPU-hours ÷ the period's hours, rounded up, not
+    1: the warning said "counted as 1" for every type where billing_facts held 2. It states
+    each type's counts now, and how a count above 1 was found."""
+    from tests.support.gcp_export_rows import N1, _row
+
+    v100 = {"id": "V100-0000-0001", "description": "Nvidia Tesla V100 GPU running in Americas"}
+    v100_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/905"
+    t4_vm = "//compute.googleapis.com/projects/ml-train/zones/us-central1-a/instances/906"
+    n1_16 = {"machine_spec": "n1-standard-16"}  # no cores label: no VM-hours to divide by
+    rows = [
+        # 10:00: 4 × 1800 V100-seconds = 2 GPU-hours in 1 h → 2; 11:00: 3 GPU-hours → 3
+        _row(v100, "2026-09-07T10:00:00Z", "2026-09-07T11:00:00Z", 4.96, resource=v100_vm,
+             amount=4 * 1800.0, pricing=2.0, spec=n1_16),
+        _row(v100, "2026-09-07T11:00:00Z", "2026-09-07T12:00:00Z", 7.44, resource=v100_vm,
+             amount=3 * 3600.0, pricing=3.0, spec=n1_16),
+        # half a T4-hour in the hour → 1
+        _row(export.GPU_T4, "2026-09-07T10:00:00Z", "2026-09-07T11:00:00Z", 0.175,
+             resource=t4_vm, amount=1800.0, pricing=0.5, spec=N1),
+    ]
+    source = _export_table(bigquery, "unknown_count_warning", rows)
+    with caplog.at_level(logging.WARNING, logger="test"):
+        summary, lines = _september(
+            tmp_path, _billing(bigquery, source.table),
+            "SELECT x_InstanceType, x_AcceleratorCount, x_UsageHours FROM billing_facts "
+            "WHERE month = ? ORDER BY ResourceId, ChargePeriodStart")
+    v, t4 = "n1-standard-16 + nvidia-tesla-v100", "n1-standard-8 + nvidia-tesla-t4"
+    assert lines == [(v, 2, pytest.approx(1.0)), (v, 3, pytest.approx(1.0)),
+                     (t4, 1, pytest.approx(0.5))]
+    assert summary.unknown_instance_types == [v, t4]
+    assert ("accelerator count unknown (add them under `accelerators:`): "
+            f"{v} (counted as 2 or 3: its accelerator-hours ÷ the hours of its period, "
+            f"rounded up), {t4} (counted as 1)") in caplog.text
+    assert "counted as 1;" not in caplog.text

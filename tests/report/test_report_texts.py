@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from cost_pipeline.attribution import build_attribution
 from cost_pipeline.config import parse_config
@@ -21,7 +22,7 @@ from cost_pipeline.report.data import PURPOSE_LABELS
 from cost_pipeline.report.period import write_period_report
 from cost_pipeline.report.render import LINE_ITEM_LABELS
 from cost_pipeline.warehouse import month_params, replace_month, sql_text
-from tests.report.test_report import Elements
+from tests.report.test_report import Elements, _bridge_section
 from tests.support.sql_backend import run_month
 from tests.support.warehouse_rows import (
     BILLING_DEFAULTS,
@@ -59,10 +60,12 @@ def _attributed(n: int, cost: float, purpose_class: str, run_id: str | None = No
 
 def _reconciliation(con, *, billed: float, untracked: float, threshold: float,
                     runs: float = 0.0, untracked_cost: float = 0.0,
-                    unallocated: float = 0.0, tracked: float | None = None) -> None:
+                    unallocated: float = 0.0, tracked: float | None = None,
+                    over_claimed: float = 0.0, unbilled_claim: float = 0.0) -> None:
     """The month's reconciliation row; `runs`, `untracked_cost` and `unallocated` split its
     cost, and coverage is runs ÷ their sum, as reconciliation.sql writes it; `tracked` the
-    runs' GPU-hours when they are not the billed ones less the untracked (over-claims)."""
+    runs' GPU-hours when they are not the billed ones less the untracked (over-claims);
+    `over_claimed` and `unbilled_claim` the GPU-hours runs claim beyond the bill."""
     share_ = untracked / billed
     total = runs + untracked_cost + unallocated
     insert(con, "reconciliation", JULY, [{
@@ -71,7 +74,8 @@ def _reconciliation(con, *, billed: float, untracked: float, threshold: float,
         "untracked_gpu_hours": untracked, "untracked_share": share_, "threshold": threshold,
         "status": "pass" if share_ <= threshold else "fail", "untracked_cost_share": share_,
         "by_accelerator_type": [], "coverage": runs / total if total else 0.0,
-        "over_claimed_gpu_hours": 0.0, "unbilled_claim_gpu_hours": 0.0, "provisional": True,
+        "over_claimed_gpu_hours": over_claimed, "unbilled_claim_gpu_hours": unbilled_claim,
+        "provisional": True,
         "total_effective_cost": total, "attributed_cost": runs,
         "untracked_cost": untracked_cost, "unallocated_cost": unallocated,
         "runs_without_end": 0}], {})
@@ -863,3 +867,68 @@ def test_percentages_round_half_up_as_amounts_do(tmp_path):
     row = re.search(r'<tr data-share-month="2026-07".*?</tr>', html, re.S).group(0)
     assert 'data-untracked-share="56.3"' in row and '<td class="num">56.3%</td>' in row
     assert '<td class="num">1.3%</td>' in row
+
+
+def _kpi_note(html: str) -> str:
+    """The untracked share's note under the headline, on one line."""
+    kpi = html[html.index('id="untracked-share"'):]
+    kpi = kpi[kpi.index('<div class="note">'):kpi.index("</div>", kpi.index('class="note"'))]
+    return " ".join(re.sub(r"<[^>]+>", "", kpi).split())
+
+
+@pytest.mark.parametrize(("billed", "untracked", "tracked", "claims", "note", "said"), [
+    # one billed GPU-hour, untracked; runs claim 1 more on it and 1 on resources not billed
+    (1.0, 1.0, 0.0, 1.0, "1 of 1 billed GPU-hour · threshold 5.0%",
+     "FAIL: 0 of 1 billed GPU-hour are recorded runs; 1 (100.0%) is not (threshold 5.0%). "
+     "Runs account for 0.0% of the month's cost; untracked cost $1.00, unallocated $0.00. "
+     "Runs claim 1 GPU-hour more than billed. Runs name resources no bill line shows for "
+     "1 GPU-hour (wrong ids or other accounts)."),
+    (2.0, 1.0, 1.0, 2.0, "1 of 2 billed GPU-hours · threshold 5.0%",
+     "FAIL: 1 of 2 billed GPU-hours is recorded runs; 1 (50.0%) is not (threshold 5.0%). "
+     "Runs account for 0.0% of the month's cost; untracked cost $1.00, unallocated $0.00. "
+     "Runs claim 2 GPU-hours more than billed. Runs name resources no bill line shows for "
+     "2 GPU-hours (wrong ids or other accounts)."),
+    # 1.0 is not one: it reads as the tenths it is
+    (1.0, 0.4, 0.6, 1.0, "0.4 of 1.0 billed GPU-hours · threshold 5.0%",
+     "FAIL: 0.6 of 1.0 billed GPU-hours are recorded runs; 0.4 (40.0%) are not (threshold "
+     "5.0%). Runs account for 0.0% of the month's cost; untracked cost $1.00, unallocated "
+     "$0.00. Runs claim 1 GPU-hour more than billed. Runs name resources no bill line shows "
+     "for 1 GPU-hour (wrong ids or other accounts)."),
+])
+def test_one_gpu_hour_reads_as_one_hour(tmp_path, billed, untracked, tracked, claims, note,
+                                        said):
+    """"Runs claim 1 GPU-hours more than billed", "… for 1 GPU-hours", "0 of 1 billed
+    GPU-hours" and "1 (100.0%) are not": a figure that reads 1 takes one hour and "is"."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 1.0)])
+        _reconciliation(con, billed=billed, untracked=untracked, tracked=tracked,
+                        threshold=0.05, untracked_cost=1.0, over_claimed=claims,
+                        unbilled_claim=claims)
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    assert _kpi_note(html) == note
+    assert _tracker_vs_bill(html) == said
+
+
+def test_a_bridge_without_a_step_does_not_say_the_bill_has_no_discount(tmp_path):
+    """A GCP month: a VM's $10.00 hour (list $12.50) and its sustained use discount, a
+    −$2.00 credit, in both BilledCost and EffectiveCost. The invoice and the amortized cost
+    agree ($8.00), but the bridge said "no commitment, amortized fee or discount on the
+    bill"."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [
+            {**_line(0, 10.0), "ListCost": 12.5},
+            {**_line(1, -2.0, item_type="SUSTAINED_USAGE_DISCOUNT", category="Credit"),
+             "ListCost": 0.0}])
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    section = _bridge_section(page.read_text(encoding="utf-8"))
+    rows = [" ".join(re.sub(r"<[^>]+>", " ", row).split())
+            for row in re.findall(r"<tr.*?</tr>", section, re.S)]
+    assert rows[1:] == [
+        "Invoice total (Σ BilledCost) $8.00",
+        "No difference this month: the invoice and the amortized cost agree (any discount on "
+        "the bill is in both).",
+        "Amortized total (Σ EffectiveCost) $8.00"]
+    assert "no commitment" not in section

@@ -312,3 +312,97 @@ def test_a_cursor_written_before_sources_were_recorded_apart_requests_nothing_ne
     waiting = ticks.tick()
     assert waiting.run_requests == [] and "export folder not found" in waiting.skip_message
     assert "sources" not in json.loads(ticks.cursor)
+
+
+def test_a_focus_export_read_from_its_data_folder_is_watched_through_its_manifests(tmp_path,
+                                                                                   instance):
+    """`path` at an AWS FOCUS export's data/ folder: the reader picks the month's delivery
+    from the manifests in the export's metadata/ folder beside it, but the sensor listed only
+    the data files — a delivery that rewrote only the manifest, or whose manifest landed a
+    tick after its data files, was never requested. The manifests of the months the path
+    holds count in their month's fingerprint; a month of metadata/ without data files below
+    the path is no delivery of this source."""
+    export = tmp_path / "focus-export"
+    data, metadata = export / "data", export / "metadata"
+
+    def write(relative: str, text: str) -> None:
+        (export / relative).parent.mkdir(parents=True, exist_ok=True)
+        (export / relative).write_text(text)
+
+    write("data/BILLING_PERIOD=2026-07/exec-1/a.parquet", "PAR1")
+    write("metadata/BILLING_PERIOD=2026-07/focus-export-Manifest.json", '{"executionId": "1"}')
+    write("metadata/BILLING_PERIOD=2026-05/focus-export-Manifest.json", '{"executionId": "0"}')
+    ticks = Ticks(_config(tmp_path, {"kind": "focus", "path": str(data)}), instance)
+    assert ticks.partitions() == []                    # the first tick records
+    assert months(ticks.cursor) == ["2026-07"]          # May: a manifest, no data below path
+    assert ticks.partitions() == []
+
+    # a re-delivery of July that rewrites only its manifest
+    write("metadata/BILLING_PERIOD=2026-07/focus-export-Manifest.json",
+          '{"executionId": "2", "dataFiles": []}')
+    assert ticks.partitions() == ["2026-07-01"]
+    assert ticks.partitions() == []
+    # August's data files, then, a tick later, its manifest: each requests August
+    write("data/BILLING_PERIOD=2026-08/exec-1/a.parquet", "PAR1")
+    assert ticks.partitions() == ["2026-08-01"]
+    write("metadata/BILLING_PERIOD=2026-08/exec-1/focus-export-Manifest.json",
+          '{"executionId": "1"}')
+    assert ticks.partitions() == ["2026-08-01"]
+    assert ticks.partitions() == []
+    # May's manifest rewritten: no month of this source's data, nothing requested
+    write("metadata/BILLING_PERIOD=2026-05/focus-export-Manifest.json", '{"executionId": "00"}')
+    assert ticks.partitions() == []
+    assert months(ticks.cursor) == ["2026-07", "2026-08"]
+
+    # metadata/ cannot be listed (a broken link in it): the source keeps its last listing
+    (metadata / "gone.json").symlink_to(tmp_path / "nowhere.json")
+    held = ticks.tick()
+    assert held.run_requests == [] and "cannot list the billing exports: focus: " in (
+        held.skip_message) and "broken symbolic link" in held.skip_message
+    assert json.loads(ticks.cursor)["unlisted"] == ["focus"]
+    assert months(ticks.cursor) == ["2026-07", "2026-08"]
+    (metadata / "gone.json").unlink()
+    assert ticks.partitions() == []
+    assert "unlisted" not in json.loads(ticks.cursor)
+
+    # a cursor written before the manifests counted (its fingerprints of the data files
+    # alone): the same listing requests nothing, the next cursor records them
+    from cost_pipeline.config import load_config
+
+    config = load_config(_config(tmp_path, {"kind": "focus", "path": str(data)}))
+    ticks.cursor = json.dumps(export_fingerprints(config))
+    assert ticks.partitions() == []
+    assert sorted(json.loads(ticks.cursor)["beside"]["focus"]) == ["2026-07", "2026-08"]
+    assert ticks.partitions() == []
+    write("metadata/BILLING_PERIOD=2026-07/focus-export-Manifest.json", '{"executionId": "3"}')
+    assert ticks.partitions() == ["2026-07-01"]
+
+
+def test_a_focus_export_on_s3_read_from_its_data_folder_is_watched_through_its_manifests(
+        tmp_path, s3_server, instance):
+    """As on a local disk, for a path at the export's data/ folder and at a month's folder in
+    it (then only that month's manifests count)."""
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    export = "exports/focus-export"
+    put(endpoint, bucket, f"{export}/data/BILLING_PERIOD=2026-07/exec-1/a.parquet", b"PAR1")
+    put(endpoint, bucket, f"{export}/metadata/BILLING_PERIOD=2026-07/focus-export-Manifest.json",
+        '{"executionId": "1"}')
+    put(endpoint, bucket, f"{export}/metadata/BILLING_PERIOD=2026-06/focus-export-Manifest.json",
+        '{"executionId": "1"}')
+    billing = {"kind": "focus", "path": f"s3://{bucket}/{export}/data/",
+               "endpoint_url": endpoint}
+    ticks = Ticks(_config(tmp_path, billing), instance)
+    (tmp_path / "month").mkdir()
+    july = Ticks(_config(tmp_path / "month", {
+        **billing, "path": f"s3://{bucket}/{export}/data/BILLING_PERIOD=2026-07"}), instance)
+    assert ticks.partitions() == [] and july.partitions() == []
+    assert ticks.partitions() == [] and july.partitions() == []
+
+    put(endpoint, bucket, f"{export}/metadata/BILLING_PERIOD=2026-07/focus-export-Manifest.json",
+        '{"executionId": "2", "dataFiles": []}')
+    assert ticks.partitions() == ["2026-07-01"]
+    assert july.partitions() == ["2026-07-01"]
+    assert ticks.partitions() == [] and july.partitions() == []
+    put(endpoint, bucket, f"{export}/metadata/BILLING_PERIOD=2026-06/focus-export-Manifest.json",
+        '{"executionId": "2", "dataFiles": []}')
+    assert ticks.partitions() == [] and july.partitions() == []

@@ -17,7 +17,7 @@ import pytest
 
 from cost_pipeline.demo.mlflow_server import mlflow_server
 from cost_pipeline.demo.tool_venvs import ToolUnavailable
-from cost_pipeline.ingest.sources import mlflow_runs
+from cost_pipeline.ingest.sources import SourceError, mlflow_runs
 from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs
 from tests.support.mlflow_proxy import failing_proxy
 
@@ -149,6 +149,19 @@ def test_a_server_without_the_bulk_endpoint_is_asked_run_by_run(server, store, c
     assert [s for p, s in answered if "get-history-bulk" in p] == [404]   # asked once
     assert sum("/metrics/get-history?" in p for p, _s in answered) == 10
     assert "no bulk metric-history endpoint" in caplog.text
+
+
+def test_a_bulk_endpoint_answering_503_is_a_server_down_not_a_missing_endpoint(
+        server, store, monkeypatch):
+    """Its 503s, retried, end the read with what the server answered; asking each run alone
+    instead would meet the same server."""
+    monkeypatch.setattr(mlflow_runs, "RETRY_DELAYS", (0.01, 0.01, 0.01))
+    with failing_proxy(server, lambda path, n: "get-history-bulk" in path) as (uri, answered):
+        with pytest.raises(SourceError) as error:
+            read_mlflow_runs(uri, "mlflow")
+    assert [s for p, s in answered if "get-history-bulk" in p] == [503] * 4
+    assert not any("/metrics/get-history?" in p for p, _s in answered)
+    assert "answered HTTP 503 Service Unavailable after 4 attempt(s)" in error.value.problem
 
 
 def test_the_store_and_the_server_agree_to_the_bit(server, store):

@@ -245,6 +245,24 @@ def test_transient_errors_are_retried_then_reported(server_uri, monkeypatch):
 
 
 
+@pytest.mark.parametrize(("status", "said"), [(503, "HTTP 503 Service Unavailable"),
+                                               (500, "HTTP 500 Internal Server Error")])
+def test_a_tracker_answering_5xx_says_what_it_answered(monkeypatch, status, said):
+    """A server that answers 503 (or another 5xx) every time was reached: it read
+    "unreachable after 4 attempt(s)", the wording of a connection refused or timed out."""
+    monkeypatch.setattr(mlflow_runs, "RETRY_DELAYS", (0.01, 0.01, 0.01))
+    # a real HTTP server answering `status` to every request
+    with failing_proxy("http://127.0.0.1:9", lambda path, n: True, refused=status) as (
+            uri, answered):
+        with pytest.raises(SourceError) as error:
+            read_mlflow_runs(uri, "mlflow")
+    assert [code for _, code in answered] == [status] * 4   # the first try and 3 retries
+    assert error.value.where == uri
+    assert error.value.problem.startswith(
+        f"search_experiments: answered {said} after 4 attempt(s): ")
+    assert "unreachable" not in error.value.problem
+
+
 def test_an_unreachable_tracker_says_why_within_the_line(monkeypatch):
     """MLflow's error for a port nothing listens on is ~390 characters, its reason last: cut
     at 300 it ended `NewConnectionError("HTTPConnection(host='127.0.` without "Connection

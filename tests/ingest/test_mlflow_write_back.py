@@ -575,7 +575,7 @@ def test_the_month_writes_back_through_dagster(server, tmp_path, dagster_home, m
     assert len(refused) == 4  # the first try and 3 retries
     assert result.error.startswith(f"team-mlflow: http://ml:***@127.0.0.1:{port}: ")
     assert "writing the cost tags of run r-a" in result.error
-    assert "unreachable after 4 attempt(s)" in result.error
+    assert "answered HTTP 503 Service Unavailable after 4 attempt(s)" in result.error
     assert "s3cret" not in result.error and "\n" not in result.error
     with duckdb.connect(str(warehouse), read_only=True) as con:
         june_rows = con.execute("SELECT run_id, cost FROM run_costs WHERE month = ? "

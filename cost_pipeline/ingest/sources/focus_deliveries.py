@@ -71,16 +71,15 @@ def current_files(listing: Listing, files: list[str], month: date | None = None
                  if m}
     for export, of_month in sorted(manifests):
         _aws_month(listing, files, export, of_month, dropped, notes)
-    root = listing.root.rstrip("/")
-    outside: dict[str, set[str]] = {}   # export → the months of its manifests, outside the path
+    beside = data_folder_export(listing.root)
+    outside: set[str] | None = None     # the months of its manifests, outside the path
     for folder, (export, of_month, below) in sorted(_aws_month_folders(files).items()):
         if export is not None and (export, of_month) in manifests:
             continue
-        if export is not None and _in_data_folder(root, export):
-            if export not in outside:
-                outside[export] = {m["month"] for m in map(
-                    AWS_MANIFEST.match, listing.files_below(f"{export}/metadata")) if m}
-            if of_month in outside[export]:
+        if export is not None and export == beside:
+            if outside is None:
+                outside = set(manifests_beside(listing.root, listing.files_below))
+            if of_month in outside:
                 _aws_month(listing, files, export, of_month, dropped, notes)
                 continue
         if month is None or of_month == f"{month:%Y-%m}":
@@ -105,12 +104,33 @@ def _aws_month_folders(files: list[str]) -> dict[str, tuple[str | None, str, lis
     return folders
 
 
-def _in_data_folder(root: str, export: str) -> bool:
-    """Whether the path is the export's data/ folder or a month's folder in it (its
-    manifests, in metadata/, then outside the path)."""
-    data = f"{export}/data"
-    return root == data or (posixpath.dirname(root) == data
-                            and posixpath.basename(root).startswith("BILLING_PERIOD="))
+def data_folder_export(root: str) -> str | None:
+    """The AWS export whose data/ folder, or a month's folder in it, the path is (its
+    manifests, in metadata/, then outside the path); None for any other path."""
+    root = root.rstrip("/")
+    month = posixpath.basename(root).startswith("BILLING_PERIOD=")
+    data = posixpath.dirname(root) if month else root
+    if posixpath.basename(data) != "data" or not posixpath.dirname(data):
+        return None
+    return posixpath.dirname(data)
+
+
+def manifests_beside(root: str, files_below: Callable[[str], list[str]]
+                     ) -> dict[str, list[str]]:
+    """Where the path is an AWS export's data/ folder or a month's folder in it: `YYYY-MM` →
+    the manifests of the month in the export's metadata/ folder (`files_below` lists a
+    folder; for a month's folder, that month's only); {} for any other path. The reader
+    picks a month's delivery from them, and the delivery sensor watches them."""
+    export = data_folder_export(root)
+    if export is None:
+        return {}
+    name = posixpath.basename(root.rstrip("/"))
+    months: dict[str, list[str]] = {}
+    for match in map(AWS_MANIFEST.match, files_below(f"{export}/metadata")):
+        if match and (not name.startswith("BILLING_PERIOD=")
+                      or name == f"BILLING_PERIOD={match['month']}"):
+            months.setdefault(match["month"], []).append(match.string)
+    return months
 
 
 def _refuse_deliveries(source: str, folder: str, export: str | None, month: str,

@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,6 +64,11 @@ _TRANSIENT = re.compile(
     r"|Bad Gateway|database is locked", re.IGNORECASE)
 _TRANSIENT_CODES = {"TEMPORARILY_UNAVAILABLE", "SERVICE_UNDER_MAINTENANCE",
                     "REQUEST_LIMIT_EXCEEDED"}
+# the HTTP status a server answered, as MLflow's errors quote it: urllib3's retry gave up on
+# it (`too many 503 error responses`), or the answer was not 200 (`error code 502 != 200`)
+_ANSWERED = re.compile(r"too many (\d{3}) error responses|error code (\d{3}) != 200")
+# a call given up after its retries: unreachable, or the server's answer every time
+_GAVE_UP = re.compile(r": (?:unreachable|answered HTTP \d{3}\b[^:]*) after \d+ attempt\(s\): ")
 
 T = TypeVar("T")
 
@@ -99,7 +105,8 @@ def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str, *
                       log: logging.Logger | None = None, secret: str | None = None) -> T:
     """`call()`, retried with backoff (`delays`, default RETRY_DELAYS) on connection errors
     and 5xx answers; anything else, or the last failure, becomes a SourceError naming the
-    tracking URI. `secret` (the URI's password) is masked wherever an error quotes it bare."""
+    tracking URI (a last failure says the status the server answered, else `unreachable`,
+    `_gave_up_as`). `secret` (the URI's password) is masked wherever an error quotes it bare."""
     delays = RETRY_DELAYS if delays is None else delays
     log = log or logging.getLogger(__name__)
     for attempt in range(len(delays) + 1):
@@ -117,10 +124,36 @@ def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str, *
                                    f"retrying in {delays[attempt]:g} s"))
                 time.sleep(delays[attempt])
                 continue
-            outcome = (f"unreachable after {attempt + 1} attempt(s)" if transient
+            outcome = (f"{_gave_up_as(exc)} after {attempt + 1} attempt(s)" if transient
                        else "request failed")
             raise SourceError(source, uri, f"{what}: {outcome}: {reason}") from None
     raise AssertionError("unreachable")
+
+
+def _gave_up_as(exc: Exception) -> str:
+    """What the last of a call's attempts met: the server's HTTP status when it answered one
+    (`answered HTTP 503 Service Unavailable`: it was reached), else `unreachable` (a
+    connection refused, a timeout)."""
+    chained: BaseException | None = exc
+    seen: set[int] = set()
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        match = _ANSWERED.search(str(chained))
+        if match:
+            code = int(match.group(1) or match.group(2))
+            try:
+                phrase = f" {HTTPStatus(code).phrase}"
+            except ValueError:
+                phrase = ""
+            return f"answered HTTP {code}{phrase}"
+        chained = chained.__cause__ or chained.__context__
+    return "unreachable"
+
+
+def _gave_up(problem: str) -> bool:
+    """Whether a SourceError's problem is a call given up after its retries (the server
+    unreachable, or answering 5xx every time), not a request the server refused."""
+    return bool(_GAVE_UP.search(problem))
 
 
 def _mask(text: str, secret: str | None) -> str:
@@ -414,7 +447,7 @@ def _server_means(client, store, keys_of: dict[str, list[str]], source: str, uri
     try:
         _bulk_request(store, keys_of[probe][0], [probe], source, uri)
     except SourceError as exc:
-        if "unreachable" in exc.problem:
+        if _gave_up(exc.problem):
             raise
         log.info(f"{source}: {redact(uri)} has no bulk metric-history endpoint "
                  f"({exc.problem}); asking one run at a time")

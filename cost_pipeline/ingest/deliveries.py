@@ -124,8 +124,9 @@ _FOCUS_MONTH = re.compile(r"(?:^|/)(?:BILLING_PERIOD=(\d{4}-\d{2})|(\d{4})(\d{2}
 def _focus_listing(name: str, source: FocusSource, cfg: PipelineConfig,
                    today: date) -> dict[str, list]:
     """Per month: a FOCUS source's data files and manifests as listed (path, size, time),
-    by the month their path names; those naming none count for the open month and the one
-    before (an export rewriting its month to date, or closing the last one)."""
+    by the month their path names, or else the source's path (a month's folder); those naming
+    none count for the open month and the one before (an export rewriting its month to date,
+    or closing the last one)."""
     from cost_pipeline.ingest.sources import focus
     from cost_pipeline.ingest.sources.focus_s3 import find_files as find_s3_files
     from cost_pipeline.ingest.sources.local_files import walk_files
@@ -148,9 +149,12 @@ def _focus_listing(name: str, source: FocusSource, cfg: PipelineConfig,
             raise SourceError(name, str(root), "FOCUS file or folder not found")
     opened = date(today.year, today.month, 1)
     undated = [f"{opened - timedelta(days=1):%Y-%m}", f"{opened:%Y-%m}"]
+    # a path at a month's folder (`data/BILLING_PERIOD=2026-07`) names the month of the files
+    # below it, whose own paths name none
+    at_month = [*_FOCUS_MONTH.finditer(f"/{source.path.rstrip('/')}/")]
     months: dict[str, list] = {}
     for entry in listed:
-        named = _FOCUS_MONTH.search("/" + entry[0])
+        named = _FOCUS_MONTH.search("/" + entry[0]) or (at_month[-1] if at_month else None)
         if named:
             month = _valid_month(named.group(1) or f"{named.group(2)}-{named.group(3)}")
             if month is not None:  # a folder naming no month is no delivery (`_month_of`)

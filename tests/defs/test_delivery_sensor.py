@@ -406,3 +406,8 @@ def test_a_focus_export_on_s3_read_from_its_data_folder_is_watched_through_its_m
     put(endpoint, bucket, f"{export}/metadata/BILLING_PERIOD=2026-06/focus-export-Manifest.json",
         '{"executionId": "2", "dataFiles": []}')
     assert ticks.partitions() == [] and july.partitions() == []
+    # a new data file in July's folder: the month its folder names, also for the path at it
+    # (it counted for the open month and the one before, the files' own paths naming none)
+    put(endpoint, bucket, f"{export}/data/BILLING_PERIOD=2026-07/exec-2/b.parquet", b"PAR1")
+    assert ticks.partitions() == ["2026-07-01"]
+    assert july.partitions() == ["2026-07-01"]

@@ -416,6 +416,54 @@ def test_a_dead_tracker_is_retried_then_named_without_its_password(monkeypatch):
 
 
 
+def test_a_locked_sqlite_store_says_it_is_locked_in_one_line(fast_dir, monkeypatch, capfd):
+    """Another process holding a SQLite store's lock: the write-back retried, then said the
+    store was "unreachable" (it was reached: locked), and MLflow logged every failed query
+    with its traceback — some 400 lines on stderr before the one-line error."""
+    import sqlite3
+
+    monkeypatch.setattr(mlflow_tags, "RETRY_DELAYS", ())  # each attempt waits out the lock
+    monkeypatch.setattr(mlflow_runs, "RETRY_DELAYS", ())
+    folder = Path(tempfile.mkdtemp(dir=fast_dir))
+    uri, _ = sqlite_runs(folder, "locked")
+    uri += "?timeout=0.2"  # a query on the URI, as SQLAlchemy reads it
+    capfd.readouterr()
+    holder = sqlite3.connect(folder / "locked.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # readers read, writers wait
+    try:
+        with pytest.raises(SourceError) as error:
+            write_cost_tags(uri, "team-mlflow", {"r-a": EXPECTED["r-a"]}, tags=BY_NAME,
+                            log=LOG)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    message = str(error.value)
+    assert "still locked after 1 attempt(s): " in message and "database is locked" in message
+    assert "unreachable" not in message and "\n" not in message
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_sqlite_uri_with_a_query_or_a_sqlite_file_uri_names_its_file(tmp_path):
+    """`sqlite:///m.db?timeout=1` was checked as a file named `m.db?timeout=1` ("no MLflow
+    sqlite store at this path"), and a SQLite URI (`sqlite:///file:/srv/m.db?mode=ro&uri=
+    true`, which MLflow reads) was made a path below the config's folder."""
+    from cost_pipeline.ingest.sources.mlflow_runs import resolve_tracking_uri, sqlite_store_file
+
+    assert resolve_tracking_uri("sqlite:///m.db?timeout=1", tmp_path) == (
+        f"sqlite:///{tmp_path.resolve() / 'm.db'}?timeout=1")
+    file_uri = "sqlite:///file:/srv/m.db?mode=ro&uri=true"
+    assert resolve_tracking_uri(file_uri, tmp_path) == file_uri
+    assert sqlite_store_file(file_uri) == Path("/srv/m.db")
+    assert sqlite_store_file("sqlite:///file:///srv/a%20b.db?uri=true") == Path("/srv/a b.db")
+    assert sqlite_store_file(f"sqlite:///{tmp_path}/m.db?timeout=1") == tmp_path / "m.db"
+    # and read as the store it names
+    uri, ids = sqlite_runs(tmp_path, "ro")
+    runs = mlflow_tags.list_tracker_runs(
+        f"sqlite:///file:{tmp_path / 'ro.db'}?mode=ro&uri=true", "team-mlflow", ["ro"],
+        BY_NAME, LOG)
+    assert runs.found["r-a"][0] == ids["r-a"]
+
+
 def test_a_retried_delete_whose_first_attempt_reached_the_server_succeeds(server, monkeypatch):
     """Run h-1 has no cost now: its 9 tags are deleted, one call a tag. The first call
     reaches the server — the tag is gone — but its answer is lost (a 503): the retry found

@@ -37,7 +37,7 @@ from cost_pipeline.defs.code_versions import code_version
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, month_of
 from cost_pipeline.ingest.sources import source_names
-from cost_pipeline.ingest.sources.mlflow_runs import resolve_tracking_uri
+from cost_pipeline.ingest.sources.mlflow_runs import resolve_tracking_uri, sqlite_store_file
 
 COUNTS = ("runs_written", "tags_written", "runs_unchanged", "runs_cleared", "tags_deleted",
           "runs_skipped_deleted", "runs_skipped_not_in_tracker")
@@ -64,8 +64,7 @@ def store_of(tracker, base_dir: Path) -> str | None:
         return None
     uri = resolve_tracking_uri(tracker.tracking_uri.strip(), base_dir)
     if uri.startswith("sqlite:///"):
-        path, _, query = uri[len("sqlite:///"):].partition("?")
-        return "sqlite:///" + os.path.realpath(path) + (f"?{query}" if query else "")
+        return "sqlite:///" + os.path.realpath(sqlite_store_file(uri))
     try:
         parts = urlsplit(uri)
         scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port

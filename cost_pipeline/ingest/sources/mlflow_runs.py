@@ -22,10 +22,11 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from cost_pipeline.ingest.sources import SourceError, redact
 from cost_pipeline.ingest.sources.runs_file import RUN_COLUMNS, field_text, normalize_run
@@ -68,16 +69,30 @@ _TRANSIENT_CODES = {"TEMPORARILY_UNAVAILABLE", "SERVICE_UNDER_MAINTENANCE",
 # it (`too many 503 error responses`), or the answer was not 200 (`error code 502 != 200`)
 _ANSWERED = re.compile(r"too many (\d{3}) error responses|error code (\d{3}) != 200")
 # a call given up after its retries: unreachable, or the server's answer every time
-_GAVE_UP = re.compile(r": (?:unreachable|answered HTTP \d{3}\b[^:]*) after \d+ attempt\(s\): ")
+_GAVE_UP = re.compile(
+    r": (?:unreachable|still locked|answered HTTP \d{3}\b[^:]*) after \d+ attempt\(s\): ")
 
 T = TypeVar("T")
 
 
 def resolve_tracking_uri(uri: str, base_dir: Path) -> str:
-    """A relative `sqlite:///path` made absolute against the config file's folder."""
+    """A relative `sqlite:///path` made absolute against the config file's folder, its query
+    (`?timeout=1`) kept; a SQLite URI (`sqlite:///file:/srv/m.db?mode=ro&uri=true`) as it is
+    (its `file:` is no folder of the config's)."""
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str((base_dir / uri[len("sqlite:///"):]).resolve())
+        path, mark, query = uri[len("sqlite:///"):].partition("?")
+        if not path.startswith("file:"):
+            return "sqlite:///" + str((base_dir / path).resolve()) + mark + query
     return uri
+
+
+def sqlite_store_file(uri: str) -> Path:
+    """The file a `sqlite:///…` tracking URI names: without its query, a SQLite URI's
+    (`file:/srv/m.db`, `file:///srv/m.db`) path."""
+    path = uri[len("sqlite:///"):].partition("?")[0]
+    if path.startswith("file:"):
+        path = unquote(urlsplit(path).path)
+    return Path(path)
 
 
 def tag_names(overrides: dict[str, str], source: str) -> dict[str, str]:
@@ -111,7 +126,8 @@ def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str, *
     log = log or logging.getLogger(__name__)
     for attempt in range(len(delays) + 1):
         try:
-            return call()
+            with _store_errors_unlogged():
+                return call()
         except SourceError as exc:
             if secret:
                 raise SourceError(exc.source, exc.where, _mask(exc.problem, secret)) from None
@@ -130,14 +146,31 @@ def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str, *
     raise AssertionError("unreachable")
 
 
+@contextmanager
+def _store_errors_unlogged() -> Iterator[None]:
+    """MLflow's SQL store logs each failed query with its traceback (`mlflow.store.db.utils`,
+    ERROR): a locked SQLite store printed ~400 lines of them before the one-line error. The
+    retries' warnings and that error say it; `--debug` shows the last one's traceback."""
+    logger = logging.getLogger("mlflow.store.db.utils")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _gave_up_as(exc: Exception) -> str:
     """What the last of a call's attempts met: the server's HTTP status when it answered one
-    (`answered HTTP 503 Service Unavailable`: it was reached), else `unreachable` (a
-    connection refused, a timeout)."""
+    (`answered HTTP 503 Service Unavailable`: it was reached), a SQLite store another
+    process holds locked (`still locked`), else `unreachable` (a connection refused, a
+    timeout)."""
     chained: BaseException | None = exc
     seen: set[int] = set()
     while chained is not None and id(chained) not in seen:
         seen.add(id(chained))
+        if "database is locked" in str(chained):
+            return "still locked"
         match = _ANSWERED.search(str(chained))
         if match:
             code = int(match.group(1) or match.group(2))
@@ -214,7 +247,7 @@ def _client(uri: str, source: str):
     from mlflow import MlflowClient  # heavy import: only when an mlflow tracker is configured
 
     if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
+        path = sqlite_store_file(uri)
         # MLflow would silently create a new store at a mistyped path, and in any sqlite file
         # without its tables (an empty file, another application's database): it writes its
         # schema and a Default experiment into it, and the month's runs read as none

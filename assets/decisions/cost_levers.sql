@@ -231,6 +231,21 @@ unmeasured AS (
     -- previous of the model, macros.sql `production_runs`, as that table pairs them): each
     -- retrain under the first reason that holds. All were said to lack a metric_value, also
     -- when each had one and was its model's first
+    SELECT *,
+        no_metric + first_runs + previous_no_metric + other_metric          AS count,
+        -- the reasons with their counts, as each evidence below lists them
+        concat_ws(', ',
+            CASE WHEN no_metric > 0 THEN no_metric || ' without a metric_value' END,
+            CASE WHEN first_runs > 0
+                 THEN first_runs || ' with a metric_value but no previous '
+                      || 'production run of its model to compare with' END,
+            CASE WHEN previous_no_metric > 0
+                 THEN previous_no_metric || ' whose previous production run '
+                      || 'has no metric_value' END,
+            CASE WHEN other_metric > 0
+                 THEN other_metric || ' whose previous production run logged '
+                      || 'another metric_name' END)                             AS reasons
+    FROM (
     SELECT
         count(*) FILTER (WHERE metric_value IS NULL)                         AS no_metric,
         count(*) FILTER (WHERE metric_value IS NOT NULL AND NOT has_previous) AS first_runs,
@@ -247,6 +262,7 @@ unmeasured AS (
     )
     WHERE start_time >= CAST($month_start AS TIMESTAMP)
       AND start_time < CAST($month_end AS TIMESTAMP)
+    )
 ),
 preempted AS (
     SELECT
@@ -342,23 +358,15 @@ levers_figures AS (
                   || 'with the previous production run: flatness cannot be measured'
              WHEN r.measured_models = 0
              THEN counted(r.retrains, 'retrain') || ' this month, none measured ('
-                  || concat_ws(', ',
-                         CASE WHEN u.no_metric > 0
-                              THEN u.no_metric || ' without a metric_value' END,
-                         CASE WHEN u.first_runs > 0
-                              THEN u.first_runs || ' with a metric_value but no previous '
-                                   || 'production run of its model to compare with' END,
-                         CASE WHEN u.previous_no_metric > 0
-                              THEN u.previous_no_metric || ' whose previous production run '
-                                   || 'has no metric_value' END,
-                         CASE WHEN u.other_metric > 0
-                              THEN u.other_metric || ' whose previous production run logged '
-                                   || 'another metric_name' END)
-                  || '): flatness cannot be measured'
+                  || u.reasons || '): flatness cannot be measured'
              WHEN r.flat = 0
              THEN 'every measured retrain moved the metric by at least '
                   || plain_number($min_metric_change) || ' or was triggered by drift ('
-                  || counted(r.retrains, 'retrain') || ')'
+                  -- the retrains not measured, and why: "every measured" was read of all
+                  || CASE WHEN u.count = 0 THEN counted(r.retrains, 'retrain')
+                          ELSE (r.retrains - u.count) || ' of '
+                               || counted(r.retrains, 'retrain') || ' measured; ' || u.reasons
+                     END || ')'
              ELSE r.flat || ' of ' || counted(r.retrains, 'retrain')
                   || CASE WHEN r.flat = 1 THEN ' was' ELSE ' were' END
                   || ' not triggered by drift and '

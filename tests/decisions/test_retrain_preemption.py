@@ -301,6 +301,22 @@ def test_the_previous_run_of_runs_started_at_one_instant_is_the_one_that_ended_l
                         "triggered by drift (1 retrain)")
 
 
+
+def test_a_month_of_measured_and_unmeasured_retrains_says_how_many_were_measured(con):
+    """One retrain measured (+0.01, not flat) and one a model's first production run: the
+    evidence said "every measured retrain moved the metric … (2 retrains)", as if both were
+    measured. It says how many were, and why the other was not."""
+    runs = [prod("p-apr", "churn", d(2026, 4, 6), 0.80, "schedule"),
+            prod("p-may", "churn", d(2026, 5, 6), 0.81, "schedule"),
+            prod("c-may", "credit", d(2026, 5, 9), 0.70, "manual")]
+    insert_runs(con, MAY_2026, runs)
+    attr(con, "p-may", "production", 30.0, MAY_2026)
+    attr(con, "c-may", "production", 12.0, MAY_2026)
+    _, evidence = retrain_and_lever(con, MAY_2026)
+    assert evidence == ("every measured retrain moved the metric by at least 0.002 or was "
+                        "triggered by drift (1 of 2 retrains measured; 1 with a metric_value "
+                        "but no previous production run of its model to compare with)")
+
 # --------------------------------------------------------------------------------- preemption
 
 def instance_line(name, start_h, end_h, cost, list_cost, pricing="spot", component="gpu",

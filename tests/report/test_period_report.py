@@ -15,6 +15,7 @@ import pytest
 
 from cost_pipeline.config import load_config
 from cost_pipeline.report import ReportError, write_report
+from cost_pipeline.report.money import percent
 from cost_pipeline.report.period import period_report_path, write_period_report
 from cost_pipeline.warehouse import ensure_schema, register_datasets
 from tests.report.test_report import Elements, model_cost_rows, sql_cents
@@ -78,7 +79,7 @@ def test_what_moved_is_the_three_largest_cell_changes(quarter, demo_warehouse):
 
 
 def test_sections_equal_their_tables(quarter, demo_warehouse):
-    _, page, data = quarter
+    path, page, data = quarter
     con = demo_warehouse
     for cell in page.having("data-model"):
         assert Decimal(cell["data-cost"]) == sql_cents(
@@ -86,6 +87,17 @@ def test_sections_equal_their_tables(quarter, demo_warehouse):
             "AND model IS NOT DISTINCT FROM ?",
             [date.fromisoformat(cell["data-month"] + "-01"), cell["data-model"] or None])
     assert len(page.having("data-model")) == 3 * 3  # churn, fraud, no model × 3 months
+    # each model's "of which search" with one decimal, as every other share of the page (it
+    # read whole percents: 1 of 13 as "8%")
+    html = path.read_text(encoding="utf-8")
+    for model in ("churn", "fraud"):
+        search, total = con.execute(
+            "SELECT sum(CAST(cost AS DECIMAL(38, 10))) FILTER (WHERE purpose_class = 'search'), "
+            "sum(CAST(cost AS DECIMAL(38, 10))) FROM cost_per_model_monthly WHERE model = ? "
+            "AND month BETWEEN ? AND ?", [model, FIRST, LAST]).fetchone()
+        shown = re.search(rf"<tr><td>{model}</td>.*?<td class=\"num\">([^<]*)</td></tr>",
+                          html).group(1)
+        assert shown == (percent(search / total, 1) if search else "–")
     for cell in page.having("data-storage"):
         row = con.execute("SELECT bytes, cost FROM storage_by_run_status WHERE month = ? AND "
                           "run_status = ?", [date.fromisoformat(cell["data-month"] + "-01"),

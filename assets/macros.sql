@@ -320,6 +320,11 @@ CREATE OR REPLACE TEMP MACRO production_runs(for_month) AS TABLE
     FROM production AS p
     ASOF LEFT JOIN at_start AS s ON s.model = p.model AND p.start_time > s.start_time;
 
+-- a trial's seed as seeds are told apart: the tracker records text, and a number is its value
+-- ("1", "01" and "1.0" one seed: "01" was another seed, and the first of its config by its
+-- text), any other text as written (search_trials, search_shape, search_costs)
+CREATE OR REPLACE TEMP MACRO seed_key(seed) AS coalesce(CAST(try_cast(seed AS DOUBLE) AS VARCHAR), seed);
+
 -- the purpose class of a run's cost (SPEC §6): a search_id makes it search whatever the purpose
 CREATE OR REPLACE TEMP MACRO run_purpose_class(purpose, search_id) AS
     CASE
@@ -856,7 +861,8 @@ CREATE OR REPLACE TEMP MACRO search_trials(for_month, start_of_month, end_of_mon
         FROM trial_runs AS r
         JOIN trial_runs AS p
           ON p.run_id = r.restart_of AND p.run_id <> r.run_id AND p.search_id = r.search_id
-         AND p.config_id IS NOT DISTINCT FROM r.config_id AND p.seed IS NOT DISTINCT FROM r.seed
+         AND p.config_id IS NOT DISTINCT FROM r.config_id
+         AND seed_key(p.seed) IS NOT DISTINCT FROM seed_key(r.seed)
     )
     -- the trial of each continuing run: its chain's first run (a cycle's earliest start)
     SELECT r.search_id, r.run_id, coalesce(c.root, r.run_id) AS trial_id

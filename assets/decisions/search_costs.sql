@@ -68,7 +68,7 @@ counts AS (
     SELECT
         s.search_id,
         count(DISTINCT s.config_id)          AS distinct_configs,
-        greatest(count(DISTINCT s.seed), 1)  AS seeds,
+        greatest(count(DISTINCT seed_key(s.seed)), 1)  AS seeds,
         count(DISTINCT t.trial_id)           AS trials
     FROM search_runs AS s
     JOIN search_trials($month, $month_start, $month_end) AS t ON t.run_id = s.run_id

@@ -79,13 +79,15 @@ trials AS (
 ),
 ranked AS (
     -- each trial's place among its config's trials (seeds are text in the tracker: numeric
-    -- ones compare as numbers, "2" before "10"); a trial without config_id is alone
+    -- ones compare as numbers, "2" before "10", and seeds equal as numbers, "1" and "01",
+    -- by their start: macros.sql `seed_key`); a trial without config_id is alone
     SELECT
         search_id, trial_id,
         row_number() OVER (PARTITION BY search_id, config_id,
                                         CASE WHEN config_id IS NULL THEN trial_id END
                            ORDER BY try_cast(seed AS DOUBLE) NULLS LAST,
-                                    seed NULLS LAST, start_time, first_run_id)  AS seed_rank
+                                    seed_key(seed) NULLS LAST, start_time, first_run_id)
+                                                                                AS seed_rank
     FROM trials
 ),
 seeded AS (
@@ -98,7 +100,7 @@ seeded AS (
 config_seeds AS (
     -- the seeds of each named config: distinct seeds, each trial without a seed one more
     SELECT search_id, config_id,
-           count(DISTINCT seed) + count(*) FILTER (WHERE seed IS NULL) AS seeds
+           count(DISTINCT seed_key(seed)) + count(*) FILTER (WHERE seed IS NULL) AS seeds
     FROM trials
     WHERE config_id IS NOT NULL
     GROUP BY search_id, config_id

@@ -204,6 +204,25 @@ def test_seeds_per_config_counts_distinct_seeds(con):
     assert se["extra_seed_cost"] == pytest.approx(2.0, abs=TOL)    # y1's later run
 
 
+
+def test_seeds_equal_as_numbers_are_one_seed_first_by_start(con):
+    """Seeds are text in the tracker, compared as numbers: "1" and "01" are one seed. Config
+    a ran "1" (00:00, $5) and "01" (05:00, $3): the first seed is the earlier start, "01" is
+    the extra one ($3); it was "01", whose text sorts first ($5 questioned), and the two
+    were counted as two seeds. b ("0", .9) is the best; c's "0" has no metric."""
+    rows = [trial("r1", "T", "a", "1", d(2, hour=0), 5.0, 0.5),
+            trial("r2", "T", "a", "01", d(2, hour=5), 3.0, 0.5),
+            trial("r3", "T", "b", "0", d(2, hour=1), 7.0, 0.9),
+            trial("r4", "T", "c", "0", d(2, hour=2), 11.0)]
+    insert_runs(con, MARCH, [r for r, _ in rows])
+    put_costs(con, [c for _, c in rows])
+    build(con, "search_shape")
+    t = shape(con)["T"]
+    assert (t["extra_seed_cost"], t["questioned_cost"]) == (pytest.approx(3.0, abs=TOL),
+                                                            pytest.approx(3.0, abs=TOL))
+    assert (t["configs"], t["seeds_per_config"]) == (3, 1)
+    assert costs_configs(con)["T"] == (3.0, 2)     # search_costs: seeds 0 and 1 (not "01")
+
 def test_configs_without_config_id_are_runs_over_seeds_as_in_search_costs(con):
     """SPEC §7: configs are distinct `config_id`, else runs ÷ distinct seeds; search_shape's
     `configs` is that figure. Each run without config_id was a config of its own: NC's six

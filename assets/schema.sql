@@ -92,13 +92,18 @@ CREATE TABLE IF NOT EXISTS tracker_runs (
     gpu_utilization   DOUBLE,            -- mean GPU utilization over the run, 0-100 (optional)
     trigger           VARCHAR,           -- schedule | drift | manual: why a retrain was launched
     restart_of        VARCHAR,           -- the interrupted run this run continues or repeats
-    resumed_from      VARCHAR            -- the checkpoint it resumed from; NULL = from scratch
+    resumed_from      VARCHAR,           -- the checkpoint it resumed from; NULL = from scratch
+    -- the MLflow run id of the run bearing `run_id` in this snapshot (a run renamed later is
+    -- still this one: the write-back tags it with this month's cost); NULL: a runs file, or a
+    -- month written before the column
+    tracker_run_uuid  VARCHAR
 );
 -- warehouses created before the column existed
 ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS gpu_utilization DOUBLE;
 ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS trigger VARCHAR;
 ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS restart_of VARCHAR;
 ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS resumed_from VARCHAR;
+ALTER TABLE tracker_runs ADD COLUMN IF NOT EXISTS tracker_run_uuid VARCHAR;
 
 CREATE TABLE IF NOT EXISTS checkpoint_inventory (
     month         DATE NOT NULL,

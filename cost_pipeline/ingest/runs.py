@@ -12,7 +12,10 @@ import pyarrow.compute as pc
 
 from cost_pipeline.config import MlflowTracker, PipelineConfig, RunsFileTracker
 from cost_pipeline.ingest.sources import SourceError, source_names
-from cost_pipeline.ingest.sources.mlflow_runs import read_mlflow_runs, resolve_tracking_uri
+from cost_pipeline.ingest.sources.mlflow_runs import (
+    read_mlflow_runs_with_ids,
+    resolve_tracking_uri,
+)
 from cost_pipeline.ingest.sources.runs_file import RUN_SCHEMA
 from cost_pipeline.ingest.sources.runs_file_sql import read_runs_table
 from cost_pipeline.warehouse import (
@@ -29,25 +32,32 @@ from cost_pipeline.warehouse import (
 MEASURED_RUN_COLUMNS = ("* REPLACE (CASE WHEN isfinite(metric_value) THEN metric_value END "
                         "AS metric_value, CASE WHEN isfinite(gpu_utilization) "
                         "THEN gpu_utilization END AS gpu_utilization)")
+# an MLflow tracker's runs carry, after RUN_SCHEMA's columns, each run's MLflow run id: the
+# write-back tags the run that bore the id in the month, renamed since or not. A runs file has
+# none (NULL); nor have months written before the column
+TRACKER_RUN_UUID = "tracker_run_uuid"
 
 
 def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
-    """Every configured tracker's runs (RUN_SCHEMA); a run two trackers know is kept as the
-    first one tells it."""
+    """Every configured tracker's runs (RUN_SCHEMA, and `tracker_run_uuid` when an MLflow
+    tracker is configured: NULL on a runs file's runs); a run two trackers know is kept as
+    the first one tells it."""
     kept: list[pa.Table] = []
     for name, tracker in zip(source_names(cfg.tracker), cfg.tracker, strict=True):
         if isinstance(tracker, RunsFileTracker):
             found = read_runs_table(Path(cfg.resolve(tracker.path)), name)
         elif isinstance(tracker, MlflowTracker):
-            found = pa.Table.from_pylist(read_mlflow_runs(
+            rows, uuids = read_mlflow_runs_with_ids(
                 resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir), name,
                 experiments=tracker.experiments, metric=tracker.metric, tags=tracker.tags,
-                log=log), schema=RUN_SCHEMA)
+                log=log)
+            found = pa.Table.from_pylist(rows, schema=RUN_SCHEMA).append_column(
+                TRACKER_RUN_UUID, pa.array(uuids, pa.string()))
         else:
             raise SourceError(name, None, f"tracker kind {tracker.kind!r} is not supported yet")
         log.info(f"{name}: {found.num_rows} run(s)")
         if kept:
-            known = pa.concat_tables(kept)
+            known = pa.concat_tables(kept, promote_options="default")
             known_ids = known["run_id"].combine_chunks()
             again = pc.is_in(found["run_id"], value_set=known_ids)
             if pc.any(again).as_py():
@@ -59,11 +69,13 @@ def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
                                 "the first one is kept")
                 found = found.filter(pc.invert(again))
         kept.append(found)
-    return pa.concat_tables(kept) if kept else RUN_SCHEMA.empty_table()
+    # (a runs file's runs get a NULL `tracker_run_uuid` beside an MLflow tracker's)
+    return (pa.concat_tables(kept, promote_options="default") if kept
+            else RUN_SCHEMA.empty_table())
 
 
 def runs_table(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
-    """Every configured tracker's runs as one Arrow table (RUN_SCHEMA)."""
+    """Every configured tracker's runs as one Arrow table (`collect_runs`)."""
     return collect_runs(cfg, log)
 
 

@@ -891,3 +891,160 @@ def test_a_warehouse_without_a_record_clears_the_tags_an_earlier_version_wrote(f
     assert cost_tags(uri, ids["r-b"]) == {"cost.cpu_usd": "user"}
     assert cost_tags(uri, ids["r-idle"]) == {"cost.total_usd": "user"}
     assert recorded == {(store, ids["r-a"])}
+
+
+# ------------------------------------------------ a run renamed in MLflow keeps its cost
+
+JULY = date(2026, 7, 1)
+# p1 holds i-51 (an m6i) for its billed hour in May ($12.00) and in June ($24.00), alone;
+# July's one line is on a resource no run holds
+P_BILL = [vm("p-may", "i-51", "m6i.large", "2026-05-03", 12.0),
+          vm("p-june", "i-51", "m6i.large", "2026-06-03", 24.0),
+          vm("p-july", "i-59", "m6i.large", "2026-07-03", 1.0)]
+P_RUN = (datetime(2026, 5, 3, 10), datetime(2026, 6, 3, 11),
+         {"model": "churn", "purpose": "production", "resource_ids": "i-51"})
+NEW_P_RUN = (datetime(2026, 7, 3, 10), datetime(2026, 7, 3, 11),
+             {"model": "churn", "purpose": "adhoc"})
+
+
+def cpu_tags(dollars: str, months: str) -> dict[str, str]:
+    """The 9 tags of a run whose cost is all cpu, without accelerator-hours."""
+    return {"cost.total_usd": dollars, "cost.gpu_usd": "0.00", "cost.cpu_usd": dollars,
+            "cost.storage_usd": "0.00", "cost.network_usd": "0.00", "cost.other_usd": "0.00",
+            "cost.gpu_hours": "0.000", "cost.months": months, "cost.currency": "USD"}
+
+
+def renamed_store(stores: Path, folder: Path, db: str) -> tuple[str, str, Path]:
+    """Run p1 of experiment `db` in a sqlite store `db`.db of `stores`, and a config in
+    `folder` reading it by run name with P_BILL: its URI, p1's MLflow id, the config."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{stores / f'{db}.db'}"
+    client = MlflowClient(uri)
+    p1 = finished_run(client, client.create_experiment(db), "p1", *P_RUN)
+    return uri, p1, config_of(folder, P_BILL, [team_mlflow(uri, db)])
+
+
+def rename_and_reuse(uri: str, db: str, p1: str) -> str:
+    """p1 renamed `p1-old` in MLflow, and a new run named `p1` with no resource: its id."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    client.update_run(p1, name="p1-old")
+    return finished_run(client, client.get_experiment_by_name(db).experiment_id, "p1",
+                        *NEW_P_RUN)
+
+
+def test_a_renamed_run_keeps_its_cost_and_the_new_run_of_its_name_gets_none(
+        fast_dir, tmp_path, dagster_home):
+    """May and June materialized: p1 (runs keyed by name) carries $12.00 + $24.00 = $36.00.
+    Renamed `p1-old` in MLflow, and a new run named `p1` that ran on no billed hardware: July's
+    write-back summed the warehouse's `p1` over every month and wrote it on the run bearing
+    the name now — the new p1 got $36.00 and months 2026-05,2026-06, and p1-old lost its 9
+    tags as stale. Each month's cost goes to the MLflow run that month's tracker snapshot
+    recorded: p1-old keeps its tags, the new run gets none."""
+    import dagster as dg
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    uri, p1, config = renamed_store(fast_dir, tmp_path, "renamed")
+    for month in (MAY, JUNE):
+        result = materialize_month(str(config), month, progress=False)
+        assert result.success, result.error
+    assert cost_tags(uri, p1) == cpu_tags("36.00", "2026-05,2026-06")
+
+    new_p1 = rename_and_reuse(uri, "renamed", p1)
+    result = materialize_month(str(config), JULY, progress=False)
+    assert result.success, result.error
+    assert cost_tags(uri, p1) == cpu_tags("36.00", "2026-05,2026-06")
+    assert cost_tags(uri, new_p1) == {}
+    with dg.DagsterInstance.get() as instance:
+        july = last_metadata(instance, JULY)
+    assert (july["runs_written"], july["tags_written"], july["runs_unchanged"]) == (0, 0, 1)
+    assert (july["runs_cleared"], july["tags_deleted"]) == (0, 0)
+    assert july["runs_skipped_not_in_tracker"] == 0
+    # each month's snapshot names the MLflow run that bore the id then
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        recorded = con.execute("SELECT month, run_id, tracker_run_uuid FROM tracker_runs "
+                               "ORDER BY month, run_id").fetchall()
+    assert recorded == [(MAY, "p1", p1), (JUNE, "p1", p1), (JULY, "p1", new_p1),
+                        (JULY, "p1-old", p1)]
+
+
+def test_months_without_the_recorded_mlflow_run_go_to_the_run_bearing_the_id_now(
+        fast_dir, tmp_path, dagster_home):
+    """May's snapshot written before the MLflow run ids were recorded (its
+    `tracker_run_uuid` NULL), June's with p1's: p1 carries $12.00 + $24.00 = $36.00, May's
+    matched by the id, June's by the MLflow run, added exactly. p1 renamed `p1-old` and a new
+    `p1` created: May's $12.00 goes to the run named p1 now, as before the record; June's
+    $24.00 stays on p1-old, its months 2026-06 alone."""
+    from cost_pipeline.cli.materialize import materialize_month
+
+    uri, p1, config = renamed_store(fast_dir, tmp_path, "before-uuids")
+    for month in (MAY, JUNE):
+        result = materialize_month(str(config), month, progress=False)
+        assert result.success, result.error
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("UPDATE tracker_runs SET tracker_run_uuid = NULL WHERE month = ?", [MAY])
+    same, _ = write_back_june(warehouse, config)
+    assert (same["runs_written"], same["runs_unchanged"], same["runs_cleared"]) == (0, 1, 0)
+    assert cost_tags(uri, p1) == cpu_tags("36.00", "2026-05,2026-06")
+
+    new_p1 = rename_and_reuse(uri, "before-uuids", p1)
+    split, _ = write_back_june(warehouse, config)
+    assert cost_tags(uri, p1) == cpu_tags("24.00", "2026-06")
+    assert cost_tags(uri, new_p1) == cpu_tags("12.00", "2026-05")
+    # p1-old: its total, cpu and months moved; the new p1: its 9 tags
+    assert (split["runs_written"], split["tags_written"], split["tags_deleted"]) == (2, 12, 0)
+    assert split["runs_with_cost"] == 1   # the warehouse's one run id, p1
+
+
+def test_the_snapshot_records_each_mlflow_runs_id_and_none_for_a_runs_file(fast_dir,
+                                                                           tmp_path):
+    """`tracker_runs.tracker_run_uuid`: the MLflow run id of an MLflow tracker's run, NULL for
+    a run a runs file tells — r-a too, which both trackers know and the runs file (the first)
+    is kept for."""
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.ingest.runs import build_tracker_runs
+
+    uri, ids = sqlite_runs(fast_dir, "snapshot")
+    (tmp_path / "runs.csv").write_text("run_id,status,start_time\n"
+                                       "f-1,FINISHED,2026-05-03T10:00:00\n"
+                                       "r-a,FINISHED,2026-05-03T10:00:00\n")
+    cfg = parse_config({"tracker": [{"kind": "runs_file", "name": "runs", "path": "runs.csv"},
+                                    team_mlflow(uri, "snapshot")]}, tmp_path)
+    with duckdb.connect() as con:
+        assert build_tracker_runs(con, cfg, MAY, LOG) == 5
+        rows = con.execute("SELECT run_id, source, tracker_run_uuid FROM tracker_runs "
+                           "ORDER BY run_id").fetchall()
+    assert rows == [("f-1", "runs", None), ("r-a", "runs", None),
+                    ("r-b", "team-mlflow", ids["r-b"]), ("r-del", "team-mlflow", ids["r-del"]),
+                    ("r-idle", "team-mlflow", ids["r-idle"])]
+
+
+def test_a_month_written_before_the_record_gets_it_without_being_attributed_again(
+        fast_dir, tmp_path, dagster_home):
+    """June's snapshot written before the MLflow run ids were recorded: materialized again,
+    it records p1's, and its attribution is kept (a run's key is what its rows read: its
+    MLflow run id is not part of it)."""
+    import dagster as dg
+
+    from cost_pipeline.cli.materialize import materialize_month
+
+    uri, p1, config = renamed_store(fast_dir, tmp_path, "upgraded")
+    warehouse = tmp_path / "warehouse.duckdb"
+    assert materialize_month(str(config), JUNE, progress=False).success
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("UPDATE tracker_runs SET tracker_run_uuid = NULL")
+    result = materialize_month(str(config), JUNE, progress=False)
+    assert result.success, result.error
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute("SELECT run_id, tracker_run_uuid FROM tracker_runs").fetchall() == [
+            ("p1", p1)]
+    with dg.DagsterInstance.get() as instance:
+        (record,) = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("attribution"),
+                                  asset_partitions=["2026-06-01"]), limit=1).records
+    assert record.event_log_entry.asset_materialization.metadata["mode"].value == "kept"
+    assert cost_tags(uri, p1) == cpu_tags("24.00", "2026-06")

@@ -11,6 +11,11 @@ of the same run fails and the month rolls back, the tags already say what this r
 the next successful materialization of the month brings them back in line (it rewrites only
 tags whose value differs).
 
+A month's cost of a run goes to the MLflow run that month's tracker snapshot recorded for it
+(`tracker_runs.tracker_run_uuid`), under whatever name it bears now: a run renamed since keeps
+its cost, a new run given its old name gets none. A month without the record (a runs file, a
+month written before it) goes to the run bearing the run id now, as it did before.
+
 Every tracker's runs are listed before any is written, so the MLflow runs that have a cost
 are known by their own ids: a run another tracker of the materialization gives a cost is
 never cleared as stale, whatever URI each spells the server with (`127.0.0.1` and
@@ -100,7 +105,8 @@ def record_tagged_runs(con, month: date, before: dict[str, set[str]],
     deps=["run_costs"],
     code_version=code_version(("run_cost_tags",), (
         "cost_pipeline.defs.assets.tracker_tags", "cost_pipeline.ingest.sources.mlflow_tags")),
-    description="The runs' cost (summed over every month of the warehouse) as `cost.*` tags "
+    description="The runs' cost (summed over every month of the warehouse, each month's on the "
+    "MLflow run its tracker snapshot recorded, renamed since or not) as `cost.*` tags "
     "in each MLflow tracker configured with `write_back: true`; unchanged tags are not "
     "rewritten, stale ones (a run it tagged, without cost now) deleted, a user's own kept, "
     "deleted runs are skipped; "
@@ -116,8 +122,10 @@ def tracker_cost_tags(
         return dg.MaterializeResult(metadata={"trackers": "none with write_back: true"})
     from cost_pipeline.ingest.sources.mlflow_tags import (
         Ledger,
-        cost_tags_by_run,
+        RunCost,
+        cost_tags,
         list_tracker_runs,
+        run_costs_by_mlflow_run,
         write_cost_tags,
     )
 
@@ -128,9 +136,11 @@ def tracker_cost_tags(
     with duckdb.get_connection() as con:
         # the macros its query reads: this step may run alone (the UI's "materialize")
         ensure_schema(con)
-        costs = cost_tags_by_run(con)
+        costs = run_costs_by_mlflow_run(con)
         # a run two trackers know is kept as the first tells it (runs.collect_runs): its cost
-        # is that run's, not the run of the same id in another store
+        # is that run's, not the run of the same id in another store. A month that recorded
+        # the run's MLflow run is told by that month's tracker (`RunCost.source`); the others
+        # by the latest snapshot's
         kept_from = dict(con.execute(
             "SELECT run_id, source FROM tracker_runs "
             "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY month DESC) = 1"
@@ -155,33 +165,46 @@ def tracker_cost_tags(
     for name, _ in targets:
         if not before[stores[name]]:
             tagged[stores[name]] |= listed[name].holding_product_tags()
+
+    def teller(cost: RunCost) -> str | None:
+        """The tracker that told the run in the cost's months."""
+        return cost.source if cost.mlflow_run_id is not None else kept_from.get(cost.run_id)
+
     plans = {}
     for name, _tracker in targets:
         # a run kept from another tracker on the same store is this store's run too: its
         # tags are written (unchanged when that tracker wrote them), never deleted as stale;
         # so is one kept from another mlflow tracker whose id is this store's MLflow run id
         same_store = {n for n, store in stores.items() if store == stores[name]}
-        elsewhere = set(names) - same_store
+        elsewhere, others = set(names) - same_store, set(names) - {name}
         found = listed[name].found
 
         def own(run_id: str, found=found) -> bool:
             return run_id in found and found[run_id][0] == run_id
 
-        mine = {run_id: tags for run_id, tags in costs.items()
-                if kept_from.get(run_id) not in elsewhere
-                or (isinstance(kinds.get(kept_from[run_id]), MlflowTracker) and own(run_id))}
-        shared = {run_id for run_id in mine if kept_from.get(run_id) in set(names) - {name}}
-        plans[name] = (mine, shared)
+        def kept(cost: RunCost, elsewhere=elsewhere, own=own) -> bool:
+            told = teller(cost)
+            return told not in elsewhere or (isinstance(kinds.get(told), MlflowTracker)
+                                             and own(cost.mlflow_run_id or cost.run_id))
+
+        # by the id each MLflow run is listed under now (renamed since or not)
+        placed, unlisted = listed[name].place(costs, kept)
+        mine = {run_id: cost_tags(run_costs) for run_id, run_costs in placed.items()}
+        shared = {run_id for run_id, run_costs in placed.items()
+                  if any(teller(cost) in others for cost in run_costs)}
+        missing = {cost.mlflow_run_id for cost in unlisted if teller(cost) not in others}
+        plans[name] = (mine, shared, len(missing))
     ledger = Ledger(covered=set().union(*(listed[name].covered(mine)
-                                          for name, (mine, _) in plans.items())))
+                                          for name, (mine, _, _) in plans.items())))
     totals = dict.fromkeys(COUNTS, 0)
     per_tracker = {}
     try:
         for name, tracker in targets:
-            mine, shared = plans[name]
+            mine, shared, unlisted = plans[name]
             done = write_cost_tags(resolve_tracking_uri(tracker.tracking_uri, cfg.base_dir),
                                    name, mine, log=context.log, shared=shared,
-                                   runs=listed[name], ledger=ledger, tagged=tagged[stores[name]])
+                                   runs=listed[name], ledger=ledger, tagged=tagged[stores[name]],
+                                   unlisted=unlisted)
             per_tracker[name] = {k: getattr(done, k) for k in COUNTS}
             for k in COUNTS:
                 totals[k] += getattr(done, k)
@@ -190,6 +213,6 @@ def tracker_cost_tags(
             record_tagged_runs(con, month_of(context), before, tagged)
     return dg.MaterializeResult(metadata={
         **totals,
-        "runs_with_cost": len(costs),
+        "runs_with_cost": len({cost.run_id for cost in costs}),
         "trackers": dg.MetadataValue.json(per_tracker),
     })

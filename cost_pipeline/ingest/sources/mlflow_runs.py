@@ -10,6 +10,8 @@ through `runs_file.normalize_run`, so an MLflow run is validated like a runs-fil
 `run_id` is the run's `run_id` tag when it carries one (every column reads the tag of its own
 name by default), else MLflow's run id; `tags: {run_id: …}` names another tag that carries the
 id the rest of the company uses (e.g. `mlflow.runName`); parents are then named the same way.
+Each run's MLflow run id is kept beside its row (`tracker_runs.tracker_run_uuid`): a run
+renamed after a month was read is still that month's run to the write-back (mlflow_tags).
 """
 
 from __future__ import annotations
@@ -588,6 +590,21 @@ def read_mlflow_runs(
     log: logging.Logger | None = None,
 ) -> list[dict[str, Any]]:
     """Every run the tracking URI knows (of the named experiments) as `tracker_runs` rows."""
+    return read_mlflow_runs_with_ids(tracking_uri, source, experiments, metric, tags,
+                                     page_size, log)[0]
+
+
+def read_mlflow_runs_with_ids(
+    tracking_uri: str,
+    source: str,
+    experiments: list[str] | None = None,
+    metric: str | None = None,
+    tags: dict[str, str] | None = None,
+    page_size: int = PAGE_SIZE,
+    log: logging.Logger | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """`read_mlflow_runs`, and each row's MLflow run id in the rows' order (what
+    `tracker_runs.tracker_run_uuid` keeps; the rows keep RUN_COLUMNS, as every reader's)."""
     log = log or logging.getLogger(__name__)
     tags_of = tag_names(tags or {}, source)
     client = call_with_retries(lambda: _client(tracking_uri, source), source, tracking_uri,
@@ -614,6 +631,7 @@ def read_mlflow_runs(
     chosen = {mlflow_id: raw["run_id"] for mlflow_id, raw in zip(mlflow_ids, raws, strict=True)}
     chosen_ids = set(chosen.values())
     rows: dict[str, dict[str, Any]] = {}
+    uuids: list[str] = []   # the MLflow run id of each row, in the rows' order
     for mlflow_id, raw in zip(mlflow_ids, raws, strict=True):
         if raw["parent_run_id"] in chosen and tags_of["parent_run_id"] == PARENT_TAG:
             raw["parent_run_id"] = chosen[raw["parent_run_id"]]
@@ -633,7 +651,8 @@ def read_mlflow_runs(
             raise SourceError(source, where, f"run_id {row['run_id']!r} (tag "
                               f"{tags_of['run_id']!r}) is shared by more than one run")
         rows[row["run_id"]] = row
+        uuids.append(mlflow_id)
     log.info(f"{source}: {len(rows)} run(s) of {len(names)} experiment(s) from "
              f"{redact(tracking_uri)} in {pages} page(s)")
     assert all(set(r) == set(RUN_COLUMNS) for r in rows.values())
-    return list(rows.values())
+    return list(rows.values()), uuids

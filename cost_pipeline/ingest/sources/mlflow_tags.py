@@ -1,7 +1,12 @@
 """`run_costs` of every month the warehouse holds → the `cost.*` tags of the runs of an MLflow
 tracker with `write_back: true` (SPEC §12).
 
-Each run with rows in `run_costs` gets its cost summed over the months (`cost.total_usd`,
+A month's cost of a run goes to the MLflow run its tracker snapshot recorded for it that month
+(`tracker_runs.tracker_run_uuid`), whatever the run is called now: runs keyed by name, a run
+renamed in MLflow keeps its cost, and a new run given the old name gets none of it. A month
+without that record (a runs file's run, a month written before it) goes to the run bearing its
+run id now (`TrackerRuns.place`). Each MLflow run with rows in `run_costs` gets its cost
+summed over its months (`cost.total_usd`,
 `cost.gpu_usd`, `cost.cpu_usd`, `cost.storage_usd`, `cost.network_usd`, `cost.other_usd`, 2
 decimals, rounded half up as the reports round), its accelerator-hours (`cost.gpu_hours`, 3
 decimals) — both summed exactly, as DECIMALs (run_cost_tags.sql), so that the cents are the
@@ -36,9 +41,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, localcontext
+from functools import cached_property
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -64,6 +70,7 @@ MONEY_TAGS = {  # tag → column of the run_cost_tags query (2 decimals)
 }
 HOURS_TAG, MONTHS_TAG, CURRENCY_TAG = "cost.gpu_hours", "cost.months", "cost.currency"
 HOURS_STEP = Decimal("0.001")  # cost.gpu_hours: 3 decimals
+EXACT_DIGITS = 80              # Decimal precision adding DECIMAL(38, 10) sums: never rounds
 COST_TAGS = (*MONEY_TAGS, HOURS_TAG, MONTHS_TAG, CURRENCY_TAG)
 MAX_TAGS_PER_CALL = 100        # MLflow's log_batch limit on tags (1000 items in all)
 MAX_TAG_VALUE = 8000           # MLflow's limit on a tag value's length (cost.months)
@@ -102,23 +109,74 @@ def _hours(value: Decimal) -> str:
     return "0.000" if text == "-0.000" else text
 
 
-def cost_tags_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
-    """run_id → its `cost.*` tags, from `run_costs` of every month as `con` sees them (inside
-    a Dagster run: the run's own, uncommitted month included)."""
+@dataclass
+class RunCost:
+    """A warehouse run's exact cost over the months its tracker snapshots recorded one MLflow
+    run for it (`mlflow_run_id`), or over its months with none recorded (None: a runs file's
+    run, a month written before the record): a row of `run_cost_tags.sql`."""
+
+    run_id: str
+    mlflow_run_id: str | None
+    source: str | None               # the tracker that told it (the latest of the months)
+    amounts: dict[str, Decimal]      # MONEY_TAGS' columns → the exact sum
+    gpu_hours: Decimal
+    months: list[str]                # YYYY-MM, ascending
+    currencies: list[str]
+
+    @cached_property
+    def tags(self) -> dict[str, str]:
+        """Its `cost.*` tags, as a run with no other months would carry them."""
+        return _tags(self.amounts, self.gpu_hours, self.months, self.currencies)
+
+
+def _tags(amounts: dict[str, Decimal], gpu_hours: Decimal, months: list[str],
+          currencies: list[str]) -> dict[str, str]:
+    run_tags = ({} if len(currencies) > 1 else
+                {tag: _money(amounts[column]) for tag, column in MONEY_TAGS.items()})
+    run_tags[HOURS_TAG] = _hours(gpu_hours)
+    run_tags[MONTHS_TAG] = ",".join(months)[:MAX_TAG_VALUE]
+    run_tags[CURRENCY_TAG] = ",".join(currencies)
+    return run_tags
+
+
+def run_costs_by_mlflow_run(con: duckdb.DuckDBPyConnection) -> list[RunCost]:
+    """Every run's cost, a `RunCost` per MLflow run its months recorded, from `run_costs` of
+    every month as `con` sees them (inside a Dagster run: the run's own, uncommitted month
+    included)."""
     cursor = con.execute(sql_text("run_cost_tags"))
     names = [d[0] for d in cursor.description]
-    tags: dict[str, dict[str, str]] = {}
+    costs = []
     for values in cursor.fetchall():
         row = dict(zip(names, values, strict=True))
-        currencies = row["currencies"]
-        run_tags = ({} if "," in currencies else
-                    {tag: _money(row[column] or Decimal(0))
-                     for tag, column in MONEY_TAGS.items()})
-        run_tags[HOURS_TAG] = _hours(row["gpu_hours"] or Decimal(0))
-        run_tags[MONTHS_TAG] = row["months"][:MAX_TAG_VALUE]
-        run_tags[CURRENCY_TAG] = currencies
-        tags[row["run_id"]] = run_tags
-    return tags
+        costs.append(RunCost(
+            row["run_id"], row["mlflow_run_id"], row["source"],
+            {column: row[column] or Decimal(0) for column in MONEY_TAGS.values()},
+            row["gpu_hours"] or Decimal(0), row["months"], row["currencies"]))
+    return costs
+
+
+def cost_tags(costs: Sequence[RunCost]) -> dict[str, str]:
+    """The `cost.*` tags of the MLflow run these costs are all of (the months whose
+    snapshots recorded it, and months without the record matched to it by its id now): the
+    amounts and hours added exactly, the months and currencies together."""
+    if len(costs) == 1:
+        return costs[0].tags
+    with localcontext() as exact:
+        exact.prec = EXACT_DIGITS
+        amounts = {column: sum((c.amounts[column] for c in costs), Decimal(0))
+                   for column in MONEY_TAGS.values()}
+        hours = sum((c.gpu_hours for c in costs), Decimal(0))
+    return _tags(amounts, hours, sorted({m for c in costs for m in c.months}),
+                 sorted({currency for c in costs for currency in c.currencies}))
+
+
+def cost_tags_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+    """run_id → its `cost.*` tags over every month, whichever MLflow run each recorded, from
+    `run_costs` as `con` sees them."""
+    by_run: dict[str, list[RunCost]] = {}
+    for cost in run_costs_by_mlflow_run(con):
+        by_run.setdefault(cost.run_id, []).append(cost)
+    return {run_id: cost_tags(costs) for run_id, costs in by_run.items()}
 
 
 @dataclass
@@ -151,6 +209,31 @@ class TrackerRuns:
         """The MLflow ids of the live runs `costs` gives a cost."""
         return {mlflow_id for run_id, (mlflow_id, deleted, _) in self.found.items()
                 if run_id in costs and not deleted}
+
+    @cached_property
+    def run_ids(self) -> dict[str, str]:
+        """MLflow run id → the id the warehouse would know the run by now."""
+        return {mlflow_id: run_id for run_id, (mlflow_id, _, _) in self.found.items()}
+
+    def place(self, costs: Iterable[RunCost], kept: Callable[[RunCost], bool]
+              ) -> tuple[dict[str, list[RunCost]], list[RunCost]]:
+        """The `costs` that `kept` keeps, by the id the tracker lists their MLflow run under
+        now (`write_cost_tags`' keys), and those whose recorded MLflow run it does not list. A
+        cost whose months recorded an MLflow run goes to that run, whatever its name is now (a
+        run renamed since is still theirs; a new run given the old name is not); one without
+        to the run bearing its run id now, as before the record (listed or not)."""
+        placed: dict[str, list[RunCost]] = {}
+        unlisted: list[RunCost] = []
+        for cost in costs:
+            if not kept(cost):
+                continue
+            if cost.mlflow_run_id is None:
+                placed.setdefault(cost.run_id, []).append(cost)
+            elif cost.mlflow_run_id in self.run_ids:
+                placed.setdefault(self.run_ids[cost.mlflow_run_id], []).append(cost)
+            else:
+                unlisted.append(cost)
+        return placed, unlisted
 
     def holding_product_tags(self) -> set[str]:
         """The MLflow ids of the runs holding the tags the write-back writes: a `cost.months`
@@ -244,6 +327,7 @@ def write_cost_tags(
     runs: TrackerRuns | None = None,
     ledger: Ledger | None = None,
     tagged: set[str] | None = None,
+    unlisted: int = 0,
 ) -> WriteBack:
     """Bring the `cost.*` tags of the tracker's runs to `costs` (run_id → tags, run ids as
     the tracker's config names them: `tags: {run_id: …}` too). `shared`: the runs of `costs`
@@ -256,7 +340,9 @@ def write_cost_tags(
     `tagged`: the MLflow ids of the store's runs whose cost tags the write-back wrote (the
     warehouse's record; none when not given): only those are cleared, of their values in the
     product's format alone. It is brought up to date in place: a run left with its cost tags
-    is added, a run cleared taken out. Returns what was done."""
+    is added, a run cleared taken out. `unlisted`: the runs whose months recorded an MLflow
+    run this tracker does not list (`TrackerRuns.place`), counted with those not in the
+    tracker. Returns what was done."""
     from mlflow.entities import RunTag  # heavy: imported only when a tracker writes back
 
     log = log or logging.getLogger(__name__)
@@ -267,8 +353,8 @@ def write_cost_tags(
     done = WriteBack(tracker)
     shared = shared or set()
     tagged = set() if tagged is None else tagged
-    done.runs_skipped_not_in_tracker = sum(1 for run_id in costs
-                                           if run_id not in found and run_id not in shared)
+    done.runs_skipped_not_in_tracker = unlisted + sum(
+        1 for run_id in costs if run_id not in found and run_id not in shared)
 
     def now(run_id: str) -> tuple[str, bool, dict[str, str]]:
         """The run's tags as this materialization has left them so far: as another tracker

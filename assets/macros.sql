@@ -249,14 +249,17 @@ CREATE OR REPLACE TEMP MACRO counted(n, noun) AS
 
 -- a byte count as the report writes it (cost_pipeline/report/render.py `size`): in the largest
 -- binary unit it is at least 1,024 of below TiB (B, KiB, MiB, GiB, TiB), bytes whole and the
--- others to one decimal: 1,062,200 bytes are `1.0 MiB` (one decimal of GiB said `0.0 GiB`)
+-- others to one decimal: 1,062,200 bytes are `1.0 MiB` (one decimal of GiB said `0.0 GiB`). A
+-- unit is chosen by the figure as written: 1,048,575 bytes are `1.0 MiB`, not `1,024.0 KiB`
+-- (a count of bytes over a power of two is a dyadic fraction, never a tie of `round`)
 CREATE OR REPLACE TEMP MACRO byte_size(num_bytes) AS
     CASE WHEN coalesce(num_bytes, 0) < 1024
              THEN format('{:,.0f}', CAST(coalesce(num_bytes, 0) AS DOUBLE)) || ' B'
-         WHEN num_bytes / 1024.0 < 1024 THEN format('{:,.1f}', num_bytes / 1024.0) || ' KiB'
-         WHEN num_bytes / 1048576.0 < 1024
+         WHEN round(num_bytes / 1024.0, 1) < 1024
+             THEN format('{:,.1f}', num_bytes / 1024.0) || ' KiB'
+         WHEN round(num_bytes / 1048576.0, 1) < 1024
              THEN format('{:,.1f}', num_bytes / 1048576.0) || ' MiB'
-         WHEN num_bytes / 1073741824.0 < 1024
+         WHEN round(num_bytes / 1073741824.0, 1) < 1024
              THEN format('{:,.1f}', num_bytes / 1073741824.0) || ' GiB'
          ELSE format('{:,.1f}', num_bytes / 1099511627776.0) || ' TiB' END;
 

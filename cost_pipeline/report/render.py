@@ -77,9 +77,11 @@ def minus(text: str) -> str:
 
 
 def size(num_bytes) -> str:
+    """Bytes in the largest binary unit under 1,024 of it as written (macros.sql `byte_size`):
+    1,048,575 bytes are `1.0 MiB`, not `1,024.0 KiB`."""
     value = float(num_bytes or 0)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
+        if (value if unit == "B" else round(value, 1)) < 1024 or unit == "TiB":
             return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
         value /= 1024
     return f"{value:,.1f} PiB"

@@ -1219,16 +1219,23 @@ def test_levers_of_a_yen_bill_rank_and_say_credits_at_the_yen(con):
     assert "credit" not in untracked
 
 
-@pytest.mark.parametrize("num_bytes", [0, 1_023, 1_062_200, 5 * 1024**3, 3 * 1024**4])
+SIZES = {0: "0 B", 1_023: "1,023 B", 1_062_200: "1.0 MiB", 5 * 1024**3: "5.0 GiB",
+         3 * 1024**4: "3.0 TiB",
+         # a figure that rounds to 1,024 of a unit is one of the next: "1,024.0 KiB" before
+         1024**2 - 1: "1.0 MiB", 1024**3 - 1: "1.0 GiB", 1024**4 - 1: "1.0 TiB",
+         1024**2 - 52: "1,023.9 KiB", 1024**2 - 51: "1.0 MiB"}
+
+
+@pytest.mark.parametrize("num_bytes", list(SIZES))
 def test_a_size_in_sql_reads_as_the_report_writes_it(con, num_bytes):
     """macros.sql `byte_size` and the report's `size()` write one size alike: the largest
-    binary unit under 1,024 of it (TiB at most), bytes whole, the others to one decimal."""
+    binary unit under 1,024 of it as written (TiB at most), bytes whole, the others to one
+    decimal."""
     from cost_pipeline.report.render import size
 
     ((written,),) = con.execute("SELECT byte_size(?)", [num_bytes]).fetchall()
     assert written == size(num_bytes)
-    assert written == {0: "0 B", 1_023: "1,023 B", 1_062_200: "1.0 MiB",
-                       5 * 1024**3: "5.0 GiB", 3 * 1024**4: "3.0 TiB"}[num_bytes]
+    assert written == SIZES[num_bytes]
 
 
 def test_dead_checkpoints_evidence_writes_their_size_as_the_report_does(con):

@@ -362,7 +362,8 @@ def test_demo_runs_in_mlflow_attribute_like_the_runs_file(demo_quarter, fast_dir
     totals = """SELECT month, run_id, purpose_class, component, kind, round(sum(cost), 6),
                        round(sum(accelerator_hours), 6)
                 FROM attribution GROUP BY ALL ORDER BY ALL"""
-    runs = ("SELECT * EXCLUDE (source) FROM tracker_runs ORDER BY month, run_id")
+    # (the MLflow run id each month recorded: a runs file has none)
+    runs = "SELECT * EXCLUDE (source, tracker_run_uuid) FROM tracker_runs ORDER BY month, run_id"
     outcomes = "SELECT month, status, round(untracked_share, 9) FROM reconciliation ORDER BY 1"
     per_model = """SELECT month, model, purpose_class, component, round(cost, 6), runs
                    FROM cost_per_model_monthly ORDER BY ALL"""

@@ -231,8 +231,9 @@ def cmd_report(args) -> int:
             raise ReportError(problem) from None
         raise
     print(path)
-    if args.open:
-        webbrowser.open(path.as_uri())
+    # no browser (a headless machine, BROWSER a command that fails): said, the page is written
+    if args.open and not webbrowser.open(path.as_uri()):
+        print(f"note: no web browser could be opened; open {path} yourself", file=sys.stderr)
     return EXIT_OK
 
 

@@ -319,6 +319,30 @@ def test_cli_writes_the_report_and_prints_its_path(demo_quarter, warehouse, dags
         f"error: no billing data for 2026-05 in {warehouse}: materialize the month first"]
 
 
+def test_open_says_when_no_browser_could_be_opened(tmp_path, monkeypatch):
+    """`report --open` on a machine with no browser (a headless server, `BROWSER` a command
+    that fails) printed the path and nothing else, as if the page had opened: a note on
+    stderr says to open it, and the exit code is still 0 (the page was written)."""
+    import os
+
+    month, warehouse = date(2026, 10, 1), tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        insert_lines(con, month, [_line(0, "Usage", 10.0, 10.0)])
+    config = tmp_path / "config.yaml"
+    config.write_text("warehouse: {path: w.duckdb}\n")
+    # webbrowser tries `BROWSER`, then the graphical and console browsers it finds: none here
+    monkeypatch.setenv("BROWSER", "false")
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    done = subprocess.run([sys.executable, "-m", "cost_pipeline.cli", "report", "--config",
+                           str(config), "--month", "2026-10", "--open"], capture_output=True,
+                          text=True, env=dict(os.environ), timeout=120)
+    page = report_path(str(warehouse), month)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{page}\n" and page.exists()
+    assert done.stderr == f"note: no web browser could be opened; open {page} yourself\n"
+
+
 def test_asset_metadata_in_the_instance(demo_quarter, warehouse, demo_warehouse, dagster_home):
     import dagster as dg
 

@@ -1,6 +1,7 @@
-"""`cost-pipeline`: demo, materialize (and more). Results go to stdout, progress to stderr.
-Exit codes: 0 done, 1 error (one line; a wrong command line too), 2 an ERROR check failed
-under --strict."""
+"""Explain an ML training bill: what each run, model and search cost, and the levers to cut it.
+`cost-pipeline` (demo, materialize, estimate, report, export): results go to stdout, progress
+to stderr. Exit codes: 0 done, 1 error (one line; a wrong command line too), 2 an ERROR check
+failed under --strict."""
 
 from __future__ import annotations
 

@@ -36,6 +36,9 @@ RECENT_RUNS = 20  # the basis: the model's most recent recorded search runs
 # round a search of large runs counts before it is compared with the budget
 _EXACT = Context(prec=1000)
 SHOWN_DIGITS = 6  # significant digits of a fractional GPU count or hours in the text
+# of a price per GPU-hour: a list price's digits all (4.096575), a price from the basis's
+# sums without their float crumbs
+PRICE_DIGITS = 10
 
 
 class EstimateError(ValueError):
@@ -235,15 +238,18 @@ def render(est: SearchEstimate) -> str:
         f"Search estimate for {est.model}: {counted(est.configs, 'config')} × "
         f"{counted(est.seeds, 'seed')} × {counted(est.reruns, 're-run')} = "
         f"{counted(est.runs, 'run')}",
-        f"  GPU per run: {gpu_count(est.gpus)} × {plain(est.hours)} h × {est.price:,.4f} "
-        f"{est.currency}/GPU-hour",
+        f"  GPU per run: {gpu_count(est.gpus)} × {plain(est.hours)} h × "
+        f"{plain(est.price, PRICE_DIGITS)} {est.currency}/GPU-hour",
         f"  amounts in {est.currency}",
     ]
     for part, value in est.per_run.items():
         rows.append(f"  {part:<14} {money(value, symbol):>16} per run  "
                     f"{money(value * est.runs, symbol):>16} total")
-    rows.append(f"  {'per run':<14} {money(est.per_run_cost, symbol):>16}  "
-                "(every component of a recorded run)")
+    # with no recorded run, the caller's GPUs × hours × price are the whole per-run price
+    source = ("every component of a recorded run" if est.basis.get("sample_runs") else
+              "the GPU part alone, from --gpus, --hours and --price: no recorded search run "
+              f"of {est.model}")
+    rows.append(f"  {'per run':<14} {money(est.per_run_cost, symbol):>16}  ({source})")
     # a total and a budget that differ but read alike (JPY 2,221.2 over JPY 2,221) are shown
     # with the digits that tell them apart: "JPY 2,221 … budget JPY 2,221: OVER" read wrong
     total, budget = money_apart(est.total_cost, est.approval_budget, symbol)

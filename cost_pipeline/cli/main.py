@@ -1,6 +1,7 @@
-"""`cost-pipeline`: demo, materialize (and more). Results go to stdout, progress to stderr.
-Exit codes: 0 done, 1 error (one line; a wrong command line too), 2 an ERROR check failed
-under --strict."""
+"""Explain an ML training bill: what each run, model and search cost, and the levers to cut it.
+`cost-pipeline` (demo, materialize, estimate, report, export): results go to stdout, progress
+to stderr. Exit codes: 0 done, 1 error (one line; a wrong command line too), 2 an ERROR check
+failed under --strict."""
 
 from __future__ import annotations
 
@@ -231,8 +232,9 @@ def cmd_report(args) -> int:
             raise ReportError(problem) from None
         raise
     print(path)
-    if args.open:
-        webbrowser.open(path.as_uri())
+    # no browser (a headless machine, BROWSER a command that fails): said, the page is written
+    if args.open and not webbrowser.open(path.as_uri()):
+        print(f"note: no web browser could be opened; open {path} yourself", file=sys.stderr)
     return EXIT_OK
 
 

@@ -19,9 +19,9 @@ def _text(value) -> str:
 
 
 def _money(value: float, symbol: str) -> str:
-    """A cell: `–` when it reads zero in the currency (to its smallest unit: four fils are
-    KWD 0.004, three tenths of a yen nothing)."""
-    return money(value, symbol) if smallest(value, symbol) else "–"
+    """A cell, a total or a lever's figure: `–` when it reads zero in the currency (to its
+    smallest unit: four fils are KWD 0.004, three tenths of a yen nothing), as on the page."""
+    return money(value, symbol) if value is not None and smallest(value, symbol) else "–"
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
@@ -39,11 +39,11 @@ def bill_markdown(bill: dict | None, currency: str | None) -> str:
     purposes = [p for p in bill["purposes"] if bill["column_total"][p] or bill["gpu_hours"][p]]
     rows = [[_text(k), *(_text(_money(bill["cost"].get((k, p), 0.0), symbol))
                          for p in purposes),
-             _text(money(bill["row_total"][k], symbol))]
+             _text(_money(bill["row_total"][k], symbol))]
             for k in bill["components"] if bill["row_total"][k]]
     rows.append(["**total**",
-                 *(f"**{_text(money(bill['column_total'][p], symbol))}**" for p in purposes),
-                 f"**{_text(money(bill['total'], symbol))}**"])
+                 *(f"**{_text(_money(bill['column_total'][p], symbol))}**" for p in purposes),
+                 f"**{_text(_money(bill['total'], symbol))}**"])
     rows.append(["GPU-hours", *(f"{bill['gpu_hours'][p]:,.1f}" for p in purposes),
                  f"{bill['gpu_hours_total']:,.1f}"])
     header = ["component", *(_text(PURPOSE_LABELS.get(p, p)) for p in purposes), "total"]
@@ -56,7 +56,7 @@ def levers_markdown(levers: list[dict] | None, currency: str | None) -> str:
         return "_not computed: no cost_levers table_"
     if not levers:
         return "_not computed for this month_"
-    rows = [[_text(r["rank"]), _text(r["lever"]), _text(money(r["dollars"], symbol_of(currency))),
+    rows = [[_text(r["rank"]), _text(r["lever"]), _text(_money(r["dollars"], symbol_of(currency))),
              _text(r["evidence"])]
             for r in levers]
     # a paragraph after the table: the figures overlap, their sum is no saving

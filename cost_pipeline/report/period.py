@@ -49,9 +49,10 @@ def period_report_path(warehouse: str | Path, first: date, last: date) -> Path:
             / f"cost-report-{first:%Y-%m}_{last:%Y-%m}.html")
 
 
-def _refuse_gaps(data: dict) -> None:
+def _refuse_gaps(data: dict, warehouse: str | Path) -> None:
     """A trend with a silent hole misleads: every month of the period must be materialized,
-    and all of them in one currency."""
+    and all of them in one currency. A month not materialized names the `warehouse` file, as
+    the monthly report and the exports do."""
     unmaterialized = [m for m in data["missing"] if m not in data["empty"]]
     names = ", ".join(f"{m:%Y-%m}" for m in unmaterialized)
     them = "it" if len(unmaterialized) == 1 else "them"
@@ -59,10 +60,10 @@ def _refuse_gaps(data: dict) -> None:
              f"{'has' if len(data['empty']) == 1 else 'have'} no billing lines (materialized: "
              "nothing billed yet)")
     if unmaterialized and data["empty"]:  # both said: mending one must not meet the other
-        raise ReportError(f"no billing data for {names} in the warehouse (materialize {them} "
+        raise ReportError(f"no billing data for {names} in {warehouse} (materialize {them} "
                           f"first), and {empty}: report a period of billed months")
     if unmaterialized:
-        raise ReportError(f"no billing data for {names} in the warehouse: materialize {them} "
+        raise ReportError(f"no billing data for {names} in {warehouse}: materialize {them} "
                           "first, or report a shorter period")
     if data["empty"]:
         raise ReportError(f"{empty}: report a period of billed months")
@@ -271,10 +272,12 @@ def lever_summary(data: dict) -> list[str]:
             for lever in data["levers"] or []]
 
 
-def read_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> dict:
+def read_period(con: duckdb.DuckDBPyConnection, first: date, last: date,
+                warehouse: str | Path) -> dict:
+    """The period's figures, read through `con` (of the `warehouse` file)."""
     check_range(first, last)
     data = collect_period(con, first, last)
-    _refuse_gaps(data)
+    _refuse_gaps(data, warehouse)
     return data
 
 
@@ -285,5 +288,6 @@ def write_period_report(warehouse: str | Path, first: date, last: date,
     `con` when given (a Dagster op's connection), else a read-only connection."""
     check_range(first, last)
     return write_page(warehouse, Path(out) if out else period_report_path(warehouse, first, last),
-                      lambda c: read_period(c, first, last), render_period_html, con)
+                      lambda c: read_period(c, first, last, warehouse), render_period_html,
+                      con)
 

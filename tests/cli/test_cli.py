@@ -296,6 +296,9 @@ def test_help_reads_in_the_commands_words_not_argparses(argv, commands, capsys):
     assert ("commands: " in shown) == commands
     if argv == ["--help"]:
         assert shown.endswith("options: -h, --help show this help --debug show tracebacks")
+        # what the tool does, where it read "`cost-pipeline`: demo, materialize (and more)."
+        assert ("} ... Explain an ML training bill: what each run, model and search cost, and "
+                "the levers to cut it. commands: ") in shown
     if argv[0] == "estimate":
         assert " --model MODEL the model the search trains (as the tracker names it) " in shown
 

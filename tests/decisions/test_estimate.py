@@ -178,10 +178,10 @@ def test_gpus_and_hours_print_as_plain_numbers(tmp_path):
 
     cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
     huge = render(estimate_search(cfg, "churn", 1, 1, gpus=1e6, hours=1e6, price=0.5))
-    assert "  GPU per run: 1,000,000 GPUs × 1,000,000 h × 0.5000 USD/GPU-hour" in huge
+    assert "  GPU per run: 1,000,000 GPUs × 1,000,000 h × 0.5 USD/GPU-hour" in huge
     assert "$500,000,000,000.00 total" in huge
     small = render(estimate_search(cfg, "churn", 1, 1, gpus=2.5, hours=1234.5678, price=2))
-    assert "  GPU per run: 2.5 GPUs × 1,234.57 h × 2.0000 USD/GPU-hour" in small
+    assert "  GPU per run: 2.5 GPUs × 1,234.57 h × 2 USD/GPU-hour" in small
     tiny = render(estimate_search(cfg, "churn", 1, 1, gpus=8, hours=0.0000123456789, price=2))
     assert "  GPU per run: 8 GPUs × 0.0000123457 h × " in tiny
     # one of each is singular: it read "1 configs × 1 seeds × 1 re-run(s) = 1 runs"
@@ -348,13 +348,32 @@ def test_an_estimate_without_a_warehouse_says_so(tmp_path, capsys):
         estimate_search(cfg, "churn", 2, 3, gpus=4)
 
 
+def test_a_run_priced_by_hand_says_so_and_its_price_reads_as_given(tmp_path):
+    """With no recorded run the per-run price is the GPU part the caller gave, yet the line
+    said "(every component of a recorded run)"; a price of 0.00001 read `0.0000
+    USD/GPU-hour` (four decimals), 2 read `2.0000`."""
+    from cost_pipeline.estimate import render
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    text = render(estimate_search(cfg, "churn", 1, 1, gpus=1000, hours=1, price=0.00001))
+    assert "  GPU per run: 1,000 GPUs × 1 h × 0.00001 USD/GPU-hour" in text.splitlines()
+    # 1,000 × 1 × 0.00001 = $0.01, its GPU part alone
+    assert f"  {'per run':<14} {'$0.01':>16}  (the GPU part alone, from --gpus, --hours and " \
+        "--price: no recorded search run of churn)" in text.splitlines()
+    assert "recorded run)" not in text
+    assert "× 2 USD/GPU-hour" in render(estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1,
+                                                        price=2))
+    assert "× 4.096575 USD/GPU-hour" in render(estimate_search(cfg, "churn", 1, 1, gpus=1,
+                                                               hours=1, price=32.7726 / 8))
+
+
 def test_one_gpu_is_singular(tmp_path):
     """It read "1 GPUs × 1 h"."""
     from cost_pipeline.estimate import render
 
     cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
     one = render(estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=2))
-    assert "  GPU per run: 1 GPU × 1 h × 2.0000 USD/GPU-hour\n" in one
+    assert "  GPU per run: 1 GPU × 1 h × 2 USD/GPU-hour\n" in one
     half = render(estimate_search(cfg, "churn", 1, 1, gpus=0.5, hours=1, price=2))
     assert "  GPU per run: 0.5 GPUs × 1 h × " in half
     with pytest.raises(EstimateError) as err:

@@ -211,7 +211,8 @@ def test_default_path_and_one_month_period(warehouse, demo_warehouse):
 def test_missing_months_and_bad_ranges_are_one_line_errors(warehouse, tmp_path):
     with pytest.raises(ReportError) as missing:
         write_period_report(warehouse, date(2026, 5, 1), LAST, out=tmp_path / "x.html")
-    assert str(missing.value) == ("no billing data for 2026-05, 2026-06 in the warehouse: "
+    # the file named, as the monthly report and the exports name it
+    assert str(missing.value) == (f"no billing data for 2026-05, 2026-06 in {warehouse}: "
                                   "materialize them first, or report a shorter period")
     with pytest.raises(ReportError, match="starts 2026-09, after its end 2026-07"):
         write_period_report(warehouse, LAST, FIRST)
@@ -499,12 +500,13 @@ def test_a_month_materialized_without_lines_is_not_called_unmaterialized(tmp_pat
                                  "yet): report a period of billed months")
     with pytest.raises(ReportError) as both:  # November was not named beside December
         write_period_report(str(path), oct_, dec, out=tmp_path / "p.html")
-    assert str(both.value) == ("no billing data for 2026-12 in the warehouse (materialize it "
+    assert str(both.value) == (f"no billing data for 2026-12 in {path} (materialize it "
                                "first), and 2026-11 has no billing lines (materialized: nothing "
                                "billed yet): report a period of billed months")
-    with pytest.raises(ReportError, match="no billing data for 2026-12 in the warehouse: "
-                                          "materialize it first, or report a shorter period"):
+    with pytest.raises(ReportError) as alone:
         write_period_report(str(path), dec, dec, out=tmp_path / "p.html")
+    assert str(alone.value) == (f"no billing data for 2026-12 in {path}: materialize it first, "
+                                "or report a shorter period")
     # the 6-month strip of a later month: November was materialized with nothing billed,
     # December never was (November's header said "not in the warehouse" too, beside the
     # reconciliation's 0.0% of a materialized month)

@@ -319,6 +319,30 @@ def test_cli_writes_the_report_and_prints_its_path(demo_quarter, warehouse, dags
         f"error: no billing data for 2026-05 in {warehouse}: materialize the month first"]
 
 
+def test_open_says_when_no_browser_could_be_opened(tmp_path, monkeypatch):
+    """`report --open` on a machine with no browser (a headless server, `BROWSER` a command
+    that fails) printed the path and nothing else, as if the page had opened: a note on
+    stderr says to open it, and the exit code is still 0 (the page was written)."""
+    import os
+
+    month, warehouse = date(2026, 10, 1), tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        insert_lines(con, month, [_line(0, "Usage", 10.0, 10.0)])
+    config = tmp_path / "config.yaml"
+    config.write_text("warehouse: {path: w.duckdb}\n")
+    # webbrowser tries `BROWSER`, then the graphical and console browsers it finds: none here
+    monkeypatch.setenv("BROWSER", "false")
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    done = subprocess.run([sys.executable, "-m", "cost_pipeline.cli", "report", "--config",
+                           str(config), "--month", "2026-10", "--open"], capture_output=True,
+                          text=True, env=dict(os.environ), timeout=120)
+    page = report_path(str(warehouse), month)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{page}\n" and page.exists()
+    assert done.stderr == f"note: no web browser could be opened; open {page} yourself\n"
+
+
 def test_asset_metadata_in_the_instance(demo_quarter, warehouse, demo_warehouse, dagster_home):
     import dagster as dg
 
@@ -341,6 +365,38 @@ def test_asset_metadata_in_the_instance(demo_quarter, warehouse, demo_warehouse,
     assert metadata["chart"].startswith("![") and "data:image/png;base64," in metadata["chart"]
     assert len(metadata["chart"]) < 60_000
     assert Path(metadata["report"]).exists()
+
+
+def test_the_metadata_share_is_the_pages_rounded_half_up(tmp_path):
+    """An untracked share of 0.5625 read 56.3% on the page and `untracked_share_pct` 56.2 in
+    the asset's metadata (`round` of the double 56.25, half to even): both say 56.3."""
+    import dagster as dg
+    from dagster_duckdb import DuckDBResource
+
+    from cost_pipeline.defs.assets.report import monthly_report
+    from cost_pipeline.defs.resources import PipelineSettings
+
+    month, path = date(2026, 10, 1), tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, month, [_line(0, "Usage", 16.0, 16.0)])
+        # 9 of 16 billed GPU-hours claimed by no run: 0.5625
+        insert(con, "reconciliation", month, [{
+            "billed_gpu_hours": 16.0, "tracked_gpu_hours": 7.0, "untracked_gpu_hours": 9.0,
+            "untracked_share": 0.5625, "threshold": 0.05, "status": "fail",
+            "untracked_cost_share": 0.5625, "by_accelerator_type": [], "coverage": 0.4375,
+            "over_claimed_gpu_hours": 0.0, "unbilled_claim_gpu_hours": 0.0,
+            "provisional": False, "total_effective_cost": 16.0, "attributed_cost": 7.0,
+            "untracked_cost": 9.0, "unallocated_cost": 0.0, "runs_without_end": 0}], {})
+    config = tmp_path / "config.yaml"
+    config.write_text("warehouse: {path: w.duckdb}\n")
+    result = dg.materialize(
+        [monthly_report], partition_key="2026-10-01",
+        resources={"duckdb": DuckDBResource(database=str(path)),
+                   "settings": PipelineSettings(config_path=str(config))})
+    (materialization,) = result.asset_materializations_for_node("monthly_report")
+    assert materialization.metadata["untracked_share_pct"].value == 56.3
+    page = Elements(report_path(str(path), month).read_text(encoding="utf-8"))
+    assert page.one("data-untracked-share") == "56.3"
 
 
 def test_report_renders_in_headless_chromium(warehouse, demo_warehouse, tmp_path):

@@ -475,13 +475,29 @@ def test_what_reads_zero_is_decided_at_the_currencys_smallest_unit(tmp_path):
     assert "zero" in cells["production"]["class"]
     assert re.search(r'data-purpose="production" data-cost="[^"]*">–</td>', html)
     assert _summary(html) == ["No lever has a price this month."]
-    assert "| gpu | – | JPY 0 |" in bill_markdown(data["bill"], "JPY")
+    assert "| gpu | – | – |" in bill_markdown(data["bill"], "JPY")
     svg = charts(data, LINE_ITEM_LABELS)["bill"]
     assert "production training" not in svg and "JPY 0  (" not in svg
     with duckdb.connect(str(tmp_path / "jpy.duckdb"), read_only=True) as con:
         printed = render(bill_lines(con, JULY, JULY), [], "bill", "JPY")
     # a total that reads JPY 0 has no shares
     assert re.search(r"^production training .* 0      –$", printed, re.M), printed
+
+
+def test_a_ui_amount_that_reads_zero_is_a_dash_in_every_cell(tmp_path):
+    """A lever worth $0.004 read `$0.00` in the UI's levers table, and the bill's totals (the
+    component's, the purpose class's, the month's) `$0.00` beside its cell's `–`: every
+    amount of both tables reads `–` when it rounds to zero, as on the page."""
+    from cost_pipeline.report.markdown import bill_markdown, levers_markdown
+
+    _, data = _tiny_month(tmp_path / "usd.duckdb", 0.004, "USD")
+    bill = bill_markdown(data["bill"], "USD").splitlines()
+    assert "| gpu | – | – |" in bill
+    assert "| **total** | **–** | **–** |" in bill
+    levers = levers_markdown(data["levers"], "USD").splitlines()
+    assert "| 1 | delete dead checkpoints | – | - |" in levers
+    assert "| 2 | bound the search | – | - |" in levers
+    assert not [line for line in [*bill, *levers] if "$" in line]
 
 
 def test_strip_retention_and_labels_read_as_written(tmp_path):

@@ -9,6 +9,7 @@ place, byte for byte (`report_pages`)."""
 import hashlib
 import json
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import dagster as dg
@@ -142,7 +143,7 @@ def monthly_report(
         from cost_pipeline.report import write_report
         from cost_pipeline.report.charts import bill_figure, png_data_uri
         from cost_pipeline.report.markdown import bill_markdown, levers_markdown
-        from cost_pipeline.report.money import symbol_of
+        from cost_pipeline.report.money import half_up, in_percent, symbol_of
 
         # written beside its place, moved there only once the run's writes commit
         staged, data = write_report(cfg.warehouse_path, month, con=con,
@@ -164,7 +165,10 @@ def monthly_report(
                                                               data["headline"]["currency"])),
         }
         if rec:
-            metadata.update(untracked_share_pct=round(rec["untracked_share"] * 100, 1),
+            # the page's figure: half up from the share's own digits (0.5625 is 56.3), where
+            # `round` of the double 56.25 gave 56.2, half to even
+            share_pct = half_up(in_percent(rec["untracked_share"]), Decimal("0.1"))
+            metadata.update(untracked_share_pct=float(share_pct),
                             reconciliation_status=rec["status"], provisional=rec["provisional"])
         if data["bill"] and data["bill"]["cost"]:
             # a small PNG inline: the UI renders data-URI images inside markdown metadata

@@ -349,7 +349,7 @@ def test_the_period_shows_no_search_share_of_a_model_whose_cost_is_not_above_zer
     html = page.read_text(encoding="utf-8")
     search_share = {m: re.search(rf"<tr><td>{m}</td>.*?([^<>]*)</td></tr>", html).group(1)
                     for m in ("refunded", "kept")}
-    assert search_share == {"refunded": "–", "kept": "25%"}  # 5 / 20
+    assert search_share == {"refunded": "–", "kept": "25.0%"}  # 5 / 20
 
 
 def _ticks(svg: str) -> list[str]:

@@ -125,7 +125,10 @@ def load(con, base: Path, *paths: Path, month: date = JULY) -> dict[str, dict]:
     build_tracker_runs(con, cfg, month, LOG)
     cur = con.execute("SELECT * FROM tracker_runs WHERE month = ? ORDER BY run_id", [month])
     names = [d[0] for d in cur.description]
-    return {row[1]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
+    rows = {row[1]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
+    # the MLflow run id each month records: a runs file has none
+    assert all(row.pop("tracker_run_uuid") is None for row in rows.values())
+    return rows
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet", "jsonl"])

@@ -272,12 +272,14 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
     the datasets, and the code."""
     # the listed objects, and the reports read (an empty one empties its bucket's day), with
     # their `source`s, which tell the buckets several configurations report (macros.sql
-    # `configured_reports`). In those buckets alone rule 4 reads an object's `key` and
-    # `source` (`configured_snapshot`: a key is read from the newest report among the
-    # configurations covering it, which its source and key decide), so their objects alone
-    # are hashed again with them, each in one hash (keys swapped between two objects change
-    # which one counts): every object's key and source cost a kept month ~75% more CPU (2M
-    # objects: 0.55 against 0.32 s)
+    # `configured_reports`). Rule 4 reads an object's `key` and `source` only in those
+    # buckets and in those that dated reports and an undated listing both list
+    # (`mixed_buckets`): a key is read from the newest report among the configurations
+    # covering it (`configured_snapshot`), an undated object counts unless a dated
+    # configuration covers its key (`undated_uncovered`), which its source and key decide.
+    # So their objects alone (`scoped_buckets`) are hashed again with them, each in one hash
+    # (keys swapped between two objects change which one counts): every object's key and
+    # source cost a kept month ~75% more CPU (2M objects: 0.55 against 0.32 s)
     listing = query(con, """
         SELECT count(*), sum(hash(bucket, snapshot_date, size, prefix, run_id, last_modified,
                                   reverse(bucket), reverse(prefix), reverse(run_id))),
@@ -291,7 +293,7 @@ def _inputs(con: duckdb.DuckDBPyConnection, month: date, params: dict[str, Any],
                                 reverse(o.run_id)))
                 FROM checkpoint_inventory AS o
                 WHERE o.month = $month AND o.bucket IN
-                      (SELECT bucket FROM configured_reports($month)))
+                      (SELECT bucket FROM scoped_buckets($month)))
         FROM checkpoint_inventory WHERE month = $month""", params).fetchall()
     # attribution_runs too: a kept month keeps its per-run sums as well
     code = [sql_text(name) for name in ("macros", "attribution_prepare", "attribution_storage",

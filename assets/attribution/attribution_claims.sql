@@ -132,7 +132,9 @@ storage_tagged AS (
 ),
 line_snapshots AS (
     -- the snapshot of the line's day when daily snapshots exist, else the month-end one
-    -- (the latest dated snapshot, or the undated listing: snapshot_date NULL)
+    -- (the latest dated snapshot, or the undated listing: snapshot_date NULL). A bucket an
+    -- undated listing lists too holds on a dated day its undated objects no dated
+    -- configuration covers as well (`listed_bytes`)
     SELECT
         l.line_key, l.ResourceId AS bucket,
         coalesce(
@@ -152,21 +154,30 @@ day_objects AS (
         SELECT list(DISTINCT {'bucket': bucket, 'snapshot_date': snapshot_date})
         FROM line_snapshots))
 ),
+configured AS (
+    SELECT bucket FROM configured_reports($month)
+),
 listed_bytes AS (
-    SELECT bucket, snapshot_date, bytes FROM attribution_listed_bytes
-    WHERE bucket NOT IN (SELECT bucket FROM configured_reports($month))
-    UNION ALL
-    SELECT bucket, snapshot_date, sum(size) FROM day_objects GROUP BY ALL
+    -- a bucket's dated and undated objects of the day (attribution_storage.sql `added`: the
+    -- undated objects no dated configuration covers, in a bucket dated reports list too)
+    SELECT bucket, snapshot_date, sum(bytes) AS bytes
+    FROM (SELECT bucket, snapshot_date, bytes FROM attribution_listed_bytes
+          WHERE added OR bucket NOT IN (SELECT bucket FROM configured)
+          UNION ALL
+          SELECT bucket, snapshot_date, sum(size) FROM day_objects GROUP BY ALL)
+    GROUP BY ALL
 ),
 run_bytes AS (
-    SELECT bucket, snapshot_date, run_hash, bytes FROM attribution_run_bytes
-    WHERE bucket NOT IN (SELECT bucket FROM configured_reports($month))
-    UNION ALL
-    SELECT bucket, snapshot_date, key_hash(run_id), sum(size) FROM day_objects
-    WHERE prefix IS NOT NULL
-      AND run_id IN (SELECT run_id FROM tracker_runs WHERE month = $month)
+    SELECT bucket, snapshot_date, run_hash, sum(bytes) AS bytes
+    FROM (SELECT bucket, snapshot_date, run_hash, bytes FROM attribution_run_bytes
+          WHERE added OR bucket NOT IN (SELECT bucket FROM configured)
+          UNION ALL
+          SELECT bucket, snapshot_date, key_hash(run_id), sum(size) FROM day_objects
+          WHERE prefix IS NOT NULL
+            AND run_id IN (SELECT run_id FROM tracker_runs WHERE month = $month)
+          GROUP BY ALL)
     GROUP BY ALL
-    HAVING sum(size) > 0
+    HAVING sum(bytes) > 0
 )
 SELECT line_key, run_hash, raw_share FROM storage_tagged
 UNION ALL

@@ -677,6 +677,31 @@ def test_a_listing_changed_only_where_rule_4_dedupes_a_key_attributes_the_month_
     assert attribute(con).mode == "kept"
 
 
+def test_an_undated_listing_changed_only_in_a_key_attributes_the_month_again():
+    """A bucket a dated report (`a`: r1's checkpoint, 10 bytes, on the line's day) and an
+    undated listing (`u`: a dataset file, 10 bytes) both list holds the undated objects
+    whose keys no dated configuration covers (macros.sql `undated_uncovered`): 20 bytes, r1
+    takes half of the $12 line. The undated object renamed to the key `a` lists is read from
+    `a`'s report alone: 10 bytes, all r1's, $12.00. Its key decides the bucket's bytes: a
+    listing changed only there is a changed listing."""
+    day = hour(2).date()
+    line, run = storage_line_and_run()
+    con = month_of([line], [run], [
+        *listed([("a", CHECKPOINT, 10)], day),
+        {"bucket": "ckpt", "source": "u", "key": DATASET + "0", "size": 10,
+         "snapshot_date": None, "last_modified": hour(1)}])
+    assert attribute(con).mode == "full"
+    assert r1_storage_cost(con) == [("r1", pytest.approx(6.0))]
+    assert attribute(con).mode == "kept"
+    con.execute("UPDATE checkpoint_inventory SET key = ? WHERE source = 'u'", [CHECKPOINT])
+    done = attribute(con)
+    assert (done.mode, done.changed_runs) == ("full", 0)
+    assert r1_storage_cost(con) == [("r1", pytest.approx(12.0))]
+    assert build_attribution(con, MONTH, PARAMS, DATASET_ROWS).mode == "full"
+    assert r1_storage_cost(con) == [("r1", pytest.approx(12.0))]
+    assert attribute(con).mode == "kept"
+
+
 def test_a_bucket_of_one_listing_keeps_its_rows_when_only_keys_change():
     """A bucket one configuration (or one plain listing) reports is summed row by row
     (attribution_storage.sql): its keys and source are not read, so objects renamed alone

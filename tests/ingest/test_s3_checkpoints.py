@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -451,10 +452,11 @@ def _configured_bucket(tmp_path: Path, lines: dict[int, float], *, weekly: bool 
     return _priced(parse_config({"checkpoints": entries}, tmp_path), lines)
 
 
-def _priced(cfg, lines: dict[int, float]) -> duckdb.DuckDBPyConnection:
-    """July's listing of `cfg` written, attributed and its storage by run status computed,
-    the runs being dead-1 (FAILED) and live-1 (RUNNING). `lines`: ml-checkpoints' storage
-    bill, {day: cost}."""
+def _priced(cfg, lines: dict[int, float], runs: list[dict] | None = None
+            ) -> duckdb.DuckDBPyConnection:
+    """July's listing of `cfg` written, attributed and its storage by run status and
+    retention violations computed, the runs being `runs`, by default dead-1 (FAILED) and
+    live-1 (RUNNING). `lines`: ml-checkpoints' storage bill, {day: cost}."""
     from cost_pipeline.attribution import build_attribution
     from cost_pipeline.warehouse import month_params, replace_month, sql_text
     from tests.support.sql_backend import loaded
@@ -464,16 +466,16 @@ def _priced(cfg, lines: dict[int, float]) -> duckdb.DuckDBPyConnection:
                 "ChargePeriodEnd": datetime(2026, 7, day) + timedelta(days=1),
                 "BilledCost": cost, "EffectiveCost": cost, "x_CostComponent": "storage",
                 "x_ResourceKind": "bucket"} for day, cost in lines.items()]
-    runs = [{"run_id": "dead-1", "status": "FAILED", "purpose": "adhoc",
-             "start_time": datetime(2026, 6, 29), "end_time": datetime(2026, 6, 30)},
-            {"run_id": "live-1", "status": "RUNNING", "purpose": "adhoc",
-             "start_time": datetime(2026, 7, 1)}]
+    runs = runs or [{"run_id": "dead-1", "status": "FAILED", "purpose": "adhoc",
+                     "start_time": datetime(2026, 6, 29), "end_time": datetime(2026, 6, 30)},
+                    {"run_id": "live-1", "status": "RUNNING", "purpose": "adhoc",
+                     "start_time": datetime(2026, 7, 1)}]
     con = loaded(storage, runs, [], JULY)
     build_checkpoint_inventory(con, cfg, JULY, LOG)
     params = month_params(cfg, JULY)
     build_attribution(con, JULY, params)
-    replace_month(con, "storage_by_run_status", JULY, sql_text("storage_by_run_status"),
-                  params)
+    for table in ("storage_by_run_status", "retention_violations"):
+        replace_month(con, table, JULY, sql_text(table), params)
     return con
 
 
@@ -570,3 +572,95 @@ def test_a_checkpoint_deleted_after_the_weekly_report_is_gone_from_the_daily_sna
     ((objects, size),) = con.execute("SELECT count(*), sum(size) FROM month_end_snapshot(?, ?)",
                                      [JULY, datetime(2026, 8, 1)]).fetchall()
     assert (objects, size) == (2, 56_000)
+
+
+def _violations(con) -> list[tuple]:
+    return [(key, run, reason, size, round(cost, 4)) for key, run, reason, size, cost
+            in con.execute("SELECT key, run_id, reason, bytes, monthly_cost "
+                           "FROM retention_violations ORDER BY key").fetchall()]
+
+
+def _plain_csv(path: Path, rows: list[str], *, dated: bool) -> None:
+    """A plain inventory CSV of ml-checkpoints, with a `snapshot_date` column when `dated`."""
+    header = "bucket,key,size,last_modified" + (",snapshot_date" if dated else "")
+    path.write_text("\n".join([header, *(f"ml-checkpoints,{row}" for row in rows)]) + "\n",
+                    encoding="utf-8")
+
+
+DEAD_RUNS = [{"run_id": run, "status": "FAILED", "purpose": "adhoc",
+              "start_time": datetime(2026, 6, 1), "end_time": datetime(2026, 6, 1, 5)}
+             for run in ("dead1", "dead2")]
+
+
+def test_a_bucket_listed_dated_and_undated_holds_both_listings_objects(tmp_path):
+    """SPEC §3: an undated listing is the bucket as it is now. A bucket a dated listing (a
+    plain CSV with snapshot_date, here of the 31st: dead1's 1,000 B) and an undated one
+    (dead2's 2,000 B, written in June) both list holds the objects of both: the $30.00 line
+    of the 31st is split over 3,000 B, dead1 1,000 × 30 / 3,000 = $10.00 and dead2 $20.00,
+    and at the month's end both dead runs' checkpoints break the policy. The dated snapshot
+    alone was read: dead1 took the $30.00 and dead2's checkpoint was in no table."""
+    _plain_csv(tmp_path / "daily.csv",
+               ["checkpoints/dead1/step-1/a,1000,2026-06-01T01:00:00Z,2026-07-31"], dated=True)
+    _plain_csv(tmp_path / "undated.csv", ["checkpoints/dead2/step-1/a,2000,2026-06-01T01:00:00Z"],
+               dated=False)
+    cfg = parse_config({"checkpoints": [
+        {"kind": "inventory", "path": name, "prefix": "checkpoints/"}
+        for name in ("daily.csv", "undated.csv")]}, tmp_path)
+    con = _priced(cfg, {31: 30.0}, DEAD_RUNS)
+    assert _line_split(con, "s31") == {"dead1": 10.0, "dead2": 20.0}
+    assert _violations(con) == [
+        ("checkpoints/dead1/step-1/a", "dead1", "dead_run", 1_000, 10.0),
+        ("checkpoints/dead2/step-1/a", "dead2", "dead_run", 2_000, 20.0)]
+    assert _by_run_status(con) == [("dead", 2, 3_000, 30.0)]
+
+
+def test_an_undated_object_counts_from_the_day_it_was_written_and_a_dated_key_once(tmp_path):
+    """A dated listing reports the 10th and the 20th (dead-1's checkpoint, 1,000 B); an
+    undated one lists that key too, rewritten since (5,000 B), and live-1's checkpoint,
+    written on the 15th (2,000 B). A key a dated report covers is read from it: dead-1's
+    1,000 B. An undated object is in the bucket on the days ending after it was written:
+    the 10th holds dead-1's 1,000 B alone (its $3.00 line all dead-1's), the 20th 3,000 B
+    (dead-1 $1.00, live-1 $2.00), and so does the month's end ($6.00 over 3,000 B)."""
+    dead, live = "checkpoints/dead-1/step-1/m.pt", "checkpoints/live-1/step-1/m.pt"
+    _plain_csv(tmp_path / "daily.csv", [f"{dead},1000,2026-06-30T00:30:00Z,2026-07-{day}"
+                                        for day in (10, 20)], dated=True)
+    _plain_csv(tmp_path / "undated.csv", [f"{dead},5000,2026-07-25T00:00:00Z",
+                                          f"{live},2000,2026-07-15T12:00:00Z"], dated=False)
+    cfg = parse_config({"checkpoints": [
+        {"kind": "inventory", "path": name, "prefix": "checkpoints/"}
+        for name in ("daily.csv", "undated.csv")]}, tmp_path)
+    con = _priced(cfg, {10: 3.0, 20: 3.0})
+    assert _line_split(con, "s10") == {"dead-1": 3.0}
+    assert _line_split(con, "s20") == {"dead-1": 1.0, "live-1": 2.0}
+    assert _by_run_status(con) == [("dead", 1, 1_000, 2.0), ("live", 1, 2_000, 4.0)]
+    assert _violations(con) == [(dead, "dead-1", "dead_run", 1_000, 2.0)]
+
+
+def test_a_bucket_of_two_configurations_and_an_undated_listing_holds_all_three(tmp_path):
+    """The bucket of two inventory configurations (`checkpoints/` daily, `datasets/`
+    weekly: 73,300 B on the 31st) is also a local folder standing in for it, listing
+    dead-1's older checkpoints under `runs/` (26,700 B) and the dataset the weekly
+    configuration covers (read from its report, once). The 31st holds 100,000 B: of its
+    $6.00, dead-1 9,000 + 26,700 B = $2.142, live-1 14,000 B = $0.84."""
+    older = tmp_path / "folder" / "runs" / "dead-1" / "step-0" / "m.pt"
+    older.parent.mkdir(parents=True)
+    older.write_bytes(b"\0" * 26_700)
+    dataset = tmp_path / "folder" / "datasets" / "ds.bin"
+    dataset.parent.mkdir(parents=True)
+    dataset.write_bytes(b"\0" * 1_000)
+    stamp = datetime(2026, 6, 30, tzinfo=UTC).timestamp()
+    for path in (older, dataset):
+        os.utime(path, (stamp, stamp))
+    _daily_reports(tmp_path / "inv" / DAILY_FOLDER, {
+        "2026-07-31": [_listed(LIVE, 14_000), _listed(DEAD, 9_000),
+                       _listed("checkpoints/README.md", 300)]})
+    _weekly_parquet_reports(tmp_path / "inv" / WEEKLY_FOLDER,
+                            {"2026-07-27": [("datasets/ds.bin", 50_000)]})
+    cfg = parse_config({"checkpoints": [
+        {"kind": "inventory", "path": f"inv/{DAILY_FOLDER}", "prefix": "checkpoints/"},
+        {"kind": "inventory", "path": f"inv/{WEEKLY_FOLDER}", "prefix": "checkpoints/"},
+        {"kind": "local", "path": "folder", "bucket": "ml-checkpoints", "prefix": "runs/"}]},
+        tmp_path)
+    con = _priced(cfg, STORAGE_BILL_DAYS)
+    assert _line_split(con, "s31") == {"dead-1": 2.142, "live-1": 0.84, None: 3.018}
+    assert _by_run_status(con) == [("dead", 2, 35_700, 2.142), ("live", 1, 14_000, 0.84)]

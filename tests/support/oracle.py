@@ -152,23 +152,38 @@ def compute_shares(line: dict, d_by_group: dict, cands: list, run_tag: str) -> l
 def snapshot(inventory: list[dict], bucket: str, day: date, month: date) -> list[dict]:
     """The bucket's listing for `day`: that day's snapshot, else the month-end snapshot. An
     entry whose `key` is None is a dated report listing no object: its day's snapshot exists
-    and holds nothing."""
+    and holds nothing. A bucket an undated listing lists too (the bucket as it is now) holds
+    besides its dated snapshot the undated objects whose keys no dated source covers (a
+    source covers the keys starting with the text common to all the keys it listed in the
+    month), each from the day it was last modified on."""
     rows = [o for o in inventory if o["bucket"] == bucket]
+    end = next_month(month)
+    undated = [o for o in rows if o["snapshot_date"] is None
+               and o["last_modified"] is not None and o["last_modified"] < _ts(end)]
+    dated = [o for o in rows if o["snapshot_date"] and month <= o["snapshot_date"] < end]
     todays = [o for o in rows if o["snapshot_date"] == day]
     if todays:
-        return [o for o in todays if o["key"] is not None]
-    end = next_month(month)
-    dated = [o for o in rows if o["snapshot_date"] and month <= o["snapshot_date"] < end]
-    if dated:
-        last = max(o["snapshot_date"] for o in dated)
-        return [o for o in dated if o["snapshot_date"] == last and o["key"] is not None]
-    return [
-        o
-        for o in rows
-        if o["snapshot_date"] is None
-        and o["last_modified"] is not None
-        and o["last_modified"] < _ts(end)
-    ]
+        on = day
+        listed = [o for o in todays if o["key"] is not None]
+    elif dated:
+        on = max(o["snapshot_date"] for o in dated)
+        listed = [o for o in dated if o["snapshot_date"] == on and o["key"] is not None]
+    else:
+        return undated
+    keys: dict[str | None, list[str]] = {}
+    for o in dated:
+        if o["key"] is not None:
+            keys.setdefault(o.get("source"), []).append(o["key"])
+    scopes = [_common_start(min(k), max(k)) for k in keys.values()]
+    return listed + [o for o in undated if o["last_modified"] < _ts(on + timedelta(days=1))
+                     and not any(o["key"].startswith(scope) for scope in scopes)]
+
+
+def _common_start(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
 
 
 def storage_shares(line: dict, runs: list[dict], inventory: list, month: date, run_tag: str):

@@ -176,8 +176,10 @@ def _fold_manifests_beside(cfg: PipelineConfig, listed: dict[str, dict[str, str]
             continue
         months = dict(listed[name])
         for month, entries in found.items():
-            # the months the path holds: a month of metadata/ without data below it is none
-            if month in months or _named_month(root) == month:
+            # the months the path holds (the one a month's folder names included:
+            # deliveries.py files its data there): a month of metadata/ without data below it
+            # is none
+            if month in months:
                 beside[name][month] = _digest(entries)
                 months[month] = _digest([months.get(month), entries])
         listed[name] = months
@@ -210,17 +212,6 @@ def _manifests(name: str, source: FocusSource, root: str) -> dict[str, list]:
     export = data_folder_export(root) or ""
     return {month: sorted([path[len(export) + 1:], *stats[path]] for path in paths)
             for month, paths in found.items()}
-
-
-def _named_month(root: str) -> str | None:
-    """The month a path at a `BILLING_PERIOD=YYYY-MM` folder names, when it names one."""
-    name = root.rstrip("/").rsplit("/", 1)[-1]
-    if not name.startswith("BILLING_PERIOD="):
-        return None
-    try:
-        return f"{parse_month(name.split('=', 1)[1]):%Y-%m}"
-    except ValueError:
-        return None
 
 
 def _digest(value: object) -> str:

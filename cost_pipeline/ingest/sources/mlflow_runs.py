@@ -580,18 +580,10 @@ def raw_run(run, experiment: str, tags_of: dict[str, str], metric: str | None,
     return raw
 
 
-def read_mlflow_runs(
-    tracking_uri: str,
-    source: str,
-    experiments: list[str] | None = None,
-    metric: str | None = None,
-    tags: dict[str, str] | None = None,
-    page_size: int = PAGE_SIZE,
-    log: logging.Logger | None = None,
-) -> list[dict[str, Any]]:
-    """Every run the tracking URI knows (of the named experiments) as `tracker_runs` rows."""
-    return read_mlflow_runs_with_ids(tracking_uri, source, experiments, metric, tags,
-                                     page_size, log)[0]
+def read_mlflow_runs(tracking_uri: str, source: str, **options: Any) -> list[dict[str, Any]]:
+    """Every run the tracking URI knows (of the named experiments) as `tracker_runs` rows:
+    `read_mlflow_runs_with_ids` (its options) without the MLflow run ids."""
+    return read_mlflow_runs_with_ids(tracking_uri, source, **options)[0]
 
 
 def read_mlflow_runs_with_ids(

@@ -646,6 +646,17 @@ def test_attribution_of_focus_lines(con, tmp_path):
     assert sum(r[4] for r in rows) == pytest.approx(MAY_TOTAL, rel=1e-12)
 
 
+def attributed_with_datasets(con, tmp_path: Path, datasets: dict) -> None:
+    """May attributed with the config's `datasets`, then its `egress` and `cost_levers`."""
+    from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
+
+    cfg = parse_config({"datasets": datasets}, tmp_path)
+    params = month_params(cfg, MAY)
+    build_attribution(con, MAY, params, dataset_rows(cfg))
+    for table in ("egress", "cost_levers"):
+        replace_month(con, table, MAY, sql_text(table), params)
+
+
 def test_azure_storage_accounts_as_datasets_take_their_cross_region_transfer(con, tmp_path):
     """Azure's cost data lowercases a storage account's id; a dataset's bucket matched the
     line only when written exactly so. `clicks` names its account by its id as the export
@@ -657,7 +668,6 @@ def test_azure_storage_accounts_as_datasets_take_their_cross_region_transfer(con
     dataset names it."""
     from datetime import datetime
 
-    from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
     from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
     account = ("/subscriptions/0000/resourcegroups/ml-rg/providers/microsoft.storage/"
@@ -680,15 +690,11 @@ def test_azure_storage_accounts_as_datasets_take_their_cross_region_transfer(con
         {**RUN_DEFAULTS, "run_id": run_id, "status": "FINISHED", "start_time": start,
          "end_time": end, "region": "westeurope", "dataset": dataset}
         for run_id, dataset in (("z1", "clicks"), ("z2", "images"))])
-    cfg = parse_config({"datasets": datasets}, tmp_path)
-    params = month_params(cfg, MAY)
-    build_attribution(con, MAY, params, dataset_rows(cfg))
+    attributed_with_datasets(con, tmp_path, datasets)
     assert con.execute(
         "SELECT b.SkuId, a.run_id, a.purpose_class, a.cost FROM attribution a "
         "JOIN billing_facts b USING (month, x_SourceLine) ORDER BY 1").fetchall() == [
         ("mldata", "z1", "other", 2.0), ("mldata2", "z2", "other", 3.0)]
-    for table in ("egress", "cost_levers"):
-        replace_month(con, table, MAY, sql_text(table), params)
     assert con.execute(
         "SELECT run_id, dataset, dataset_region, run_region, gigabytes, transfer_cost "
         "FROM egress ORDER BY run_id").fetchall() == [
@@ -709,7 +715,6 @@ def test_an_s3_bucket_does_not_take_the_transfer_of_an_azure_account_of_its_name
     the bucket's $2.00 (20 GB), the account's $3.00 stays untracked."""
     from datetime import datetime
 
-    from cost_pipeline.warehouse import dataset_rows, month_params, replace_month, sql_text
     from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
 
     day = {"ServiceCategory": "Networking", "ChargePeriodStart": "2026-05-03T00:00:00Z",
@@ -726,15 +731,11 @@ def test_an_s3_bucket_does_not_take_the_transfer_of_an_azure_account_of_its_name
                             "start_time": datetime(2026, 5, 3, 6),
                             "end_time": datetime(2026, 5, 3, 18), "region": "eu-west-1",
                             "dataset": "clicks"}])
-    cfg = parse_config({"datasets": datasets}, tmp_path)
-    params = month_params(cfg, MAY)
-    build_attribution(con, MAY, params, dataset_rows(cfg))
+    attributed_with_datasets(con, tmp_path, datasets)
     assert con.execute(
         "SELECT b.SkuId, coalesce(a.run_id, a.purpose_class), a.cost FROM attribution a "
         "JOIN billing_facts b USING (month, x_SourceLine) ORDER BY 1").fetchall() == [
         ("azure-xfer", "untracked", 3.0), ("s3-xfer", "z1", 2.0)]
-    for table in ("egress", "cost_levers"):
-        replace_month(con, table, MAY, sql_text(table), params)
     assert con.execute("SELECT run_id, gigabytes, transfer_cost FROM egress "
                        "WHERE run_id IS NOT NULL").fetchall() == [("z1", 20.0, 2.0)]
 

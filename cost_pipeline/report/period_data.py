@@ -30,7 +30,8 @@ def moves(cells: list[dict], first: date, last: date,
           currency: str | None = None) -> list[dict[str, Any]]:
     """The (purpose class × component) cells whose cost changed most from `first` to `last`,
     by the size of the change (ties by purpose class, component); a change that rounds to
-    zero in `currency` (less than half its smallest unit: a few sen, float noise) is none."""
+    zero in `currency` (less than half its smallest unit: a few sen, float noise) is none.
+    A cell the month lacks has `first` or `last` None: it read `$0.00`, as if billed nothing."""
     symbol = symbol_of(currency)
     if first == last:
         return []
@@ -38,8 +39,9 @@ def moves(cells: list[dict], first: date, last: date,
               if c["month"] == first}
     after = {(c["purpose_class"], c["component"]): c["cost"] for c in cells
              if c["month"] == last}
-    changes = [{"purpose_class": p, "component": k, "first": before.get((p, k), ZERO),
-                "last": after.get((p, k), ZERO),
+    # a cell absent in a month (a search begun after it) is None there, not a cost of zero
+    changes = [{"purpose_class": p, "component": k, "first": before.get((p, k)),
+                "last": after.get((p, k)),
                 "change": after.get((p, k), ZERO) - before.get((p, k), ZERO)}
                for p, k in sorted(before.keys() | after.keys())]
     changes.sort(key=lambda c: (-abs(c["change"]), c["purpose_class"], c["component"]))

@@ -281,7 +281,7 @@ def _attributed_months(path: Path, currency: str, months: dict[date, tuple]) -> 
                  "component": "storage", "cost": cost, "hours": None,
                  "accelerator_hours": None, "share": cost / total, "rule": "bucket_storage"}
                 for run, purpose, cost in (("p", "production", production),
-                                           ("s", "search", search))], {})
+                                           ("s", "search", search)) if cost is not None], {})
 
 
 def _period_summary(path: Path, tmp_path: Path) -> tuple[list[str], str]:
@@ -313,6 +313,20 @@ def test_moves_that_round_to_nothing_in_the_currency_are_not_moves(tmp_path):
                           "most of the move: hyperparameter search storage +KWD 0.050.")
     assert [a["data-move"] for a in Elements(html).having("data-move")] == ["search/storage"]
     assert "−KWD 0.000" not in html and "+KWD 0.000" not in html
+
+
+def test_a_cell_absent_from_a_month_reads_none_not_zero(tmp_path):
+    """A search that began after July: its storage cell was absent in July, and "what moved"
+    wrote July's cost `$0.00` as if it had been billed nothing; it reads "–" (none), and the
+    change is its whole September cost."""
+    path = tmp_path / "w.duckdb"
+    _attributed_months(path, "USD", {FIRST: (500.0, 500.0, None), MONTHS[1]: (500.0, 500.0, None),
+                                     LAST: (800.0, 500.0, 300.0)})
+    summary, html = _period_summary(path, tmp_path)
+    assert summary[1] == ("From July to September the monthly bill rose by $300.00 (+60.0%); "
+                          "most of the move: hyperparameter search storage +$300.00.")
+    row = html[html.index('data-move="search/storage"'):].split("</tr>")[0]
+    assert re.findall(r'<td class="num">([^<]*)</td>', row) == ["–", "$300.00"]
 
 
 def test_monthly_report_strip_of_six_months(warehouse, demo_warehouse, tmp_path):

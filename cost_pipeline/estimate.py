@@ -1,7 +1,9 @@
 """The cost of a search before it runs: configs × seeds × re-runs runs, each priced from the
 model's recorded search runs in the warehouse (median of the recent ones) — a run's whole
 recorded cost, every component — or, for its GPU part, from what the caller says (GPUs, hours,
-price per GPU-hour), against the approval budget.
+price per GPU-hour), against the approval budget. Recorded runs billed in two currencies do
+not add up: priced by the caller, the rest of a run comes from those billed in the
+estimate's currency alone.
 
     cost = runs × (GPUs × hours × price + cpu + storage + transfer + other + preprocessing)
 
@@ -131,8 +133,12 @@ def plain(value: float, digits: int = SHOWN_DIGITS) -> str:
     return shown.rstrip("0").rstrip(".") if "." in shown else shown
 
 
-def recorded_basis(con: duckdb.DuckDBPyConnection, model: str, sample: int = RECENT_RUNS) -> dict:
-    cursor = query(con, sql_text("estimate_basis"), {"model": model, "sample": sample})
+def recorded_basis(con: duckdb.DuckDBPyConnection, model: str, sample: int = RECENT_RUNS,
+                   currency: str | None = None) -> dict:
+    """The model's basis (`estimate_basis.sql`); with `currency`, of what was billed in it
+    alone: the runs billed in it, its months' preprocessing."""
+    cursor = query(con, sql_text("estimate_basis"),
+                   {"model": model, "sample": sample, "currency": currency})
     names = [d[0] for d in cursor.description]
     return dict(zip(names, cursor.fetchone(), strict=True))
 
@@ -171,6 +177,14 @@ def estimate_search(
                 currency = bill_currency(con)
                 if currencies and ("," not in currencies or needs_history):
                     currency = currencies
+                elif currencies:
+                    # the caller prices the GPU part; the rest of a run comes from the runs
+                    # billed in the estimate's currency alone: May's USD 0.20 of
+                    # preprocessing was added to June's EUR as EUR
+                    basis = recorded_basis(con, model, currency=currency)
+                    basis.pop("currencies", None)
+                    basis["left_out_currencies"] = [
+                        c for c in currencies.split(",") if c != currency.strip().upper()]
             except duckdb.CatalogException:
                 basis = {"sample_runs": 0}
     finally:
@@ -249,6 +263,16 @@ def render(est: SearchEstimate) -> str:
     source = ("every component of a recorded run" if est.basis.get("sample_runs") else
               "the GPU part alone, from --gpus, --hours and --price: no recorded search run "
               f"of {est.model}")
+    left_out = est.basis.get("left_out_currencies")
+    billed_in = ""
+    if left_out:  # runs billed in two currencies, priced by the caller
+        billed_in = f" billed in {est.currency}"
+        source = (
+            "the GPU part from --gpus, --hours and --price; the rest from the recorded search "
+            f"runs{billed_in}, those billed in {' and '.join(left_out)} left out"
+            if est.basis.get("sample_runs") else
+            "the GPU part alone, from --gpus, --hours and --price: the recorded search runs "
+            f"of {est.model} were billed in {' and '.join(left_out)}, none in {est.currency}")
     rows.append(f"  {'per run':<14} {money(est.per_run_cost, symbol):>16}  ({source})")
     # a total and a budget that differ but read alike (JPY 2,221.2 over JPY 2,221) are shown
     # with the digits that tell them apart: "JPY 2,221 … budget JPY 2,221: OVER" read wrong
@@ -258,7 +282,7 @@ def render(est: SearchEstimate) -> str:
     rows.append(f"  approval budget {budget}: {verdict} budget")
     if est.basis.get("sample_runs"):
         rows.append(f"  basis: median of the {int(est.basis['sample_runs'])} most recent "
-                    "recorded search runs")
+                    f"recorded search runs{billed_in}")
     return "\n".join(rows)
 
 

@@ -8,11 +8,19 @@
 -- over the median hours) × the median hours — the median of GPUs times the median of hours
 -- is no recorded run's (runs of 1 GPU × 10 h and of 8 GPUs × 1 h made 8 × 10). With the
 -- currencies the basis runs were billed in (one expected: amounts of two do not add up).
--- Parameters: $model, $sample.
+-- With $currency, only what was billed in it: the runs all of whose months were, the
+-- preprocessing of such months, the training runs started in them (a basis of two currencies
+-- priced in one of them adds no amount of the other). Parameters: $model, $sample, $currency
+-- (NULL: every month's).
 WITH runs AS (
     -- the newest tracker snapshot of each run
     SELECT * FROM tracker_runs
     QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY month DESC) = 1
+),
+-- each month's currency as macros.sql `month_currencies` reads it (no macros here); a month
+-- without a row of `billing_months` is in USD
+month_currencies AS (
+    SELECT month, min(upper(trim(currency))) AS currency FROM billing_months GROUP BY month
 ),
 trials AS (
     SELECT r.* FROM runs r
@@ -32,8 +40,12 @@ spend AS (
         fsum(a.cost) FILTER (WHERE a.component NOT IN ('gpu', 'cpu', 'storage', 'network'))
             AS other_cost
     FROM attribution_runs a
+    LEFT JOIN month_currencies mc ON mc.month = a.month
     WHERE a.run_id IN (SELECT run_id FROM trials)
     GROUP BY a.run_id
+    -- a run billed in a month of another currency too is no run of this one
+    HAVING $currency IS NULL
+        OR bool_and(coalesce(mc.currency, 'USD') = upper(trim($currency)))
 ),
 recent AS (
     SELECT t.run_id, t.start_time, t.end_time,
@@ -58,9 +70,15 @@ preprocessing AS (
           WHERE r.model = $model AND coalesce(r.purpose, '') NOT IN ('preprocess', 'eval', 'adhoc')
             AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.run_id)
             AND r.start_time BETWEEN (SELECT min(start_time) FROM recent)
-                                 AND (SELECT max(start_time) FROM recent)) AS training_runs
+                                 AND (SELECT max(start_time) FROM recent)
+            AND ($currency IS NULL OR coalesce(
+                    (SELECT started.currency FROM month_currencies started
+                      WHERE started.month = date_trunc('month', r.start_time)), 'USD')
+                = upper(trim($currency)))) AS training_runs
     FROM attribution_runs a JOIN runs r ON a.run_id = r.run_id
+    LEFT JOIN month_currencies mc ON mc.month = a.month
     WHERE r.model = $model AND r.purpose = 'preprocess'
+      AND ($currency IS NULL OR coalesce(mc.currency, 'USD') = upper(trim($currency)))
       AND r.start_time >= (SELECT min(start_time) FROM recent) - INTERVAL 2 DAY
       AND r.start_time <= (SELECT max(start_time) FROM recent)
 )
@@ -77,9 +95,7 @@ SELECT
     (SELECT median(transfer_cost) FROM recent) AS transfer_per_run,
     (SELECT median(other_cost) FROM recent) AS other_per_run,
     (SELECT cost / nullif(training_runs, 0) FROM preprocessing) AS preprocessing_per_run,
-    -- each month's currency as macros.sql `month_currencies` reads it (no macros here)
     (SELECT string_agg(DISTINCT coalesce(b.currency, 'USD'), ',' ORDER BY coalesce(b.currency, 'USD'))
        FROM (SELECT DISTINCT month FROM attribution_runs
              WHERE run_id IN (SELECT run_id FROM recent)) AS m
-       LEFT JOIN (SELECT month, min(upper(trim(currency))) AS currency
-                  FROM billing_months GROUP BY month) AS b USING (month)) AS currencies
+       LEFT JOIN month_currencies AS b USING (month)) AS currencies

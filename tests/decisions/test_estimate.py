@@ -290,6 +290,101 @@ def test_a_basis_billed_in_two_currencies_is_refused_unless_priced_by_hand(tmp_p
         assert con.execute("SELECT count(*) FROM search_approvals").fetchone() == (0,)
 
 
+def _billed_months(con, currencies: dict[date, str]) -> None:
+    """Each month's bill: one line in its currency, and its row of `billing_months`."""
+    from tests.support.warehouse_rows import insert_lines
+
+    for month, currency in currencies.items():
+        insert_lines(con, month, [{
+            "ChargePeriodStart": datetime(month.year, month.month, 1),
+            "ChargePeriodEnd": datetime(month.year, month.month, 1, 1),
+            "ChargeCategory": "Usage", "EffectiveCost": 1.0, "x_CostComponent": "gpu",
+            "x_SourceLine": f"bill-{month}", "BillingCurrency": currency}])
+        con.execute("INSERT INTO billing_months VALUES (?, 1, 1, 1, 1, ?)", [month, currency])
+
+
+def _run_parts(con, month: date, costs: dict[str, dict[str, float]]) -> None:
+    """Each run's recorded cost of the month by component (not GPU: `_recorded_runs`)."""
+    from tests.support.warehouse_rows import insert
+
+    insert(con, "attribution", month, [
+        {"x_SourceLine": f"{run_id}-{component}", "run_id": run_id, "purpose_class": "search",
+         "component": component, "cost": cost, "share": 1.0, "rule": "compute"}
+        for run_id, parts in costs.items() for component, cost in parts.items()], {})
+
+
+def test_a_basis_of_two_currencies_priced_by_hand_adds_only_the_estimates_currency(tmp_path,
+                                                                                 capsys):
+    """May billed in USD, June in EUR; priced by hand, the estimate is in June's EUR. It
+    printed "preprocessing EUR 0.20" and medians of May's USD and June's EUR amounts as EUR
+    (cpu EUR 3.00: the median of USD 4, 4 and EUR 2, 2; preprocessing May's USD 0.20 and June's
+    EUR 0.60 over 4 training runs). The parts besides the GPU come from the runs billed in EUR
+    alone: cpu 2, storage 0.5, transfer 0.3, other 0.1, preprocessing EUR 0.60 over June's 2
+    training runs = 0.30 — with the GPU's 1 × 1 h × 1.5, EUR 4.70 a run, EUR 9.40 for 2. A bill
+    now in JPY, where no search run was billed, has none to take: the GPU part alone."""
+    import duckdb
+
+    from cost_pipeline.cli.main import main
+    from cost_pipeline.estimate import render
+    from tests.support.warehouse_rows import insert_runs
+
+    may, june = date(2026, 5, 1), date(2026, 6, 1)
+    (tmp_path / "c.yaml").write_text("warehouse: {path: w.duckdb}\n")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        _recorded_runs(con, [("m1", 1, 10, 10.0), ("m2", 1, 10, 10.0)], month=may)
+        _recorded_runs(con, [("j1", 1, 10, 10.0), ("j2", 1, 10, 10.0)], month=june)
+        _run_parts(con, may, {run_id: {"cpu": 4.0, "storage": 1.0, "network": 0.6,
+                                       "other": 0.2} for run_id in ("m1", "m2")})
+        _run_parts(con, june, {run_id: {"cpu": 2.0, "storage": 0.5, "network": 0.3,
+                                        "other": 0.1} for run_id in ("j1", "j2")})
+        # the model's preprocessing: May 31 in USD, June 1 in EUR (both within two days
+        # of the first June run)
+        for month, run_id, start, cost in ((may, "p-may", datetime(2026, 5, 31), 0.2),
+                                           (june, "p-june", datetime(2026, 6, 1, 12), 0.6)):
+            insert_runs(con, month, [{"run_id": run_id, "status": "FINISHED", "model": "m",
+                                      "purpose": "preprocess", "start_time": start,
+                                      "end_time": start.replace(hour=start.hour + 1)}])
+            _run_parts(con, month, {run_id: {"cpu": cost}})
+        _billed_months(con, {may: "USD", june: "EUR"})
+    cfg = load_config(str(tmp_path / "c.yaml"))
+    with pytest.raises(EstimateError, match="billed in EUR and USD"):
+        estimate_search(cfg, "m", 2, 1)
+    est = estimate_search(cfg, "m", 2, 1, gpus=1, hours=1, price=1.5)
+    assert est.currency == "EUR" and est.basis["sample_runs"] == 2
+    assert est.per_run == pytest.approx({"gpu": 1.5, "cpu": 2.0, "storage": 0.5,
+                                         "transfer": 0.3, "other": 0.1,
+                                         "preprocessing": 0.3})
+    assert est.per_run_cost == pytest.approx(4.7)
+    assert est.total_cost == pytest.approx(9.4)
+    cached = estimate_search(cfg, "m", 2, 1, gpus=1, hours=1, price=1.5, cached=True)
+    assert cached.total_cost == pytest.approx(8.8)  # 2 × (4.70 − 0.30)
+    argv = ["estimate", "--config", str(tmp_path / "c.yaml"), "--model", "m", "--configs", "2",
+            "--seeds", "1", "--gpus", "1", "--hours", "1", "--price", "1.5"]
+    assert main([*argv, "--approve", "--search-id", "s2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"  {'preprocessing':<14} {'EUR 0.30':>16} per run  {'EUR 0.60':>16} total" in lines
+    assert f"  {'per run':<14} {'EUR 4.70':>16}  (the GPU part from --gpus, --hours and " \
+        "--price; the rest from the recorded search runs billed in EUR, those billed in USD " \
+        "left out)" in lines
+    assert f"  {'total':<14} {'EUR 9.40':>16}" in lines
+    assert "  basis: median of the 2 most recent recorded search runs billed in EUR" in lines
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        assert con.execute("SELECT per_run_cost, estimated_cost, currency FROM "
+                           "search_approvals WHERE search_id = 's2'").fetchone() \
+            == pytest.approx((4.7, 9.4, "EUR"))
+        _billed_months(con, {date(2026, 7, 1): "JPY"})
+    est = estimate_search(cfg, "m", 2, 1, gpus=1, hours=1, price=1.5)
+    assert est.currency == "JPY" and est.basis["sample_runs"] == 0
+    assert est.per_run == {"gpu": 1.5, "cpu": 0, "storage": 0, "transfer": 0, "other": 0,
+                           "preprocessing": 0}
+    assert est.total_cost == 3.0
+    text = render(est).splitlines()
+    assert f"  {'per run':<14} {'JPY 2':>16}  (the GPU part alone, from --gpus, --hours and " \
+        "--price: the recorded search runs of m were billed in EUR and USD, none in JPY)" \
+        in text
+    assert not any(line.startswith("  basis:") for line in text)
+
+
 def _billed_in(path, currency: str) -> None:
     import duckdb
 

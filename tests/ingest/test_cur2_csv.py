@@ -6,6 +6,7 @@ file and the row."""
 from __future__ import annotations
 
 import gzip
+import re
 import tempfile
 import zipfile
 from datetime import date
@@ -39,7 +40,7 @@ from tests.support.cur_rows import (
     write_export,
     write_manifest,
 )
-from tests.support.s3_server import new_bucket
+from tests.support.s3_server import FlakyProxy, new_bucket
 
 FACTS = "SELECT * EXCLUDE (month, x_File, x_Row) FROM billing_facts ORDER BY x_SourceLine"
 SP_ARN = "arn:aws:savingsplans::999988887777:savingsplan/0a1b2c3d"
@@ -192,6 +193,43 @@ def test_a_csv_export_on_s3_reads_as_its_local_copy(tmp_path, s3_server, con, co
                                           r"error: Expected \d+ columns, got 2"):
         build(con, parse_config({"billing": [{**entry, "path": f"s3://{bucket}/broken/{EXPORT}"}]},
                                 tmp_path))
+
+
+def _garbled(data: bytes) -> bytes:
+    """`data` with bytes 40 to 60, the start of its deflate stream, flipped."""
+    return data[:40] + bytes(b ^ 0x55 for b in data[40:60]) + data[60:]
+
+
+@pytest.mark.parametrize(("compression", "cut", "problem"), [
+    ("gzip", lambda data: data[:60], r"unreadable CSV file \(Truncated compressed stream\)"),
+    ("gzip", _garbled, r"unreadable CSV file \(zlib inflate failed: [^)]+\)"),
+    ("zip", _garbled, r"unreadable CSV file \(Error -3 while decompressing data: [^)]+\)"),
+], ids=["gzip cut short", "gzip of broken bytes", "zip of broken bytes"])
+def test_a_broken_compressed_file_on_s3_is_refused_as_its_local_copy_and_read_once(
+        tmp_path, s3_server, con, compression, cut, problem):
+    # a gzip cut short read from S3 was `S3 error after up to 5 attempts: Truncated
+    # compressed stream`, and a broken deflate stream in a ZIP `not a readable parquet file`:
+    # the bytes are broken, no transfer failed
+    export = write_csv_export(tmp_path, {"a": [line(float(i)) for i in range(300)]},
+                              compression=compression)
+    name = "a.csv.gz" if compression == "gzip" else "a.csv.zip"
+    data = month_dir(export) / name
+    data.write_bytes(cut(data.read_bytes()))
+    with pytest.raises(SourceError) as local:
+        build(con, config(tmp_path, export))
+    assert local.value.where == str(data) and re.fullmatch(problem, local.value.problem)
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    upload_tree(endpoint, export, bucket, f"cur/{EXPORT}")
+    key = f"cur/{EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+    with FlakyProxy(endpoint, failures=0) as proxy, pytest.raises(SourceError) as remote:
+        build(con, parse_config({"billing": [{
+            "kind": "aws_cur2", "path": f"s3://{bucket}/cur/{EXPORT}",
+            "endpoint_url": proxy.endpoint_url, "region": "us-east-1"}]}, tmp_path))
+    assert remote.value.where == f"s3://{bucket}/{key}"
+    assert remote.value.problem == local.value.problem
+    if compression == "gzip":  # streamed once: no transfer to retry (a ZIP is read by ranges)
+        assert [p for p in proxy.paths if p.startswith("GET") and name in p] == [
+            f"GET /{bucket}/{key.replace('=', '%3D')}"]
 
 
 def test_capitals_semicolons_and_a_bom_read_as_aws_writes_them(tmp_path, con):

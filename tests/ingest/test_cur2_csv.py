@@ -382,6 +382,32 @@ def test_a_legacy_cur_file_is_refused_saying_what_it_is(tmp_path, con):
         build(con, config(tmp_path, export))
 
 
+def test_a_focus_file_in_the_month_is_refused_as_no_cur_file(tmp_path, con):
+    # a FOCUS CSV listed beside the month's CUR file was refused as an export created
+    # without resource IDs, to be recreated with 'Include resource IDs'
+    export = write_csv_export(tmp_path, {"a": [line(1.0)]}, manifest=False)
+    focus = ("BilledCost,EffectiveCost,ChargePeriodStart,ResourceId\r\n"
+             "1.5,1.5,2026-07-01T00:00:00Z,i-0a\r\n")
+    (month_dir(export) / "focus.csv.gz").write_bytes(gzip.compress(focus.encode()))
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.csv.gz", "focus.csv.gz")])
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert (err.value.where, err.value.problem) == (
+        str(month_dir(export) / "focus.csv.gz"),
+        "not a CUR 2.0 data file: none of its columns (BilledCost, EffectiveCost, "
+        "ChargePeriodStart, ResourceId) is one of CUR 2.0's (identity_line_item_id, "
+        "line_item_unblended_cost, line_item_usage_start_date, …); they are FOCUS columns: "
+        "read FOCUS files with a billing source of kind: focus")
+    # a CUR 2.0 file lacking only line_item_resource_id: an export without resource IDs
+    (month_dir(export) / "focus.csv.gz").write_bytes(
+        gzip.compress(csv_bytes([line(2.0)], drop=("line_item_resource_id",))))
+    with pytest.raises(SourceError, match=r"focus\.csv\.gz: the export has no "
+                                          r"line_item_resource_id column: it was created "
+                                          r"without resource IDs\. Recreate"):
+        build(con, config(tmp_path, export))
+
+
 # text a CSV field must carry whole: delimiters, quotes, line breaks, any Unicode
 FIELD_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                      max_size=12)

@@ -6,6 +6,7 @@ file and the row."""
 from __future__ import annotations
 
 import gzip
+import re
 import tempfile
 import zipfile
 from datetime import date
@@ -39,7 +40,7 @@ from tests.support.cur_rows import (
     write_export,
     write_manifest,
 )
-from tests.support.s3_server import new_bucket
+from tests.support.s3_server import FlakyProxy, new_bucket
 
 FACTS = "SELECT * EXCLUDE (month, x_File, x_Row) FROM billing_facts ORDER BY x_SourceLine"
 SP_ARN = "arn:aws:savingsplans::999988887777:savingsplan/0a1b2c3d"
@@ -194,6 +195,43 @@ def test_a_csv_export_on_s3_reads_as_its_local_copy(tmp_path, s3_server, con, co
                                 tmp_path))
 
 
+def _garbled(data: bytes) -> bytes:
+    """`data` with bytes 40 to 60, the start of its deflate stream, flipped."""
+    return data[:40] + bytes(b ^ 0x55 for b in data[40:60]) + data[60:]
+
+
+@pytest.mark.parametrize(("compression", "cut", "problem"), [
+    ("gzip", lambda data: data[:60], r"unreadable CSV file \(Truncated compressed stream\)"),
+    ("gzip", _garbled, r"unreadable CSV file \(zlib inflate failed: [^)]+\)"),
+    ("zip", _garbled, r"unreadable CSV file \(Error -3 while decompressing data: [^)]+\)"),
+], ids=["gzip cut short", "gzip of broken bytes", "zip of broken bytes"])
+def test_a_broken_compressed_file_on_s3_is_refused_as_its_local_copy_and_read_once(
+        tmp_path, s3_server, con, compression, cut, problem):
+    # a gzip cut short read from S3 was `S3 error after up to 5 attempts: Truncated
+    # compressed stream`, and a broken deflate stream in a ZIP `not a readable parquet file`:
+    # the bytes are broken, no transfer failed
+    export = write_csv_export(tmp_path, {"a": [line(float(i)) for i in range(300)]},
+                              compression=compression)
+    name = "a.csv.gz" if compression == "gzip" else "a.csv.zip"
+    data = month_dir(export) / name
+    data.write_bytes(cut(data.read_bytes()))
+    with pytest.raises(SourceError) as local:
+        build(con, config(tmp_path, export))
+    assert local.value.where == str(data) and re.fullmatch(problem, local.value.problem)
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    upload_tree(endpoint, export, bucket, f"cur/{EXPORT}")
+    key = f"cur/{EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+    with FlakyProxy(endpoint, failures=0) as proxy, pytest.raises(SourceError) as remote:
+        build(con, parse_config({"billing": [{
+            "kind": "aws_cur2", "path": f"s3://{bucket}/cur/{EXPORT}",
+            "endpoint_url": proxy.endpoint_url, "region": "us-east-1"}]}, tmp_path))
+    assert remote.value.where == f"s3://{bucket}/{key}"
+    assert remote.value.problem == local.value.problem
+    if compression == "gzip":  # streamed once: no transfer to retry (a ZIP is read by ranges)
+        assert [p for p in proxy.paths if p.startswith("GET") and name in p] == [
+            f"GET /{bucket}/{key.replace('=', '%3D')}"]
+
+
 def test_capitals_semicolons_and_a_bom_read_as_aws_writes_them(tmp_path, con):
     # a copy saved by a spreadsheet or unloaded from a warehouse: names in capitals,
     # semicolons, a byte-order mark
@@ -341,6 +379,32 @@ def test_a_legacy_cur_file_is_refused_saying_what_it_is(tmp_path, con):
     with pytest.raises(SourceError, match=r"a\.csv\.gz: columns named as a legacy Cost and Usage "
                                           r"Report names them \(identity/LineItemId\): aws_cur2 "
                                           r"reads a CUR 2\.0 export"):
+        build(con, config(tmp_path, export))
+
+
+def test_a_focus_file_in_the_month_is_refused_as_no_cur_file(tmp_path, con):
+    # a FOCUS CSV listed beside the month's CUR file was refused as an export created
+    # without resource IDs, to be recreated with 'Include resource IDs'
+    export = write_csv_export(tmp_path, {"a": [line(1.0)]}, manifest=False)
+    focus = ("BilledCost,EffectiveCost,ChargePeriodStart,ResourceId\r\n"
+             "1.5,1.5,2026-07-01T00:00:00Z,i-0a\r\n")
+    (month_dir(export) / "focus.csv.gz").write_bytes(gzip.compress(focus.encode()))
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("a.csv.gz", "focus.csv.gz")])
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert (err.value.where, err.value.problem) == (
+        str(month_dir(export) / "focus.csv.gz"),
+        "not a CUR 2.0 data file: none of its columns (BilledCost, EffectiveCost, "
+        "ChargePeriodStart, ResourceId) is one of CUR 2.0's (identity_line_item_id, "
+        "line_item_unblended_cost, line_item_usage_start_date, …); they are FOCUS columns: "
+        "read FOCUS files with a billing source of kind: focus")
+    # a CUR 2.0 file lacking only line_item_resource_id: an export without resource IDs
+    (month_dir(export) / "focus.csv.gz").write_bytes(
+        gzip.compress(csv_bytes([line(2.0)], drop=("line_item_resource_id",))))
+    with pytest.raises(SourceError, match=r"focus\.csv\.gz: the export has no "
+                                          r"line_item_resource_id column: it was created "
+                                          r"without resource IDs\. Recreate"):
         build(con, config(tmp_path, export))
 
 

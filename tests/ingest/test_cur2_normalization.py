@@ -589,6 +589,42 @@ def test_missing_resource_ids_says_how_to_fix_the_export(tmp_path, con):
     assert "x.parquet" in str(err.value) and "INCLUDE_RESOURCES" in str(err.value)
 
 
+def test_a_file_of_another_schema_is_refused_as_no_cur_file(tmp_path, con):
+    # a FOCUS file listed beside the month's CUR file was refused as an export created
+    # without resource IDs, to be recreated with 'Include resource IDs'
+    export = write_export(tmp_path, {"x.parquet": [L("a")]}, manifest=False)
+    focus = pa.table({"BilledCost": [1.5], "EffectiveCost": [1.5],
+                      "ChargePeriodStart": [T0], "ResourceId": ["i-0a"]})
+    pq.write_table(focus, month_dir(export) / "focus.parquet")
+    write_manifest(export, [f"{S3_EXPORT}/data/BILLING_PERIOD=2026-07/{name}"
+                            for name in ("x.parquet", "focus.parquet")])
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert (err.value.where, err.value.problem) == (
+        str(month_dir(export) / "focus.parquet"),
+        "not a CUR 2.0 data file: none of its columns (BilledCost, EffectiveCost, "
+        "ChargePeriodStart, ResourceId) is one of CUR 2.0's (identity_line_item_id, "
+        "line_item_unblended_cost, line_item_usage_start_date, …); they are FOCUS columns: "
+        "read FOCUS files with a billing source of kind: focus")
+    # any other schema: its first five columns named
+    pq.write_table(pa.table({name: [1] for name in "abcdefg"}),
+                   month_dir(export) / "focus.parquet")
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert err.value.problem == (
+        "not a CUR 2.0 data file: none of its columns (a, b, c, d, e, …) is one of CUR 2.0's "
+        "(identity_line_item_id, line_item_unblended_cost, line_item_usage_start_date, …)")
+    # a CUR 2.0 file lacking only line_item_resource_id: an export without resource IDs
+    write_parquet(month_dir(export) / "focus.parquet", [L("b")],
+                  drop=("line_item_resource_id",))
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert err.value.problem == (
+        "the export has no line_item_resource_id column: it was created without resource "
+        "IDs. Recreate the Data Export (CUR 2.0) with 'Include resource IDs' "
+        "(INCLUDE_RESOURCES) and hourly time granularity")
+
+
 def test_manifest_of_an_export_without_resources_or_not_hourly(tmp_path, con):
     export = write_export(tmp_path, {"x.parquet": [L("a")]},
                           table_config={"INCLUDE_RESOURCES": "FALSE"})

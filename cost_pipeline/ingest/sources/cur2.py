@@ -93,6 +93,12 @@ RESOURCE_ID_FIX = (
     "Recreate the Data Export (CUR 2.0) with 'Include resource IDs' (INCLUDE_RESOURCES) "
     "and hourly time granularity"
 )
+# the required columns named where a file holds none of them (`not_cur2_file`)
+NAMED_REQUIRED = ("identity_line_item_id", "line_item_unblended_cost",
+                  "line_item_usage_start_date")
+# FOCUS's cost and charge-period columns (`focus.COST_AND_USAGE_COLUMNS`), in lower case: a
+# FOCUS file listed in a CUR month is said to be one
+FOCUS_COLUMNS = frozenset({"billedcost", "effectivecost", "chargeperiodstart"})
 # the data files of an export whose file format is TEXT_OR_CSV (Compression GZIP or ZIP),
 # read by `cur2_csv`
 TEXT_EXPORT_SUFFIXES = (".csv", ".csv.gz", ".csv.zip", ".gz", ".zip")
@@ -353,6 +359,8 @@ def inspect_schema(delivery: Delivery,
                                   f"Usage Report names them ({legacy[0]}): aws_cur2 reads a "
                                   "CUR 2.0 export of AWS Data Exports (line_item_resource_id); "
                                   "create one with 'Include resource IDs', hourly")
+            if not names & REQUIRED_COLUMNS.keys():
+                raise not_cur2_file(delivery.source, file, schema.names)
             raise SourceError(delivery.source, file, RESOURCE_ID_FIX)
         for column in REQUIRED_COLUMNS:
             if column not in names:
@@ -391,6 +399,19 @@ def inspect_schema(delivery: Delivery,
         delivery.tags_only_files = set()  # every file's tags come from `tags`
     delivery.has_net_columns = "line_item_net_unblended_cost" in delivery.columns
     delivery.has_split_columns = "split_line_item_parent_resource_id" in delivery.columns
+
+
+def not_cur2_file(source: str, file: str, names: list[str]) -> SourceError:
+    """A file of none of CUR 2.0's required columns (another export's file listed in the
+    month): its own columns named, not refused as an export created without resource IDs."""
+    listed = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+    problem = (f"not a CUR 2.0 data file: none of its columns ({listed}) is one of CUR 2.0's "
+               f"({', '.join(NAMED_REQUIRED)}, …)" if names
+               else "not a CUR 2.0 data file: it has no columns")
+    if any(name.lower() in FOCUS_COLUMNS for name in names):
+        problem += ("; they are FOCUS columns: read FOCUS files with a billing source of "
+                    "kind: focus")
+    return SourceError(source, file, problem)
 
 
 def lower_case_names(source: str, file: str, schema: pa.Schema) -> pa.Schema:

@@ -19,6 +19,7 @@ import csv
 import logging
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -34,8 +35,12 @@ from cost_pipeline.ingest.sources.s3 import S3Uri, is_s3, source_error
 
 HEADER_BYTES = 1 << 20  # CUR 2.0 has ~125 columns: its header line is ~5 KB
 BLOCK_BYTES = 1 << 22
-# pyarrow's and zlib's words about a file's bytes, as opposed to the transfer of them
-_BROKEN_BYTES = ("ZLIB", "GZIP", "INFLATE", "CSV", "UTF8", "UTF-8", "ZIP", "COLUMN")
+# pyarrow's and zlib's words about a file's bytes, as opposed to the transfer of them: a gzip
+# cut short is pyarrow's "Truncated compressed stream", which no retry reads whole
+_BROKEN_BYTES = ("ZLIB", "GZIP", "INFLATE", "COMPRESSED", "CSV", "UTF8", "UTF-8", "ZIP",
+                 "COLUMN")
+# what reading a ZIP member of broken deflate data raises (zlib.error: no OSError)
+_BROKEN_FILE_ERRORS = (OSError, zipfile.BadZipFile, EOFError, zlib.error)
 
 
 class CsvReader:
@@ -91,7 +96,7 @@ class CsvReader:
         try:
             with self._stream(file) as stream:
                 head = stream.read(HEADER_BYTES)
-        except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        except _BROKEN_FILE_ERRORS as exc:
             raise self._unreadable(file, file, exc) from None
         try:
             text = bytes(head).decode("utf-8-sig", errors="strict")
@@ -148,7 +153,7 @@ class CsvReader:
                         row += batch.num_rows
             except SourceError:
                 raise
-            except (pa.ArrowException, OSError, zipfile.BadZipFile, EOFError) as exc:
+            except (pa.ArrowException, *_BROKEN_FILE_ERRORS) as exc:
                 # a record's fault is found by a second read (csv_fault); the stream's (a gzip
                 # cut short) is wherever the reader had read ahead to: the file alone
                 reason = str(exc)

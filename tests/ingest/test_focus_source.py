@@ -5,6 +5,8 @@ shapes AWS, Azure and GCP use. Expected values are computed from the rows writte
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 import logging
 from datetime import date
@@ -924,3 +926,66 @@ def test_a_currency_code_in_small_letters_is_the_same_currency(tmp_path, con):
                                               row("b", 42.0, BillingCurrency=" inr ")])
     facts = load(con, path)
     assert {f["BillingCurrency"] for f in facts.values()} == {"INR"}
+
+
+# one line of May, as (column, value): `BilledCost` and `EffectiveCost` 1.00
+ONE_LINE = (("BillingPeriodStart", "2026-05-01T00:00:00Z"),
+            ("ChargePeriodStart", "2026-05-01T10:00:00Z"),
+            ("ChargePeriodEnd", "2026-05-01T11:00:00Z"), ("ChargeCategory", "Usage"),
+            ("SkuId", "once"), ("ResourceId", "i-1"), ("BilledCost", 1.0),
+            ("EffectiveCost", 1.0), ("BillingCurrency", "USD"))
+
+
+def write_named(path: Path, cells: list[tuple[str, object]]) -> Path:
+    """One line whose header is `cells`' names as given, a name written twice included:
+    parquet (pyarrow writes such a file), CSV or gzipped CSV."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names, values = [n for n, _ in cells], [v for _, v in cells]
+    if path.name.endswith(".parquet"):
+        pq.write_table(pa.Table.from_arrays([pa.array([v]) for v in values], names=names), path)
+        return path
+    text = io.StringIO()
+    csv.writer(text).writerows([names, values])
+    data = text.getvalue().encode()
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+    return path
+
+
+@pytest.mark.parametrize("file", ["m.parquet", "numbered.parquet", "m.csv", "m.csv.gz"])
+@pytest.mark.parametrize("twice", ["EffectiveCost", "BilledCost", "BILLEDCOST", "Region"])
+def test_a_column_read_named_twice_in_the_header_is_refused(con, tmp_path, file, twice):
+    # a parquet file with EffectiveCost twice failed with `'Column EffectiveCost does not
+    # exist in schema'`, naming neither source nor file; a CSV with BilledCost twice loaded
+    # its first copy's $1.00 with exit 0, whichever copy was meant
+    cells = [(twice if c == "BilledCost" and twice == "BILLEDCOST" else c, v)
+             for c, v in ONE_LINE]
+    cells.append((twice, "eu-west-1" if twice == "Region" else 2.0))
+    if twice == "Region":  # FOCUS 1.0-preview's RegionId, read when RegionId is absent
+        cells.insert(-1, ("Region", "us-east-1"))
+    if file == "numbered.parquet":  # a column of DuckDB's row numbers: streamed by pyarrow
+        cells.insert(0, ("file_row_number", 7))
+    path = write_named(tmp_path / "exp" / file, cells)
+    with pytest.raises(SourceError) as error:
+        load(con, tmp_path / "exp")
+    assert (error.value.source, error.value.where, error.value.problem) == (
+        "focus", str(path), f"column {twice} appears twice in the header: keep one")
+    assert str(error.value) == (
+        f"focus: {path}: column {twice} appears twice in the header: keep one")
+
+
+@pytest.mark.parametrize("file", ["m.parquet", "numbered.parquet", "m.csv", "m.csv.gz"])
+def test_a_column_never_read_named_twice_is_tolerated(con, tmp_path, file):
+    # only the columns the normalization reads are refused twice: a provider's column it
+    # never reads, and FOCUS 1.0-preview's Region beside 1.0's RegionId (which is read)
+    cells = [*ONE_LINE, ("x_Note", "a"), ("RegionId", "us-east-1"), ("Region", "x"),
+             ("x_Note", "b"), ("Region", "y")]
+    if file == "numbered.parquet":
+        cells.insert(0, ("file_row_number", 7))
+    write_named(tmp_path / "exp" / file, cells)
+    # another FOCUS dataset's file, skipped, may name a cost column twice too
+    (tmp_path / "exp" / "invoice_detail.csv").write_text(
+        "InvoiceDetailId,InvoiceId,BilledCost,BillingCurrency,BilledCost\n"
+        "d-1,INV-1,250,USD,260\n")
+    (line,) = load(con, tmp_path / "exp").values()
+    assert (line["BilledCost"], line["EffectiveCost"], line["RegionId"]) == (
+        1.0, 1.0, "us-east-1")

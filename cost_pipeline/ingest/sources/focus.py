@@ -406,7 +406,8 @@ def _spelled(source: str, file: Path | str, header: list[str]) -> dict[str, str]
     """The FOCUS columns this normalization reads that a file's header has, in COLUMNS order,
     each with the header's spelling: FOCUS's own, else the same name in another case, as a
     warehouse unloads it (Snowflake `BILLEDCOST`, Redshift `billedcost`). A column spelled
-    in two cases, neither FOCUS's own, is refused."""
+    in two cases, neither FOCUS's own, is refused (one spelling written twice:
+    `_refuse_repeated`)."""
     exact, folded = set(header), {}
     for name in header:
         folded.setdefault(name.lower(), []).append(name)
@@ -415,14 +416,29 @@ def _spelled(source: str, file: Path | str, header: list[str]) -> dict[str, str]
         for name in (column, *OLDER_NAMES.get(column, ())):   # FOCUS's own name first
             if name in exact:
                 spelled[column] = name
-            elif len(folded.get(name.lower(), [])) > 1:
-                raise SourceError(source, str(file), f"columns {' and '.join(folded[name.lower()])}"
+            elif len(set(folded.get(name.lower(), []))) > 1:
+                spellings = dict.fromkeys(folded[name.lower()])
+                raise SourceError(source, str(file), f"columns {' and '.join(spellings)}"
                                   f" both name FOCUS's {column}: keep one")
             elif name.lower() in folded:
                 spelled[column] = folded[name.lower()][0]
             if column in spelled:
                 break
     return spelled
+
+
+def _refuse_repeated(source: str, file: Path | str, header: list[str],
+                     spelled: dict[str, str]) -> None:
+    """Refuse a file whose header names a column the normalization reads twice: which copy
+    holds the cost is not the reader's guess (pyarrow's CSV reader took the first silently,
+    and a parquet file's field lookup failed naming neither source nor file). A column it
+    never reads (a provider's own, an older name beside FOCUS 1.0's) may come twice."""
+    for name in spelled.values():
+        copies = header.count(name)
+        if copies > 1:
+            times = "twice" if copies == 2 else f"{copies} times"
+            raise SourceError(source, str(file),
+                              f"column {name} appears {times} in the header: keep one")
 
 
 def _check_type(source: str, path: Path | str, column: str, kind: str,
@@ -599,6 +615,7 @@ def _register(con: duckdb.DuckDBPyConnection, found: FocusFiles, path: str, mont
             found.files.remove(file)
             found.skipped.append(file)
             continue
+        _refuse_repeated(source, file, header, spelled)
         missing = [c for c in REQUIRED if c not in spelled]
         if missing:
             raise SourceError(source, str(file), f"missing FOCUS column(s) {', '.join(missing)}")

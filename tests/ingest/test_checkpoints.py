@@ -539,3 +539,21 @@ def test_an_inventory_without_a_report_of_the_month_is_said(tmp_path, con, caplo
     with caplog.at_level(logging.WARNING, logger="test"):
         assert len(build(con, tmp_path, entry, month=date(2026, 8, 1))) == 1
     assert "no object listed" not in caplog.text
+
+
+def test_a_column_named_twice_in_a_listings_header_is_refused(tmp_path, con):
+    """Both readers read the first copy without a word: the object's size here 1 byte, where
+    the second `size` says 4096."""
+    from cost_pipeline.ingest.sources.listing_rows import read_inventory_csv
+
+    path = write(tmp_path / "inv.csv", f"{HEADER},Size\nb,ckpt/r1/s1/x.pt,1,2026-07-01,4096\n")
+    problem = "column size appears twice in the header (columns 3 and 5): keep one"
+    with pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})
+    assert str(err.value) == f"checkpoints[0] inventory: {path}: {problem}"
+    with pytest.raises(SourceError) as err:
+        list(read_inventory_csv(path, "inventory", None))
+    assert str(err.value) == f"inventory: {path}: {problem}"
+    # a column neither reader reads may be named twice
+    write(tmp_path / "inv.csv", f"{HEADER},etag,etag\nb,ckpt/r1/s1/x.pt,1,2026-07-01,e,f\n")
+    assert [r[2] for r in build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})] == [1]

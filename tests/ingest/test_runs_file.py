@@ -574,3 +574,29 @@ def test_the_states_of_a_wandb_export_read_as_the_four_they_mean(tmp_path, con):
     assert {run_id: run["status"] for run_id, run in runs.items()} == {
         "w1": "FAILED", "w2": "KILLED", "w3": "RUNNING", "w4": "RUNNING", "w5": "FINISHED",
         "w6": "FAILED"}
+
+
+def test_a_column_named_twice_in_the_header_is_refused(tmp_path, con):
+    """`dataset` renamed `model`: the last copy won without a word, the run's model read as
+    its dataset ("churn-events"); `parent_run_id` renamed `gpus` was refused for a run id
+    that "is not a whole number". Names are compared as the reader reads them, lower case."""
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,status,model,start_time,Model\n"
+                    "r1,FINISHED,churn,2026-07-01,churn-events\n")
+    with pytest.raises(SourceError) as error:
+        load(con, tmp_path, path)
+    assert str(error.value) == (f"runs_file: {path}: column model appears twice in the "
+                                "header (columns 3 and 5): keep one")
+    path.write_text("run_id,gpus,status,start_time,gpus,gpus\n"
+                    "r1,4,FINISHED,2026-07-01,s2607-sweep,2\n")
+    with pytest.raises(SourceError) as error:
+        load(con, tmp_path, path)
+    assert str(error.value) == (f"runs_file: {path}: column gpus appears 3 times in the "
+                                "header (columns 2, 5 and 6): keep one")
+
+
+def test_a_column_the_reader_does_not_read_may_be_named_twice(tmp_path, con):
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,notes,status,start_time,model,notes,,\n"
+                    "r1,a,FINISHED,2026-07-01,churn,b,,\n")
+    assert load(con, tmp_path, path)["r1"]["model"] == "churn"

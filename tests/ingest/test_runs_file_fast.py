@@ -605,3 +605,17 @@ def test_a_trigger_outside_the_vocabulary_is_kept_as_written_by_both_readers(tmp
         table = read(path, "runs_file")
         table = table if isinstance(table, pa.Table) else pa.Table.from_pylist(table)
         assert sorted(table.column("trigger").to_pylist()) == ["cron", "drift!"]
+
+
+@pytest.mark.parametrize("header", ["run_id,status,start_time,model,dataset,model",
+                                    "run_id,status,start_time,model,dataset, MODEL "])
+def test_a_column_named_twice_is_refused_by_both_readers(tmp_path, header):
+    """The SQL path stepped aside and the record-by-record one read the last copy."""
+    path = tmp_path / "runs.csv"
+    path.write_text(f"{header}\nr1,FINISHED,2026-07-01,churn,churn-events,churn-events\n")
+    assert _fast_runs(path, "runs_file") is None
+    for read in (read_runs, read_runs_table):
+        with pytest.raises(SourceError) as error:
+            read(path, "runs_file")
+        assert str(error.value) == (f"runs_file: {path}: column model appears twice in the "
+                                    "header (columns 4 and 6): keep one")

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from cost_pipeline.ingest.sources import SourceError
 from cost_pipeline.ingest.sources.local_files import walk_files
-from cost_pipeline.ingest.sources.runs_file import parse_time
+from cost_pipeline.ingest.sources.runs_file import parse_time, repeated_column
 
 OBJECT_FIELDS = ("bucket", "key", "size", "last_modified", "snapshot_date")
 def read_inventory_csv(path: Path | str, source: str, bucket: str | None,
@@ -59,6 +59,9 @@ def header_index(header: list[str], source: str, path: str, bucket: str | None) 
             raise SourceError(source, path, f"missing column {needed}")
     if "bucket" not in header and not bucket:
         raise SourceError(source, path, "no bucket column: set `bucket:` in the config")
+    repeated = repeated_column(header, OBJECT_FIELDS)
+    if repeated:
+        raise SourceError(source, path, repeated)
     return {name: header.index(name) for name in OBJECT_FIELDS if name in header}
 
 

@@ -14,7 +14,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -87,6 +87,9 @@ def _csv_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
     records: list[Record] = []
     try:
         header = [h.strip().lower() for h in next(reader, [])]
+        repeated = repeated_column(header, RUN_COLUMNS)
+        if repeated:
+            raise SourceError(source, str(path), repeated)
         while True:
             first_line = reader.line_num + 1
             row = next(reader, None)
@@ -102,6 +105,22 @@ def _csv_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
     except csv.Error as exc:
         raise SourceError(source, f"{path} row {reader.line_num}", f"bad CSV: {exc}") from None
     return header, records
+
+
+def repeated_column(header: list[str], read: Collection[str]) -> str | None:
+    """What is wrong with a header naming a column the reader reads more than once (names
+    as the reader compares them), else None: read by name, one copy won over the other
+    without a word. A column it does not read may repeat."""
+    places: dict[str, list[int]] = {}
+    for number, name in enumerate(header, start=1):
+        if name in read:
+            places.setdefault(name, []).append(number)
+    for name, numbers in places.items():
+        if len(numbers) > 1:
+            times = "twice" if len(numbers) == 2 else f"{len(numbers)} times"
+            listed = ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+            return f"column {name} appears {times} in the header (columns {listed}): keep one"
+    return None
 
 
 def _json_records(path: Path, source: str, loads: Callable[[str], Any] = json.loads

@@ -3,6 +3,7 @@ styles and SVG inline, nothing fetched when it is opened."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import date, datetime
 from functools import cache
@@ -11,6 +12,7 @@ from typing import Any
 
 import duckdb
 import jinja2
+from markupsafe import Markup, escape
 
 from cost_pipeline.report import report_path
 from cost_pipeline.report.charts import charts
@@ -55,6 +57,24 @@ LINE_ITEM_LABELS = {
     "Tax": "Tax",
     "Usage": "On-demand usage",
 }
+
+
+# an amount as `money` writes it (`−$5.00`, `EUR 1,234.50`, `+JPY 12`, `$∞`): a minus sign
+# before a symbol, or the space after a currency code, is a place a line may break
+AMOUNT = re.compile(r"[−+]?(?:\$|\b[A-Z]{3} )(?:\d[\d,]*(?:\.\d+)?|∞)")
+
+
+def unbroken(text: str) -> Markup:
+    """`text` (a sentence, a lever's evidence) as HTML, each amount in it one span that the
+    page's stylesheet does not let wrap (`.amt`): "unallocated −" ended a line and "$5.00."
+    began the next. The words are the same; the text and markdown outputs do not have it."""
+    return Markup(AMOUNT.sub(lambda m: f'<span class="amt">{m.group(0)}</span>',
+                             str(escape(text))))
+
+
+def amount(value, symbol: str) -> Markup:
+    """`money` in running text: one span that does not wrap (`unbroken`)."""
+    return unbroken(money(value, symbol))
 
 
 def number(value, digits: int = 1) -> str:
@@ -173,7 +193,8 @@ def _environment() -> jinja2.Environment:
                        smallest=smallest, signed=signed, change_percent=change_percent,
                        currency_symbol=symbol_of,
                        hours_alike=lambda hours: gpu_hours_alike(*hours),
-                       shares_shown=shares_shown, rounded_to=rounded_to)
+                       shares_shown=shares_shown, rounded_to=rounded_to, amount=amount,
+                       unbroken=unbroken)
     # the pages' levers say it in the words the UI's table and the demo use
     env.globals["levers_overlap"] = LEVERS_OVERLAP
     return env

@@ -90,8 +90,9 @@ def _levers(con, dollars: dict[str, float]) -> None:
 
 
 def _summary(html: str) -> list[str]:
-    return re.findall(r"<li>([^<]*)</li>", html[html.index('class="summary"'):
-                                                html.index("</ul>")])
+    """The summary's sentences, as text (an amount in one is a span of its own)."""
+    return [re.sub(r"<[^>]+>", "", li) for li in re.findall(
+        r"<li>(.*?)</li>", html[html.index('class="summary"'):html.index("</ul>")])]
 
 
 def _bill_text(path: Path) -> str:
@@ -257,6 +258,44 @@ def test_a_month_without_credits_keeps_its_shares(tmp_path):
     assert [line.split()[-1] for line in _bill_text(path).splitlines()[2:4]] == [
         "90.0%", "10.0%"]
     assert "(90%)" in charts(data, LINE_ITEM_LABELS)["bill"]
+
+
+def test_an_amount_in_running_text_never_breaks_inside(tmp_path):
+    """A minus sign (U+2212) before the symbol, or the space after a currency code, is a place
+    a line may break: "unallocated −" ended a line and "$5.00." began the next. Every amount
+    of the page's running text is one span that does not wrap; the text reads as before."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [
+            _line(0, 15.0, currency="EUR"),
+            _line(1, -5.0, item_type="Credit", category="Credit", component="other",
+                  currency="EUR")])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 15.0, "production", "prod1", gpu_hours=1.0),
+            _attributed(1, -5.0, "unallocated", component="other")], {})
+        _reconciliation(con, billed=1.0, untracked=0.0, threshold=0.05, runs=15.0,
+                        unallocated=-5.0)
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    assert re.search(r"\.amt\b[^{}]*\{[^}]*white-space: nowrap", html)
+    lede = html[html.index('<h2 id="reconciliation">'):]
+    lede = lede[lede.index('<p class="lede">'):lede.index("</p>")]
+    assert 'unallocated <span class="amt">−EUR 5.00</span>.' in lede
+    assert _tracker_vs_bill(html).endswith(
+        "Runs account for EUR 15.00 of the month's cost, which credits and refunds bring to "
+        "EUR 10.00 in all: no share of it is shown; untracked cost EUR 0.00, unallocated "
+        "−EUR 5.00.")
+    assert _summary(html)[:2] == [
+        "Where the money went: production training EUR 15.00.",
+        "Credits and refunds (unallocated −EUR 5.00) bring the month&#39;s total to "
+        "EUR 10.00: no class is shown as a share of it."]
+    summary = html[html.index('class="summary"'):html.index("</ul>")]
+    kpi = html[html.index("invoice (BilledCost)"):html.index("</div>",
+                                                            html.index("invoice (BilledCost)"))]
+    for part in (lede, summary, kpi):
+        amounts = re.findall(r"[−+]?(?:\$|[A-Z]{3} )\d[\d,]*(?:\.\d+)?",
+                             re.sub(r"<[^>]+>", "", part))
+        assert amounts and re.findall(r'<span class="amt"[^>]*>([^<]*)</span>', part) == amounts
 
 
 def test_the_period_shows_no_shares_of_a_total_a_credited_month_shrinks(tmp_path):

@@ -208,7 +208,8 @@ def bridge_figure(bridge: dict, labels: dict[str, str], symbol: str) -> Figure:
 
 
 def levers_figure(levers: list[dict], symbol: str) -> Figure:
-    """The ranked levers, rank 1 on top, with the dollars each touches."""
+    """The ranked levers, rank 1 on top, with the dollars each touches; a lever that reads
+    zero in the currency is labelled "–", as the table beside the chart shows it."""
     rows = list(reversed(levers))
     fig = Figure(figsize=(WIDTH, 0.3 * len(rows) + 0.55), layout="constrained")
     ax = fig.subplots()
@@ -216,8 +217,8 @@ def levers_figure(levers: list[dict], symbol: str) -> Figure:
     ax.barh(names, [r["dollars"] for r in rows], height=0.6,
             color=[TOTAL if r["rank"] == 1 else COMPONENT_COLORS["cpu"] for r in rows])
     for y, r in enumerate(rows):
-        ax.text(max(r["dollars"], 0), y, f"  {_label(r['dollars'], symbol)}", va="center",
-                fontsize=8.5)
+        shown = _label(r["dollars"], symbol) if smallest(r["dollars"], symbol) else "–"
+        ax.text(max(r["dollars"], 0), y, f"  {shown}", va="center", fontsize=8.5)
     _frame(ax, "x", symbol, [r["dollars"] for r in rows])
     ax.margins(x=0.18)
     return fig

@@ -478,6 +478,24 @@ def test_no_lever_named_when_none_has_a_price(tmp_path):
         page.read_text(encoding="utf-8"))
 
 
+def test_the_levers_chart_labels_a_lever_of_nothing_as_its_table_does(tmp_path):
+    """A euro month whose one priced lever is EUR 3.50 (another is 0.4 of a cent): the table
+    beside the chart reads "–" for the seven others, and the chart labelled them "EUR 0.00"."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 7.0, currency="EUR")])
+        _levers(con, {"delete dead checkpoints": 3.5, "cache preprocessing": 0.004})
+    page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
+    cells = re.findall(r'<td class="num[^"]*" data-dollars="[^"]*">([^<]*)</td>',
+                       page.read_text(encoding="utf-8"))
+    assert cells == ["EUR 3.50"] + ["–"] * 7
+    svg = charts(data, LINE_ITEM_LABELS)["levers"]
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    labels = [t.strip() for t in texts if t.startswith("  ")]  # the bars' labels, bottom up
+    assert labels == ["–"] * 7 + ["EUR 3.50"]
+    assert "EUR 0.00" not in svg
+
+
 def _tiny_month(path: Path, cost: float, currency: str) -> tuple[str, dict]:
     """A month of one production GPU line of `cost` in `currency` whose one priced lever is
     worth as much: its page and figures."""

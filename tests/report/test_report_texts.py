@@ -742,6 +742,38 @@ def test_a_search_of_fractional_configs_shows_the_fraction(tmp_path):
     assert '<td class="num">6</td><td class="num">3 × 2</td>' in rows["sD"]
 
 
+def test_a_search_with_no_estimate_reads_no_estimate(tmp_path):
+    """sN has no recorded estimate, sO one of $9,000 over the $5,000 approval budget: both
+    read "not approved" in red, as if sN's estimate had been refused. sN reads "no estimate"
+    (still flagged), sO "not approved", and the lede says which is which."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 5.0)])
+        insert(con, "search_costs", JULY, [
+            {"search_id": "sN", "model": "fraud", "cost": 3.0},
+            {"search_id": "sO", "model": "fraud", "cost": 2.0, "estimated_cost": 9_000.0,
+             "cumulative_cost": 2.0, "overrun": -8_998.0}],
+            {"runs": 2, "configs": 2.0, "seeds": 1, "runs_this_month": 2, "hours": 1.0,
+             "accelerator_hours": 1.0})
+        insert(con, "search_approvals", JULY, [
+            {"search_id": "sO", "model": "fraud", "configs": 2, "seeds": 1, "reruns": 0,
+             "runs": 2, "per_run_cost": 4_500.0, "estimated_cost": 9_000.0,
+             "approval_budget": 5_000.0, "approved": False,
+             "recorded_at": datetime(2026, 6, 30)}], {})
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    rows = dict(re.findall(r'<tr data-search="(\w+)">(.*?)</tr>', html, re.S))
+    estimate = {k: re.search(r"<td[^>]*data-estimate=[^>]*>(.*?)</td>", row).group(1)
+                for k, row in rows.items()}
+    assert estimate == {"sN": '<span class="fail-text">no estimate</span>',
+                        "sO": '$9,000.00 <span class="fail-text">not approved</span>'}
+    lede = html[html.index('<h2 id="search">'):]
+    lede = " ".join(re.sub(r"<[^>]+>", "", lede[:lede.index("</p>")]).split())
+    assert ("against what the search has cost so far: more than 10 % over is flagged, and "
+            "so is a search with no estimate recorded at all (marked no estimate); an "
+            "estimate recorded over the approval budget is marked not approved.") in lede
+
+
 def _fractional_gpu_month(path: Path) -> None:
     """One g5.xlarge (1 GPU) billed 10:00-11:00 for $1.00, one production run listing it
     10:00-10:36: 1.0 GPU-hour billed, 0.6 tracked, 0.4 untracked (40%, a FAIL)."""

@@ -15,6 +15,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from cost_pipeline.report import report_path
+from cost_pipeline.report.bill_lines import share_and_threshold
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import LEVERS_OVERLAP, PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
@@ -91,6 +92,18 @@ def metric(value, spec: str = "%.4g") -> str:
     return minus(spec % value) if text is None else text
 
 
+def share_against(share, threshold) -> tuple[str, str]:
+    """The untracked share and its threshold in percent, as the printed reconciliation note
+    writes them (`bill_lines.share_and_threshold`): the threshold with its own digits, one at
+    least as the page's percentages have, the share with as many, and more while it would
+    read as the threshold it is not. One decimal read "21.6% FAIL · threshold 21.6%" for a
+    21.622% share of a 21.6% threshold; the note read "21.62% … (threshold 21.6%)"."""
+    if not_finite(share) is not None or not_finite(threshold) is not None:
+        return percent(share), percent(threshold)
+    shown, limit = share_and_threshold(share, threshold)
+    return f"{shown}%", f"{limit if '.' in limit else limit + '.0'}%"
+
+
 def minus(text: str) -> str:
     """A figure's leading hyphen as the minus sign (an exponent's, `1e-05`, stays)."""
     return "−" + text[1:] if text.startswith("-") else text
@@ -164,9 +177,9 @@ def summary(data: dict, symbol: str) -> list[str]:
         # billed as section 4 and the headline write it, with the statement's decimals
         *_, billed_hours = gpu_hours_alike(rec["tracked_gpu_hours"],
                                            rec["untracked_gpu_hours"], rec["billed_gpu_hours"])
-        text = (f"Tracker vs bill: {percent(rec['untracked_share'])} of "
-                f"{billed_hours} billed GPU-hours belong to no recorded "
-                f"run, {verdict} the {percent(rec['threshold'])} threshold.")
+        share, threshold = share_against(rec["untracked_share"], rec["threshold"])
+        text = (f"Tracker vs bill: {share} of {billed_hours} billed GPU-hours belong to no "
+                f"recorded run, {verdict} the {threshold} threshold.")
         if data.get("untracked_gpu") and rec["status"] != "pass":
             # the same resource the failed check's alert names first (top_untracked.sql)
             first = data["untracked_gpu"][0]
@@ -194,7 +207,7 @@ def _environment() -> jinja2.Environment:
                        currency_symbol=symbol_of,
                        hours_alike=lambda hours: gpu_hours_alike(*hours),
                        shares_shown=shares_shown, rounded_to=rounded_to, amount=amount,
-                       unbroken=unbroken)
+                       unbroken=unbroken, share_against=share_against)
     # the pages' levers say it in the words the UI's table and the demo use
     env.globals["levers_overlap"] = LEVERS_OVERLAP
     return env

@@ -163,6 +163,45 @@ def test_the_printed_share_and_the_alert_round_half_up_as_the_page_does():
     assert figures_apart(in_percent(0.05004), in_percent(0.05)) == ("5.004", "5.000")
 
 
+@pytest.mark.parametrize(("billed", "untracked", "threshold", "share", "limit"), [
+    # 21,622 of 100,000: 21.622% against 21.6%, which one decimal read "21.6% … 21.6%"
+    (100_000.0, 21_622.0, 0.216, "21.62", "21.6"),
+    # 1,251 of 100,000 against 1.25%: the threshold was rounded to 1.3% beside a 1.3% share
+    (100_000.0, 1_251.0, 0.0125, "1.251", "1.25"),
+    # 5,004 of 100,000 against 5%: "5.0% FAIL · threshold 5.0%"
+    (100_000.0, 5_004.0, 0.05, "5.004", "5.0"),
+    (100_000.0, 5_000.0, 0.05, "5.0", "5.0"),
+])
+def test_the_page_tells_a_share_from_its_threshold_as_the_printed_note_does(
+        tmp_path, billed, untracked, threshold, share, limit):
+    """A share of 21.622% failing a 21.6% threshold read "21.6% FAIL · threshold 21.6%" and
+    "… above the 21.6% threshold" on the page, where the printed note reads "21.62% …
+    (threshold 21.6%)". The page writes them by the note's rule: the threshold with its own
+    digits (one at least, as the page's percentages), the share with as many, and more while
+    it would read as the threshold it is not."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 10.0)])
+        _reconciliation(con, billed=billed, untracked=untracked, threshold=threshold,
+                        runs=10.0)
+        (note,) = reconciliation_notes(con, JULY, JULY)
+    status = "FAIL" if untracked / billed > threshold else "PASS"
+    assert f"— {share}% of 100,000 billed GPU-hours untracked (threshold " in note
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    kpi = html[html.index(">", html.index('id="untracked-share"')) + 1:]
+    kpi = " ".join(re.sub(r"<[^>]+>", "", kpi[:kpi.index('<div class="kpi">')]).split())
+    tracked = f"{billed - untracked:,.0f}"
+    assert kpi.startswith(f'{share}% {status} {untracked:,.0f} of 100,000 billed GPU-hours · '
+                          f'threshold {limit}%')
+    assert _tracker_vs_bill(html).startswith(
+        f"{status}: {tracked} of 100,000 billed GPU-hours are recorded runs; "
+        f"{untracked:,.0f} ({share}%) are not (threshold {limit}%).")
+    verdict = "above" if status == "FAIL" else "within"
+    assert (f"Tracker vs bill: {share}% of 100,000 billed GPU-hours belong to no recorded "
+            f"run, {verdict} the {limit}% threshold.") in _summary(html)
+
+
 def test_the_printed_reconciliation_line_of_a_threshold_with_decimals(tmp_path):
     path = tmp_path / "w.duckdb"
     with duckdb.connect(str(path)) as con:
@@ -959,10 +998,12 @@ def test_percentages_round_half_up_as_amounts_do(tmp_path):
             _attributed(0, 176.0, "production", "prod1", gpu_hours=1.0)], {})
     page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
     html = page.read_text(encoding="utf-8")
-    assert 'data-untracked-share="56.3">56.3%' in html
+    # the attribute rounds to one decimal, half up; the text beside the 1.25% threshold
+    # has its two decimals (the printed note's rule)
+    assert 'data-untracked-share="56.3">56.25%' in html
     assert _tracker_vs_bill(html) == (
-        "FAIL: 7 of 16 billed GPU-hours are recorded runs; 9 (56.3%) are not (threshold "
-        "1.3%). Runs account for 43.8% of the month's cost; untracked cost $45.00, "
+        "FAIL: 7 of 16 billed GPU-hours are recorded runs; 9 (56.25%) are not (threshold "
+        "1.25%). Runs account for 43.8% of the month's cost; untracked cost $45.00, "
         "unallocated $0.00.")
     period, _ = write_period_report(str(path), JULY, aug, out=tmp_path / "p.html")
     html = period.read_text(encoding="utf-8")

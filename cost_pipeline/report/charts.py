@@ -96,7 +96,17 @@ def _label(value: float, symbol: str) -> str:
     return money(value, symbol)
 
 
+def _own_ids(svg: str, prefix: str) -> str:
+    """`svg` with its element ids, and what refers to them (`url(#…)`, `href="#…"`), under
+    `prefix`: matplotlib names every figure's elements alike (`figure_1`, `patch_1`,
+    `axes_1` …), and a page of three inline charts held each id three times. Only the tags
+    are rewritten: a label's text stays as drawn."""
+    return re.sub(r"<[^>]+>", lambda tag: re.sub(r'(\sid="|url\(#|href="#)', rf"\1{prefix}-",
+                                                 tag.group(0)), svg)
+
+
 def _svg(fig: Figure, title: str) -> str:
+    """`fig` as inline SVG, its ids under the chart's name (the salt `_style` sets)."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     text = buffer.getvalue()
@@ -105,7 +115,8 @@ def _svg(fig: Figure, title: str) -> str:
     # scale with the page: keep the viewBox, drop the fixed size
     text = re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"',
                   rf'<svg \1role="img" aria-label="{title}" class="chart"', text, count=1)
-    return text.strip()
+    prefix = matplotlib.rcParams["svg.hashsalt"] or re.sub(r"\W+", "-", title.lower())
+    return _own_ids(text.strip(), f"chart-{prefix}")
 
 
 def _frame(ax, axis: str, symbol: str, amounts: Iterable | None = None) -> None:

@@ -533,3 +533,17 @@ def test_every_table_fits_the_page(warehouse, tmp_path, width):
         edge = min(measured["client"], measured["content"]) + 0.5
         assert "search" in [section for section, _ in measured["tables"]]
         assert [t for t in measured["tables"] if t[1] > edge] == [], (path.name, measured)
+
+
+def test_the_pages_element_ids_are_unique(warehouse, tmp_path):
+    """Each inline chart carried matplotlib's default ids (`figure_1`, `patch_1`, `axes_1` …):
+    three charts on a page, each id three times, invalid HTML. Each chart's ids have its own
+    prefix, and what refers to one (a clip path's `url(#…)`) refers to its chart's."""
+    from collections import Counter
+
+    page, html = render(warehouse, AMORTIZED, tmp_path)
+    ids = Counter(a["id"] for _, a in page.elements if "id" in a)
+    assert html.count("<svg") >= 3 and len(ids) > 30
+    assert [i for i, n in ids.items() if n > 1] == []
+    referred = set(re.findall(r'url\(#([^)]+)\)|href="#([^"]+)"', html))
+    assert {r for pair in referred for r in pair if r} <= set(ids)

@@ -431,11 +431,11 @@ def test_the_period_shows_no_search_share_of_a_model_whose_cost_is_not_above_zer
 
 
 def _ticks(svg: str) -> list[str]:
-    """A chart's axis tick labels, x axis then y axis."""
+    """A chart's axis tick labels, x axis then y axis (its ids under the chart's prefix)."""
     import html
 
     return [html.unescape(tick) for tick in
-            re.findall(r'<g id="[xy]tick_\d+">.*?>([^<>]*)</text>', svg, re.S)]
+            re.findall(r'<g id="[\w-]*[xy]tick_\d+">.*?>([^<>]*)</text>', svg, re.S)]
 
 
 def _charted_month(path: Path, cost: float, levers: dict[str, float],

@@ -96,7 +96,17 @@ def _label(value: float, symbol: str) -> str:
     return money(value, symbol)
 
 
+def _own_ids(svg: str, prefix: str) -> str:
+    """`svg` with its element ids, and what refers to them (`url(#…)`, `href="#…"`), under
+    `prefix`: matplotlib names every figure's elements alike (`figure_1`, `patch_1`,
+    `axes_1` …), and a page of three inline charts held each id three times. Only the tags
+    are rewritten: a label's text stays as drawn."""
+    return re.sub(r"<[^>]+>", lambda tag: re.sub(r'(\sid="|url\(#|href="#)', rf"\1{prefix}-",
+                                                 tag.group(0)), svg)
+
+
 def _svg(fig: Figure, title: str) -> str:
+    """`fig` as inline SVG, its ids under the chart's name (the salt `_style` sets)."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     text = buffer.getvalue()
@@ -105,7 +115,8 @@ def _svg(fig: Figure, title: str) -> str:
     # scale with the page: keep the viewBox, drop the fixed size
     text = re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"',
                   rf'<svg \1role="img" aria-label="{title}" class="chart"', text, count=1)
-    return text.strip()
+    prefix = matplotlib.rcParams["svg.hashsalt"] or re.sub(r"\W+", "-", title.lower())
+    return _own_ids(text.strip(), f"chart-{prefix}")
 
 
 def _frame(ax, axis: str, symbol: str, amounts: Iterable | None = None) -> None:
@@ -208,7 +219,8 @@ def bridge_figure(bridge: dict, labels: dict[str, str], symbol: str) -> Figure:
 
 
 def levers_figure(levers: list[dict], symbol: str) -> Figure:
-    """The ranked levers, rank 1 on top, with the dollars each touches."""
+    """The ranked levers, rank 1 on top, with the dollars each touches; a lever that reads
+    zero in the currency is labelled "–", as the table beside the chart shows it."""
     rows = list(reversed(levers))
     fig = Figure(figsize=(WIDTH, 0.3 * len(rows) + 0.55), layout="constrained")
     ax = fig.subplots()
@@ -216,8 +228,8 @@ def levers_figure(levers: list[dict], symbol: str) -> Figure:
     ax.barh(names, [r["dollars"] for r in rows], height=0.6,
             color=[TOTAL if r["rank"] == 1 else COMPONENT_COLORS["cpu"] for r in rows])
     for y, r in enumerate(rows):
-        ax.text(max(r["dollars"], 0), y, f"  {_label(r['dollars'], symbol)}", va="center",
-                fontsize=8.5)
+        shown = _label(r["dollars"], symbol) if smallest(r["dollars"], symbol) else "–"
+        ax.text(max(r["dollars"], 0), y, f"  {shown}", va="center", fontsize=8.5)
     _frame(ax, "x", symbol, [r["dollars"] for r in rows])
     ax.margins(x=0.18)
     return fig

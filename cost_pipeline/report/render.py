@@ -3,6 +3,7 @@ styles and SVG inline, nothing fetched when it is opened."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import date, datetime
 from functools import cache
@@ -11,8 +12,10 @@ from typing import Any
 
 import duckdb
 import jinja2
+from markupsafe import Markup, escape
 
 from cost_pipeline.report import report_path
+from cost_pipeline.report.bill_lines import share_and_threshold
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import LEVERS_OVERLAP, PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
@@ -57,6 +60,24 @@ LINE_ITEM_LABELS = {
 }
 
 
+# an amount as `money` writes it (`−$5.00`, `EUR 1,234.50`, `+JPY 12`, `$∞`): a minus sign
+# before a symbol, or the space after a currency code, is a place a line may break
+AMOUNT = re.compile(r"[−+]?(?:\$|\b[A-Z]{3} )(?:\d[\d,]*(?:\.\d+)?|∞)")
+
+
+def unbroken(text: str) -> Markup:
+    """`text` (a sentence, a lever's evidence) as HTML, each amount in it one span that the
+    page's stylesheet does not let wrap (`.amt`): "unallocated −" ended a line and "$5.00."
+    began the next. The words are the same; the text and markdown outputs do not have it."""
+    return Markup(AMOUNT.sub(lambda m: f'<span class="amt">{m.group(0)}</span>',
+                             str(escape(text))))
+
+
+def amount(value, symbol: str) -> Markup:
+    """`money` in running text: one span that does not wrap (`unbroken`)."""
+    return unbroken(money(value, symbol))
+
+
 def number(value, digits: int = 1) -> str:
     """A figure with thousands separators; a negative one with the minus sign (U+2212) the
     page's amounts and shares use, not a hyphen."""
@@ -69,6 +90,18 @@ def metric(value, spec: str = "%.4g") -> str:
     sign); `–` or `∞` as `number`."""
     text = not_finite(value)
     return minus(spec % value) if text is None else text
+
+
+def share_against(share, threshold) -> tuple[str, str]:
+    """The untracked share and its threshold in percent, as the printed reconciliation note
+    writes them (`bill_lines.share_and_threshold`): the threshold with its own digits, one at
+    least as the page's percentages have, the share with as many, and more while it would
+    read as the threshold it is not. One decimal read "21.6% FAIL · threshold 21.6%" for a
+    21.622% share of a 21.6% threshold; the note read "21.62% … (threshold 21.6%)"."""
+    if not_finite(share) is not None or not_finite(threshold) is not None:
+        return percent(share), percent(threshold)
+    shown, limit = share_and_threshold(share, threshold)
+    return f"{shown}%", f"{limit if '.' in limit else limit + '.0'}%"
 
 
 def minus(text: str) -> str:
@@ -144,9 +177,9 @@ def summary(data: dict, symbol: str) -> list[str]:
         # billed as section 4 and the headline write it, with the statement's decimals
         *_, billed_hours = gpu_hours_alike(rec["tracked_gpu_hours"],
                                            rec["untracked_gpu_hours"], rec["billed_gpu_hours"])
-        text = (f"Tracker vs bill: {percent(rec['untracked_share'])} of "
-                f"{billed_hours} billed GPU-hours belong to no recorded "
-                f"run, {verdict} the {percent(rec['threshold'])} threshold.")
+        share, threshold = share_against(rec["untracked_share"], rec["threshold"])
+        text = (f"Tracker vs bill: {share} of {billed_hours} billed GPU-hours belong to no "
+                f"recorded run, {verdict} the {threshold} threshold.")
         if data.get("untracked_gpu") and rec["status"] != "pass":
             # the same resource the failed check's alert names first (top_untracked.sql)
             first = data["untracked_gpu"][0]
@@ -173,7 +206,8 @@ def _environment() -> jinja2.Environment:
                        smallest=smallest, signed=signed, change_percent=change_percent,
                        currency_symbol=symbol_of,
                        hours_alike=lambda hours: gpu_hours_alike(*hours),
-                       shares_shown=shares_shown, rounded_to=rounded_to)
+                       shares_shown=shares_shown, rounded_to=rounded_to, amount=amount,
+                       unbroken=unbroken, share_against=share_against)
     # the pages' levers say it in the words the UI's table and the demo use
     env.globals["levers_overlap"] = LEVERS_OVERLAP
     return env

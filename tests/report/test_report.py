@@ -451,3 +451,99 @@ def test_negative_figures_carry_the_minus_sign_amounts_do():
     assert number(-2.0) == "−2.0" and number(-1234.5, 0) == "−1,234" and number(3.0) == "3.0"
     assert metric(-0.01, "%+.4g") == "−0.01" and metric(0.0025, "%+.4g") == "+0.0025"
     assert metric(1e-05) == "1e-05" and metric(-1e-05) == "−1e-05"
+
+
+MEASURE_TABLES = """<script>
+const main = document.querySelector("main"), style = getComputedStyle(main);
+document.body.dataset.measured = JSON.stringify({
+  client: document.documentElement.clientWidth,
+  content: main.getBoundingClientRect().right - parseFloat(style.paddingRight),
+  tables: [...document.querySelectorAll("table")].map(t => [
+    ([...document.querySelectorAll("h2")].filter(
+      h => h.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING).pop() || {}).id,
+    t.getBoundingClientRect().right])});
+</script>"""
+
+
+def table_right_edges(page: Path, work: Path, width: int) -> dict:
+    """Where each table of `page` ends in a `width`-px Chromium window, by the section that
+    holds it (its `h2` id), beside the document's client width and the right edge of the
+    page's text column (a copy of the page measures itself: the page has no script)."""
+    import html as html_text
+    import json
+
+    from tests.support.chromium import chromium
+
+    browser = chromium()
+    if browser is None:
+        pytest.skip("chromium not installed (.ci/run installs the Debian package)")
+    probe = work / f"{page.stem}-{width}.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>",
+                                                              MEASURE_TABLES + "</body>"),
+                     encoding="utf-8")
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                          "--no-first-run", f"--user-data-dir={work / 'profile'}",
+                          f"--window-size={width},900", "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=90, check=True).stdout
+    return json.loads(html_text.unescape(re.search(r'data-measured="([^"]*)"', dom).group(1)))
+
+
+def searched_month(path: Path, month: date) -> None:
+    """A month of two searches, the first as wide as the search table gets: a long id and
+    model, thousands of GPU-hours, an estimate recorded over the budget and overrun, a
+    cost per unit of improvement in millions, saturating; the second estimated and within."""
+    first = "search-churn-2026-10-learning-rate-sweep"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, month, [_line(0, "Usage", 12_347.67, 12_347.67)])
+        insert(con, "search_costs", month, [
+            {"search_id": first, "model": "churn-classifier", "runs": 120, "configs": 40.0,
+             "seeds": 3, "accelerator_hours": 1_234.5, "cost": 12_345.67,
+             "estimated_cost": 10_000.0, "cumulative_cost": 23_456.78, "overrun": 13_456.78,
+             "metric_name": "val_auc", "best_metric": 0.91234, "improvement": 0.0012,
+             "cost_per_improvement": 10_288_058.33},
+            {"search_id": "s2", "model": "fraud", "runs": 6, "configs": 3.0, "seeds": 2,
+             "accelerator_hours": 2.0, "cost": 2.0, "estimated_cost": 50.0,
+             "cumulative_cost": 2.0, "overrun": -48.0, "metric_name": "val_auc",
+             "best_metric": 0.8, "improvement": 0.01, "cost_per_improvement": 200.0}],
+            {"runs_this_month": 5, "hours": 1.0})
+        insert(con, "search_trend", month, [
+            {"model": m, "search_id": s, "search_order": 2, "runs": 6, "accelerator_hours": 1.0,
+             "cost": 1.0, "cost_this_month": 1.0, "saturating": s == first}
+            for m, s in (("churn-classifier", first), ("fraud", "s2"))], {})
+        insert(con, "search_approvals", month, [
+            {"search_id": s, "model": m, "configs": 1, "seeds": 1, "reruns": 0, "runs": 1,
+             "per_run_cost": e, "estimated_cost": e, "approval_budget": 5_000.0,
+             "approved": e <= 5_000.0, "recorded_at": datetime(2026, 9, 1)}
+            for s, m, e in ((first, "churn-classifier", 10_000.0), ("s2", "fraud", 50.0))], {})
+
+
+@pytest.mark.parametrize("width", [1200, 1024])
+def test_every_table_fits_the_page(warehouse, tmp_path, width):
+    """The search table's 12 columns kept their long headers on one line: at a 1200 px window
+    it ended at 1,355 px, and the cost per unit of improvement, its amounts and the red
+    "saturating" were cut off. Headers wrap now, amounts do not: every table of a month with
+    searches and of the demo's August ends inside the page's text column."""
+    month = date(2026, 10, 1)
+    searched_month(tmp_path / "w.duckdb", month)
+    page, html = render(str(tmp_path / "w.duckdb"), month, tmp_path)
+    assert "<span class=\"fail-text\">saturating</span>" in html
+    demo, _ = write_report(warehouse, FAILING, out=tmp_path / "demo.html")
+    for path in (tmp_path / f"{month:%Y-%m}.html", demo):
+        measured = table_right_edges(path, tmp_path, width)
+        edge = min(measured["client"], measured["content"]) + 0.5
+        assert "search" in [section for section, _ in measured["tables"]]
+        assert [t for t in measured["tables"] if t[1] > edge] == [], (path.name, measured)
+
+
+def test_the_pages_element_ids_are_unique(warehouse, tmp_path):
+    """Each inline chart carried matplotlib's default ids (`figure_1`, `patch_1`, `axes_1` …):
+    three charts on a page, each id three times, invalid HTML. Each chart's ids have its own
+    prefix, and what refers to one (a clip path's `url(#…)`) refers to its chart's."""
+    from collections import Counter
+
+    page, html = render(warehouse, AMORTIZED, tmp_path)
+    ids = Counter(a["id"] for _, a in page.elements if "id" in a)
+    assert html.count("<svg") >= 3 and len(ids) > 30
+    assert [i for i, n in ids.items() if n > 1] == []
+    referred = set(re.findall(r'url\(#([^)]+)\)|href="#([^"]+)"', html))
+    assert {r for pair in referred for r in pair if r} <= set(ids)

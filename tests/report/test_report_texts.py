@@ -90,8 +90,9 @@ def _levers(con, dollars: dict[str, float]) -> None:
 
 
 def _summary(html: str) -> list[str]:
-    return re.findall(r"<li>([^<]*)</li>", html[html.index('class="summary"'):
-                                                html.index("</ul>")])
+    """The summary's sentences, as text (an amount in one is a span of its own)."""
+    return [re.sub(r"<[^>]+>", "", li) for li in re.findall(
+        r"<li>(.*?)</li>", html[html.index('class="summary"'):html.index("</ul>")])]
 
 
 def _bill_text(path: Path) -> str:
@@ -160,6 +161,45 @@ def test_the_printed_share_and_the_alert_round_half_up_as_the_page_does():
     assert in_percent(0.0515) == Decimal("5.15") and percent(0.0515) == "5.2%"
     assert figures_apart(in_percent(0.0515), in_percent(0.05)) == ("5.2", "5.0")
     assert figures_apart(in_percent(0.05004), in_percent(0.05)) == ("5.004", "5.000")
+
+
+@pytest.mark.parametrize(("billed", "untracked", "threshold", "share", "limit"), [
+    # 21,622 of 100,000: 21.622% against 21.6%, which one decimal read "21.6% … 21.6%"
+    (100_000.0, 21_622.0, 0.216, "21.62", "21.6"),
+    # 1,251 of 100,000 against 1.25%: the threshold was rounded to 1.3% beside a 1.3% share
+    (100_000.0, 1_251.0, 0.0125, "1.251", "1.25"),
+    # 5,004 of 100,000 against 5%: "5.0% FAIL · threshold 5.0%"
+    (100_000.0, 5_004.0, 0.05, "5.004", "5.0"),
+    (100_000.0, 5_000.0, 0.05, "5.0", "5.0"),
+])
+def test_the_page_tells_a_share_from_its_threshold_as_the_printed_note_does(
+        tmp_path, billed, untracked, threshold, share, limit):
+    """A share of 21.622% failing a 21.6% threshold read "21.6% FAIL · threshold 21.6%" and
+    "… above the 21.6% threshold" on the page, where the printed note reads "21.62% …
+    (threshold 21.6%)". The page writes them by the note's rule: the threshold with its own
+    digits (one at least, as the page's percentages), the share with as many, and more while
+    it would read as the threshold it is not."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 10.0)])
+        _reconciliation(con, billed=billed, untracked=untracked, threshold=threshold,
+                        runs=10.0)
+        (note,) = reconciliation_notes(con, JULY, JULY)
+    status = "FAIL" if untracked / billed > threshold else "PASS"
+    assert f"— {share}% of 100,000 billed GPU-hours untracked (threshold " in note
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    kpi = html[html.index(">", html.index('id="untracked-share"')) + 1:]
+    kpi = " ".join(re.sub(r"<[^>]+>", "", kpi[:kpi.index('<div class="kpi">')]).split())
+    tracked = f"{billed - untracked:,.0f}"
+    assert kpi.startswith(f'{share}% {status} {untracked:,.0f} of 100,000 billed GPU-hours · '
+                          f'threshold {limit}%')
+    assert _tracker_vs_bill(html).startswith(
+        f"{status}: {tracked} of 100,000 billed GPU-hours are recorded runs; "
+        f"{untracked:,.0f} ({share}%) are not (threshold {limit}%).")
+    verdict = "above" if status == "FAIL" else "within"
+    assert (f"Tracker vs bill: {share}% of 100,000 billed GPU-hours belong to no recorded "
+            f"run, {verdict} the {limit}% threshold.") in _summary(html)
 
 
 def test_the_printed_reconciliation_line_of_a_threshold_with_decimals(tmp_path):
@@ -259,6 +299,44 @@ def test_a_month_without_credits_keeps_its_shares(tmp_path):
     assert "(90%)" in charts(data, LINE_ITEM_LABELS)["bill"]
 
 
+def test_an_amount_in_running_text_never_breaks_inside(tmp_path):
+    """A minus sign (U+2212) before the symbol, or the space after a currency code, is a place
+    a line may break: "unallocated −" ended a line and "$5.00." began the next. Every amount
+    of the page's running text is one span that does not wrap; the text reads as before."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [
+            _line(0, 15.0, currency="EUR"),
+            _line(1, -5.0, item_type="Credit", category="Credit", component="other",
+                  currency="EUR")])
+        insert(con, "attribution", JULY, [
+            _attributed(0, 15.0, "production", "prod1", gpu_hours=1.0),
+            _attributed(1, -5.0, "unallocated", component="other")], {})
+        _reconciliation(con, billed=1.0, untracked=0.0, threshold=0.05, runs=15.0,
+                        unallocated=-5.0)
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    assert re.search(r"\.amt\b[^{}]*\{[^}]*white-space: nowrap", html)
+    lede = html[html.index('<h2 id="reconciliation">'):]
+    lede = lede[lede.index('<p class="lede">'):lede.index("</p>")]
+    assert 'unallocated <span class="amt">−EUR 5.00</span>.' in lede
+    assert _tracker_vs_bill(html).endswith(
+        "Runs account for EUR 15.00 of the month's cost, which credits and refunds bring to "
+        "EUR 10.00 in all: no share of it is shown; untracked cost EUR 0.00, unallocated "
+        "−EUR 5.00.")
+    assert _summary(html)[:2] == [
+        "Where the money went: production training EUR 15.00.",
+        "Credits and refunds (unallocated −EUR 5.00) bring the month&#39;s total to "
+        "EUR 10.00: no class is shown as a share of it."]
+    summary = html[html.index('class="summary"'):html.index("</ul>")]
+    kpi = html[html.index("invoice (BilledCost)"):html.index("</div>",
+                                                            html.index("invoice (BilledCost)"))]
+    for part in (lede, summary, kpi):
+        amounts = re.findall(r"[−+]?(?:\$|[A-Z]{3} )\d[\d,]*(?:\.\d+)?",
+                             re.sub(r"<[^>]+>", "", part))
+        assert amounts and re.findall(r'<span class="amt"[^>]*>([^<]*)</span>', part) == amounts
+
+
 def test_the_period_shows_no_shares_of_a_total_a_credited_month_shrinks(tmp_path):
     """July $121, August $5, September −$100 (a credit): the period's $26 read "share of the
     period" 465.4%, 19.2%, −384.6%, and the bill as lines 565.4% … −484.6%."""
@@ -353,11 +431,11 @@ def test_the_period_shows_no_search_share_of_a_model_whose_cost_is_not_above_zer
 
 
 def _ticks(svg: str) -> list[str]:
-    """A chart's axis tick labels, x axis then y axis."""
+    """A chart's axis tick labels, x axis then y axis (its ids under the chart's prefix)."""
     import html
 
     return [html.unescape(tick) for tick in
-            re.findall(r'<g id="[xy]tick_\d+">.*?>([^<>]*)</text>', svg, re.S)]
+            re.findall(r'<g id="[\w-]*[xy]tick_\d+">.*?>([^<>]*)</text>', svg, re.S)]
 
 
 def _charted_month(path: Path, cost: float, levers: dict[str, float],
@@ -437,6 +515,24 @@ def test_no_lever_named_when_none_has_a_price(tmp_path):
     page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
     assert "Biggest lever this month: delete dead checkpoints — $3.50." in _summary(
         page.read_text(encoding="utf-8"))
+
+
+def test_the_levers_chart_labels_a_lever_of_nothing_as_its_table_does(tmp_path):
+    """A euro month whose one priced lever is EUR 3.50 (another is 0.4 of a cent): the table
+    beside the chart reads "–" for the seven others, and the chart labelled them "EUR 0.00"."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 7.0, currency="EUR")])
+        _levers(con, {"delete dead checkpoints": 3.5, "cache preprocessing": 0.004})
+    page, data = write_report(str(path), JULY, out=tmp_path / "r.html")
+    cells = re.findall(r'<td class="num[^"]*" data-dollars="[^"]*">([^<]*)</td>',
+                       page.read_text(encoding="utf-8"))
+    assert cells == ["EUR 3.50"] + ["–"] * 7
+    svg = charts(data, LINE_ITEM_LABELS)["levers"]
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    labels = [t.strip() for t in texts if t.startswith("  ")]  # the bars' labels, bottom up
+    assert labels == ["–"] * 7 + ["EUR 3.50"]
+    assert "EUR 0.00" not in svg
 
 
 def _tiny_month(path: Path, cost: float, currency: str) -> tuple[str, dict]:
@@ -685,6 +781,38 @@ def test_a_search_of_fractional_configs_shows_the_fraction(tmp_path):
     assert '<td class="num">6</td><td class="num">3 × 2</td>' in rows["sD"]
 
 
+def test_a_search_with_no_estimate_reads_no_estimate(tmp_path):
+    """sN has no recorded estimate, sO one of $9,000 over the $5,000 approval budget: both
+    read "not approved" in red, as if sN's estimate had been refused. sN reads "no estimate"
+    (still flagged), sO "not approved", and the lede says which is which."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 5.0)])
+        insert(con, "search_costs", JULY, [
+            {"search_id": "sN", "model": "fraud", "cost": 3.0},
+            {"search_id": "sO", "model": "fraud", "cost": 2.0, "estimated_cost": 9_000.0,
+             "cumulative_cost": 2.0, "overrun": -8_998.0}],
+            {"runs": 2, "configs": 2.0, "seeds": 1, "runs_this_month": 2, "hours": 1.0,
+             "accelerator_hours": 1.0})
+        insert(con, "search_approvals", JULY, [
+            {"search_id": "sO", "model": "fraud", "configs": 2, "seeds": 1, "reruns": 0,
+             "runs": 2, "per_run_cost": 4_500.0, "estimated_cost": 9_000.0,
+             "approval_budget": 5_000.0, "approved": False,
+             "recorded_at": datetime(2026, 6, 30)}], {})
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    html = page.read_text(encoding="utf-8")
+    rows = dict(re.findall(r'<tr data-search="(\w+)">(.*?)</tr>', html, re.S))
+    estimate = {k: re.search(r"<td[^>]*data-estimate=[^>]*>(.*?)</td>", row).group(1)
+                for k, row in rows.items()}
+    assert estimate == {"sN": '<span class="fail-text">no estimate</span>',
+                        "sO": '$9,000.00 <span class="fail-text">not approved</span>'}
+    lede = html[html.index('<h2 id="search">'):]
+    lede = " ".join(re.sub(r"<[^>]+>", "", lede[:lede.index("</p>")]).split())
+    assert ("against what the search has cost so far: more than 10 % over is flagged, and "
+            "so is a search with no estimate recorded at all (marked no estimate); an "
+            "estimate recorded over the approval budget is marked not approved.") in lede
+
+
 def _fractional_gpu_month(path: Path) -> None:
     """One g5.xlarge (1 GPU) billed 10:00-11:00 for $1.00, one production run listing it
     10:00-10:36: 1.0 GPU-hour billed, 0.6 tracked, 0.4 untracked (40%, a FAIL)."""
@@ -870,10 +998,12 @@ def test_percentages_round_half_up_as_amounts_do(tmp_path):
             _attributed(0, 176.0, "production", "prod1", gpu_hours=1.0)], {})
     page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
     html = page.read_text(encoding="utf-8")
-    assert 'data-untracked-share="56.3">56.3%' in html
+    # the attribute rounds to one decimal, half up; the text beside the 1.25% threshold
+    # has its two decimals (the printed note's rule)
+    assert 'data-untracked-share="56.3">56.25%' in html
     assert _tracker_vs_bill(html) == (
-        "FAIL: 7 of 16 billed GPU-hours are recorded runs; 9 (56.3%) are not (threshold "
-        "1.3%). Runs account for 43.8% of the month's cost; untracked cost $45.00, "
+        "FAIL: 7 of 16 billed GPU-hours are recorded runs; 9 (56.25%) are not (threshold "
+        "1.25%). Runs account for 43.8% of the month's cost; untracked cost $45.00, "
         "unallocated $0.00.")
     period, _ = write_period_report(str(path), JULY, aug, out=tmp_path / "p.html")
     html = period.read_text(encoding="utf-8")

@@ -380,7 +380,7 @@ def test_the_page_shows_an_estimate_in_another_currency_apart(cfg):
     """SX approved at EUR 100 (a euro bill), then billed in yen: search_costs holds no estimate
     for it, and the page read "not approved" in red, as for a search never estimated. It shows
     the recorded EUR 100.00 in its own currency, said not to be compared with the yen spend,
-    unflagged; SY, never estimated, still reads "not approved"."""
+    unflagged; SY, never estimated, reads "no estimate"."""
     approved_in_euros_billed_in_yen(cfg)
     with duckdb.connect(cfg.warehouse_path) as con:
         insert_lines(con, MARCH, [{
@@ -393,7 +393,7 @@ def test_the_page_shows_an_estimate_in_another_currency_apart(cfg):
     assert ('EUR 100.00 <span class="note" data-estimate-currency="EUR">in EUR: not compared '
             'with spend in JPY</span>') in sx
     assert "fail-text" not in sx and 'data-estimate=""' in sx
-    assert '<span class="fail-text">not approved</span>' in sy
+    assert '<span class="fail-text">no estimate</span>' in sy
 
 
 def test_a_read_only_page_shows_the_latest_estimate_in_another_currency(cfg):

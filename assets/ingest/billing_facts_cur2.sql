@@ -141,6 +141,8 @@ component AS (
 normalized AS (
 SELECT
     CAST($month AS DATE) AS month,
+    -- a line of another billing period was refused (cur2.check_amounts): the folder's month
+    -- and the line's agree, or the line names none
     coalesce(bill_billing_period_start_date, CAST($month_start AS TIMESTAMP)) AS BillingPeriodStart,
     line_item_usage_start_date AS ChargePeriodStart,
     line_item_usage_end_date AS ChargePeriodEnd,

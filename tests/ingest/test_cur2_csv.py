@@ -9,7 +9,7 @@ import gzip
 import re
 import tempfile
 import zipfile
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 import duckdb
@@ -282,6 +282,9 @@ def _one_file_export(tmp_path, data: bytes, name: str = "a.csv.gz"):
      r"map: 'user:run_id=r1'"),
     ({"line_item_usage_end_date": "yesterday"},
      r"a\.csv\.gz row 3: line_item_usage_end_date is empty or not a timestamp"),
+    ({"bill_billing_period_start_date": "2026-06-01T00:00:00Z"},
+     r"a\.csv\.gz row 3: bill_billing_period_start_date 2026-06-01 is not the delivery's "
+     r"billing period 2026-07: a file of another month in its folder\?"),
 ])
 def test_a_bad_value_names_the_file_and_the_row(tmp_path, con, value, message):
     rows = month_lines()
@@ -290,6 +293,32 @@ def test_a_bad_value_names_the_file_and_the_row(tmp_path, con, value, message):
     with pytest.raises(SourceError, match=message):
         build(con, config(tmp_path, export))
     assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
+
+
+def test_a_csv_file_of_another_month_in_the_months_folder_is_refused(tmp_path, con):
+    # June's gzipped CSV copied into July's folder (no manifest: every file there is the
+    # month) was read as July, June's lines counted in two months
+    export = write_csv_export(tmp_path, {"a": month_lines()}, manifest=False)
+    june = [line(5.0, identity_line_item_id=f"j{i}", start=T0 - (i + 1) * HOUR,
+                 bill_billing_period_start_date=T0 - 30 * 24 * HOUR) for i in range(2)]
+    write_compressed(month_dir(export) / "b", csv_bytes(june), "gzip")
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert str(err.value) == (
+        f"aws_cur2: {month_dir(export) / 'b.csv.gz'} row 2: bill_billing_period_start_date "
+        "2026-06-01 is not the delivery's billing period 2026-07: a file of another month in "
+        "its folder?")
+    assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
+    # the period as an instant with an offset (UTC midnight of the 1st): the month's own
+    (month_dir(export) / "b.csv.gz").unlink()
+    rows = month_lines()
+    rows[0]["bill_billing_period_start_date"] = "2026-06-30T19:00:00-05:00"
+    rows[1]["bill_billing_period_start_date"] = None  # an empty field: the delivery's
+    export = write_csv_export(tmp_path / "offset", {"a": rows}, manifest=False)
+    build(con, config(tmp_path / "offset", export))
+    assert con.execute("SELECT DISTINCT BillingPeriodStart FROM billing_facts").fetchall() == [
+        (datetime(2026, 7, 1),)]
+    assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (len(rows),)
 
 
 def test_a_broken_file_or_record_is_refused_naming_the_file(tmp_path, con, caplog):

@@ -936,15 +936,100 @@ def test_a_failed_build_keeps_the_previous_rows(tmp_path, con):
     assert con.execute("SELECT * FROM billing_facts ORDER BY x_SourceLine").fetchall() == before
 
 
+AUGUST_BILL = {"bill_billing_period_start_date": datetime(2026, 8, 1, tzinfo=UTC)}
+
+
 def test_other_months_are_untouched(tmp_path, con):
     export = write_export(tmp_path, {"x.parquet": [L("a", 1.0)]})
-    write_export(tmp_path, {"y.parquet": [L("b", 7.0, start=datetime(2026, 8, 2, tzinfo=UTC))]},
-                 month="2026-08")
+    write_export(tmp_path, {"y.parquet": [L("b", 7.0, start=datetime(2026, 8, 2, tzinfo=UTC),
+                                            **AUGUST_BILL)]}, month="2026-08")
     cfg = config(tmp_path, export)
     build(con, cfg)
     build(con, cfg, date(2026, 8, 1))
     build(con, cfg)
     assert _total(con) == (1, 1.0) and _total(con, "2026-08-01") == (1, 7.0)
+
+
+def test_a_file_of_another_month_in_the_months_folder_is_refused(tmp_path, con):
+    # July's file copied into August's folder (same name: the manifest still lists it) was
+    # read as August: July's $1.00 + $2.00 counted in two months, nothing said
+    july = [L("a", 1.0), L("b", 2.0, start=T0 + HOUR)]
+    export = write_export(tmp_path, {"x.parquet": july})
+    write_export(tmp_path, {"x.parquet": [L("c", 7.0, start=datetime(2026, 8, 2, tzinfo=UTC),
+                                            **AUGUST_BILL)]}, month="2026-08")
+    cfg = config(tmp_path, export)
+    build(con, cfg, date(2026, 8, 1))
+    assert _total(con, "2026-08-01") == (1, 7.0)
+    write_parquet(month_dir(export, month="2026-08") / "x.parquet", july)
+    with pytest.raises(SourceError) as err:
+        build(con, cfg, date(2026, 8, 1))
+    assert str(err.value) == (
+        f"aws_cur2: {month_dir(export, month='2026-08') / 'x.parquet'} row 1: "
+        "bill_billing_period_start_date 2026-07-01 is not the delivery's billing period "
+        "2026-08: a file of another month in its folder?")
+    assert _total(con, "2026-08-01") == (1, 7.0)  # the month keeps its lines
+
+
+def test_a_line_of_another_billing_period_is_named_by_its_row(tmp_path, con):
+    # the first such line of the month, in file and row order, whatever else is wrong after it
+    export = write_export(tmp_path, {
+        "a.parquet": [L("a"), L("b", 2.0, start=T0 + HOUR)],
+        "b.parquet": [L("c"), L("d", bill_billing_period_start_date=datetime(
+            2026, 6, 15, 12, tzinfo=UTC)), L("e", float("nan"))]})
+    with pytest.raises(SourceError) as err:
+        build(con, config(tmp_path, export))
+    assert (err.value.where, err.value.problem) == (
+        str(month_dir(export) / "b.parquet") + " row 2",
+        "bill_billing_period_start_date 2026-06-15 12:00:00 UTC is not the delivery's billing "
+        "period 2026-07: a file of another month in its folder?")
+    assert con.execute("SELECT count(*) FROM billing_facts").fetchone() == (0,)
+
+
+def test_an_empty_or_absent_billing_period_is_the_deliverys(tmp_path, con):
+    for name, drop in (("empty", ()), ("absent", ("bill_billing_period_start_date",))):
+        export = write_export(tmp_path / name, {"x.parquet": [
+            L("a", 2.5, bill_billing_period_start_date=None), L("b", 1.5)]}, drop=drop)
+        build(con, config(tmp_path / name, export))
+        assert {k: f["BillingPeriodStart"] for k, f in facts(con).items()} == {
+            "a": datetime(2026, 7, 1), "b": datetime(2026, 7, 1)}
+        assert _total(con) == (2, 4.0)
+
+
+def test_a_billing_period_is_compared_as_its_utc_instant(tmp_path, con):
+    # AWS writes UTC midnight of the 1st: the same instant labelled with another zone (as
+    # text, or a parquet column of a zone west of UTC, whose wall clock is still June) is July
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", 1.0, bill_billing_period_start_date="2026-06-30T20:00:00-04:00"),
+        L("b", 2.0, bill_billing_period_start_date="2026-07-01 05:30:00 +05:30"),
+        L("c", 4.0, bill_billing_period_start_date="2026-07-01T00:00:00Z"),
+    ]}, types={"bill_billing_period_start_date": pa.string()})
+    con.execute("SET TimeZone = 'America/New_York'")
+    build(con, config(tmp_path, export))
+    assert {f["BillingPeriodStart"] for f in facts(con).values()} == {datetime(2026, 7, 1)}
+    assert _total(con) == (3, 7.0)
+    zoned = write_export(tmp_path / "zoned", {"x.parquet": [L("a", 1.0)]},
+                         types={"bill_billing_period_start_date": pa.timestamp("ms", "-03:30")})
+    build(con, config(tmp_path / "zoned", zoned))
+    assert facts(con)["a"]["BillingPeriodStart"] == datetime(2026, 7, 1)
+    # July's midnight in a zone east of UTC is 30 June 22:00 UTC: June's billing period
+    export = write_export(tmp_path / "east", {"x.parquet": [
+        L("a", 1.0, bill_billing_period_start_date="2026-07-01T00:00:00+02:00")]},
+        types={"bill_billing_period_start_date": pa.string()})
+    with pytest.raises(SourceError, match=r"x\.parquet row 1: bill_billing_period_start_date "
+                                          r"2026-06-30 22:00:00 UTC is not the delivery's "
+                                          r"billing period 2026-07"):
+        build(con, config(tmp_path / "east", export))
+
+
+def test_usage_dated_in_the_next_month_stays_in_the_deliverys_month(tmp_path, con):
+    # its billing period is the delivery's: the usage date does not move a line
+    export = write_export(tmp_path, {"x.parquet": [
+        L("a", 1.0), L("late", 3.0, start=datetime(2026, 8, 1, 2, tzinfo=UTC))]})
+    build(con, config(tmp_path, export))
+    late = facts(con)["late"]
+    assert (late["month"], late["ChargePeriodStart"], late["BillingPeriodStart"]) == (
+        date(2026, 7, 1), datetime(2026, 8, 1, 2), datetime(2026, 7, 1))
+    assert _total(con) == (2, 4.0) and _total(con, "2026-08-01") == (0, 0.0)
 
 
 def test_two_exports_are_two_sources(tmp_path, con):

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 import duckdb
@@ -34,6 +34,7 @@ from cost_pipeline.ingest.sources.map_columns import (
     listed_entries_sql,
     names_a_key_twice_sql,
 )
+from cost_pipeline.months import month_bounds
 
 # column → DuckDB type used when the export lacks it (optional columns only)
 OPTIONAL_COLUMNS: dict[str, str] = {
@@ -750,14 +751,37 @@ def flat_tags_sql(columns: list[str]) -> str:
             "lambda e: nullif(trim(e.value), '') IS NOT NULL))")
 
 
+# a line billed in another month than the delivery's: its bill_billing_period_start_date
+# (naive UTC in the view: an instant written with a zone or an offset is compared as the UTC
+# instant it is, so `2026-06-30T20:00:00-04:00` is July's) outside [the month's first
+# instant, the next month's), both bound as parameters. AWS writes UTC midnight of the 1st;
+# the month's folder and manifest name the month the lines are loaded as, and a file of
+# another month copied there under its own name (still listed by the manifest) would count
+# that month's bill twice. An empty one (a hand-made file without the column) is the
+# delivery's. Usage dated in another month is not compared: a late line of the month's bill
+# stays in it.
+BILLING_PERIOD_ELSEWHERE = ("(bill_billing_period_start_date < ? "
+                            "OR bill_billing_period_start_date >= ?)")
+
+
+def other_billing_period(period: datetime, month: date) -> str:
+    """The problem of a line whose billing period (naive UTC) is not `month`'s."""
+    shown = (f"{period:%Y-%m-%d}" if period == datetime(period.year, period.month, period.day)
+             else f"{period} UTC")
+    return (f"bill_billing_period_start_date {shown} is not the delivery's billing period "
+            f"{month:%Y-%m}: a file of another month in its folder?")
+
+
 def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str) -> None:
     """Refuse the delivery when an amount column of a line (a cost, the usage amount, a
     commitment figure) is inf, NaN or not below MAX_AMOUNT, when a line has no
     line_item_unblended_cost (AWS writes it on every line, 0 where nothing is billed: read as
-    0, a line without it would be free), or when a line names no currency where another names
-    one (read as USD, it was refused as a second currency, or loaded as USD beside USD lines);
-    a bill naming no currency on any line is in USD. Names the first such line's file, row and
-    column, whether or not the line's figures would read that column. One scan of the month."""
+    0, a line without it would be free), when a line names no currency where another names
+    one (read as USD, it was refused as a second currency, or loaded as USD beside USD lines),
+    or when a line's bill_billing_period_start_date is in another month than the delivery's
+    (`BILLING_PERIOD_ELSEWHERE`); a bill naming no currency on any line is in USD. Names the
+    first such line's file, row and column, whether or not the line's figures would read that
+    column. One scan of the month."""
     from cost_pipeline.ingest.sources import MAX_AMOUNT_TEXT, bad_amount_sql
 
     columns = [c for c, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items()
@@ -768,15 +792,22 @@ def check_amounts(con: duckdb.DuckDBPyConnection, delivery: Delivery, view: str)
                + " OR line_item_unblended_cost IS NULL")
     currency = "nullif(trim(line_item_currency_code), '')"
     line = "{'file': _file, 'row': _row}"
-    bad, unnamed, named = con.execute(
-        f"SELECT min({line}) FILTER (WHERE {amounts}), "
+    dated = "{'file': _file, 'row': _row, 'period': bill_billing_period_start_date}"
+    elsewhere, bad, unnamed, named = con.execute(
+        f"SELECT min({dated}) FILTER (WHERE {BILLING_PERIOD_ELSEWHERE}), "
+        f"min({line}) FILTER (WHERE {amounts}), "
         f"min({line}) FILTER (WHERE {currency} IS NULL), count({currency}) > 0 "
-        f"FROM {view}").fetchone()
-    first = min((found for found in (bad, unnamed if named else None) if found),
+        f"FROM {view}", list(month_bounds(delivery.month))).fetchone()
+    # (a line both of another month and with a bad figure: its month is named, the file is
+    # not this month's)
+    first = min((found for found in (elsewhere, bad, unnamed if named else None) if found),
                 key=lambda found: (found["file"], found["row"]), default=None)
     if first is None:
         return
     where = f"{first['file']} row {first['row']}"
+    if first is elsewhere:
+        raise SourceError(delivery.source, where, other_billing_period(
+            first["period"], delivery.month))
     if first is not bad:
         raise SourceError(delivery.source, where, "line_item_currency_code is empty")
     found = bad_amount_column(con, view, bad["file"], bad["row"])

@@ -7,20 +7,22 @@
 --
 -- Rules:
 -- * Instance usage: a Usage row (not an unused commitment) of the Compute or AI and Machine
---   Learning service category, with a resource, a time unit (FOCUS's UnitFormat, days to
---   microseconds, with its unit quantity: `consumed_hours_per_unit`) and an
---   identifiable instance (an instance type, or a resource type naming a VM, instance, node
---   or fleet). x_UsageHours = ConsumedQuantity in hours: the hours the resource ran in the
---   charge period; an AWS training job's (`…Train:ml.…`) ÷ its instances, the most
---   instance-hours per hour of any of its rows, and G = its instances × the type's. A row
---   that only cancels a bill (BilledCost < 0, EffectiveCost 0: what a CUR savings-plan
---   negation would be) carries no hours, as the CUR reader's negations carry none. Nor does
---   a capacity reservation's idle part (`CapacityReservationStatus = Unused`, FOCUS 1.1+).
---   An AWS row with a usage type (`x_UsageType`) is instance usage only where a CUR line of
---   that usage type is (SPEC §5: BoxUsage, SpotUsage, HostUsage, SageMaker training), so
---   the same bill read from either export has the same hours: a capacity reservation's own
---   `UnusedBox:` and rate-0 `Reservation:` rows, a dedicated instance's `DedicatedUsage:`,
---   a SageMaker notebook, endpoint or processing job are not instance hours.
+--   Learning service category, with a time unit (FOCUS's UnitFormat, days to microseconds,
+--   with its unit quantity: `consumed_hours_per_unit`) and an identifiable instance (an
+--   instance type, or a resource type naming a VM, instance, node or fleet), whatever its
+--   ResourceId: as a CUR line, a row naming no resource is instance usage (x_ResourceKind
+--   shared: only its tag can claim it). x_UsageHours = ConsumedQuantity in hours: the hours
+--   the resource ran in the charge period; an AWS training job's (`…Train:ml.…`) ÷ its
+--   instances, the most instance-hours per hour of any of its rows, and G = its instances ×
+--   the type's. A row that only cancels a bill (BilledCost < 0, EffectiveCost 0: what a CUR
+--   savings-plan negation would be) carries no hours, as the CUR reader's negations carry
+--   none. Nor does a capacity reservation's idle part (`CapacityReservationStatus = Unused`,
+--   FOCUS 1.1+). An AWS row with a usage type (`x_UsageType`) is instance usage only where a
+--   CUR line of that usage type is (SPEC §5: BoxUsage, SpotUsage, HostUsage, SageMaker
+--   training), so the same bill read from either export has the same hours: a capacity
+--   reservation's own `UnusedBox:` and rate-0 `Reservation:` rows, a dedicated instance's
+--   `DedicatedUsage:`, a SageMaker notebook, endpoint or processing job are not instance
+--   hours.
 -- * The instance type is read from every column a provider's FOCUS export puts it in, first
 --   found wins: x_InstanceType; SkuPriceDetails / x_SkuDetails keys InstanceType, VMSize,
 --   ServiceType, MachineType (any case, x_ prefix allowed); AWS x_UsageType after the `:` of
@@ -46,6 +48,11 @@
 --   per resource-period as billing_facts_gcp.sql finds it and shared by its GPU, core and RAM
 --   lines (gcp_accelerated); a machine type that counts no GPU (N1) is named with the GPU
 --   its GPU line names, `n1-standard-8 + nvidia-tesla-t4`, the key `accelerators:` takes.
+--   A line without a ResourceId has no VM to be grouped with: a GPU line carries its own
+--   GPU-hours ÷ G (G from its type, else its GPU-hours ÷ the period, reported as unknown),
+--   a core, RAM or shared-core line no hours (its VM's GPU line may carry them: an N1's
+--   attached GPUs), gpu where its machine type is an accelerator type, so that no VM-hour
+--   is counted twice.
 -- * gpu = instance usage of an accelerator type: AWS `p|g|gr|trn|inf|dl<digit>` families
 --   (SageMaker's `ml.` stripped; not GCP's shared-core `g1-small`), Azure N-series
 --   (`Standard_NC…`, `NCC…`, `ND…`, `NV…`, `NG…`), GCP `a2-/a3-/a4-/a4x-` and `g2-` machine
@@ -410,8 +417,10 @@ classified AS (
                    THEN NOT regexp_matches(coalesce(ServiceProviderName, ProviderName, ''),
                                            '(?i)^\s*(aws|amazon)')
                    ELSE true END
-          -- (a VM's memory line, in byte-seconds, is the VM's usage without hours)
-          AND resource_id IS NOT NULL AND (hours_per_unit IS NOT NULL OR gcp_vm_meter)
+          -- whatever its resource id, as the CUR reader's (a line naming no resource is
+          -- instance usage of a `shared` kind, which only its tag can claim); a VM's memory
+          -- line, in byte-seconds, is the VM's usage without hours
+          AND (hours_per_unit IS NOT NULL OR gcp_vm_meter)
           AND ConsumedQuantity IS NOT NULL
           AND (ServiceCategory IN ('Compute', 'AI and Machine Learning')
                OR lower(coalesce(x_CostComponent, '')) IN ('gpu', 'cpu'))
@@ -491,9 +500,11 @@ SELECT
          THEN ConsumedQuantity * hours_per_unit / accelerators
          -- a GCP VM's hours: an accelerator VM's are its GPU lines', a VM's memory carries
          -- none, its vCPU-seconds ÷ its vCPUs (as given where they are unknown) and a
-         -- shared-core VM's instance-seconds are its hours
+         -- shared-core VM's instance-seconds are its hours. A line naming no resource
+         -- carries none: nothing groups it with its VM's GPU line, which may carry them (an
+         -- N1's attached GPUs), so a VM-hour is never counted twice
          WHEN instance_usage AND gcp_vm_meter
-         THEN CASE WHEN accelerator_type OR gcp_ram_meter THEN NULL
+         THEN CASE WHEN accelerator_type OR gcp_ram_meter OR resource_id IS NULL THEN NULL
                    WHEN gcp_core_meter AND vm_cores > 0
                    THEN ConsumedQuantity * hours_per_unit / vm_cores
                    ELSE ConsumedQuantity * hours_per_unit END

@@ -23,7 +23,7 @@ from cost_pipeline.ingest.billing import build_billing_facts
 from cost_pipeline.ingest.sources import SourceError
 from cost_pipeline.report.data import bridge
 from cost_pipeline.report.render import bridge_rows
-from cost_pipeline.warehouse import month_params
+from cost_pipeline.warehouse import month_params, replace_month, sql_text
 from tests.ingest.test_focus_source import COLUMNS, MAY, load, row, vm, write_csv
 from tests.support.s3_server import new_bucket, put
 
@@ -376,3 +376,30 @@ def test_a_reservations_amortization_is_named_in_the_bridge(con, tmp_path):
         "AND b.SkuId IN ('unused', 'refund')").fetchall())
     assert kinds == {"unused": ("unallocated", "unused_commitment", 1120.0),
                      "refund": ("unallocated", "correction", 0.0)}
+
+
+def test_an_azure_gpu_vm_without_a_resource_id_keeps_its_gpu_hours(con, tmp_path):
+    # Azure rows of N-series VMs whose ResourceId is empty were `other` with no hours: the
+    # month billed none of their GPU-hours. A day of an NC24ads A100 v4 (1 GPU, the size
+    # named by its meter) and an hour of an NC12s v3 (2 GPUs, named in SkuPriceDetails):
+    # 24 × 1 + 1 × 2 = 26 GPU-hours, all untracked (no resource: only a tag can claim them)
+    azure = {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines",
+             "x_SkuMeterCategory": "Virtual Machines", "ResourceId": "",
+             "ConsumedUnit": "1 Hour"}
+    rows = [vm("nc24-day", "", hours=24.0, cost=88.16, SkuPriceDetails="", ResourceType="",
+               x_SkuMeterName="NC24ads A100 v4", ChargePeriodStart="2026-05-04T00:00:00Z",
+               ChargePeriodEnd="2026-05-05T00:00:00Z", **azure),
+            vm("nc12-hour", "Standard_NC12s_v3", cost=3.06, **azure)]
+    facts = load(con, write_csv(tmp_path / "f" / "may.csv", rows,
+                                AZURE_COLUMNS + ("x_SkuMeterName", "x_SkuMeterCategory")))
+    got = {k: (f["x_CostComponent"], f["x_AcceleratorCount"], f["x_UsageHours"],
+               f["x_InstanceType"], f["x_ResourceKind"]) for k, f in facts.items()}
+    assert got == {"nc24-day": ("gpu", 1, 24.0, "Standard_NC24ads_A100_v4", "shared"),
+                   "nc12-hour": ("gpu", 2, 1.0, "Standard_NC12s_v3", "shared")}
+    params = month_params(parse_config({}, tmp_path), MAY)
+    build_attribution(con, MAY, params)
+    replace_month(con, "reconciliation", MAY, sql_text("reconciliation"), params)
+    assert con.execute("SELECT billed_gpu_hours, untracked_share, status FROM reconciliation"
+                       ).fetchone() == (pytest.approx(26.0), pytest.approx(1.0), "fail")
+    assert con.execute("SELECT list(DISTINCT kind), sum(cost) FROM attribution").fetchone() == (
+        ["shared"], pytest.approx(91.22))

@@ -294,3 +294,67 @@ def test_an_unknown_n1_gpu_count_is_set_under_the_type_the_warning_names(tmp_pat
                              "N1-RAM": (t4, "gpu", 2, None, False)}
     assert summary.unknown_instance_types == []
     con.close()
+
+
+# A VM's lines without a ResourceId (the lines of an export that names no resource): nothing
+# groups them by VM, so each line carries what it states of itself. A GPU line its own
+# GPU-hours (÷ G), a core, RAM or shared-core line no hours (its VM's GPU line, if any, may
+# carry them: an N1's attached GPUs are no part of its machine type), so no VM-hour counts
+# twice. They were `other` with no hours: the month billed none of their GPU-hours.
+A2_1G = tags("a2-highgpu-1g", 12, run_id="r1")
+NAMELESS = {"ResourceId": None, "ResourceType": None}
+
+
+def test_an_a2_vm_without_a_resource_id_keeps_its_gpu_hours_once(tmp_path):
+    """An a2-highgpu-1g's hour (1 A100: 3,600 GPU-seconds; 12 vCPUs; 85 GiB) tagged r1,
+    which ran the hour: its GPU line is 1 GPU-hour (G 1 from `-1g`), its core and RAM lines
+    are the accelerator VM's, gpu with G 1 and no hours; r1 takes the $3.66 and the 1
+    GPU-hour billed."""
+    rows = [sku("a2", "A2-GPU", "Nvidia Tesla A100 GPU running in Americas", HOUR, "seconds",
+                2.93, A2_1G, **NAMELESS),
+            sku("a2", "A2-CORE", "A2 Instance Core running in Americas", 12 * HOUR, "seconds",
+                0.38, A2_1G, **NAMELESS),
+            sku("a2", "A2-RAM", "A2 Instance Ram running in Americas", 85 * GIB * HOUR,
+                "byte-seconds", 0.35, A2_1G, **NAMELESS)]
+    con, summary = gcp_month(tmp_path, rows, [{
+        "run_id": "r1", "start_time": datetime(2026, 7, 3, 10),
+        "end_time": datetime(2026, 7, 3, 11)}])
+    a2 = "a2-highgpu-1g"
+    assert lines_of(con) == {"A2-GPU": (a2, "gpu", 1, pytest.approx(1.0), False),
+                             "A2-CORE": (a2, "gpu", 1, None, False),
+                             "A2-RAM": (a2, "gpu", 1, None, False)}
+    assert run_costs(con) == {"A2-GPU": pytest.approx(2.93), "A2-CORE": pytest.approx(0.38),
+                              "A2-RAM": pytest.approx(0.35)}
+    assert con.execute("SELECT billed_gpu_hours, tracked_gpu_hours, untracked_share "
+                       "FROM reconciliation").fetchone() == (
+        pytest.approx(1.0), pytest.approx(1.0), pytest.approx(0.0))
+    assert con.execute("SELECT list(DISTINCT x_ResourceKind), bool_and(x_InstanceUsage) "
+                       "FROM billing_facts").fetchone() == (["shared"], True)
+    assert summary.unknown_instance_types == []
+    con.close()
+
+
+def test_an_n1_and_a_plain_vm_without_a_resource_id_count_each_hour_once(tmp_path):
+    """An n1-standard-8 with 2 T4s and an n2-standard-8, their hour without ResourceId: the
+    T4 line is 2 GPU-hours, G 2 (its GPU-hours over the hour, a lower bound reported as
+    unknown), 1 h; the N1's core line, which cannot know its GPU line, carries no hours, cpu
+    (its VM-hour is the GPU line's); the N2's core line no hours either. Billed: 2 GPU-hours,
+    and 1 VM-hour on all the lines, not 1 on the GPU line and 1 on the core line."""
+    n1, n2 = tags("n1-standard-8", 8), tags("n2-standard-8", 8)
+    rows = [sku("n1", "T4-GPU", T4, 2 * HOUR, "seconds", 0.70, n1, **NAMELESS),
+            sku("n1", "N1-CORE", N1_CORE, 8 * HOUR, "seconds", 0.30, n1, **NAMELESS),
+            sku("n1", "N1-RAM", N1_RAM, 30 * GIB * HOUR, "byte-seconds", 0.10, n1, **NAMELESS),
+            sku("n2", "N2-CORE", "N2 Instance Core running in Americas", 8 * HOUR, "seconds",
+                0.25, n2, **NAMELESS)]
+    con, summary = gcp_month(tmp_path, rows, [])
+    assert lines_of(con) == {
+        "T4-GPU": ("n1-standard-8", "gpu", 2, pytest.approx(1.0), True),
+        "N1-CORE": ("n1-standard-8", "cpu", 0, None, False),
+        "N1-RAM": ("n1-standard-8", "cpu", 0, None, False),
+        "N2-CORE": ("n2-standard-8", "cpu", 0, None, False)}
+    assert con.execute("SELECT billed_gpu_hours, untracked_share FROM reconciliation"
+                       ).fetchone() == (pytest.approx(2.0), pytest.approx(1.0))
+    assert con.execute("SELECT sum(x_UsageHours) FROM billing_facts").fetchone()[0] == \
+        pytest.approx(1.0)
+    assert summary.unknown_instance_types == ["n1-standard-8"]
+    con.close()

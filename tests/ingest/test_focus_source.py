@@ -9,7 +9,7 @@ import gzip
 import io
 import json
 import logging
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 import duckdb
@@ -646,6 +646,76 @@ def test_attribution_of_focus_lines(con, tmp_path):
     assert by_line["tax"] == [(None, "unallocated", "tax", 3.0)]
     assert by_line["purchase"] == [(None, "unallocated", "purchase", 0.0)]
     assert sum(r[4] for r in rows) == pytest.approx(MAY_TOTAL, rel=1e-12)
+
+
+# GPU usage lines a FOCUS file gives no ResourceId: 31 days of a p4d.24xlarge's hour, $32 each,
+# the type in SkuPriceDetails. Read as `other` with no hours and no accelerators, the month
+# billed 0 GPU-hours and its reconciliation passed with the $992 all untracked.
+NAMELESS_P4D = [vm(f"p4d-{d:02d}", "p4d.24xlarge", cost=32.0, ResourceId="",
+                   ChargePeriodStart=f"2026-05-{d:02d}T10:00:00Z",
+                   ChargePeriodEnd=f"2026-05-{d:02d}T11:00:00Z") for d in range(1, 32)]
+
+
+def reconciled(con, path: Path, runs: list[dict]) -> dict:
+    """The month of the file at `path` attributed to `runs` and reconciled: its row."""
+    from cost_pipeline.warehouse import month_params, replace_month, sql_text
+    from tests.support.warehouse_rows import RUN_DEFAULTS, insert_runs
+
+    load(con, path)
+    insert_runs(con, MAY, [{**RUN_DEFAULTS, "status": "FINISHED", **run} for run in runs])
+    params = month_params(parse_config({}, path.parent), MAY)
+    build_attribution(con, MAY, params)
+    replace_month(con, "reconciliation", MAY, sql_text("reconciliation"), params)
+    cursor = con.execute("SELECT * FROM reconciliation WHERE month = ?", [MAY])
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, cursor.fetchone(), strict=True))
+
+
+def test_gpu_lines_without_a_resource_id_are_instance_usage(con, tmp_path):
+    facts = load(con, write_csv(tmp_path / "f" / "may.csv", NAMELESS_P4D))
+    assert len(facts) == 31
+    for fact in facts.values():
+        assert (fact["ResourceId"], fact["x_CostComponent"], fact["x_AcceleratorCount"],
+                fact["x_UsageHours"], fact["x_InstanceUsage"], fact["x_InstanceType"],
+                fact["x_ResourceKind"]) == (None, "gpu", 8, 1.0, True, "p4d.24xlarge",
+                                            "shared")
+
+
+def test_a_month_of_gpu_lines_without_a_resource_id_is_all_untracked(con, tmp_path):
+    """The run names `i-p4d`, which no line shows (the lines name no resource): 31 h × 8
+    GPUs = 248 GPU-hours billed, none tracked, untracked share 1.0, the check failing."""
+    got = reconciled(con, write_csv(tmp_path / "f" / "may.csv", NAMELESS_P4D), [{
+        "run_id": "r1", "resource_ids": ["i-p4d"], "gpus": 8,
+        "start_time": datetime(2026, 5, 1), "end_time": datetime(2026, 6, 1)}])
+    assert (got["billed_gpu_hours"], got["tracked_gpu_hours"], got["untracked_gpu_hours"]) == (
+        pytest.approx(248.0), 0.0, pytest.approx(248.0))
+    assert (got["untracked_share"], got["status"]) == (pytest.approx(1.0), "fail")
+    assert got["untracked_cost_share"] == pytest.approx(1.0)
+    assert got["by_accelerator_type"] == [{
+        "instance_type": "p4d.24xlarge", "billed_gpu_hours": pytest.approx(248.0),
+        "untracked_gpu_hours": pytest.approx(248.0), "untracked_share": pytest.approx(1.0),
+        "gpu_cost": pytest.approx(992.0), "untracked_cost_share": pytest.approx(1.0)}]
+    # a line naming no resource is `shared`: only a tag can claim it
+    kinds = con.execute("SELECT kind, count(*), sum(cost), sum(accelerator_hours) "
+                        "FROM attribution GROUP BY ALL").fetchall()
+    assert kinds == [("shared", 31, pytest.approx(992.0), pytest.approx(248.0))]
+
+
+def test_a_tag_claims_a_gpu_line_without_a_resource_id_by_its_hours(con, tmp_path):
+    """A run tagged on May 3rd's line, running 10:00-10:30 with 4 of the 8 GPUs: d is the
+    line's own hour, so it takes 0.5 × 4/8 = 0.25 of $32 (8 GPU-hours × 0.25 = 2 tracked);
+    246 of the 248 GPU-hours are untracked."""
+    rows = [r | {"Tags": json.dumps({"user:run_id": "r1"})} if r["SkuId"] == "p4d-03" else r
+            for r in NAMELESS_P4D]
+    got = reconciled(con, write_csv(tmp_path / "f" / "may.csv", rows), [{
+        "run_id": "r1", "gpus": 4, "start_time": datetime(2026, 5, 3, 10),
+        "end_time": datetime(2026, 5, 3, 10, 30)}])
+    assert (got["billed_gpu_hours"], got["tracked_gpu_hours"]) == (
+        pytest.approx(248.0), pytest.approx(2.0))
+    assert got["untracked_share"] == pytest.approx(246.0 / 248.0)
+    assert con.execute("SELECT cost, hours, accelerator_hours FROM attribution "
+                       "WHERE run_id = 'r1'").fetchall() == [
+        (pytest.approx(8.0), pytest.approx(0.25), pytest.approx(2.0))]
 
 
 def attributed_with_datasets(con, tmp_path: Path, datasets: dict) -> None:

@@ -67,8 +67,7 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
     batches: list[pa.RecordBatch] = []
     reports: set[tuple[str, str, str]] = set()
     may_repeat: dict[str, str] = {}
-    for i, entry in enumerate(cfg.checkpoints):
-        name = f"checkpoints[{i}] {entry.kind}"
+    for name, entry in zip(source_names(cfg), cfg.checkpoints, strict=True):
         read: list[tuple[str, date]] = []
         if isinstance(entry, InventoryCheckpoints):
             listed = read_inventory(cfg.resolve(entry.path), name, month, entry.bucket,
@@ -113,6 +112,11 @@ def read_listing(cfg: PipelineConfig, month: date, log: logging.Logger, *,
     each_once = made_once or _listed_once(listing, may_repeat)
     return listing.replace_schema_metadata(
         {REPORTS: json.dumps(sorted(reports)), EACH_ONCE: b"1" if each_once else b"0"})
+
+
+def source_names(cfg: PipelineConfig) -> list[str]:
+    """The name of each configured listing, as `checkpoint_inventory.source` holds it."""
+    return [f"checkpoints[{i}] {entry.kind}" for i, entry in enumerate(cfg.checkpoints)]
 
 
 def _dated_snapshots(batches: list[pa.RecordBatch]) -> list[tuple[str, date]]:
@@ -189,12 +193,14 @@ RELEASE_EVERY = 64 << 20
 
 def build_checkpoint_inventory(
     con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, month: date, log: logging.Logger,
-    listing: pa.Table | HandedListing | None = None,
+    listing: pa.Table | HandedListing | None = None, keep_held: bool = True,
 ) -> int:
     """Write the month's objects of `listing` (default: read the listings now), read once,
     each object once, and the S3 Inventory reports it was read from, in one transaction. A
     `HandedListing`, or the listing read here, is let go batch by batch as it is written
-    (`_handed_out`)."""
+    (`_handed_out`). A configured listing that lists no object where the month holds objects
+    from it is refused (`_refuse_emptied_listings`) unless not `keep_held`
+    (`materialize --force`)."""
     if listing is None:
         listing = HandedListing(read_listing(cfg, month, log))
     handed = isinstance(listing, HandedListing)
@@ -217,6 +223,8 @@ def build_checkpoint_inventory(
         schema=pa.schema([("source", pa.string()), ("bucket", pa.string()),
                           ("snapshot_date", pa.string())]))
     ensure_schema(con)
+    if keep_held:
+        _refuse_emptied_listings(con, cfg, month, listing)
     schema, batches = listing.schema, listing.to_batches()
     del listing  # (a handed listing's batches are now held by `batches` alone)
     register_stream(con, "listing_arrow", schema,
@@ -233,6 +241,36 @@ def build_checkpoint_inventory(
     finally:
         unregister(con, "listing_arrow")
         unregister(con, "listing_reports")
+
+
+def _refuse_emptied_listings(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig,
+                             month: date, listing: pa.Table) -> None:
+    """A configured listing that now lists no object of the month, where the month holds
+    objects from it (a listing file cut to its header, a path moved to an empty folder, a
+    bucket's objects gone), is refused as an emptied bill or tracker is: its objects replaced
+    by none left the month's storage all untracked and no retention violation. The sources
+    listed are read from the batches' one-entry dictionaries (`_with_source`); the warehouse
+    is asked only when a configured one lists none."""
+    listed: set[str] = set()
+    for chunk in listing.column("source").chunks:
+        if not len(chunk):
+            continue
+        if pa.types.is_dictionary(chunk.type) and len(chunk.dictionary) == 1:
+            listed.update(chunk.dictionary.to_pylist())
+        else:
+            listed.update(pc.unique(chunk.cast(pa.string())).to_pylist())
+    missing = [name for name in source_names(cfg) if name not in listed]
+    if not missing:
+        return
+    held = dict(con.execute(
+        "SELECT source, count(*) FROM checkpoint_inventory WHERE month = ? "
+        "AND list_contains(?, source) GROUP BY source", [month, missing]).fetchall())
+    for name in missing:
+        if held.get(name):
+            raise SourceError(name, f"{month:%Y-%m}", (
+                f"the listing holds no object of the month, where the warehouse holds "
+                f"{held[name]:,} of the month's from it: its file or bucket emptied, or a "
+                "path moved? The month keeps its listing; `materialize --force` empties it"))
 
 
 def _handed_out(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -557,3 +557,68 @@ def test_a_column_named_twice_in_a_listings_header_is_refused(tmp_path, con):
     # a column neither reader reads may be named twice
     write(tmp_path / "inv.csv", f"{HEADER},etag,etag\nb,ckpt/r1/s1/x.pt,1,2026-07-01,e,f\n")
     assert [r[2] for r in build(con, tmp_path, {"kind": "inventory", "path": "inv.csv"})] == [1]
+
+
+def _held(con, month: date = JULY) -> tuple[list[tuple], list[tuple]]:
+    """The month's (source, key) objects and (source, snapshot) days."""
+    return (con.execute("SELECT source, key FROM checkpoint_inventory WHERE month = ? "
+                        "ORDER BY source, key", [month]).fetchall(),
+            con.execute("SELECT source, snapshot_date FROM checkpoint_snapshots WHERE month = ? "
+                        "ORDER BY source, snapshot_date", [month]).fetchall())
+
+
+def test_a_listing_emptied_where_the_month_holds_its_objects_is_refused(tmp_path, con,
+                                                                        caplog):
+    """A listing cut to its header (an export interrupted, a path moved to an empty one)
+    replaced the month's objects by none with exit 0: every storage line untracked, no
+    retention violation, the check passing. As an emptied bill or tracker is, it is refused
+    naming the source, the month and the objects the month keeps; the other listing's
+    objects do not count for it, `--force` (keep_held=False) empties it, and a month the
+    warehouse holds nothing of is still only said to be empty."""
+    write(tmp_path / "inv.csv", f"{HEADER}\nml-ckpt,checkpoints/run-a/s1/x.pt,8,2026-07-02\n"
+          "ml-ckpt,checkpoints/run-a/s2/x.pt,9,2026-07-03\n"
+          "ml-ckpt,checkpoints/run-b/s1/x.pt,7,2026-07-04\n")
+    _file(tmp_path / "bucket", "checkpoints/run-c/s1/y.pt", 5, datetime(2026, 7, 5))
+    entries = ({"kind": "inventory", "path": "inv.csv", "prefix": "checkpoints/"},
+               {"kind": "local", "path": "bucket", "bucket": "other", "prefix": "checkpoints/"})
+    assert len(build(con, tmp_path, *entries)) == 4
+    before = _held(con)
+    assert before[0][0] == ("checkpoints[0] inventory", "checkpoints/run-a/s1/x.pt")
+    write(tmp_path / "inv.csv", f"{HEADER}\n")
+    with pytest.raises(SourceError) as error:
+        build(con, tmp_path, *entries)
+    assert str(error.value) == (
+        "checkpoints[0] inventory: 2026-07: the listing holds no object of the month, where "
+        "the warehouse holds 3 of the month's from it: its file or bucket emptied, or a path "
+        "moved? The month keeps its listing; `materialize --force` empties it")
+    assert _held(con) == before
+    cfg = parse_config({"checkpoints": list(entries)}, tmp_path)
+    assert build_checkpoint_inventory(con, cfg, JULY, LOG, keep_held=False) == 1
+    assert _held(con)[0] == [("checkpoints[1] local", "checkpoints/run-c/s1/y.pt")]
+    # June, which the warehouse holds nothing of: said, not refused
+    with caplog.at_level(logging.WARNING, logger="test"):
+        assert build(con, tmp_path, entries[0], month=date(2026, 6, 1)) == []
+    assert "checkpoints[0] inventory: no object listed in 2026-06" in caplog.text
+
+
+def test_an_s3_bucket_listing_emptied_is_refused(tmp_path, con, s3_server):
+    """The `s3` kind listing a bucket that now holds nothing (its objects deleted, the wrong
+    bucket or endpoint configured) keeps the month's listing as a listing file does."""
+    from cost_pipeline.demo.local_s3 import s3_client
+    from tests.support.s3_server import new_bucket, put
+
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    for key in ("checkpoints/run-a/s1/x.pt", "checkpoints/run-a/s2/x.pt"):
+        put(endpoint, bucket, key, b"0123456789")
+    this_month = datetime.now(UTC).date().replace(day=1)
+    entry = {"kind": "s3", "bucket": bucket, "prefix": "checkpoints/",
+             "endpoint_url": endpoint, "region": "us-east-1"}
+    assert len(build(con, tmp_path, entry, month=this_month)) == 2
+    before = _held(con, this_month)
+    for key in ("checkpoints/run-a/s1/x.pt", "checkpoints/run-a/s2/x.pt"):
+        s3_client(endpoint).delete_object(Bucket=bucket, Key=key)
+    with pytest.raises(SourceError, match=rf"^checkpoints\[0\] s3: {this_month:%Y-%m}: the "
+                                          r"listing holds no object of the month, where the "
+                                          r"warehouse holds 2 of the month's from it"):
+        build(con, tmp_path, entry, month=this_month)
+    assert _held(con, this_month) == before

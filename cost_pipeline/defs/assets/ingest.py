@@ -149,7 +149,8 @@ def ingest(
         yield dg.MaterializeResult(asset_key=TRACKER_RUNS, metadata={"runs": rows, "kept": kept})
     if listing is not None:
         with duckdb.get_connection() as con:
-            rows = build_checkpoint_inventory(con, cfg, month, context.log, listing=listing)
+            rows = build_checkpoint_inventory(con, cfg, month, context.log, listing=listing,
+                                              keep_held=not forced(context))
             ((total,),) = con.execute(
                 "SELECT coalesce(sum(size), 0) FROM checkpoint_inventory WHERE month = ?",
                 [month]).fetchall()

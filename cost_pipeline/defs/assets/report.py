@@ -138,46 +138,58 @@ def monthly_report(
             context.log.info(f"monthly_report: what the page shows is as when it was written: "
                              f"{path} is kept")
             return dg.MaterializeResult(metadata={**kept, "kept": True})
-        # imported here: matplotlib costs a second, and neither loading the code location
-        # nor a kept page needs it
         from cost_pipeline.report import write_report
-        from cost_pipeline.report.charts import bill_figure, png_data_uri
-        from cost_pipeline.report.markdown import bill_markdown, levers_markdown
-        from cost_pipeline.report.money import half_up, in_percent, symbol_of
 
-        # written beside its place, moved there only once the run's writes commit
+        # written beside its place, moved there only once the run's writes commit; until
+        # that move is registered below, a failure (the chart, the page's row) removes it
         staged, data = write_report(cfg.warehouse_path, month, con=con,
-                                 out=path.with_name(f".{path.name}.pending"))
-        html_bytes = staged.stat().st_size
-        rec = data["reconciliation"]
-        metadata = {
-            "report": dg.MetadataValue.path(str(path)),
-            "html_bytes": html_bytes,
-            # to the currency's smallest unit, as the page shows them (a fils, a yen)
-            "total_effective_cost": to_minor_unit(float(data["headline"]["effective_cost"]),
-                                                  data["headline"]["currency"]),
-            "billed_cost": to_minor_unit(float(data["headline"]["billed_cost"]),
-                                         data["headline"]["currency"]),
-            "currency": data["headline"]["currency"],
-            "bill_as_lines": dg.MetadataValue.md(bill_markdown(data["bill"],
-                                                               data["headline"]["currency"])),
-            "top_levers": dg.MetadataValue.md(levers_markdown(data["levers"],
-                                                              data["headline"]["currency"])),
-        }
-        if rec:
-            # the page's figure: half up from the share's own digits (0.5625 is 56.3), where
-            # `round` of the double 56.25 gave 56.2, half to even
-            share_pct = half_up(in_percent(rec["untracked_share"]), Decimal("0.1"))
-            metadata.update(untracked_share_pct=float(share_pct),
-                            reconciliation_status=rec["status"], provisional=rec["provisional"])
-        if data["bill"] and data["bill"]["cost"]:
-            # a small PNG inline: the UI renders data-URI images inside markdown metadata
-            chart = png_data_uri(bill_figure, data["bill"],
-                                 symbol_of(data["headline"]["currency"]))
-            metadata["chart"] = dg.MetadataValue.md(f"![cost by purpose and component]({chart})")
-        store_page(con, month, inputs, path, html_bytes, page_digest(staged), metadata)
+                                    out=path.with_name(f".{path.name}.pending"))
+        try:
+            metadata = _page_metadata(path, staged.stat().st_size, data)
+            store_page(con, month, inputs, path, metadata["html_bytes"], page_digest(staged),
+                       metadata)
+        except BaseException:
+            staged.unlink(missing_ok=True)
+            raise
     if isinstance(duckdb, Warehouse):
         duckdb.publish_on_commit(staged, path)
     else:
         staged.replace(path)
     return dg.MaterializeResult(metadata={**metadata, "kept": False})
+
+
+def _page_metadata(path: Path, html_bytes: int, data: dict) -> dict:
+    """The page's key figures, tables and chart as the Dagster UI shows them."""
+    # imported here: matplotlib costs a second, and neither loading the code location nor a
+    # kept page needs it
+    from cost_pipeline.report.charts import bill_figure, png_data_uri
+    from cost_pipeline.report.markdown import bill_markdown, levers_markdown
+    from cost_pipeline.report.money import half_up, in_percent, symbol_of
+
+    rec = data["reconciliation"]
+    metadata = {
+        "report": dg.MetadataValue.path(str(path)),
+        "html_bytes": html_bytes,
+        # to the currency's smallest unit, as the page shows them (a fils, a yen)
+        "total_effective_cost": to_minor_unit(float(data["headline"]["effective_cost"]),
+                                              data["headline"]["currency"]),
+        "billed_cost": to_minor_unit(float(data["headline"]["billed_cost"]),
+                                     data["headline"]["currency"]),
+        "currency": data["headline"]["currency"],
+        "bill_as_lines": dg.MetadataValue.md(bill_markdown(data["bill"],
+                                                           data["headline"]["currency"])),
+        "top_levers": dg.MetadataValue.md(levers_markdown(data["levers"],
+                                                          data["headline"]["currency"])),
+    }
+    if rec:
+        # the page's figure: half up from the share's own digits (0.5625 is 56.3), where
+        # `round` of the double 56.25 gave 56.2, half to even
+        share_pct = half_up(in_percent(rec["untracked_share"]), Decimal("0.1"))
+        metadata.update(untracked_share_pct=float(share_pct),
+                        reconciliation_status=rec["status"], provisional=rec["provisional"])
+    if data["bill"] and data["bill"]["cost"]:
+        # a small PNG inline: the UI renders data-URI images inside markdown metadata
+        chart = png_data_uri(bill_figure, data["bill"],
+                             symbol_of(data["headline"]["currency"]))
+        metadata["chart"] = dg.MetadataValue.md(f"![cost by purpose and component]({chart})")
+    return metadata

@@ -27,6 +27,7 @@ from cost_pipeline.report.render import (
     biggest_lever,
     charges_to,
     percent,
+    share_against,
     write_page,
 )
 from cost_pipeline.report.strip import NAMED, months_between, stale_searches_note
@@ -117,9 +118,11 @@ def summary(data: dict, symbol: str) -> list[str]:
         out.append(biggest_lever(data["levers"], "over the period", symbol))
     failed = [s for s in data["shares"] or [] if s["status"] != "pass"]
     if failed:
+        # a share and its threshold that differ never read alike (as the month's page)
         out.append("Reconciliation failed in " + ", ".join(
-            f"{s['month']:%Y-%m} ({percent(s['untracked_share'])} of GPU-hours untracked, "
-            f"threshold {percent(s['threshold'])})" for s in failed) + ".")
+            "{:%Y-%m} ({} of GPU-hours untracked, threshold {})".format(
+                s["month"], *share_against(s["untracked_share"], s["threshold"]))
+            for s in failed) + ".")
     # the period's searches: one that cost nothing in it (an older one) is history, not news
     saturating = [s for s in data["searches"] or [] if s["saturating"] and s["cost_in_period"]]
     if saturating:

@@ -329,6 +329,30 @@ def test_a_cell_absent_from_a_month_reads_none_not_zero(tmp_path):
     assert re.findall(r'<td class="num">([^<]*)</td>', row) == ["–", "$300.00"]
 
 
+def test_a_failed_months_share_reads_apart_from_its_threshold(tmp_path):
+    """September's untracked share 21.622% against a 21.6% threshold read "21.6% … threshold
+    21.6%" in the summary and the table; both write it as the month's page does (21.62%)."""
+    path = tmp_path / "w.duckdb"
+    _attributed_months(path, "USD", {m: (500.0, 400.0, 100.0) for m in MONTHS})
+    with duckdb.connect(str(path)) as con:
+        for month, share in zip(MONTHS, (0.05, 0.1, 0.21622), strict=True):
+            insert(con, "reconciliation", month, [{
+                "untracked_share": share, "threshold": 0.216,
+                "status": "fail" if share > 0.216 else "pass", "billed_gpu_hours": 100.0,
+                "tracked_gpu_hours": 100.0 * (1 - share), "untracked_gpu_hours": 100.0 * share,
+                "untracked_cost": 0.0, "provisional": False, "untracked_cost_share": share,
+                "coverage": 1.0, "over_claimed_gpu_hours": 0.0,
+                "unbilled_claim_gpu_hours": 0.0, "total_effective_cost": 500.0,
+                "attributed_cost": 500.0, "unallocated_cost": 0.0, "runs_without_end": 0}], {})
+    summary, html = _period_summary(path, tmp_path)
+    assert "Reconciliation failed in 2026-09 (21.62% of GPU-hours untracked, threshold 21.6%)." \
+        in summary
+    row = html[html.index('data-share-month="2026-09"'):].split("</tr>")[0]
+    assert re.findall(r'<td class="num">([^<]*)</td>', row)[:2] == ["21.62%", "21.6%"]
+    row = html[html.index('data-share-month="2026-07"'):].split("</tr>")[0]
+    assert re.findall(r'<td class="num">([^<]*)</td>', row)[:2] == ["5.0%", "21.6%"]
+
+
 def test_monthly_report_strip_of_six_months(warehouse, demo_warehouse, tmp_path):
     path, data = write_report(warehouse, LAST, out=tmp_path / "sep.html")
     html = path.read_text(encoding="utf-8")

@@ -715,3 +715,27 @@ def test_a_reconciliation_alert_writes_the_share_the_months_page_writes():
     assert "— 7.4% of 100.0 billed GPU-hours untracked (tracked 92.6, threshold 1.2%)" in (
         alert["text"])
 
+
+def test_a_billing_alert_counts_one_missing_day_in_the_singular():
+    """"1 of 30 days have no usage lines": one day has; a month of one expected day (the
+    open month on its 2nd) is "of 1 day"; a statement of 1 GPU-hour likewise."""
+    def text(missing: str, expected: int) -> str:
+        return alerts.check_alert(alerts.CheckEvaluation(
+            "billing_facts.billing_complete", "2026-11", False, "ERROR", 1.0, "r1",
+            {"days_expected": expected, "missing_days": missing}))["text"]
+
+    assert "— 1 of 30 days has no usage lines (2026-11-05)." in text("2026-11-05", 30)
+    assert "— 2 of 30 days have no usage lines (2026-11-05, 2026-11-06)." in text(
+        "2026-11-05, 2026-11-06", 30)
+    assert "— 1 of 1 day has no usage lines (2026-11-01)." in text("2026-11-01", 1)
+    one = alerts.check_alert(alerts.CheckEvaluation(
+        RECONCILIATION, "2026-11", False, "ERROR", 1.0, "r2",
+        {"untracked_share": 1.0, "threshold": 0.05, "billed_gpu_hours": 1.0,
+         "tracked_gpu_hours": 0.0, "untracked_gpu_hours": 1.0, "currency": "USD",
+         "top_untracked": [{"resource_id": "i-1", "instance_type": "g5.xlarge",
+                            "gpu_hours": 1.0, "cost": 1.0},
+                           {"resource_id": "i-2", "instance_type": "g5.xlarge",
+                            "gpu_hours": 2.0, "cost": 2.0}]}))["text"]
+    assert ("— 100.0% of 1 billed GPU-hour untracked (tracked 0, threshold 5.0%); largest "
+            "untracked: i-1 (g5.xlarge) 1 GPU-hour $1.00, i-2 (g5.xlarge) 2 GPU-hours "
+            "$2.00.") in one

@@ -251,6 +251,12 @@ def _gpu_hours(*hours: Any) -> list[str]:
                                                                strict=True)]
 
 
+def _unit(count: Any, noun: str) -> str:
+    """`noun` as a count of it reads: singular after exactly one (`1 day`, `1 GPU-hour`),
+    plural after any other figure (`0 days`, `1.0 GPU-hours`, `? days`)."""
+    return noun if str(count) == "1" else f"{noun}s"
+
+
 def _money(value: Any, currency: Any) -> str:
     """An amount in the bill's currency (the check's `currency` metadata)."""
     if not isinstance(value, int | float):
@@ -283,6 +289,15 @@ def _is_amount(key: str, value: Any) -> bool:
         word in key for word in ("cost", "budget", "amount"))
 
 
+def _exact(metadata: dict[str, Any], key: str) -> Any:
+    """The figure `key` of a check's metadata as the check computed it: its `<key>_exact`
+    when the metadata holds one as a number, else the figure (rounded for display)."""
+    exact = metadata.get(f"{key}_exact")
+    if isinstance(exact, int | float) and not isinstance(exact, bool):
+        return exact
+    return metadata.get(key)
+
+
 def check_alert(e: CheckEvaluation, config: str | None = None) -> dict[str, Any]:
     """The alert of a failed check: Slack's `text` plus the figures as fields; the commands
     of its next step name the `config` file the sensor reads."""
@@ -292,24 +307,30 @@ def check_alert(e: CheckEvaluation, config: str | None = None) -> dict[str, Any]
         for r in (m.get("top_untracked") or [])
     ]
     if "untracked_share" in m:
-        share, threshold = (figures_apart(_in_percent(m["untracked_share"]),
-                                          _in_percent(m.get("threshold") or 0))
-                            if isinstance(m["untracked_share"], int | float) else ("?", "?"))
+        # from the exact figures the check records beside the rounded ones (an evaluation
+        # recorded before it did has the rounded ones alone): 0.062452… shown 0.0625 read
+        # 6.3% here, rounded twice, where the month's page says 6.2%
+        exact_share, exact_threshold = _exact(m, "untracked_share"), _exact(m, "threshold")
+        share, threshold = (figures_apart(_in_percent(exact_share),
+                                          _in_percent(exact_threshold or 0))
+                            if isinstance(exact_share, int | float) else ("?", "?"))
         # the month's statement as the report writes it: tracked, untracked, billed alike
         tracked, _, billed = _gpu_hours(m.get("tracked_gpu_hours"),
                                         m.get("untracked_gpu_hours"), m.get("billed_gpu_hours"))
-        detail = (f"{share}% of {billed} billed GPU-hours untracked (tracked {tracked}, "
-                  f"threshold {threshold}%)")
+        detail = (f"{share}% of {billed} billed {_unit(billed, 'GPU-hour')} untracked "
+                  f"(tracked {tracked}, threshold {threshold}%)")
         if top:
             top_hours = _gpu_hours(*(r["gpu_hours"] for r in top[:3]))
             detail += "; largest untracked: " + ", ".join(
                 f"{plain(r['resource_id'])} ({plain(r['instance_type'])}) "
-                f"{hours} GPU-hours "
+                f"{hours} {_unit(hours, 'GPU-hour')} "
                 f"{_money(r['cost'], m.get('currency'))}"
                 for r, hours in zip(top[:3], top_hours, strict=True))
     elif "missing_days" in m:
         missing = [plain(d) for d in str(m["missing_days"]).split(", ") if d]
-        detail = (f"{len(missing)} of {m.get('days_expected')} days have no usage lines "
+        expected = m.get("days_expected")
+        detail = (f"{len(missing)} of {expected} {_unit(expected, 'day')} "
+                  f"{'has' if len(missing) == 1 else 'have'} no usage lines "
                   f"({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''})")
     elif "delta" in m:
         symbol = symbol_of(m.get("currency"))

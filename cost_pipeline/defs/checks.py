@@ -83,13 +83,18 @@ def reconciliation_outcome(
         "currency": con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
     }
     top = top_untracked(con, month, figures["currency"])
+    shown = kept_apart(rounded({**figures, "top_untracked": dg.MetadataValue.json(top)}),
+                       figures, "untracked_share", "threshold")
     check = dg.AssetCheckResult(
         check_name="reconciliation_within_threshold",
         asset_key="reconciliation",
         passed=row["status"] == "pass",
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata=kept_apart(rounded({**figures, "top_untracked": dg.MetadataValue.json(top)}),
-                            figures, "untracked_share", "threshold"),
+        # the share and its threshold exactly too, beside the figures rounded for display:
+        # the alert writes them in percent as the month's page does, from the exact figure
+        # (a share of 0.062452… shown 0.0625 read 6.3% in the alert, 6.2% on the page)
+        metadata={**shown, "untracked_share_exact": row["untracked_share"],
+                  "threshold_exact": row["threshold"]},
     )
     return check, figures
 
@@ -208,7 +213,7 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
         {"model": r["model"], "cost": to_minor_unit(r["cost"], currency),
          "previous_median": to_minor_unit(r["previous_median"], currency),
          "previous_months": list(r["months"]), "judged": r["judged"],
-         "growth": (round(r["cost"] / r["previous_median"], 3)
+         "growth": (growth_shown(r["cost"] / r["previous_median"], max_growth)
                     if r["previous_median"] and r["previous_median"] > 0 else None)}
         for r in rows]
     exceeding = [m for r, m in zip(rows, models, strict=True) if r["exceeds"]]
@@ -218,23 +223,35 @@ def model_cost_trend(con: duckdb.DuckDBPyConnection, month: date,
         f"{r['model']} ({', '.join(r['other_currency_months'])} billed in "
         f"{', '.join(r['other_currencies'])}, not {r['currency']})"
         for r in rows if not r["judged"] and r["other_currency_months"]]
+    metadata = rounded({
+        "month": f"{month:%Y-%m}",
+        "currency": currency,
+        "max_growth": max_growth,
+        "models_judged": sum(1 for m in models if m["judged"]),
+        "models_not_judged": sum(1 for m in models if not m["judged"]),
+        "models_exceeding": len(exceeding),
+        "models": ", ".join(m["model"] for m in exceeding),
+        "not_judged_other_currency": "; ".join(other_currency),
+        "exceeding": dg.MetadataValue.json(exceeding),
+    })
     return dg.AssetCheckResult(
         check_name="model_cost_trend",
         asset_key="cost_per_model_monthly",
         passed=not exceeding,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata=rounded({
-            "month": f"{month:%Y-%m}",
-            "currency": currency,
-            "max_growth": max_growth,
-            "models_judged": sum(1 for m in models if m["judged"]),
-            "models_not_judged": sum(1 for m in models if not m["judged"]),
-            "models_exceeding": len(exceeding),
-            "models": ", ".join(m["model"] for m in exceeding),
-            "not_judged_other_currency": "; ".join(other_currency),
-            "exceeding": dg.MetadataValue.json(exceeding),
-        }),
+        # the limit as configured, unrounded: a growth kept apart from it is shown with the
+        # digits that tell the two apart, which 4 digits of the limit would hide again
+        metadata={**metadata, "max_growth": max_growth},
     )
+
+
+def growth_shown(growth: float, max_growth: float) -> float:
+    """A model's growth (its cost over its previous median) to 3 decimals, or to the digits
+    that tell it from `max_growth` when 3 make the two equal and they are not (`kept_apart`):
+    $1,440.01 over a $960 median, 1.5000104…, read 1.5 beside a 1.5 limit on a failed check."""
+    raw = {"growth": float(growth), "max_growth": float(max_growth)}
+    shown = {key: round(value, 3) for key, value in raw.items()}
+    return kept_apart(shown, raw, "growth", "max_growth")["growth"]
 
 
 def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,

@@ -209,3 +209,29 @@ def test_the_median_is_over_the_earlier_months_of_the_same_currency(con):
     assert check.metadata["exceeding"].value == [
         {"model": "churn", "cost": 301.0, "previous_median": 150.0,
          "previous_months": ["2026-01", "2026-02"], "judged": True, "growth": 2.007}]
+
+
+def test_a_failing_growth_is_never_shown_equal_to_the_limit(con):
+    """churn cost $960, $992, $960 (median $960: a limit of 1.5 × 960 = $1,440), then
+    $1,440.01 in May, a growth of 1,440.01 / 960 = 1.5000104…: it fails, and its growth read
+    1.5 beside max_growth 1.5 — to 3 decimals. It keeps the digits that tell it from the
+    limit (1.50001); $1,440.00 is at the limit and passes."""
+    costs(con, FEB, churn=960.0)
+    costs(con, MAR, churn=992.0)
+    costs(con, APR, churn=960.0)
+    costs(con, MAY, churn=1440.0)
+    assert model_cost_trend(con, MAY, 1.5).passed
+
+    con.execute("UPDATE cost_per_model_monthly SET cost = 1440.01 WHERE month = ?", [MAY])
+    check = model_cost_trend(con, MAY, 1.5)
+    assert not check.passed and check.metadata["max_growth"].value == 1.5
+    assert check.metadata["exceeding"].value == [
+        {"model": "churn", "cost": 1440.01, "previous_median": 960.0,
+         "previous_months": ["2026-02", "2026-03", "2026-04"], "judged": True,
+         "growth": 1.50001}]
+    # a limit of more digits than the metadata's 4 is shown as configured: 1.23456 × 1,000
+    con.execute("UPDATE cost_per_model_monthly SET cost = ? WHERE month = ?", [1234.57, MAY])
+    con.execute("UPDATE cost_per_model_monthly SET cost = 1000.0 WHERE month < ?", [MAY])
+    check = model_cost_trend(con, MAY, 1.23456)
+    (failing,) = check.metadata["exceeding"].value
+    assert (failing["growth"], check.metadata["max_growth"].value) == (1.23457, 1.23456)

@@ -646,3 +646,96 @@ def test_a_long_run_error_is_cut_at_a_word_and_says_so(alert_env):
     # within 500 characters
     assert full.startswith(kept) and full[len(kept)] == " "
     assert " " not in full[len(kept) + 1:500]
+
+
+def alert_of_a_reconciled_month(tracked: float, untracked: float,
+                                threshold: float = 0.05) -> tuple[dict, float]:
+    """The alert of a month whose bill shows `tracked` GPU-hours a run used (one instance of
+    8 GPUs) and `untracked` no run did (one of 1 GPU), as the sensor reads the failed check
+    from the instance; and the month's exact untracked share (the table's, the page's)."""
+    from datetime import datetime, timedelta
+
+    from cost_pipeline.defs.checks import reconciliation_outcome
+    from cost_pipeline.defs.sensors import read_check_evaluations
+    from tests.support.sql_backend import run_month, table_rows
+
+    start = datetime(2024, 3, 5)
+
+    def gpu_line(resource: str, gpus: int, hours: float, line: str) -> dict:
+        return {"ChargePeriodStart": start, "ChargePeriodEnd": start + timedelta(hours=hours),
+                "ChargeCategory": "Usage", "ResourceId": resource, "EffectiveCost": 10.0,
+                "x_CostComponent": "gpu", "x_AcceleratorCount": gpus, "x_UsageHours": hours,
+                "x_InstanceUsage": True, "x_ResourceKind": "instance",
+                "x_InstanceType": "g5.48xlarge", "x_SourceLine": line}
+
+    run = {"run_id": "r1", "status": "FINISHED", "purpose": "production", "start_time": start,
+           "end_time": start + timedelta(hours=tracked / 8), "resource_ids": ["i-tracked"],
+           "gpus": 8}
+    march = date(2024, 3, 1)
+    con = run_month([gpu_line("i-tracked", 8, tracked / 8, "L1"),
+                     gpu_line("i-untracked", 1, untracked, "L2")], [run], [], {}, march,
+                    threshold=threshold)
+    (row,) = table_rows(con, "reconciliation")
+    check, _ = reconciliation_outcome(con, march)
+
+    @dg.asset(name="reconciliation", partitions_def=dg.MonthlyPartitionsDefinition("2024-01-01"),
+              check_specs=[dg.AssetCheckSpec("reconciliation_within_threshold",
+                                             asset="reconciliation")])
+    def reconciliation() -> dg.MaterializeResult:
+        return dg.MaterializeResult(check_results=[check])
+
+    key = dg.AssetCheckKey(dg.AssetKey("reconciliation"), "reconciliation_within_threshold")
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([reconciliation], instance=instance,
+                              partition_key="2024-03-01").success
+        (evaluation,) = read_check_evaluations(instance, [key], None)
+    assert not evaluation.passed and evaluation.month == "2024-03"
+    return alerts.check_alert(evaluation), row["untracked_share"]
+
+
+def test_a_reconciliation_alert_writes_the_share_the_months_page_writes():
+    """Billed 264.52 GPU-hours, 16.52 untracked: a share of 0.062452…, 6.2% on the month's
+    page. The check's metadata rounds the share to 4 digits for display (0.0625), and the
+    alert rounded that again, half up: "6.3%". The alert writes the share from its exact
+    figure, as the page does; 7.449 of 100 (0.07449, shown 0.0745) likewise reads 7.4%, not
+    7.5%, and a threshold of 0.01249 (shown 0.0125) 1.2%, not 1.3%."""
+    from cost_pipeline.report.money import percent
+
+    alert, share = alert_of_a_reconciled_month(248.0, 16.52)
+    assert share == pytest.approx(16.52 / 264.52) and percent(share) == "6.2%"
+    assert "— 6.2% of 264.5 billed GPU-hours untracked (tracked 248.0, threshold 5.0%)" in (
+        alert["text"])
+    assert alert["figures"]["untracked_share"] == 0.0625  # the UI's figure stays rounded
+    alert, share = alert_of_a_reconciled_month(92.551, 7.449)
+    assert percent(share) == "7.4%"
+    assert "— 7.4% of 100.0 billed GPU-hours untracked (tracked 92.6, threshold 5.0%)" in (
+        alert["text"])
+    alert, share = alert_of_a_reconciled_month(92.551, 7.449, threshold=0.01249)
+    assert percent(0.01249) == "1.2%"
+    assert "— 7.4% of 100.0 billed GPU-hours untracked (tracked 92.6, threshold 1.2%)" in (
+        alert["text"])
+
+
+def test_a_billing_alert_counts_one_missing_day_in_the_singular():
+    """"1 of 30 days have no usage lines": one day has; a month of one expected day (the
+    open month on its 2nd) is "of 1 day"; a statement of 1 GPU-hour likewise."""
+    def text(missing: str, expected: int) -> str:
+        return alerts.check_alert(alerts.CheckEvaluation(
+            "billing_facts.billing_complete", "2026-11", False, "ERROR", 1.0, "r1",
+            {"days_expected": expected, "missing_days": missing}))["text"]
+
+    assert "— 1 of 30 days has no usage lines (2026-11-05)." in text("2026-11-05", 30)
+    assert "— 2 of 30 days have no usage lines (2026-11-05, 2026-11-06)." in text(
+        "2026-11-05, 2026-11-06", 30)
+    assert "— 1 of 1 day has no usage lines (2026-11-01)." in text("2026-11-01", 1)
+    one = alerts.check_alert(alerts.CheckEvaluation(
+        RECONCILIATION, "2026-11", False, "ERROR", 1.0, "r2",
+        {"untracked_share": 1.0, "threshold": 0.05, "billed_gpu_hours": 1.0,
+         "tracked_gpu_hours": 0.0, "untracked_gpu_hours": 1.0, "currency": "USD",
+         "top_untracked": [{"resource_id": "i-1", "instance_type": "g5.xlarge",
+                            "gpu_hours": 1.0, "cost": 1.0},
+                           {"resource_id": "i-2", "instance_type": "g5.xlarge",
+                            "gpu_hours": 2.0, "cost": 2.0}]}))["text"]
+    assert ("— 100.0% of 1 billed GPU-hour untracked (tracked 0, threshold 5.0%); largest "
+            "untracked: i-1 (g5.xlarge) 1 GPU-hour $1.00, i-2 (g5.xlarge) 2 GPU-hours "
+            "$2.00.") in one

@@ -251,7 +251,7 @@ def _gpu_hours(*hours: Any) -> list[str]:
                                                                strict=True)]
 
 
-def _unit(count: Any, noun: str) -> str:
+def counted(count: Any, noun: str) -> str:
     """`noun` as a count of it reads: singular after exactly one (`1 day`, `1 GPU-hour`),
     plural after any other figure (`0 days`, `1.0 GPU-hours`, `? days`)."""
     return noun if str(count) == "1" else f"{noun}s"
@@ -317,19 +317,19 @@ def check_alert(e: CheckEvaluation, config: str | None = None) -> dict[str, Any]
         # the month's statement as the report writes it: tracked, untracked, billed alike
         tracked, _, billed = _gpu_hours(m.get("tracked_gpu_hours"),
                                         m.get("untracked_gpu_hours"), m.get("billed_gpu_hours"))
-        detail = (f"{share}% of {billed} billed {_unit(billed, 'GPU-hour')} untracked "
+        detail = (f"{share}% of {billed} billed {counted(billed, 'GPU-hour')} untracked "
                   f"(tracked {tracked}, threshold {threshold}%)")
         if top:
             top_hours = _gpu_hours(*(r["gpu_hours"] for r in top[:3]))
             detail += "; largest untracked: " + ", ".join(
                 f"{plain(r['resource_id'])} ({plain(r['instance_type'])}) "
-                f"{hours} {_unit(hours, 'GPU-hour')} "
+                f"{hours} {counted(hours, 'GPU-hour')} "
                 f"{_money(r['cost'], m.get('currency'))}"
                 for r, hours in zip(top[:3], top_hours, strict=True))
     elif "missing_days" in m:
         missing = [plain(d) for d in str(m["missing_days"]).split(", ") if d]
         expected = m.get("days_expected")
-        detail = (f"{len(missing)} of {expected} {_unit(expected, 'day')} "
+        detail = (f"{len(missing)} of {expected} {counted(expected, 'day')} "
                   f"{'has' if len(missing) == 1 else 'have'} no usage lines "
                   f"({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''})")
     elif "delta" in m:

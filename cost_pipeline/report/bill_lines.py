@@ -9,7 +9,7 @@ from datetime import date
 
 import duckdb
 
-from cost_pipeline.alerts import figures_apart
+from cost_pipeline.alerts import counted, figures_apart
 from cost_pipeline.report.data import top_untracked
 from cost_pipeline.report.money import (
     figure,
@@ -94,16 +94,17 @@ def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date
         # the note's GPU-hour figures share their decimals (0.4 of 1.0 read "0 of 1")
         billed_hours, untracked_hours, *top_hours = gpu_hours_alike(
             billed, untracked, *(top["gpu_hours"] or 0 for top in tops))
-        text = (f"{month:%Y-%m}: {status.upper()} — {shown}% of {billed_hours} billed GPU-hours "
+        text = (f"{month:%Y-%m}: {status.upper()} — {shown}% of {billed_hours} billed "
+                f"{counted(billed_hours, 'GPU-hour')} "
                 f"untracked (threshold {limit}%)")
         if status == "fail":
             for top, hours in zip(tops, top_hours, strict=True):
                 kind = f" ({top['instance_type']})" if top["instance_type"] else ""
                 text += (f"; largest untracked: "
                          f"{top['resource_id'] or 'lines without a resource id'}{kind} "
-                         f"{hours} GPU-hours, {money(top['cost'], symbol)}, "
+                         f"{hours} {counted(hours, 'GPU-hour')}, {money(top['cost'], symbol)}, "
                          f"{untracked_because(top['kinds'])}")
-            text += f"; {untracked_hours} GPU-hours in all"
+            text += f"; {untracked_hours} {counted(untracked_hours, 'GPU-hour')} in all"
         notes.append(text)
     return notes
 

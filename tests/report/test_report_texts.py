@@ -101,6 +101,20 @@ def _bill_text(path: Path) -> str:
                       "bill", "USD")
 
 
+def test_a_note_of_one_gpu_hour_says_it_in_the_singular(tmp_path):
+    """One untracked GPU-hour of one billed read "1 billed GPU-hours … 1 GPU-hours in all"."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, JULY, [_line(0, 4.0, resource="i-gpu1", instance_type="g5.xlarge")])
+        _reconciliation(con, billed=1.0, untracked=1.0, threshold=0.05)
+        con.execute("INSERT INTO untracked_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (JULY, "i-gpu1", JULY, "gpu", "no_run", 1.0, 1.0, 4.0))
+        assert reconciliation_notes(con, JULY, JULY) == [
+            "2026-07: FAIL — 100.0% of 1 billed GPU-hour untracked (threshold 5%); largest "
+            "untracked: i-gpu1 (g5.xlarge) 1 GPU-hour, $4.00, claimed by no run; "
+            "1 GPU-hour in all"]
+
+
 def test_the_largest_untracked_resource_says_why_it_is_untracked(tmp_path):
     """A p4d.24xlarge (8 GPUs) two hours, a run using 4 of its GPUs: 8 GPU-hours untracked,
     idle capacity of a resource a run claimed — the note said "claimed by no run"."""
@@ -1011,8 +1025,9 @@ def test_percentages_round_half_up_as_amounts_do(tmp_path):
                         html, re.S)
     assert months == ["31.3%", "68.8%"]
     row = re.search(r'<tr data-share-month="2026-07".*?</tr>', html, re.S).group(0)
-    assert 'data-untracked-share="56.3"' in row and '<td class="num">56.3%</td>' in row
-    assert '<td class="num">1.3%</td>' in row
+    # the period's table writes the share and its threshold as the month's page does
+    assert 'data-untracked-share="56.3"' in row and '<td class="num">56.25%</td>' in row
+    assert '<td class="num">1.25%</td>' in row
 
 
 def _kpi_note(html: str) -> str:

@@ -289,15 +289,6 @@ def _is_amount(key: str, value: Any) -> bool:
         word in key for word in ("cost", "budget", "amount"))
 
 
-def _exact(metadata: dict[str, Any], key: str) -> Any:
-    """The figure `key` of a check's metadata as the check computed it: its `<key>_exact`
-    when the metadata holds one as a number, else the figure (rounded for display)."""
-    exact = metadata.get(f"{key}_exact")
-    if isinstance(exact, int | float) and not isinstance(exact, bool):
-        return exact
-    return metadata.get(key)
-
-
 def check_alert(e: CheckEvaluation, config: str | None = None) -> dict[str, Any]:
     """The alert of a failed check: Slack's `text` plus the figures as fields; the commands
     of its next step name the `config` file the sensor reads."""
@@ -307,13 +298,16 @@ def check_alert(e: CheckEvaluation, config: str | None = None) -> dict[str, Any]
         for r in (m.get("top_untracked") or [])
     ]
     if "untracked_share" in m:
-        # from the exact figures the check records beside the rounded ones (an evaluation
-        # recorded before it did has the rounded ones alone): 0.062452… shown 0.0625 read
-        # 6.3% here, rounded twice, where the month's page says 6.2%
-        exact_share, exact_threshold = _exact(m, "untracked_share"), _exact(m, "threshold")
-        share, threshold = (figures_apart(_in_percent(exact_share),
-                                          _in_percent(exact_threshold or 0))
-                            if isinstance(exact_share, int | float) else ("?", "?"))
+        # as the check wrote them in percent from the exact figures (an evaluation recorded
+        # before it did has the rounded ones alone): 0.062452… shown 0.0625 read 6.3% here,
+        # rounded twice, where the month's page says 6.2%
+        if isinstance(m.get("untracked_percent"), str):
+            share, threshold = (str(m.get(key) or "?").removesuffix("%")
+                                for key in ("untracked_percent", "threshold_percent"))
+        else:
+            share, threshold = (figures_apart(_in_percent(m["untracked_share"]),
+                                              _in_percent(m.get("threshold") or 0))
+                                if isinstance(m["untracked_share"], int | float) else ("?", "?"))
         # the month's statement as the report writes it: tracked, untracked, billed alike
         tracked, _, billed = _gpu_hours(m.get("tracked_gpu_hours"),
                                         m.get("untracked_gpu_hours"), m.get("billed_gpu_hours"))

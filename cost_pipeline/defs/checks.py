@@ -12,6 +12,7 @@ import duckdb
 from cost_pipeline.defs.metadata import kept_apart, rounded, to_minor_unit
 from cost_pipeline.months import next_month
 from cost_pipeline.report import data as report_data
+from cost_pipeline.report.bill_lines import share_against
 from cost_pipeline.report.limits import ESTIMATE_TOLERANCE, over_limit
 from cost_pipeline.warehouse import query, rows_of, sql_text
 
@@ -90,11 +91,12 @@ def reconciliation_outcome(
         asset_key="reconciliation",
         passed=row["status"] == "pass",
         severity=dg.AssetCheckSeverity.ERROR,
-        # the share and its threshold exactly too, beside the figures rounded for display:
-        # the alert writes them in percent as the month's page does, from the exact figure
-        # (a share of 0.062452… shown 0.0625 read 6.3% in the alert, 6.2% on the page)
-        metadata={**shown, "untracked_share_exact": row["untracked_share"],
-                  "threshold_exact": row["threshold"]},
+        # the share and its threshold in percent as the month's page writes them, from the
+        # exact figures, beside those rounded for display: the alert writes these (a share
+        # of 0.062452… shown 0.0625 read 6.3% in the alert, rounded twice, 6.2% on the page)
+        metadata={**shown, **dict(zip(("untracked_percent", "threshold_percent"),
+                                      share_against(row["untracked_share"], row["threshold"]),
+                                      strict=True))},
     )
     return check, figures
 

@@ -16,6 +16,8 @@ from cost_pipeline.report.money import (
     gpu_hours_alike,
     in_percent,
     money,
+    not_finite,
+    percent,
     share,
     symbol_of,
 )
@@ -80,6 +82,18 @@ def share_and_threshold(share: float, threshold: float) -> tuple[str, str]:
     digits, limit = _digits(threshold), in_percent(threshold)
     shown, _ = figures_apart(in_percent(share), limit, max(digits, 1))
     return shown, f"{limit:,.{digits}f}"
+
+
+def share_against(share, threshold) -> tuple[str, str]:
+    """The untracked share and its threshold in percent, as the printed reconciliation note
+    writes them (`bill_lines.share_and_threshold`): the threshold with its own digits, one at
+    least as the page's percentages have, the share with as many, and more while it would
+    read as the threshold it is not. One decimal read "21.6% FAIL · threshold 21.6%" for a
+    21.622% share of a 21.6% threshold; the note read "21.62% … (threshold 21.6%)"."""
+    if not_finite(share) is not None or not_finite(threshold) is not None:
+        return percent(share), percent(threshold)
+    shown, limit = share_and_threshold(share, threshold)
+    return f"{shown}%", f"{limit if '.' in limit else limit + '.0'}%"
 
 
 def reconciliation_notes(con: duckdb.DuckDBPyConnection, first: date, last: date) -> list[str]:

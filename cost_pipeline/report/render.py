@@ -15,7 +15,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from cost_pipeline.report import report_path
-from cost_pipeline.report.bill_lines import share_and_threshold
+from cost_pipeline.report.bill_lines import share_against
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import LEVERS_OVERLAP, PURPOSE_LABELS, ReportError, collect
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
@@ -90,18 +90,6 @@ def metric(value, spec: str = "%.4g") -> str:
     sign); `–` or `∞` as `number`."""
     text = not_finite(value)
     return minus(spec % value) if text is None else text
-
-
-def share_against(share, threshold) -> tuple[str, str]:
-    """The untracked share and its threshold in percent, as the printed reconciliation note
-    writes them (`bill_lines.share_and_threshold`): the threshold with its own digits, one at
-    least as the page's percentages have, the share with as many, and more while it would
-    read as the threshold it is not. One decimal read "21.6% FAIL · threshold 21.6%" for a
-    21.622% share of a 21.6% threshold; the note read "21.62% … (threshold 21.6%)"."""
-    if not_finite(share) is not None or not_finite(threshold) is not None:
-        return percent(share), percent(threshold)
-    shown, limit = share_and_threshold(share, threshold)
-    return f"{shown}%", f"{limit if '.' in limit else limit + '.0'}%"
 
 
 def minus(text: str) -> str:

@@ -698,7 +698,9 @@ def test_a_reconciliation_alert_writes_the_share_the_months_page_writes():
     page. The check's metadata rounds the share to 4 digits for display (0.0625), and the
     alert rounded that again, half up: "6.3%". The alert writes the share from its exact
     figure, as the page does; 7.449 of 100 (0.07449, shown 0.0745) likewise reads 7.4%, not
-    7.5%, and a threshold of 0.01249 (shown 0.0125) 1.2%, not 1.3%."""
+    7.5%, and against a threshold of 0.01249 (shown 0.0125) both read as the page writes them,
+    the threshold with its own digits and the share with as many: 7.449% against 1.249%, not
+    1.3%."""
     from cost_pipeline.report.money import percent
 
     alert, share = alert_of_a_reconciled_month(248.0, 16.52)
@@ -711,8 +713,7 @@ def test_a_reconciliation_alert_writes_the_share_the_months_page_writes():
     assert "— 7.4% of 100.0 billed GPU-hours untracked (tracked 92.6, threshold 5.0%)" in (
         alert["text"])
     alert, share = alert_of_a_reconciled_month(92.551, 7.449, threshold=0.01249)
-    assert percent(0.01249) == "1.2%"
-    assert "— 7.4% of 100.0 billed GPU-hours untracked (tracked 92.6, threshold 1.2%)" in (
+    assert "— 7.449% of 100.0 billed GPU-hours untracked (tracked 92.6, threshold 1.249%)" in (
         alert["text"])
 
 

@@ -664,3 +664,21 @@ def test_a_bucket_of_two_configurations_and_an_undated_listing_holds_all_three(t
     con = _priced(cfg, STORAGE_BILL_DAYS)
     assert _line_split(con, "s31") == {"dead-1": 2.142, "live-1": 0.84, None: 3.018}
     assert _by_run_status(con) == [("dead", 2, 35_700, 2.142), ("live", 1, 14_000, 0.84)]
+
+
+def test_an_invalid_bucket_name_is_said_with_botocores_reason(tmp_path, s3_server, con):
+    """An `s3` entry whose bucket is no bucket name read `S3 error after up to 5 attempts:
+    Parameter validation failed:`, the reason cut off after its first line and retries
+    claimed though botocore refused the request before sending it: botocore's reason is
+    said whole, no request reaches the server and no attempt is counted."""
+    with FlakyProxy(s3_server.endpoint_url, failures=0) as proxy, \
+            pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "s3", "bucket": "Bad_Bucket!",
+                              "endpoint_url": proxy.endpoint_url})
+    assert str(err.value).startswith(
+        'checkpoints[0] s3: s3://Bad_Bucket!: invalid request (not sent): Invalid bucket '
+        'name "Bad_Bucket!": Bucket name must match the regex "^[a-zA-Z0-9.\\-_]{1,255}$" or '
+        'be an ARN matching the regex ')
+    assert "attempts" not in str(err.value) and "\n" not in str(err.value)
+    assert proxy.requests == 0
+

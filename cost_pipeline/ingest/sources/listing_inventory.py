@@ -152,20 +152,21 @@ class _Inventory:
     def read_error(self, path: str, exc: OSError, listed_by: str | None = None
                    ) -> SourceError:
         """An OSError reading `path`. A gzip data file cut short or not gzip is the file's
-        own fault, local or on S3 (no transfer failed: every read gets the same bytes). Else
-        on S3 it is the transfer's, after S3's own retries; a local file's is the file's own,
-        read once: missing (`listed_by` the manifest that names it), unreadable …"""
+        own fault, local or on S3 (no transfer failed: every read gets the same bytes), and
+        so is a file missing (`listed_by` the manifest that names it). Else on S3 it is the
+        transfer's, after S3's own retries; a local file's is the file's own, read once:
+        unreadable …"""
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if _broken_gzip(path, exc):
             return SourceError(self.source, self.show(path), "broken gzip: " + (
                 "not a gzip file" if "incorrect header check" in reason  # zlib's words
                 else "truncated (its compressed stream ends early)"
                 if "truncated compressed stream" in reason.lower() else reason))
-        if not isinstance(self.fs, pafs.LocalFileSystem):
-            return s3.source_error(self.source, self.show(path), exc)
-        if isinstance(exc, FileNotFoundError):
+        if isinstance(exc, FileNotFoundError):  # S3 answered too: the object is not there
             return SourceError(self.source, self.show(path), "not found" + (
                 f" (listed by {self.show(listed_by)})" if listed_by else ""))
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            return s3.source_error(self.source, self.show(path), exc)
         if isinstance(exc, PermissionError):
             return SourceError(self.source, self.show(path), "unreadable (permission denied)")
         return SourceError(self.source, self.show(path), f"unreadable ({reason})")

@@ -78,9 +78,10 @@ CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
                "last_modified": "LastModifiedDate", "is_latest": "IsLatest",
                "is_delete_marker": "IsDeleteMarker"}
 # the fields a report must hold: without LastModifiedDate no object has a time, and none
-# was ever old enough for `retention_violations` (the report was read, the table empty)
+# was ever old enough for `retention_violations` (the report was read, the table empty).
+# Size and LastModifiedDate are optional fields of an inventory configuration; Bucket and Key
+# are in every report
 REQUIRED_FIELDS = ("key", "size", "last_modified")
-ADD_FIELDS = "add Size and LastModifiedDate to the inventory's fields"
 
 
 def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
@@ -235,11 +236,12 @@ class _Inventory:
             raise SourceError(self.source, where, f"fileFormat {doc.get('fileFormat')!r} is not "
                               "an S3 Inventory format: CSV, Parquet or ORC")
         if file_format == "CSV":
-            missing = [column for column in (CSV_COLUMNS[f] for f in REQUIRED_FIELDS)
-                       if column not in _csv_names(doc)]
+            missing = [f for f in REQUIRED_FIELDS if CSV_COLUMNS[f] not in _csv_names(doc)]
             if missing:
-                raise SourceError(self.source, where, f"fileSchema lacks {' and '.join(missing)}"
-                                  f": {ADD_FIELDS}")
+                raise SourceError(self.source, where, "fileSchema lacks " + " and ".join(
+                    CSV_COLUMNS[f] for f in missing) + ": " + _advice(
+                    missing, "not the schema of an S3 Inventory report (every report lists "
+                    "Bucket and Key)"))
         bucket = doc.get("sourceBucket")
         bucket = bucket if isinstance(bucket, str) and bucket else self.bucket
         if bucket is not None:
@@ -399,10 +401,12 @@ class _Inventory:
                        ) -> Iterator[tuple[int, dict]]:
         try:
             with self._open_columnar(path, file_format) as (wanted, batches):
-                missing = [PARQUET_COLUMNS[f] for f in REQUIRED_FIELDS if f not in wanted]
+                missing = [f for f in REQUIRED_FIELDS if f not in wanted]
                 if missing:
-                    raise SourceError(self.source, self.show(path),
-                                      f"no {' or '.join(missing)} column: {ADD_FIELDS}")
+                    raise SourceError(self.source, self.show(path), "no " + " or ".join(
+                        PARQUET_COLUMNS[f] for f in missing) + " column: " + _advice(
+                        missing, "not an S3 Inventory data file (every report lists bucket "
+                        "and key)"))
                 line = 0
                 for batch in batches:
                     values = {f: batch.column(c).to_pylist() for f, c in wanted.items()}
@@ -427,6 +431,15 @@ class _Inventory:
                                            bucket, snapshot)
         except (pa.ArrowException, OSError):
             raise NotClean from None
+
+
+def _advice(missing: list[str], not_a_report: str) -> str:
+    """What a report lacking the REQUIRED_FIELDS `missing` is told: without Key it is no S3
+    Inventory report's (`not_a_report`); else the optional fields its configuration must add,
+    those it lacks only."""
+    if "key" in missing:
+        return not_a_report
+    return f"add {' and '.join(CSV_COLUMNS[f] for f in missing)} to the inventory's fields"
 
 
 def _broken_gzip(path: str, exc: OSError) -> bool:

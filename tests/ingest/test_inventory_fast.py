@@ -601,6 +601,44 @@ def test_a_byte_search_answers_for_every_value(values, start, cut, large):
             pa.compute.match_substring_regex(array, f"^[0-9]{{0,{longest}}}$"))
 
 
+def test_a_record_of_another_cell_count_is_named_by_its_row(tmp_path, s3_server):
+    """A CSV report's record of more or fewer cells than its manifest's fileSchema names
+    read `…/data/p.csv.gz: unreadable: CSV parse error: Expected 4 columns, got 2: …`, the
+    file alone (pyarrow fails a whole block): both readers name its row, found by a second
+    read of the file (a data file has no header: its first record is row 1), local or on
+    S3."""
+    schema = "Bucket, Key, Size, LastModifiedDate"
+    good = [["src", f"checkpoints/r/a{n}.pt", "5", "2026-07-01T00:00:00.000Z"] for n in (1, 2)]
+    short = csv_report([*good, ["src", "checkpoints/r/b.pt"]])
+    long = csv_report([good[0], [*good[1], "STANDARD"], *good])
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    for name, data, row, cells in (("short", short, 3, 2), ("long", long, 2, 5)):
+        folder = tmp_path / name
+        write_report(folder, {"p.csv.gz": data})
+        (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+            manifest("2026-07-15", "CSV", ["x/data/p.csv.gz"], schema=schema))
+        for path, entry in ((str(folder), {}), (f"s3://{bucket}/{name}",
+                                                {"endpoint_url": endpoint})):
+            if entry:
+                for file in ("data/p.csv.gz", "2026-07-15T01-00Z/manifest.json"):
+                    put(endpoint, bucket, f"{name}/{file}", (folder / file).read_bytes())
+            fast, slow = both([{"kind": "inventory", "path": path, **entry}], tmp_path)
+            assert fast == slow == (
+                f"SourceError: checkpoints[0] inventory: {path}/data/p.csv.gz row {row}: "
+                f"{cells} cells where the manifest's fileSchema has 4 (Bucket, Key, Size, "
+                "LastModifiedDate)")
+    # bytes that are no UTF-8: the row, and the column by its fileSchema name
+    folder = tmp_path / "latin1"
+    write_report(folder, {"p.csv.gz": gzip.compress(
+        b'"src","k1","5","2026-07-01"\n"src","k\xe9","5","2026-07-01"\n')})
+    (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+        manifest("2026-07-15", "CSV", ["x/data/p.csv.gz"], schema=schema))
+    fast, slow = both([{"kind": "inventory", "path": str(folder)}], tmp_path)
+    assert fast == slow == (
+        f"SourceError: checkpoints[0] inventory: {folder}/data/p.csv.gz row 2: unreadable: "
+        "In CSV column #1 (Key): CSV conversion error to string: invalid UTF8 data")
+
+
 def test_a_file_schema_without_a_field_names_only_what_it_lacks(tmp_path):
     """A CSV `fileSchema` without Key read `fileSchema lacks Key: add Size and
     LastModifiedDate to the inventory's fields`, naming two fields it has and leaving the

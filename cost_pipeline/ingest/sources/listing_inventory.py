@@ -43,7 +43,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from cost_pipeline.ingest.sources import SourceError, s3
+from cost_pipeline.ingest.sources import SourceError, csv_fault, s3
 from cost_pipeline.ingest.sources.listing_arrow import (
     CSV_BLOCK,
     PY_WHITESPACE,
@@ -82,6 +82,9 @@ CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
 # Size and LastModifiedDate are optional fields of an inventory configuration; Bucket and Key
 # are in every report
 REQUIRED_FIELDS = ("key", "size", "last_modified")
+# pyarrow's words for a record of another number of cells than the columns it was given
+CELL_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+CSV_COLUMN = re.compile(r"CSV column #(\d+)")
 
 
 def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
@@ -281,6 +284,11 @@ class _Inventory:
             if obj is not None:
                 yield obj
 
+    def _data_stream(self, path: str) -> pa.NativeFile:
+        """A data file's bytes, decompressed."""
+        return self.fs.open_input_stream(path, compression="gzip"
+                                         if path.endswith(".gz") else None)
+
     @contextmanager
     def _open_csv(self, path: str, doc: dict) -> Iterator[tuple[dict[str, int], Any]]:
         """The report's columns wanted (field → index), and a CSV reader of its text."""
@@ -288,8 +296,7 @@ class _Inventory:
         wanted = {field: names.index(column) for field, column in CSV_COLUMNS.items()
                   if column in names}
         columns = [f"c{i}" for i in range(len(names))]
-        with self.fs.open_input_stream(path, compression="gzip"
-                                       if path.endswith(".gz") else None) as raw:
+        with self._data_stream(path) as raw:
             try:
                 reader = pacsv.open_csv(
                     raw, read_options=pacsv.ReadOptions(column_names=columns,
@@ -318,8 +325,25 @@ class _Inventory:
         except OSError as exc:
             raise self.read_error(path, exc, manifest) from None
         except Exception as exc:  # pyarrow's CSV errors: wrong column count, bad gzip …
-            raise SourceError(self.source, self.show(path),
-                              f"unreadable: {str(exc).splitlines()[0]}") from None
+            raise self._csv_error(path, doc, exc) from None
+
+    def _csv_error(self, path: str, doc: dict, exc: Exception) -> SourceError:
+        """pyarrow's error reading the CSV data file `path`, at the record it is about where a
+        second read of the file finds it (`csv_fault`: pyarrow fails a whole block). A data
+        file has no header: its first record is row 1, as `_objects` numbers rows."""
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        shown, names = self.show(path), _csv_names(doc)
+        where = csv_fault.where(shown, reason, shown, partial(self._data_stream, path), ",",
+                                newlines_in_values=False, header=False)
+        count = CELL_COUNT.search(reason)
+        if count and where != shown:
+            return SourceError(self.source, where, f"{count.group(2)} cells where the "
+                               f"manifest's fileSchema has {count.group(1)} "
+                               f"({', '.join(names)})")
+        # pyarrow numbers the columns from 0: name the column
+        reason = CSV_COLUMN.sub(lambda m: m.group(0) + (
+            f" ({names[int(m.group(1))]})" if int(m.group(1)) < len(names) else ""), reason)
+        return SourceError(self.source, where, f"unreadable: {reason}")
 
     def _csv_batches(self, path: str, doc: dict, bucket: str | None,
                      snapshot: date) -> Iterator[pa.RecordBatch]:

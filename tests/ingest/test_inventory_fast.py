@@ -437,8 +437,7 @@ def test_a_report_without_last_modified_date_is_refused(tmp_path):
     fast, slow = both([{"kind": "inventory", "path": str(folder)}], tmp_path)
     assert fast == slow == (
         f"SourceError: checkpoints[0] inventory: {folder}/2026-07-15T01-00Z/manifest.json: "
-        "fileSchema lacks LastModifiedDate: add Size and LastModifiedDate to the "
-        "inventory's fields")
+        "fileSchema lacks LastModifiedDate: add LastModifiedDate to the inventory's fields")
     columnar = tmp_path / "parquet"
     write_report(columnar, {"part0.parquet": parquet_report({
         "bucket": pa.array(row[:1]), "key": pa.array(row[1:2]),
@@ -446,7 +445,7 @@ def test_a_report_without_last_modified_date_is_refused(tmp_path):
     fast, slow = both([{"kind": "inventory", "path": str(columnar)}], tmp_path)
     assert fast == slow == (
         f"SourceError: checkpoints[0] inventory: {columnar}/data/part0.parquet: no "
-        "last_modified_date column: add Size and LastModifiedDate to the inventory's fields")
+        "last_modified_date column: add LastModifiedDate to the inventory's fields")
 
 
 def test_an_object_without_its_time_is_refused_naming_the_row(tmp_path):
@@ -600,3 +599,83 @@ def test_a_byte_search_answers_for_every_value(values, start, cut, large):
     for longest in (3, 18):
         assert listing_arrow.all_digits(array, longest) == listing_arrow.every(
             pa.compute.match_substring_regex(array, f"^[0-9]{{0,{longest}}}$"))
+
+
+def test_a_record_of_another_cell_count_is_named_by_its_row(tmp_path, s3_server):
+    """A CSV report's record of more or fewer cells than its manifest's fileSchema names
+    read `…/data/p.csv.gz: unreadable: CSV parse error: Expected 4 columns, got 2: …`, the
+    file alone (pyarrow fails a whole block): both readers name its row, found by a second
+    read of the file (a data file has no header: its first record is row 1), local or on
+    S3."""
+    schema = "Bucket, Key, Size, LastModifiedDate"
+    good = [["src", f"checkpoints/r/a{n}.pt", "5", "2026-07-01T00:00:00.000Z"] for n in (1, 2)]
+    short = csv_report([*good, ["src", "checkpoints/r/b.pt"]])
+    long = csv_report([good[0], [*good[1], "STANDARD"], *good])
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    for name, data, row, cells in (("short", short, 3, 2), ("long", long, 2, 5)):
+        folder = tmp_path / name
+        write_report(folder, {"p.csv.gz": data})
+        (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+            manifest("2026-07-15", "CSV", ["x/data/p.csv.gz"], schema=schema))
+        for path, entry in ((str(folder), {}), (f"s3://{bucket}/{name}",
+                                                {"endpoint_url": endpoint})):
+            if entry:
+                for file in ("data/p.csv.gz", "2026-07-15T01-00Z/manifest.json"):
+                    put(endpoint, bucket, f"{name}/{file}", (folder / file).read_bytes())
+            fast, slow = both([{"kind": "inventory", "path": path, **entry}], tmp_path)
+            assert fast == slow == (
+                f"SourceError: checkpoints[0] inventory: {path}/data/p.csv.gz row {row}: "
+                f"{cells} cells where the manifest's fileSchema has 4 (Bucket, Key, Size, "
+                "LastModifiedDate)")
+    # bytes that are no UTF-8: the row, and the column by its fileSchema name
+    folder = tmp_path / "latin1"
+    write_report(folder, {"p.csv.gz": gzip.compress(
+        b'"src","k1","5","2026-07-01"\n"src","k\xe9","5","2026-07-01"\n')})
+    (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+        manifest("2026-07-15", "CSV", ["x/data/p.csv.gz"], schema=schema))
+    fast, slow = both([{"kind": "inventory", "path": str(folder)}], tmp_path)
+    assert fast == slow == (
+        f"SourceError: checkpoints[0] inventory: {folder}/data/p.csv.gz row 2: unreadable: "
+        "In CSV column #1 (Key): CSV conversion error to string: invalid UTF8 data")
+
+
+def test_a_file_schema_without_a_field_names_only_what_it_lacks(tmp_path):
+    """A CSV `fileSchema` without Key read `fileSchema lacks Key: add Size and
+    LastModifiedDate to the inventory's fields`, naming two fields it has and leaving the
+    one it lacks to no advice: every S3 Inventory report holds Bucket and Key, so a schema
+    without Key is no report's. One without Size names Size alone, as a Parquet data file
+    without its size column does; both readers alike."""
+    row = ["ml-checkpoints", "5", "2026-07-01T00:00:00.000Z"]
+    cases = {
+        "Bucket, Size, LastModifiedDate": "fileSchema lacks Key: not the schema of an S3 "
+        "Inventory report (every report lists Bucket and Key)",
+        "Bucket, Key, LastModifiedDate": "fileSchema lacks Size: add Size to the "
+        "inventory's fields",
+        "Bucket, LastModifiedDate": "fileSchema lacks Key and Size: not the schema of an S3 "
+        "Inventory report (every report lists Bucket and Key)",
+    }
+    for n, (schema, problem) in enumerate(cases.items()):
+        folder = tmp_path / f"csv{n}"
+        write_report(folder, {"part0.csv.gz": csv_report([row])})
+        (folder / "2026-07-15T01-00Z" / "manifest.json").write_text(
+            manifest("2026-07-15", "CSV", ["x/data/part0.csv.gz"], schema=schema))
+        fast, slow = both([{"kind": "inventory", "path": str(folder)}], tmp_path)
+        assert fast == slow == (f"SourceError: checkpoints[0] inventory: {folder}/"
+                                f"2026-07-15T01-00Z/manifest.json: {problem}")
+    columnar = tmp_path / "parquet"
+    write_report(columnar, {"part0.parquet": parquet_report({
+        "bucket": pa.array(["ml-checkpoints"]), "key": pa.array(["k"]),
+        "last_modified_date": pa.array([datetime(2026, 7, 1)], pa.timestamp("ms", tz="UTC"))})},
+        file_format="Parquet")
+    fast, slow = both([{"kind": "inventory", "path": str(columnar)}], tmp_path)
+    assert fast == slow == (f"SourceError: checkpoints[0] inventory: {columnar}/data/"
+                            "part0.parquet: no size column: add Size to the inventory's fields")
+    keyless = tmp_path / "keyless"
+    write_report(keyless, {"part0.parquet": parquet_report({
+        "bucket": pa.array(["ml-checkpoints"]), "size": pa.array([5], pa.int64()),
+        "last_modified_date": pa.array([datetime(2026, 7, 1)], pa.timestamp("ms", tz="UTC"))})},
+        file_format="Parquet")
+    fast, slow = both([{"kind": "inventory", "path": str(keyless)}], tmp_path)
+    assert fast == slow == (f"SourceError: checkpoints[0] inventory: {keyless}/data/"
+                            "part0.parquet: no key column: not an S3 Inventory data file "
+                            "(every report lists bucket and key)")

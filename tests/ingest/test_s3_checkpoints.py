@@ -664,3 +664,41 @@ def test_a_bucket_of_two_configurations_and_an_undated_listing_holds_all_three(t
     con = _priced(cfg, STORAGE_BILL_DAYS)
     assert _line_split(con, "s31") == {"dead-1": 2.142, "live-1": 0.84, None: 3.018}
     assert _by_run_status(con) == [("dead", 2, 35_700, 2.142), ("live", 1, 14_000, 0.84)]
+
+
+def test_an_invalid_bucket_name_is_said_with_botocores_reason(tmp_path, s3_server, con):
+    """An `s3` entry whose bucket is no bucket name read `S3 error after up to 5 attempts:
+    Parameter validation failed:`, the reason cut off after its first line and retries
+    claimed though botocore refused the request before sending it: botocore's reason is
+    said whole, no request reaches the server and no attempt is counted."""
+    with FlakyProxy(s3_server.endpoint_url, failures=0) as proxy, \
+            pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "s3", "bucket": "Bad_Bucket!",
+                              "endpoint_url": proxy.endpoint_url})
+    assert str(err.value).startswith(
+        'checkpoints[0] s3: s3://Bad_Bucket!: invalid request (not sent): Invalid bucket '
+        'name "Bad_Bucket!": Bucket name must match the regex "^[a-zA-Z0-9.\\-_]{1,255}$" or '
+        'be an ARN matching the regex ')
+    assert "attempts" not in str(err.value) and "\n" not in str(err.value)
+    assert proxy.requests == 0
+
+
+@pytest.mark.parametrize(("data_file", "file_format"), [("p.csv.gz", "CSV"),
+                                                        ("p.parquet", "Parquet")])
+def test_a_missing_data_file_on_s3_is_named_as_its_local_copy(tmp_path, s3_server, con,
+                                                              data_file, file_format):
+    """A data file its manifest lists but absent on S3 read `S3 error after up to 5
+    attempts: [Errno 2] Path does not exist …`, a transfer failure: S3 answered, the object
+    is not there. It reads as the local case: not found, listed by its manifest."""
+    endpoint, bucket = s3_server.endpoint_url, new_bucket(s3_server.endpoint_url)
+    dest = "missingdata"
+    manifest = f"{dest}/2026-07-15T01-00Z/manifest.json"
+    put(endpoint, bucket, manifest, _manifest("2026-07-15", file_format,
+                                              [f"{dest}/data/{data_file}"],
+                                              schema=CSV_SCHEMA if file_format == "CSV"
+                                              else "message s3.inventory { … }"))
+    with pytest.raises(SourceError) as err:
+        build(con, tmp_path, {"kind": "inventory", "path": f"s3://{bucket}/{dest}",
+                              "endpoint_url": endpoint})
+    assert str(err.value) == (f"checkpoints[0] inventory: s3://{bucket}/{dest}/data/"
+                              f"{data_file}: not found (listed by s3://{bucket}/{manifest})")

@@ -43,7 +43,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from cost_pipeline.ingest.sources import SourceError, s3
+from cost_pipeline.ingest.sources import SourceError, csv_fault, s3
 from cost_pipeline.ingest.sources.listing_arrow import (
     CSV_BLOCK,
     PY_WHITESPACE,
@@ -78,9 +78,13 @@ CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
                "last_modified": "LastModifiedDate", "is_latest": "IsLatest",
                "is_delete_marker": "IsDeleteMarker"}
 # the fields a report must hold: without LastModifiedDate no object has a time, and none
-# was ever old enough for `retention_violations` (the report was read, the table empty)
+# was ever old enough for `retention_violations` (the report was read, the table empty).
+# Size and LastModifiedDate are optional fields of an inventory configuration; Bucket and Key
+# are in every report
 REQUIRED_FIELDS = ("key", "size", "last_modified")
-ADD_FIELDS = "add Size and LastModifiedDate to the inventory's fields"
+# pyarrow's words for a record of another number of cells than the columns it was given
+CELL_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+CSV_COLUMN = re.compile(r"CSV column #(\d+)")
 
 
 def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
@@ -152,20 +156,21 @@ class _Inventory:
     def read_error(self, path: str, exc: OSError, listed_by: str | None = None
                    ) -> SourceError:
         """An OSError reading `path`. A gzip data file cut short or not gzip is the file's
-        own fault, local or on S3 (no transfer failed: every read gets the same bytes). Else
-        on S3 it is the transfer's, after S3's own retries; a local file's is the file's own,
-        read once: missing (`listed_by` the manifest that names it), unreadable …"""
+        own fault, local or on S3 (no transfer failed: every read gets the same bytes), and
+        so is a file missing (`listed_by` the manifest that names it). Else on S3 it is the
+        transfer's, after S3's own retries; a local file's is the file's own, read once:
+        unreadable …"""
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if _broken_gzip(path, exc):
             return SourceError(self.source, self.show(path), "broken gzip: " + (
                 "not a gzip file" if "incorrect header check" in reason  # zlib's words
                 else "truncated (its compressed stream ends early)"
                 if "truncated compressed stream" in reason.lower() else reason))
-        if not isinstance(self.fs, pafs.LocalFileSystem):
-            return s3.source_error(self.source, self.show(path), exc)
-        if isinstance(exc, FileNotFoundError):
+        if isinstance(exc, FileNotFoundError):  # S3 answered too: the object is not there
             return SourceError(self.source, self.show(path), "not found" + (
                 f" (listed by {self.show(listed_by)})" if listed_by else ""))
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            return s3.source_error(self.source, self.show(path), exc)
         if isinstance(exc, PermissionError):
             return SourceError(self.source, self.show(path), "unreadable (permission denied)")
         return SourceError(self.source, self.show(path), f"unreadable ({reason})")
@@ -234,11 +239,12 @@ class _Inventory:
             raise SourceError(self.source, where, f"fileFormat {doc.get('fileFormat')!r} is not "
                               "an S3 Inventory format: CSV, Parquet or ORC")
         if file_format == "CSV":
-            missing = [column for column in (CSV_COLUMNS[f] for f in REQUIRED_FIELDS)
-                       if column not in _csv_names(doc)]
+            missing = [f for f in REQUIRED_FIELDS if CSV_COLUMNS[f] not in _csv_names(doc)]
             if missing:
-                raise SourceError(self.source, where, f"fileSchema lacks {' and '.join(missing)}"
-                                  f": {ADD_FIELDS}")
+                raise SourceError(self.source, where, "fileSchema lacks " + " and ".join(
+                    CSV_COLUMNS[f] for f in missing) + ": " + _advice(
+                    missing, "not the schema of an S3 Inventory report (every report lists "
+                    "Bucket and Key)"))
         bucket = doc.get("sourceBucket")
         bucket = bucket if isinstance(bucket, str) and bucket else self.bucket
         if bucket is not None:
@@ -278,6 +284,11 @@ class _Inventory:
             if obj is not None:
                 yield obj
 
+    def _data_stream(self, path: str) -> pa.NativeFile:
+        """A data file's bytes, decompressed."""
+        return self.fs.open_input_stream(path, compression="gzip"
+                                         if path.endswith(".gz") else None)
+
     @contextmanager
     def _open_csv(self, path: str, doc: dict) -> Iterator[tuple[dict[str, int], Any]]:
         """The report's columns wanted (field → index), and a CSV reader of its text."""
@@ -285,8 +296,7 @@ class _Inventory:
         wanted = {field: names.index(column) for field, column in CSV_COLUMNS.items()
                   if column in names}
         columns = [f"c{i}" for i in range(len(names))]
-        with self.fs.open_input_stream(path, compression="gzip"
-                                       if path.endswith(".gz") else None) as raw:
+        with self._data_stream(path) as raw:
             try:
                 reader = pacsv.open_csv(
                     raw, read_options=pacsv.ReadOptions(column_names=columns,
@@ -315,8 +325,25 @@ class _Inventory:
         except OSError as exc:
             raise self.read_error(path, exc, manifest) from None
         except Exception as exc:  # pyarrow's CSV errors: wrong column count, bad gzip …
-            raise SourceError(self.source, self.show(path),
-                              f"unreadable: {str(exc).splitlines()[0]}") from None
+            raise self._csv_error(path, doc, exc) from None
+
+    def _csv_error(self, path: str, doc: dict, exc: Exception) -> SourceError:
+        """pyarrow's error reading the CSV data file `path`, at the record it is about where a
+        second read of the file finds it (`csv_fault`: pyarrow fails a whole block). A data
+        file has no header: its first record is row 1, as `_objects` numbers rows."""
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        shown, names = self.show(path), _csv_names(doc)
+        where = csv_fault.where(shown, reason, shown, partial(self._data_stream, path), ",",
+                                newlines_in_values=False, header=False)
+        count = CELL_COUNT.search(reason)
+        if count and where != shown:
+            return SourceError(self.source, where, f"{count.group(2)} cells where the "
+                               f"manifest's fileSchema has {count.group(1)} "
+                               f"({', '.join(names)})")
+        # pyarrow numbers the columns from 0: name the column
+        reason = CSV_COLUMN.sub(lambda m: m.group(0) + (
+            f" ({names[int(m.group(1))]})" if int(m.group(1)) < len(names) else ""), reason)
+        return SourceError(self.source, where, f"unreadable: {reason}")
 
     def _csv_batches(self, path: str, doc: dict, bucket: str | None,
                      snapshot: date) -> Iterator[pa.RecordBatch]:
@@ -398,10 +425,12 @@ class _Inventory:
                        ) -> Iterator[tuple[int, dict]]:
         try:
             with self._open_columnar(path, file_format) as (wanted, batches):
-                missing = [PARQUET_COLUMNS[f] for f in REQUIRED_FIELDS if f not in wanted]
+                missing = [f for f in REQUIRED_FIELDS if f not in wanted]
                 if missing:
-                    raise SourceError(self.source, self.show(path),
-                                      f"no {' or '.join(missing)} column: {ADD_FIELDS}")
+                    raise SourceError(self.source, self.show(path), "no " + " or ".join(
+                        PARQUET_COLUMNS[f] for f in missing) + " column: " + _advice(
+                        missing, "not an S3 Inventory data file (every report lists bucket "
+                        "and key)"))
                 line = 0
                 for batch in batches:
                     values = {f: batch.column(c).to_pylist() for f, c in wanted.items()}
@@ -426,6 +455,15 @@ class _Inventory:
                                            bucket, snapshot)
         except (pa.ArrowException, OSError):
             raise NotClean from None
+
+
+def _advice(missing: list[str], not_a_report: str) -> str:
+    """What a report lacking the REQUIRED_FIELDS `missing` is told: without Key it is no S3
+    Inventory report's (`not_a_report`); else the optional fields its configuration must add,
+    those it lacks only."""
+    if "key" in missing:
+        return not_a_report
+    return f"add {' and '.join(CSV_COLUMNS[f] for f in missing)} to the inventory's fields"
 
 
 def _broken_gzip(path: str, exc: OSError) -> bool:

@@ -115,7 +115,14 @@ def client(endpoint_url: str | None = None, region: str | None = None):
 
 
 def source_error(source: str, where: str, exc: BaseException) -> SourceError:
-    """An S3 failure (pyarrow OSError or botocore error), retries exhausted, as one line."""
+    """An S3 failure (pyarrow OSError or botocore error), retries exhausted, as one line. A
+    request botocore refused to send (a parameter S3 would not take, such as no bucket name)
+    failed no transfer: its reasons, said whole, claim no attempt."""
+    if _unsent(exc):
+        # botocore's `Parameter validation failed:`, then a line per reason
+        reasons = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
+        return SourceError(source, where, "invalid request (not sent): "
+                           + ("; ".join(reasons) or str(exc).strip() or type(exc).__name__))
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     code = ""
     response = getattr(exc, "response", None)
@@ -136,6 +143,15 @@ def source_error(source: str, where: str, exc: BaseException) -> SourceError:
     if any(marker in upper for marker in _BROKEN_FILE):  # the bytes arrived, they are not parquet
         return SourceError(source, where, f"not a readable parquet file ({text})")
     return SourceError(source, where, f"S3 error after up to {S3_ATTEMPTS} attempts: {text}")
+
+
+def _unsent(exc: BaseException) -> bool:
+    """Whether botocore refused the request before sending it (its parameters' fault)."""
+    try:
+        from botocore.exceptions import ParamValidationError
+    except ImportError:  # no botocore: the error is pyarrow's
+        return False
+    return isinstance(exc, ParamValidationError)
 
 
 # pyarrow's messages about the bytes of a file, as opposed to the transfer of them

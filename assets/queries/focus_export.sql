@@ -30,7 +30,9 @@
 --   other category, which FOCUS sets to BilledCost) BilledCost. ContractedCost: no negotiated
 --   rates are known, so ListCost for Usage and Purchase, BilledCost otherwise.
 -- * ConsumedQuantity/ConsumedUnit: the line's for Usage rows that are not unused commitment
---   (0 'Units' when the source gave none), NULL otherwise. PricingQuantity/PricingUnit: the
+--   (0 'Units' when the source gave none), NULL otherwise; 0 in a time unit for instance
+--   usage that counts no hours (a refund, a negation), which a FOCUS reader would take for
+--   the instance's hours. PricingQuantity/PricingUnit: the
 --   consumed quantity and unit for Usage and Purchase (1 'Units' without one), NULL for
 --   Tax, Credit and Adjustment. Units are spelled in FOCUS's UnitFormat (`Hrs` → `Hours`,
 --   `GB-Mo` → `GB-Months`, GCP's `gibibyte hour` → `GiB-Hours` …); a unit the format cannot
@@ -72,6 +74,9 @@ WITH origin AS (
              THEN b.CommitmentDiscountStatus END AS commitment_status,
         b.ConsumedQuantity AS consumed_raw,
         b.x_UsageHours AS line_usage_hours,
+        -- instance usage that counts no hours: a refund (its hour was counted by the line it
+        -- refunds), a savings-plan negation, a GCP accelerator VM's core line
+        coalesce(b.x_InstanceUsage, false) AND b.x_UsageHours IS NULL AS counts_no_hours,
         b.x_LineItemType, b.x_InvoiceId,
         -- FOCUS UnitFormat (the validator's pattern): known spellings first, else kept when
         -- it already conforms, else `Units`
@@ -115,8 +120,14 @@ priced AS (
             AS accelerator_time,
         CASE WHEN charge_category IN ('Usage', 'Purchase') THEN coalesce(list_raw, billed)
              ELSE billed END AS list,
+        -- a FOCUS reader takes a Usage row's time quantity for the hours its instance ran:
+        -- a line that counts none consumed none (its pricing quantity keeps the line's)
         CASE WHEN charge_category = 'Usage' AND NOT unused_commitment
-             THEN CAST(coalesce(consumed_raw, 0) AS DECIMAL(38, 10)) END AS consumed,
+             THEN CASE WHEN counts_no_hours AND regexp_full_match(lower(coalesce(consumed_unit, '')),
+                                '([1-9][0-9]{0,8} ?)?(days?|hours?|hrs?|h|minutes?|mins?|seconds?'
+                                || '|secs?|s|milliseconds?|ms|microseconds?)')
+                       THEN CAST(0 AS DECIMAL(38, 10))
+                       ELSE CAST(coalesce(consumed_raw, 0) AS DECIMAL(38, 10)) END END AS consumed,
         CASE WHEN charge_category = 'Usage' AND NOT unused_commitment
              THEN coalesce(consumed_unit, 'Units') END AS consumed_unit_out,
         CASE WHEN charge_category IN ('Usage', 'Tax') THEN 'Usage-Based'

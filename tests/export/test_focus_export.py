@@ -745,3 +745,42 @@ def test_a_gpu_line_is_described_by_what_its_quantity_meters(tmp_path):
         hours = dict(read_back.execute(
             "SELECT ResourceId, x_UsageHours * x_AcceleratorCount FROM billing_facts").fetchall())
     assert hours == {"i-p4d": pytest.approx(8.0), "projects/p/instances/a2": pytest.approx(8.0)}
+
+
+def test_a_line_that_counted_no_hours_reads_back_without_hours(tmp_path):
+    """A same-month refund of a p4d.24xlarge hour (-$1.00, usage amount 1) is instance usage
+    that counts no hours (its hour was counted by the usage line it refunds), as is a
+    savings-plan negation. Written with ConsumedQuantity 1 Hours, the FOCUS reader read the
+    refund as a further hour: 8 GPU-hours billed on read-back instead of none. Its consumed
+    quantity is 0 (its pricing quantity stays 1); the hour itself keeps its quantity."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    month = date(2026, 3, 1)
+    p4d = {"ChargePeriodStart": datetime(2026, 3, 2, 10),
+           "ChargePeriodEnd": datetime(2026, 3, 2, 11), "ChargeCategory": "Usage",
+           "ProviderName": "AWS", "ServiceName": "Amazon Elastic Compute Cloud",
+           "ResourceId": "i-p4d", "x_CostComponent": "gpu", "x_AcceleratorCount": 8,
+           "x_InstanceUsage": True, "x_ResourceKind": "instance",
+           "x_InstanceType": "p4d.24xlarge", "ConsumedQuantity": 1.0, "ConsumedUnit": "Hrs"}
+    con = duckdb.connect()
+    insert_lines(con, month, [
+        {**p4d, "x_SourceLine": "cur:hour", "x_UsageHours": 1.0, "EffectiveCost": 32.77,
+         "x_LineItemType": "Usage"},
+        {**p4d, "x_SourceLine": "cur:refund", "x_UsageHours": None, "EffectiveCost": -1.0,
+         "BilledCost": -1.0, "x_LineItemType": "Refund"}])
+    build_attribution(con, month, month_params(parse_config({}, Path(".")), month))
+    path = write_focus(focus_rows(con, month), tmp_path / "own.csv", "csv")
+    con.close()
+    with path.open(newline="", encoding="utf-8") as handle:
+        quantities = {r["x_SourceLine"]: (Decimal(r["ConsumedQuantity"]),
+                                          Decimal(r["PricingQuantity"]))
+                      for r in csv.DictReader(handle)}
+    assert quantities == {"cur:hour": (1, 1), "cur:refund": (0, 1)}
+    cfg = parse_config({"billing": [{"kind": "focus", "path": str(path), "name": "own"}]},
+                       tmp_path)
+    with duckdb.connect() as read_back:
+        build_billing_facts(read_back, cfg, month, LOG)
+        gpu_hours = read_back.execute(
+            "SELECT EffectiveCost, coalesce(x_UsageHours * x_AcceleratorCount, 0) "
+            "FROM billing_facts ORDER BY 1").fetchall()
+    assert gpu_hours == [(-1.0, 0.0), (32.77, 8.0)]

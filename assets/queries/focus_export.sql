@@ -78,6 +78,9 @@ WITH origin AS (
         -- refunds), a savings-plan negation, a GCP accelerator VM's core line
         coalesce(b.x_InstanceUsage, false) AND b.x_UsageHours IS NULL AS counts_no_hours,
         b.x_LineItemType, b.x_InvoiceId,
+        -- split cost allocation (SPEC §3), which the FOCUS reader reads back from its tag: a
+        -- pod's (or ECS task's) split row, whose cost is already its share of the instance
+        CASE WHEN b.x_ResourceKind = 'container' THEN 'container' END AS split_allocation,
         -- FOCUS UnitFormat (the validator's pattern): known spellings first, else kept when
         -- it already conforms, else `Units`
         CASE
@@ -307,7 +310,8 @@ SELECT
             '"cost-pipeline/model":' || to_json(model),
             '"cost-pipeline/purpose_class":' || to_json(purpose_class),
             '"cost-pipeline/run_id":' || to_json(run_id),
-            '"cost-pipeline/search_id":' || to_json(search_id)) || '}'
+            '"cost-pipeline/search_id":' || to_json(search_id),
+            '"cost-pipeline/split_allocation":' || to_json(split_allocation)) || '}'
     ELSE CAST(to_json(map_from_entries(list_sort(list_concat(
         list_filter(map_entries(Tags), lambda e: NOT starts_with(e.key, 'cost-pipeline/')),
         list_filter([
@@ -315,7 +319,8 @@ SELECT
             {'key': 'cost-pipeline/model', 'value': model},
             {'key': 'cost-pipeline/purpose_class', 'value': purpose_class},
             {'key': 'cost-pipeline/search_id', 'value': search_id},
-            {'key': 'cost-pipeline/allocation_rule', 'value': allocation_rule}],
+            {'key': 'cost-pipeline/allocation_rule', 'value': allocation_rule},
+            {'key': 'cost-pipeline/split_allocation', 'value': split_allocation}],
             lambda e: e.value IS NOT NULL))))) AS VARCHAR) END AS Tags,
     run_id AS x_RunId,
     model AS x_Model,
@@ -330,6 +335,7 @@ SELECT
     x_PricingCategory,
     usage_hours AS x_UsageHours,
     accelerator_hours AS x_AcceleratorHours,
+    split_allocation AS x_SplitAllocation,
     x_SourceLine
 FROM pieces a
 JOIN focus_services c USING (service)

@@ -784,3 +784,75 @@ def test_a_line_that_counted_no_hours_reads_back_without_hours(tmp_path):
             "SELECT EffectiveCost, coalesce(x_UsageHours * x_AcceleratorCount, 0) "
             "FROM billing_facts ORDER BY 1").fetchall()
     assert gpu_hours == [(-1.0, 0.0), (32.77, 8.0)]
+
+
+def split_month_read_back(tmp_path: Path) -> tuple[dict, dict, dict]:
+    """An EKS node hour as the CUR reader leaves it after split cost allocation (SPEC §3): a
+    g5.12xlarge node at $6.24, pod A's split rows $2.16 + $0.96, pod B's $1.08 + $0.48 (no
+    hours, G 0: their cost is already their share), the node's line keeping the $1.56 left
+    (x_SplitParent). Run ft-a lists pod A with 2 GPUs, ev-b pod B. Returns the cost per run
+    or untracked kind of the month and of its FOCUS export read back with the same runs, and
+    the lines read back by resource: (G, hours, resource kind, split parent)."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.ingest.test_split_cost import NODE, POD_A, POD_B
+
+    month = date(2026, 7, 1)
+    hour = {"ChargePeriodStart": datetime(2026, 7, 14, 10),
+            "ChargePeriodEnd": datetime(2026, 7, 14, 11), "ChargeCategory": "Usage",
+            "x_CostComponent": "gpu", "x_InstanceType": "g5.12xlarge",
+            "x_PricingCategory": "on_demand"}
+    pod = {**hour, "ServiceName": "Amazon Elastic Kubernetes Service",
+           "x_ResourceKind": "container", "x_AcceleratorCount": 0}
+    lines = [
+        {**hour, "x_SourceLine": "cur:node10", "ServiceName": "Amazon Elastic Compute Cloud",
+         "ResourceId": NODE, "ConsumedQuantity": 1.0, "ConsumedUnit": "Hrs",
+         "EffectiveCost": 1.56, "x_AcceleratorCount": 4, "x_UsageHours": 1.0,
+         "x_InstanceUsage": True, "x_ResourceKind": "instance", "x_SplitParent": True},
+        *({**pod, "x_SourceLine": f"cur:{name}", "ResourceId": resource,
+           "ConsumedQuantity": usage, "ConsumedUnit": unit, "EffectiveCost": cost}
+          for name, resource, usage, unit, cost in (
+              ("a_cpu", POD_A, 24.0, "vCPU-Hours", 2.16),
+              ("a_mem", POD_A, 96.0, "GB-Hours", 0.96),
+              ("b_cpu", POD_B, 12.0, "vCPU-Hours", 1.08),
+              ("b_mem", POD_B, 48.0, "GB-Hours", 0.48)))]
+    runs = [{**RUN_DEFAULTS, "run_id": "ft-a", "status": "FINISHED",
+             "start_time": datetime(2026, 7, 14, 9, 30), "end_time": datetime(2026, 7, 14, 12),
+             "resource_ids": [POD_A], "gpus": 2},
+            {**RUN_DEFAULTS, "run_id": "ev-b", "status": "FINISHED",
+             "start_time": datetime(2026, 7, 14, 10), "end_time": datetime(2026, 7, 14, 11),
+             "resource_ids": [POD_B]}]
+
+    def attributed(con: duckdb.DuckDBPyConnection) -> dict:
+        insert_runs(con, month, runs)
+        build_attribution(con, month, month_params(parse_config({}, tmp_path), month))
+        return dict(con.execute(
+            "SELECT coalesce(run_id, kind), round(sum(cost), 6) FROM attribution "
+            "GROUP BY ALL").fetchall())
+
+    with duckdb.connect() as con:
+        insert_lines(con, month, lines)
+        original = attributed(con)
+        path = write_focus(focus_rows(con, month), tmp_path / "own.csv", "csv")
+    cfg = parse_config({"billing": [{"kind": "focus", "path": str(path), "name": "own"}]},
+                       tmp_path)
+    with duckdb.connect() as con:
+        build_billing_facts(con, cfg, month, LOG)
+        facts = {}
+        for resource, g, hours, kind, parent in con.execute(
+                "SELECT ResourceId, x_AcceleratorCount, x_UsageHours, x_ResourceKind, "
+                "coalesce(x_SplitParent, false) FROM billing_facts").fetchall():
+            facts.setdefault(resource, set()).add((g, hours, kind, parent))
+        return original, attributed(con), facts
+
+
+def test_a_pods_split_cost_reads_back_as_its_share(tmp_path):
+    """A pod's split row is written with G 0 and the node's instance type; the FOCUS reader
+    took 0 for "not given" and G = 4 from the type, so ft-a's 2 GPUs halved pod A's split
+    cost again ($1.56 instead of $3.12). It is now read back as the pod's split row it is: no
+    accelerators, no hours, a container's."""
+    from tests.ingest.test_split_cost import POD_A, POD_B
+
+    original, read_back, facts = split_month_read_back(tmp_path)
+    assert (original["ft-a"], original["ev-b"]) == (3.12, 1.56)
+    assert (read_back["ft-a"], read_back["ev-b"]) == (3.12, 1.56)
+    assert facts[POD_A] == facts[POD_B] == {(0, None, "container", False)}

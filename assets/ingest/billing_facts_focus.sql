@@ -83,7 +83,8 @@
 -- * Split cost allocation, as this product's FOCUS export writes it (tag
 --   `cost-pipeline/split_allocation`; FOCUS 1.2 and AWS's FOCUS export have no column for
 --   it): a pod's split row (`container`) is x_ResourceKind container, G 0, no hours, the
---   instance type of its node, as the CUR reader leaves it.
+--   instance type of its node, as the CUR reader leaves it; its node's line (`parent`), which
+--   keeps what the pods left, is x_SplitParent: its rest is idle capacity.
 -- * x_InvoiceId = InvoiceId, else x_InvoiceId (Azure's FOCUS 1.0 export has only that).
 -- * x_LineItemType = ChargeCategory, but for a Usage row of a commitment discount, named as
 --   the CUR reader names the same line so that the report's invoice → amortized bridge says
@@ -543,7 +544,9 @@ SELECT
          ELSE ChargeCategory
     END AS x_LineItemType,
     coalesce(InvoiceId, x_InvoiceId) AS x_InvoiceId,
-    false AS x_SplitParent,  -- split cost allocation is a CUR feature
+    -- the instance's line its pods' split rows took their cost from: the rest is unused
+    -- capacity (this product's own export marks it; no provider's FOCUS export does)
+    coalesce(tag_map['cost-pipeline/split_allocation'] = 'parent', false) AS x_SplitParent,
     $source || ':' || _name || ':' || _row AS x_SourceLine,
     _file AS x_File,
     _row AS x_Row,

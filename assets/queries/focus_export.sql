@@ -79,8 +79,10 @@ WITH origin AS (
         coalesce(b.x_InstanceUsage, false) AND b.x_UsageHours IS NULL AS counts_no_hours,
         b.x_LineItemType, b.x_InvoiceId,
         -- split cost allocation (SPEC §3), which the FOCUS reader reads back from its tag: a
-        -- pod's (or ECS task's) split row, whose cost is already its share of the instance
-        CASE WHEN b.x_ResourceKind = 'container' THEN 'container' END AS split_allocation,
+        -- pod's (or ECS task's) split row, whose cost is already its share of the instance;
+        -- the instance's line its pods took their split cost from, whose rest is idle capacity
+        CASE WHEN b.x_ResourceKind = 'container' THEN 'container'
+             WHEN b.x_SplitParent THEN 'parent' END AS split_allocation,
         -- FOCUS UnitFormat (the validator's pattern): known spellings first, else kept when
         -- it already conforms, else `Units`
         CASE

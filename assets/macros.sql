@@ -75,10 +75,12 @@ CREATE OR REPLACE TEMP MACRO gigabytes_per_unit(unit) AS
 
 -- whether a FOCUS line's text names a network resource no run can own (a NAT or transit
 -- gateway, a VPC endpoint, a private link): billing_facts_focus.sql reads it in the line's
--- meter and in its resource id
+-- meter and in its resource id. The words run together, or apart by a blank, `_` or `-`:
+-- a usage type's `TransitGateway`, a meter's `Transit Gateway`, an ARN's
+-- `transit-gateway/tgw-…` and `vpc-endpoint/vpce-…`
 CREATE OR REPLACE TEMP MACRO names_shared_network(text) AS
     regexp_matches(coalesce(text, ''),
-                   '(?i)(nat ?gateway|transit ?gateway|vpc ?endpoint|private ?link|private endpoint)');
+                   '(?i)(nat[ _-]?gateway|transit[ _-]?gateway|vpc[ _-]?endpoint|private[ _-]?link|private[ _-]?endpoint)');
 
 -- a training job's instances (SPEC §5; billing_facts_cur2.sql and billing_facts_focus.sql):
 -- the most instance-hours per hour any of its rows shows (`instance_hours_per_hour`) rounded

@@ -80,6 +80,11 @@
 --   unused commitment, whichever source it comes from), `Used Commitment` → Used; a `Refund`
 --   of an earlier billing period (its charge period starts before its billing period) →
 --   ChargeClass Correction, which is what FOCUS 1.0's Correction means (as CUR's refunds).
+-- * Split cost allocation, as this product's FOCUS export writes it (tag
+--   `cost-pipeline/split_allocation`; FOCUS 1.2 and AWS's FOCUS export have no column for
+--   it): a pod's split row (`container`) is x_ResourceKind container, G 0, no hours, the
+--   instance type of its node, as the CUR reader leaves it; its node's line (`parent`), which
+--   keeps what the pods left, is x_SplitParent: its rest is idle capacity.
 -- * x_InvoiceId = InvoiceId, else x_InvoiceId (Azure's FOCUS 1.0 export has only that).
 -- * x_LineItemType = ChargeCategory, but for a Usage row of a commitment discount, named as
 --   the CUR reader names the same line so that the report's invoice → amortized bridge says
@@ -408,7 +413,12 @@ cored AS (
 classified AS (
     SELECT
         cored.*,
+        -- a pod's (or ECS task's) split row, as this product's own export marks it (tag
+        -- `cost-pipeline/split_allocation`): its cost is already its share of the instance
+        coalesce(tag_map['cost-pipeline/split_allocation'] = 'container', false)
+            AS split_container,
         ChargeCategory = 'Usage' AND coalesce(CommitmentDiscountStatus, '') <> 'Unused'
+          AND NOT split_container
           AND lower(trim(coalesce(CapacityReservationStatus, ''))) <> 'unused'
           -- an AWS row (its export keeps CUR's usage types) is instance usage only as a CUR
           -- line would be: not a capacity reservation's `Reservation:`/`UnusedBox:` rows, a
@@ -513,8 +523,10 @@ SELECT
     coalesce(instance_usage, false) AS x_InstanceUsage,
     -- an N1 VM's lines name its attached GPU too (`n1-standard-8 + nvidia-tesla-t4`), as
     -- billing_facts_gcp.sql names them: the key `accelerators:` takes for its count
-    CASE WHEN instance_usage THEN coalesce(accelerated_type, instance_type) END AS x_InstanceType,
+    CASE WHEN instance_usage OR split_container THEN coalesce(accelerated_type, instance_type) END
+        AS x_InstanceType,
     CASE
+        WHEN split_container THEN 'container'
         WHEN resource_id IS NULL OR shared_network THEN 'shared'
         WHEN bucket THEN 'bucket'
         WHEN instance_usage THEN 'instance'
@@ -532,11 +544,14 @@ SELECT
          ELSE ChargeCategory
     END AS x_LineItemType,
     coalesce(InvoiceId, x_InvoiceId) AS x_InvoiceId,
-    false AS x_SplitParent,  -- split cost allocation is a CUR feature
+    -- the instance's line its pods' split rows took their cost from: the rest is unused
+    -- capacity (this product's own export marks it; no provider's FOCUS export does)
+    coalesce(tag_map['cost-pipeline/split_allocation'] = 'parent', false) AS x_SplitParent,
     $source || ':' || _name || ':' || _row AS x_SourceLine,
     _file AS x_File,
     _row AS x_Row,
     (cost_component = 'gpu' AND coalesce(provider_accelerators, 0) < 0.5
+     AND NOT split_container  -- a pod counts no accelerators of its own
      AND NOT coalesce(gcp_vm_meter, false)  -- the VM's GPU lines report it
      AND table_accelerators IS NULL
      AND NOT regexp_matches(coalesce(instance_type, ''), '^(a\d+x?|ct\d+[a-z]*)-.*-(\d+)[gt]$')
@@ -547,6 +562,9 @@ SELECT
 FROM (
     SELECT *, CASE
         WHEN cost_component <> 'gpu' THEN 0
+        -- a pod's split cost is already its share of the instance: a run's gpus must not
+        -- shrink it again, as with the CUR reader's pods
+        WHEN split_container THEN 0
         -- the file's own x_AcceleratorCount is the resource's, all its instances included
         WHEN round(x_AcceleratorCount) <> 0 THEN CAST(round(x_AcceleratorCount) AS INTEGER)
         -- the others are an instance's (a SKU's details, the type's table, its name)

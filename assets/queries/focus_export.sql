@@ -30,7 +30,9 @@
 --   other category, which FOCUS sets to BilledCost) BilledCost. ContractedCost: no negotiated
 --   rates are known, so ListCost for Usage and Purchase, BilledCost otherwise.
 -- * ConsumedQuantity/ConsumedUnit: the line's for Usage rows that are not unused commitment
---   (0 'Units' when the source gave none), NULL otherwise. PricingQuantity/PricingUnit: the
+--   (0 'Units' when the source gave none), NULL otherwise; 0 in a time unit for instance
+--   usage that counts no hours (a refund, a negation), which a FOCUS reader would take for
+--   the instance's hours. PricingQuantity/PricingUnit: the
 --   consumed quantity and unit for Usage and Purchase (1 'Units' without one), NULL for
 --   Tax, Credit and Adjustment. Units are spelled in FOCUS's UnitFormat (`Hrs` → `Hours`,
 --   `GB-Mo` → `GB-Months`, GCP's `gibibyte hour` → `GiB-Hours` …); a unit the format cannot
@@ -72,7 +74,15 @@ WITH origin AS (
              THEN b.CommitmentDiscountStatus END AS commitment_status,
         b.ConsumedQuantity AS consumed_raw,
         b.x_UsageHours AS line_usage_hours,
+        -- instance usage that counts no hours: a refund (its hour was counted by the line it
+        -- refunds), a savings-plan negation, a GCP accelerator VM's core line
+        coalesce(b.x_InstanceUsage, false) AND b.x_UsageHours IS NULL AS counts_no_hours,
         b.x_LineItemType, b.x_InvoiceId,
+        -- split cost allocation (SPEC §3), which the FOCUS reader reads back from its tag: a
+        -- pod's (or ECS task's) split row, whose cost is already its share of the instance;
+        -- the instance's line its pods took their split cost from, whose rest is idle capacity
+        CASE WHEN b.x_ResourceKind = 'container' THEN 'container'
+             WHEN b.x_SplitParent THEN 'parent' END AS split_allocation,
         -- FOCUS UnitFormat (the validator's pattern): known spellings first, else kept when
         -- it already conforms, else `Units`
         CASE
@@ -115,8 +125,14 @@ priced AS (
             AS accelerator_time,
         CASE WHEN charge_category IN ('Usage', 'Purchase') THEN coalesce(list_raw, billed)
              ELSE billed END AS list,
+        -- a FOCUS reader takes a Usage row's time quantity for the hours its instance ran:
+        -- a line that counts none consumed none (its pricing quantity keeps the line's)
         CASE WHEN charge_category = 'Usage' AND NOT unused_commitment
-             THEN CAST(coalesce(consumed_raw, 0) AS DECIMAL(38, 10)) END AS consumed,
+             THEN CASE WHEN counts_no_hours AND regexp_full_match(lower(coalesce(consumed_unit, '')),
+                                '([1-9][0-9]{0,8} ?)?(days?|hours?|hrs?|h|minutes?|mins?|seconds?'
+                                || '|secs?|s|milliseconds?|ms|microseconds?)')
+                       THEN CAST(0 AS DECIMAL(38, 10))
+                       ELSE CAST(coalesce(consumed_raw, 0) AS DECIMAL(38, 10)) END END AS consumed,
         CASE WHEN charge_category = 'Usage' AND NOT unused_commitment
              THEN coalesce(consumed_unit, 'Units') END AS consumed_unit_out,
         CASE WHEN charge_category IN ('Usage', 'Tax') THEN 'Usage-Based'
@@ -296,7 +312,8 @@ SELECT
             '"cost-pipeline/model":' || to_json(model),
             '"cost-pipeline/purpose_class":' || to_json(purpose_class),
             '"cost-pipeline/run_id":' || to_json(run_id),
-            '"cost-pipeline/search_id":' || to_json(search_id)) || '}'
+            '"cost-pipeline/search_id":' || to_json(search_id),
+            '"cost-pipeline/split_allocation":' || to_json(split_allocation)) || '}'
     ELSE CAST(to_json(map_from_entries(list_sort(list_concat(
         list_filter(map_entries(Tags), lambda e: NOT starts_with(e.key, 'cost-pipeline/')),
         list_filter([
@@ -304,7 +321,8 @@ SELECT
             {'key': 'cost-pipeline/model', 'value': model},
             {'key': 'cost-pipeline/purpose_class', 'value': purpose_class},
             {'key': 'cost-pipeline/search_id', 'value': search_id},
-            {'key': 'cost-pipeline/allocation_rule', 'value': allocation_rule}],
+            {'key': 'cost-pipeline/allocation_rule', 'value': allocation_rule},
+            {'key': 'cost-pipeline/split_allocation', 'value': split_allocation}],
             lambda e: e.value IS NOT NULL))))) AS VARCHAR) END AS Tags,
     run_id AS x_RunId,
     model AS x_Model,
@@ -319,6 +337,7 @@ SELECT
     x_PricingCategory,
     usage_hours AS x_UsageHours,
     accelerator_hours AS x_AcceleratorHours,
+    split_allocation AS x_SplitAllocation,
     x_SourceLine
 FROM pieces a
 JOIN focus_services c USING (service)

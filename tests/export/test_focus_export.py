@@ -745,3 +745,209 @@ def test_a_gpu_line_is_described_by_what_its_quantity_meters(tmp_path):
         hours = dict(read_back.execute(
             "SELECT ResourceId, x_UsageHours * x_AcceleratorCount FROM billing_facts").fetchall())
     assert hours == {"i-p4d": pytest.approx(8.0), "projects/p/instances/a2": pytest.approx(8.0)}
+
+
+def test_a_line_that_counted_no_hours_reads_back_without_hours(tmp_path):
+    """A same-month refund of a p4d.24xlarge hour (-$1.00, usage amount 1) is instance usage
+    that counts no hours (its hour was counted by the usage line it refunds), as is a
+    savings-plan negation. Written with ConsumedQuantity 1 Hours, the FOCUS reader read the
+    refund as a further hour: 8 GPU-hours billed on read-back instead of none. Its consumed
+    quantity is 0 (its pricing quantity stays 1); the hour itself keeps its quantity."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+
+    month = date(2026, 3, 1)
+    p4d = {"ChargePeriodStart": datetime(2026, 3, 2, 10),
+           "ChargePeriodEnd": datetime(2026, 3, 2, 11), "ChargeCategory": "Usage",
+           "ProviderName": "AWS", "ServiceName": "Amazon Elastic Compute Cloud",
+           "ResourceId": "i-p4d", "x_CostComponent": "gpu", "x_AcceleratorCount": 8,
+           "x_InstanceUsage": True, "x_ResourceKind": "instance",
+           "x_InstanceType": "p4d.24xlarge", "ConsumedQuantity": 1.0, "ConsumedUnit": "Hrs"}
+    con = duckdb.connect()
+    insert_lines(con, month, [
+        {**p4d, "x_SourceLine": "cur:hour", "x_UsageHours": 1.0, "EffectiveCost": 32.77,
+         "x_LineItemType": "Usage"},
+        {**p4d, "x_SourceLine": "cur:refund", "x_UsageHours": None, "EffectiveCost": -1.0,
+         "BilledCost": -1.0, "x_LineItemType": "Refund"}])
+    build_attribution(con, month, month_params(parse_config({}, Path(".")), month))
+    path = write_focus(focus_rows(con, month), tmp_path / "own.csv", "csv")
+    con.close()
+    with path.open(newline="", encoding="utf-8") as handle:
+        quantities = {r["x_SourceLine"]: (Decimal(r["ConsumedQuantity"]),
+                                          Decimal(r["PricingQuantity"]))
+                      for r in csv.DictReader(handle)}
+    assert quantities == {"cur:hour": (1, 1), "cur:refund": (0, 1)}
+    cfg = parse_config({"billing": [{"kind": "focus", "path": str(path), "name": "own"}]},
+                       tmp_path)
+    with duckdb.connect() as read_back:
+        build_billing_facts(read_back, cfg, month, LOG)
+        gpu_hours = read_back.execute(
+            "SELECT EffectiveCost, coalesce(x_UsageHours * x_AcceleratorCount, 0) "
+            "FROM billing_facts ORDER BY 1").fetchall()
+    assert gpu_hours == [(-1.0, 0.0), (32.77, 8.0)]
+
+
+def split_month_read_back(tmp_path: Path) -> tuple[dict, dict, dict]:
+    """An EKS node hour as the CUR reader leaves it after split cost allocation (SPEC §3): a
+    g5.12xlarge node at $6.24, pod A's split rows $2.16 + $0.96, pod B's $1.08 + $0.48 (no
+    hours, G 0: their cost is already their share), the node's line keeping the $1.56 left
+    (x_SplitParent). Run ft-a lists pod A with 2 GPUs, ev-b pod B. Returns the cost per run
+    or untracked kind of the month and of its FOCUS export read back with the same runs, and
+    the lines read back by resource: (G, hours, resource kind, split parent)."""
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.ingest.test_split_cost import NODE, POD_A, POD_B
+
+    month = date(2026, 7, 1)
+    hour = {"ChargePeriodStart": datetime(2026, 7, 14, 10),
+            "ChargePeriodEnd": datetime(2026, 7, 14, 11), "ChargeCategory": "Usage",
+            "x_CostComponent": "gpu", "x_InstanceType": "g5.12xlarge",
+            "x_PricingCategory": "on_demand"}
+    pod = {**hour, "ServiceName": "Amazon Elastic Kubernetes Service",
+           "x_ResourceKind": "container", "x_AcceleratorCount": 0}
+    lines = [
+        {**hour, "x_SourceLine": "cur:node10", "ServiceName": "Amazon Elastic Compute Cloud",
+         "ResourceId": NODE, "ConsumedQuantity": 1.0, "ConsumedUnit": "Hrs",
+         "EffectiveCost": 1.56, "x_AcceleratorCount": 4, "x_UsageHours": 1.0,
+         "x_InstanceUsage": True, "x_ResourceKind": "instance", "x_SplitParent": True},
+        *({**pod, "x_SourceLine": f"cur:{name}", "ResourceId": resource,
+           "ConsumedQuantity": usage, "ConsumedUnit": unit, "EffectiveCost": cost}
+          for name, resource, usage, unit, cost in (
+              ("a_cpu", POD_A, 24.0, "vCPU-Hours", 2.16),
+              ("a_mem", POD_A, 96.0, "GB-Hours", 0.96),
+              ("b_cpu", POD_B, 12.0, "vCPU-Hours", 1.08),
+              ("b_mem", POD_B, 48.0, "GB-Hours", 0.48)))]
+    runs = [{**RUN_DEFAULTS, "run_id": "ft-a", "status": "FINISHED",
+             "start_time": datetime(2026, 7, 14, 9, 30), "end_time": datetime(2026, 7, 14, 12),
+             "resource_ids": [POD_A], "gpus": 2},
+            {**RUN_DEFAULTS, "run_id": "ev-b", "status": "FINISHED",
+             "start_time": datetime(2026, 7, 14, 10), "end_time": datetime(2026, 7, 14, 11),
+             "resource_ids": [POD_B]}]
+
+    def attributed(con: duckdb.DuckDBPyConnection) -> dict:
+        insert_runs(con, month, runs)
+        build_attribution(con, month, month_params(parse_config({}, tmp_path), month))
+        return dict(con.execute(
+            "SELECT coalesce(run_id, kind), round(sum(cost), 6) FROM attribution "
+            "GROUP BY ALL").fetchall())
+
+    with duckdb.connect() as con:
+        insert_lines(con, month, lines)
+        original = attributed(con)
+        path = write_focus(focus_rows(con, month), tmp_path / "own.csv", "csv")
+    cfg = parse_config({"billing": [{"kind": "focus", "path": str(path), "name": "own"}]},
+                       tmp_path)
+    with duckdb.connect() as con:
+        build_billing_facts(con, cfg, month, LOG)
+        facts = {}
+        for resource, g, hours, kind, parent in con.execute(
+                "SELECT ResourceId, x_AcceleratorCount, x_UsageHours, x_ResourceKind, "
+                "coalesce(x_SplitParent, false) FROM billing_facts").fetchall():
+            facts.setdefault(resource, set()).add((g, hours, kind, parent))
+        return original, attributed(con), facts
+
+
+def test_a_pods_split_cost_reads_back_as_its_share(tmp_path):
+    """A pod's split row is written with G 0 and the node's instance type; the FOCUS reader
+    took 0 for "not given" and G = 4 from the type, so ft-a's 2 GPUs halved pod A's split
+    cost again ($1.56 instead of $3.12). It is now read back as the pod's split row it is: no
+    accelerators, no hours, a container's."""
+    from tests.ingest.test_split_cost import POD_A, POD_B
+
+    original, read_back, facts = split_month_read_back(tmp_path)
+    assert (original["ft-a"], original["ev-b"]) == (3.12, 1.56)
+    assert (read_back["ft-a"], read_back["ev-b"]) == (3.12, 1.56)
+    assert facts[POD_A] == facts[POD_B] == {(0, None, "container", False)}
+
+
+def test_a_split_nodes_rest_reads_back_as_idle_capacity(tmp_path):
+    """The node's line keeps what its pods' split rows left ($6.24 - $3.12 - $1.56 = $1.56):
+    its unused capacity, `idle_capacity`. The export did not say the line was a split
+    parent and the FOCUS reader set x_SplitParent false, so the $1.56 read back `no_run`."""
+    from tests.ingest.test_split_cost import NODE
+
+    original, read_back, facts = split_month_read_back(tmp_path)
+    assert original == {"ft-a": 3.12, "ev-b": 1.56, "idle_capacity": 1.56}
+    assert read_back == original
+    assert facts[NODE] == {(4, 1.0, "instance", True)}
+
+
+def test_split_pods_a_refund_and_shared_network_read_back_as_the_bill_did(tmp_path,
+                                                                         dagster_home):
+    """A month with split cost allocation (a g5.12xlarge node hour at $6.24, pod A $3.12 and
+    pod B $1.56, the node's $1.56 left), a same-month refund of a p4d.24xlarge hour (-$1.00,
+    usage amount 1) and a transit gateway, a VPC endpoint and a NAT gateway, exported and read
+    back as a `focus` source with the same runs, attributes the month as the bill did.
+    Read back, pod A's split cost was taken as 2 of the node's 4 GPUs again ($1.56 to ft-a),
+    the refund counted 8 GPU-hours (12 billed instead of 4), the transit gateway and the VPC
+    endpoint were `no_run` and the node's remainder `no_run` instead of idle capacity."""
+    import yaml
+
+    from cost_pipeline.cli.main import main
+    from tests.ingest.test_split_cost import HOUR, NODE, POD_A, POD_B, node_hour, two_pods
+    from tests.support.cur_rows import SPLIT_COLUMNS, line, write_export
+
+    arn = "arn:aws:ec2:us-east-1:111122223333:"
+    network = {"line_item_operation": None, "product_instance_type": None,
+               "pricing_unit": "Hrs", "start": HOUR + timedelta(hours=2)}
+    rows = [
+        node_hour("node10"), *two_pods(),
+        line(-1.00, identity_line_item_id="refund", line_item_line_item_type="Refund",
+             line_item_usage_type="USE1-BoxUsage:p4d.24xlarge", line_item_usage_amount=1.0,
+             line_item_resource_id="i-0p4d", product_instance_type="p4d.24xlarge",
+             start=HOUR + timedelta(hours=3)),
+        *(line(cost, identity_line_item_id=name, line_item_resource_id=f"{arn}{resource}",
+               line_item_usage_type=usage_type, product_product_family=family, **network)
+          for name, cost, resource, usage_type, family in (
+              ("tgw", 0.05, "transit-gateway/tgw-0abc", "USE1-TransitGateway-Hours",
+               "Transit Gateway"),
+              ("vpce", 0.01, "vpc-endpoint/vpce-0abc", "USE1-VpcEndpoint-Hours", "VpcEndpoint"),
+              ("nat", 0.045, "natgateway/nat-0abc", "USE1-NatGateway-Hours", "NAT Gateway"))),
+    ]
+    runs = ("run_id,status,start_time,end_time,resource_ids,gpus,purpose\n"
+            f"ft-a,FINISHED,2026-07-14T09:30:00Z,2026-07-14T12:00:00Z,{POD_A},2,production\n"
+            f"ev-b,FINISHED,2026-07-14T10:00:00Z,2026-07-14T11:00:00Z,{POD_B},,eval\n")
+    folders = {}
+    for name, billing in (("cur", lambda folder: {"kind": "aws_cur2", "path": str(
+                              write_export(folder, {"part-1.parquet": rows},
+                                           extra=SPLIT_COLUMNS))}),
+                          ("focus", lambda folder: {"kind": "focus", "path": "f"})):
+        folder = folders[name] = tmp_path / name
+        folder.mkdir()
+        (folder / "runs.csv").write_text(runs, encoding="utf-8")
+        (folder / "config.yaml").write_text(yaml.safe_dump({
+            "warehouse": {"path": "warehouse.duckdb"}, "billing": [billing(folder)],
+            "tracker": [{"kind": "runs_file", "path": "runs.csv"}]}), encoding="utf-8")
+
+    def month_figures(folder: Path) -> tuple[dict, dict, dict, float]:
+        assert main(["materialize", "--config", str(folder / "config.yaml"),
+                     "--month", "2026-07"]) == 0
+        with duckdb.connect(str(folder / "warehouse.duckdb"), read_only=True) as con:
+            costs = dict(con.execute(
+                "SELECT coalesce(run_id, kind), round(sum(cost), 6) FROM attribution"
+                " WHERE month = DATE '2026-07-01' GROUP BY ALL").fetchall())
+            run_costs = dict(con.execute(
+                "SELECT run_id, round(cost, 6) FROM run_costs"
+                " WHERE month = DATE '2026-07-01'").fetchall())
+            untracked = {resource: (kind, cost) for resource, kind, cost in con.execute(
+                "SELECT resource_id, kind, round(sum(cost), 6) FROM untracked_usage"
+                " WHERE month = DATE '2026-07-01' GROUP BY ALL").fetchall()}
+            ((gpu_hours,),) = con.execute(
+                "SELECT billed_gpu_hours FROM reconciliation"
+                " WHERE month = DATE '2026-07-01'").fetchall()
+        return costs, run_costs, untracked, gpu_hours
+
+    from_cur = month_figures(folders["cur"])
+    # pod A's split cost whole (gpus=2 does not halve a share), the node's rest idle, the
+    # refund's dollar without hours, the three gateways and the endpoint shared: the node's
+    # 4 GPU-hours alone are billed
+    assert from_cur == (
+        {"ft-a": 3.12, "ev-b": 1.56, "idle_capacity": 1.56, "no_run": -1.0, "shared": 0.105},
+        {"ft-a": 3.12, "ev-b": 1.56},
+        {NODE: ("idle_capacity", 1.56), "i-0p4d": ("no_run", -1.0),
+         f"{arn}transit-gateway/tgw-0abc": ("shared", 0.05),
+         f"{arn}vpc-endpoint/vpce-0abc": ("shared", 0.01),
+         f"{arn}natgateway/nat-0abc": ("shared", 0.045)},
+        pytest.approx(4.0))
+    (folders["focus"] / "f").mkdir()
+    assert main(["export", "focus", "--config", str(folders["cur"] / "config.yaml"),
+                 "--month", "2026-07", "--out", str(folders["focus"] / "f" / "own.csv")]) == 0
+    assert month_figures(folders["focus"]) == from_cur

@@ -1059,3 +1059,41 @@ def test_a_column_never_read_named_twice_is_tolerated(con, tmp_path, file):
     (line,) = load(con, tmp_path / "exp").values()
     assert (line["BilledCost"], line["EffectiveCost"], line["RegionId"]) == (
         1.0, 1.0, "us-east-1")
+
+
+@pytest.mark.parametrize(("text", "shared"), [
+    ("arn:aws:ec2:us-east-1:111122223333:transit-gateway/tgw-0abc", True),
+    ("arn:aws:ec2:us-east-1:111122223333:transit-gateway-attachment/tgw-attach-0abc", True),
+    ("arn:aws:ec2:us-east-1:111122223333:vpc-endpoint/vpce-0abc", True),
+    ("arn:aws:ec2:us-east-1:111122223333:natgateway/nat-0abc", True),
+    ("USE1-TransitGateway-Hours", True), ("Transit Gateway", True), ("vpc_endpoint", True),
+    ("NAT-Gateway", True), ("PrivateLink", True), ("Private Endpoint", True),
+    ("arn:aws:ec2:us-east-1:111122223333:instance/i-0abc", False),
+    ("arn:aws:ec2:us-east-1:111122223333:vpc/vpc-0abc", False), ("transit--gateway", False),
+    (None, False)])
+def test_a_shared_network_resource_is_named_with_any_separator(text, shared):
+    # macros.sql `names_shared_network`: an AWS ARN spells its resource types with a hyphen
+    # (`transit-gateway/`, `vpc-endpoint/`), a usage type and a meter run the words together
+    # or apart
+    from cost_pipeline.warehouse import ensure_schema
+
+    with duckdb.connect() as connection:
+        ensure_schema(connection)
+        assert connection.execute("SELECT names_shared_network(?)", [text]).fetchone() == (
+            shared,)
+
+
+def test_transit_gateway_and_vpc_endpoint_arns_are_shared(con, tmp_path):
+    """A transit gateway's and a VPC endpoint's hour named by their ARNs alone (no resource
+    type, a meter that does not say it) are shared network, as a NAT gateway's is: no run can
+    own them. `transit ?gateway` and `vpc ?endpoint` missed the ARNs' hyphens: `no_run`."""
+    arn = "arn:aws:ec2:us-east-1:111122223333:"
+    rows = [row(name, 0.05, ServiceCategory="Networking", ResourceId=f"{arn}{resource}",
+                ConsumedQuantity=1.0, ConsumedUnit="Hours")
+            for name, resource in (("tgw", "transit-gateway/tgw-0abc"),
+                                   ("vpce", "vpc-endpoint/vpce-0abc"),
+                                   ("nat", "natgateway/nat-0abc"))]
+    facts = load(con, write_csv(tmp_path / "f" / "may.csv", rows))
+    assert {sku: (f["x_CostComponent"], f["x_ResourceKind"]) for sku, f in facts.items()} == {
+        "tgw": ("network", "shared"), "vpce": ("network", "shared"),
+        "nat": ("network", "shared")}

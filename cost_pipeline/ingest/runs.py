@@ -36,6 +36,7 @@ MEASURED_RUN_COLUMNS = ("* REPLACE (CASE WHEN isfinite(metric_value) THEN metric
 # write-back tags the run that bore the id in the month, renamed since or not. A runs file has
 # none (NULL); nor have months written before the column
 TRACKER_RUN_UUID = "tracker_run_uuid"
+SEARCHES_NAMED = 5   # search ids a warning of trials without their search's id names
 
 
 def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
@@ -56,6 +57,7 @@ def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
         else:
             raise SourceError(name, None, f"tracker kind {tracker.kind!r} is not supported yet")
         log.info(f"{name}: {found.num_rows} run(s)")
+        _warn_untagged_trials(found, name, log)
         if kept:
             known = pa.concat_tables(kept, promote_options="default")
             known_ids = known["run_id"].combine_chunks()
@@ -72,6 +74,32 @@ def collect_runs(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:
     # (a runs file's runs get a NULL `tracker_run_uuid` beside an MLflow tracker's)
     return (pa.concat_tables(kept, promote_options="default") if kept
             else RUN_SCHEMA.empty_table())
+
+
+def _warn_untagged_trials(runs: pa.Table, source: str, log: logging.Logger) -> None:
+    """Nested sweeps (hyperopt, Optuna's MLflow callback) tag the parent run with the
+    search_id and model and each trial only with its parent: the trials are no runs of the
+    search (SPEC §4 reads a run's columns from its own tags, nothing is inherited) and the
+    search costs its parent's share alone. Said once per tracker: runs without a search_id
+    or a purpose of their own (an `eval` child is meant) under a parent having one."""
+    with_search = runs.filter(pc.is_valid(runs["search_id"]))
+    if not with_search.num_rows:
+        return
+    parents = with_search["run_id"].combine_chunks()
+    own_purpose = pc.fill_null(pc.not_equal(runs["purpose"], "search"), False)
+    untagged = runs.filter(pc.and_(
+        pc.and_(pc.is_null(runs["search_id"]), pc.invert(own_purpose)),
+        pc.fill_null(pc.is_in(runs["parent_run_id"], value_set=parents), False)))
+    if not untagged.num_rows:
+        return
+    searches = sorted(set(with_search["search_id"].take(
+        pc.index_in(untagged["parent_run_id"], value_set=parents)).to_pylist()))
+    named = ", ".join(searches[:SEARCHES_NAMED]) + (
+        f", … and {len(searches) - SEARCHES_NAMED} more" if len(searches) > SEARCHES_NAMED
+        else "")
+    log.warning(f"{source}: {untagged.num_rows:,} runs whose parent has a search_id ({named}) "
+                "carry none themselves: they are not counted as its trials; tag each trial "
+                "with its search_id (and model)")
 
 
 def runs_table(cfg: PipelineConfig, log: logging.Logger) -> pa.Table:

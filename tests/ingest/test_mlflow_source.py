@@ -10,6 +10,8 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -423,3 +425,265 @@ def test_a_run_started_while_the_pages_are_read_leaves_every_run_read_once(tmp_p
     read += [run.info.run_name for page in pages for run in page]
     assert sorted(read) == sorted([f"r{i}" for i in range(7)] + ["r-new"])
     assert len(read) == len(set(read)) == 8
+
+
+JULY = date(2026, 7, 1)
+
+
+def july_params() -> dict:
+    """The parameters a month's decision tables are built with (July 2026)."""
+    return {"month": JULY, "month_start": datetime(2026, 7, 1),
+            "month_end": datetime(2026, 8, 1), "metric_goal": "max", "keep_last_live": 3,
+            "keep_last_production": 3, "grace_days": 7, "max_untracked_share": 0.05,
+            "min_metric_change": 0.002}
+
+
+def july_warehouse(uri: str, tmp_path: Path, costs: dict[str, float], ids: dict[str, str]
+                   ) -> duckdb.DuckDBPyConnection:
+    """July's tracker_runs read from the store through the tracker asset's code, each named
+    run given its cost as the attribution step records it, and search_costs and
+    search_shape built on them."""
+    from cost_pipeline.ingest.runs import build_tracker_runs
+    from cost_pipeline.warehouse import replace_month, sql_text, summarize_month
+
+    cfg = parse_config({"tracker": [{"kind": "mlflow", "tracking_uri": uri, "name": "ml"}]},
+                       tmp_path)
+    con = duckdb.connect()
+    build_tracker_runs(con, cfg, JULY, LOG)
+    con.execute("CREATE OR REPLACE TEMP TABLE config_datasets "
+                "(name VARCHAR, bucket VARCHAR, region VARCHAR)")
+    con.executemany(
+        "INSERT INTO attribution_rows (month, line_key, run_hash, purpose_class, component, "
+        "cost, hours, accelerator_hours, share, rule) VALUES (?, hash('L-' || ?), "
+        "run_hash_of(?), 'search', 'gpu', ?, 1.0, 4.0, 1.0, 'compute')",
+        [(JULY, ids[name], ids[name], cost) for name, cost in costs.items()])
+    summarize_month(con, JULY)
+    for table in ("search_costs", "search_shape"):
+        replace_month(con, table, JULY, sql_text(table), july_params())
+    return con
+
+
+def test_a_random_seed_or_random_state_param_is_the_runs_seed(tmp_path):
+    """Three trials of lr 0.1 told apart by a `random_seed` param: the param was left out of
+    the config hash but not read as the seed, so the three had one config and no seed, and
+    search_costs said 1 seed where search_shape said 3. The seed is the first of `seed`,
+    `random_seed`, `random_state` a run has (a `seed` tag before any)."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Param
+
+    uri = f"sqlite:///{tmp_path / 'seeds.db'}"
+    client = MlflowClient(uri)
+    tuning, order = (client.create_experiment(n) for n in ("tuning", "order"))
+    ids: dict[str, str] = {}
+
+    def run(experiment, name, hour, tags, params):
+        created = client.create_run(experiment, start_time=ms(T0) + hour * HOUR_MS,
+                                    tags=tags, run_name=name)
+        ids[name] = created.info.run_id
+        client.log_batch(ids[name], params=[Param(k, str(v)) for k, v in params.items()])
+        client.set_terminated(ids[name], "FINISHED", end_time=ms(T0) + (hour + 1) * HOUR_MS)
+
+    for seed in range(3):
+        run(tuning, f"t{seed}", seed, {"search_id": "s9", "model": "m"},
+            {"lr": 0.1, "random_seed": seed})
+    run(order, "tag-first", 5, {"seed": "7"}, {"seed": 1, "random_seed": 2, "lr": 1})
+    run(order, "seed-param", 5, {}, {"random_state": 3, "random_seed": 2, "seed": 1, "lr": 1})
+    run(order, "random-seed", 5, {}, {"random_state": 3, "random_seed": 2, "lr": 1})
+    run(order, "random-state", 5, {}, {"Random_State": 3, "lr": 1})
+
+    runs = by_name(read_mlflow_runs(uri, "mlflow"), ids)
+    assert [runs[f"t{s}"]["seed"] for s in range(3)] == ["0", "1", "2"]
+    assert runs["t0"]["config_id"] == runs["t1"]["config_id"] == runs["t2"]["config_id"]
+    assert {name: runs[name]["seed"] for name in
+            ("tag-first", "seed-param", "random-seed", "random-state")} == {
+        "tag-first": "7", "seed-param": "1", "random-seed": "2", "random-state": "3"}
+
+    with july_warehouse(uri, tmp_path, {"t0": 1.0, "t1": 2.0, "t2": 4.0}, ids) as con:
+        costs = con.execute("SELECT search_id, runs, configs, seeds, cost FROM search_costs "
+                            "WHERE month = ?", [JULY]).fetchall()
+        shape = con.execute("SELECT search_id, runs, configs, seeds_per_config, grid, "
+                            "extra_seed_cost FROM search_shape WHERE month = ?",
+                            [JULY]).fetchall()
+    # 1 config × 3 seeds; no metric, so the seeds after the first ("0") are extra: 2 + 4
+    assert costs == [("s9", 3, 1, 3, 7.0)]
+    assert shape == [("s9", 3, 1, 3, True, 6.0)]
+
+
+def write_nested_sweeps(uri: str) -> dict[str, str]:
+    """Two sweeps logged as hyperopt and Optuna's callback log them: `search_id` and `model`
+    on the parent only, the trials carrying only `mlflow.parentRunId`; an eval run under a
+    parent that says its own purpose; run name → MLflow id."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("nested")
+    ids: dict[str, str] = {}
+
+    def run(name, hour, tags):
+        created = client.create_run(experiment, start_time=ms(T0) + hour * HOUR_MS,
+                                    tags=tags, run_name=name)
+        ids[name] = created.info.run_id
+        client.set_terminated(ids[name], "FINISHED", end_time=ms(T0) + (hour + 1) * HOUR_MS)
+
+    run("hp-parent", 0, {"search_id": "hp1", "model": "churn", "purpose": "search"})
+    run("op-parent", 0, {"search_id": "op2", "model": "fraud"})
+    for trial in range(3):
+        run(f"hp-trial-{trial}", 1 + trial, {PARENT: ids["hp-parent"]})
+    for trial in range(2):
+        run(f"op-trial-{trial}", 1 + trial, {PARENT: ids["op-parent"]})
+    run("hp-eval", 5, {PARENT: ids["hp-parent"], "purpose": "eval"})
+    return ids
+
+
+PARENT = "mlflow.parentRunId"
+
+
+def test_trials_whose_sweep_parent_alone_has_the_search_id_are_warned_of(tmp_path, caplog):
+    """SPEC §4 reads each run's columns from its own tags: a nested sweep's trials, tagged
+    with their parent only, are not the search's runs (the search costs its parent's share
+    alone). That is said once, naming the searches, and changes no figure."""
+    uri = f"sqlite:///{tmp_path / 'nested.db'}"
+    ids = write_nested_sweeps(uri)
+    costs = {"hp-parent": 8.0, "op-parent": 16.0, "hp-trial-0": 1.0, "hp-trial-1": 2.0,
+             "hp-trial-2": 4.0, "op-trial-0": 32.0, "op-trial-1": 64.0, "hp-eval": 128.0}
+    with caplog.at_level(logging.WARNING, logger="test"):
+        con = july_warehouse(uri, tmp_path, costs, ids)
+    said = [r.getMessage() for r in caplog.records if "whose parent has a search_id" in
+            r.getMessage()]
+    assert said == [
+        "ml: 5 runs whose parent has a search_id (hp1, op2) carry none themselves: they are "
+        "not counted as its trials; tag each trial with its search_id (and model)"]
+    with con:
+        trials = con.execute(
+            "SELECT run_id, search_id, model, purpose, parent_run_id FROM tracker_runs "
+            "WHERE month = ? AND parent_run_id IS NOT NULL "
+            "ORDER BY run_id", [JULY]).fetchall()
+        searches = con.execute("SELECT search_id, runs, cost FROM search_costs "
+                               "WHERE month = ? ORDER BY 1", [JULY]).fetchall()
+    names = {v: k for k, v in ids.items()}
+    assert sorted((names[r[0]], *r[1:4]) for r in trials) == [
+        ("hp-eval", None, None, "eval"), ("hp-trial-0", None, None, None),
+        ("hp-trial-1", None, None, None), ("hp-trial-2", None, None, None),
+        ("op-trial-0", None, None, None), ("op-trial-1", None, None, None)]
+    # each search holds its parent alone: the parent's cost, no trial run
+    assert searches == [("hp1", 0, 8.0), ("op2", 0, 16.0)]
+
+
+def test_a_missing_experiment_lists_the_trackers_experiments(sample_store, tmp_path):
+    """`experiment 'chrun' not found` said neither what there is nor how names are matched."""
+    from mlflow import MlflowClient
+
+    uri, _ids = sample_store
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(uri, "mlflow", experiments=["chrun"])
+    assert error.value.problem == (
+        "experiment 'chrun' not found (names are matched exactly, case-sensitive; "
+        "experiment ids are not accepted). The tracker's experiments: Default, churn, "
+        "credit-risk, scratch")
+    many = f"sqlite:///{tmp_path / 'many.db'}"
+    client = MlflowClient(many)
+    numbers = {f"exp-{n:02d}": client.create_experiment(f"exp-{n:02d}") for n in range(12)}
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(many, "mlflow", experiments=["Exp-03", numbers["exp-05"]])
+    assert error.value.problem == (
+        "experiment 'Exp-03' not found (names are matched exactly, case-sensitive; "
+        "experiment ids are not accepted). Did you mean 'exp-03'? The tracker's experiments: "
+        "Default, exp-00, exp-01, exp-02, exp-03, exp-04, exp-05, exp-06, exp-07, exp-08, "
+        "… and 3 more")
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(many, "mlflow", experiments=[numbers["exp-05"]])
+    assert error.value.problem.startswith(
+        f"experiment {numbers['exp-05']!r} not found (names are matched exactly, "
+        f"case-sensitive; experiment ids are not accepted). {numbers['exp-05']!r} is the id "
+        "of experiment 'exp-05': name it instead. The tracker's experiments: Default, exp-00, ")
+
+
+@contextmanager
+def answering(status: int, body: dict) -> Iterator[tuple[str, list]]:
+    """A real HTTP server answering every request with `status` and MLflow's JSON error
+    body (`{"error_code": …, "message": …}`, as a tracking server behind authentication
+    answers); the URI and the paths asked."""
+    import http.server
+    import json
+    import threading
+
+    asked: list[str] = []
+    payload = json.dumps(body).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            asked.append(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *_args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_permission_denied_says_what_to_check(monkeypatch):
+    """A 403 read `search_experiments: request failed: PERMISSION_DENIED: Permission denied`
+    and stopped there: it names the credentials MLflow's client sends and the permission."""
+    monkeypatch.setattr(mlflow_runs, "RETRY_DELAYS", (0.01, 0.01, 0.01))
+    with answering(403, {"error_code": "PERMISSION_DENIED",
+                         "message": "Permission denied"}) as (uri, asked):
+        with pytest.raises(SourceError) as error:
+            read_mlflow_runs(uri, "mlflow")
+    assert len(asked) == 1                    # refused: not retried
+    assert error.value.where == uri
+    assert error.value.problem == (
+        "search_experiments: request failed: PERMISSION_DENIED: Permission denied: the "
+        "server refused the credentials or their account: check MLFLOW_TRACKING_USERNAME "
+        "and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN) in the pipeline's "
+        "environment, and the account's permission on the experiment(s) (READ to read their "
+        "runs, EDIT to write tags back)")
+
+
+def test_a_bad_value_under_a_renamed_tag_names_the_tag_and_the_run(tmp_path):
+    """`run cb485e…: gpus: 'two' is not a whole number` named the column, which is no tag in
+    the tracker, and the run by its MLflow id only."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'bad.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("bad")
+    created = client.create_run(experiment, start_time=ms(T0),
+                                tags={"cloud.gpus": "two"}, run_name="trial-4")
+    uuid = created.info.run_id
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(uri, "mlflow", tags={"gpus": "cloud.gpus", "run_id": RUN_NAME})
+    assert error.value.where == f"{uri} run {uuid} (run_id 'trial-4')"
+    assert error.value.problem == "gpus (tag 'cloud.gpus'): 'two' is not a whole number"
+
+
+RUN_NAME = "mlflow.runName"
+
+
+def test_two_runs_sharing_a_run_id_are_both_named_with_the_remedy(tmp_path):
+    """`run_id '試行 1' (tag 'mlflow.runName') is shared by more than one run` named one of
+    them, and not what to do."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'twice.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("twice")
+    uuids = [client.create_run(experiment, start_time=ms(T0) + hour * HOUR_MS,
+                               run_name="試行 1").info.run_id for hour in range(2)]
+    with pytest.raises(SourceError) as error:
+        read_mlflow_runs(uri, "mlflow", tags={"run_id": RUN_NAME})
+    assert error.value.where == f"{uri} run {uuids[1]} (run_id '試行 1')"
+    assert error.value.problem == (
+        f"run_id '試行 1' (tag 'mlflow.runName') is shared by MLflow runs {uuids[0]} and "
+        f"{uuids[1]}: rename one of them, or key runs on another tag (tags: {{run_id: …}})")

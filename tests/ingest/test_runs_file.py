@@ -600,3 +600,33 @@ def test_a_column_the_reader_does_not_read_may_be_named_twice(tmp_path, con):
     path.write_text("run_id,notes,status,start_time,model,notes,,\n"
                     "r1,a,FINISHED,2026-07-01,churn,b,,\n")
     assert load(con, tmp_path, path)["r1"]["model"] == "churn"
+
+
+def test_trials_under_a_search_parent_without_a_search_id_are_warned_of(tmp_path, con,
+                                                                         caplog):
+    """A nested sweep written to a runs file as MLflow logs it: `search_id` on the parent
+    only. The trials are no runs of the search (SPEC §4: no column is inherited); that is said
+    once, the first five searches named, and no run changes."""
+    start = "2026-07-01T00:00:00Z"
+    parents = [{"run_id": f"sweep-{n}", "status": "FINISHED", "start_time": start,
+                "search_id": f"s{n}", "parent_run_id": ""} for n in range(7)]
+    trials = [{"run_id": f"sweep-{n}-t{t}", "status": "FINISHED", "start_time": start,
+               "search_id": "", "parent_run_id": f"sweep-{n}"}
+              for n in range(7) for t in range(2)]
+    tagged = {"run_id": "sweep-0-t9", "status": "FINISHED", "start_time": start,
+              "search_id": "s0", "parent_run_id": "sweep-0"}
+    adhoc = {"run_id": "nb-child", "status": "FINISHED", "start_time": start,
+             "search_id": "", "parent_run_id": "nb"}
+    path = write_csv(tmp_path / "runs.csv", [*parents, *trials, tagged, adhoc])
+    with caplog.at_level(logging.WARNING, logger="test"):
+        runs = load(con, tmp_path, path)
+    said = [r.getMessage() for r in caplog.records
+            if "whose parent has a search_id" in r.getMessage()]
+    assert said == [
+        "runs_file: 14 runs whose parent has a search_id (s0, s1, s2, s3, s4, … and 2 more) "
+        "carry none themselves: they are not counted as its trials; tag each trial with its "
+        "search_id (and model)"]
+    assert len(runs) == 7 + 14 + 2
+    assert all((runs[t["run_id"]]["search_id"], runs[t["run_id"]]["purpose"]) == (None, None)
+               for t in trials)
+    assert (runs["sweep-0-t9"]["search_id"], runs["sweep-0-t9"]["purpose"]) == ("s0", "search")

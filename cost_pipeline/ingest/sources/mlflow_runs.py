@@ -48,6 +48,7 @@ SERVER_BULK_RUNS = 100                 # runs per get-history-bulk request (the 
 SERVER_BULK_POINTS = 25_000            # values per get-history-bulk answer (the server's limit)
 RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)   # seconds before each retry of a call
 REASON_LIMIT = 300                     # characters of an error's reason in a message
+EXPERIMENTS_LISTED = 10                # experiment names an unknown experiment's error lists
 PARENT_TAG = "mlflow.parentRunId"
 RUN_NAME_TAG = "mlflow.runName"
 # tables every MLflow sqlite store has (MLflow creates them in any sqlite file without them)
@@ -58,8 +59,10 @@ TAG_COLUMNS = (
     "region", "dataset", "dataset_region", "input_hash", "transform_version", "metric_name",
     "keep", "parent_run_id", "team", "trigger", "restart_of", "resumed_from",
 )
-# params that vary between the seeds of one configuration: left out of the config hash
-SEED_PARAMS = frozenset({"seed", "random_seed", "random_state"})
+# params that vary between the seeds of one configuration: left out of the config hash, and
+# the first of them a run has (in this order, names matched in any case) is its seed when it
+# has no seed tag
+SEED_PARAMS = ("seed", "random_seed", "random_state")
 GPU_UTILIZATION = re.compile(r"^system/gpu_\d+_utilization_percentage$")
 _TRANSIENT = re.compile(
     r"Max retries exceeded|Connection refused|Failed to establish|Connection ?(aborted|reset)"
@@ -67,6 +70,8 @@ _TRANSIENT = re.compile(
     r"|Bad Gateway|database is locked", re.IGNORECASE)
 _TRANSIENT_CODES = {"TEMPORARILY_UNAVAILABLE", "SERVICE_UNDER_MAINTENANCE",
                     "REQUEST_LIMIT_EXCEEDED"}
+# a server refusing the credentials sent (401) or their account's access (403)
+_REFUSED_CODES = {"PERMISSION_DENIED", "UNAUTHENTICATED"}
 # the HTTP status a server answered, as MLflow's errors quote it: urllib3's retry gave up on
 # it (`too many 503 error responses`), or the answer was not 200 (`error code 502 != 200`)
 _ANSWERED = re.compile(r"too many (\d{3}) error responses|error code (\d{3}) != 200")
@@ -144,7 +149,8 @@ def call_with_retries(call: Callable[[], T], source: str, uri: str, what: str, *
                 continue
             outcome = (f"{_gave_up_as(exc)} after {attempt + 1} attempt(s)" if transient
                        else "request failed")
-            raise SourceError(source, uri, f"{what}: {outcome}: {reason}") from None
+            hint = "" if transient else _access_hint(exc)
+            raise SourceError(source, uri, f"{what}: {outcome}: {reason}{hint}") from None
     raise AssertionError("unreachable")
 
 
@@ -183,6 +189,20 @@ def _gave_up_as(exc: Exception) -> str:
             return f"answered HTTP {code}{phrase}"
         chained = chained.__cause__ or chained.__context__
     return "unreachable"
+
+
+def _access_hint(exc: Exception) -> str:
+    """What to check when the server refused the request's credentials (401, 403): the
+    environment variables MLflow's client sends them from, and the account's permission."""
+    code = getattr(exc, "error_code", None)
+    answered = _ANSWERED.search(str(exc))
+    if code not in _REFUSED_CODES and not (answered and (answered.group(1) or answered.group(2))
+                                           in ("401", "403")):
+        return ""
+    return (": the server refused the credentials or their account: check "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN) "
+            "in the pipeline's environment, and the account's permission on the "
+            "experiment(s) (READ to read their runs, EDIT to write tags back)")
 
 
 def _gave_up(problem: str) -> bool:
@@ -264,17 +284,46 @@ def _client(uri: str, source: str):
 def _experiments(client, names: list[str] | None, source: str, uri: str) -> dict[str, str]:
     """experiment id → name: the named experiments, else every one (deleted ones too: their
     runs' compute was billed all the same)."""
+    if not names:
+        return _all_experiments(client, source, uri)
+    found: dict[str, str] = {}
+    for name in names:
+        experiment = call_with_retries(lambda n=name: client.get_experiment_by_name(n),
+                                       source, uri, f"experiment {name!r}")
+        if experiment is None:
+            try:
+                known: dict[str, str] | None = _all_experiments(client, source, uri)
+            except SourceError:         # an account that may read some experiments only
+                known = None
+            raise SourceError(source, uri, _not_found(name, known))
+        found[experiment.experiment_id] = experiment.name
+    return found
+
+
+def _not_found(name: str, experiments: dict[str, str] | None) -> str:
+    """What a configured experiment name no experiment has says: how names are matched (the
+    config takes names only), the name it differs from in case or the experiment whose id
+    it is, and the tracker's experiments (the first EXPERIMENTS_LISTED by name)."""
+    said = [f"experiment {name!r} not found (names are matched exactly, case-sensitive; "
+            "experiment ids are not accepted)."]
+    if experiments is None:
+        return said[0] + " The tracker's experiments could not be listed"
+    alike = sorted(n for n in experiments.values() if n.lower() == name.lower())
+    if alike:
+        said.append(f"Did you mean {alike[0]!r}?")
+    elif name in experiments:
+        said.append(f"{name!r} is the id of experiment {experiments[name]!r}: name it instead.")
+    listed = sorted(experiments.values())
+    more = len(listed) - EXPERIMENTS_LISTED
+    said.append("The tracker's experiments: " + (", ".join(listed[:EXPERIMENTS_LISTED]) + (
+        f", … and {more} more" if more > 0 else "") if listed else "none"))
+    return " ".join(said)
+
+
+def _all_experiments(client, source: str, uri: str) -> dict[str, str]:
+    """experiment id → name of every experiment, deleted ones too."""
     from mlflow.entities import ViewType
 
-    if names:
-        found: dict[str, str] = {}
-        for name in names:
-            experiment = call_with_retries(lambda n=name: client.get_experiment_by_name(n),
-                                           source, uri, f"experiment {name!r}")
-            if experiment is None:
-                raise SourceError(source, uri, f"experiment {name!r} not found")
-            found[experiment.experiment_id] = experiment.name
-        return found
     found, token = {}, None
     while True:
         page = call_with_retries(
@@ -313,6 +362,15 @@ def search_all_runs(client, experiment_ids: list[str], source: str, uri: str,
             token = page.token
             if not token:
                 break
+
+
+def seed_param(params: dict[str, str]) -> str | None:
+    """The seed a run's params give: the first of SEED_PARAMS it has. Each is left out of the
+    config hash, so a `random_seed` not read as the seed made a config's seeds one run with
+    no seed (search_costs counted 1 seed where search_shape counted 3)."""
+    by_name = {key.lower(): value for key, value in sorted(params.items())}
+    return next((by_name[name] for name in SEED_PARAMS if field_text(by_name.get(name))),
+                None)
 
 
 def params_hash(params: dict[str, str]) -> str | None:
@@ -571,13 +629,23 @@ def raw_run(run, experiment: str, tags_of: dict[str, str], metric: str | None,
     raw["end_time"] = run.info.end_time
     raw["deleted"] = run.info.lifecycle_stage == "deleted"
     if not raw["seed"]:
-        raw["seed"] = next((v for k, v in run.data.params.items() if k.lower() == "seed"), None)
+        raw["seed"] = seed_param(run.data.params)
     raw["config_id"] = raw["config_id"] or params_hash(dict(run.data.params))
     metric_name = metric or raw["metric_name"]
     raw["metric_name"] = metric_name
     raw["metric_value"] = run.data.metrics.get(metric_name) if metric_name else None
     raw["gpu_utilization"] = gpu_utilization
     return raw
+
+
+def _tag_named(problem: str, tags_of: dict[str, str]) -> str:
+    """A run's validation error (`gpus: 'two' is not a whole number`, named by its column)
+    with the MLflow tag the column is read from (`gpus (tag 'cloud.gpus'): …`): the tag
+    is what the tracker shows and what is to be fixed."""
+    column, mark, rest = problem.partition(": ")
+    if not mark or column not in tags_of:
+        return problem
+    return f"{column} (tag {tags_of[column]!r}): {rest}"
 
 
 def read_mlflow_runs(tracking_uri: str, source: str, **options: Any) -> list[dict[str, Any]]:
@@ -624,6 +692,7 @@ def read_mlflow_runs_with_ids(
     chosen_ids = set(chosen.values())
     rows: dict[str, dict[str, Any]] = {}
     uuids: list[str] = []   # the MLflow run id of each row, in the rows' order
+    uuid_of: dict[str, str] = {}   # run_id → the MLflow run id of the run that bears it
     for mlflow_id, raw in zip(mlflow_ids, raws, strict=True):
         if raw["parent_run_id"] in chosen and tags_of["parent_run_id"] == PARENT_TAG:
             raw["parent_run_id"] = chosen[raw["parent_run_id"]]
@@ -631,19 +700,24 @@ def read_mlflow_runs_with_ids(
         restart_of = raw.get("restart_of")
         if restart_of in chosen and restart_of not in chosen_ids:
             raw["restart_of"] = chosen[restart_of]
-        where = f"{redact(tracking_uri)} run {mlflow_id}"
+        # a run the warehouse knows by another id is named by both
+        where = f"{redact(tracking_uri)} run {mlflow_id}" + (
+            "" if raw["run_id"] == mlflow_id else f" (run_id {raw['run_id']!r})")
         if raw["start_time"] is None:
             log.warning(f"{source}: {where} never started (no start time): skipped")
             continue
         try:
             row = normalize_run(raw, source)
         except ValueError as exc:
-            raise SourceError(source, where, str(exc)) from None
+            raise SourceError(source, where, _tag_named(str(exc), tags_of)) from None
         if row["run_id"] in rows:
-            raise SourceError(source, where, f"run_id {row['run_id']!r} (tag "
-                              f"{tags_of['run_id']!r}) is shared by more than one run")
+            raise SourceError(source, where, (
+                f"run_id {row['run_id']!r} (tag {tags_of['run_id']!r}) is shared by MLflow "
+                f"runs {uuid_of[row['run_id']]} and {mlflow_id}: rename one of them, or key "
+                "runs on another tag (tags: {run_id: …})"))
         rows[row["run_id"]] = row
         uuids.append(mlflow_id)
+        uuid_of[row["run_id"]] = mlflow_id
     log.info(f"{source}: {len(rows)} run(s) of {len(names)} experiment(s) from "
              f"{redact(tracking_uri)} in {pages} page(s)")
     assert all(set(r) == set(RUN_COLUMNS) for r in rows.values())

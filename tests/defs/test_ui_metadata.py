@@ -1,0 +1,66 @@
+"""What the assets' metadata shows in the Dagster UI, materialized from hand-made months: a
+failing figure never reads as its limit, each figure as the month's page writes it."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from cost_pipeline.defs.resources import PipelineSettings, Warehouse
+from tests.support.warehouse_rows import insert_lines, insert_runs
+
+MARCH = date(2024, 3, 1)
+START = datetime(2024, 3, 5)
+
+
+def gpu_line(resource: str, gpus: int, hours: float, line: str) -> dict:
+    return {"ChargePeriodStart": START, "ChargePeriodEnd": START + timedelta(hours=hours),
+            "ChargeCategory": "Usage", "ResourceId": resource, "EffectiveCost": 10.0,
+            "x_CostComponent": "gpu", "x_AcceleratorCount": gpus, "x_UsageHours": hours,
+            "x_InstanceUsage": True, "x_ResourceKind": "instance",
+            "x_InstanceType": "g5.48xlarge", "x_SourceLine": line}
+
+
+def warehouse_of(tmp_path: Path, lines: list[dict], runs: list[dict],
+                 month: date = MARCH) -> dict:
+    """A warehouse holding `month`'s bill lines and runs, and the resources to materialize
+    its assets with (the policy's default threshold, 0.05)."""
+    path, config = tmp_path / "w.duckdb", tmp_path / "config.yaml"
+    with duckdb.connect(str(path)) as con:
+        insert_lines(con, month, lines)
+        insert_runs(con, month, runs)
+    config.write_text("warehouse: {path: w.duckdb}\n")
+    return {"duckdb": Warehouse(database=str(path)),
+            "settings": PipelineSettings(config_path=str(config))}
+
+
+def metadata_of(assets: list, resources: dict, node: str, month: date = MARCH) -> dict:
+    result = dg.materialize(assets, partition_key=f"{month:%Y-%m-%d}", resources=resources)
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node(node)
+    return {k: v.value for k, v in materialization.metadata.items()}
+
+
+def untracked_of_1999(tmp_path: Path) -> dict:
+    """1,899 GPU-hours a run claims (8 GPUs × 237.375 h) and 100 no run claims: a share of
+    100 / 1,999 = 0.0500250…, over the 0.05 threshold by 2.5e-5, 0.05 to 4 digits."""
+    run = {"run_id": "r1", "status": "FINISHED", "purpose": "production", "start_time": START,
+           "end_time": START + timedelta(hours=237.375), "resource_ids": ["i-tracked"],
+           "gpus": 8}
+    return warehouse_of(tmp_path, [gpu_line("i-tracked", 8, 237.375, "L1"),
+                                   gpu_line("i-untracked", 1, 100.0, "L2")], [run])
+
+
+def test_the_reconciliation_keeps_a_failing_share_apart_from_its_threshold(tmp_path):
+    """The asset's metadata read `status: fail, untracked_share: 0.05, threshold: 0.05`
+    for a share of 100 / 1,999: both with the digits that tell them apart (0.05003 and
+    0.05), as the check's metadata shows them."""
+    from cost_pipeline.defs.assets.attribution import attribution, reconciliation
+
+    meta = metadata_of([attribution, reconciliation], untracked_of_1999(tmp_path),
+                       "reconciliation")
+    assert meta["status"] == "fail" and meta["billed_gpu_hours"] == 1999.0
+    assert (meta["untracked_share"], meta["threshold"]) == (0.05003, 0.05)

@@ -64,3 +64,19 @@ def test_the_reconciliation_keeps_a_failing_share_apart_from_its_threshold(tmp_p
                        "reconciliation")
     assert meta["status"] == "fail" and meta["billed_gpu_hours"] == 1999.0
     assert (meta["untracked_share"], meta["threshold"]) == (0.05003, 0.05)
+
+
+def test_the_report_records_the_share_the_page_writes(tmp_path):
+    """The page writes `5.003% FAIL … threshold 5.0%` for 100 of 1,999 GPU-hours untracked;
+    the asset's metadata read `untracked_share_pct: 5.0` beside `reconciliation_status:
+    fail`, always to one decimal. It records the page's figures: 5.003 and the threshold's
+    5.0, in percent."""
+    from cost_pipeline.defs.assets.attribution import attribution, reconciliation
+    from cost_pipeline.defs.assets.report import monthly_report
+
+    meta = metadata_of([attribution, reconciliation, monthly_report],
+                       untracked_of_1999(tmp_path), "monthly_report")
+    assert meta["reconciliation_status"] == "fail"
+    assert meta["untracked_share_pct"] == 5.003 and meta["threshold_pct"] == 5.0
+    page = Path(meta["report"]).read_text(encoding="utf-8")
+    assert "5.003%" in page and "5.0%" in page

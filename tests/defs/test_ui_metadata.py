@@ -80,3 +80,28 @@ def test_the_report_records_the_share_the_page_writes(tmp_path):
     assert meta["untracked_share_pct"] == 5.003 and meta["threshold_pct"] == 5.0
     page = Path(meta["report"]).read_text(encoding="utf-8")
     assert "5.003%" in page and "5.0%" in page
+
+
+def test_the_search_trend_headline_is_the_months_cost(tmp_path):
+    """search_trend holds each search's cost to date: SX cost 60 in February and 50 in March,
+    SY 7 in March. March's headline `cost` summed the costs to date, 110 + 7 = 117, where the
+    month's searches cost 50 + 7 = 57 (the demo's August read 15,026.23 for 7,527.58); it is
+    the month's own cost, Σ cost_this_month."""
+    from cost_pipeline.defs.assets.decisions import derived_assets
+    from cost_pipeline.warehouse import ensure_schema
+    from tests.decisions.test_search_shape import FEB, d, put_costs
+
+    resources = warehouse_of(tmp_path, [gpu_line("i-1", 1, 1.0, "L1")], [])
+    x1 = {"run_id": "x1", "status": "FINISHED", "start_time": d(20, 2), "end_time": d(2),
+          "model": "churn", "purpose": "search", "search_id": "SX", "config_id": "c1"}
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        ensure_schema(con)
+        insert_runs(con, FEB, [x1])
+        insert_runs(con, MARCH, [x1, {
+            "run_id": "y1", "status": "FINISHED", "start_time": d(3), "end_time": d(4),
+            "model": "churn", "purpose": "search", "search_id": "SY", "config_id": "c1"}])
+        put_costs(con, [(FEB, "x1", 60.0), (MARCH, "x1", 50.0), (MARCH, "y1", 7.0)])
+    (search_trend,) = [a for a in derived_assets if a.key == dg.AssetKey("search_trend")]
+    meta = metadata_of([search_trend], resources, "search_trend")
+    assert meta["rows"] == 2 and meta["currency"] == "USD"
+    assert meta["cost"] == 57.0

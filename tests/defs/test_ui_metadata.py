@@ -105,3 +105,32 @@ def test_the_search_trend_headline_is_the_months_cost(tmp_path):
     meta = metadata_of([search_trend], resources, "search_trend")
     assert meta["rows"] == 2 and meta["currency"] == "USD"
     assert meta["cost"] == 57.0
+
+
+def focus_bill(tmp_path: Path) -> dict:
+    """July 2026 billed in one FOCUS file (focus.csv: 2 + 3 GPU lines and a storage line,
+    USD), with the resources to materialize its months."""
+    from tests.cli.test_minor_unit_figures import project
+
+    config = project(tmp_path, "USD", (10.0, 10.0), (1.0, 1.0, 1.0), 2.0)
+    return {"duckdb": Warehouse(database=str(tmp_path / "warehouse.duckdb")),
+            "settings": PipelineSettings(config_path=str(config))}
+
+
+def billing_metadata(resources: dict, month: date) -> dict:
+    from cost_pipeline.defs.assets.ingest import ingest
+
+    result = dg.materialize([ingest], partition_key=f"{month:%Y-%m-%d}", resources=resources,
+                            selection=["billing_facts"])
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node("ingest")
+    return {k: v.value for k, v in materialization.metadata.items()}
+
+
+def test_the_bill_counts_the_focus_files_it_read(tmp_path):
+    """A bill read from one FOCUS file: the metadata read `files: 0` beside `focus.files: 1`,
+    counting only the CUR deliveries' files. `files` counts every source's files read."""
+    meta = billing_metadata(focus_bill(tmp_path), date(2026, 7, 1))
+    assert meta["rows"] == 6 and meta["total_effective_cost"] == 25.0
+    assert meta["focus.files"] == 1
+    assert meta["files"] == 1

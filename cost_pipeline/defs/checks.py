@@ -30,7 +30,9 @@ def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckRe
     tolerance = max(ABS_TOLERANCE, REL_TOLERANCE * magnitude)
     figures = {
         "month": f"{month:%Y-%m}",
-        "currency": currency or "",
+        # a month without lines: bill_currency's default, as every other asset names it
+        # (it read "")
+        "currency": currency or con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
         "effective_cost": billed,
         "attributed": attributed,
         "untracked": untracked,

@@ -134,3 +134,25 @@ def test_the_bill_counts_the_focus_files_it_read(tmp_path):
     assert meta["rows"] == 6 and meta["total_effective_cost"] == 25.0
     assert meta["focus.files"] == 1
     assert meta["files"] == 1
+
+
+def test_an_empty_month_names_the_currency_every_asset_names(tmp_path):
+    """August, which the FOCUS file bills nothing of: billing_facts' metadata and
+    attribution.cost_conserved's read `"currency": ""` where every other asset reads USD
+    (`bill_currency`'s default for a month without lines). Both read USD."""
+    from cost_pipeline.defs.assets.attribution import attribution
+    from cost_pipeline.defs.assets.ingest import ingest
+
+    august, resources = date(2026, 8, 1), focus_bill(tmp_path)
+    meta = billing_metadata(resources, august)
+    assert (meta["rows"], meta["total_effective_cost"]) == (0, 0.0)
+    assert meta["currency"] == "USD"
+    result = dg.materialize([ingest, attribution], partition_key="2026-08-01",
+                            resources=resources)
+    assert result.success
+    (attributed,) = result.asset_materializations_for_node("attribution")
+    assert attributed.metadata["currency"].value == "USD"
+    (conserved,) = [e for e in result.get_asset_check_evaluations()
+                    if e.check_name == "cost_conserved"]
+    assert conserved.passed and conserved.metadata["effective_cost"].value == 0.0
+    assert conserved.metadata["currency"].value == "USD"

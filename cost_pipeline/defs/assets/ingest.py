@@ -131,7 +131,9 @@ def ingest(
                 # to the currency's smallest unit (`rounded`: a fils, a yen)
                 "total_effective_cost": summary.total_effective_cost,
                 "total_billed_cost": summary.total_billed_cost,
-                "currency": summary.currency or "",
+                # a month without lines is in bill_currency's default, as every other
+                # asset's metadata names it (it read "")
+                "currency": summary.currency or "USD",
                 "duplicates_dropped": summary.duplicates_dropped,
                 "unknown_instance_types": ", ".join(summary.unknown_instance_types),
                 # every source's files read: the CUR deliveries' and the FOCUS files (a

@@ -30,7 +30,9 @@ def conservation(con: duckdb.DuckDBPyConnection, month: date) -> dg.AssetCheckRe
     tolerance = max(ABS_TOLERANCE, REL_TOLERANCE * magnitude)
     figures = {
         "month": f"{month:%Y-%m}",
-        "currency": currency or "",
+        # a month without lines: bill_currency's default, as every other asset names it
+        # (it read "")
+        "currency": currency or con.execute("SELECT bill_currency(?)", [month]).fetchone()[0],
         "effective_cost": billed,
         "attributed": attributed,
         "untracked": untracked,
@@ -288,9 +290,27 @@ def searches_within_estimate(con: duckdb.DuckDBPyConnection, month: date,
             "estimate_in_other_currency": ", ".join(
                 f"{f['search_id']} ({f['estimate_currency']})" for f in other_currency),
             "failing": dg.MetadataValue.json([
-                # estimated_cost, cumulative_cost, overrun: amounts of the bill
-                {k: (to_minor_unit(v, currency) if isinstance(v, float) else v)
-                 for k, v in f.items()}
-                for f in failing]),
+                failing_search(f, tolerance, currency) for f in failing]),
         })},
     )
+
+
+def failing_search(found: dict[str, Any], tolerance: float,
+                   currency: str | None) -> dict[str, Any]:
+    """A search the check fails, its estimate, cost to date and overrun as amounts of the bill
+    (`currency`'s smallest unit), the cost and the overrun with the digits that tell them from
+    their limits (`tolerance` × the estimate, and the part of it over the estimate) when the
+    smallest unit makes them equal (`kept_apart`): $1,100.004 against a $1,000 estimate read
+    a cost of 1100.0 and an overrun of 100.0, the limit itself, on a failed check."""
+    shown = {k: (to_minor_unit(v, currency) if isinstance(v, float) else v)
+             for k, v in found.items()}
+    if found["reason"] != "over_estimate" or found["cumulative_cost"] is None:
+        return shown
+    estimate = float(found["estimated_cost"])
+    for key, limit in (("cumulative_cost", tolerance * estimate),
+                       ("overrun", (tolerance - 1) * estimate)):
+        raw = {key: float(found[key]), "limit": limit}
+        apart = kept_apart({key: shown[key], "limit": to_minor_unit(limit, currency)}, raw,
+                           key, "limit")
+        shown[key] = apart[key]
+    return shown

@@ -426,3 +426,19 @@ def test_a_read_only_page_shows_the_latest_estimate_in_another_currency(cfg):
     assert ('EUR 100.00 <span class="note" data-estimate-currency="EUR">in EUR: not compared '
             'with spend in JPY</span>') in sx
     assert "EUR 200.00" not in sx
+
+
+def test_a_cost_a_tenth_of_a_cent_over_the_tolerance_keeps_its_digits(cfg):
+    """SX has cost $1,100.004 against a $1,000 estimate: over 1.1 × 1,000 = 1,100 by 0.4 of a
+    cent, so the check fails it, and its metadata read a cost of 1100.0 and an overrun of
+    100.0, the limit itself. The failing search keeps the digits that tell the cost from the
+    limit (1100.004; the overrun 100.004 against the 100 allowed); the estimate is a cent."""
+    approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=1000.0)
+    with duckdb.connect(cfg.warehouse_path) as con:
+        one_trial_costing(con, 1100.004)
+        assert search_costs(con)["SX"] == pytest.approx((1000.0, 1100.004, 100.004))
+        check = searches_within_estimate(con, MARCH)
+    assert not check.passed and check.metadata["tolerance"].value == 1.1
+    assert check.metadata["failing"].value == [
+        {"search_id": "SX", "model": "churn", "reason": "over_estimate",
+         "estimated_cost": 1000.0, "cumulative_cost": 1100.004, "overrun": 100.004}]

@@ -11,6 +11,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import dagster as dg
+import pytest
 
 from cost_pipeline.config import load_config
 from cost_pipeline.defs.definitions import build_defs
@@ -77,3 +78,28 @@ def test_a_code_location_far_from_utc_defaults_to_the_utc_quarter(tmp_path):
     local, first, last = done.stdout.split()
     assert local not in (str(before), str(after))  # the process's own date is not UTC's
     assert (first, last) in (last_quarter(before), last_quarter(after))
+
+
+def test_a_reversed_range_names_the_jobs_own_fields(tmp_path):
+    """from_month 2026-09 after to_month 2026-07: the run failed saying `--from must not be
+    after --to`, the command's flags, in a UI whose fields are from_month and to_month. It
+    names them; the command's own text is as it was."""
+    from cost_pipeline.report.data import ReportError
+    from cost_pipeline.report.period import check_range
+
+    config = tmp_path / "config.yaml"
+    config.write_text("warehouse: {path: w.duckdb}\n")
+    job = build_defs(str(config)).resolve_job_def(PERIOD_JOB)
+    run_config = {"ops": {"write_period_report": {"config": {"from_month": "2026-09",
+                                                             "to_month": "2026-07"}}}}
+    with dg.instance_for_test() as instance:
+        failed = job.execute_in_process(run_config=run_config, instance=instance,
+                                        raise_on_error=False)
+    assert not failed.success
+    (failure,) = [e for e in failed.all_events if e.is_step_failure]
+    error = str(failure.step_failure_data.error.cause)
+    assert "the period starts 2026-09, after its end 2026-07: from_month must not be after " \
+           "to_month" in error
+    assert "--from" not in error and "--to" not in error
+    with pytest.raises(ReportError, match=": --from must not be after --to$"):
+        check_range(date(2026, 9, 1), date(2026, 7, 1))

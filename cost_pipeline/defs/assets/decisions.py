@@ -141,7 +141,10 @@ def _headline(con, table: str, month) -> dict:
     columns = {c for (c,) in con.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = ?",
         [table]).fetchall()}
-    column = next((c for c in COST_COLUMNS if c in columns), None)
+    # the month's own cost: search_trend's `cost` is each search's cost to date (summed,
+    # August read 15,026.23 where its searches cost 7,527.58), its month's part
+    # `cost_this_month`
+    column = next((c for c in ("cost_this_month", *COST_COLUMNS) if c in columns), None)
     if column is None:
         return {}
     (cost, currency) = con.execute(

@@ -131,10 +131,16 @@ def ingest(
                 # to the currency's smallest unit (`rounded`: a fils, a yen)
                 "total_effective_cost": summary.total_effective_cost,
                 "total_billed_cost": summary.total_billed_cost,
-                "currency": summary.currency or "",
+                # a month without lines is in bill_currency's default, as every other
+                # asset's metadata names it (it read "")
+                "currency": summary.currency or "USD",
                 "duplicates_dropped": summary.duplicates_dropped,
                 "unknown_instance_types": ", ".join(summary.unknown_instance_types),
-                "files": sum(len(d.files) for d in summary.deliveries),
+                # every source's files read: the CUR deliveries' and the FOCUS files (a
+                # bill read from a FOCUS file read `files: 0` beside `focus.files: 1`); a
+                # BigQuery export reads none
+                "files": sum(len(d.files) for d in summary.deliveries) + sum(
+                    values.get("files", 0) for values in summary.source_metadata.values()),
                 # per source: e.g. `gcp_billing_export.bytes_scanned_estimate`
                 **{f"{source}.{key}": value
                    for source, values in summary.source_metadata.items()

@@ -9,7 +9,6 @@ place, byte for byte (`report_pages`)."""
 import hashlib
 import json
 from datetime import date
-from decimal import Decimal
 from pathlib import Path
 
 import dagster as dg
@@ -162,9 +161,10 @@ def _page_metadata(path: Path, html_bytes: int, data: dict) -> dict:
     """The page's key figures, tables and chart as the Dagster UI shows them."""
     # imported here: matplotlib costs a second, and neither loading the code location nor a
     # kept page needs it
+    from cost_pipeline.report.bill_lines import share_against
     from cost_pipeline.report.charts import bill_figure, png_data_uri
     from cost_pipeline.report.markdown import bill_markdown, levers_markdown
-    from cost_pipeline.report.money import half_up, in_percent, symbol_of
+    from cost_pipeline.report.money import symbol_of
 
     rec = data["reconciliation"]
     metadata = {
@@ -182,10 +182,13 @@ def _page_metadata(path: Path, html_bytes: int, data: dict) -> dict:
                                                           data["headline"]["currency"])),
     }
     if rec:
-        # the page's figure: half up from the share's own digits (0.5625 is 56.3), where
-        # `round` of the double 56.25 gave 56.2, half to even
-        share_pct = half_up(in_percent(rec["untracked_share"]), Decimal("0.1"))
-        metadata.update(untracked_share_pct=float(share_pct),
+        # the page's figures, in percent: half up from the share's own digits (0.5625 is
+        # 56.3, where `round` of the double 56.25 gave 56.2, half to even), with the digits
+        # that tell a share from its threshold (100 of 1,999 is 5.003 beside 5.0: one
+        # decimal read 5.0 beside `reconciliation_status: fail`)
+        share_pct, threshold_pct = share_against(rec["untracked_share"], rec["threshold"])
+        metadata.update(untracked_share_pct=_percent_value(share_pct),
+                        threshold_pct=_percent_value(threshold_pct),
                         reconciliation_status=rec["status"], provisional=rec["provisional"])
     if data["bill"] and data["bill"]["cost"]:
         # a small PNG inline: the UI renders data-URI images inside markdown metadata
@@ -193,3 +196,12 @@ def _page_metadata(path: Path, html_bytes: int, data: dict) -> dict:
                              symbol_of(data["headline"]["currency"]))
         metadata["chart"] = dg.MetadataValue.md(f"![cost by purpose and component]({chart})")
     return metadata
+
+
+def _percent_value(text: str) -> float | str:
+    """A percentage as the page writes it (`5.003%`), as a number (5.003); one that is no
+    finite number (`–`, `∞`) as the page's text."""
+    try:
+        return float(text.removesuffix("%").replace(",", "").replace("−", "-"))
+    except ValueError:
+        return text

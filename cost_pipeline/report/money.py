@@ -177,21 +177,24 @@ def percent(fraction, digits: int = 1) -> str:
 MOST_CHANGE_DIGITS = 6
 
 
-def change_percent(fraction, digits: int = 0) -> str:
+def change_percent(fraction, digits: int = 0, limit=None) -> str:
     """`fraction` as a signed change in percent (an estimate's overrun, or the share of it a
     search fell short by): `+` before a rise, `−` (as `money`) before a fall, exactly 0 with
     no sign. To `digits` decimals, rounded half up as `percent`, one more at a time (up to
     MOST_CHANGE_DIGITS) while the figure would read 100 % or 0 % and is not: $41 against a
     $15,156.47 estimate is −99.7 %, where whole percents said −100 %, as if nothing was
     spent. One that reads 100 % or 0 % even then is that, to a double's crumbs, and reads
-    so with `digits` decimals."""
+    so with `digits` decimals. With `limit` (a fraction: the 10 % over its estimate a search
+    may cost), likewise while it would read as the limit it is not: 10.0004 % over, flagged,
+    read "+10%"."""
     text = not_finite(fraction)
     if text is not None:
         return text
     shown = _percent_figure(fraction, digits)
-    if abs(in_percent(fraction)) != 100:
+    alike = {Decimal(0), Decimal(100)} | ({abs(in_percent(limit))} if limit is not None else set())
+    if abs(in_percent(fraction)) not in alike - {Decimal(0)}:
         for more in range(digits, MOST_CHANGE_DIGITS + 1):
-            if Decimal(_percent_figure(fraction, more)) not in (0, 100):
+            if Decimal(_percent_figure(fraction, more)) not in alike:
                 shown = _percent_figure(fraction, more)
                 break
     if Decimal(shown) == 0:

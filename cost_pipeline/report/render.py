@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import date, datetime
+from decimal import Decimal
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from cost_pipeline.report import report_path
 from cost_pipeline.report.bill_lines import share_against
 from cost_pipeline.report.charts import charts
 from cost_pipeline.report.data import LEVERS_OVERLAP, PURPOSE_LABELS, ReportError, collect
+from cost_pipeline.report.limits import ESTIMATE_TOLERANCE
 from cost_pipeline.report.money import (  # noqa: F401 (re-exported)
     cents,
     change_percent,
@@ -198,6 +200,9 @@ def _environment() -> jinja2.Environment:
                        unbroken=unbroken, share_against=share_against)
     # the pages' levers say it in the words the UI's table and the demo use
     env.globals["levers_overlap"] = LEVERS_OVERLAP
+    # what a search may cost over its estimate, a fraction (0.1): an overrun flagged over it
+    # keeps the digits that tell it from it
+    env.globals["estimate_allowance"] = Decimal(str(ESTIMATE_TOLERANCE)) - 1
     return env
 
 

@@ -442,3 +442,18 @@ def test_a_cost_a_tenth_of_a_cent_over_the_tolerance_keeps_its_digits(cfg):
     assert check.metadata["failing"].value == [
         {"search_id": "SX", "model": "churn", "reason": "over_estimate",
          "estimated_cost": 1000.0, "cumulative_cost": 1100.004, "overrun": 100.004}]
+
+
+def test_a_page_flags_a_search_over_its_estimate_apart_from_the_allowance(cfg):
+    """The month's page flagged SX in red with "+10%", the allowance itself, for $1,100.004
+    against $1,000 (10.0004% over): the overrun in percent keeps the digits that tell it from
+    the 10% allowed, as it does from 0% and 100%."""
+    approve(cfg, "SX", 1, datetime(2024, 3, 1, tzinfo=UTC), price=1000.0)
+    with duckdb.connect(cfg.warehouse_path) as con:
+        one_trial_costing(con, 1100.004)
+        search_costs(con)
+        insert_lines(con, MARCH, [{
+            "ChargePeriodStart": d(3), "ChargePeriodEnd": d(3, hour=1), "ChargeCategory": "Usage",
+            "EffectiveCost": 1100.004, "x_CostComponent": "gpu", "x_SourceLine": "l0"}])
+        page = render_html(collect(con, MARCH), "test.duckdb")
+    assert '$1,100.00 <span class="fail-text">+10.0004%</span>' in search_row(page, "SX")

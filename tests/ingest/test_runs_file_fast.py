@@ -619,3 +619,19 @@ def test_a_column_named_twice_is_refused_by_both_readers(tmp_path, header):
             read(path, "runs_file")
         assert str(error.value) == (f"runs_file: {path}: column model appears twice in the "
                                     "header (columns 4 and 6): keep one")
+
+
+def test_a_parquet_runs_file_naming_a_column_twice_is_refused_as_a_csv_is(tmp_path):
+    """A parquet file with `model` twice read "unreadable: Multiple matches for
+    FieldRef.Name(model) …", pyarrow's words; it is refused as the CSV is."""
+    path = tmp_path / "runs.parquet"
+    pq.write_table(pa.Table.from_arrays(
+        [pa.array(["r1"]), pa.array(["FINISHED"]), pa.array(["2026-07-01"]),
+         pa.array(["churn"]), pa.array(["churn-events"])],
+        names=["run_id", "status", "start_time", "model", "model"]), path)
+    assert _fast_runs(path, "runs_file") is None
+    for read in (read_runs, read_runs_table):
+        with pytest.raises(SourceError) as error:
+            read(path, "runs_file")
+        assert str(error.value) == (f"runs_file: {path}: column model appears twice in the "
+                                    "header (columns 4 and 5): keep one")

@@ -167,11 +167,16 @@ def _json_reason(exc: ValueError) -> str:
 
 def _parquet_records(path: Path, source: str) -> tuple[list[str], list[Record]]:
     try:
-        table = pq.read_table(path)
+        # a column read named twice is refused as in a CSV (pyarrow's "Multiple matches
+        # for FieldRef.Name(model)" said neither what nor how to mend it)
+        repeated = repeated_column(pq.ParquetFile(path).schema_arrow.names, RUN_COLUMNS)
+        table = None if repeated else pq.read_table(path)
     except FileNotFoundError:
         raise SourceError(source, str(path), "file not found") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise SourceError(source, str(path), f"unreadable: {str(exc).splitlines()[0]}") from None
+    if table is None:
+        raise SourceError(source, str(path), repeated)
     return table.column_names, [(f"row {i}", r) for i, r in enumerate(table.to_pylist(), 1)]
 
 

@@ -23,8 +23,10 @@ import pyarrow as pa
 
 from cost_pipeline.ingest.sources import SourceError
 
-_COLUMN = re.compile(r"CSV column #(\d+)")
-_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+# pyarrow's words for a cell it could not convert, and for a record of another number of cells
+# than the columns it was given (a reader naming the record's fault reads them too)
+CSV_COLUMN = re.compile(r"CSV column #(\d+)")
+CELL_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
 
 
 def record_at_fault(stream: IO[bytes], delimiter: str, reason: str,
@@ -36,7 +38,7 @@ def record_at_fault(stream: IO[bytes], delimiter: str, reason: str,
     header the 40 it expected), or, for `In CSV column #N: … invalid UTF8`, whose N-th cell
     (from 0) is no UTF-8. None when no record is (the fault was the stream's, or a quote the
     two readers read differently)."""
-    column, count = _COLUMN.search(reason), _COUNT.search(reason)
+    column, count = CSV_COLUMN.search(reason), CELL_COUNT.search(reason)
     index = int(column.group(1)) if column else None
     got = int(count.group(2)) if count else None  # the cells pyarrow counted in the record
     # lines end at LF only (as `wc -l`, `grep -n` and `sed` count them): a lone CR inside a

@@ -82,9 +82,6 @@ CSV_COLUMNS = {"bucket": "Bucket", "key": "Key", "size": "Size",
 # Size and LastModifiedDate are optional fields of an inventory configuration; Bucket and Key
 # are in every report
 REQUIRED_FIELDS = ("key", "size", "last_modified")
-# pyarrow's words for a record of another number of cells than the columns it was given
-CELL_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
-CSV_COLUMN = re.compile(r"CSV column #(\d+)")
 
 
 def read_inventory(path: str, source: str, month: date, bucket: str | None = None,
@@ -335,13 +332,13 @@ class _Inventory:
         shown, names = self.show(path), _csv_names(doc)
         where = csv_fault.where(shown, reason, shown, partial(self._data_stream, path), ",",
                                 newlines_in_values=False, header=False)
-        count = CELL_COUNT.search(reason)
+        count = csv_fault.CELL_COUNT.search(reason)
         if count and where != shown:
             return SourceError(self.source, where, f"{count.group(2)} cells where the "
                                f"manifest's fileSchema has {count.group(1)} "
                                f"({', '.join(names)})")
         # pyarrow numbers the columns from 0: name the column
-        reason = CSV_COLUMN.sub(lambda m: m.group(0) + (
+        reason = csv_fault.CSV_COLUMN.sub(lambda m: m.group(0) + (
             f" ({names[int(m.group(1))]})" if int(m.group(1)) < len(names) else ""), reason)
         return SourceError(self.source, where, f"unreadable: {reason}")
 

@@ -36,13 +36,11 @@ def last_quarter(today: date) -> tuple[str, str]:
 def write_period_report(context: dg.OpExecutionContext, config: PeriodReportConfig,
                         duckdb: DuckDBResource, settings: PipelineSettings) -> str:
     # imported here: matplotlib costs a second, and loading the code location needs none of it
-    from cost_pipeline.report.data import ReportError
+    from cost_pipeline.report.period import check_range
     from cost_pipeline.report.period import write_period_report as write
 
     first, last = parse_month(config.from_month), parse_month(config.to_month)
-    if first > last:  # in the job's own fields: the command's text names its flags
-        raise ReportError(f"the period starts {first:%Y-%m}, after its end {last:%Y-%m}: "
-                          "from_month must not be after to_month")
+    check_range(first, last, ("from_month", "to_month"))  # the job's own fields
     with duckdb.get_connection() as con:
         path, data = write(settings.load().warehouse_path, first, last, con=con)
     context.log.info(f"period report {first:%Y-%m} … {last:%Y-%m}: {path}")

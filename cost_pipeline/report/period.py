@@ -35,10 +35,13 @@ from cost_pipeline.report.strip import NAMED, months_between, stale_searches_not
 MAX_MONTHS = 36  # a page of month columns stays readable up to three years
 
 
-def check_range(first: date, last: date) -> None:
+def check_range(first: date, last: date, bounds: tuple[str, str] = ("--from", "--to")
+                ) -> None:
+    """Refuse a period ending before it starts, naming the `bounds` it was given by (the
+    command's flags, the job's fields), or longer than MAX_MONTHS."""
     if first > last:
         raise ReportError(f"the period starts {first:%Y-%m}, after its end {last:%Y-%m}: "
-                          "--from must not be after --to")
+                          f"{bounds[0]} must not be after {bounds[1]}")
     if len(months_between(first, last)) > MAX_MONTHS:
         raise ReportError(f"{first:%Y-%m} … {last:%Y-%m} is more than {MAX_MONTHS} months: "
                           "report a shorter period")

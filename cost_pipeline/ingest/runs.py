@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cost_pipeline.config import MlflowTracker, PipelineConfig, RunsFileTracker
-from cost_pipeline.ingest.sources import SourceError, source_names
+from cost_pipeline.ingest.sources import SourceError, first_named, source_names
 from cost_pipeline.ingest.sources.mlflow_runs import (
     read_mlflow_runs_with_ids,
     resolve_tracking_uri,
@@ -94,10 +94,8 @@ def _warn_untagged_trials(runs: pa.Table, source: str, log: logging.Logger) -> N
         return
     searches = sorted(set(with_search["search_id"].take(
         pc.index_in(untagged["parent_run_id"], value_set=parents)).to_pylist()))
-    named = ", ".join(searches[:SEARCHES_NAMED]) + (
-        f", … and {len(searches) - SEARCHES_NAMED} more" if len(searches) > SEARCHES_NAMED
-        else "")
-    log.warning(f"{source}: {untagged.num_rows:,} runs whose parent has a search_id ({named}) "
+    log.warning(f"{source}: {untagged.num_rows:,} runs whose parent has a search_id "
+                f"({first_named(searches, SEARCHES_NAMED)}) "
                 "carry none themselves: they are not counted as its trials; tag each trial "
                 "with its search_id (and model)")
 

@@ -61,6 +61,12 @@ def source_names(entries: list, default: str = "") -> list[str]:
     return names
 
 
+
+def first_named(names: list[str], limit: int) -> str:
+    """`names` for a message: the first `limit`, then how many more (`a, b, … and 3 more`)."""
+    more = len(names) - limit
+    return ", ".join(names[:limit]) + (f", … and {more} more" if more > 0 else "")
+
 # the largest cost or quantity the warehouse sums exactly (the report's DECIMAL(38, 10)): an
 # amount at or beyond it, or not finite (inf, NaN), is refused where it is read, named by its
 # file, row and field, never left to fail a later step

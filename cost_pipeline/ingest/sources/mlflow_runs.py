@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from cost_pipeline.ingest.sources import SourceError, redact
+from cost_pipeline.ingest.sources import SourceError, first_named, redact
 from cost_pipeline.ingest.sources.runs_file import RUN_COLUMNS, field_text, normalize_run
 
 # MLflow phones home and retries a dead server for minutes by default; this reader retries
@@ -314,9 +314,8 @@ def _not_found(name: str, experiments: dict[str, str] | None) -> str:
     elif name in experiments:
         said.append(f"{name!r} is the id of experiment {experiments[name]!r}: name it instead.")
     listed = sorted(experiments.values())
-    more = len(listed) - EXPERIMENTS_LISTED
-    said.append("The tracker's experiments: " + (", ".join(listed[:EXPERIMENTS_LISTED]) + (
-        f", … and {more} more" if more > 0 else "") if listed else "none"))
+    said.append("The tracker's experiments: "
+                + (first_named(listed, EXPERIMENTS_LISTED) if listed else "none"))
     return " ".join(said)
 
 

@@ -21,15 +21,19 @@ from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
 
 
 def start_report_warm_up() -> threading.Thread:
-    """`cost_pipeline.report.render.warm_up` in a daemon thread. A failure there is the
-    report step's to raise, not this thread's."""
+    """`cost_pipeline.report.render.warm_up` in a thread. A failure there is the report step's
+    to raise, not this thread's. Not a daemon: a run that fails or is interrupted can end the
+    process while the thread still imports the chart backends (C++ extensions), and the
+    interpreter's exit stops a daemon thread wherever it is — inside such code that aborts the
+    process ("terminate called without an active exception", SIGABRT instead of exit 130).
+    The exit waits for it instead (~0.6 s at most)."""
     def warm() -> None:
         with suppress(Exception):
             from cost_pipeline.report.render import warm_up
 
             warm_up()
 
-    thread = threading.Thread(target=warm, name="report-warm-up", daemon=True)
+    thread = threading.Thread(target=warm, name="report-warm-up", daemon=False)
     thread.start()
     return thread
 

@@ -108,3 +108,22 @@ def test_the_trigger_fires_once_and_never_breaks_the_run(capsys):
     failing = warm_up.WarmUpTrigger(start=broken)
     failing.handle(_record("ASSET_MATERIALIZATION", kept=False))  # reported, not raised
     assert "no thread today" in capsys.readouterr().err
+
+
+def test_a_process_ending_while_the_warm_up_runs_waits_for_it():
+    # an interrupted or failed run can end the process while the thread still imports the
+    # chart backends (C++ extensions). A daemon thread is stopped by the interpreter's exit
+    # wherever it is, and inside such code that aborts the whole process after it said its
+    # error ("terminate called without an active exception", SIGABRT instead of exit 130):
+    # the exit waits for the thread (~0.6 s at most), nothing is left running for it to stop
+    import subprocess
+    import sys
+
+    script = ("import atexit, sys, threading\n"
+              "from cost_pipeline.cli.warm_up import start_report_warm_up\n"
+              "atexit.register(lambda: print(sorted(t.name for t in threading.enumerate())))\n"
+              "start_report_warm_up()\n"
+              "sys.exit(130)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (130, "['MainThread']"), done.stderr

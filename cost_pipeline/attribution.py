@@ -24,7 +24,6 @@ import duckdb
 from cost_pipeline.warehouse import (
     SUM_EVERY_RUN,
     ensure_schema,
-    in_run_transaction,
     month_transaction,
     note_input,
     noted_input,
@@ -161,8 +160,10 @@ def build_attribution(con: duckdb.DuckDBPyConnection, month: date, params: dict[
             ((written,),) = con.execute(
                 "SELECT count(*) FROM attribution_rows WHERE month = ?", [month]).fetchall()
     finally:
-        # an error inside a run's transaction aborts it: only its rollback may run then
-        if not in_run_transaction(con) or not transaction_aborted(con):
+        # an error inside a run's transaction aborts it: only its rollback may run then (not
+        # even a query asking whether this is a run's transaction: its error would replace
+        # the one raised). Outside one, `month_transaction` has rolled back already
+        if not transaction_aborted(con):
             _drop(con, _SLICE_TABLES + _MONTH_TABLES)
             con.execute(_EVERY_LINE)
             con.execute(SUM_EVERY_RUN)

@@ -385,9 +385,16 @@ def query_interrupted(exc: BaseException) -> bool:
     handler's exception (KeyboardInterrupt, Dagster's interruption) is swallowed and the query
     fails with DuckDB's own error — `RuntimeError("Query interrupted")` when Python's signal
     check stopped it, `duckdb.InterruptException` when the connection was interrupted. Nothing
-    else interrupts a query here."""
-    return isinstance(exc, duckdb.InterruptException) or (
-        type(exc) is RuntimeError and "Query interrupted" in str(exc))
+    else interrupts a query here. An error raised while such an error was handled (a cleanup's
+    query refused in the transaction the interruption aborted) is the interruption's too."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, duckdb.InterruptException) or (
+                type(exc) is RuntimeError and "Query interrupted" in str(exc)):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def transaction_aborted(con: duckdb.DuckDBPyConnection) -> bool:

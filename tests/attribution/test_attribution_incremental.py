@@ -717,3 +717,25 @@ def test_a_bucket_of_one_listing_keeps_its_rows_when_only_keys_change():
     assert r1_storage_cost(con) == [("r1", pytest.approx(6.0))]
     assert build_attribution(con, MONTH, PARAMS, DATASET_ROWS).mode == "full"
     assert r1_storage_cost(con) == [("r1", pytest.approx(6.0))]
+
+
+@pytest.mark.parametrize("failing", ["attribution_storage", "attribution"])
+def test_a_failed_statement_in_a_runs_transaction_is_raised_as_itself(monkeypatch, failing):
+    """A statement that fails inside a run's transaction aborts it. The cleanup asked by a
+    query whether it ran in a run's transaction, which DuckDB refused ("Current transaction is
+    aborted"): that error took the statement's place, and a Ctrl-C or SIGTERM while the
+    attribution's queries ran ("Query interrupted") ended the command as an error, exit 1 —
+    not as an interrupt, exit 130."""
+    import cost_pipeline.attribution as attribution
+    from cost_pipeline.warehouse import begin_run_transaction, transaction_aborted
+
+    line, run = storage_line_and_run()
+    con = month_of([line], [run], [])
+    begin_run_transaction(con)
+    sql_text = attribution.sql_text
+    monkeypatch.setattr(attribution, "sql_text", lambda name: (
+        "SELECT * FROM no_such_table" if name == failing else sql_text(name)))
+    with pytest.raises(duckdb.CatalogException, match="no_such_table"):
+        build_attribution(con, MONTH, PARAMS, DATASET_ROWS)
+    assert transaction_aborted(con)  # left for the run's rollback
+    con.execute("ROLLBACK")

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,17 +31,19 @@ def _restated(demo_quarter, target: Path) -> Path:
     return config
 
 
-def _signalled_at(config: Path, nth_step: int, signum: int, env: dict) -> tuple[int, str, str,
-                                                                                   str | None]:
-    """Start a materialization, send `signum` when its `nth_step` step starts; returns (exit
-    code, stdout, stderr, the step signalled — None when the run ended before it)."""
+def _signalled_at(config: Path, nth_step: int | str, signum: int, env: dict,
+                  delay: float = 0.0) -> tuple[int, str, str, str | None]:
+    """Start a materialization, send `signum` `delay` seconds after its `nth_step` step (or the
+    step of that name) starts; returns (exit code, stdout, stderr, the step signalled — None
+    when the run ended before it)."""
     proc = subprocess.Popen(_cli(config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     started, step, lines = 0, None, []
     for line in proc.stderr:
         lines.append(line)
         if line.startswith("… "):
-            if started == nth_step:
+            if nth_step in (started, line[2:].strip()):
+                time.sleep(delay)
                 proc.send_signal(signum)
                 step = line[2:].strip()
                 break
@@ -104,6 +107,26 @@ def test_sigint_and_sigterm_at_every_step_leave_the_month_whole(demo_quarter, tm
     for (name, step), after in signalled.items():
         assert after in (old, finished[name]), (
             name, step, [t for t in old if after.get(t) != old[t]])
+
+
+def test_a_signal_while_the_attribution_queries_run_stops_the_run_as_an_interrupt(
+        demo_quarter, tmp_path):
+    # signalled while the attribution's queries ran (not as the step started), the interrupted
+    # query aborted the run's transaction and the step's cleanup failed on DuckDB's "Current
+    # transaction is aborted": the command said that error and exited 1, about one signal in
+    # two. Each delay lands within the step (~0.4 s here) or, on a slow machine, in a later one
+    config, pristine, env = _copy(demo_quarter, tmp_path / "demo", tmp_path / "home")
+    warehouse = config.parent / "warehouse.duckdb"
+    old = dump(warehouse, VOLATILE)
+    for delay, signum in ((0.05, signal.SIGTERM), (0.15, signal.SIGINT), (0.25, signal.SIGTERM),
+                          (0.35, signal.SIGINT), (0.45, signal.SIGTERM)):
+        code, _, err, step = _signalled_at(config, "attribution", signum, env, delay)
+        assert step == "attribution"
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert (code, errors) == (130, ["error: interrupted: the run stopped and its writes "
+                                        "were rolled back"]), (delay, signum.name, err)
+        assert dump(warehouse, VOLATILE) == old, (delay, signum.name)
+        shutil.copy(pristine, warehouse)
 
 
 # a job of two independent steps: the first runs a DuckDB query long enough to be signalled

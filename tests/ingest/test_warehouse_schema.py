@@ -110,3 +110,33 @@ def test_a_registered_view_is_let_go_inside_an_aborted_transaction():
         unregister(con, "rows_in")
         with pytest.raises(duckdb.CatalogException):
             con.execute("SELECT * FROM rows_in")
+
+
+def test_an_error_raised_while_an_interrupted_query_was_handled_is_the_interrupt():
+    # a signal while a query ran aborts the transaction: a cleanup's query then fails with
+    # "Current transaction is aborted", raised in the interruption's place. It is read as
+    # the interruption (the command exits 130, the run's step stops as interrupted), not as
+    # an error of its own (exit 1)
+    import threading
+
+    import pytest
+
+    from cost_pipeline.warehouse import query_interrupted
+
+    with duckdb.connect() as con:
+        con.execute("BEGIN TRANSACTION")
+        threading.Timer(0.3, con.interrupt).start()
+        with pytest.raises(duckdb.TransactionException) as caught:
+            try:
+                con.execute("SELECT count(*) FROM range(100000000000) t(i) "
+                            "WHERE i % 7 = 3").fetchall()
+            finally:
+                con.execute("SELECT 1").fetchall()
+        assert query_interrupted(caught.value)
+        con.execute("ROLLBACK")
+        with pytest.raises(duckdb.CatalogException) as other:
+            try:
+                con.execute("SELECT * FROM no_such_table")
+            finally:
+                con.execute("SELECT 1").fetchall()
+        assert not query_interrupted(other.value)

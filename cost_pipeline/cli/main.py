@@ -338,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `docker stop` sends SIGTERM: the same as Ctrl-C (Dagster does the same during a run)
+    signal.signal(signal.SIGTERM, _interrupt)
+    interrupts.install()  # a signal whose exception a finalizer swallowed still stops us
     parser = build_parser()
     # `--debug` anywhere on the line (`materialize … --debug` was refused as unknown to the
     # subcommand): taken out here, set on the parsed arguments
@@ -349,9 +352,6 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     args.debug = debug or getattr(args, "debug", False)   # (`--deb`, argparse's abbreviation)
-    # `docker stop` sends SIGTERM: the same as Ctrl-C (Dagster does the same during a run)
-    signal.signal(signal.SIGTERM, _interrupt)
-    interrupts.install()  # a signal whose exception a finalizer swallowed still stops us
     # imported once a command runs, not to parse or print --help (pydantic, DuckDB: ~0.5 s)
     from cost_pipeline.config import ConfigError, config_path
     from cost_pipeline.estimate import EstimateError
@@ -399,6 +399,11 @@ def run() -> int:
     sys.meta_path.insert(0, _WithoutPandas())
     try:
         return main()
+    except KeyboardInterrupt:
+        # a signal while the command started (its imports, outside `main`'s handlers): one
+        # line, as anywhere else, not Python's traceback and a death by SIGINT
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         gc.freeze()
 

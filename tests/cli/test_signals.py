@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -343,3 +344,50 @@ def test_a_signal_a_finalizer_swallowed_outside_a_run_exits_130(monkeypatch, cap
     ref = weakref.ref(box, fails)  # noqa: F841
     del box
     assert [u.exc_type for u in seen] == [ValueError] and not interrupts.swallowed()
+
+
+_SIGNAL_WHILE_IMPORTING = """
+import importlib.abc, os, signal, sys
+
+MODULE, SIGNUM = sys.argv[1], getattr(signal, "SIG" + sys.argv[2])
+
+class SignalAt(importlib.abc.MetaPathFinder):  # the signal arrives as the command imports it
+    def find_spec(self, name, path, target=None):
+        if name == MODULE:
+            os.kill(os.getpid(), SIGNUM)
+        return None
+
+sys.meta_path.insert(0, SignalAt())
+from cost_pipeline.cli import run
+sys.argv = ["cost-pipeline", "report", "--config", "config.yaml", "--month", "2026-08"]
+sys.exit(run())
+"""
+
+
+@pytest.mark.parametrize("signame", ["INT", "TERM"])
+@pytest.mark.parametrize("module", ["cost_pipeline.config", "cost_pipeline.estimate"])
+def test_a_signal_while_the_command_starts_is_one_line(tmp_path, signame, module):
+    # Ctrl-C in the first second, while the command imported what it runs with (outside
+    # `main`'s handlers), printed Python's traceback and died of SIGINT (exit -2)
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_IMPORTING, module, signame],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stderr) == (130, "error: interrupted\n")
+
+
+def test_the_demo_interrupted_in_a_month_exits_130(tmp_path):
+    # `cost-pipeline demo` said the interrupted month's line and exited 1, as at an error
+    proc = subprocess.Popen([sys.executable, "-m", "cost_pipeline.cli", "demo", "--out",
+                             str(tmp_path / "demo")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "DAGSTER_HOME": str(tmp_path / "home")})
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.strip() == "… attribution":
+            proc.send_signal(signal.SIGTERM)
+            break
+    err = "".join(lines) + proc.stderr.read()
+    proc.stdout.read()
+    assert proc.wait(timeout=120) == 130, err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        "error: 2026-07: interrupted: the run stopped and its writes were rolled back"], err

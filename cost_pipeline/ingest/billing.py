@@ -466,6 +466,31 @@ def _sources_with_lines(con: duckdb.DuckDBPyConnection, month: date,
         [month, f"{name}:"]).fetchall()]
 
 
+def _refuse_unnamed_sources(con: duckdb.DuckDBPyConnection, month: date,
+                            names: list[str]) -> None:
+    """Lines the month holds from a billing source the config no longer names (taken out, or
+    renamed: its lines' ids start with the old name) are refused as a source whose files are
+    gone is: written again, the month would lose them, its bill shrunk by that source's share.
+    One scan of the line ids (a source's name never holds a `:`), grouped only when some
+    line is of no configured source."""
+    prefixes = [f"{name}:" for name in names]
+    configured = " OR ".join("starts_with(x_SourceLine, ?)" for _ in prefixes) or "false"
+    unnamed = con.execute(
+        f"SELECT split_part(x_SourceLine, ':', 1) AS source, count(*) FROM billing_facts "
+        f"WHERE month = ? AND NOT ({configured}) GROUP BY source ORDER BY source",
+        [month, *prefixes]).fetchall()
+    if unnamed:
+        held = ", ".join(f"{lines:,} line{'s' if lines != 1 else ''} of the month from {name}"
+                         for name, lines in unnamed)
+        one = len(unnamed) == 1
+        raise SourceError("billing", f"{month:%Y-%m}", (
+            f"the warehouse holds {held}, "
+            + ("a billing source the config no longer names: put it back (its name as it "
+               "was), or `materialize --force` drops its lines" if one else
+               "billing sources the config no longer names: put them back (their names as "
+               "they were), or `materialize --force` drops their lines")))
+
+
 # where a bill's line was read from: no reader's figure depends on it
 BILL_LINEAGE = ("month", "x_File", "x_Row")
 
@@ -517,6 +542,8 @@ def build_billing_facts(
                           [month]).fetchone()
     held_sources = _sources_with_lines(con, month, source_names(cfg.billing)) \
         if keep_held and held else []
+    if keep_held and held:
+        _refuse_unnamed_sources(con, month, source_names(cfg.billing))
     with month_transaction(con):
         con.execute("DELETE FROM billing_facts WHERE month = ?", [month])
         summary = load_month(con, cfg, month, log)

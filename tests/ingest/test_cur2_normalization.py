@@ -902,6 +902,56 @@ def test_one_of_two_sources_whose_files_are_gone_keeps_the_month(tmp_path, con):
     assert _total(con) == (2, 5.0)
 
 
+def test_a_source_taken_out_of_the_config_keeps_the_month(tmp_path, con):
+    """A billing source removed from the config (or renamed) while the month holds its lines:
+    the month lost them with exit 0, its bill shrunk by that source's share. It is an error
+    naming the source and its lines, the month keeping every line; `--force` (keep_held=False)
+    takes what the configured sources hold."""
+    from cost_pipeline.config import parse_config
+    from cost_pipeline.ingest.billing import build_billing_facts
+    from tests.support.cur_rows import LOG
+
+    east = write_export(tmp_path / "east", {"x.parquet": [L("a", 2.0), L("b", 3.0)]})
+    west = write_export(tmp_path / "west", {"y.parquet": [L("c", 7.0)]})
+    both = parse_config({"billing": [
+        {"kind": "aws_cur2", "path": str(east), "name": "east"},
+        {"kind": "aws_cur2", "path": str(west), "name": "west"}]}, tmp_path)
+    build(con, both)
+    assert _total(con) == (3, 12.0)
+    for sources in ([{"kind": "aws_cur2", "path": str(east), "name": "east"}],
+                    [{"kind": "aws_cur2", "path": str(east), "name": "east"},
+                     {"kind": "aws_cur2", "path": str(west), "name": "west-2"}]):
+        cfg = parse_config({"billing": sources}, tmp_path)
+        with pytest.raises(SourceError, match=(
+                r"billing: 2026-07: the warehouse holds 1 line of the month from west, "
+                r"a billing source the config no longer names: put it back \(its name as "
+                r"it was\), or `materialize --force` drops its lines")):
+            build(con, cfg)
+        assert _total(con) == (3, 12.0)
+    summary = build_billing_facts(con, cfg, JULY, LOG, keep_held=False)
+    assert summary.rows == 3 and _total(con) == (3, 12.0)
+    assert {line.split(":")[0] for (line,) in con.execute(
+        "SELECT x_SourceLine FROM billing_facts").fetchall()} == {"east", "west-2"}
+    build(con, cfg)  # held from the configured sources alone now: a run as before passes
+
+
+def test_sources_taken_out_of_the_config_are_named_each(tmp_path, con):
+    from cost_pipeline.config import parse_config
+
+    paths = {name: write_export(tmp_path / name, {f"{name}.parquet": [
+        L(f"{name}{i}", 1.0) for i in range(lines)]}) for name, lines in
+        (("a", 1), ("b", 2), ("c", 1))}
+    build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(path), "name": name}
+                                         for name, path in paths.items()]}, tmp_path))
+    with pytest.raises(SourceError, match=(
+            r"billing: 2026-07: the warehouse holds 2 lines of the month from b, 1 line of the "
+            r"month from c, billing sources the config no longer names: put them back \(their "
+            r"names as they were\), or `materialize --force` drops their lines")):
+        build(con, parse_config({"billing": [{"kind": "aws_cur2", "path": str(paths["a"]),
+                                              "name": "a"}]}, tmp_path))
+    assert _total(con) == (4, 4.0)
+
+
 def test_a_path_that_is_no_export_folder_is_refused_saying_which_it_is(tmp_path, con):
     # the export's data/ folder configured in its place, or a legacy Cost and Usage Report
     # (its manifests in YYYYMMDD-YYYYMMDD/, its Athena parquet in year=/month=): every month

@@ -65,6 +65,7 @@ class SearchEstimate:
     approved: bool
     basis: dict = field(default_factory=dict)
     currency: str = "USD"  # the basis runs' (else the warehouse's latest month's)
+    from_flags: list[str] = field(default_factory=list)  # the factors given: gpus, hours, price
 
     def as_json(self) -> dict:
         """JSON-safe: a non-finite figure (a basis with no data) is null, never NaN."""
@@ -197,6 +198,13 @@ def estimate_search(
         raise EstimateError(f"the recorded search runs of model {model!r} were billed in "
                             f"{currency.replace(',', ' and ')}: their amounts do not add up "
                             "(pass --gpus, --hours and --price to price a run yourself)")
+    from_flags = [name for name, value in (("gpus", gpus), ("hours", hours), ("price", price))
+                  if value is not None]
+    if gpus is None and basis.get("gpus") is None:
+        # the median run lasted 0 h yet recorded GPU-hours: no GPUs × hours tells it
+        raise EstimateError(f"the recorded search runs of model {model!r} last 0 h at the "
+                            "median, yet hold GPU-hours: pass --gpus and --hours (and --price) "
+                            "to price a run")
     gpus = float(gpus if gpus is not None else basis["gpus"])
     hours = float(hours if hours is not None else basis["hours"])
     price = float(price if price is not None else basis["price"])
@@ -224,7 +232,7 @@ def estimate_search(
         per_run_cost=float(_EXACT.add(per_run["gpu"], extra)), total_cost=float(total),
         approval_budget=budget, approved=total <= exact(budget),
         basis={k: _basis_figure(k, v) for k, v in basis.items()},
-        currency=currency,
+        currency=currency, from_flags=from_flags,
     )
 
 
@@ -263,6 +271,11 @@ def render(est: SearchEstimate) -> str:
     source = ("every component of a recorded run" if est.basis.get("sample_runs") else
               "the GPU part alone, from --gpus, --hours and --price: no recorded search run "
               f"of {est.model}")
+    if est.basis.get("sample_runs") and est.from_flags:
+        flags = [f"--{name}" for name in est.from_flags]
+        given = ("the GPU part from --gpus, --hours and --price" if len(flags) == 3 else
+                 f"{' and '.join(flags)} given")
+        source = f"{given}; the rest from the recorded search runs"
     left_out = est.basis.get("left_out_currencies")
     billed_in = ""
     if left_out:  # runs billed in two currencies, priced by the caller
@@ -281,8 +294,10 @@ def render(est: SearchEstimate) -> str:
     verdict = "within" if est.approved else "OVER"
     rows.append(f"  approval budget {budget}: {verdict} budget")
     if est.basis.get("sample_runs"):
-        rows.append(f"  basis: median of the {int(est.basis['sample_runs'])} most recent "
-                    f"recorded search runs{billed_in}")
+        sample = int(est.basis["sample_runs"])
+        rows.append(f"  basis: median of the {sample:,} most recent recorded search runs"
+                    f"{billed_in}" if sample != 1 else
+                    f"  basis: the most recent recorded search run{billed_in}")
     return "\n".join(rows)
 
 

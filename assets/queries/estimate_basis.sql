@@ -63,13 +63,15 @@ recent AS (
     LIMIT $sample
 ),
 preprocessing AS (
-    -- preprocessing of the model in the basis's time span, per training run of that span
+    -- preprocessing of the model in the basis's time span (from two days before its first
+    -- run: the data a search trains on is prepared before it), per training run of that
+    -- same span
     SELECT
         coalesce(fsum(a.cost), 0) AS cost,
         (SELECT count(*) FROM runs r
           WHERE r.model = $model AND coalesce(r.purpose, '') NOT IN ('preprocess', 'eval', 'adhoc')
             AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.run_id)
-            AND r.start_time BETWEEN (SELECT min(start_time) FROM recent)
+            AND r.start_time BETWEEN (SELECT min(start_time) FROM recent) - INTERVAL 2 DAY
                                  AND (SELECT max(start_time) FROM recent)
             AND ($currency IS NULL OR coalesce(
                     (SELECT started.currency FROM month_currencies started
@@ -84,7 +86,10 @@ preprocessing AS (
 )
 SELECT
     (SELECT count(*) FROM recent) AS sample_runs,
-    (SELECT median(gpu_hours) / nullif(median(wall_hours), 0) FROM recent) AS gpus,
+    -- (runs that held no GPU: 0 GPUs, whatever their length; NULL for runs of no length
+    -- that held some — no GPUs × hours tells them)
+    (SELECT CASE WHEN median(gpu_hours) = 0 THEN 0
+            ELSE median(gpu_hours) / nullif(median(wall_hours), 0) END FROM recent) AS gpus,
     (SELECT median(wall_hours) FROM recent) AS hours,
     (SELECT median(gpu_hours) FROM recent) AS gpu_hours_per_run,
     -- per GPU-hour; 0 for runs that held none (their GPU part is 0 GPUs × hours × 0)

@@ -507,3 +507,101 @@ def test_the_json_counts_its_basis_runs_as_an_integer(tmp_path, capsys):
     assert type(json.loads(printed)["basis"]["sample_runs"]) is int
     assert main([*argv, "--gpus", "1", "--hours", "1", "--price", "1"]) == 0
     assert type(json.loads(capsys.readouterr().out)["basis"]["sample_runs"]) is int
+
+
+def test_runs_of_no_length_are_priced_or_refused_in_one_line(tmp_path):
+    """A basis whose median run lasted 0 h: its GPUs (GPU-hours over hours) were no number
+    and the command died with a traceback (`float(None)`). Runs that held no GPU are priced
+    at 0 GPUs; runs of no length that recorded GPU-hours cannot be told as GPUs × hours:
+    one line asking for the overrides."""
+    import duckdb
+
+    from tests.support.warehouse_rows import insert, insert_runs
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    march = date(2026, 3, 1)
+    with duckdb.connect() as con:
+        insert_runs(con, march, [{"run_id": "z1", "status": "FINISHED", "model": "m0",
+                                  "purpose": "search", "search_id": "s9",
+                                  "start_time": datetime(2026, 3, 2, 10),
+                                  "end_time": datetime(2026, 3, 2, 10)}])
+        insert(con, "attribution", march, [
+            {"x_SourceLine": "logs", "run_id": "z1", "purpose_class": "search",
+             "component": "storage", "cost": 5.0, "share": 1.0, "rule": "bucket_storage",
+             "hours": None, "accelerator_hours": None}], {})
+        est = estimate_search(cfg, "m0", 2, 2, con=con)
+        assert (est.gpus, est.hours, est.per_run["storage"], est.total_cost) == (
+            0.0, 0.0, 5.0, 20.0)
+    with duckdb.connect() as con:
+        _recorded_runs(con, [("t", 4, 0, 8.0)])
+        with pytest.raises(EstimateError, match=(
+                r"^the recorded search runs of model 'm' last 0 h at the median, yet hold "
+                r"GPU-hours: pass --gpus and --hours \(and --price\) to price a run$")):
+            estimate_search(cfg, "m", 1, 1, con=con)
+        est = estimate_search(cfg, "m", 1, 1, con=con, gpus=4, hours=2)
+        assert est.per_run["gpu"] == pytest.approx(8.0)  # at the recorded $1 a GPU-hour
+
+
+def test_preprocessing_is_shared_over_the_training_runs_of_its_own_span(tmp_path):
+    """The preprocessing of the two days before the basis's first run was counted, but not
+    the training runs of those days: a production run's own $2 of preprocessing went to the
+    three search runs ($4 / 3 = $1.33 a run, where the span's four runs make $1.00)."""
+    import duckdb
+
+    from tests.support.warehouse_rows import insert, insert_runs
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    march = date(2026, 3, 1)
+    runs = [("prod", "production", None, datetime(2026, 3, 1, 12), 2),
+            ("p0", "preprocess", None, datetime(2026, 3, 1, 11), 1),
+            ("p1", "preprocess", None, datetime(2026, 3, 2, 9), 1),
+            ("t1", "search", "s1", datetime(2026, 3, 2, 10), 2),
+            ("t2", "search", "s1", datetime(2026, 3, 2, 10), 4),
+            ("t3", "search", "s1", datetime(2026, 3, 2, 12), 2)]
+    with duckdb.connect() as con:
+        insert_runs(con, march, [
+            {"run_id": run_id, "status": "FINISHED", "model": "churn", "purpose": purpose,
+             "search_id": search, "start_time": start,
+             "end_time": start.replace(hour=start.hour + hours)}
+            for run_id, purpose, search, start, hours in runs])
+        insert(con, "attribution", march, [
+            {"x_SourceLine": f"{run_id}-line", "run_id": run_id,
+             "purpose_class": "preprocessing" if purpose == "preprocess" else purpose,
+             "component": "cpu" if purpose != "search" else "gpu",
+             "cost": 2.0 if purpose == "preprocess" else 8.0 * hours, "share": 1.0,
+             "rule": "compute", "hours": float(hours),
+             "accelerator_hours": 4.0 * hours if purpose == "search" else 0.0}
+            for run_id, purpose, _, _, hours in runs], {})
+        est = estimate_search(cfg, "churn", 1, 1, con=con)
+    assert est.per_run["preprocessing"] == pytest.approx(1.0)
+
+
+def test_a_recorded_basis_with_a_factor_given_by_hand_says_which(tmp_path):
+    """`--gpus 1 --hours 1 --price 1` over a model with recorded runs read "(every component
+    of a recorded run)": the GPU part was the caller's."""
+    import duckdb
+
+    from cost_pipeline.estimate import render
+
+    cfg = parse_config({"warehouse": {"path": "none.duckdb"}}, tmp_path)
+    with duckdb.connect() as con:
+        _recorded_runs(con, [("a", 4, 2, 8.0), ("b", 4, 2, 8.0), ("c", 4, 2, 8.0)])
+        texts = {flags: render(estimate_search(cfg, "m", 1, 1, con=con, **flags_given))
+                 for flags, flags_given in (
+                     ("", {}), ("gpus", {"gpus": 8}),
+                     ("all", {"gpus": 1, "hours": 1, "price": 1}),
+                     ("hours price", {"hours": 3, "price": 2}))}
+        (one,) = (render(estimate_search(cfg, "m", 1, 1, con=con)),)
+    lines = {flags: [line for line in text.splitlines() if line.startswith("  per run")][0]
+             for flags, text in texts.items()}
+    assert lines[""].endswith("(every component of a recorded run)")
+    assert lines["gpus"].endswith("(--gpus given; the rest from the recorded search runs)")
+    assert lines["all"].endswith("(the GPU part from --gpus, --hours and --price; the rest "
+                                 "from the recorded search runs)")
+    assert lines["hours price"].endswith("(--hours and --price given; the rest from the "
+                                         "recorded search runs)")
+    assert "  basis: median of the 3 most recent recorded search runs" in one
+    with duckdb.connect() as con:
+        _recorded_runs(con, [("a", 4, 2, 8.0)])
+        assert "  basis: the most recent recorded search run\n" in render(
+            estimate_search(cfg, "m", 1, 1, con=con)) + "\n"

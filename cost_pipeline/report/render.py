@@ -168,8 +168,10 @@ def summary(data: dict, symbol: str) -> list[str]:
         *_, billed_hours = gpu_hours_alike(rec["tracked_gpu_hours"],
                                            rec["untracked_gpu_hours"], rec["billed_gpu_hours"])
         share, threshold = share_against(rec["untracked_share"], rec["threshold"])
-        text = (f"Tracker vs bill: {share} of {billed_hours} billed GPU-hours belong to no "
-                f"recorded run, {verdict} the {threshold} threshold.")
+        one = billed_hours == "1"  # one hour, as `alerts.counted` reads it ("1 … GPU-hours")
+        text = (f"Tracker vs bill: {share} of {billed_hours} billed "
+                f"{'GPU-hour belongs' if one else 'GPU-hours belong'} to no recorded run, "
+                f"{verdict} the {threshold} threshold.")
         if data.get("untracked_gpu") and rec["status"] != "pass":
             # the same resource the failed check's alert names first (top_untracked.sql)
             first = data["untracked_gpu"][0]

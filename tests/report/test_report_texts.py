@@ -113,6 +113,12 @@ def test_a_note_of_one_gpu_hour_says_it_in_the_singular(tmp_path):
             "2026-07: FAIL — 100.0% of 1 billed GPU-hour untracked (threshold 5%); largest "
             "untracked: i-gpu1 (g5.xlarge) 1 GPU-hour, $4.00, claimed by no run; "
             "1 GPU-hour in all"]
+    # and the page's summary ("of 1 billed GPU-hours belong to no recorded run")
+    page, _ = write_report(str(path), JULY, out=tmp_path / "r.html")
+    assert [s for s in _summary(page.read_text(encoding="utf-8"))
+            if s.startswith("Tracker vs bill")][0].startswith(
+        "Tracker vs bill: 100.0% of 1 billed GPU-hour belongs to no recorded run, above the "
+        "5.0% threshold.")
 
 
 def test_the_largest_untracked_resource_says_why_it_is_untracked(tmp_path):

@@ -14,7 +14,12 @@ from typing import Any
 import duckdb
 
 from cost_pipeline.report.limits import over_estimate
-from cost_pipeline.report.strip import read_rows, six_months, stale_searches_note
+from cost_pipeline.report.strip import (
+    read_rows,
+    searches_read_moved,
+    six_months,
+    stale_searches_note,
+)
 from cost_pipeline.warehouse import (
     define_macro,
     materialized_empty,
@@ -272,7 +277,8 @@ def collect(con: duckdb.DuckDBPyConnection, month: date) -> dict[str, Any]:
         "bridge": bridge(con, month, head),
         "strip": six_months(con, month),  # the 6 months ending with this one
         # the searches' cost to date older than an earlier month's figures (restated after)
-        "stale": stale_searches_note(read_rows(con, "period_searches", month, month), month)
+        "stale": stale_searches_note(read_rows(con, "period_searches", month, month), month,
+                                     searches_read_moved(con, month, have))
         if "search_trend" in have else None,
         "tables": have,
     }

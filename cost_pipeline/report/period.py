@@ -80,7 +80,8 @@ def _refuse_gaps(data: dict, warehouse: str | Path) -> None:
 def stale_searches(data: dict) -> str | None:
     """What to do when the searches' cost to date, as the last month computed it, is older
     than a month before it (restated and materialized again after it), else None."""
-    return stale_searches_note(data["searches"], data["last"])
+    return stale_searches_note(data["searches"], data["last"],
+                               data.get("searches_moved", False))
 
 
 def month_format(data: dict) -> str:

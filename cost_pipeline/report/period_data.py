@@ -19,6 +19,7 @@ from cost_pipeline.report.strip import (
     by_purpose,
     months_between,
     read_rows,
+    searches_read_moved,
     table_names,
 )
 from cost_pipeline.warehouse import materialized_empty
@@ -87,6 +88,8 @@ def collect_period(con: duckdb.DuckDBPyConnection, first: date, last: date) -> d
         "bill_lines": bill_lines(con, first, last) if "attribution" in have else None,
         "models": section("cost_per_model_monthly", "period_models"),
         "searches": section("search_trend", "period_searches"),
+        # a month up to the last changed since the last's searches were computed
+        "searches_moved": searches_read_moved(con, last, have),
         "storage": section("storage_by_run_status", "period_storage"),
         "shares": section("reconciliation", "period_untracked_share"),
         "levers": levers,

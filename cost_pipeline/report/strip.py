@@ -49,11 +49,32 @@ def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:
     return out
 
 
-def stale_searches_note(searches: list[dict] | None, last: date) -> str | None:
+def searches_read_moved(con: duckdb.DuckDBPyConnection, last: date, have: set[str]) -> bool:
+    """Whether a month up to `last` changed since `last`'s searches were computed from it:
+    their `search_trend:read` basis (decisions.py `searches_read`) differs from what
+    `searches_read.sql` reads now. False when none was kept (a month written before it)."""
+    if not {"decision_basis", "input_tokens"} <= have:
+        return False
+    kept = con.execute("SELECT inputs FROM decision_basis WHERE month = ? AND table_name = ?",
+                       [last, "search_trend:read"]).fetchall()
+    if not kept:
+        return False
+    now = rows_of(con, sql_text("searches_read"), {"last": last})[0]["digest"]
+    return kept != [(now,)]
+
+
+def stale_searches_note(searches: list[dict] | None, last: date,
+                        moved: bool = False) -> str | None:
     """What to do when the searches' cost to date, as `last` computed it, is older than a
     month before it (restated and materialized again after it; `period_searches.sql`
-    `stale`), else None — said by the period report and by `last`'s own page."""
+    `stale`), or when a month up to it changed since in what no cost shows (`moved`: a run's
+    metric restated), else None — said by the period report and by `last`'s own page."""
     stale = [s["search_id"] for s in searches or [] if s["stale"]]
+    if not stale and moved and searches:
+        return (f"Out of date: the searches' figures as {last:%Y-%m} computed them (cost to "
+                "date, best, improvement, saturation) predate a change to a month up to it — "
+                "its bill, runs or attribution materialized again after it. Materialize the "
+                "months again, in order, then this report.")
     if not stale:
         return None
     named = ", ".join(stale[:NAMED]) + (f" and {len(stale) - NAMED:,} more" if

@@ -490,6 +490,45 @@ def test_a_last_month_older_than_a_restated_month_says_so(warehouse, quarter, tm
     assert "Out of date" not in page.read_text(encoding="utf-8")
 
 
+def test_a_last_month_older_than_a_months_changed_runs_says_so(demo_quarter, tmp_path):
+    """An August search run's metric restated in the runs file and August materialized again
+    after September: the searches' costs stay, so their best, improvement and saturation
+    were September's old ones, shown as current on the period page and September's with no
+    word. What September's searches were computed from (every month's input tokens up to it,
+    kept as its `search_trend:read` basis) no longer holds August's runs as they are now:
+    both pages say so, without naming searches, and September materialized again clears
+    it; July's and August's own pages read no later month."""
+    import html
+
+    from cost_pipeline.cli.materialize import materialize_month
+    from tests.support.warehouse_dump import copy_with_warehouse
+
+    config = copy_with_warehouse(Path(demo_quarter[0]), tmp_path / "demo")
+    runs = config.parent / "runs.csv"
+    runs.write_text(runs.read_text().replace(",val_auc,0.8487,", ",val_auc,0.9487,", 1))
+    warehouse = load_config(config).warehouse_path
+    assert materialize_month(str(config), MONTHS[1], progress=False).success
+
+    def summary(page: Path) -> str:
+        first = page.read_text(encoding="utf-8").split('<ul class="summary">')[1]
+        return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", first))).strip()
+
+    path, data = write_period_report(warehouse, FIRST, LAST, out=tmp_path / "p.html")
+    assert not [s for s in data["searches"] if s["stale"]]   # the costs agree
+    note = ("Out of date: the searches' figures as 2026-09 computed them (cost to date, best, "
+            "improvement, saturation) predate a change to a month up to it — its bill, runs "
+            "or attribution materialized again after it. Materialize the months again, in "
+            "order, then this report.")
+    assert summary(path).startswith(note)
+    assert summary(write_report(warehouse, LAST, out=tmp_path / "09.html")[0]).startswith(note)
+    for month in MONTHS[:2]:
+        page, _ = write_report(warehouse, month, out=tmp_path / f"{month:%m}.html")
+        assert "Out of date" not in page.read_text(encoding="utf-8")
+    assert materialize_month(str(config), LAST, progress=False).success
+    path, _ = write_period_report(warehouse, FIRST, LAST, out=tmp_path / "p.html")
+    assert "Out of date" not in path.read_text(encoding="utf-8")
+
+
 def test_the_summary_names_the_periods_saturated_searches_only(warehouse, tmp_path):
     # a one-month report named every saturated search of the model's history, ones that
     # cost nothing in the month among them; the search table still lists that history

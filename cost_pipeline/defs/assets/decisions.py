@@ -18,6 +18,7 @@ from cost_pipeline.text import AS_TEXT
 from cost_pipeline.warehouse import (
     dataset_rows,
     month_params,
+    query,
     register_datasets,
     replace_month_unless_same,
     sql_text,
@@ -195,8 +196,30 @@ def dataset_region_mismatch(context: dg.AssetExecutionContext, con, month) -> di
         [rounded(mismatch, currency) for mismatch in found])}
 
 
-# what a table's step reports beside its rows (logged, and returned as metadata)
-DERIVED_NOTES = {"egress": dataset_region_mismatch}
+# a month's searches' read, kept beside their rows (`decision_basis.table_name`)
+SEARCHES_READ = "search_trend:read"
+
+
+def searches_read(context: dg.AssetExecutionContext, con, month) -> dict:
+    """Keep what the month's searches were computed from — every month's input tokens up to
+    it, as one digest (assets/queries/searches_read.sql) — as its `search_trend:read`
+    basis row: a report of the month tells from it that an earlier month changed since, in
+    what no cost shows (a run's metric restated: the searches' best and improvement)."""
+    ((digest,),) = query(con, sql_text("searches_read"), {"last": month}).fetchall()
+    kept = con.execute("SELECT inputs FROM decision_basis WHERE month = ? AND table_name = ?",
+                       [month, SEARCHES_READ]).fetchall()
+    if kept != [(digest,)]:  # (a re-run reading the same writes nothing)
+        con.execute("DELETE FROM decision_basis WHERE month = ? AND table_name = ?",
+                    [month, SEARCHES_READ])
+        con.execute("INSERT INTO decision_basis VALUES (?, ?, ?, 0)",
+                    [month, SEARCHES_READ, digest])
+    return {}
+
+
+# what a table's step reports or keeps beside its rows (logged, and returned as metadata)
+DERIVED_NOTES = {"egress": dataset_region_mismatch, "search_trend": searches_read}
+# the queries they run (part of the table's code_version)
+NOTE_SQL = {"search_trend": ("searches_read",)}
 
 
 def _sql_asset(table: str, deps: list[str], owner: str, description: str,
@@ -209,7 +232,8 @@ def _sql_asset(table: str, deps: list[str], owner: str, description: str,
         owners=[f"team:{owner}"],
         deps=deps,
         description=description,
-        code_version=code_version((table, *CHECK_SQL.get(table, ()), basis_of(table, deps)[0]),
+        code_version=code_version((table, *CHECK_SQL.get(table, ()), *NOTE_SQL.get(table, ()),
+                                   basis_of(table, deps)[0]),
                                   ("cost_pipeline.defs.assets.decisions",
                                    "cost_pipeline.defs.checks")),
         check_specs=[check[0]] if check else None,

@@ -12,7 +12,11 @@ the run's warehouse connection refuses the next step, and the transaction rolls 
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # the exceptions a signal handler raises here, by class name (Dagster is not imported for it;
 # a failed run's error chain names them so too: `cli/materialize._failure`)
@@ -54,3 +58,26 @@ def stop_if_swallowed() -> None:
     stops at its next query instead of running on to its end."""
     if _swallowed["interrupt"]:
         raise KeyboardInterrupt
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held while the block runs, then delivered to the handlers they had:
+    a block that must end as one — a run's COMMIT, the report it publishes and the outcome it
+    tags; a file renamed into place and named — is never cut inside (a signal there said
+    "rolled back" of a month committed, or failed the COMMIT's query). Outside the main
+    thread, where no handler can be set, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    signums = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda signum, _frame: held.append(signum))
+                for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():  # (None: one set outside Python)
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        for signum in dict.fromkeys(held):  # each once, in the order they came
+            signal.raise_signal(signum)

@@ -179,6 +179,10 @@ class Warehouse(DuckDBResource):
             self._staged.append((staged, final))
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        with interrupts.deferred():  # the outcome, the file and the tag as one (interrupts.py)
+            self._end_run(context)
+
+    def _end_run(self, context: dg.InitResourceContext) -> None:
         failure: WarehouseCommitError | None = None
         if self._run_con is not None:
             reason = self._rollback_reason(context)

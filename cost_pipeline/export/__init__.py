@@ -21,6 +21,14 @@ def written_atomically(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a directory: name the file to write")
+    if path.exists() and not path.is_file():
+        # renamed over, a device (/dev/null, even /dev/full as root), a pipe or a socket was
+        # replaced by a regular file, and what its reader waited for never came
+        raise ValueError(f"{path} is no regular file (a device, a pipe or a socket): name "
+                         "a file to write")
+    if path.is_symlink():
+        # the file the link names is written; renamed over, the link itself was replaced
+        path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",

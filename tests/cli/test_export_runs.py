@@ -347,3 +347,28 @@ def test_a_warehouse_on_a_read_only_disk_exports_to_stdout_and_names_what_it_can
         assert out == b"" and err.decode() == (
             f"error: cannot write {folder / 'exports' / 'run-costs-2024-03.csv'}: {cause}\n")
     assert sorted(p.name for p in folder.iterdir()) == ["warehouse.duckdb"]
+
+
+def test_an_out_path_naming_a_pipe_or_a_link_keeps_it(config, tmp_path, capsys):
+    """`--out` a named pipe (or a device: as root, `--out /dev/full` replaced the system's) was
+    renamed over, becoming a regular file while its reader waited for ever; a symbolic link
+    was replaced by the file, the file it names untouched. A pipe, a socket or a device is
+    refused in one line; a link's file is written, the link kept."""
+    import os
+
+    args = ["export", "runs", "--config", str(config), "--month", "2024-03"]
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    assert main([*args, "--out", str(pipe)]) == 1
+    assert capsys.readouterr().err == (f"error: {pipe} is no regular file (a device, a pipe or "
+                                       "a socket): name a file to write\n")
+    assert pipe.is_fifo() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] \
+        == []
+    target = tmp_path / "kept" / "runs.csv"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    assert main([*args, "--out", str(link)]) == 0
+    assert link.is_symlink() and link.resolve() == target
+    assert target.read_text().startswith("\"month\",\"run_id\",")

@@ -162,6 +162,71 @@ print(json.dumps({"steps": [e.step_key for e in failures],
 """
 
 
+# a job whose one step writes a row and stages a page; the page's rename, in the resource's
+# teardown after the COMMIT, sends the process `argv[2]` first: a signal landing between the
+# COMMIT and the run's tagged outcome, every time
+_SIGNAL_AT_PUBLISH = """
+import json, os, signal, sys
+from pathlib import Path
+import dagster as dg
+from cost_pipeline.cli.materialize import _failure
+from cost_pipeline.defs.resources import COMMIT_TAG, Warehouse
+
+class SignalledOnRename(type(Path())):
+    def replace(self, target):
+        os.kill(os.getpid(), getattr(signal, "SIG" + sys.argv[2]))
+        return super().replace(target)
+
+@dg.asset
+def writes(duckdb: Warehouse) -> None:
+    with duckdb.get_connection() as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+    staged = SignalledOnRename(sys.argv[1] + ".page.pending")
+    staged.write_text("new page")
+    duckdb.publish_on_commit(staged, Path(sys.argv[1] + ".page"))
+
+job = dg.define_asset_job("one", selection=["writes"])
+defs = dg.Definitions(assets=[writes], jobs=[job],
+                      resources={"duckdb": Warehouse(database=sys.argv[1])})
+signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+instance = dg.DagsterInstance.get()
+result = defs.resolve_job_def("one").execute_in_process(raise_on_error=False,
+                                                         instance=instance)
+commit = instance.get_run_by_id(result.run_id).tags.get(COMMIT_TAG, "")
+print(json.dumps({"commit": commit, "failure": _failure(result, commit)[0] if not
+                  result.success else None}))
+"""
+
+
+@pytest.mark.parametrize("signame", ["INT", "TERM"])
+def test_a_signal_between_the_commit_and_the_runs_outcome_says_it_committed(tmp_path,
+                                                                           signame):
+    # a signal inside the resource's teardown, after the COMMIT: the run said "rolled back"
+    # of a month committed (its outcome never tagged), left the new page unpublished
+    # (`.pending` beside the old one), or failed with DuckDB's "Query interrupted" (exit 1)
+    # when it cut the COMMIT's query. The teardown holds the signal to its end: the month
+    # committed, its page published, the outcome tagged, then the signal is the run's
+    import json
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(_SIGNAL_AT_PUBLISH, encoding="utf-8")
+    database = tmp_path / "w.duckdb"
+    done = subprocess.run([sys.executable, str(script), str(database), signame],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome["commit"] == "committed", done.stderr
+    assert outcome["failure"] in (None, "interrupted after the month's writes were committed")
+    assert (tmp_path / "w.duckdb.page").read_text() == "new page"
+    assert not (tmp_path / "w.duckdb.page.pending").exists()
+    import duckdb
+
+    with duckdb.connect(str(database), read_only=True) as con:
+        assert con.execute("SELECT x FROM t").fetchall() == [(1,)]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_inside_a_query_stops_the_run_as_an_interrupt(tmp_path, signum):
     # DuckDB swallows the signal handler's exception and fails the query with its own

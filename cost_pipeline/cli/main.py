@@ -369,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
         return code
     except (ConfigError, SourceError, EstimateError, ValueError, OSError) as exc:
+        if interrupts.within(exc):  # a signal's exception, wrapped by what it passed through
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         if args.debug:
             print(redact(traceback.format_exc()), file=sys.stderr, end="")
         print(error_line(str(exc)), file=sys.stderr)
@@ -381,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         # DuckDB swallows the KeyboardInterrupt and fails the query with its own error
         from cost_pipeline.warehouse import query_interrupted
 
-        if not query_interrupted(exc):
+        if not (query_interrupted(exc) or interrupts.within(exc)):
             raise
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -399,6 +402,13 @@ def run() -> int:
     sys.meta_path.insert(0, _WithoutPandas())
     try:
         return main()
+    except Exception as exc:
+        # a signal while the command started (its imports, outside `main`'s handlers), its
+        # exception wrapped by the module it passed through: one line, as anywhere else
+        if not interrupts.within(exc):
+            raise
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         # a signal while the command started (its imports, outside `main`'s handlers): one
         # line, as anywhere else, not Python's traceback and a death by SIGINT

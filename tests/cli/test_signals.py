@@ -412,14 +412,21 @@ def test_a_signal_a_finalizer_swallowed_outside_a_run_exits_130(monkeypatch, cap
 
 
 _SIGNAL_WHILE_IMPORTING = """
-import importlib.abc, os, signal, sys
+import importlib.abc, os, signal, sys, time
 
-MODULE, SIGNUM = sys.argv[1], getattr(signal, "SIG" + sys.argv[2])
+MODULE, SIGNUM, WRAPPED = sys.argv[1], getattr(signal, "SIG" + sys.argv[2]), sys.argv[3]
 
 class SignalAt(importlib.abc.MetaPathFinder):  # the signal arrives as the command imports it
     def find_spec(self, name, path, target=None):
         if name == MODULE:
-            os.kill(os.getpid(), SIGNUM)
+            if not WRAPPED:
+                os.kill(os.getpid(), SIGNUM)
+                return None
+            try:  # as a module the signal passes through raises its own error
+                os.kill(os.getpid(), SIGNUM)
+                time.sleep(5)
+            except KeyboardInterrupt as exc:
+                raise RuntimeError("Error calling __set_name__ on 'Field'") from exc
         return None
 
 sys.meta_path.insert(0, SignalAt())
@@ -431,10 +438,14 @@ sys.exit(run())
 
 @pytest.mark.parametrize("signame", ["INT", "TERM"])
 @pytest.mark.parametrize("module", ["cost_pipeline.config", "cost_pipeline.estimate"])
-def test_a_signal_while_the_command_starts_is_one_line(tmp_path, signame, module):
+@pytest.mark.parametrize("wrapped", ["", "wrapped"])
+def test_a_signal_while_the_command_starts_is_one_line(tmp_path, signame, module, wrapped):
     # Ctrl-C in the first second, while the command imported what it runs with (outside
-    # `main`'s handlers), printed Python's traceback and died of SIGINT (exit -2)
-    done = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_IMPORTING, module, signame],
+    # `main`'s handlers), printed Python's traceback and died of SIGINT (exit -2); its
+    # exception wrapped by what it passed through (pydantic's SchemaError, a RuntimeError
+    # from `__set_name__`, ssl's TypeError) was a traceback and exit 1
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_IMPORTING, module, signame,
+                           wrapped],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert (done.returncode, done.stderr) == (130, "error: interrupted\n")
 

@@ -18,6 +18,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+# the exit status of a command a signal stopped (SIGINT or SIGTERM), as shells give 128 + 2
+EXIT_INTERRUPTED = 130
+
 # the exceptions a signal handler raises here, by class name (Dagster is not imported for it;
 # a failed run's error chain names them so too: `cli/materialize._failure`)
 INTERRUPT_NAMES = frozenset({"KeyboardInterrupt", "DagsterExecutionInterruptedError"})

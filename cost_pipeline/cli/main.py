@@ -21,7 +21,7 @@ from cost_pipeline.months import parse_month
 from cost_pipeline.text import AS_TEXT, BIDI_CONTROLS, CONTROLS
 
 EXIT_OK, EXIT_ERROR, EXIT_CHECK_FAILED, EXIT_OVER_BUDGET = 0, 1, 2, 3
-EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM: what a run had written is rolled back
+EXIT_INTERRUPTED = interrupts.EXIT_INTERRUPTED  # SIGINT or SIGTERM: a run's writes rolled back
 
 
 # what a terminal or a reader of the output would act on rather than show (cost_pipeline.text:

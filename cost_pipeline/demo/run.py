@@ -8,11 +8,11 @@ from pathlib import Path
 
 import duckdb
 
-from cost_pipeline.cli.main import EXIT_ERROR, EXIT_INTERRUPTED
 from cost_pipeline.cli.materialize import dagster_home, materialize_month, must_be_folder
 from cost_pipeline.config import load_config
 from cost_pipeline.demo.generate import generate_demo
 from cost_pipeline.demo.quarter import MONTHS
+from cost_pipeline.interrupts import EXIT_INTERRUPTED
 from cost_pipeline.months import parse_month
 from cost_pipeline.report import write_report
 from cost_pipeline.report.bill_lines import (
@@ -48,7 +48,7 @@ def materialize_and_print(config_path: Path, strict: bool = False) -> int:
         result = materialize_month(str(config_path), month)
         if not result.success:
             print(f"error: {month:%Y-%m}: {result.error}", file=sys.stderr)
-            return EXIT_INTERRUPTED if result.interrupted else EXIT_ERROR
+            return EXIT_INTERRUPTED if result.interrupted else 1
         failed_checks += len(result.failed_error_checks)
     warehouse = load_config(config_path).warehouse_path
     first, last = DEMO_MONTHS[0], DEMO_MONTHS[-1]

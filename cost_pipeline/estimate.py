@@ -24,6 +24,7 @@ import duckdb
 
 from cost_pipeline.config import PipelineConfig
 from cost_pipeline.report.money import money, money_apart, symbol_of
+from cost_pipeline.text import BIDI_CONTROLS, CONTROLS
 from cost_pipeline.warehouse import (
     WarehouseBusyError,
     connect_read_only,
@@ -322,6 +323,16 @@ def record_approval(
     search_id = (search_id or "").strip()
     if not search_id:
         raise EstimateError("--search-id must name the search (the tracker's search_id)")
+    if any(ord(c) in CONTROLS or ord(c) in BIDI_CONTROLS for c in search_id):
+        # recorded, a line break in it printed the confirmation as two lines
+        raise EstimateError("--search-id holds a control character (a line break, an escape "
+                            "…): name the search as the tracker does")
+    if approved_by is not None and not approved_by.strip():
+        raise EstimateError("--approved-by names who approved: got no name")
+    if expected_improvement is not None and math.isinf(expected_improvement):
+        # `1e400` is read as infinity: "got inf" named a number nobody wrote
+        raise EstimateError("--expected-improvement must be a finite number: the number "
+                            "given is too large for one")
     if expected_improvement is not None and not math.isfinite(expected_improvement):
         # checked before the write: a NaN was recorded, then the JSON output failed on it
         raise EstimateError(f"--expected-improvement must be a finite number, got "

@@ -138,6 +138,28 @@ def test_a_search_id_is_required(cfg):
         record_approval(cfg, est, "  ")
 
 
+@pytest.mark.parametrize(("given", "error"), [
+    ({"search_id": "s1\nforged"}, r"^--search-id holds a control character \(a line break, "
+                                   r"an escape …\): name the search as the tracker does$"),
+    ({"approved_by": "  "}, r"^--approved-by names who approved: got no name$"),
+    ({"expected_improvement": float("inf")}, r"^--expected-improvement must be a finite "
+                                             r"number: the number given is too large for one$"),
+])
+def test_an_approval_refuses_what_it_would_record_wrong(cfg, given, error):
+    """A search id holding a line break was recorded and printed as two lines; a blank
+    `--approved-by` was recorded as the empty text; `--expected-improvement 1e400` said
+    "got inf", a number nobody wrote."""
+    est = estimate_search(cfg, "churn", 1, 1, gpus=1, hours=1, price=1.0)
+    with pytest.raises(EstimateError, match=error):
+        record_approval(cfg, est, **{"search_id": "s1", **given})
+    if Path(cfg.warehouse_path).exists():   # nothing recorded
+        with duckdb.connect(cfg.warehouse_path, read_only=True) as con:
+            tables = {t for (t,) in con.execute(
+                "SELECT table_name FROM information_schema.tables").fetchall()}
+            assert "search_approvals" not in tables or con.execute(
+                "SELECT count(*) FROM search_approvals").fetchone() == (0,)
+
+
 def test_a_search_billed_in_two_currencies_has_no_cost_to_date(cfg):
     """SX cost EUR 60 in February and USD 50 in March: the sum (110) was its "cost to date",
     shown under "$" and held against its estimate. Amounts of two currencies do not add up:

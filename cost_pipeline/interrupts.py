@@ -50,18 +50,21 @@ def install() -> None:
     sys.unraisablehook = hook
 
 
+def chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc`, then the exception it was raised from or while handling, and so on, each once."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        yield exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+
+
 def within(exc: BaseException | None) -> bool:
     """Whether a signal's exception is in `exc`'s chain: a library that raised its own error
     while the interrupt passed through it (pydantic building a schema, a class body's
     `__set_name__`, `ssl` starting up, in the first second's imports) — the signal's, not an
     error of the command."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if is_interrupt(type(exc)):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(is_interrupt(type(e)) for e in chain(exc))
 
 
 def swallowed() -> bool:

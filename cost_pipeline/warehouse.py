@@ -19,7 +19,7 @@ import duckdb
 
 from cost_pipeline.config import PipelineConfig
 from cost_pipeline.ingest.sources import sql_identifier
-from cost_pipeline.interrupts import stop_if_swallowed
+from cost_pipeline.interrupts import chain, stop_if_swallowed
 from cost_pipeline.months import month_bounds
 
 if TYPE_CHECKING:
@@ -387,14 +387,8 @@ def query_interrupted(exc: BaseException) -> bool:
     check stopped it, `duckdb.InterruptException` when the connection was interrupted. Nothing
     else interrupts a query here. An error raised while such an error was handled (a cleanup's
     query refused in the transaction the interruption aborted) is the interruption's too."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, duckdb.InterruptException) or (
-                type(exc) is RuntimeError and "Query interrupted" in str(exc)):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(isinstance(e, duckdb.InterruptException) or (
+        type(e) is RuntimeError and "Query interrupted" in str(e)) for e in chain(exc))
 
 
 def transaction_aborted(con: duckdb.DuckDBPyConnection) -> bool:

@@ -365,20 +365,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.func(args)
         if interrupts.swallowed() and code != EXIT_INTERRUPTED:
-            print("error: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return _interrupted()
         return code
     except (ConfigError, SourceError, EstimateError, ValueError, OSError) as exc:
         if interrupts.within(exc):  # a signal's exception, wrapped by what it passed through
-            print("error: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return _interrupted()
         if args.debug:
             print(redact(traceback.format_exc()), file=sys.stderr, end="")
         print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     except Exception as exc:
         # a signal while one of the command's own DuckDB queries ran (outside a run's steps):
         # DuckDB swallows the KeyboardInterrupt and fails the query with its own error
@@ -386,8 +383,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if not (query_interrupted(exc) or interrupts.within(exc)):
             raise
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
 
 
 def run() -> int:
@@ -402,18 +398,13 @@ def run() -> int:
     sys.meta_path.insert(0, _WithoutPandas())
     try:
         return main()
-    except Exception as exc:
-        # a signal while the command started (its imports, outside `main`'s handlers), its
-        # exception wrapped by the module it passed through: one line, as anywhere else
+    except (Exception, KeyboardInterrupt) as exc:
+        # a signal while the command started (its imports, outside `main`'s handlers), as
+        # such or wrapped by the module it passed through: one line, as anywhere else, not
+        # Python's traceback and a death by SIGINT
         if not interrupts.within(exc):
             raise
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        # a signal while the command started (its imports, outside `main`'s handlers): one
-        # line, as anywhere else, not Python's traceback and a death by SIGINT
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     finally:
         gc.freeze()
 
@@ -432,6 +423,12 @@ class _WithoutPandas(importlib.abc.MetaPathFinder):
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
+
+
+def _interrupted() -> int:
+    """A command a signal stopped: one line, its exit status."""
+    print("error: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # python -m cost_pipeline.cli.main

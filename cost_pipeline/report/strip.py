@@ -49,18 +49,27 @@ def by_purpose(cells: list[dict]) -> dict[date, dict[str, Decimal]]:
     return out
 
 
+# the `decision_basis` row that keeps what a month's searches were computed from
+SEARCHES_READ = "search_trend:read"
+
+
+def searches_read(con: duckdb.DuckDBPyConnection, month: date) -> tuple[str | None, str]:
+    """(the digest kept as the month's `search_trend:read` basis, None when none was; the
+    digest `searches_read.sql` reads now): written by the month's search step
+    (decisions.py `keep_searches_read`), compared by its reports."""
+    kept = con.execute("SELECT inputs FROM decision_basis WHERE month = ? AND table_name = ?",
+                       [month, SEARCHES_READ]).fetchall()
+    now = rows_of(con, sql_text("searches_read"), {"last": month})[0]["digest"]
+    return (kept[0][0] if kept else None), now
+
+
 def searches_read_moved(con: duckdb.DuckDBPyConnection, last: date, have: set[str]) -> bool:
-    """Whether a month up to `last` changed since `last`'s searches were computed from it:
-    their `search_trend:read` basis (decisions.py `searches_read`) differs from what
-    `searches_read.sql` reads now. False when none was kept (a month written before it)."""
+    """Whether a month up to `last` changed since `last`'s searches were computed from it
+    (`searches_read`). False when none was kept (a month written before it)."""
     if not {"decision_basis", "input_tokens"} <= have:
         return False
-    kept = con.execute("SELECT inputs FROM decision_basis WHERE month = ? AND table_name = ?",
-                       [last, "search_trend:read"]).fetchall()
-    if not kept:
-        return False
-    now = rows_of(con, sql_text("searches_read"), {"last": last})[0]["digest"]
-    return kept != [(now,)]
+    kept, now = searches_read(con, last)
+    return kept is not None and kept != now
 
 
 def stale_searches_note(searches: list[dict] | None, last: date,

@@ -613,12 +613,17 @@ def test_a_column_named_twice_is_refused_by_both_readers(tmp_path, header):
     """The SQL path stepped aside and the record-by-record one read the last copy."""
     path = tmp_path / "runs.csv"
     path.write_text(f"{header}\nr1,FINISHED,2026-07-01,churn,churn-events,churn-events\n")
+    _refused_as_model_twice(path, "columns 4 and 6")
+
+
+def _refused_as_model_twice(path, columns: str) -> None:
+    """Neither reader takes `path`, each naming `model`'s two `columns`."""
     assert _fast_runs(path, "runs_file") is None
     for read in (read_runs, read_runs_table):
         with pytest.raises(SourceError) as error:
             read(path, "runs_file")
         assert str(error.value) == (f"runs_file: {path}: column model appears twice in the "
-                                    "header (columns 4 and 6): keep one")
+                                    f"header ({columns}): keep one")
 
 
 def test_a_parquet_runs_file_naming_a_column_twice_is_refused_as_a_csv_is(tmp_path):
@@ -629,9 +634,4 @@ def test_a_parquet_runs_file_naming_a_column_twice_is_refused_as_a_csv_is(tmp_pa
         [pa.array(["r1"]), pa.array(["FINISHED"]), pa.array(["2026-07-01"]),
          pa.array(["churn"]), pa.array(["churn-events"])],
         names=["run_id", "status", "start_time", "model", "model"]), path)
-    assert _fast_runs(path, "runs_file") is None
-    for read in (read_runs, read_runs_table):
-        with pytest.raises(SourceError) as error:
-            read(path, "runs_file")
-        assert str(error.value) == (f"runs_file: {path}: column model appears twice in the "
-                                    "header (columns 4 and 5): keep one")
+    _refused_as_model_twice(path, "columns 4 and 5")

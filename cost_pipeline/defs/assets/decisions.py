@@ -14,11 +14,11 @@ from cost_pipeline.defs.metadata import rounded
 from cost_pipeline.defs.partitions import monthly
 from cost_pipeline.defs.resources import PipelineSettings, forced, month_of
 from cost_pipeline.report.money import in_currency
+from cost_pipeline.report.strip import SEARCHES_READ, searches_read
 from cost_pipeline.text import AS_TEXT
 from cost_pipeline.warehouse import (
     dataset_rows,
     month_params,
-    query,
     register_datasets,
     replace_month_unless_same,
     sql_text,
@@ -196,19 +196,13 @@ def dataset_region_mismatch(context: dg.AssetExecutionContext, con, month) -> di
         [rounded(mismatch, currency) for mismatch in found])}
 
 
-# a month's searches' read, kept beside their rows (`decision_basis.table_name`)
-SEARCHES_READ = "search_trend:read"
-
-
-def searches_read(context: dg.AssetExecutionContext, con, month) -> dict:
+def keep_searches_read(context: dg.AssetExecutionContext, con, month) -> dict:
     """Keep what the month's searches were computed from — every month's input tokens up to
     it, as one digest (assets/queries/searches_read.sql) — as its `search_trend:read`
     basis row: a report of the month tells from it that an earlier month changed since, in
     what no cost shows (a run's metric restated: the searches' best and improvement)."""
-    ((digest,),) = query(con, sql_text("searches_read"), {"last": month}).fetchall()
-    kept = con.execute("SELECT inputs FROM decision_basis WHERE month = ? AND table_name = ?",
-                       [month, SEARCHES_READ]).fetchall()
-    if kept != [(digest,)]:  # (a re-run reading the same writes nothing)
+    kept, digest = searches_read(con, month)
+    if kept != digest:  # (a re-run reading the same writes nothing)
         con.execute("DELETE FROM decision_basis WHERE month = ? AND table_name = ?",
                     [month, SEARCHES_READ])
         con.execute("INSERT INTO decision_basis VALUES (?, ?, ?, 0)",
@@ -217,7 +211,7 @@ def searches_read(context: dg.AssetExecutionContext, con, month) -> dict:
 
 
 # what a table's step reports or keeps beside its rows (logged, and returned as metadata)
-DERIVED_NOTES = {"egress": dataset_region_mismatch, "search_trend": searches_read}
+DERIVED_NOTES = {"egress": dataset_region_mismatch, "search_trend": keep_searches_read}
 # the queries they run (part of the table's code_version)
 NOTE_SQL = {"search_trend": ("searches_read",)}
 
